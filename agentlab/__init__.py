@@ -1,0 +1,29 @@
+"""agentlab: the agent loop you can watch, pause, measure and teach.
+
+Importing this package does nothing but define names; widgets, plots and the
+Anthropic client load when first used.
+"""
+
+from .budget import Budget, BudgetSnapshot
+from .clock import FakeClock
+from .errors import (
+    AuthenticationFailed,
+    FatalError,
+    ModelError,
+    PermissionDenied,
+    Policy,
+    RetryableError,
+    ToolError,
+)
+from .events import Event
+from .loop import Run, arun, run
+from .models import FunctionModel, ScriptedModel, reply
+from .pricing import Prices
+from .results import Done, StepRecord, Stopped
+from .tools import Retry, Tool, tool
+
+__all__ = [
+    "AuthenticationFailed", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
+    "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
+    "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "arun", "reply", "run", "tool",
+]

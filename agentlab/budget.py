@@ -1,0 +1,105 @@
+"""The three budgets, as values and pure checks.
+
+Steps catch the model that alternates between tools forever; cost catches
+eight legitimate steps with a huge context; the deadline catches the tool
+that hangs. They fail independently, so each is checked on its own and the
+result says which one ran out, with the numbers.
+
+Nothing here reads a clock or calls a model: the engine passes the numbers in.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+CostGuard = Literal["hard", "after"]
+
+
+def _check_limit(name: str, value: object, *, integer: bool = False) -> None:
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number or None, got {type(value).__name__}")
+    if integer and not isinstance(value, int):
+        raise TypeError(f"{name} must be a whole number, got {value!r}")
+    if math.isnan(value) or value <= 0:
+        raise ValueError(f"{name} must be > 0 (or None for no limit), got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """Limits of one run. ``None`` means no limit.
+
+    Attributes:
+        max_steps: model calls allowed.
+        max_cost: US dollars the run may spend on model calls.
+        deadline_s: wall-clock seconds from the run's start; bounds model
+            calls, tools and retry waits alike.
+        cost_guard: ``"hard"`` checks the worst case *before* each call and
+            never lets ``spent`` pass ``max_cost``; ``"after"`` is the article's
+            sketch (check once spent), kept to show the overshoot it allows.
+    """
+
+    max_steps: int | None = 8
+    max_cost: float | None = 0.50
+    deadline_s: float | None = 60.0
+    cost_guard: CostGuard = "hard"
+
+    def __post_init__(self) -> None:
+        _check_limit("max_steps", self.max_steps, integer=True)
+        _check_limit("max_cost", self.max_cost)
+        _check_limit("deadline_s", self.deadline_s)
+        if self.max_cost is not None and math.isinf(self.max_cost):
+            raise ValueError("max_cost must be finite (use None for no limit)")
+        if self.cost_guard not in ("hard", "after"):
+            raise ValueError(f"cost_guard must be 'hard' or 'after', got {self.cost_guard!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSnapshot:
+    """Where a run stands against each budget: used and limit."""
+
+    steps: int
+    max_steps: int | None
+    spent: float
+    max_cost: float | None
+    elapsed: float
+    deadline_s: float | None
+
+    def fraction(self, which: Literal["steps", "cost", "time"]) -> float | None:
+        """Share of a budget used (0..1+), ``None`` when unlimited."""
+        used, limit = {
+            "steps": (self.steps, self.max_steps),
+            "cost": (self.spent, self.max_cost),
+            "time": (self.elapsed, self.deadline_s),
+        }[which]
+        return None if not limit else used / limit
+
+    def __str__(self) -> str:
+        def lim(v: object, fmt: str) -> str:
+            return "∞" if v is None else format(v, fmt)
+
+        return (
+            f"steps {self.steps}/{lim(self.max_steps, 'd')} · "
+            f"${self.spent:.4f}/{'∞' if self.max_cost is None else f'${self.max_cost:.2f}'} · "
+            f"{self.elapsed:.1f}s/{lim(self.deadline_s, '.0f')}s"
+        )
+
+
+def affordable_max_tokens(
+    remaining: float, est_input_tokens: int, input_rate: float, output_rate: float, wanted: int
+) -> int:
+    """The largest ``max_tokens`` whose worst-case cost fits in ``remaining`` dollars.
+
+    Worst case = estimated input at the dearest input rate + every allowed
+    output token. Returns ``wanted`` when it fits, something smaller when only
+    that fits, and 0 when not even the input fits. Rates are USD per token.
+    """
+    left = remaining - est_input_tokens * input_rate
+    if left <= 0:
+        return 0
+    if output_rate <= 0:
+        return wanted
+    return max(0, min(wanted, math.floor(left / output_rate * (1 - 1e-9))))

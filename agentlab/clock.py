@@ -1,0 +1,55 @@
+"""Time, injected. Deadline and backoff tests drive a :class:`FakeClock`.
+
+The engine reads time only through ``clock.now()`` and waits only through
+``await clock.sleep(s)``, so a test can make a model call "take" ten seconds
+or check a backoff schedule without sleeping for real.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds on a monotonic scale."""
+        ...
+
+    async def sleep(self, seconds: float) -> None:
+        """Wait ``seconds``."""
+        ...
+
+
+class SystemClock:
+    """The real clock: ``time.monotonic`` and ``asyncio.sleep``."""
+
+    def now(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+class FakeClock:
+    """A clock that moves only when told to; ``sleep`` advances it instantly.
+
+    ``sleeps`` records every wait asked for, so a test can assert a backoff
+    schedule exactly.
+    """
+
+    def __init__(self, start: float = 0.0) -> None:
+        self.t = start
+        self.sleeps: list[float] = []
+
+    def now(self) -> float:
+        return self.t
+
+    def advance(self, seconds: float) -> None:
+        self.t += seconds
+
+    async def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+        await asyncio.sleep(0)

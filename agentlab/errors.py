@@ -1,0 +1,138 @@
+"""The three kinds of failure, and the one table that decides which is which.
+
+The seed article's central point: a failure is *recoverable* (tell the model,
+naming the next step), *retryable* (retry invisibly with backoff) or *fatal*
+(stop the run; the model is never told). Tools raise the exceptions below;
+:func:`classify` is the only place that maps an exception to a kind, so a
+policy change (say, treating a permission denial as recoverable for a lesson)
+is one setting, not a hunt through the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Kind = Literal["recoverable", "retryable", "fatal"]
+
+
+class AgentlabError(Exception):
+    """Base class of every error agentlab raises or understands."""
+
+
+class ToolError(AgentlabError):
+    """Recoverable: the model gets ``message`` plus ``hint`` (its next step).
+
+    Raise it for "record not found", "bad argument", a failed validation:
+    things the model can fix by asking differently.
+    """
+
+    def __init__(self, message: str, *, hint: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.hint = hint
+
+    def for_model(self) -> str:
+        return f"{self.message} Next step: {self.hint}" if self.hint else self.message
+
+
+class RetryableError(AgentlabError):
+    """Retryable: infrastructure noise (429, 503, a dropped socket).
+
+    Retried inside the loop with backoff; ``retry_after`` (seconds), when the
+    upstream said how long to wait, is honoured. The model hears of it only
+    when the retries run out, and then as a recoverable error.
+    """
+
+    def __init__(self, message: str, *, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.retry_after = retry_after
+
+
+class FatalError(AgentlabError):
+    """Fatal: nothing the model can do fixes it; the run stops at once."""
+
+
+class PermissionDenied(FatalError):
+    """The caller lacks a right. Never handed to the model to work around."""
+
+
+class AuthenticationFailed(FatalError):
+    """Credentials were refused (a 401, a bad key)."""
+
+
+class UnknownTool(FatalError):
+    """The model asked for a tool that is not registered."""
+
+
+class ModelError(AgentlabError):
+    """The model endpoint refused the request for a reason a retry cannot fix.
+
+    ``reason`` becomes the run's stop reason (``"model error"``,
+    ``"context window"``), so the result says what went wrong.
+    """
+
+    def __init__(self, message: str, *, reason: str = "model error") -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason
+
+
+@dataclass(frozen=True, slots=True)
+class Policy:
+    """How failures are treated. The defaults follow the article's prose.
+
+    Attributes:
+        unknown_tool: kind of a call to an unregistered tool. The article's
+            prose says fatal (its code sketch says otherwise).
+        permission_denied: kind of :class:`PermissionDenied` / ``PermissionError``.
+            ``"recoverable"`` exists only to *show* the classic bug: the model
+            then spends steps probing for another route to the same data.
+        unclassified: kind of any other exception: a bug in a tool, so fatal
+            unless you say otherwise.
+        max_attempts: attempts per call, the first included, for retryables.
+        base_delay: first backoff wait in seconds; doubled each attempt.
+        max_delay: cap on a single backoff wait, in seconds.
+        jitter: fraction of each wait drawn at random (0 = none, 1 = "full").
+    """
+
+    unknown_tool: Kind = "fatal"
+    permission_denied: Kind = "fatal"
+    unclassified: Kind = "fatal"
+    max_attempts: int = 3
+    base_delay: float = 0.5
+    max_delay: float = 8.0
+    jitter: float = 0.5
+
+    def __post_init__(self) -> None:
+        for name in ("unknown_tool", "permission_denied", "unclassified"):
+            if getattr(self, name) not in ("recoverable", "retryable", "fatal"):
+                raise ValueError(f"Policy.{name} must be 'recoverable', 'retryable' or 'fatal'")
+        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
+            raise ValueError("Policy.max_attempts must be an int >= 1")
+        if self.base_delay < 0 or self.max_delay < 0 or not 0 <= self.jitter <= 1:
+            raise ValueError("Policy delays must be >= 0 and jitter within [0, 1]")
+
+
+def classify(exc: BaseException, policy: Policy) -> Kind:
+    """The policy table: which kind of failure ``exc`` is."""
+    if isinstance(exc, (PermissionDenied, PermissionError)):
+        return policy.permission_denied
+    if isinstance(exc, UnknownTool):
+        return policy.unknown_tool
+    if isinstance(exc, (FatalError, ModelError)):
+        return "fatal"
+    if isinstance(exc, ToolError):
+        return "recoverable"
+    if isinstance(exc, (RetryableError, TimeoutError, ConnectionError)):
+        return "retryable"
+    return policy.unclassified
+
+
+def describe(exc: BaseException) -> str:
+    """A one-line ``Type: message`` for results, traces and the model."""
+    if isinstance(exc, ToolError):
+        return exc.for_model()
+    text = str(exc) or exc.__class__.__name__
+    return f"{exc.__class__.__name__}: {text}"

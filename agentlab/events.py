@@ -1,0 +1,63 @@
+"""What the engine tells its subscribers: one flat event type, one fact each.
+
+The trace store, the notebook panel and the CLI are all subscribers; the
+engine knows none of them. Every event has the run id, the step it belongs
+to, a sequence number, seconds since the run started and a ``kind``; the rest
+is in ``data`` (plain JSON-able values).
+
+Kinds and their ``data``:
+
+``run_started``     task, model, system, budget {max_steps, max_cost,
+                    deadline_s, cost_guard}, tools [{name, mode, description,
+                    input_schema}], prices, max_tokens, messages (the initial
+                    history)
+``model_request``   max_tokens (after the cost guard), estimated_input_tokens
+``model_retry``     attempt, error, wait
+``model_called``    content, stop_reason, usage {...}, estimated (usage was
+                    estimated, not reported), cost, spent, latency,
+                    request_id, context_tokens
+``tool_started``    call_id, tool, mode, args, index
+``tool_retry``      call_id, tool, attempt, error, wait
+``tool_finished``   call_id, tool, mode, args, index, outcome (ok |
+                    recoverable | retried | fatal | nudged | skipped),
+                    attempts, result, is_error, start, end, error
+``nudged``          call_id, tool, args, count
+``tool_results``    content (the user message of tool_result blocks appended
+                    to the history)
+``step_finished``   tool_calls, spent, elapsed, budget {...}
+``paused``/``resumed``  limits (resumed: the raised budget)
+``run_finished``    outcome (done | stopped), reason, detail, text, steps,
+                    spent, elapsed, error, model_calls
+
+Messages sent at step k are rebuilt from ``run_started.messages`` plus each
+earlier step's ``model_called.content`` (as the assistant) and
+``tool_results.content`` (as the user): each step is stored once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    kind: str
+    run_id: str
+    step: int
+    seq: int
+    t: float
+    data: dict[str, Any]
+
+    def as_record(self) -> dict[str, Any]:
+        """The event as one flat JSON object (what a trace line holds)."""
+        return {
+            "v": SCHEMA_VERSION, "run_id": self.run_id, "seq": self.seq, "step": self.step,
+            "t": round(self.t, 6), "kind": self.kind, **self.data,
+        }
+
+
+Subscriber = Callable[[Event], None]

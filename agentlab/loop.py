@@ -1,0 +1,642 @@
+"""The engine: call the model, run the tools it asks for, hand back, repeat.
+
+Read this file top to bottom. ``Run.step()`` is one step: the checks before a
+model call (cancelled? steps? deadline? can the budget afford a reply?), the
+call, the reply's stop reason, the turn's tools, and the checks after. Every
+fact is emitted as an :class:`~agentlab.events.Event`; traces, the notebook
+panel and the CLI subscribe, and none of them is special-cased here.
+
+``run()``/``arun()`` step until finished: one code path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import threading
+import traceback
+import uuid
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Literal
+
+from .budget import Budget, BudgetSnapshot, CostGuard, affordable_max_tokens
+from .clock import Clock, SystemClock
+from .errors import ModelError, Policy, ToolError, UnknownTool, classify, describe
+from .events import Event, Subscriber
+from .loopguard import LoopGuard, call_key, nudge_text
+from .messages import Block, MalformedReply, Message, Reply, Usage, estimate_tokens, normalize_reply
+from .models.base import Model, ModelRequest
+from .pricing import Prices, resolve_prices
+from .results import Done, Result, StepRecord, Stopped
+from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
+from .scheduling import plan_batches
+from .threads import run_on_daemon_thread
+from .tools import Tool, as_tools, result_text
+
+Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
+
+MIN_REPLY_TOKENS = 32
+"""The hard cost guard stops the run when it cannot afford even this many output tokens."""
+
+RESUMABLE = frozenset({"budget", "step limit", "deadline", "cancelled"})
+
+
+@dataclass(slots=True)
+class _CallOutcome:
+    index: int
+    block: Block | None  # the tool_result block, None when the run must stop
+    stop: tuple[str, str, BaseException | None] | None = None
+
+
+class Run:
+    """One agent run that you advance yourself: ``await run.step()``.
+
+    Budgets: ``max_steps`` model calls, ``max_cost`` dollars, ``deadline_s``
+    seconds of *working* time (time spent inside ``step()``; a run paused
+    between steps in a notebook does not age). ``None`` means no limit.
+    """
+
+    def __init__(
+        self,
+        task: str | Sequence[Message],
+        tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
+        *,
+        model: Model,
+        max_steps: int | None = 8,
+        max_cost: float | None = 0.50,
+        deadline_s: float | None = 60.0,
+        cost_guard: CostGuard = "hard",
+        system: str | None = None,
+        max_tokens: int = 1024,
+        policy: Policy | None = None,
+        max_concurrency: int = 8,
+        loop_nudge_at: int = 3,
+        prices: Prices | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        run_id: str | None = None,
+        subscribers: Iterable[Subscriber] = (),
+    ) -> None:
+        self.budget = Budget(max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s, cost_guard=cost_guard)
+        if not isinstance(getattr(model, "model", None), str) or not callable(getattr(model, "complete", None)):
+            raise TypeError("model must have a 'model' id (str) and an async complete(request) method")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
+        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
+        if system is not None and not isinstance(system, str):
+            raise TypeError(f"system must be a string or None, got {type(system).__name__}")
+        self.model = model
+        self.tools = as_tools(tools)
+        self.system = system
+        self.max_tokens = max_tokens
+        self.policy = policy or Policy()
+        self.prices = resolve_prices(model.model, prices)
+        if self.prices is None and max_cost is not None:
+            raise ValueError(
+                f"max_cost is set but no price is known for model {model.model!r}: "
+                "pass prices=agentlab.Prices(input=..., output=...) (USD per million tokens) or max_cost=None"
+            )
+        self.clock: Clock = clock or SystemClock()
+        self.rng = rng or random.Random()
+        self.run_id = run_id or uuid.uuid4().hex[:12]
+        self.messages: list[Message] = _initial_messages(task)
+        self.task = task if isinstance(task, str) else _first_text(self.messages)
+        self.guard = LoopGuard(nudge_at=loop_nudge_at)
+        self._subscribers: list[Subscriber] = list(subscribers)
+        self._sem = asyncio.Semaphore(max_concurrency)
+        self._tool_defs = [t.definition() for t in self.tools.values()]
+        self.steps = 0
+        self.model_calls = 0
+        self.spent = 0.0
+        self.phase: Phase = "ready"
+        self.result: Result | None = None
+        self.pending_calls: list[Block] = []
+        self.nudges = 0
+        self.last_usage: Usage | None = None
+        self._last_cost = self._last_latency = 0.0
+        self._calls_per_tool: dict[str, int] = {}
+        self._cancel = False
+        self._seq = 0
+        self._worked = 0.0
+        self._t0: float | None = None
+        self._started = False
+        # Token estimate of the next request, kept incrementally (no history scans):
+        # the last call's context plus what was appended since.
+        self._est_context = estimate_tokens(system or "") + estimate_tokens(self._tool_defs) + sum(
+            estimate_tokens(m) for m in self.messages
+        )
+
+    # ----------------------------------------------------------- public state
+    @property
+    def finished(self) -> bool:
+        return self.result is not None
+
+    @property
+    def elapsed(self) -> float:
+        """Working seconds: time spent inside ``step()`` so far."""
+        return self._worked + (self.clock.now() - self._t0 if self._t0 is not None else 0.0)
+
+    @property
+    def snapshot(self) -> BudgetSnapshot:
+        b = self.budget
+        return BudgetSnapshot(self.steps, b.max_steps, self.spent, b.max_cost, self.elapsed, b.deadline_s)
+
+    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
+        """Call ``callback(event)`` for every event; returns an unsubscribe function."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    def cancel(self) -> None:
+        """Stop at the next safe point (before a model call or before tools) with "cancelled"."""
+        self._cancel = True
+
+    def resume(
+        self, *, max_steps: int | None | Any = ..., max_cost: float | None | Any = ..., deadline_s: float | None | Any = ...
+    ) -> None:
+        """Reopen a run stopped by a budget (or cancelled), with raised limits."""
+        if not isinstance(self.result, Stopped) or self.result.reason not in RESUMABLE:
+            raise RuntimeError(
+                f"only a run stopped by a budget or cancelled can be resumed; this one is {self.result!r}"
+            )
+        changes = {k: v for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s)) if v is not ...}
+        self.budget = replace(self.budget, **changes)
+        self.result, self._cancel, self.phase = None, False, "ready"
+        self._emit("resumed", limits=self._limits())
+
+    async def run(self) -> Result:
+        """Step until finished; return ``Done`` or ``Stopped``."""
+        while self.result is None:
+            await self.step()
+        return self.result
+
+    # ------------------------------------------------------------- one step
+    async def step(self, *, pause_before_tools: bool = False) -> StepRecord:
+        """One step: a model call, then that turn's tools (unless paused before them).
+
+        With ``pause_before_tools=True`` a reply that asks for tools returns
+        with ``phase == "awaiting tools"`` and the calls in ``pending_calls``;
+        the next ``step()`` runs them and ends the step.
+        """
+        if self.result is not None:
+            raise RuntimeError(f"run {self.run_id} has finished: {self.result!r}")
+        self._t0 = self.clock.now()
+        try:
+            if not self._started:
+                self._started = True
+                self._emit_start()
+            if self.pending_calls:
+                await self._tools_phase(self.pending_calls)
+            else:
+                await self._model_phase(pause_before_tools)
+            if self.result is None and self.phase != "awaiting tools":
+                self._after_step_checks()
+        finally:
+            self._worked += self.clock.now() - self._t0
+            self._t0 = None
+        return self._record()
+
+    async def _model_phase(self, pause_before_tools: bool) -> None:
+        # 1. Checks before spending anything.
+        b = self.budget
+        if self._cancel:
+            return self._stop("cancelled", f"cancelled before step {self.steps + 1}")
+        if b.max_steps is not None and self.steps >= b.max_steps:
+            return self._stop("step limit", f"used all {b.max_steps} steps")
+        left = self._time_left()
+        if left is not None and left <= 0:
+            return self._stop("deadline", f"{self.elapsed:.2f}s of {b.deadline_s:g}s used before step {self.steps + 1}")
+        max_tokens = self._affordable_max_tokens()
+        if max_tokens is None:
+            return None  # the cost guard stopped the run
+
+        # 2. The model call.
+        self.steps += 1
+        self.phase = "calling model"
+        self._emit("model_request", max_tokens=max_tokens, estimated_input_tokens=self._est_context)
+        t_call = self.clock.now()
+        try:
+            reply = await self._call_model(max_tokens)
+        except DeadlineExceeded as exc:
+            return self._stop("deadline", f"model call at step {self.steps}: {exc}")
+        except RetriesExhausted as exc:
+            return self._stop("model error", f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}", exc.last)
+        except MalformedReply as exc:
+            self._emit("model_called", raw=_jsonable(exc.raw), error=exc.problem, latency=self.clock.now() - t_call)
+            return self._stop("malformed reply", f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc)
+        except ModelError as exc:
+            return self._stop(exc.reason, f"step {self.steps}: {exc.message}", exc)
+        except Exception as exc:
+            kind = classify(exc, self.policy)
+            reason = "fatal" if kind == "fatal" else "model error"
+            return self._stop(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
+        latency = self.clock.now() - t_call
+        self.model_calls += 1
+
+        # 3. What it cost (reported usage, or the same estimate the guard used).
+        estimated = reply.usage is None
+        usage = reply.usage or Usage(
+            input_tokens=self._est_context, output_tokens=min(estimate_tokens(reply.content), max_tokens)
+        )
+        cost = self.prices.cost(usage) if self.prices else 0.0
+        self.spent += cost
+        self.last_usage = usage
+        self._last_cost, self._last_latency = cost, latency
+        self._est_context = usage.context_tokens
+        self._append({"role": "assistant", "content": reply.content})
+        self._emit(
+            "model_called", content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
+            estimated=estimated, cost=cost, spent=self.spent, latency=latency, request_id=reply.request_id,
+            context_tokens=usage.context_tokens, max_tokens=max_tokens,
+        )
+
+        # 4. Why the model stopped decides what happens next.
+        stop = reply.stop_reason
+        if stop in ("end_turn", "stop_sequence"):
+            return self._finish_done(reply.text)
+        if stop == "pause_turn":
+            return None  # the API paused a long turn: send the history back as is
+        if stop == "max_tokens":
+            lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
+            return self._stop("max_tokens", f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}")
+        if stop == "refusal":
+            return self._stop("refusal", f"the model refused at step {self.steps}")
+        if stop == "model_context_window_exceeded":
+            return self._stop("context window", f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}")
+        if stop != "tool_use":
+            return self._stop("unexpected stop reason", f"stop_reason={stop!r} at step {self.steps}")
+        if not reply.tool_calls:
+            return self._stop("malformed reply", f"stop_reason 'tool_use' but no tool_use block at step {self.steps}")
+        if self._cancel:
+            self.pending_calls = reply.tool_calls
+            return self._stop("cancelled", f"cancelled after the model call of step {self.steps}, before its tools")
+        if pause_before_tools:
+            self.pending_calls = reply.tool_calls
+            self.phase = "awaiting tools"
+            return None
+        return await self._tools_phase(reply.tool_calls)
+
+    def _affordable_max_tokens(self) -> int | None:
+        """The hard cost guard: the worst case of the next call must fit what is left."""
+        b = self.budget
+        if b.max_cost is None or self.prices is None or b.cost_guard != "hard":
+            return self.max_tokens
+        in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
+        remaining = b.max_cost - self.spent
+        mt = affordable_max_tokens(remaining, self._est_context, in_rate, out_rate, self.max_tokens)
+        if mt >= min(MIN_REPLY_TOKENS, self.max_tokens):
+            return mt
+        worst = self._est_context * in_rate + min(MIN_REPLY_TOKENS, self.max_tokens) * out_rate
+        self._stop(
+            "budget",
+            f"spent ${self.spent:.4f} of ${b.max_cost:.2f} after step {self.steps}; the next call would cost "
+            f"at least ${worst:.4f} (~{self._est_context} input tokens), more than the ${remaining:.4f} left",
+        )
+        return None
+
+    async def _call_model(self, max_tokens: int) -> Reply:
+        async def attempt() -> Reply:
+            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
+            return normalize_reply(await self._bounded(self.model.complete(req), None))
+
+        reply, _ = await retrying(
+            attempt,
+            is_retryable=lambda e: classify(e, self.policy) == "retryable" and not isinstance(e, MalformedReply),
+            max_attempts=self.policy.max_attempts,
+            wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
+            sleep=self.clock.sleep,
+            time_left=self._time_left,
+            on_retry=lambda n, e, w: self._emit("model_retry", attempt=n, error=describe(e), wait=w),
+        )
+        return reply
+
+    # ------------------------------------------------------------ the tools
+    async def _tools_phase(self, calls: list[Block]) -> None:
+        """Run one turn's calls, reads together and writes alone; results in request order."""
+        self.phase = "running tools"
+        self.pending_calls = calls
+        results: list[Block | None] = [None] * len(calls)
+        modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
+        for batch in plan_batches(modes):
+            to_run = []
+            for i in batch:
+                if self._cancel:
+                    return self._stop("cancelled", f"cancelled during the tools of step {self.steps}")
+                call = calls[i]
+                key = call_key(call["name"], call["input"])
+                verdict, count = self.guard.check(key)
+                if verdict == "stop":
+                    return self._stop(
+                        "loop detected",
+                        f"{call['name']} was requested {count} times with the same arguments, after a nudge, at step {self.steps}",
+                    )
+                if verdict == "nudge":
+                    previous, is_error = self.guard.results[key]
+                    self.nudges += 1
+                    text = nudge_text(call["name"], previous, count)
+                    results[i] = _result_block(call["id"], text, is_error)
+                    self._emit("nudged", call_id=call["id"], tool=call["name"], args=call["input"], count=count)
+                    self._emit_finished(call, i, "nudged", 0, text, is_error, self.elapsed, self.elapsed)
+                    continue
+                to_run.append(i)
+            for out in await self._run_batch(calls, to_run):
+                if out.stop is not None:
+                    return self._stop(*out.stop)
+                assert out.block is not None
+                results[out.index] = out.block
+                call = calls[out.index]
+                self.guard.remember(call_key(call["name"], call["input"]), out.block["content"], out.block.get("is_error", False))
+                if modes[out.index] == "write" and not out.block.get("is_error"):
+                    self.guard.reset()  # a successful write changed the world
+        self.pending_calls = []
+        self._append({"role": "user", "content": results})
+        self._emit("tool_results", content=results)
+        return None
+
+    async def _run_batch(self, calls: list[Block], indices: list[int]) -> list[_CallOutcome]:
+        if len(indices) <= 1:
+            return [await self._run_call(calls[i], i) for i in indices]
+        tasks = [asyncio.ensure_future(self._run_call(calls[i], i, limited=True)) for i in indices]
+        pending = set(tasks)
+        while pending:
+            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+            if any(t.result().stop is not None for t in done):
+                for t in pending:  # fatal or deadline: no sibling runs on
+                    t.cancel()
+                await asyncio.gather(*pending, return_exceptions=True)
+                return [t.result() for t in tasks if t.done() and not t.cancelled() and t.result().stop is not None]
+        return [t.result() for t in tasks]
+
+    async def _run_call(self, call: Block, index: int, limited: bool = False) -> _CallOutcome:
+        if limited:
+            async with self._sem:
+                return await self._run_call(call, index)
+        name, args, call_id = call["name"], call["input"], call["id"]
+        tool = self.tools.get(name)
+        start = self.elapsed
+        self._emit("tool_started", call_id=call_id, tool=name, mode=tool.mode if tool else None, args=args, index=index)
+        attempts = 0
+        try:
+            if tool is None:
+                known = ", ".join(self.tools) or "none"
+                raise UnknownTool(f"the model asked for a tool named {name!r}, which is not registered (tools: {known})")
+            used = self._calls_per_tool.get(name, 0)
+            if tool.max_calls is not None and used >= tool.max_calls:
+                raise ToolError(
+                    f"{name} may be called at most {tool.max_calls} times in a run, and it has been.",
+                    hint="answer with what you have, or use another tool.",
+                )
+            kwargs = tool.validate(args)
+            self._calls_per_tool[name] = used + 1
+            value, attempts = await self._invoke_with_retries(tool, kwargs, call_id)
+            text = result_text(value)
+            outcome = "ok" if attempts == 1 else "retried"
+            self._emit_finished(call, index, outcome, attempts, text, False, start, self.elapsed)
+            return _CallOutcome(index, _result_block(call_id, text, False))
+        except asyncio.CancelledError:
+            self._emit_finished(call, index, "cancelled", attempts, "cancelled: a sibling call failed fatally", True, start, self.elapsed)
+            raise
+        except DeadlineExceeded as exc:
+            self._emit_finished(call, index, "fatal", attempts, str(exc), True, start, self.elapsed)
+            return _CallOutcome(index, None, ("deadline", f"tool {name} at step {self.steps}: {exc}", None))
+        except RetriesExhausted as exc:
+            text = f"{describe(exc.last)} (gave up after {exc.attempts} attempts). Next step: try again later or get this from another tool."
+            self._emit_finished(call, index, "recoverable", exc.attempts, text, True, start, self.elapsed, exc.last)
+            return _CallOutcome(index, _result_block(call_id, text, True))
+        except Exception as exc:
+            kind = classify(exc, self.policy)
+            text = describe(exc)
+            if kind == "fatal":
+                self._emit_finished(call, index, "fatal", attempts or 1, text, True, start, self.elapsed, exc)
+                return _CallOutcome(index, None, ("fatal", f"{text} (tool {name}, step {self.steps})", exc))
+            if not isinstance(exc, ToolError):
+                text += " Next step: check the arguments, or try another approach."
+            self._emit_finished(call, index, "recoverable", attempts or 1, text, True, start, self.elapsed, exc)
+            return _CallOutcome(index, _result_block(call_id, text, True))
+
+    async def _invoke_with_retries(self, tool: Tool, kwargs: dict[str, Any], call_id: str) -> tuple[Any, int]:
+        p, r = self.policy, tool.retry
+        base = r.base_delay if r and r.base_delay is not None else p.base_delay
+        cap = r.max_delay if r and r.max_delay is not None else p.max_delay
+
+        def attempt() -> Any:
+            work = tool.fn(**kwargs) if tool.is_async else run_on_daemon_thread(lambda: tool.fn(**kwargs))
+            return self._bounded(work, tool.timeout)
+
+        return await retrying(
+            attempt,
+            is_retryable=lambda e: classify(e, p) == "retryable",
+            max_attempts=r.max_attempts if r and r.max_attempts is not None else p.max_attempts,
+            wait_for=lambda n, e: backoff(n, base, cap, p.jitter, self.rng),
+            sleep=self.clock.sleep,
+            time_left=self._time_left,
+            on_retry=lambda n, e, w: self._emit("tool_retry", call_id=call_id, tool=tool.name, attempt=n, error=describe(e), wait=w),
+        )
+
+    async def _bounded(self, work: Any, own_timeout: float | None) -> Any:
+        """Await ``work`` within the run's deadline and, if given, the tool's own timeout."""
+        left = self._time_left()
+        limits = [x for x in (left, own_timeout) if x is not None]
+        if not limits:
+            return await work
+        wait = max(0.0, min(limits))
+        try:
+            async with asyncio.timeout(wait) as cm:
+                return await work
+        except TimeoutError:
+            if not cm.expired():
+                raise  # the work raised TimeoutError itself: retryable
+            if left is not None and left <= wait:
+                raise DeadlineExceeded(f"still running when the {self.budget.deadline_s:g}s deadline passed") from None
+            raise TimeoutError(f"no answer within its own {own_timeout:g}s timeout") from None
+
+    # ------------------------------------------------------- after each step
+    def _after_step_checks(self) -> None:
+        b = self.budget
+        if b.max_cost is not None and self.spent > b.max_cost:
+            return self._stop("budget", f"spent ${self.spent:.4f} of ${b.max_cost:.2f} after step {self.steps}")
+        left = self._time_left()
+        if left is not None and left <= 0:
+            return self._stop("deadline", f"{self.elapsed:.2f}s of {b.deadline_s:g}s used after step {self.steps}")
+        if b.max_steps is not None and self.steps >= b.max_steps:
+            return self._stop("step limit", f"used all {b.max_steps} steps without a final answer")
+        self.phase = "ready"
+        self._emit("step_finished", spent=self.spent, elapsed=self.elapsed, budget=self._limits())
+        return None
+
+    # --------------------------------------------------------------- endings
+    def _finish_done(self, text: str) -> None:
+        self.result = Done(self.run_id, self.steps, self.spent, self.messages, self.snapshot, self.model_calls, text=text)
+        self.phase = "done"
+        self._emit_end("done", "done", "", text, None)
+
+    def _stop(self, reason: str, detail: str, error: BaseException | None = None) -> None:
+        self.result = Stopped(
+            self.run_id, self.steps, self.spent, self.messages, self.snapshot, self.model_calls,
+            reason=reason, detail=detail, error=error,
+        )
+        self.phase = "stopped"
+        self._emit_end("stopped", reason, detail, self.result.text, error)
+
+    # ------------------------------------------------------------- plumbing
+    def _time_left(self) -> float | None:
+        d = self.budget.deadline_s
+        return None if d is None else d - self.elapsed
+
+    def _append(self, message: Message) -> None:
+        self.messages.append(message)
+        self._est_context += estimate_tokens(message)
+
+    def _limits(self) -> dict[str, Any]:
+        b = self.budget
+        return {"max_steps": b.max_steps, "max_cost": b.max_cost, "deadline_s": b.deadline_s, "cost_guard": b.cost_guard}
+
+    def _record(self) -> StepRecord:
+        assistant = next((m for m in reversed(self.messages) if m.get("role") == "assistant"), None)
+        content: list[Block] = assistant["content"] if assistant else []
+        u = self.last_usage
+        return StepRecord(
+            step=self.steps,
+            stop_reason=self.result.reason if isinstance(self.result, Stopped) else None,
+            text="".join(b.get("text", "") for b in content if b.get("type") == "text"),
+            tool_calls=[b for b in content if b.get("type") == "tool_use"],
+            cost=self._last_cost,
+            spent=self.spent,
+            usage=u.as_dict() if u else {},
+            latency=self._last_latency,
+            budget=self.snapshot,
+            finished=self.finished,
+        )
+
+    def _emit(self, kind: str, **data: Any) -> None:
+        if not self._subscribers:
+            return
+        self._seq += 1
+        event = Event(kind, self.run_id, self.steps, self._seq, self.elapsed, data)
+        for callback in list(self._subscribers):
+            try:
+                callback(event)
+            except Exception:  # a broken subscriber must not break the run
+                import warnings
+
+                warnings.warn(f"agentlab: subscriber {callback!r} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
+
+    def _emit_start(self) -> None:
+        self._emit(
+            "run_started", task=self.task, model=self.model.model, model_name=getattr(self.model, "name", None),
+            system=self.system, budget=self._limits(), max_tokens=self.max_tokens,
+            tools=[{"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema} for t in self.tools.values()],
+            prices=None if self.prices is None else {"input": self.prices.input, "output": self.prices.output,
+                                                     "cache_read": self.prices.cache_read, "cache_write": self.prices.cache_write},
+            messages=self.messages,
+        )
+
+    def _emit_finished(
+        self, call: Block, index: int, outcome: str, attempts: int, text: str, is_error: bool,
+        start: float, end: float, error: BaseException | None = None,
+    ) -> None:
+        tool = self.tools.get(call["name"])
+        self._emit(
+            "tool_finished", call_id=call["id"], tool=call["name"], mode=tool.mode if tool else None, args=call["input"],
+            index=index, outcome=outcome, attempts=attempts, result=text, is_error=is_error, start=start, end=end,
+            error=None if error is None else _format_error(error),
+        )
+
+    def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:
+        self._emit(
+            "run_finished", outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
+            spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
+            error=None if error is None else _format_error(error),
+        )
+
+
+# ---------------------------------------------------------------- helpers
+def _initial_messages(task: str | Sequence[Message]) -> list[Message]:
+    if isinstance(task, str):
+        if not task.strip():
+            raise ValueError("task must be a non-empty string (or a list of messages)")
+        return [{"role": "user", "content": task}]
+    if isinstance(task, Sequence) and task and all(isinstance(m, dict) and "role" in m for m in task):
+        return [dict(m) for m in task]
+    raise TypeError("task must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
+
+
+def _first_text(messages: list[Message]) -> str:
+    content = messages[0].get("content")
+    return content if isinstance(content, str) else str(content)[:200]
+
+
+def _result_block(call_id: str, text: str, is_error: bool) -> Block:
+    block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def _format_error(exc: BaseException) -> dict[str, str]:
+    return {
+        "type": type(exc).__name__,
+        "message": str(exc),
+        "traceback": "".join(traceback.format_exception(exc)),
+    }
+
+
+def _jsonable(raw: Any) -> Any:
+    import json
+
+    try:
+        json.dumps(raw)
+        return raw
+    except (TypeError, ValueError):
+        return repr(raw)
+
+
+def _short(raw: Any, n: int = 300) -> str:
+    s = repr(raw)
+    return s if len(s) <= n else s[: n - 3] + "..."
+
+
+# ----------------------------------------------------------- the façades
+async def arun(task: str | Sequence[Message], tools: Any = None, *, trace: Any = True, **options: Any) -> Result:
+    """Run to the end in the current event loop. ``trace`` writes the run's
+    events to the runs folder (``True``: ``$AGENTLAB_RUNS`` or ``./runs``; a
+    path; or ``False``)."""
+    run = Run(task, tools, **options)
+    if trace is not False and trace is not None:
+        from .trace import TraceWriter
+
+        writer = TraceWriter(None if trace is True else trace)
+        run.subscribe(writer)
+        try:
+            return await run.run()
+        finally:
+            writer.close()
+    return await run.run()
+
+
+def run(task: str | Sequence[Message], tools: Any = None, **options: Any) -> Result:
+    """Run to the end, from a script *or* inside Jupyter.
+
+    ``asyncio.run`` refuses to start inside a running event loop (a Jupyter
+    kernel has one), so there the run goes to a private thread with its own
+    loop, and this call waits for it.
+    """
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(arun(task, tools, **options))
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["result"] = asyncio.run(arun(task, tools, **options))
+        except BaseException as exc:  # re-raised in the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=target, name="agentlab-run", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]

@@ -1,0 +1,154 @@
+"""The Messages API shape, which every model and the engine share.
+
+Messages and content blocks stay plain dicts exactly as the Anthropic API has
+them, so a real response and a scripted one travel the same code path and a
+history can be sent back to the API unchanged (blocks the engine does not
+interpret, such as ``thinking``, are kept as they came).
+
+:func:`normalize_reply` is the one gate a reply passes: it accepts a dict or
+an ``anthropic.types.Message`` and returns a :class:`Reply`, or raises
+:class:`MalformedReply` saying what is wrong.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+Message = dict[str, Any]
+Block = dict[str, Any]
+
+
+class MalformedReply(ValueError):
+    """A model reply that does not have the Messages API shape."""
+
+    def __init__(self, problem: str, raw: Any) -> None:
+        super().__init__(problem)
+        self.problem = problem
+        self.raw = raw
+
+
+@dataclass(frozen=True, slots=True)
+class Usage:
+    """Token counts of one call, in Anthropic's shape (input excludes cache)."""
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    @property
+    def context_tokens(self) -> int:
+        """Everything the model read this call: the size of the context."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    def as_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """One model reply: content blocks, why it stopped, and what it cost in tokens.
+
+    ``usage`` is ``None`` when the model did not report it (offline replies may
+    omit it); the engine then estimates it from the request and the reply.
+    """
+
+    content: list[Block]
+    stop_reason: str | None
+    usage: Usage | None = None
+    model: str | None = None
+    request_id: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+
+    @property
+    def tool_calls(self) -> list[Block]:
+        return [b for b in self.content if b.get("type") == "tool_use"]
+
+
+def _to_dict(raw: Any) -> dict[str, Any]:
+    if isinstance(raw, dict):
+        return raw
+    dump = getattr(raw, "model_dump", None)  # anthropic.types.Message and friends
+    if callable(dump):
+        return dump(mode="json", exclude_none=True)
+    raise MalformedReply(f"a reply must be a dict or an anthropic Message, got {type(raw).__name__}", raw)
+
+
+def _usage(raw: Any) -> Usage | None:
+    if raw is None:
+        return None
+    if not isinstance(raw, dict):
+        raise MalformedReply("'usage' must be an object", raw)
+    try:
+        return Usage(
+            input_tokens=int(raw.get("input_tokens") or 0),
+            output_tokens=int(raw.get("output_tokens") or 0),
+            cache_creation_input_tokens=int(raw.get("cache_creation_input_tokens") or 0),
+            cache_read_input_tokens=int(raw.get("cache_read_input_tokens") or 0),
+        )
+    except (TypeError, ValueError) as exc:
+        raise MalformedReply(f"'usage' has a non-integer count: {exc}", raw) from None
+
+
+def normalize_reply(raw: Any) -> Reply:
+    """Check a reply's shape and return it as a :class:`Reply`."""
+    data = _to_dict(raw)
+    content = data.get("content")
+    if not isinstance(content, list) or not content:
+        raise MalformedReply("the reply has no content blocks", data)
+    blocks: list[Block] = []
+    for i, block in enumerate(content):
+        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+            raise MalformedReply(f"content block {i} has no 'type'", data)
+        if block["type"] == "tool_use":
+            if not isinstance(block.get("id"), str) or not block["id"]:
+                raise MalformedReply(f"tool_use block {i} has no 'id'", data)
+            if not isinstance(block.get("name"), str) or not block["name"]:
+                raise MalformedReply(f"tool_use block {i} has no 'name'", data)
+            if not isinstance(block.get("input", {}), dict):
+                raise MalformedReply(f"tool_use block {i} ({block['name']}): 'input' is not an object", data)
+            block = {**block, "input": block.get("input", {})}
+        elif block["type"] == "text" and not isinstance(block.get("text"), str):
+            raise MalformedReply(f"text block {i} has no 'text'", data)
+        blocks.append(block)
+    stop = data.get("stop_reason")
+    if stop is None:
+        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+    if not isinstance(stop, str):
+        raise MalformedReply("'stop_reason' must be a string", data)
+    return Reply(
+        content=blocks,
+        stop_reason=stop,
+        usage=_usage(data.get("usage")),
+        model=data.get("model"),
+        request_id=data.get("_request_id") or data.get("request_id"),
+    )
+
+
+# --- token estimates ------------------------------------------------------
+# One token is about three characters of JSON-ish text (DESIGN.md, measured
+# against real usage). The same rule prices offline replies and the hard cost
+# guard's pre-call estimate, so offline cost grows with context exactly as a
+# real run's does.
+
+CHARS_PER_TOKEN = 3
+
+
+def estimate_tokens(obj: Any) -> int:
+    """Rough token count of any JSON-able value (strings counted by length)."""
+    if isinstance(obj, str):
+        n = len(obj)
+    else:
+        n = len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str))
+    return max(1, -(-n // CHARS_PER_TOKEN))

@@ -1,0 +1,131 @@
+"""Offline models: replies from a function or a script, no network, no key.
+
+They are public API (pydantic-ai's ``FunctionModel``, httpx's
+``MockTransport``): users build lessons and tests with them. Replies may omit
+``usage``; the engine then estimates tokens from the request and the reply,
+so an offline run's cost grows with its context just as a real run's does.
+
+Like a real model, an offline model honours ``max_tokens``: a reply longer
+than the request allows comes back cut off with ``stop_reason="max_tokens"``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import itertools
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from ..messages import CHARS_PER_TOKEN, Message, estimate_tokens
+from .base import ModelRequest
+
+DEFAULT_PRICED_AS = "claude-sonnet-4-5"
+
+Call = tuple[str, dict[str, Any]]
+
+
+def reply(
+    text: str | None = None,
+    *calls: Call,
+    stop_reason: str | None = None,
+    usage: dict[str, int] | None = None,
+) -> dict[str, Any]:
+    """A reply in Messages API shape: optional text, then tool calls.
+
+    ``reply("Done.")`` ends the run; ``reply(None, ("get_order", {"id": 7}))``
+    asks for a tool. Tool-use ids are filled in by the model that sends it.
+    """
+    content: list[dict[str, Any]] = []
+    if text is not None:
+        content.append({"type": "text", "text": text})
+    for name, args in calls:
+        content.append({"type": "tool_use", "name": name, "input": args})
+    out: dict[str, Any] = {"role": "assistant", "content": content}
+    out["stop_reason"] = stop_reason or ("tool_use" if calls else "end_turn")
+    if usage is not None:
+        out["usage"] = usage
+    return out
+
+
+class FunctionModel:
+    """A model whose replies come from ``fn(messages, tools)`` (sync or async).
+
+    ``fn`` may also take a third argument, the full :class:`ModelRequest`.
+    ``model`` is the id whose prices the run is charged at (offline runs
+    cost what the same tokens would cost on that model).
+    """
+
+    def __init__(self, fn: Callable[..., Any], *, model: str = DEFAULT_PRICED_AS, name: str | None = None) -> None:
+        if not callable(fn):
+            raise TypeError(f"FunctionModel needs a function, got {type(fn).__name__}")
+        self.fn = fn
+        self.model = model
+        self.name = name or getattr(fn, "__name__", "function")
+        params = inspect.signature(fn).parameters
+        self._wants_request = len(params) >= 3
+        self._ids = itertools.count(1)
+        self.calls = 0
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name} priced as {self.model}>"
+
+    async def complete(self, request: ModelRequest) -> Any:
+        self.calls += 1
+        args = (request.messages, request.tools, request) if self._wants_request else (request.messages, request.tools)
+        out = self.fn(*args)
+        if inspect.isawaitable(out):
+            out = await out
+        if isinstance(out, dict):
+            out = self._fill_ids(out)
+            out = _truncate(out, request.max_tokens)
+        return out
+
+    def _fill_ids(self, out: dict[str, Any]) -> dict[str, Any]:
+        content = out.get("content")
+        if not isinstance(content, list):
+            return out
+        filled = []
+        for block in content:
+            if isinstance(block, dict) and block.get("type") == "tool_use" and "id" not in block:
+                block = {**block, "id": f"toolu_{next(self._ids):04d}"}
+            filled.append(block)
+        return {**out, "content": filled}
+
+
+def _truncate(out: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """Cut a reply to ``max_tokens`` the way the API does: text kept, calls lost."""
+    content = out.get("content")
+    if not isinstance(content, list) or "usage" in out or estimate_tokens(content) <= max_tokens:
+        return out
+    budget = max(0, max_tokens * CHARS_PER_TOKEN - 40)  # room for the block's own JSON
+    kept: list[dict[str, Any]] = []
+    for block in content:
+        if not isinstance(block, dict) or block.get("type") != "text" or budget <= 0:
+            break
+        text = block.get("text", "")[:budget]
+        budget -= len(text)
+        kept.append({"type": "text", "text": text})
+    if not kept:
+        kept = [{"type": "text", "text": ""}]
+    return {**out, "content": kept, "stop_reason": "max_tokens"}
+
+
+class ScriptedModel(FunctionModel):
+    """A fixed sequence of replies; each item is a reply or ``fn(messages, tools)``.
+
+    Running past the end of the script raises a clear error (the run stops
+    with reason ``"model error"``), never an ``IndexError`` from deep inside.
+    """
+
+    def __init__(self, replies: Iterable[Any], *, model: str = DEFAULT_PRICED_AS, name: str = "scripted") -> None:
+        self.replies: Sequence[Any] = list(replies)
+        super().__init__(self._next, model=model, name=name)
+
+    def _next(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any:
+        from ..errors import ModelError
+
+        i = self.calls - 1
+        if i >= len(self.replies):
+            raise ModelError(f"ScriptedModel ran out of replies after {len(self.replies)} calls")
+        item = self.replies[i]
+        return item(messages, tools) if callable(item) else item

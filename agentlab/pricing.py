@@ -1,0 +1,119 @@
+"""Dollars from token usage.
+
+Prices come from ``genai-prices`` (a maintained table that works offline with
+its bundled data), resolved *once* per model into a :class:`Prices` value:
+``calc_price`` costs ~90 µs a call here, more than the loop's whole per-step
+budget, while the arithmetic below costs well under a microsecond. A test
+checks the two agree.
+
+Anthropic reports ``input_tokens`` *without* the cached tokens; genai-prices
+counts input *with* them. :func:`Prices.cost` takes Anthropic's shape.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import lru_cache
+
+from .messages import Usage
+
+PER_MTOK = 1_000_000
+
+
+@dataclass(frozen=True, slots=True)
+class Prices:
+    """USD per million tokens for one model.
+
+    ``tier_start``/``tier_*`` describe long-context pricing: when a request's
+    whole input (uncached + cache read + cache write) exceeds ``tier_start``
+    tokens, every token of that call is priced at the tier's rates.
+    """
+
+    input: float
+    output: float
+    cache_read: float | None = None
+    cache_write: float | None = None
+    tier_start: int | None = None
+    tier_input: float | None = None
+    tier_output: float | None = None
+    tier_cache_read: float | None = None
+    tier_cache_write: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("input", "output"):
+            value = getattr(self, name)
+            if not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
+                raise ValueError(f"Prices.{name} must be a number >= 0, got {value!r}")
+
+    def _rates(self, total_input: int) -> tuple[float, float, float, float]:
+        tiered = self.tier_start is not None and total_input > self.tier_start
+        inp = (self.tier_input if tiered else None) or self.input
+        out = (self.tier_output if tiered else None) or self.output
+        read = (self.tier_cache_read if tiered else None) or self.cache_read
+        write = (self.tier_cache_write if tiered else None) or self.cache_write
+        return inp, out, read if read is not None else inp, write if write is not None else inp
+
+    def cost(self, usage: Usage) -> float:
+        """USD of one call with Anthropic-shaped ``usage``."""
+        total_in = usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
+        inp, out, read, write = self._rates(total_in)
+        return (
+            usage.input_tokens * inp
+            + usage.output_tokens * out
+            + usage.cache_read_input_tokens * read
+            + usage.cache_creation_input_tokens * write
+        ) / PER_MTOK
+
+    def worst_rates(self, est_input_tokens: int, caching: bool) -> tuple[float, float]:
+        """(input, output) USD per token at their dearest for a call of this size.
+
+        For the hard cost guard. The long-context tier counts once the estimate
+        is within 10% of its threshold; cache writes (dearer than plain input)
+        count only for a model that writes to the cache.
+        """
+        tiered = self.tier_start is not None and est_input_tokens > 0.9 * self.tier_start
+        inp, out, _, write = self._rates(self.tier_start + 1 if tiered and self.tier_start is not None else 0)
+        return (max(inp, write) if caching else inp) / PER_MTOK, out / PER_MTOK
+
+
+def _base(tp: object) -> tuple[float | None, int | None, float | None]:
+    """(base, tier start, tier price) of a genai-prices price that may be tiered."""
+    if tp is None:
+        return None, None, None
+    base = getattr(tp, "base", None)
+    if base is None:
+        return float(tp), None, None  # type: ignore[arg-type]
+    tiers = getattr(tp, "tiers", None) or []
+    if tiers:
+        return float(base), int(tiers[0].start), float(tiers[0].price)
+    return float(base), None, None
+
+
+@lru_cache(maxsize=256)
+def lookup_prices(model_id: str) -> Prices | None:
+    """Prices of an Anthropic model id from genai-prices, or ``None`` if unknown."""
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    try:
+        calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=model_id, provider_id="anthropic")
+    except LookupError:
+        return None
+    mp = calc.model_price
+    inp, start, t_inp = _base(mp.input_mtok)
+    out, _, t_out = _base(mp.output_mtok)
+    read, _, t_read = _base(mp.cache_read_mtok)
+    write, _, t_write = _base(mp.cache_write_mtok)
+    if inp is None or out is None:
+        return None
+    return Prices(
+        input=inp, output=out, cache_read=read, cache_write=write,
+        tier_start=start, tier_input=t_inp, tier_output=t_out,
+        tier_cache_read=t_read, tier_cache_write=t_write,
+    )
+
+
+def resolve_prices(model_id: str, prices: Prices | None) -> Prices | None:
+    """The caller's ``prices`` if given, else the table's for ``model_id``."""
+    return prices if prices is not None else lookup_prices(model_id)

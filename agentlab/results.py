@@ -1,0 +1,109 @@
+"""How a run ended: ``Done`` or ``Stopped``, values that carry their numbers."""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass, field
+from typing import Any
+
+from .budget import BudgetSnapshot
+from .messages import Message
+
+
+@dataclass(frozen=True, slots=True)
+class StepRecord:
+    """What one call of ``Run.step()`` did."""
+
+    step: int
+    stop_reason: str | None
+    text: str
+    tool_calls: list[dict[str, Any]]
+    cost: float
+    spent: float
+    usage: dict[str, int]
+    latency: float
+    budget: BudgetSnapshot
+    finished: bool
+
+
+@dataclass(frozen=True)
+class _Result:
+    run_id: str
+    steps: int
+    cost: float
+    messages: list[Message] = field(repr=False)
+    budget: BudgetSnapshot
+    model_calls: int = 0
+
+    @property
+    def spent(self) -> float:
+        """Dollars spent (the article's name for it in ``Stopped``)."""
+        return self.cost
+
+    @property
+    def elapsed(self) -> float:
+        return self.budget.elapsed
+
+    @property
+    def trace(self) -> Any:
+        """This run's trace, loaded from the runs folder it was written to."""
+        from .trace import load_run
+
+        return load_run(self.run_id)
+
+    def _rows(self) -> list[tuple[str, str]]:
+        return [("run", self.run_id), ("budgets", str(self.budget))]
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+            for k, v in self._rows()
+        )
+        return f"<table class='agentlab-result'>{rows}</table>"
+
+
+@dataclass(frozen=True)
+class Done(_Result):
+    """The model finished: ``text`` is its answer."""
+
+    text: str = ""
+    outcome = "done"
+    reason = "done"
+
+    def __repr__(self) -> str:
+        short = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        return f"Done({short!r}, steps={self.steps}, cost=${self.cost:.4f}, run_id={self.run_id!r}; {self.budget})"
+
+    def _rows(self) -> list[tuple[str, str]]:
+        return [("outcome", "done"), ("answer", self.text), *super()._rows()]
+
+
+@dataclass(frozen=True)
+class Stopped(_Result):
+    """The run was stopped. ``reason`` is the diagnosis, ``detail`` its numbers.
+
+    Reasons: "budget", "deadline", "step limit", "loop detected", "fatal",
+    "cancelled", "max_tokens", "refusal", "context window", "model error",
+    "malformed reply", "unexpected stop reason".
+    """
+
+    reason: str = ""
+    detail: str = ""
+    error: BaseException | None = field(default=None, repr=False)
+    outcome = "stopped"
+
+    @property
+    def text(self) -> str:
+        for msg in reversed(self.messages):
+            if msg.get("role") == "assistant" and isinstance(msg.get("content"), list):
+                return "".join(b.get("text", "") for b in msg["content"] if b.get("type") == "text")
+        return ""
+
+    def __repr__(self) -> str:
+        return f"Stopped({self.reason!r}, {self.detail!r}, steps={self.steps}, spent=${self.cost:.4f}, run_id={self.run_id!r})"
+
+    def _rows(self) -> list[tuple[str, str]]:
+        return [("outcome", "stopped"), ("reason", self.reason), ("detail", self.detail), *super()._rows()]
+
+
+Result = Done | Stopped
