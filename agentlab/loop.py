@@ -16,6 +16,7 @@ import random
 import threading
 import traceback
 import uuid
+from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
@@ -524,7 +525,7 @@ class Run:
 
     def _emit_start(self) -> None:
         self._emit(
-            "run_started", task=self.task, model=self.model.model, model_name=getattr(self.model, "name", None),
+            "run_started", task=self.task, started_at=datetime.now(timezone.utc).isoformat(), model=self.model.model, model_name=getattr(self.model, "name", None),
             system=self.system, budget=self._limits(), max_tokens=self.max_tokens,
             tools=[{"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema} for t in self.tools.values()],
             prices=None if self.prices is None else {"input": self.prices.input, "output": self.prices.output,
