@@ -1,0 +1,17 @@
+"""Shared test set-up: no accidental network, and traces go to a temporary folder."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+# Any model call to a host other than 127.0.0.1 must fail loudly in the tests.
+os.environ["AGENTLAB_LOCAL_ONLY"] = "1"
+os.environ.pop("ANTHROPIC_API_KEY", None)
+
+
+@pytest.fixture(autouse=True)
+def _runs_in_tmp(tmp_path, monkeypatch):
+    """Every test writes its traces under its own temporary folder."""
+    monkeypatch.setenv("AGENTLAB_RUNS", str(tmp_path / "runs"))
