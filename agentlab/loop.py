@@ -16,9 +16,9 @@ import random
 import threading
 import traceback
 import uuid
-from datetime import datetime, timezone
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .budget import Budget, BudgetSnapshot, CostGuard, affordable_max_tokens
@@ -317,6 +317,9 @@ class Run:
         """Run one turn's calls, reads together and writes alone; results in request order."""
         self.phase = "running tools"
         self.pending_calls = calls
+        left = self._time_left()
+        if left is not None and left <= 0:
+            return self._stop("deadline", f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools")
         results: list[Block | None] = [None] * len(calls)
         modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
         for batch in plan_batches(modes):
@@ -525,7 +528,7 @@ class Run:
 
     def _emit_start(self) -> None:
         self._emit(
-            "run_started", task=self.task, started_at=datetime.now(timezone.utc).isoformat(), model=self.model.model, model_name=getattr(self.model, "name", None),
+            "run_started", task=self.task, started_at=datetime.now(UTC).isoformat(), model=self.model.model, model_name=getattr(self.model, "name", None),
             system=self.system, budget=self._limits(), max_tokens=self.max_tokens,
             tools=[{"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema} for t in self.tools.values()],
             prices=None if self.prices is None else {"input": self.prices.input, "output": self.prices.output,

@@ -1,0 +1,47 @@
+"""Small builders shared by the engine tests (no mocks: real offline models)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import agentlab as al
+
+
+class Recorder:
+    """A subscriber that keeps every event."""
+
+    def __init__(self) -> None:
+        self.events: list[al.Event] = []
+
+    def __call__(self, event: al.Event) -> None:
+        self.events.append(event)
+
+    def kinds(self) -> list[str]:
+        return [e.kind for e in self.events]
+
+    def of(self, kind: str) -> list[al.Event]:
+        return [e for e in self.events if e.kind == kind]
+
+
+class Seen:
+    """A model function wrapper that records a deep copy of what each call received."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.requests: list[list[dict[str, Any]]] = []
+
+    def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> Any:
+        self.requests.append(copy.deepcopy(messages))
+        return self.fn(messages, tools)
+
+
+def last_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The tool_result blocks of the latest user message."""
+    content = messages[-1]["content"]
+    assert isinstance(content, list), messages[-1]
+    return [b for b in content if b.get("type") == "tool_result"]
+
+
+PRICES = al.Prices(input=3.0, output=15.0)
+"""Test prices: $3 / $15 per million tokens (Claude Sonnet's)."""
