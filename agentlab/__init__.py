@@ -25,5 +25,14 @@ from .tools import Retry, Tool, tool
 __all__ = [
     "AuthenticationFailed", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "arun", "reply", "run", "tool",
+    "Lab", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "arun", "reply", "run", "tool",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """Heavy public names load on first use, so ``import agentlab`` stays light."""
+    if name == "Lab":
+        from .lab import Lab
+
+        return Lab
+    raise AttributeError(f"module 'agentlab' has no attribute {name!r}")

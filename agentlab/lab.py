@@ -1,0 +1,296 @@
+"""``Lab``: a run you can step, run, pause and stop from a notebook panel or from code.
+
+The lab drives an :class:`agentlab.Run` and subscribes a panel to its events;
+the engine knows nothing of either. Why it is shaped like this (measured on
+ipykernel 6.31-7.4, ipywidgets 8.1):
+
+* The run is a task on the kernel's running event loop, with an ``await``
+  between steps, so button clicks are handled while it runs. A plain loop in
+  a cell would hold every click until it ended. Blocking tools already run on
+  daemon threads the engine owns.
+* Pause is the lab's job, not the engine's: the task checks a flag between
+  steps. Until the step in flight ends, the panel says "pausing".
+* Everything goes to widgets, never ``print()``, which a background task
+  loses or sends to the wrong cell.
+
+From a script (no running event loop) ``lab.run()`` and ``lab.step()`` simply
+run to the next pause or the end and return the result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import os
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+from .events import Event
+from .loop import RESUMABLE, Run
+from .results import Result, Stopped
+from .tools import Tool
+from .ui.state import PanelState
+
+TICK_S = 0.5
+"""While a step is in flight, refresh the elapsed-time gauge this often."""
+
+
+def _require_ipywidgets() -> None:
+    try:
+        import ipywidgets  # noqa: F401
+    except ImportError as exc:
+        raise ImportError(
+            "agentlab.Lab draws its panel with ipywidgets, which is not installed: "
+            "pip install 'ipywidgets>=8.1' (in a script, agentlab.run() needs no widgets)"
+        ) from exc
+
+
+class Lab:
+    """An agent run with a live control panel. Display it (last line of a cell) to see it.
+
+    ``task``, ``tools``, ``model`` and any other keyword (``max_steps``,
+    ``max_cost``, ``deadline_s``, ``clock``, ...) go to :class:`agentlab.Run`.
+
+    Args:
+        pause_before_tools: start with "pause before tools" ticked: after the
+            model asks for tools, stop so the calls can be read before they run.
+        trace: write the run's events to the runs folder (``True``), to a
+            folder (a path), or not at all (``False``); ``lab.trace`` reads it.
+        refresh_s: redraw the panel at most this often while running.
+        log_limit: how many recent steps the log shows (all are in the trace).
+        chart: draw the live tokens/cost chart.
+    """
+
+    def __init__(
+        self,
+        task: str | Sequence[dict[str, Any]],
+        tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
+        *,
+        model: Any,
+        pause_before_tools: bool = False,
+        trace: bool | str | os.PathLike[str] = True,
+        refresh_s: float = 0.2,
+        log_limit: int = 100,
+        chart: bool = True,
+        **run_options: Any,
+    ) -> None:
+        _require_ipywidgets()
+        if isinstance(refresh_s, bool) or not isinstance(refresh_s, (int, float)) or not refresh_s >= 0:
+            raise ValueError(f"refresh_s must be a number of seconds >= 0, got {refresh_s!r}")
+        if isinstance(log_limit, bool) or not isinstance(log_limit, int) or log_limit < 1:
+            raise ValueError(f"log_limit must be an int >= 1, got {log_limit!r}")
+        if trace is not True and trace is not False and not isinstance(trace, (str, os.PathLike)):
+            raise TypeError(f"trace must be True, False or a folder path, got {type(trace).__name__}")
+        from .ui.panel import Panel
+
+        self.state = PanelState()
+        self._trace_dir = None if trace is True or trace is False else trace
+        self._writer = None
+        subscribers = list(run_options.pop("subscribers", ()))
+        if trace is not False:
+            from .trace import TraceWriter
+
+            self._writer = TraceWriter(self._trace_dir)
+            subscribers.insert(0, self._writer)
+        subscribers.append(self._on_event)
+        self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
+        """The :class:`agentlab.Run` being driven."""
+        s = self.state
+        s.run_id, s.model, s.task = self.engine.run_id, model.model, self.engine.task
+        b = self.engine.budget
+        s.limits = {"max_steps": b.max_steps, "max_cost": b.max_cost, "deadline_s": b.deadline_s}
+        s.modes = {t.name: t.mode for t in self.engine.tools.values()}
+        self.panel = Panel(s, on_click=self._clicked, pause_before_tools=pause_before_tools,
+                           refresh_s=refresh_s, log_limit=log_limit, chart=chart)
+        self.error: BaseException | None = None
+        self._task: asyncio.Task[Any] | concurrent.futures.Future[Any] | None = None
+        self._pause = False
+        self._ticker: asyncio.TimerHandle | None = None
+        try:
+            self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            self._loop = None
+
+    # ------------------------------------------------------------ controls
+    def step(self) -> Any:
+        """One step, then pause. In a notebook returns the task (awaitable); in a script, the result."""
+        return self._start(single=True, limits={})
+
+    def run(self, **limits: Any) -> Any:
+        """Step until the run finishes or is paused.
+
+        On a run stopped by a budget (or cancelled), continues it; pass raised
+        limits (``max_cost=1.0``, ``max_steps=20``, ``deadline_s=120``) to
+        give it room. In a notebook returns the task; in a script, the result.
+        """
+        return self._start(single=False, limits=limits)
+
+    def pause(self) -> None:
+        """Pause after the step in flight (the panel says "pausing" until then)."""
+        if self.running and self.state.control == "running":
+            self._pause = True
+            self.state.control = "pausing"
+            self.panel.flush()
+
+    def stop(self) -> Any:
+        """Cancel the run: it ends ``Stopped("cancelled")`` at the next safe point."""
+        if self.engine.finished:
+            return None
+        self.engine.cancel()
+        if self.running:
+            self.state.control = "stopping"
+            self.panel.flush()
+            return self._task
+        return self._start(single=True, limits={})  # one (empty) step records the stop
+
+    async def wait(self) -> Result | None:
+        """Wait for the step or run in flight to pause or finish; the result, if finished.
+
+        An error the run raised (a bug, not a stop) is raised here.
+        """
+        task = self._task
+        if isinstance(task, concurrent.futures.Future):
+            await asyncio.wrap_future(task)
+        elif task is not None:
+            await task
+        return self.result
+
+    def close(self) -> None:
+        """Remove the panel and close the trace file."""
+        self._stop_ticker()
+        self.panel.close()
+        if self._writer is not None:
+            self._writer.close()
+
+    # --------------------------------------------------------------- state
+    @property
+    def running(self) -> bool:
+        """A step or run is in flight."""
+        return self._task is not None and not self._task.done()
+
+    @property
+    def result(self) -> Result | None:
+        return self.engine.result
+
+    @property
+    def phase(self) -> str:
+        """What the panel shows as the phase: calling model, running tools, pausing, paused, done, stopped..."""
+        return self.state.phase
+
+    @property
+    def snapshot(self) -> Any:
+        return self.engine.snapshot
+
+    @property
+    def run_id(self) -> str:
+        return self.engine.run_id
+
+    @property
+    def trace(self) -> Any:
+        """This run's events as written to its trace file."""
+        if self._writer is None:
+            raise RuntimeError("this Lab was made with trace=False, so there is no trace to read")
+        from .trace import load_run
+
+        return load_run(self.engine.run_id, self._trace_dir)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        return self.panel.widget._repr_mimebundle_(**kwargs)
+
+    def __repr__(self) -> str:
+        return f"<Lab run {self.engine.run_id} · {self.state.status_line()} · {self.engine.snapshot}>"
+
+    # ------------------------------------------------------------- driving
+    def _on_event(self, event: Event) -> None:
+        self.state.apply(event)
+        self.panel.changed()
+
+    def _clicked(self, name: str) -> None:
+        """A button was pressed. Errors go to the panel: a handler's exception is invisible."""
+        try:
+            self.panel.say("")
+            if name == "pause":
+                self.pause()
+            elif name == "stop":
+                self.stop()
+            else:
+                limits = self.panel.limits() if self._resumable() else {}
+                self._start(single=name == "step", limits=limits)
+        except Exception as exc:
+            self.panel.say(str(exc), error=True)
+
+    def _resumable(self) -> bool:
+        r = self.engine.result
+        return isinstance(r, Stopped) and r.reason in RESUMABLE
+
+    def _start(self, *, single: bool, limits: dict[str, Any]) -> Any:
+        if self.running:
+            return self._task
+        if self.engine.finished:
+            if not self._resumable():
+                raise RuntimeError(f"the run has finished ({self.engine.result!r}); make a new Lab to run again")
+            unknown = set(limits) - {"max_steps", "max_cost", "deadline_s"}
+            if unknown:
+                raise TypeError(f"run() takes only max_steps, max_cost and deadline_s, got {sorted(unknown)}")
+            self.engine.resume(**limits)
+        elif limits:
+            raise ValueError(
+                f"limits ({', '.join(sorted(limits))}) can be changed only to continue a stopped run; "
+                "this one has not stopped"
+            )
+        self._pause = False
+        self.state.control = "running"
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            loop = None
+        if loop is not None:
+            self._task = loop.create_task(self._drive(single))
+            self.panel.changed()
+            return self._task
+        if self._loop is not None and self._loop.is_running():  # called from another thread
+            self._task = asyncio.run_coroutine_threadsafe(self._drive(single), self._loop)
+            return self._task
+        return asyncio.run(self._drive(single))
+
+    async def _drive(self, single: bool) -> Result | None:
+        run = self.engine
+        self._start_ticker()
+        try:
+            while not run.finished:
+                await run.step(pause_before_tools=bool(self.panel.pause_before_tools.value))
+                if run.finished or single or self._pause or run.phase == "awaiting tools":
+                    break
+                await asyncio.sleep(0)  # the await between steps: clicks get through here
+        except BaseException as exc:
+            self.error = exc
+            self.panel.say(f"the run raised {type(exc).__name__}: {exc}", error=True)
+            raise
+        finally:
+            self._stop_ticker()
+            self._pause = False
+            self.state.engine_phase = run.phase
+            self.state.elapsed = run.elapsed
+            self.state.control = None if run.finished else "paused"
+            if run.finished and self._writer is not None:
+                self._writer.close()  # reopened (append) if the run is continued
+            self.panel.flush()
+        return run.result
+
+    def _start_ticker(self) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        self._ticker = loop.call_later(TICK_S, self._tick)
+
+    def _tick(self) -> None:
+        self.state.elapsed = self.engine.elapsed
+        self.state.dirty = True
+        self.panel.changed()
+        self._ticker = asyncio.get_running_loop().call_later(TICK_S, self._tick)
+
+    def _stop_ticker(self) -> None:
+        if self._ticker is not None:
+            self._ticker.cancel()
+            self._ticker = None

@@ -1,0 +1,263 @@
+"""The widgets: draw a :class:`PanelState`, and turn clicks into calls.
+
+No engine logic here (the ``Lab`` drives the run) and no event mapping (that
+is :mod:`agentlab.ui.state`). Redraws are coalesced: :meth:`Panel.changed` is
+called after every event and is O(1); it redraws at most every
+``refresh_s`` seconds, and the chart at most every ``chart_s`` seconds. The
+interval also stretches to 20× what the last redraw cost, so however slow the
+frontend or the chart is, the panel takes at most ~5 % of the run's time.
+:meth:`Panel.flush` draws everything now (at pause and at the end).
+
+Everything is written to widgets, never to stdout: ``print()`` from a task
+running in the background is lost or lands in another cell.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ..loop import RESUMABLE
+from .html import BAR_STYLE, gauge_html, status_html, step_html
+from .state import PanelState
+
+ADAPT = 20.0
+"""Redraw no more often than every ADAPT × (the last redraw's own cost)."""
+
+BUTTONS = ("step", "run", "pause", "stop")
+LIMIT_FIELDS = (("max_steps", "max steps"), ("max_cost", "max cost (USD)"), ("deadline_s", "deadline (s)"))
+
+
+def enabled_buttons(state: PanelState) -> dict[str, bool]:
+    """Which controls make sense now (pure: tested without widgets)."""
+    if state.outcome == "done":
+        return dict.fromkeys(BUTTONS, False)
+    if state.outcome == "stopped":
+        again = state.reason in RESUMABLE
+        return {"step": again, "run": again, "pause": False, "stop": False}
+    busy = state.control in ("running", "pausing", "stopping")
+    return {"step": not busy, "run": not busy, "pause": state.control == "running", "stop": state.control != "stopping"}
+
+
+def format_limit(value: Any) -> str:
+    return "" if value is None else f"{value:g}"
+
+
+def parse_limit(name: str, text: str) -> int | float | None:
+    """A limit field's text as a number; empty means no limit. Errors name the field."""
+    text = text.strip().replace("$", "")
+    if text in ("", "∞", "none", "None"):
+        return None
+    try:
+        value = int(text) if name == "max_steps" else float(text)
+    except ValueError:
+        kind = "a whole number" if name == "max_steps" else "a number"
+        raise ValueError(f"{name} must be {kind} (empty for no limit), got {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"{name} must be > 0 (empty for no limit), got {text!r}")
+    return value
+
+
+class Panel:
+    """The ipywidgets panel. ``panel.widget`` is what gets displayed."""
+
+    def __init__(
+        self,
+        state: PanelState,
+        *,
+        on_click: Callable[[str], None],
+        pause_before_tools: bool = False,
+        refresh_s: float = 0.2,
+        chart_s: float = 0.5,
+        log_limit: int = 100,
+        chart: bool = True,
+        now: Callable[[], float] = time.perf_counter,
+    ) -> None:
+        import ipywidgets as w
+
+        self.state = state
+        self.refresh_s, self.chart_s, self.log_limit = refresh_s, chart_s, log_limit
+        self._now = now
+        self.renders = 0
+        self._next_at = 0.0
+        self._chart_next_at = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+        self._limits_shown: dict[str, Any] | None = None
+
+        icons = {"step": "step-forward", "run": "play", "pause": "pause", "stop": "stop"}
+        tips = {
+            "step": "One step (a model call and its tools), then pause",
+            "run": "Step until the run finishes or you pause it",
+            "pause": "Pause after the step in flight",
+            "stop": "Cancel the run: Stopped('cancelled')",
+        }
+        self.buttons: dict[str, Any] = {}
+        for name in BUTTONS:
+            b = w.Button(description=name.capitalize(), icon=icons[name], tooltip=tips[name],
+                         layout=w.Layout(width="90px"))
+            b.add_class(f"agentlab-{name}")
+            b.on_click(lambda _b, name=name: on_click(name))
+            self.buttons[name] = b
+        self.buttons["stop"].button_style = "danger"
+        self.buttons["run"].button_style = "success"
+        self.pause_before_tools = w.Checkbox(value=pause_before_tools, description="pause before tools", indent=False,
+                                             layout=w.Layout(width="auto"))
+        self.pause_before_tools.add_class("agentlab-pause-before-tools")
+        self.limit_fields = {
+            key: w.Text(description=label, placeholder="∞", layout=w.Layout(width="190px"),
+                        style={"description_width": "initial"})
+            for key, label in LIMIT_FIELDS
+        }
+        for key, f in self.limit_fields.items():
+            f.add_class(f"agentlab-limit-{key}")
+        self.message = w.HTML()
+        self.message.add_class("agentlab-message")
+
+        self.status = w.HTML()
+        self.status.add_class("agentlab-status-box")
+        self.bars: dict[str, Any] = {}
+        self.gauge_texts: dict[str, Any] = {}
+        self.gauge_rows: dict[str, Any] = {}
+        rows = []
+        for name, label in (("steps", "steps"), ("cost", "cost"), ("time", "time")):
+            bar = w.FloatProgress(value=0.0, min=0.0, max=1.0, layout=w.Layout(width="220px"))
+            text = w.HTML()
+            row = w.HBox([w.HTML(f"<b>{label}</b>", layout=w.Layout(width="50px")), bar, text])
+            row.add_class(f"agentlab-gauge-{name}")
+            self.bars[name], self.gauge_texts[name], self.gauge_rows[name] = bar, text, row
+            rows.append(row)
+        self.chart_image = w.Image(format="png", layout=w.Layout(width="400px")) if chart else None
+        self._chart = None
+        self.log = w.VBox(layout=w.Layout(max_height="420px", overflow="auto", width="100%"))
+        self.log.add_class("agentlab-log")
+        self._step_widgets: dict[int, Any] = {}
+        self._log_note = w.HTML()
+
+        top = [w.HBox([*self.buttons.values(), self.pause_before_tools]), w.HBox(list(self.limit_fields.values())),
+               self.message, self.status]
+        middle = w.HBox([w.VBox(rows), *([self.chart_image] if self.chart_image is not None else [])])
+        self.widget = w.VBox([*top, middle, self.log], layout=w.Layout(border="1px solid #d0d7de", padding="6px"))
+        self.widget.add_class("agentlab-panel")
+        self.render()
+
+    # ------------------------------------------------------------- redraws
+    def changed(self) -> None:
+        """The state changed: redraw now if due, else once later (coalesced). O(1)."""
+        now = self._now()
+        if now >= self._next_at:
+            self.render()
+        elif self._handle is None:
+            self._schedule(self._next_at - now)
+
+    def flush(self) -> None:
+        """Draw everything now, chart included (at pause, stop and the end)."""
+        self._cancel_timer()
+        self.render(chart_due=True)
+
+    def close(self) -> None:
+        self._cancel_timer()
+        if self._chart is not None:
+            self._chart.figure.clear()
+        self.widget.close()
+
+    def _schedule(self, delay: float) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # nobody to wake us: the driver flushes at the end
+        self._handle = loop.call_later(max(delay, 0.0), self._deferred)
+
+    def _deferred(self) -> None:
+        self._handle = None
+        self.render()
+
+    def _cancel_timer(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def render(self, *, chart_due: bool = False) -> None:
+        """Map the state onto the widgets; touch only what changed."""
+        t0 = self._now()
+        s = self.state
+        s.dirty = False
+        self.renders += 1
+        self.status.value = status_html(s)
+        for g in s.gauges():
+            bar = self.bars[g.name]
+            bar.value = 0.0 if g.fraction is None else min(g.fraction, 1.0)
+            bar.bar_style = BAR_STYLE[g.level]
+            self.gauge_texts[g.name].value = gauge_html(g)
+            row = self.gauge_rows[g.name]
+            for level in ("idle", "ok", "warn", "danger", "stopped"):
+                cls = f"agentlab-level-{level}"
+                if level == g.level:
+                    row.add_class(cls)
+                elif cls in row._dom_classes:
+                    row.remove_class(cls)
+        for key, on in enabled_buttons(s).items():
+            self.buttons[key].disabled = not on
+        self.pause_before_tools.disabled = s.outcome == "done"
+        if s.limits != self._limits_shown:
+            self._limits_shown = dict(s.limits)
+            for key, f in self.limit_fields.items():
+                f.value = format_limit(s.limits.get(key))
+        self._render_log()
+        self._next_at = t0 + max(self.refresh_s, ADAPT * (self._now() - t0))
+        if self.chart_image is not None and s.chart_dirty:
+            if chart_due or t0 >= self._chart_next_at:
+                self._render_chart()
+            elif self._handle is None:
+                self._schedule(self._chart_next_at - t0)
+
+    def _render_log(self) -> None:
+        steps = self.state.take_dirty_steps()
+        if not steps:
+            return
+        import ipywidgets as w
+
+        added = False
+        for n in steps:
+            entry = self.state.log.get(n)
+            if entry is None:
+                continue
+            box = self._step_widgets.get(n)
+            if box is None:
+                box = self._step_widgets[n] = w.HTML()
+                box.add_class("agentlab-step-entry")
+                added = True
+            box.value = step_html(entry)
+        if added:
+            shown = sorted(self._step_widgets, reverse=True)
+            for old in shown[self.log_limit:]:
+                self._step_widgets.pop(old).close()
+            hidden = max(self.state.log) - len(self._step_widgets) if self.state.log else 0
+            self._log_note.value = (
+                f"<i style='color:#57606a'>… {hidden} earlier step(s) not shown: see lab.trace</i>" if hidden > 0 else ""
+            )
+            kids = [self._step_widgets[k] for k in shown[: self.log_limit]]
+            self.log.children = [*kids, self._log_note] if hidden > 0 else kids
+
+    def _render_chart(self) -> None:
+        from .chart import LiveChart
+
+        if self._chart is None:
+            self._chart = LiveChart()
+        t0 = self._now()  # after the one-off import and set-up, which says nothing about redraws
+        s = self.state
+        s.chart_dirty = False
+        self.chart_image.value = self._chart.png(s.chart_steps, s.chart_tokens, s.chart_cost)
+        self._chart_next_at = t0 + max(self.chart_s, ADAPT * (self._now() - t0))
+
+    # ------------------------------------------------------------- reading
+    def limits(self) -> dict[str, int | float | None]:
+        """The limit fields, parsed (``ValueError`` naming the field if one is bad)."""
+        return {key: parse_limit(key, f.value) for key, f in self.limit_fields.items()}
+
+    def say(self, text: str, *, error: bool = False) -> None:
+        from .html import esc
+
+        colour = "#cf222e" if error else "#57606a"
+        self.message.value = f"<span style='color:{colour}'>{esc(text)}</span>" if text else ""

@@ -1,0 +1,317 @@
+"""What the panel shows, as plain data: engine events in, gauges/status/log out.
+
+The notebook panel is a thin subscriber (STYLE.md #9): this module holds all
+the mapping from :class:`~agentlab.events.Event` to what a user sees, and no
+widget. :meth:`PanelState.apply` is O(1) per event (it touches only the
+current step), because it runs inside the engine's step and a benchmark holds
+the panel to a few percent of a step's time. It also marks which parts
+changed, so the widget layer redraws only those.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+GaugeName = Literal["steps", "cost", "time"]
+Level = Literal["idle", "ok", "warn", "danger", "stopped"]
+
+WARN_AT = 0.7
+"""A gauge turns amber at this share of its limit..."""
+DANGER_AT = 0.9
+"""...and red at this one."""
+
+STOPPED_BY: dict[str, GaugeName] = {"step limit": "steps", "budget": "cost", "deadline": "time"}
+"""Which gauge a stop reason belongs to, so that gauge can say it ended the run."""
+
+
+def gauge_level(fraction: float | None, stopped_this: bool = False) -> Level:
+    """The colour class of a gauge: one place decides it (like tqdm's final colour)."""
+    if stopped_this:
+        return "stopped"
+    if fraction is None:
+        return "idle"
+    if fraction >= DANGER_AT:
+        return "danger"
+    if fraction >= WARN_AT:
+        return "warn"
+    return "ok"
+
+
+def gauge_text(name: GaugeName, used: float, limit: float | None) -> str:
+    """``3 / 8``, ``$0.0123 / $0.50``, ``1.2 s / 60 s``; ``∞`` for no limit."""
+    if name == "steps":
+        return f"{int(used)} / {'∞' if limit is None else int(limit)}"
+    if name == "cost":
+        return f"${used:.4f} / {'∞' if limit is None else f'${limit:.2f}'}"
+    return f"{used:.1f} s / {'∞' if limit is None else f'{limit:g} s'}"
+
+
+@dataclass(frozen=True, slots=True)
+class Gauge:
+    """One budget as the panel draws it."""
+
+    name: GaugeName
+    used: float
+    limit: float | None
+    fraction: float | None
+    level: Level
+    text: str
+    stopped_run: bool
+
+
+@dataclass(slots=True)
+class CallEntry:
+    """One tool call in the step log. ``outcome`` starts as ``requested``, then
+    ``running``, then the engine's verdict (ok, retried, recoverable, fatal,
+    nudged, cancelled, skipped)."""
+
+    call_id: str
+    tool: str
+    args: Any
+    mode: str | None
+    outcome: str = "requested"
+    attempts: int = 0
+    retries: int = 0
+    result: str = ""
+    is_error: bool = False
+    start: float | None = None
+    end: float | None = None
+    error: str | None = None
+
+    @property
+    def duration(self) -> float | None:
+        return None if self.start is None or self.end is None else self.end - self.start
+
+
+@dataclass(slots=True)
+class StepEntry:
+    """One step in the log: what the model said, asked for, and what came back."""
+
+    step: int
+    text: str = ""
+    calls: list[CallEntry] = field(default_factory=list)
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    context_tokens: int = 0
+    cost: float = 0.0
+    latency: float | None = None
+    model_retries: int = 0
+    error: str | None = None
+    end: float | None = None
+
+
+class PanelState:
+    """Everything the panel shows, kept up to date by :meth:`apply`.
+
+    ``control`` is set by whoever drives the run (the ``Lab``): ``"running"``,
+    ``"pausing"`` (asked to pause; the step in flight has not ended),
+    ``"paused"``, ``"stopping"`` or ``None``. The engine knows nothing of it.
+    """
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        self.model = ""
+        self.task = ""
+        self.limits: dict[str, Any] = {"max_steps": None, "max_cost": None, "deadline_s": None}
+        self.steps = 0
+        self.spent = 0.0
+        self.elapsed = 0.0
+        self.context_tokens: int | None = None
+        self.engine_phase = "ready"
+        self.control: str | None = None
+        self.outcome: str | None = None
+        self.reason = ""
+        self.detail = ""
+        self.answer = ""
+        self.error = ""
+        self.modes: dict[str, str] = {}
+        self.log: dict[int, StepEntry] = {}
+        self.chart_steps: list[int] = []
+        self.chart_tokens: list[int] = []
+        self.chart_cost: list[float] = []
+        self._calls: dict[str, CallEntry] = {}
+        self.dirty_steps: set[int] = set()
+        self.dirty = True
+        self.chart_dirty = False
+        self.events = 0
+
+    # ---------------------------------------------------------------- events
+    def apply(self, event: Any) -> None:
+        """Fold one engine event into the state (O(1); unknown kinds are ignored)."""
+        self.events += 1
+        self.dirty = True
+        if event.t > self.elapsed:
+            self.elapsed = event.t
+        handler = _HANDLERS.get(event.kind)
+        if handler is not None:
+            handler(self, event, event.data)
+
+    def _run_started(self, e: Any, d: dict[str, Any]) -> None:
+        self.run_id, self.model, self.task = e.run_id, d.get("model", ""), d.get("task", "")
+        self._set_limits(d.get("budget") or {})
+        self.modes = {t["name"]: t.get("mode") for t in d.get("tools") or ()}
+        self.engine_phase = "ready"
+
+    def _model_request(self, e: Any, d: dict[str, Any]) -> None:
+        self.steps = max(self.steps, e.step)
+        self.engine_phase = "calling model"
+        self._entry(e.step)
+
+    def _model_retry(self, e: Any, d: dict[str, Any]) -> None:
+        self._entry(e.step).model_retries += 1
+
+    def _model_called(self, e: Any, d: dict[str, Any]) -> None:
+        entry = self._entry(e.step)
+        if d.get("error"):
+            entry.error = f"malformed reply: {d['error']}"
+            return
+        usage = d.get("usage") or {}
+        entry.text = "".join(b.get("text", "") for b in d.get("content") or () if b.get("type") == "text")
+        entry.stop_reason = d.get("stop_reason")
+        entry.input_tokens = usage.get("input_tokens", 0)
+        entry.output_tokens = usage.get("output_tokens", 0)
+        entry.context_tokens = d.get("context_tokens", entry.input_tokens)
+        entry.cost = d.get("cost", 0.0)
+        entry.latency = d.get("latency")
+        for block in d.get("content") or ():
+            if block.get("type") == "tool_use":
+                call = CallEntry(block.get("id", ""), block.get("name", ""), block.get("input"), self.modes.get(block.get("name", "")))
+                entry.calls.append(call)
+                self._calls[call.call_id] = call
+        self.spent = d.get("spent", self.spent)
+        self.context_tokens = entry.context_tokens
+        self.chart_steps.append(e.step)
+        self.chart_tokens.append(entry.context_tokens + entry.output_tokens)
+        self.chart_cost.append(self.spent)
+        self.chart_dirty = True
+        if entry.stop_reason == "tool_use":
+            self.engine_phase = "running tools"
+
+    def _tool_started(self, e: Any, d: dict[str, Any]) -> None:
+        self.engine_phase = "running tools"
+        call = self._call(e.step, d)
+        call.outcome, call.start = "running", d.get("start", e.t)
+
+    def _tool_retry(self, e: Any, d: dict[str, Any]) -> None:
+        self._call(e.step, d).retries += 1
+
+    def _tool_finished(self, e: Any, d: dict[str, Any]) -> None:
+        call = self._call(e.step, d)
+        call.outcome = d.get("outcome", "ok")
+        call.attempts = d.get("attempts", 0)
+        call.result = d.get("result", "")
+        call.is_error = bool(d.get("is_error"))
+        call.start, call.end = d.get("start", call.start), d.get("end", e.t)
+        call.mode = d.get("mode", call.mode)
+        err = d.get("error")
+        call.error = f"{err.get('type')}: {err.get('message')}" if isinstance(err, dict) else None
+
+    def _step_finished(self, e: Any, d: dict[str, Any]) -> None:
+        self.spent = d.get("spent", self.spent)
+        self.elapsed = d.get("elapsed", self.elapsed)
+        self._set_limits(d.get("budget") or {})
+        self.engine_phase = "ready"
+        self._entry(e.step).end = e.t
+
+    def _resumed(self, e: Any, d: dict[str, Any]) -> None:
+        self._set_limits(d.get("limits") or {})
+        self.outcome, self.reason, self.detail, self.error = None, "", "", ""
+        self.engine_phase = "ready"
+
+    def _run_finished(self, e: Any, d: dict[str, Any]) -> None:
+        self.outcome = d.get("outcome")
+        self.reason, self.detail = d.get("reason", ""), d.get("detail", "")
+        self.answer = d.get("text", "") or ""
+        self.steps = d.get("steps", self.steps)
+        self.spent = d.get("spent", self.spent)
+        self.elapsed = d.get("elapsed", self.elapsed)
+        err = d.get("error")
+        self.error = f"{err.get('type')}: {err.get('message')}" if isinstance(err, dict) else ""
+        self.engine_phase = "done" if self.outcome == "done" else "stopped"
+        if self.steps in self.log:
+            self._entry(self.steps).end = e.t
+
+    # --------------------------------------------------------------- helpers
+    def _set_limits(self, budget: dict[str, Any]) -> None:
+        for key in ("max_steps", "max_cost", "deadline_s"):
+            if key in budget:
+                self.limits[key] = budget[key]
+
+    def _entry(self, step: int) -> StepEntry:
+        self.dirty_steps.add(step)
+        entry = self.log.get(step)
+        if entry is None:
+            entry = self.log[step] = StepEntry(step)
+        return entry
+
+    def _call(self, step: int, d: dict[str, Any]) -> CallEntry:
+        self.dirty_steps.add(step)
+        call = self._calls.get(d.get("call_id", ""))
+        if call is None:  # an event whose model_called we never saw (a late subscriber)
+            call = CallEntry(d.get("call_id", ""), d.get("tool", ""), d.get("args"), d.get("mode"))
+            self._entry(step).calls.append(call)
+            self._calls[call.call_id] = call
+        return call
+
+    # ------------------------------------------------------------ read side
+    @property
+    def stopped_by(self) -> GaugeName | None:
+        """The gauge whose budget ended the run, if one did."""
+        return STOPPED_BY.get(self.reason) if self.outcome == "stopped" else None
+
+    @property
+    def finished(self) -> bool:
+        return self.outcome is not None
+
+    @property
+    def phase(self) -> str:
+        """What a user reads as the run's phase: the driver's word wins while it applies."""
+        if self.outcome is not None:
+            return self.engine_phase
+        if self.control in ("pausing", "stopping"):
+            return self.control
+        if self.control == "paused":
+            return "paused: tools awaiting approval" if self.engine_phase == "awaiting tools" else "paused"
+        return self.engine_phase
+
+    def gauge(self, name: GaugeName) -> Gauge:
+        used, limit = {
+            "steps": (self.steps, self.limits["max_steps"]),
+            "cost": (self.spent, self.limits["max_cost"]),
+            "time": (self.elapsed, self.limits["deadline_s"]),
+        }[name]
+        fraction = None if not limit else used / limit
+        stopped = self.stopped_by == name
+        return Gauge(name, used, limit, fraction, gauge_level(fraction, stopped), gauge_text(name, used, limit), stopped)
+
+    def gauges(self) -> list[Gauge]:
+        return [self.gauge("steps"), self.gauge("cost"), self.gauge("time")]
+
+    def status_line(self) -> str:
+        """One line: where the run is, and if it ended, why (with the numbers)."""
+        if self.outcome == "done":
+            return "done"
+        if self.outcome == "stopped":
+            return f"stopped: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+        return self.phase
+
+    def take_dirty_steps(self) -> list[int]:
+        steps = sorted(self.dirty_steps)
+        self.dirty_steps.clear()
+        return steps
+
+
+_HANDLERS = {
+    "run_started": PanelState._run_started,
+    "model_request": PanelState._model_request,
+    "model_retry": PanelState._model_retry,
+    "model_called": PanelState._model_called,
+    "tool_started": PanelState._tool_started,
+    "tool_retry": PanelState._tool_retry,
+    "tool_finished": PanelState._tool_finished,
+    "step_finished": PanelState._step_finished,
+    "resumed": PanelState._resumed,
+    "run_finished": PanelState._run_finished,
+}
