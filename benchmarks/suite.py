@@ -1,0 +1,81 @@
+"""Every benchmark at one of two sizes: the issue's (``full``) and a tiny one for the smoke test."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+from .report import Row
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    """How big and how often each workload runs."""
+
+    w1_steps: int = 50
+    w1_reps: int = 31
+    bare_inner: int = 20
+    w2_seconds: float = 0.2
+    w2_reps: int = 3
+    w3_steps: int = 200
+    w3_window: int = 20
+    w3_reps: int = 7
+    trace_steps: int = 50
+    trace_reps: int = 21
+    load_runs: int = 1000
+    panel_steps: int = 50
+    panel_reps: int = 21
+    memory_steps: int = 200
+    cache_steps: int = 20
+
+
+FULL = Sizes()
+QUICK = Sizes(
+    w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
+    trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20,
+)
+
+# (name, rows it produces if it fails, how to run it)
+Bench = tuple[str, list[str], Callable[[Sizes], Awaitable[list[Row]]]]
+
+
+def benches() -> list[Bench]:
+    from . import caching, memory, panel, parallel, steps, traces
+
+    async def mem(s: Sizes) -> list[Row]:
+        return await asyncio.to_thread(memory.memory_rows, s.memory_steps)
+
+    return [
+        ("W1", ["w1.bare", "w1.off", "w1.on", "w1.on_async"],
+         lambda s: steps.per_step_overhead(s.w1_steps, s.w1_reps, s.bare_inner)),
+        ("W2", ["w2.reads_wall", "w2.reads_concurrent", "w2.write_alone"],
+         lambda s: parallel.parallel_reads(s.w2_seconds, s.w2_reps)),
+        ("W3", ["w3.growth"], lambda s: steps.history_growth(s.w3_steps, s.w3_window, s.w3_reps)),
+        ("traces", ["trace.write_rate", "trace.bytes_per_step", "trace.load_rate"],
+         lambda s: traces.trace_rows(s.trace_steps, s.trace_reps, s.load_runs)),
+        ("panel", ["panel.ratio"], lambda s: panel.panel_rows(s.panel_steps, s.panel_reps)),
+        ("memory", ["memory.peak_rss", "memory.trace_linear"], mem),
+        ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
+    ]
+
+
+ROW_KEYS = [key for _, keys, _ in benches() for key in keys]
+
+
+async def run_all(sizes: Sizes, only: set[str] | None = None, progress: Callable[[str], None] = print) -> list[Row]:
+    """Run the benchmarks in order; one that crashes leaves a row saying so, never a hole."""
+    rows: list[Row] = []
+    for name, keys, bench in benches():
+        if only and name not in only:
+            continue
+        t0 = time.perf_counter()
+        try:
+            rows.extend(await bench(sizes))
+        except Exception as exc:
+            detail = traceback.format_exception_only(exc)[-1].strip()
+            rows.extend(Row(k, k, None, "", f"failed: {detail}", status="n/a") for k in keys)
+        progress(f"  {name} done in {time.perf_counter() - t0:.1f} s")
+    return rows

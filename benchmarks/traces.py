@@ -1,0 +1,87 @@
+"""Traces: how fast events are written, how big a step is, how fast runs load."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import agentlab as al
+from agentlab.trace import TraceWriter
+
+from .report import Row, fmt, judged, missing
+from .workload import SYNC_TOOL, median, run_options, script
+
+LOAD_GOAL_S_PER_MILLION = 5.0
+
+
+async def record_run(steps: int) -> list[al.Event]:
+    """The events of one run of the W1 workload, kept in memory."""
+    events: list[al.Event] = []
+    run = al.Run("look up the keys", [SYNC_TOOL], model=al.ScriptedModel(script(steps)),
+                 subscribers=[events.append], **run_options(steps))
+    await run.run()
+    return events
+
+
+def write_seconds(events: list[al.Event], folder: Path) -> float:
+    """Seconds the trace writer takes for these events (open, write and flush each, close)."""
+    writer = TraceWriter(folder)
+    t0 = time.perf_counter()
+    for e in events:
+        writer(e)
+    writer.close()
+    return time.perf_counter() - t0
+
+
+def _load_runs() -> Any:
+    import agentlab.trace as trace
+
+    return getattr(trace, "load_runs", None)
+
+
+async def trace_rows(steps: int, reps: int, runs_to_load: int) -> list[Row]:
+    events = await record_run(steps)
+    run_id = events[0].run_id
+    with tempfile.TemporaryDirectory(prefix="agentlab-bench-") as d:
+        root = Path(d)
+        secs = [write_seconds(events, root / f"w{i}") for i in range(reps)]
+        file = root / "w0" / f"{run_id}.jsonl"
+        size = file.stat().st_size
+        rate = len(events) / median(secs)
+        rows = [
+            Row("trace.write_rate", "Trace: events written per second", rate, "events/s",
+                f"{fmt(rate)} events/s ({fmt(1e6 / rate)} µs each, flushed)",
+                extra={"events_per_run": len(events), "reps": reps}),
+            Row("trace.bytes_per_step", "Trace: bytes per step", size / (steps + 1), "bytes",
+                f"{fmt(size / (steps + 1))} B ({len(events) / (steps + 1):.1f} events/step)"),
+        ]
+        rows.append(load_row(file, run_id, len(events), steps, runs_to_load, root / "many"))
+    return rows
+
+
+def load_row(file: Path, run_id: str, events_per_run: int, steps: int, runs: int, folder: Path) -> Row:
+    """Load ``runs`` copies of one trace (each with its own run id) into the DataFrames."""
+    label = f"Trace: load {runs:,} runs of {steps} steps"
+    goal = f"1M events in ≤ {fmt(LOAD_GOAL_S_PER_MILLION)} s"
+    load_runs = _load_runs()
+    if load_runs is None:
+        return missing("trace.load_rate", label, goal)
+    text = file.read_text(encoding="utf-8")
+    folder.mkdir(parents=True)
+    for i in range(runs):
+        new_id = f"bench{i:07d}"
+        (folder / f"{new_id}.jsonl").write_text(text.replace(run_id, new_id), encoding="utf-8")
+    t0 = time.perf_counter()
+    traces = load_runs(folder)
+    elapsed = time.perf_counter() - t0
+    total = events_per_run * runs
+    loaded = len(traces.runs)
+    if loaded != runs:
+        raise RuntimeError(f"load_runs found {loaded} runs, expected {runs}")
+    rate = total / elapsed
+    per_million = 1e6 / rate
+    return Row("trace.load_rate", label, rate, "events/s",
+               f"{fmt(rate)} events/s ({fmt(elapsed)} s; 1M events ≈ {fmt(per_million)} s)", goal,
+               judged(per_million <= LOAD_GOAL_S_PER_MILLION), extra={"events": total, "seconds": elapsed})
