@@ -33,6 +33,7 @@ async def per_step_overhead(steps: int, reps: int, bare_inner: int) -> list[Row]
     """
     times: dict[str, list[float]] = {"bare": [], "off": [], "on": [], "on_async": []}
     with tempfile.TemporaryDirectory(prefix="agentlab-bench-") as d:
+        await agentlab_seconds_per_step(steps, Path(d))  # warm-up: price lookup, first thread, imports
         for _ in range(reps):
             times["bare"].append(bare_seconds_per_step(steps, bare_inner))
             times["off"].append(await agentlab_seconds_per_step(steps, False))
