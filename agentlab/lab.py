@@ -130,7 +130,7 @@ class Lab:
         if self.running and self.state.control == "running":
             self._pause = True
             self.state.control = "pausing"
-            self.panel.flush()
+            self.panel.render()
 
     def stop(self) -> Any:
         """Cancel the run: it ends ``Stopped("cancelled")`` at the next safe point."""
@@ -139,7 +139,7 @@ class Lab:
         self.engine.cancel()
         if self.running:
             self.state.control = "stopping"
-            self.panel.flush()
+            self.panel.render()
             return self._task
         return self._start(single=True, limits={})  # one (empty) step records the stop
 
@@ -246,7 +246,7 @@ class Lab:
             loop = None
         if loop is not None:
             self._task = loop.create_task(self._drive(single))
-            self.panel.changed()
+            self.panel.render()  # a click gets its answer at once, not at the next redraw
             return self._task
         if self._loop is not None and self._loop.is_running():  # called from another thread
             self._task = asyncio.run_coroutine_threadsafe(self._drive(single), self._loop)

@@ -1,0 +1,322 @@
+"""The Lab panel headless: real widgets without a kernel, driven by Button.click()."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+
+import pytest
+
+import agentlab as al
+from agentlab import reply
+
+from .helpers import PRICES
+
+
+@al.tool(mode="read")
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return "x" * 2000 if key == "big" else f"value of {key}"
+
+
+class Gate:
+    """A model whose every call waits until the test lets it through (no sleeping)."""
+
+    def __init__(self, script):
+        self.script = list(script)
+        self.calls = 0
+        self.entered: asyncio.Event | None = None
+        self.open: asyncio.Event | None = None
+
+    async def __call__(self, messages, tools):
+        self.entered.set()
+        await self.open.wait()
+        self.open.clear()
+        self.calls += 1
+        return self.script[self.calls - 1] if self.calls <= len(self.script) else reply("the end")
+
+    def start(self):
+        self.entered, self.open = asyncio.Event(), asyncio.Event()
+
+    async def let_one_through(self):
+        self.entered.clear()
+        self.open.set()
+        await asyncio.sleep(0)
+
+
+def looping(n=20):
+    return [reply(f"step {i}", ("lookup", {"key": str(i)})) for i in range(n)]
+
+
+def make_lab(script, **kw):
+    kw.setdefault("clock", al.FakeClock())
+    kw.setdefault("max_steps", 8)
+    model = script if isinstance(script, al.FunctionModel) else al.ScriptedModel(script)
+    return al.Lab("find things", [lookup], model=model, **kw)
+
+
+def click(lab, name):
+    lab.panel.buttons[name].click()
+
+
+def gauge(lab, name):
+    return lab.panel.gauge_texts[name].value
+
+
+def phase(lab):
+    return lab.state.status_line()
+
+
+def test_run_button_runs_to_the_end_and_the_panel_shows_it():
+    """Clicking Run steps until Done; status, gauges, log and chart show the finished run."""
+
+    async def main():
+        lab = make_lab([reply("looking", ("lookup", {"key": "a"})), reply("It is A.")], prices=PRICES)
+        assert phase(lab) == "ready" and "0 / 8" in gauge(lab, "steps")
+        click(lab, "run")
+        assert lab.running and lab.panel.buttons["run"].disabled and not lab.panel.buttons["pause"].disabled
+        result = await lab.wait()
+        assert isinstance(result, al.Done) and result.text == "It is A."
+        assert "done" in lab.panel.status.value and "It is A." in lab.panel.status.value
+        assert "2 / 8" in gauge(lab, "steps")
+        assert f"&#36;{result.cost:.4f}" in gauge(lab, "cost")
+        assert lab.panel.bars["steps"].value == pytest.approx(2 / 8)
+        assert lab.panel.bars["steps"].bar_style == "success"
+        assert all(b.disabled for b in lab.panel.buttons.values())
+        entries = [w.value for w in lab.panel.log.children]
+        assert len(entries) == 2 and "step 2" in entries[0] and "looking" in entries[1]
+        assert "agentlab-outcome-ok" in entries[1]
+        assert bytes(lab.panel.chart_image.value).startswith(b"\x89PNG")
+        assert [e["kind"] for e in lab.trace][-1] == "run_finished"
+
+    asyncio.run(main())
+
+
+def test_step_button_does_one_step_then_pauses():
+    """Step runs exactly one model call and its tools, then the panel says paused."""
+
+    async def main():
+        lab = make_lab(looping())
+        click(lab, "step")
+        await lab.wait()
+        assert lab.engine.steps == 1 and not lab.engine.finished
+        assert phase(lab) == "paused" and "1 / 8" in gauge(lab, "steps")
+        assert not lab.panel.buttons["step"].disabled and lab.panel.buttons["pause"].disabled
+        click(lab, "step")
+        await lab.wait()
+        assert lab.engine.steps == 2
+
+    asyncio.run(main())
+
+
+def test_pause_shows_pausing_until_the_step_in_flight_ends():
+    """Pause mid-step reads "pausing" while the model call is out, then "paused" after that step."""
+
+    async def main():
+        gate = Gate(looping())
+        gate.start()
+        lab = make_lab(al.FunctionModel(gate))
+        click(lab, "run")
+        await gate.entered.wait()  # step 1's model call is in flight
+        await gate.let_one_through()
+        await gate.entered.wait()  # step 2's model call is in flight
+        click(lab, "pause")
+        assert phase(lab) == "pausing" and "pausing" in lab.panel.status.value
+        assert lab.panel.buttons["pause"].disabled and not lab.panel.buttons["stop"].disabled
+        await gate.let_one_through()
+        await lab.wait()
+        assert phase(lab) == "paused" and lab.engine.steps == 2 and not lab.engine.finished
+        assert gate.calls == 2
+        click(lab, "run")  # resumes from where it paused
+        await gate.entered.wait()
+        await gate.let_one_through()
+        await gate.entered.wait()
+        click(lab, "stop")
+        assert phase(lab) == "stopping"
+        await gate.let_one_through()
+        result = await lab.wait()
+        assert isinstance(result, al.Stopped) and result.reason == "cancelled"
+        assert "stopped: cancelled" in lab.panel.status.value
+        assert lab.engine.steps == 4
+
+    asyncio.run(main())
+
+
+def test_stop_on_a_paused_run_ends_it_cancelled_without_another_model_call():
+    """Stop while paused records Stopped("cancelled") and makes no further model call."""
+
+    async def main():
+        lab = make_lab(looping())
+        click(lab, "step")
+        await lab.wait()
+        click(lab, "stop")
+        result = await lab.wait()
+        assert isinstance(result, al.Stopped) and result.reason == "cancelled"
+        assert lab.engine.model_calls == 1
+        assert "stopped: cancelled" in lab.panel.status.value
+        assert not lab.panel.buttons["run"].disabled  # a cancelled run can be continued
+
+    asyncio.run(main())
+
+
+def test_a_run_stopped_by_its_budget_continues_after_raising_the_limit_in_the_panel():
+    """Stopped at "budget": the cost gauge says so; raise max cost in the field, click Run, it finishes."""
+
+    async def main():
+        script = [reply("a" * 400, ("lookup", {"key": str(i)})) for i in range(3)] + [reply("Finally done.")]
+        lab = make_lab(script, max_cost=0.004, prices=PRICES)
+        click(lab, "run")
+        result = await lab.wait()
+        assert isinstance(result, al.Stopped) and result.reason == "budget"
+        assert lab.panel.bars["cost"].bar_style == "danger"
+        assert "agentlab-level-stopped" in lab.panel.gauge_rows["cost"]._dom_classes
+        assert "stopped the run" in gauge(lab, "cost") and "stopped the run" not in gauge(lab, "steps")
+        assert "stopped: budget" in lab.panel.status.value
+        assert lab.panel.limit_fields["max_cost"].value == "0.004"
+
+        lab.panel.limit_fields["max_cost"].value = "lots"
+        click(lab, "run")
+        assert "max_cost must be a number" in lab.panel.message.value
+        assert not lab.running and lab.result is result  # nothing lost
+
+        lab.panel.limit_fields["max_cost"].value = "1.00"
+        click(lab, "run")
+        assert lab.panel.message.value == ""
+        done = await lab.wait()
+        assert isinstance(done, al.Done) and done.text == "Finally done."
+        assert "&#36;1.00" in gauge(lab, "cost") and "stopped the run" not in gauge(lab, "cost")
+        assert "agentlab-level-stopped" not in lab.panel.gauge_rows["cost"]._dom_classes
+
+    asyncio.run(main())
+
+
+def test_lab_run_takes_raised_limits_from_code():
+    """lab.run(max_steps=...) continues a run stopped at its step limit; limits on a live run are refused."""
+
+    async def main():
+        lab = make_lab(looping(3) + [reply("ok")], max_steps=2)
+        with pytest.raises(ValueError, match="only to continue a stopped run"):
+            lab.run(max_steps=5)
+        await lab.run()
+        assert lab.result.reason == "step limit" and "stopped the run" in gauge(lab, "steps")
+        await lab.run(max_steps=6)
+        assert isinstance(lab.result, al.Done) and lab.engine.steps == 4
+        assert "4 / 6" in gauge(lab, "steps")
+
+    asyncio.run(main())
+
+
+def test_pause_before_tools_shows_the_requested_calls_before_running_them():
+    """With the option ticked, Step stops after the reply; the log shows the call as awaiting; Step runs it."""
+
+    async def main():
+        lab = make_lab([reply("I will look", ("lookup", {"key": "k"})), reply("done")])
+        lab.panel.pause_before_tools.value = True
+        click(lab, "step")
+        await lab.wait()
+        assert lab.engine.phase == "awaiting tools"
+        assert phase(lab) == "paused: tools awaiting approval"
+        entry = lab.panel.log.children[0].value
+        assert "agentlab-outcome-requested" in entry and "lookup" in entry and "awaiting" in entry
+        click(lab, "step")
+        await lab.wait()
+        entry = lab.panel.log.children[0].value
+        assert "agentlab-outcome-ok" in entry and "value of k" in entry
+        lab.panel.pause_before_tools.value = False
+        click(lab, "run")
+        assert isinstance(await lab.wait(), al.Done)
+
+    asyncio.run(main())
+
+
+def test_deadline_gauge_counts_working_time_and_marks_the_stop():
+    """A model that takes 10 s per call on a fake clock stops at a 25 s deadline; the time gauge says so."""
+    clock = al.FakeClock()
+
+    def slow(messages, tools):
+        clock.advance(10)
+        return reply("working", ("lookup", {"key": str(len(messages))}))
+
+    async def main():
+        lab = make_lab(al.FunctionModel(slow), clock=clock, deadline_s=25, max_steps=10)
+        await lab.run()
+        assert lab.result.reason == "deadline"
+        assert "30.0 s / 25 s" in gauge(lab, "time") and "stopped the run" in gauge(lab, "time")
+        assert lab.panel.bars["time"].value == 1.0 and lab.panel.bars["time"].bar_style == "danger"
+
+    asyncio.run(main())
+
+
+def test_long_tool_results_are_truncated_in_the_log():
+    """A 2000-character result shows a preview and a 'show all' disclosure."""
+
+    async def main():
+        lab = make_lab([reply(None, ("lookup", {"key": "big"})), reply("ok")])
+        await lab.run()
+        entry = lab.panel.log.children[-1].value
+        assert "agentlab-truncated" in entry and "show all 2,000 characters" in entry
+
+    asyncio.run(main())
+
+
+def test_redraws_are_coalesced_and_flushed_at_the_end():
+    """Hundreds of events cause a handful of redraws; the final state is still drawn exactly."""
+
+    async def main():
+        lab = make_lab(looping(60) + [reply("ok")], max_steps=100, refresh_s=3600)
+        before = lab.panel.renders
+        await lab.run()
+        assert lab.state.events > 300
+        assert lab.panel.renders - before <= 3
+        assert "61 / 100" in gauge(lab, "steps") and "done" in lab.panel.status.value
+
+    asyncio.run(main())
+
+
+def test_log_keeps_the_latest_steps_and_says_how_many_are_hidden():
+    """With log_limit=5 the log shows steps 12..8 and a note pointing to the trace."""
+
+    async def main():
+        lab = make_lab(looping(11) + [reply("ok")], max_steps=20, log_limit=5)
+        await lab.run()
+        kids = lab.panel.log.children
+        assert len(kids) == 6 and "data-step='12'" in kids[0].value and "data-step='8'" in kids[4].value
+        assert "7 earlier step(s) not shown" in kids[5].value
+
+    asyncio.run(main())
+
+
+def test_from_a_script_step_and_run_return_results_directly():
+    """Without a running event loop, lab.step() and lab.run() run synchronously."""
+    lab = make_lab([reply(None, ("lookup", {"key": "a"})), reply("ok")])
+    assert lab.step() is None and lab.engine.steps == 1 and lab.phase == "paused"
+    result = lab.run()
+    assert isinstance(result, al.Done) and lab.phase == "done"
+
+
+def test_bad_arguments_are_named():
+    """Bad Lab options raise errors that name the parameter."""
+    with pytest.raises(ValueError, match="log_limit"):
+        make_lab([reply("x")], log_limit=0)
+    with pytest.raises(ValueError, match="refresh_s"):
+        make_lab([reply("x")], refresh_s=-1)
+    with pytest.raises(ValueError, match="max_cost"):
+        make_lab([reply("x")], max_cost=-1)
+
+
+def test_missing_ipywidgets_is_reported_when_a_lab_is_made(monkeypatch):
+    """Without ipywidgets, import agentlab works and Lab() raises an ImportError saying what to install."""
+    monkeypatch.setitem(sys.modules, "ipywidgets", None)
+    with pytest.raises(ImportError, match="pip install 'ipywidgets"):
+        make_lab([reply("x")])
+
+
+def test_importing_agentlab_loads_no_widgets_or_plots():
+    """import agentlab (and reading agentlab.Lab) does not import ipywidgets or matplotlib."""
+    code = (
+        "import sys, agentlab; agentlab.Lab; "
+        "print(sorted(m for m in ('ipywidgets', 'matplotlib', 'pandas') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
