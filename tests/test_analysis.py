@@ -272,7 +272,9 @@ def test_budget_whatif_matches_actually_rerunning_with_those_budgets(tmp_path, g
         else:
             assert row.spent == pytest.approx(real.cost), row
         checked.add(row.reason)
-    assert {"done", "budget", "step limit", "max_tokens"} <= checked
+    assert {"done", "budget", "step limit"} <= checked
+    if guard == "hard":  # only the hard guard lowers max_tokens, which can cut a long answer off
+        assert "max_tokens" in checked
 
 
 def test_after_the_fact_guard_overspends_where_the_hard_guard_does_not(tmp_path):
