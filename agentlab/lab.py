@@ -187,7 +187,7 @@ class Lab:
 
     @property
     def trace(self) -> Any:
-        """This run's events as written to its trace file."""
+        """This run read back from its trace file (an `agentlab.trace.Trace`)."""
         if self._writer is None:
             raise RuntimeError("this Lab was made with trace=False, so there is no trace to read")
         from .trace import load_run

@@ -88,7 +88,7 @@ def test_run_button_runs_to_the_end_and_the_panel_shows_it():
         assert len(entries) == 2 and "step 2" in entries[0] and "looking" in entries[1]
         assert "agentlab-outcome-ok" in entries[1]
         assert bytes(lab.panel.chart_image.value).startswith(b"\x89PNG")
-        assert [e["kind"] for e in lab.trace][-1] == "run_finished"
+        assert lab.trace.outcome == "done" and len(lab.trace) == 2
 
     asyncio.run(main())
 

@@ -1,0 +1,103 @@
+"""The Lab in a real Jupyter kernel: a notebook run by nbclient starts, pauses, resumes
+and stops a run through the panel's buttons while later cells ``await`` it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+nbformat = pytest.importorskip("nbformat")
+nbclient = pytest.importorskip("nbclient")
+
+pytestmark = pytest.mark.kernel
+
+SETUP = """
+import asyncio, json
+import agentlab as al
+from agentlab import reply
+
+@al.tool(mode="read")
+def lookup(key: str) -> str:
+    \"\"\"Look a key up.\"\"\"
+    return f"value of {key}"
+
+async def model_fn(messages, tools):
+    await asyncio.sleep(0.02)  # a model that takes a little while, so the run spans several cells
+    return reply("still looking", ("lookup", {"key": str(len(messages))}))
+
+async def until(condition, timeout=120):
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        assert loop.time() < end, "timed out waiting"
+        await asyncio.sleep(0.01)
+
+lab = al.Lab("count forever", [lookup], model=al.FunctionModel(model_fn),
+             max_steps=2000, max_cost=None, deadline_s=None, trace=TRACE_DIR)
+lab
+"""
+
+START = """
+lab.panel.buttons["run"].click()
+print("running:", lab.running)
+"""
+
+PAUSE = """
+await until(lambda: lab.engine.steps >= 3)
+lab.panel.buttons["pause"].click()
+said_on_click = lab.phase
+await lab.wait()
+paused_at = lab.engine.steps
+print(json.dumps({"on_click": said_on_click, "phase": lab.phase, "steps": paused_at}))
+"""
+
+HOLD = """
+await asyncio.sleep(0.5)  # a paused run makes no progress while the kernel is free
+print(json.dumps({"held": lab.engine.steps == paused_at, "phase": lab.phase}))
+"""
+
+RESUME_AND_STOP = """
+lab.panel.buttons["run"].click()
+await until(lambda: lab.engine.steps >= paused_at + 3)
+lab.panel.buttons["stop"].click()
+result = await lab.wait()
+print(json.dumps({"reason": result.reason, "steps": result.steps, "phase": lab.phase,
+                  "status": lab.panel.status.value, "steps_gauge": lab.panel.gauge_texts["steps"].value,
+                  "buttons": {k: b.disabled for k, b in lab.panel.buttons.items()},
+                  "trace": [lab.trace.reason, len(lab.trace)]}))
+"""
+
+
+def last_json(cell) -> dict:
+    text = "".join(o.get("text", "") for o in cell.outputs if o.get("output_type") == "stream")
+    return json.loads(text.strip().splitlines()[-1])
+
+
+def test_notebook_pauses_resumes_and_stops_a_run_through_the_panel(tmp_path):
+    """In a real kernel, Run/Pause/Run/Stop clicks drive a background run while later cells await it."""
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
+        f"TRACE_DIR = {str(tmp_path / 'runs')!r}\n" + SETUP, START, PAUSE, HOLD, RESUME_AND_STOP,
+    )]
+    client = nbclient.NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    client.execute()
+
+    setup_out = nb.cells[0].outputs
+    assert any("application/vnd.jupyter.widget-view+json" in o.get("data", {}) for o in setup_out), setup_out
+    assert "running: True" in nb.cells[1].outputs[0]["text"]
+
+    paused = last_json(nb.cells[2])
+    assert paused["on_click"] == "pausing"
+    assert paused["phase"] == "paused" and paused["steps"] >= 3
+
+    held = last_json(nb.cells[3])
+    assert held == {"held": True, "phase": "paused"}
+
+    stopped = last_json(nb.cells[4])
+    assert stopped["reason"] == "cancelled" and stopped["phase"] == "stopped"
+    assert stopped["steps"] >= paused["steps"] + 3
+    assert "stopped: cancelled" in stopped["status"]
+    assert f"{stopped['steps']} / 2000" in stopped["steps_gauge"]
+    assert stopped["buttons"] == {"step": False, "run": False, "pause": True, "stop": True}
+    assert stopped["trace"] == ["cancelled", stopped["steps"]]
