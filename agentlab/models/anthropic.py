@@ -1,0 +1,302 @@
+"""The real model: Claude through the official ``anthropic`` SDK (async).
+
+What this adapter decides, and why:
+
+* **The engine retries, not the SDK.** The client runs with ``max_retries=0``
+  and every failure becomes one of agentlab's three kinds (:func:`api_error`).
+  The SDK alone would sleep as long as ``retry-after`` says, past any
+  deadline, and its attempts would be invisible; the engine bounds each wait
+  by the run's deadline and records every attempt as an event.
+* **Every call carries the time left as its timeout.** The SDK's default is
+  ten minutes (and it refuses a large non-streaming ``max_tokens`` without an
+  explicit timeout).
+* **Blocks come back byte for byte.** The reply is the response's JSON, not a
+  re-serialised SDK object, so ``thinking``, ``redacted_thinking`` and server
+  tool blocks go back to the API exactly as they came.
+* **Prompt caching is on by default.** Breakpoints go on the fixed prefix
+  (system prompt, else the last tool definition) and on the latest message,
+  on *copies*: the run's history never carries ``cache_control``.
+* **The key stays secret.** It never appears in a repr or an error message;
+  errors are re-raised without the SDK exception chained (its request object
+  holds the auth headers).
+"""
+
+from __future__ import annotations
+
+import email.utils
+import json
+import re
+import time
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from ..errors import (
+    AgentlabError,
+    AuthenticationFailed,
+    FatalError,
+    ModelError,
+    PermissionDenied,
+    RetryableError,
+)
+from ..messages import Block, Message
+from ..netguard import check_url
+from .base import ModelRequest
+
+DEFAULT_MODEL = "claude-sonnet-4-5"
+DEFAULT_TIMEOUT = 600.0
+"""Seconds a call may take when the run has no deadline (the SDK's own default)."""
+
+EPHEMERAL = {"type": "ephemeral"}
+UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
+
+CacheMode = bool | Literal["automatic"]
+
+SPEND_LIMIT_CODES = frozenset({
+    "enforced_spend_limit_reached",
+    "contract_spend_limit_reached",
+    "linked_organization_spend_limit_reached",
+    "linked_organization_billing_unavailable",
+})
+"""Error codes a retry cannot fix: the account has hit a spending or billing wall."""
+
+_TOO_LONG = re.compile(
+    r"prompt is too long|context (window|length|limit)|exceeds? (the )?(model'?s? )?context|too many (input )?tokens",
+    re.IGNORECASE,
+)
+
+
+class AnthropicModel:
+    """Claude via ``anthropic.AsyncAnthropic``, usable wherever an offline model is.
+
+    Args:
+        model: the model id sent to the API; also the id prices are looked up by.
+        client: an ``AsyncAnthropic`` to use (e.g. pointed at a local server).
+            It is copied with ``max_retries=0``. By default one is made from
+            the environment (``ANTHROPIC_API_KEY``).
+        max_tokens: an upper cap on every reply, on top of the run's ``max_tokens``.
+        cache: ``True`` (default) puts cache breakpoints on the system prompt
+            (or last tool) and the latest message; ``"automatic"`` uses the
+            API's top-level ``cache_control`` instead; ``False`` turns caching off.
+        timeout: seconds per call when the run has no deadline.
+        thinking: the API's ``thinking`` setting, e.g. ``{"type": "enabled", "budget_tokens": 2048}``.
+        params: any other ``messages.create`` arguments (``temperature``, ``tool_choice``, ...).
+    """
+
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        *,
+        client: Any = None,
+        max_tokens: int | None = None,
+        cache: CacheMode = True,
+        timeout: float = DEFAULT_TIMEOUT,
+        thinking: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ) -> None:
+        if not isinstance(model, str) or not model.strip():
+            raise ValueError(f"model must be a non-empty model id string, got {model!r}")
+        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+            raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
+        if cache not in (True, False, "automatic"):
+            raise ValueError(f"cache must be True, False or 'automatic', got {cache!r}")
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        reserved = {"model", "max_tokens", "messages", "system", "tools", "timeout", "stream"} & set(params or {})
+        if reserved:
+            raise ValueError(f"params must not set {sorted(reserved)}: the engine supplies them")
+        import anthropic
+
+        if client is None:
+            client = anthropic.AsyncAnthropic(max_retries=0)
+        elif not isinstance(client, anthropic.AsyncAnthropic):
+            raise TypeError(f"client must be an anthropic.AsyncAnthropic, got {type(client).__name__}")
+        elif client.max_retries != 0:
+            client = client.with_options(max_retries=0)
+        self.client = client
+        self.model = model
+        self.name = name or model
+        self.max_tokens = max_tokens
+        self.cache: CacheMode = cache
+        self.timeout = float(timeout)
+        self.thinking = dict(thinking) if thinking else None
+        self.params = dict(params or {})
+
+    @property
+    def caches(self) -> bool:
+        """True when prompt caching is on (the hard cost guard then prices input as cache writes)."""
+        return self.cache is not False
+
+    def __repr__(self) -> str:
+        host = _host(str(self.client.base_url))
+        return f"<AnthropicModel {self.model} via {host} cache={self.cache!r}>"
+
+    # ------------------------------------------------------------ the call
+    def build_params(self, request: ModelRequest) -> dict[str, Any]:
+        """The ``messages.create`` arguments for ``request`` (without the timeout)."""
+        max_tokens = request.max_tokens if self.max_tokens is None else min(request.max_tokens, self.max_tokens)
+        system: str | list[Block] | None = request.system or None
+        tools = list(request.tools)
+        messages = list(request.messages)
+        if self.cache is True:
+            system, tools, messages = with_cache_breakpoints(system, tools, messages)
+        params: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens, "messages": messages}
+        if system:
+            params["system"] = system
+        if tools:
+            params["tools"] = tools
+        if self.cache == "automatic":
+            params["cache_control"] = dict(EPHEMERAL)
+        if self.thinking:
+            params["thinking"] = self.thinking
+        params.update(self.params)
+        return params
+
+    async def complete(self, request: ModelRequest) -> dict[str, Any]:
+        import anthropic
+
+        check_url(str(self.client.base_url))
+        timeout = self.timeout if request.timeout is None else max(request.timeout, 0.001)
+        secrets = _secrets(self.client)
+        try:
+            raw = await self.client.messages.with_raw_response.create(**self.build_params(request), timeout=timeout)
+            body = await raw.read()
+        except anthropic.APIStatusError as exc:
+            err = api_error(exc.response.status_code, exc.response.headers, exc.body, secrets=secrets)
+        except anthropic.APITimeoutError:
+            err = RetryableError(f"no reply from the Messages API within {timeout:.1f}s")
+        except anthropic.APIConnectionError as exc:
+            cause = exc.__cause__
+            why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
+            err = RetryableError(_scrub(f"connection to the Messages API failed ({why})", secrets))
+        else:
+            try:
+                data = json.loads(body)
+            except ValueError:
+                data = None
+            if not isinstance(data, dict):
+                raise ModelError(f"the Messages API reply is not a JSON object: {body[:200]!r}")
+            return {**data, "request_id": raw.request_id}
+        raise err  # outside the except block: no SDK exception (and its auth headers) chained
+
+
+# ------------------------------------------------------------------ pure logic
+def with_cache_breakpoints(
+    system: str | list[Block] | None, tools: list[dict[str, Any]], messages: list[Message]
+) -> tuple[str | list[Block] | None, list[dict[str, Any]], list[Message]]:
+    """Copies of the request parts with cache breakpoints on the prefix and the latest message.
+
+    The prefix (tools, then system) is cached at the system prompt's end, or at
+    the last tool when there is no system prompt. The latest message gets a
+    breakpoint on its last cacheable block, so the next call reads the whole
+    history so far from the cache. Nothing passed in is modified.
+    """
+    if isinstance(system, str) and system:
+        system = [{"type": "text", "text": system, "cache_control": dict(EPHEMERAL)}]
+    elif isinstance(system, list) and system:
+        system = [*system[:-1], {**system[-1], "cache_control": dict(EPHEMERAL)}]
+    elif tools:
+        tools = [*tools[:-1], {**tools[-1], "cache_control": dict(EPHEMERAL)}]
+    if messages:
+        marked = _mark_message(messages[-1])
+        if marked is not None:
+            messages = [*messages[:-1], marked]
+    return system, tools, messages
+
+
+def _mark_message(message: Message) -> Message | None:
+    content = message.get("content")
+    if isinstance(content, str):
+        if not content:
+            return None
+        return {**message, "content": [{"type": "text", "text": content, "cache_control": dict(EPHEMERAL)}]}
+    if not isinstance(content, list):
+        return None
+    for i in range(len(content) - 1, -1, -1):
+        block = content[i]
+        if not isinstance(block, dict) or block.get("type") in UNCACHEABLE:
+            continue
+        if block.get("type") == "text" and not block.get("text"):
+            continue  # the API refuses cache_control on an empty text block
+        return {**message, "content": [*content[:i], {**block, "cache_control": dict(EPHEMERAL)}, *content[i + 1:]]}
+    return None
+
+
+def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
+    """Seconds the server asked us to wait: ``retry-after-ms``, else ``retry-after`` (seconds or a date)."""
+    ms = headers.get("retry-after-ms")
+    if ms is not None:
+        try:
+            value = float(ms) / 1000
+            return value if value > 0 else None
+        except ValueError:
+            pass
+    ra = headers.get("retry-after")
+    if ra is None:
+        return None
+    try:
+        value = float(ra)
+    except ValueError:
+        parsed = email.utils.parsedate_tz(ra)
+        if parsed is None:
+            return None
+        value = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
+    return value if value > 0 else None
+
+
+def api_error(status: int, headers: Mapping[str, str], body: Any, *, secrets: tuple[str, ...] = ()) -> AgentlabError:
+    """The agentlab error for an HTTP error from the Messages API: the policy table for the model.
+
+    Billing/spend limits, 401 and 403 are fatal; a request too large for the
+    context stops with "context window"; ``x-should-retry`` is obeyed; 408,
+    409, 429 and 5xx are retryable (with the server's ``retry-after``); any
+    other 4xx stops with "model error" and the API's message.
+    """
+    error = body.get("error") if isinstance(body, dict) else None
+    error = error if isinstance(error, dict) else {}
+    err_type = error.get("type") if isinstance(error.get("type"), str) else None
+    api_message = error.get("message") if isinstance(error.get("message"), str) else (body if isinstance(body, str) else "")
+    details = error.get("details") if isinstance(error.get("details"), dict) else {}
+    code = details.get("error_code") if isinstance(details.get("error_code"), str) else None
+    request_id = headers.get("request-id")
+    what = " ".join(x for x in (str(status), err_type, f"[{code}]" if code else None) if x)
+    text = _scrub(f"{what}: {api_message or 'no message'}" + (f" (request {request_id})" if request_id else ""), secrets)
+
+    err: AgentlabError
+    should_retry = (headers.get("x-should-retry") or "").lower()
+    if status == 402 or err_type == "billing_error" or code in SPEND_LIMIT_CODES:
+        err = FatalError(f"billing: {text}; a retry cannot fix this")
+    elif status == 401:
+        err = AuthenticationFailed(f"the API key was refused: {text}")
+    elif status == 403:
+        err = PermissionDenied(f"permission denied by the Messages API: {text}")
+    elif status == 413 or (status == 400 and _TOO_LONG.search(api_message or "")):
+        err = ModelError(f"the request is too large for the model's context: {text}", reason="context window")
+    elif should_retry == "true" or (should_retry != "false" and (status in (408, 409, 429) or status >= 500)):
+        err = RetryableError(text, retry_after=retry_after(headers))
+    elif should_retry == "false" and status >= 500:
+        err = ModelError(f"{text} (the server said not to retry)", reason="model error")
+    else:
+        err = ModelError(text, reason="model error")
+    err.status_code = status  # type: ignore[attr-defined]
+    err.request_id = request_id  # type: ignore[attr-defined]
+    return err
+
+
+# ------------------------------------------------------------------ helpers
+def _secrets(client: Any) -> tuple[str, ...]:
+    return tuple(s for s in (getattr(client, "api_key", None), getattr(client, "auth_token", None)) if s)
+
+
+def _scrub(text: str, secrets: tuple[str, ...]) -> str:
+    for s in secrets:
+        if s in text:
+            text = text.replace(s, "[redacted]")
+    return text
+
+
+def _host(url: str) -> str:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.netloc.rsplit("@", 1)[-1] or url

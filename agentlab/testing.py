@@ -1,0 +1,449 @@
+"""A local Messages API server, so agents can be tested offline with the real SDK.
+
+:class:`MessagesServer` listens on 127.0.0.1 (a free port), answers
+``POST /v1/messages`` with scripted replies in the exact JSON shape of the
+Messages API, and records every request it receives, headers included. It can
+also misbehave on cue: an HTTP error with ``retry-after`` or
+``x-should-retry`` (:func:`fault`), a dropped connection (:func:`dropped`), a
+reply slower than any deadline (:func:`slow`). Point the real
+``anthropic.AsyncAnthropic`` at it (``server.client()``) and the whole stack
+(SDK, adapter, engine) runs as it would against the API::
+
+    with MessagesServer([reply(None, ("lookup", {"id": 7})), reply("Found it.")]) as server:
+        result = agentlab.run("Find 7", [lookup], model=AnthropicModel(client=server.client()))
+        assert server.requests[1].body["messages"][-1]["content"][0]["type"] == "tool_result"
+
+Like the API it checks what it is sent (a ``tool_use`` without its
+``tool_result``, more than four cache breakpoints, a missing key are 400/401
+errors), and it simulates the prompt cache: ``cache_control`` breakpoints
+write prefixes, later requests that start with a written prefix read it, and
+``usage`` reports uncached, cache-write and cache-read tokens accordingly
+(about one token per three characters, as agentlab's estimates count).
+Simplifications: the cache never expires and any earlier block boundary can
+be a hit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import json
+import socket
+import threading
+import time
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from .messages import estimate_tokens
+from .models.offline import reply
+
+__all__ = ["Fault", "MessagesServer", "PromptCache", "Received", "Slow", "dropped", "fault", "reply", "slow"]
+
+MAX_BREAKPOINTS = 4
+
+ERROR_TYPES = {
+    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
+    404: "not_found_error", 408: "timeout_error", 409: "conflict_error", 413: "request_too_large",
+    429: "rate_limit_error", 500: "api_error", 503: "api_error", 504: "timeout_error", 529: "overloaded_error",
+}
+
+
+# ----------------------------------------------------------------- scripting
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """An HTTP error reply in the API's error shape, or (``drop=True``) a connection closed without a reply."""
+
+    status: int = 500
+    message: str = "Internal server error"
+    error_type: str = "api_error"
+    headers: Mapping[str, str] = field(default_factory=dict)
+    error_code: str | None = None
+    drop: bool = False
+
+    def body(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"type": self.error_type, "message": self.message}
+        if self.error_code:
+            error["details"] = {"error_code": self.error_code}
+        return {"type": "error", "error": error}
+
+
+@dataclass(frozen=True, slots=True)
+class Slow:
+    """``item`` answered only after ``seconds`` of real time (for deadline tests)."""
+
+    item: Any
+    seconds: float
+
+
+def fault(
+    status: int,
+    message: str | None = None,
+    *,
+    retry_after: float | str | None = None,
+    retry_after_ms: float | None = None,
+    should_retry: bool | None = None,
+    error_code: str | None = None,
+    error_type: str | None = None,
+) -> Fault:
+    """An error reply: ``fault(429, retry_after=2)``, ``fault(500, should_retry=False)``, ``fault(529)``."""
+    if not isinstance(status, int) or not 400 <= status <= 599:
+        raise ValueError(f"status must be an HTTP error code (400-599), got {status!r}")
+    headers: dict[str, str] = {}
+    if retry_after is not None:
+        headers["retry-after"] = str(retry_after)
+    if retry_after_ms is not None:
+        headers["retry-after-ms"] = str(retry_after_ms)
+    if should_retry is not None:
+        headers["x-should-retry"] = "true" if should_retry else "false"
+    kind = error_type or ERROR_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
+    return Fault(status, message or f"{kind} ({status})", kind, headers, error_code)
+
+
+def dropped() -> Fault:
+    """Close the connection after reading the request, without any reply."""
+    return Fault(drop=True)
+
+
+def slow(item: Any, seconds: float) -> Slow:
+    """Answer with ``item`` after ``seconds`` (real time; the server's shutdown cuts it short)."""
+    if not seconds >= 0:
+        raise ValueError(f"seconds must be >= 0, got {seconds!r}")
+    return Slow(item, float(seconds))
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """One request as the server saw it. ``headers`` keys are lower-case."""
+
+    method: str
+    path: str
+    headers: dict[str, str] = field(repr=False)
+    body: Any = field(repr=False)
+    t: float = field(repr=False)
+
+    def __repr__(self) -> str:  # never the auth headers
+        n = len(self.body.get("messages", [])) if isinstance(self.body, dict) else "?"
+        return f"<Received {self.method} {self.path} messages={n}>"
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        return self.body.get("messages", []) if isinstance(self.body, dict) else []
+
+
+# ------------------------------------------------------------ request checks
+def validate_request(body: Any) -> str | None:
+    """What the real API would refuse with a 400, or ``None`` if the request is acceptable."""
+    if not isinstance(body, dict):
+        return "the request body must be a JSON object"
+    if not isinstance(body.get("model"), str) or not body["model"]:
+        return "model: Field required"
+    mt = body.get("max_tokens")
+    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+        return "max_tokens: must be an integer >= 1"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: at least one message is required"
+    for i, tool in enumerate(body.get("tools") or []):
+        if not isinstance(tool, dict) or not tool.get("name"):
+            return f"tools.{i}.name: Field required"
+        if "type" not in tool and not isinstance(tool.get("input_schema"), dict):
+            return f"tools.{i}.input_schema: Field required"
+    marks = _count_cache_control(body)
+    if marks > MAX_BREAKPOINTS:
+        return f"A maximum of {MAX_BREAKPOINTS} blocks with cache_control may be provided. Found {marks}."
+    for i, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in ("user", "assistant"):
+            return f"messages.{i}.role: must be 'user' or 'assistant'"
+        content = m.get("content")
+        if not isinstance(content, (str, list)):
+            return f"messages.{i}.content: must be a string or a list of blocks"
+        uses = [b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"] if isinstance(content, list) else []
+        if not uses:
+            continue
+        nxt = messages[i + 1] if i + 1 < len(messages) else None
+        if nxt is None:
+            continue  # a trailing assistant turn (prefill) may end with tool_use
+        blocks = nxt.get("content") if isinstance(nxt, dict) and isinstance(nxt.get("content"), list) else []
+        results = [b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
+        missing = [u for u in uses if u not in results]
+        if nxt.get("role") != "user" or missing:
+            return (
+                f"messages.{i + 1}: `tool_use` ids were found without `tool_result` blocks immediately after: "
+                f"{', '.join(map(str, missing or uses))}. Each `tool_use` block must have a corresponding "
+                "`tool_result` block in the next message."
+            )
+        extra = [r for r in results if r not in uses]
+        if extra:
+            return f"messages.{i + 1}: unexpected `tool_use_id` found in `tool_result` blocks: {', '.join(map(str, extra))}"
+        first_other = next((k for k, b in enumerate(blocks) if not (isinstance(b, dict) and b.get("type") == "tool_result")), len(blocks))
+        if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks[first_other:]):
+            return f"messages.{i + 1}: `tool_result` blocks must come before any other content"
+    return None
+
+
+def _count_cache_control(body: dict[str, Any]) -> int:
+    n = 1 if body.get("cache_control") else 0
+    system = body.get("system")
+    blocks: list[Any] = list(body.get("tools") or []) + (system if isinstance(system, list) else [])
+    for m in body.get("messages") or []:
+        if isinstance(m, dict) and isinstance(m.get("content"), list):
+            blocks.extend(m["content"])
+    return n + sum(1 for b in blocks if isinstance(b, dict) and b.get("cache_control"))
+
+
+# ------------------------------------------------------------- prompt cache
+class PromptCache:
+    """A simulation of the API's prompt cache, precise enough to show what caching saves.
+
+    A request is a sequence of blocks (tools, system, then each message's
+    content). A breakpoint (``cache_control``) writes the prefix ending there;
+    a later request whose prefix matches a written one reads it. Tokens are
+    counted as agentlab estimates them (characters / 3).
+    """
+
+    def __init__(self, *, min_tokens: int = 0) -> None:
+        self.min_tokens = min_tokens
+        self._written: set[str] = set()
+        self._lock = threading.Lock()
+
+    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+        """``input_tokens`` / ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` of ``body``."""
+        segments, marks = _segments(body)
+        sizes = [estimate_tokens(s) for s in segments]
+        cum = list(itertools.accumulate(sizes))
+        total = cum[-1] if cum else 0
+        if not marks:
+            return {"input_tokens": total, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+        h = hashlib.sha256()
+        hashes = []
+        for s in segments:
+            h.update(s.encode())
+            hashes.append(h.copy().hexdigest())
+        last = max(marks)
+        with self._lock:
+            hit = next((i for i in range(last, -1, -1) if hashes[i] in self._written), -1)
+            read = cum[hit] if hit >= 0 else 0
+            created = 0
+            if last > hit and cum[last] >= self.min_tokens:
+                created = cum[last] - read
+                self._written.update(hashes[m] for m in marks if cum[m] >= self.min_tokens)
+        return {"input_tokens": total - read - created, "cache_creation_input_tokens": created, "cache_read_input_tokens": read}
+
+
+def _segments(body: dict[str, Any]) -> tuple[list[str], list[int]]:
+    """Canonical text of each cacheable block (without its cache_control), and the breakpoint indices."""
+    segments: list[str] = []
+    marks: list[int] = []
+
+    def add(kind: str, block: Any) -> None:
+        marked = isinstance(block, dict) and bool(block.get("cache_control"))
+        if isinstance(block, dict):
+            block = {k: v for k, v in block.items() if k != "cache_control"}
+        segments.append(kind + json.dumps(block, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
+        if marked:
+            marks.append(len(segments) - 1)
+
+    for tool in body.get("tools") or []:
+        add("tool:", tool)
+    system = body.get("system")
+    for block in ([{"type": "text", "text": system}] if isinstance(system, str) and system else system or []):
+        add("system:", block)
+    for m in body.get("messages") or []:
+        content = m.get("content")
+        for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
+            add(f"{m.get('role')}:", block)
+    if body.get("cache_control") and segments:  # automatic caching: the last block
+        marks.append(len(segments) - 1)
+    return segments, marks
+
+
+# ------------------------------------------------------------------ server
+class MessagesServer:
+    """A Messages API on 127.0.0.1 that serves scripted replies and faults, and records requests.
+
+    Args:
+        replies: items answered in order, one per request: a reply dict (as
+            :func:`agentlab.reply` makes, or a full Messages API message), a
+            :class:`Fault`, a :class:`Slow`, or a function ``(body) -> item``.
+        cache: simulate the prompt cache in ``usage`` (a reply that gives its
+            own ``usage`` is sent as is).
+        min_cache_tokens: prefixes shorter than this are not cached (the API's
+            minimum is 1024-4096 depending on the model).
+        require_key: answer 401 when no ``x-api-key``/``authorization`` is sent.
+    """
+
+    def __init__(
+        self,
+        replies: Iterable[Any] = (),
+        *,
+        cache: bool = True,
+        min_cache_tokens: int = 0,
+        require_key: bool = True,
+    ) -> None:
+        self._queue: deque[Any] = deque(replies)
+        self.requests: list[Received] = []
+        self.cache = PromptCache(min_tokens=min_cache_tokens) if cache else None
+        self.require_key = require_key
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._ids = itertools.count(1)
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # lifecycle
+    def start(self) -> MessagesServer:
+        if self._httpd is not None:
+            return self
+        handler = type("Handler", (_Handler,), {"owner": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, name="agentlab-messages-server", daemon=True)
+        self._thread.start()
+        return self
+
+    def close(self) -> None:
+        self._closing.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    def __enter__(self) -> MessagesServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("the server is not running: use `with MessagesServer() as server:` or call start()")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    def __repr__(self) -> str:
+        where = self.url if self._httpd else "stopped"
+        return f"<MessagesServer {where} requests={len(self.requests)} queued={len(self._queue)}>"
+
+    # scripting
+    def add(self, *items: Any) -> MessagesServer:
+        """Queue more replies or faults, answered in order."""
+        with self._lock:
+            self._queue.extend(items)
+        return self
+
+    @property
+    def pending(self) -> int:
+        """Scripted items not yet used."""
+        return len(self._queue)
+
+    def client(self, api_key: str = "sk-ant-test-local", **options: Any) -> Any:
+        """An ``anthropic.AsyncAnthropic`` pointed at this server, with the SDK's retries off."""
+        import anthropic
+
+        options.setdefault("max_retries", 0)
+        return anthropic.AsyncAnthropic(base_url=self.url, api_key=api_key, **options)
+
+    # serving (called from the handler thread)
+    def _next(self, body: Any) -> Any:
+        with self._lock:
+            item = self._queue.popleft() if self._queue else None
+        if item is None:
+            n = len(self.requests)
+            return fault(500, f"MessagesServer: no scripted reply left for request {n}", should_retry=False)
+        if callable(item):
+            item = item(body)
+        return item
+
+    def _message(self, item: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
+        content = []
+        for block in item.get("content") or []:
+            if isinstance(block, dict) and block.get("type") in ("tool_use", "server_tool_use") and "id" not in block:
+                prefix = "toolu" if block["type"] == "tool_use" else "srvtoolu"
+                block = {**block, "id": f"{prefix}_{next(self._ids):06d}"}
+            content.append(block)
+        stop = item.get("stop_reason") or ("tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn")
+        usage = item.get("usage")
+        if usage is None:
+            usage = dict(self.cache.usage(body)) if self.cache else {
+                "input_tokens": sum(estimate_tokens(s) for s in _segments(body)[0]),
+                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
+            }
+            usage["output_tokens"] = estimate_tokens(content)
+        return {
+            "id": item.get("id") or f"msg_{next(self._ids):06d}",
+            "type": "message",
+            "role": "assistant",
+            "model": item.get("model") or body.get("model"),
+            "content": content,
+            "stop_reason": stop,
+            "stop_sequence": item.get("stop_sequence"),
+            "usage": usage,
+        }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    owner: MessagesServer
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
+        return None
+
+    def do_GET(self) -> None:
+        self._send(404, {"type": "error", "error": {"type": "not_found_error", "message": f"no route {self.path}"}})
+
+    def do_POST(self) -> None:
+        server = self.owner
+        length = int(self.headers.get("content-length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else None
+        except ValueError:
+            body = None
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        with server._lock:
+            server.requests.append(Received("POST", self.path, headers, body, time.monotonic()))
+        if self.path.split("?")[0] != "/v1/messages":
+            return self._send(404, fault(404, f"no route {self.path}").body())
+        if server.require_key and not (headers.get("x-api-key") or headers.get("authorization")):
+            return self._send(401, fault(401, "x-api-key header is required").body())
+        problem = validate_request(body)
+        if problem:
+            return self._send(400, fault(400, problem).body())
+        item = server._next(body)
+        if isinstance(item, Slow):
+            if server._closing.wait(item.seconds):
+                return self._drop()
+            item = item.item
+        if isinstance(item, Fault):
+            if item.drop:
+                return self._drop()
+            return self._send(item.status, item.body(), item.headers)
+        if not isinstance(item, dict):
+            return self._send(500, fault(500, f"MessagesServer: cannot serve a {type(item).__name__}").body())
+        self._send(200, server._message(item, body))
+
+    def _send(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
+        data = json.dumps(payload).encode()
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.send_header("request-id", f"req_{next(self.owner._ids):08d}")
+            for k, v in (headers or {}).items():
+                self.send_header(k, v)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except OSError:  # the client gave up (a deadline): nothing to answer
+            self.close_connection = True
+
+    def _drop(self) -> None:
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
