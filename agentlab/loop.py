@@ -17,13 +17,14 @@ import threading
 import traceback
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .budget import Budget, BudgetSnapshot, CostGuard, affordable_max_tokens
+from .calls import CallRunner, bounded, format_error, result_block
 from .clock import Clock, SystemClock
-from .errors import ModelError, Policy, ToolError, UnknownTool, classify, describe
+from .errors import ModelError, Policy, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
 from .messages import Block, MalformedReply, Message, Reply, Usage, estimate_tokens, normalize_reply
@@ -32,8 +33,7 @@ from .pricing import Prices, resolve_prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .scheduling import plan_batches
-from .threads import run_on_daemon_thread
-from .tools import Tool, as_tools, result_text
+from .tools import Tool, as_tools
 
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
 
@@ -41,13 +41,6 @@ MIN_REPLY_TOKENS = 32
 """The hard cost guard stops the run when it cannot afford even this many output tokens."""
 
 RESUMABLE = frozenset({"budget", "step limit", "deadline", "cancelled"})
-
-
-@dataclass(slots=True)
-class _CallOutcome:
-    index: int
-    block: Block | None  # the tool_result block, None when the run must stop
-    stop: tuple[str, str, BaseException | None] | None = None
 
 
 class Run:
@@ -106,7 +99,7 @@ class Run:
         self.task = task if isinstance(task, str) else _first_text(self.messages)
         self.guard = LoopGuard(nudge_at=loop_nudge_at)
         self._subscribers: list[Subscriber] = list(subscribers)
-        self._sem = asyncio.Semaphore(max_concurrency)
+        self._calls = CallRunner(self, max_concurrency)
         self._tool_defs = [t.definition() for t in self.tools.values()]
         self.steps = 0
         self.model_calls = 0
@@ -117,7 +110,6 @@ class Run:
         self.nudges = 0
         self.last_usage: Usage | None = None
         self._last_cost = self._last_latency = 0.0
-        self._calls_per_tool: dict[str, int] = {}
         self._cancel = False
         self._seq = 0
         self._worked = 0.0
@@ -299,7 +291,7 @@ class Run:
     async def _call_model(self, max_tokens: int) -> Reply:
         async def attempt() -> Reply:
             req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
-            return normalize_reply(await self._bounded(self.model.complete(req), None))
+            return normalize_reply(await bounded(self.model.complete(req), self._time_left(), None, self.budget.deadline_s))
 
         reply, _ = await retrying(
             attempt,
@@ -339,12 +331,12 @@ class Run:
                     previous, is_error = self.guard.results[key]
                     self.nudges += 1
                     text = nudge_text(call["name"], previous, count)
-                    results[i] = _result_block(call["id"], text, is_error)
+                    results[i] = result_block(call["id"], text, is_error)
                     self._emit("nudged", call_id=call["id"], tool=call["name"], args=call["input"], count=count)
-                    self._emit_finished(call, i, "nudged", 0, text, is_error, self.elapsed, self.elapsed)
+                    self._calls.report(call, i, "nudged", 0, text, is_error, self.elapsed)
                     continue
                 to_run.append(i)
-            for out in await self._run_batch(calls, to_run):
+            for out in await self._calls.batch(calls, to_run):
                 if out.stop is not None:
                     return self._stop(*out.stop)
                 assert out.block is not None
@@ -357,103 +349,6 @@ class Run:
         self._append({"role": "user", "content": results})
         self._emit("tool_results", content=results)
         return None
-
-    async def _run_batch(self, calls: list[Block], indices: list[int]) -> list[_CallOutcome]:
-        if len(indices) <= 1:
-            return [await self._run_call(calls[i], i) for i in indices]
-        tasks = [asyncio.ensure_future(self._run_call(calls[i], i, limited=True)) for i in indices]
-        pending = set(tasks)
-        while pending:
-            done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
-            if any(t.result().stop is not None for t in done):
-                for t in pending:  # fatal or deadline: no sibling runs on
-                    t.cancel()
-                await asyncio.gather(*pending, return_exceptions=True)
-                return [t.result() for t in tasks if t.done() and not t.cancelled() and t.result().stop is not None]
-        return [t.result() for t in tasks]
-
-    async def _run_call(self, call: Block, index: int, limited: bool = False) -> _CallOutcome:
-        if limited:
-            async with self._sem:
-                return await self._run_call(call, index)
-        name, args, call_id = call["name"], call["input"], call["id"]
-        tool = self.tools.get(name)
-        start = self.elapsed
-        self._emit("tool_started", call_id=call_id, tool=name, mode=tool.mode if tool else None, args=args, index=index)
-        attempts = 0
-        try:
-            if tool is None:
-                known = ", ".join(self.tools) or "none"
-                raise UnknownTool(f"the model asked for a tool named {name!r}, which is not registered (tools: {known})")
-            used = self._calls_per_tool.get(name, 0)
-            if tool.max_calls is not None and used >= tool.max_calls:
-                raise ToolError(
-                    f"{name} may be called at most {tool.max_calls} times in a run, and it has been.",
-                    hint="answer with what you have, or use another tool.",
-                )
-            kwargs = tool.validate(args)
-            self._calls_per_tool[name] = used + 1
-            value, attempts = await self._invoke_with_retries(tool, kwargs, call_id)
-            text = result_text(value)
-            outcome = "ok" if attempts == 1 else "retried"
-            self._emit_finished(call, index, outcome, attempts, text, False, start, self.elapsed)
-            return _CallOutcome(index, _result_block(call_id, text, False))
-        except asyncio.CancelledError:
-            self._emit_finished(call, index, "cancelled", attempts, "cancelled: a sibling call failed fatally", True, start, self.elapsed)
-            raise
-        except DeadlineExceeded as exc:
-            self._emit_finished(call, index, "fatal", attempts, str(exc), True, start, self.elapsed)
-            return _CallOutcome(index, None, ("deadline", f"tool {name} at step {self.steps}: {exc}", None))
-        except RetriesExhausted as exc:
-            text = f"{describe(exc.last)} (gave up after {exc.attempts} attempts). Next step: try again later or get this from another tool."
-            self._emit_finished(call, index, "recoverable", exc.attempts, text, True, start, self.elapsed, exc.last)
-            return _CallOutcome(index, _result_block(call_id, text, True))
-        except Exception as exc:
-            kind = classify(exc, self.policy)
-            text = describe(exc)
-            if kind == "fatal":
-                self._emit_finished(call, index, "fatal", attempts or 1, text, True, start, self.elapsed, exc)
-                return _CallOutcome(index, None, ("fatal", f"{text} (tool {name}, step {self.steps})", exc))
-            if not isinstance(exc, ToolError):
-                text += " Next step: check the arguments, or try another approach."
-            self._emit_finished(call, index, "recoverable", attempts or 1, text, True, start, self.elapsed, exc)
-            return _CallOutcome(index, _result_block(call_id, text, True))
-
-    async def _invoke_with_retries(self, tool: Tool, kwargs: dict[str, Any], call_id: str) -> tuple[Any, int]:
-        p, r = self.policy, tool.retry
-        base = r.base_delay if r and r.base_delay is not None else p.base_delay
-        cap = r.max_delay if r and r.max_delay is not None else p.max_delay
-
-        def attempt() -> Any:
-            work = tool.fn(**kwargs) if tool.is_async else run_on_daemon_thread(lambda: tool.fn(**kwargs))
-            return self._bounded(work, tool.timeout)
-
-        return await retrying(
-            attempt,
-            is_retryable=lambda e: classify(e, p) == "retryable",
-            max_attempts=r.max_attempts if r and r.max_attempts is not None else p.max_attempts,
-            wait_for=lambda n, e: backoff(n, base, cap, p.jitter, self.rng),
-            sleep=self.clock.sleep,
-            time_left=self._time_left,
-            on_retry=lambda n, e, w: self._emit("tool_retry", call_id=call_id, tool=tool.name, attempt=n, error=describe(e), wait=w),
-        )
-
-    async def _bounded(self, work: Any, own_timeout: float | None) -> Any:
-        """Await ``work`` within the run's deadline and, if given, the tool's own timeout."""
-        left = self._time_left()
-        limits = [x for x in (left, own_timeout) if x is not None]
-        if not limits:
-            return await work
-        wait = max(0.0, min(limits))
-        try:
-            async with asyncio.timeout(wait) as cm:
-                return await work
-        except TimeoutError:
-            if not cm.expired():
-                raise  # the work raised TimeoutError itself: retryable
-            if left is not None and left <= wait:
-                raise DeadlineExceeded(f"still running when the {self.budget.deadline_s:g}s deadline passed") from None
-            raise TimeoutError(f"no answer within its own {own_timeout:g}s timeout") from None
 
     # ------------------------------------------------------- after each step
     def _after_step_checks(self) -> None:
@@ -536,22 +431,11 @@ class Run:
             messages=self.messages,
         )
 
-    def _emit_finished(
-        self, call: Block, index: int, outcome: str, attempts: int, text: str, is_error: bool,
-        start: float, end: float, error: BaseException | None = None,
-    ) -> None:
-        tool = self.tools.get(call["name"])
-        self._emit(
-            "tool_finished", call_id=call["id"], tool=call["name"], mode=tool.mode if tool else None, args=call["input"],
-            index=index, outcome=outcome, attempts=attempts, result=text, is_error=is_error, start=start, end=end,
-            error=None if error is None else _format_error(error),
-        )
-
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:
         self._emit(
             "run_finished", outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
-            error=None if error is None else _format_error(error),
+            error=None if error is None else format_error(error),
         )
 
 
@@ -569,21 +453,6 @@ def _initial_messages(task: str | Sequence[Message]) -> list[Message]:
 def _first_text(messages: list[Message]) -> str:
     content = messages[0].get("content")
     return content if isinstance(content, str) else str(content)[:200]
-
-
-def _result_block(call_id: str, text: str, is_error: bool) -> Block:
-    block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
-    if is_error:
-        block["is_error"] = True
-    return block
-
-
-def _format_error(exc: BaseException) -> dict[str, str]:
-    return {
-        "type": type(exc).__name__,
-        "message": str(exc),
-        "traceback": "".join(traceback.format_exception(exc)),
-    }
 
 
 def _jsonable(raw: Any) -> Any:

@@ -1,0 +1,181 @@
+"""Running tool calls: validate, limit, retry, time out, classify, report.
+
+The engine (``loop.py``) decides *which* calls run and in what batches; this
+module runs them. Each call ends as a :class:`CallOutcome`: either a
+``tool_result`` block for the model, or a reason the run must stop (a fatal
+error, the deadline). Every failure goes through :func:`errors.classify`,
+the one policy table.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import traceback
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from .errors import ToolError, UnknownTool, classify, describe
+from .messages import Block
+from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
+from .threads import run_on_daemon_thread
+from .tools import Tool, result_text
+
+if TYPE_CHECKING:
+    from .loop import Run
+
+
+@dataclass(slots=True)
+class CallOutcome:
+    index: int
+    block: Block | None  # the tool_result block; None when the run must stop
+    stop: tuple[str, str, BaseException | None] | None = None
+
+
+def result_block(call_id: str, text: str, is_error: bool) -> Block:
+    block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
+    if is_error:
+        block["is_error"] = True
+    return block
+
+
+def format_error(exc: BaseException) -> dict[str, str]:
+    """An exception as trace data: type, message and the full traceback."""
+    return {"type": type(exc).__name__, "message": str(exc), "traceback": "".join(traceback.format_exception(exc))}
+
+
+async def bounded(work: Any, time_left: float | None, own_timeout: float | None, deadline_s: float | None) -> Any:
+    """Await ``work`` within the time left before the deadline and the tool's own timeout.
+
+    The run's deadline expiring raises :class:`DeadlineExceeded` (the run
+    stops); the tool's own, shorter timeout raises ``TimeoutError``, which
+    the policy table calls retryable.
+    """
+    limits = [x for x in (time_left, own_timeout) if x is not None]
+    if not limits:
+        return await work
+    wait = max(0.0, min(limits))
+    try:
+        async with asyncio.timeout(wait) as cm:
+            return await work
+    except TimeoutError:
+        if not cm.expired():
+            raise  # the work raised TimeoutError itself
+        if time_left is not None and time_left <= wait:
+            raise DeadlineExceeded(f"still running when the {deadline_s:g}s deadline passed") from None
+        raise TimeoutError(f"no answer within its own {own_timeout:g}s timeout") from None
+
+
+class CallRunner:
+    """Runs one run's tool calls; remembers per-tool call counts for ``max_calls``."""
+
+    def __init__(self, run: Run, max_concurrency: int) -> None:
+        self.run = run
+        self.sem = asyncio.Semaphore(max_concurrency)
+        self.calls_per_tool: dict[str, int] = {}
+
+    async def batch(self, calls: list[Block], indices: list[int]) -> list[CallOutcome]:
+        """Run the calls at ``indices`` together; on a fatal outcome cancel the rest."""
+        if len(indices) <= 1:
+            return [await self.call(calls[i], i) for i in indices]
+        tasks = [asyncio.ensure_future(self._limited(calls[i], i)) for i in indices]
+        pending = set(tasks)
+        try:
+            while pending:
+                done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+                if any(t.result().stop is not None for t in done):
+                    break
+        finally:  # a stop, or this step itself being cancelled: no sibling runs on
+            for t in pending:
+                t.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+        stops = [t.result() for t in tasks if not t.cancelled() and t.result().stop is not None]
+        return stops or [t.result() for t in tasks]
+
+    async def _limited(self, call: Block, index: int) -> CallOutcome:
+        async with self.sem:
+            return await self.call(call, index)
+
+    async def call(self, call: Block, index: int) -> CallOutcome:
+        run = self.run
+        name, args, call_id = call["name"], call["input"], call["id"]
+        tool = run.tools.get(name)
+        start = run.elapsed
+        run._emit("tool_started", call_id=call_id, tool=name, mode=tool.mode if tool else None, args=args, index=index)
+        attempts = 0
+
+        def finished(outcome: str, text: str, is_error: bool, error: BaseException | None = None) -> None:
+            self.report(call, index, outcome, attempts, text, is_error, start, error)
+
+        try:
+            if tool is None:
+                known = ", ".join(run.tools) or "none"
+                raise UnknownTool(f"the model asked for a tool named {name!r}, which is not registered (tools: {known})")
+            used = self.calls_per_tool.get(name, 0)
+            if tool.max_calls is not None and used >= tool.max_calls:
+                raise ToolError(
+                    f"{name} may be called at most {tool.max_calls} times in a run, and it has been.",
+                    hint="answer with what you have, or use another tool.",
+                )
+            kwargs = tool.validate(args)
+            self.calls_per_tool[name] = used + 1
+            value, attempts = await self._invoke(tool, kwargs, call_id)
+            text = result_text(value)
+            finished("ok" if attempts == 1 else "retried", text, False)
+            return CallOutcome(index, result_block(call_id, text, False))
+        except asyncio.CancelledError:
+            finished("cancelled", "cancelled: another call of this turn stopped the run", True)
+            raise
+        except DeadlineExceeded as exc:
+            finished("fatal", str(exc), True)
+            return CallOutcome(index, None, ("deadline", f"tool {name} at step {run.steps}: {exc}", None))
+        except RetriesExhausted as exc:
+            attempts = exc.attempts
+            text = f"{describe(exc.last)} (gave up after {exc.attempts} attempts). Next step: try again later or get this from another tool."
+            finished("recoverable", text, True, exc.last)
+            return CallOutcome(index, result_block(call_id, text, True))
+        except Exception as exc:
+            attempts = attempts or 1
+            text = describe(exc)
+            if classify(exc, run.policy) == "fatal":
+                finished("fatal", text, True, exc)
+                return CallOutcome(index, None, ("fatal", f"{text} (tool {name}, step {run.steps})", exc))
+            if not isinstance(exc, ToolError):
+                text += " Next step: check the arguments, or try another approach."
+            finished("recoverable", text, True, exc)
+            return CallOutcome(index, result_block(call_id, text, True))
+
+    async def _invoke(self, tool: Tool, kwargs: dict[str, Any], call_id: str) -> tuple[Any, int]:
+        run, p, r = self.run, self.run.policy, tool.retry
+        base = r.base_delay if r and r.base_delay is not None else p.base_delay
+        cap = r.max_delay if r and r.max_delay is not None else p.max_delay
+
+        def attempt() -> Any:
+            # Sync tools go to daemon threads the run can abandon (see threads.py).
+            work = tool.fn(**kwargs) if tool.is_async else run_on_daemon_thread(lambda: tool.fn(**kwargs))
+            return bounded(work, run._time_left(), tool.timeout, run.budget.deadline_s)
+
+        return await retrying(
+            attempt,
+            is_retryable=lambda e: classify(e, p) == "retryable",
+            max_attempts=r.max_attempts if r and r.max_attempts is not None else p.max_attempts,
+            wait_for=lambda n, e: backoff(n, base, cap, p.jitter, run.rng),
+            sleep=run.clock.sleep,
+            time_left=run._time_left,
+            on_retry=lambda n, e, w: run._emit(
+                "tool_retry", call_id=call_id, tool=tool.name, attempt=n, error=describe(e), wait=w
+            ),
+        )
+
+    def report(
+        self, call: Block, index: int, outcome: str, attempts: int, text: str, is_error: bool,
+        start: float, error: BaseException | None = None,
+    ) -> None:
+        """Emit ``tool_finished`` for a call, whatever its outcome."""
+        run = self.run
+        tool = run.tools.get(call["name"])
+        run._emit(
+            "tool_finished", call_id=call["id"], tool=call["name"], mode=tool.mode if tool else None,
+            args=call["input"], index=index, outcome=outcome, attempts=attempts, result=text, is_error=is_error,
+            start=start, end=run.elapsed, error=None if error is None else format_error(error),
+        )
