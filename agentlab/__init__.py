@@ -21,11 +21,12 @@ from .models import FunctionModel, ScriptedModel, reply
 from .pricing import Prices
 from .results import Done, StepRecord, Stopped
 from .tools import Retry, Tool, tool
+from .trace import Trace, Traces, load_run, load_runs
 
 __all__ = [
     "AuthenticationFailed", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "arun", "reply", "run", "tool",
+    "Lab", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "load_run", "load_runs", "reply", "run", "tool",
 ]
 
 
