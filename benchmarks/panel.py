@@ -17,7 +17,7 @@ from typing import Any
 
 import agentlab as al
 
-from .report import Row, fmt, judged, missing
+from .report import Row, judged, missing
 from .workload import SYNC_TOOL, median, run_options, script
 
 PANEL_GOAL = 1.05

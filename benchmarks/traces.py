@@ -21,7 +21,9 @@ async def record_run(steps: int) -> list[al.Event]:
     events: list[al.Event] = []
     run = al.Run("look up the keys", [SYNC_TOOL], model=al.ScriptedModel(script(steps)),
                  subscribers=[events.append], **run_options(steps))
-    await run.run()
+    result = await run.run()
+    if not isinstance(result, al.Done):
+        raise RuntimeError(f"the benchmark run did not finish as scripted: {result!r}")
     return events
 
 
