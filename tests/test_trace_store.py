@@ -1,0 +1,263 @@
+"""The trace store on disk: written as it happens, survives a kill, keeps no secrets, grows linearly."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import agentlab as al
+from agentlab import reply
+from agentlab.trace import TraceWriter, TruncatedTraceWarning
+
+from .helpers import Seen
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def lines_of(file: Path) -> list[dict]:
+    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines()]
+
+
+def test_every_event_is_on_disk_before_the_next_tool_runs(tmp_path):
+    """A tool that reads its own run's trace file already finds the model call that asked for it."""
+    runs = tmp_path / "runs"
+    seen_by_tool: list[list[str]] = []
+
+    @al.tool(mode="read")
+    def peek() -> str:
+        """Read the trace file of this run so far."""
+        (file,) = runs.glob("*.jsonl")
+        seen_by_tool.append([e["kind"] for e in lines_of(file)])
+        return "peeked"
+
+    model = al.ScriptedModel([reply(None, ("peek", {})), reply(None, ("peek", {})), reply("done")])
+    result = al.run("peek twice", [peek], model=model, trace=runs, max_cost=None)
+    assert isinstance(result, al.Done)
+    assert seen_by_tool[0] == ["run_started", "model_request", "model_called", "tool_started"]
+    assert seen_by_tool[1][-6:] == ["tool_finished", "tool_results", "step_finished", "model_request", "model_called", "tool_started"]
+
+
+def test_every_event_carries_run_id_step_seq_time_kind_and_schema_version(tmp_path):
+    """Each line names its run, step, sequence number, seconds since start, kind and the schema version."""
+    model = al.ScriptedModel([reply(None, ("echo", {"text": "hi"})), reply("done")])
+
+    @al.tool(mode="read")
+    def echo(text: str) -> str:
+        """Echo the text."""
+        return text
+
+    result = al.run("say hi", [echo], model=model, trace=tmp_path, max_cost=None)
+    events = lines_of(tmp_path / f"{result.run_id}.jsonl")
+    assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
+    assert all(e["run_id"] == result.run_id and e["v"] == al.events.SCHEMA_VERSION for e in events)
+    assert all(isinstance(e["t"], float) and e["t"] >= 0 for e in events)
+    assert [e["t"] for e in events] == sorted(e["t"] for e in events)
+    assert [e["step"] for e in events if e["kind"] == "model_called"] == [1, 2]
+    assert events[0]["kind"] == "run_started" and events[-1]["kind"] == "run_finished"
+
+
+CRASH_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    import agentlab as al
+    from agentlab import reply
+
+    @al.tool(mode="read")
+    def fetch(n: int) -> str:
+        '''Fetch page n; page 4 waits for a line on stdin that never comes.'''
+        if n == 4:
+            sys.stdin.readline()
+        return f"page {n} text"
+
+    script = [reply(f"reading page {n}", ("fetch", {"n": n})) for n in range(1, 6)] + [reply("done")]
+    al.run("read five pages", [fetch], model=al.ScriptedModel(script), run_id="crashme",
+           max_steps=10, max_cost=None, deadline_s=None)
+    """
+)
+
+
+def test_a_run_killed_mid_step_leaves_every_finished_step_readable(tmp_path):
+    """SIGKILL a real process while its step-4 tool blocks: steps 1-3 load whole, step 4 shows the call that never returned."""
+    runs = tmp_path / "runs"
+    env = {**os.environ, "AGENTLAB_RUNS": str(runs), "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT], env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    file = runs / "crashme.jsonl"
+    try:
+        deadline = time.monotonic() + 120  # generous: a shared, noisy machine
+        while time.monotonic() < deadline and proc.poll() is None:
+            if file.exists() and '"kind": "tool_started", "call_id": "toolu_0004"' in file.read_text():
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail(f"the child never reached step 4 (exit {proc.poll()}): {proc.stderr.read().decode()[-2000:] if proc.poll() is not None else ''}")
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+
+    trace = al.load_run("crashme", runs)
+    assert trace.outcome == "incomplete"
+    assert list(trace.steps["step"]) == [1, 2, 3, 4]
+    calls = trace.calls
+    assert list(calls["outcome"]) == ["ok", "ok", "ok", "unfinished"]
+    assert list(calls["result_preview"][:3]) == ["page 1 text", "page 2 text", "page 3 text"]
+    assert calls["args"].iloc[3] == {"n": 4}
+    assert "fetch" in repr(trace.step(4)) and "no result was recorded" in repr(trace.step(4))
+    assert trace.messages_at(4)[-1]["content"][0]["content"] == "page 3 text"
+    assert al.load_runs(runs).runs.loc[0, "outcome"] == "incomplete"
+
+
+def test_a_line_cut_short_by_a_crash_loads_with_a_warning_naming_the_file(tmp_path):
+    """A half-written last line is skipped with a warning that names the file; the rest loads."""
+    model = al.ScriptedModel([reply(None, ("echo", {"text": "x"})), reply("done")])
+    echo = al.tool(mode="read", name="echo")(lambda text: text)
+    result = al.run("q", [echo], model=model, trace=tmp_path, max_cost=None)
+    file = tmp_path / f"{result.run_id}.jsonl"
+    whole = file.read_text(encoding="utf-8").splitlines()
+    file.write_text("\n".join(whole[:-1]) + "\n" + whole[-1][: len(whole[-1]) // 2], encoding="utf-8")
+
+    with pytest.warns(TruncatedTraceWarning, match=str(file).replace(".", r"\.")):
+        trace = al.load_run(result.run_id, tmp_path)
+    assert len(trace.records) == len(whole) - 1
+    assert trace.outcome == "incomplete"
+    with pytest.warns(TruncatedTraceWarning, match=file.name):
+        traces = al.load_runs(tmp_path)
+    assert len(traces.events) == len(whole) - 1
+
+
+SECRET_KEY = "sk-ant-api03-TESTONLY-" + "x7Q" * 12
+
+
+def test_secrets_never_reach_a_trace_file(tmp_path, monkeypatch):
+    """API keys, auth headers and secret-named arguments are redacted in every written line."""
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
+    monkeypatch.setenv("SHOP_DB_PASSWORD", "correct-horse-battery")
+
+    @al.tool(mode="write")
+    def connect(user: str, password: str, api_key: str, headers: dict) -> str:
+        """Connect to the shop."""
+        return f"connected with {os.environ['ANTHROPIC_API_KEY']} and Authorization: Bearer abc.def.ghi123"
+
+    @al.tool(mode="read")
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        raise al.RetryableError(f"503 from upstream (x-api-key: {SECRET_KEY})")
+
+    args = {
+        "user": "ada", "password": "hunter2-secret-pw", "api_key": "ak-live-998877",
+        "headers": {"Authorization": "Bearer tok-55443322", "x-api-key": "raw-key-1234"},
+    }
+    model = al.ScriptedModel([
+        reply(None, ("connect", args)),
+        reply(None, ("lookup", {"key": "order-7"})),
+        reply("done"),
+    ])
+    clock = al.FakeClock()
+    result = al.run("connect with password=swordfish99", [connect, lookup], model=model, trace=tmp_path,
+                    max_cost=None, clock=clock, system=f"Use key {SECRET_KEY}")
+    assert isinstance(result, al.Done)
+    text = (tmp_path / f"{result.run_id}.jsonl").read_text(encoding="utf-8")
+    for secret in (SECRET_KEY, "correct-horse-battery", "hunter2-secret-pw", "ak-live-998877",
+                   "tok-55443322", "raw-key-1234", "abc.def.ghi123", "swordfish99"):
+        assert secret not in text, secret
+    assert "[redacted]" in text
+    calls = al.load_run(result.run_id, tmp_path).calls
+    assert calls["args"].iloc[0]["user"] == "ada"  # what is not secret stays readable
+    assert calls["args"].iloc[1] == {"key": "order-7"}
+
+
+def test_a_run_stores_each_step_once_not_the_growing_history(tmp_path):
+    """Each tool result is written a fixed number of times however many steps follow it."""
+    n = 30
+
+    @al.tool(mode="read")
+    def page(i: int) -> str:
+        """Read page i."""
+        return f"MARKER-{i:03d}-" + "z" * 50
+
+    model = al.ScriptedModel([reply(None, ("page", {"i": i})) for i in range(n)] + [reply("done")])
+    result = al.run("read", [page], model=model, trace=tmp_path, max_cost=None, max_steps=n + 1)
+    text = (tmp_path / f"{result.run_id}.jsonl").read_text(encoding="utf-8")
+    counts = [text.count(f"MARKER-{i:03d}-") for i in range(n)]
+    assert counts == [counts[0]] * n and counts[0] <= 2, counts  # tool_finished.result + tool_results
+
+
+def test_a_resumed_run_appends_to_the_same_file(tmp_path):
+    """Stopped by the step limit, resumed with more steps: one file, both endings, the last one counts."""
+    import asyncio
+
+    model = al.ScriptedModel([reply(None, ("echo", {"text": str(i)})) for i in range(3)] + [reply("done")])
+    echo = al.tool(mode="read", name="echo")(lambda text: text)
+    writer = TraceWriter(tmp_path)
+    run = al.Run("q", [echo], model=model, max_steps=2, max_cost=None, subscribers=[writer])
+
+    async def go():
+        first = await run.run()
+        run.resume(max_steps=10)
+        return first, await run.run()
+
+    first, second = asyncio.run(go())
+    writer.close()
+    assert first.reason == "step limit" and isinstance(second, al.Done)
+    trace = al.load_run(run.run_id, tmp_path)
+    assert [e["reason"] for e in trace.records if e["kind"] == "run_finished"] == ["step limit", "done"]
+    row = trace.runs.iloc[0]
+    assert (row["outcome"], row["steps"], row["max_steps"]) == ("done", 4, 10.0)
+
+
+def test_the_messages_sent_at_each_step_are_rebuilt_exactly(tmp_path):
+    """messages_at(k) equals what the model received at step k, through parallel calls, errors and nudges."""
+
+    @al.tool(mode="read")
+    def search(q: str) -> str:
+        """Search."""
+        if q == "bad":
+            raise al.ToolError("no results for 'bad'", hint="try a longer query.")
+        return f"results for {q}"
+
+    @al.tool(mode="write")
+    def save(note: str) -> str:
+        """Save a note."""
+        return "saved"
+
+    script = [
+        reply("two at once", ("search", {"q": "a"}), ("search", {"q": "b"})),
+        reply(None, ("search", {"q": "bad"})),
+        reply(None, ("search", {"q": "same"})),
+        reply(None, ("search", {"q": "same"})),
+        reply(None, ("search", {"q": "same"})),  # the loop guard nudges this one
+        reply("saving", ("save", {"note": "ünïcode ✓"})),
+        reply("all done"),
+    ]
+    seen = Seen(lambda m, t: script[len(seen.requests) - 1])
+    result = al.run([{"role": "user", "content": [{"type": "text", "text": "find things"}]}], [search, save],
+                    model=al.FunctionModel(seen), trace=tmp_path, max_cost=None, max_steps=10)
+    assert isinstance(result, al.Done)
+    trace = al.load_run(result.run_id, tmp_path)
+    assert len(trace) == len(seen.requests) == len(script)
+    for k, received in enumerate(seen.requests, 1):
+        assert trace.messages_at(k) == received, k
+    assert "nudged" in set(trace.calls["outcome"])
+    with pytest.raises(ValueError, match="step 99 is not in run"):
+        trace.messages_at(99)
+
+
+def test_result_trace_finds_a_run_written_to_a_custom_folder(tmp_path):
+    """result.trace works even when the run was traced to a folder other than the default."""
+    elsewhere = tmp_path / "elsewhere"
+    result = al.run("q", model=al.ScriptedModel([reply("hello")]), trace=elsewhere, max_cost=None)
+    trace = result.trace
+    assert trace.file.parent == elsewhere.resolve()
+    assert trace.outcome == "done" and trace.finished["text"] == "hello"
