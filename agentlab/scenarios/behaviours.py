@@ -275,3 +275,23 @@ class LongReport(Behaviour):
         ]
         return reply("\n\n".join(sections * 2))
 
+
+
+class ShopAssistant(Behaviour):
+    """A general offline stand-in for the shop: looks up the orders a question names, then answers.
+
+    What ``agentlab run "..." --tools shop`` uses when no API key is set: it
+    reads order numbers from the task, fetches them in one turn, and explains
+    their delivery; anything else it says plainly it cannot do offline.
+    """
+
+    def next(self, h: History) -> dict[str, Any]:
+        ids = list(dict.fromkeys(int(x) for x in re.findall(r"\b(\d{4})\b", h.task)))
+        if h.turn == 0:
+            if not ids:
+                return reply("(offline) I can only look up orders by number without a real model: "
+                             "ask about an order such as 1042, set ANTHROPIC_API_KEY, or try --scenario.")
+            return reply(f"Looking up order{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}.",
+                         *[("get_order", {"order_id": i}) for i in ids])
+        parts = [explain_lateness(o.data) if o.data else o.text for o in h.latest()]
+        return reply(" ".join(parts) or "I found nothing to report.")

@@ -1,0 +1,363 @@
+"""``agentlab``: the lab from a terminal.
+
+    agentlab demo                      every scenario, one table, traces and plots
+    agentlab run TASK --tools shop     one run, step by step as it happens
+    agentlab report RUN_ID             read a finished (or failed) run
+    agentlab scenarios                 what each scenario teaches
+
+The formatting here is plain functions of values (:func:`format_table`,
+:func:`describe_event`); ``main`` only wires them to argparse and streams.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+DESCRIPTION = """\
+agentlab makes the agent loop (call the model, run the tools it asks for,
+hand back the results, repeat) something you can watch, pause and measure.
+Everything runs offline with scripted models; set ANTHROPIC_API_KEY to use
+Claude with `agentlab run`."""
+
+EPILOG = """\
+examples:
+  agentlab demo                                  run every lesson offline (about 5 s)
+  agentlab scenarios                             list the lessons
+  agentlab run --scenario hanging-tool           one lesson, step by step
+  agentlab run "Why was order 1042 late?" --tools shop
+  agentlab report parallel-lookups-3f9a1c        read a run's trace
+  agentlab report RUN_ID --notebook run.ipynb    the same, as a notebook
+
+traces go to $AGENTLAB_RUNS (default ./runs); the notebooks: make lab"""
+
+
+# ------------------------------------------------------------- formatting
+def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: Sequence[int] = ()) -> str:
+    """A plain-text table: a header, a rule, one line per row; columns in ``right`` right-aligned."""
+    cells = [[str(h) for h in headers]] + [[str(c) for c in r] for r in rows]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+
+    def line(row: list[str]) -> str:
+        out = [c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True))]
+        return "  ".join(out).rstrip()
+
+    return "\n".join([line(cells[0]), "  ".join("-" * w for w in widths)] + [line(r) for r in cells[1:]])
+
+
+def _args_text(args: dict[str, Any], limit: int = 60) -> str:
+    text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _short(text: str, limit: int = 90) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def describe_event(kind: str, step: int, data: dict[str, Any]) -> str | None:
+    """One progress line for an engine event, or ``None`` for events not worth a line."""
+    if kind == "model_called" and "content" in data:
+        calls = [b for b in data["content"] if b.get("type") == "tool_use"]
+        what = ", ".join(f"{b['name']}({_args_text(b.get('input', {}), 40)})" for b in calls) or "answers"
+        return (f"step {step}: model → {what}   [{data.get('context_tokens', 0):,} tokens in, "
+                f"${data.get('cost', 0):.4f}, {data.get('latency', 0):.2f}s]")
+    if kind == "tool_retry":
+        return f"    {data['tool']}: {_short(data['error'], 70)}; retry {data['attempt']} in {data['wait']:.2f}s"
+    if kind == "nudged":
+        return f"    {data['tool']}: asked {data['count']} times with the same arguments; nudged instead of run"
+    if kind == "tool_finished" and data.get("outcome") != "nudged":
+        took = (data.get("end") or 0) - (data.get("start") or 0)
+        mark = {"ok": "ok", "retried": f"ok after {data.get('attempts')} attempts"}.get(data["outcome"], data["outcome"])
+        return f"    {data['tool']}({_args_text(data.get('args', {}))}) {mark} in {took:.2f}s: {_short(data.get('result', ''), 70)}"
+    return None
+
+
+def describe_result(result: Any) -> str:
+    """The last lines of a run: outcome, numbers, answer or diagnosis."""
+    head = (f"{result.outcome}: {result.reason}  ·  {result.steps} steps  ·  ${result.cost:.4f}  ·  "
+            f"{result.elapsed:.2f}s  ·  {result.model_calls} model calls")
+    body = result.text if result.outcome == "done" else (result.detail or result.text)
+    return f"{head}\n{body}"
+
+
+class Progress:
+    """A subscriber that prints one line per interesting event, as it happens."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def __call__(self, event: Any) -> None:
+        line = describe_event(event.kind, event.step, event.data)
+        if line is not None:
+            print(line, file=self.stream, flush=True)
+
+
+# ------------------------------------------------------------------- demo
+def _demo_runs(only: Sequence[str] | None) -> list[tuple[str, str, dict[str, Any]]]:
+    """(label, scenario, option overrides) for each run of the demo, in order."""
+    from . import scenarios
+
+    plan = []
+    for name in only or scenarios.names():
+        scenarios.get(name)  # a clear error for a typo, before anything runs
+        plan.append((name, name, {}))
+        if name == "growing-context":
+            plan.append(("growing-context/after", name, {"cost_guard": "after"}))
+            plan.append(("growing-context/no-limit", name, {"max_cost": None}))
+    return plan
+
+
+def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import scenarios
+    from .trace import runs_dir
+
+    runs = runs_dir(args.runs)
+    plots = Path(args.out) if args.out else runs / "demo"
+    plan = _demo_runs(args.only)
+    print(f"agentlab demo: {len(plan)} offline runs, traces in {runs}/", file=err, flush=True)
+    rows, results = [], {}
+    t_all = time.monotonic()
+    for i, (label, name, overrides) in enumerate(plan, 1):
+        s = scenarios.get(name)
+        print(f"[{i:2d}/{len(plan)}] {label}: {s.title} ...", end="", file=err, flush=True)
+        t0 = time.monotonic()
+        setup = s.setup(seed=args.seed, **overrides)
+        result = setup.run(trace=runs)
+        took = time.monotonic() - t0
+        setup.close()
+        results[label] = result
+        expected = s.expected if "/" not in label else result.reason
+        ok = result.reason == expected
+        print(f" {result.reason} ({took:.1f}s){'' if ok else f'  UNEXPECTED, wanted {expected}'}", file=err, flush=True)
+        rows.append([label, result.reason, result.steps, f"${result.cost:.4f}", f"{took:.2f}", result.model_calls,
+                     result.run_id])
+    print(file=err)
+    print(format_table(["scenario", "reason", "steps", "cost", "seconds", "model calls", "run id"], rows, right=(2, 3, 4, 5)),
+          file=out)
+    unexpected = [r[0] for r, (label, name, _) in zip(rows, plan, strict=True)
+                  if "/" not in label and r[1] != scenarios.get(name).expected]
+    files = _demo_plots(results, runs, plots, err) if not args.no_plots else []
+    summary = plots / "summary.csv"
+    plots.mkdir(parents=True, exist_ok=True)
+    summary.write_text(
+        "scenario,reason,steps,cost,seconds,model_calls,run_id\n"
+        + "".join(",".join(str(c).replace("$", "") for c in r) + "\n" for r in rows),
+        encoding="utf-8",
+    )
+    print(f"\n{len(plan) - len(unexpected)}/{len(plan)} runs ended as their lesson says, in {time.monotonic() - t_all:.1f}s.", file=out)
+    print(f"traces:   {runs}/<run id>.jsonl  (read one: agentlab report {rows[0][-1]})", file=out)
+    print(f"summary:  {summary}", file=out)
+    for f in files:
+        print(f"plot:     {f}", file=out)
+    print("notebooks: make lab   (or: .venv/bin/jupyter lab notebooks/)", file=out)
+    return 1 if unexpected else 0
+
+
+def _demo_plots(results: dict[str, Any], runs: Path, folder: Path, err: TextIO) -> list[Path]:
+    """The key plots as PNG files; skipped with a note when a run they need is not in this demo."""
+    try:
+        from . import plots
+        from .trace import Traces, load_run
+    except ImportError as exc:  # pragma: no cover - plots are part of the package
+        print(f"plots skipped: {exc}", file=err)
+        return []
+    from matplotlib.figure import Figure
+
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+
+    def trace(label: str) -> Any:
+        return load_run(results[label].run_id, runs)
+
+    def save(ax: Any, name: str) -> None:
+        path = folder / name
+        ax.figure.savefig(path, dpi=110, bbox_inches="tight")
+        written.append(path)
+
+    if "growing-context/no-limit" in results:
+        t = trace("growing-context/no-limit")
+        save(plots.cost_curve(t.steps, max_cost=0.10, max_steps=12, forecast_to=12), "cost-curve.png")
+        save(plots.token_growth(t.steps), "token-growth.png")
+    names = {"growing-context/no-limit": "no cost limit", "growing-context/after": "after-the-fact check (the sketch)",
+             "growing-context": "hard cost guard"}
+    labels = {results[k].run_id: v for k, v in names.items() if k in results}
+    if len(labels) > 1:
+        both = Traces([load_run(r, runs) for r in labels])
+        ax = plots.compare_runs(both.steps, list(labels), labels=labels)
+        ax.axhline(0.10, color="#333333", lw=1.2)
+        ax.set_title("The same run under each cost guard, max_cost $0.10", loc="left")
+        save(ax, "cost-guards.png")
+    timeline = [k for k in ("parallel-lookups", "parallel-writes") if k in results]
+    if timeline:
+        fig = Figure(figsize=(9, 2.8 * len(timeline)), layout="constrained")
+        axes = fig.subplots(len(timeline), 1, squeeze=False)[:, 0]
+        for ax, k in zip(axes, timeline, strict=True):
+            t = trace(k)
+            plots.tool_timeline(t.calls, steps=t.steps, ax=ax)
+            ax.set_title(f"{k}: {'reads run together' if k == 'parallel-lookups' else 'writes run one at a time'}", loc="left")
+        save(axes[0], "tool-timeline.png")
+    return written
+
+
+# -------------------------------------------------------------------- run
+def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .trace import runs_dir
+
+    runs = runs_dir(args.runs)
+    limits = {k: v for k, v in (("max_steps", args.max_steps), ("max_cost", args.max_cost), ("deadline_s", args.deadline))
+              if v is not None}
+    progress = Progress(err)
+    if args.scenario:
+        from . import scenarios
+
+        setup = scenarios.get(args.scenario).setup(seed=args.seed, **limits)
+        task = args.task or setup.task
+        print(f"scenario {args.scenario}: {setup.scenario.lesson}", file=err)
+        print(f"task: {task}", file=err, flush=True)
+        result = setup.run(task=task, trace=runs, subscribers=[progress])
+        setup.close()
+    else:
+        if not args.task:
+            print("agentlab run: give a TASK, or --scenario NAME (see: agentlab scenarios)", file=err)
+            return 2
+        tools: list[Any] = []
+        fallback = None
+        if args.tools == "shop":
+            from .scenarios.behaviours import ShopAssistant
+            from .shop import Shop
+
+            shop = Shop(runs / "shop.sqlite")
+            tools = shop.tools()
+            print(f"tools: the example shop ({len(tools)} tools) on {shop.path}", file=err)
+            fallback = ShopAssistant()
+        from .models.offline import FunctionModel
+        from .models.resolve import resolve_model
+
+        resolved = resolve_model(args.model, fallback=None if fallback is None else FunctionModel(fallback, name="offline shop assistant"))
+        if resolved.notice:
+            print(resolved.notice, file=err)
+        print(f"task: {args.task}", file=err, flush=True)
+        from .loop import run
+
+        result = run(args.task, tools, model=resolved.model, trace=runs, subscribers=[progress], **limits)
+    print(describe_result(result), file=out)
+    print(f"trace: {runs}/{result.run_id}.jsonl   (agentlab report {result.run_id})", file=err)
+    return 0 if result.outcome == "done" else 1
+
+
+# ----------------------------------------------------------------- report
+def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .trace import runs_dir
+
+    runs = runs_dir(args.runs)
+    if not (runs / f"{args.run_id}.jsonl").exists() and not any(runs.glob(f"**/{args.run_id}.jsonl")):
+        recent = sorted(runs.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:5] if runs.exists() else []
+        hint = f" Recent runs: {', '.join(p.stem for p in recent)}." if recent else ""
+        print(f"agentlab report: no run {args.run_id!r} in {runs}/.{hint}", file=err)
+        return 2
+    from . import report
+
+    if args.notebook:
+        path = report.export_notebook(args.run_id, args.notebook, runs=runs)
+        print(f"notebook written: {path}   (open it: .venv/bin/jupyter lab {path})", file=out)
+        return 0
+    print(report.report_text(args.run_id, runs=runs), file=out)
+    return 0
+
+
+def cmd_scenarios(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from . import scenarios
+
+    rows = [[s.name, s.expected, s.title] for s in scenarios.all()]
+    print(format_table(["scenario", "ends with", "what happens"], rows), file=out)
+    if args.verbose:
+        for s in scenarios.all():
+            print(f"\n{s.name}: {s.lesson}\n  task: {s.task}", file=out)
+    print("\nrun one: agentlab run --scenario NAME", file=out)
+    return 0
+
+
+# ------------------------------------------------------------------- main
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a {'whole ' if kind is int else ''}number, got {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
+        return value
+
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="agentlab", description=DESCRIPTION, epilog=EPILOG,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
+
+    d = sub.add_parser("demo", help="run every scenario offline; print a summary table; write traces and plots",
+                       description="Run every scenario offline, print one summary table, write the traces and the key "
+                                   "plots, and say where everything went.")
+    d.add_argument("--only", nargs="+", metavar="NAME", help="run only these scenarios")
+    d.add_argument("--out", metavar="DIR", help="folder for the plots and summary.csv (default: RUNS/demo)")
+    d.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    d.add_argument("--seed", type=int, default=0, help="seed of the offline models (default 0)")
+    d.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
+    d.set_defaults(fn=cmd_demo)
+
+    r = sub.add_parser("run", help="run one task (or one scenario), printing each step as it happens",
+                       description="Run one task with the shop's tools, or one offline scenario, and print each "
+                                   "step as it happens. Without ANTHROPIC_API_KEY the model is offline.")
+    r.add_argument("task", nargs="?", help="what to ask, e.g. \"Why was order 1042 late?\"")
+    r.add_argument("--tools", choices=["shop", "none"], default="shop", help="the toolset (default: shop)")
+    r.add_argument("--model", default="claude-sonnet-4-5", help="Claude model id (default: claude-sonnet-4-5)")
+    r.add_argument("--scenario", metavar="NAME", help="run an offline scenario (see: agentlab scenarios)")
+    r.add_argument("--seed", type=int, default=0, help="seed of a scenario's model (default 0)")
+    r.add_argument("--max-steps", type=_positive(int), help="step budget")
+    r.add_argument("--max-cost", type=_positive(float), metavar="USD", help="cost budget in dollars")
+    r.add_argument("--deadline", type=_positive(float), metavar="SECONDS", help="wall-clock budget")
+    r.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
+    r.set_defaults(fn=cmd_run)
+
+    rep = sub.add_parser("report", help="read a run's trace: budgets, every step, why it stopped",
+                         description="Print a run's trace as a report, or export it as a notebook.")
+    rep.add_argument("run_id", metavar="RUN_ID", help="the run's id (its trace file's name)")
+    rep.add_argument("--notebook", metavar="OUT.ipynb", help="write the report as a notebook instead")
+    rep.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
+    rep.set_defaults(fn=cmd_report)
+
+    sc = sub.add_parser("scenarios", help="list the offline scenarios and what each one teaches")
+    sc.add_argument("-v", "--verbose", action="store_true", help="also print each lesson and task")
+    sc.set_defaults(fn=cmd_scenarios)
+    return p
+
+
+def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
+    """The ``agentlab`` command. Returns the exit status (0 ok, 1 a run did not end as expected, 2 bad input)."""
+    out, err = out or sys.stdout, err or sys.stderr
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "fn", None) is None:
+        parser.print_help(out)
+        return 0
+    try:
+        return args.fn(args, out, err)
+    except (KeyError, ValueError) as exc:
+        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
+        print(f"agentlab {args.command}: {message}", file=err)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=err)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
+
