@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -19,56 +17,9 @@ PRICES = al.Prices(input=3.0, output=15.0)
 
 
 # ------------------------------------------------------------------ fixtures
-def load_traces(folder: Path):
-    """The four trace frames of a runs folder: ``agentlab.load_runs`` once it exists, else a
-    minimal reader of the JSONL files that follows docs/traces.md column for column."""
-    if hasattr(al, "load_runs"):
-        return al.load_runs(folder)
-    runs, steps, calls, events = [], [], [], []
-    for file in sorted(Path(folder).glob("*.jsonl")):
-        recs = [json.loads(line) for line in file.read_text().splitlines() if line.strip()]
-        start = next(r for r in recs if r["kind"] == "run_started")
-        end = next((r for r in recs if r["kind"] == "run_finished"), None)
-        rid, cum, nst = start["run_id"], 0.0, {}
-        for r in recs:
-            events.append({"run_id": rid, "seq": r["seq"], "step": r["step"], "t": r["t"], "kind": r["kind"],
-                           "data": {k: v for k, v in r.items() if k not in ("v", "run_id", "seq", "step", "t", "kind")}})
-            if r["kind"] == "model_called" and "usage" in r:
-                u, cum = r["usage"], cum + r["cost"]
-                ntools = sum(1 for b in r["content"] if b.get("type") == "tool_use")
-                steps.append({
-                    "run_id": rid, "step": r["step"], "input_tokens": u["input_tokens"], "output_tokens": u["output_tokens"],
-                    "cache_write_tokens": u["cache_creation_input_tokens"], "cache_read_tokens": u["cache_read_input_tokens"],
-                    "context_tokens": r["context_tokens"], "cost": r["cost"], "cumulative_cost": cum,
-                    "latency": r["latency"], "tool_calls": ntools, "stop_reason": r["stop_reason"],
-                    "estimated": r["estimated"], "t": r["t"],
-                })
-            if r["kind"] == "tool_finished":
-                calls.append({
-                    "run_id": rid, "step": r["step"], "call_id": r["call_id"], "index": r["index"], "tool": r["tool"],
-                    "mode": r["mode"], "args": r["args"], "outcome": r["outcome"], "attempts": r["attempts"],
-                    "is_error": r["is_error"], "start": r["start"], "end": r["end"], "duration": r["end"] - r["start"],
-                    "result_preview": str(r["result"])[:200],
-                })
-            if r["kind"] == "nudged":
-                nst[rid] = nst.get(rid, 0) + 1
-        b = start["budget"]
-        mine = [s for s in steps if s["run_id"] == rid]
-        runs.append({
-            "run_id": rid, "task": start["task"], "model": start["model"],
-            "outcome": end["outcome"] if end else "incomplete", "reason": end["reason"] if end else "",
-            "detail": end["detail"] if end else "", "steps": end["steps"] if end else len(mine),
-            "model_calls": len(mine), "cost": cum,
-            **{k: sum(s[k] for s in mine) for k in ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens")},
-            "seconds": end["elapsed"] if end else recs[-1]["t"], "started_at": pd.Timestamp(start["started_at"]),
-            "nudges": nst.get(rid, 0),
-            "max_steps": float("nan") if b["max_steps"] is None else float(b["max_steps"]),
-            "max_cost": float("nan") if b["max_cost"] is None else float(b["max_cost"]),
-            "deadline_s": float("nan") if b["deadline_s"] is None else float(b["deadline_s"]),
-            "file": str(file),
-        })
-    return SimpleNamespace(runs=pd.DataFrame(runs), steps=pd.DataFrame(steps), calls=pd.DataFrame(calls),
-                           events=pd.DataFrame(events))
+def load_traces(folder: Path) -> al.Traces:
+    """The trace frames of a runs folder, as notebooks load them."""
+    return al.load_runs(folder)
 
 
 @al.tool(mode="read")
