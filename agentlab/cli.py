@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -356,6 +357,9 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     except KeyboardInterrupt:
         print("interrupted", file=err)
         return 130
+    except BrokenPipeError:  # `agentlab report X | head`: the reader left, which is fine
+        sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
+        return 0
 
 
 if __name__ == "__main__":  # pragma: no cover
