@@ -406,6 +406,8 @@ def _replay(
     """Walk one recorded run step by step under other limits, in the engine's order of checks."""
     spent = 0.0
     n = len(rows)
+    if max_cost is not None and prices is None:
+        return _Verdict("unknown", "no prices known for this run's model: max_cost cannot be checked", 0, 0.0)
     for i, r in enumerate(rows):
         k = i + 1
         # Before the call: steps, deadline, then the hard cost guard.

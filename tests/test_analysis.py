@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import math
+import tempfile
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agentlab as al
 from agentlab import analysis as an
@@ -366,3 +369,41 @@ def test_parallel_reads_overlap_in_a_real_run(tmp_path):
     sp = an.parallel_speedup(load_traces(tmp_path / "runs").calls)
     assert sp["calls"].tolist() == [3]
     assert sp["speedup"].iloc[0] > 2.0
+
+
+def test_a_run_with_unknown_prices_is_explained_not_crashed(tmp_path):
+    """A run on a model with no known prices costs $0: the fit says why, repricing fixes it, the what-if says max_cost cannot apply."""
+    al.run("q", [fetch], model=al.ScriptedModel(growing_script(5), model="house-model-7"), trace=tmp_path / "runs",
+           max_cost=None, run_id="unpriced")
+    tr = load_traces(tmp_path / "runs")
+    assert an.step_costs(tr.steps)["cost"].sum() == 0
+    with pytest.raises(ValueError, match="run 'unpriced' has no recorded cost \\(were its prices unknown\\?\\)"):
+        an.fit_cost_curve(tr.steps)
+    fit = an.fit_cost_curve(an.reprice(tr.steps, al.Prices(input=1.0, output=5.0)))
+    assert fit.a > 0
+    grid = an.budget_whatif(tr, max_cost=[None, 0.01]).set_index("max_cost")
+    assert grid.loc[0.01, "outcome"] == "unknown" and "max_cost cannot be checked" in grid.loc[0.01, "reason"]
+    assert grid[grid.index.isna()]["outcome"].tolist() == ["done"]  # no cost budget: as recorded
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    sizes=st.lists(st.integers(min_value=0, max_value=12_000), min_size=0, max_size=10),
+    answer=st.integers(min_value=1, max_value=5000),
+    budgets=st.lists(st.tuples(st.one_of(st.none(), st.integers(1, 10)), st.one_of(st.none(), st.floats(0.0005, 0.2))),
+                     min_size=1, max_size=4),
+    guard=st.sampled_from(["hard", "after"]),
+)
+def test_whatif_agrees_with_a_real_rerun_for_any_script_and_budget(sizes, answer, budgets, guard):
+    """Over random runs and budgets, the what-if from the trace predicts the real re-run's outcome, reason and step."""
+    script = [reply("r", ("fetch", {"n": n})) for n in sizes] + [reply("a" * answer)]
+    with tempfile.TemporaryDirectory() as folder:
+        record(Path(folder), script, run_id="r", max_tokens=2000)
+        traces = load_traces(Path(folder))
+        for max_steps, max_cost in budgets:
+            row = an.budget_whatif(traces, max_steps=max_steps, max_cost=max_cost, cost_guard=guard).iloc[0]
+            real = al.run("read everything", [fetch], model=al.ScriptedModel(script), trace=False, max_steps=max_steps,
+                          max_cost=max_cost, deadline_s=None, cost_guard=guard, prices=PRICES, loop_nudge_at=1000,
+                          max_tokens=2000)
+            assert (row.outcome, row.reason, row.steps) == (real.outcome, real.reason, real.steps)
+            assert real.cost <= row.spent + 1e-12 and (real.reason == "max_tokens" or row.spent == pytest.approx(real.cost))
