@@ -300,6 +300,23 @@ def report_text(run_id: str, runs: str | os.PathLike[str] | None = None) -> str:
 
 
 PLOT_CODE = """\
+import math
+
+import matplotlib.pyplot as plt
+
+from agentlab.plots import cost_curve
+
+limits = trace.summary
+fig, ax = plt.subplots(figsize=(8, 4.5))
+cost_curve(
+    trace.steps,
+    max_cost=None if math.isnan(limits["max_cost"]) else limits["max_cost"],
+    max_steps=None if math.isnan(limits["max_steps"]) else int(limits["max_steps"]),
+    ax=ax,
+)
+plt.show()"""
+
+PLAIN_PLOT_CODE = """\
 import matplotlib.pyplot as plt
 
 steps = trace.steps
@@ -313,6 +330,13 @@ ax.set_ylabel("USD")
 ax.set_title(f"Cost of run {trace.run_id}")
 ax.legend()
 plt.show()"""
+"""The same plot without agentlab.plots, for an install that lacks it."""
+
+
+def _plot_code() -> str:
+    import importlib.util
+
+    return PLOT_CODE if importlib.util.find_spec("agentlab.plots") is not None else PLAIN_PLOT_CODE
 
 
 def export_notebook(
@@ -365,7 +389,7 @@ def export_notebook(
     cells.append(v4.new_markdown_cell(end))
     cells.append(v4.new_markdown_cell("## Cost per step"))
     cells.append(v4.new_code_cell("trace.steps"))
-    cells.append(v4.new_code_cell(PLOT_CODE))
+    cells.append(v4.new_code_cell(_plot_code()))
     cells.append(v4.new_code_cell("trace.calls"))
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
