@@ -36,4 +36,8 @@ def __getattr__(name: str) -> object:
         from .lab import Lab
 
         return Lab
+    if name in ("analysis", "plots"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
+        import importlib
+
+        return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'agentlab' has no attribute {name!r}")
