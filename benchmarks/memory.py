@@ -23,7 +23,14 @@ LINEAR_GOAL = 1.1
 
 
 def _peak_kib() -> int:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    """This process's peak RSS. VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's size."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux; may include the parent's
 
 
 async def _one_run(steps: int, folder: Path) -> dict[str, Any]:

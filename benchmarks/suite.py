@@ -26,7 +26,7 @@ class Sizes:
     trace_steps: int = 50
     trace_reps: int = 21
     load_runs: int = 1000
-    panel_steps: int = 50
+    panel_steps: int = 200
     panel_reps: int = 21
     memory_steps: int = 200
     cache_steps: int = 20

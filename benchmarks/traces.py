@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +20,16 @@ LOAD_GOAL_S_PER_MILLION = 5.0
 async def record_run(steps: int) -> list[al.Event]:
     """The events of one run of the W1 workload, kept in memory."""
     events: list[al.Event] = []
+
+    def keep(e: al.Event) -> None:
+        # run_started holds the live history list (it grows as the run goes on): copy it
+        # as it is now, or replaying the events would write the whole history at step 0.
+        if "messages" in e.data:
+            e = replace(e, data={**e.data, "messages": list(e.data["messages"])})
+        events.append(e)
+
     run = al.Run("look up the keys", [SYNC_TOOL], model=al.ScriptedModel(script(steps)),
-                 subscribers=[events.append], **run_options(steps))
+                 subscribers=[keep], **run_options(steps))
     result = await run.run()
     if not isinstance(result, al.Done):
         raise RuntimeError(f"the benchmark run did not finish as scripted: {result!r}")
@@ -77,6 +86,8 @@ def load_row(file: Path, run_id: str, events_per_run: int, steps: int, runs: int
         (folder / f"{new_id}.jsonl").write_text(text.replace(run_id, new_id), encoding="utf-8")
     t0 = time.perf_counter()
     traces = load_runs(folder)
+    for frame in ("runs", "steps", "calls", "events"):  # all four DataFrames, as a notebook would
+        getattr(traces, frame)
     elapsed = time.perf_counter() - t0
     total = events_per_run * runs
     loaded = len(traces.runs)
