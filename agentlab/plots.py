@@ -151,8 +151,12 @@ def cost_curve(
     try:
         fit = an.fit_cost_curve(rows)
     except ValueError as exc:
+        import textwrap
+
         fit = None
-        ax.set_title(f"Cumulative cost — run {_short(rid)} (no fit: {exc})", loc="left", fontsize="medium")
+        ax.set_title(f"Cumulative cost — run {_short(rid)}: no quadratic fit", loc="left")
+        ax.text(0.5, 0.55, textwrap.fill(f"no fit: {exc}", 70), transform=ax.transAxes, ha="center", va="center",
+                color="#666666")
     if fit is not None:
         x = np.linspace(1, end, max(50, 10 * end))
         ax.plot(x, fit.predict(x), "--", color="#c44e52",

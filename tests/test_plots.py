@@ -111,7 +111,8 @@ def test_cost_curve_of_a_single_step_run_says_why_there_is_no_fit(tmp_path):
     steps = quadratic_steps(0.01, 0, 0, 1)
     ax = plots.cost_curve(steps)
     assert len(ax.get_lines()) == 1
-    assert "no fit: fitting a quadratic needs at least 3 steps; run 'q' has 1" in ax.get_title(loc="left")
+    assert ax.get_title(loc="left") == "Cumulative cost — run q: no quadratic fit"
+    assert [t.get_text().replace("\n", " ") for t in ax.texts] == ["no fit: fitting a quadratic needs at least 3 steps; run 'q' has 1"]
     save(ax, tmp_path, "cost_curve_single")
 
 
@@ -237,6 +238,11 @@ def test_missing_columns_are_named_not_a_pandas_traceback():
         plots.tool_timeline(hand_calls().drop(columns=["start", "end"]))
     with pytest.raises(TypeError, match="ax must be a matplotlib Axes or None"):
         plots.token_growth(quadratic_steps(1, 1, 1, 3), ax="left")
+
+
+def test_plots_are_reachable_from_the_package():
+    """``agentlab.plots`` and ``agentlab.analysis`` work without importing them separately."""
+    assert al.plots is plots and al.analysis is an
 
 
 def test_plots_draw_on_the_axes_they_are_given():
