@@ -177,7 +177,13 @@ def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes
 
     reads = reply(None, *[("lookup", {"key": k}) for k in "abc"])
     writes = reply(None, ("store", {"key": "a"}), ("store", {"key": "b"}))
-    al.run("q", [lookup, store], model=al.ScriptedModel([reads, writes, reply("done")]), trace=tmp_path / "runs",
+    script = [reads, writes, reply("done")]
+
+    async def thinking_model(messages, tools):
+        await asyncio.sleep(0.05)  # a model call that takes visible time
+        return script[sum(m["role"] == "assistant" for m in messages)]
+
+    al.run("q", [lookup, store], model=al.FunctionModel(thinking_model), trace=tmp_path / "runs",
            max_cost=None, run_id="timeline")
     tr = load_traces(tmp_path / "runs")
     ax = plots.tool_timeline(tr.calls, steps=tr.steps)
@@ -188,7 +194,9 @@ def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes
     (s1, e1), (s2, e2) = spans[3:]
     assert e1 <= s2  # the second write started after the first ended
     model = ax.containers[1]
-    assert len(model) == 3  # one grey bar per model call
+    assert len(model) == 3  # one grey bar per model call, before its turn's tools
+    assert all(p.get_width() >= 0.03 for p in model)
+    assert model[0].get_x() + model[0].get_width() <= min(s for s, _ in r) + 1e-6
     assert ax.get_yticklabels()[0].get_text() == "model calls"
     save(ax, tmp_path, "tool_timeline", docs=True)
 
