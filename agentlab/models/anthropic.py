@@ -23,10 +23,13 @@ What this adapter decides, and why:
 
 from __future__ import annotations
 
+import asyncio
 import email.utils
 import json
 import re
+import threading
 import time
+import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
@@ -114,6 +117,11 @@ class AnthropicModel:
         elif client.max_retries != 0:
             client = client.with_options(max_retries=0)
         self.client = client
+        # The SDK's default HTTP pool is bound to the event loop that first used it, and
+        # `agentlab.run()` starts a new loop per run: keep one pool per loop (see _client_here).
+        self._per_loop = _owns_default_pool(client)
+        self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._lock = threading.Lock()
         self.model = model
         self.name = name or model
         self.max_tokens = max_tokens
@@ -156,10 +164,11 @@ class AnthropicModel:
         import anthropic
 
         check_url(str(self.client.base_url))
+        client = self._client_here()
         timeout = self.timeout if request.timeout is None else max(request.timeout, 0.001)
         secrets = _secrets(self.client)
         try:
-            raw = await self.client.messages.with_raw_response.create(**self.build_params(request), timeout=timeout)
+            raw = await client.messages.with_raw_response.create(**self.build_params(request), timeout=timeout)
             body = await raw.read()
         except anthropic.APIStatusError as exc:
             err = api_error(exc.response.status_code, exc.response.headers, exc.body, secrets=secrets)
@@ -178,6 +187,42 @@ class AnthropicModel:
                 raise ModelError(f"the Messages API reply is not a JSON object: {body[:200]!r}")
             return {**data, "request_id": raw.request_id}
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
+
+
+    def _client_here(self) -> Any:
+        """The client for the running event loop, with its own connection pool.
+
+        Connections opened on one loop cannot be used (or even closed) from
+        another, and each ``agentlab.run()`` runs on a fresh loop. So each loop
+        gets a copy of the client with a fresh pool, closed when that loop
+        shuts down. A client given with a custom ``http_client`` is used as is.
+        """
+        if not self._per_loop:
+            return self.client
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            bound = self._clients.get(loop)
+            if bound is None:
+                import anthropic
+
+                http = anthropic.DefaultAsyncHttpxClient()
+                closer = loop.create_task(_close_when_loop_ends(http), name="agentlab: close the Messages API pool")
+                bound = self._clients[loop] = (self.client.copy(http_client=http), closer)  # the loop keeps no task alive
+        return bound[0]
+
+
+async def _close_when_loop_ends(http: Any) -> None:
+    """Wait until the loop cancels every task on shutdown (``asyncio.run`` does), then close the pool."""
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        await http.aclose()
+
+
+def _owns_default_pool(client: Any) -> bool:
+    from anthropic._base_client import AsyncHttpxClientWrapper  # the SDK's own default pool
+
+    return type(getattr(client, "_client", None)) is AsyncHttpxClientWrapper
 
 
 # ------------------------------------------------------------------ pure logic
