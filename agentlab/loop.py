@@ -237,7 +237,7 @@ class Run:
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._est_context = usage.context_tokens
-        self._append({"role": "assistant", "content": reply.content})
+        self._append({"role": "assistant", "content": reply.content}, tokens=usage.output_tokens)
         self._emit(
             "model_called", content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
             estimated=estimated, cost=cost, spent=self.spent, latency=latency, request_id=reply.request_id,
@@ -313,14 +313,14 @@ class Run:
         if left is not None and left <= 0:
             return self._stop("deadline", f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools")
         results: list[Block | None] = [None] * len(calls)
+        keys = [call_key(c["name"], c["input"]) for c in calls]
         modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
         for batch in plan_batches(modes):
             to_run = []
             for i in batch:
                 if self._cancel:
                     return self._stop("cancelled", f"cancelled during the tools of step {self.steps}")
-                call = calls[i]
-                key = call_key(call["name"], call["input"])
+                call, key = calls[i], keys[i]
                 verdict, count = self.guard.check(key)
                 if verdict == "stop":
                     return self._stop(
@@ -341,8 +341,7 @@ class Run:
                     return self._stop(*out.stop)
                 assert out.block is not None
                 results[out.index] = out.block
-                call = calls[out.index]
-                self.guard.remember(call_key(call["name"], call["input"]), out.block["content"], out.block.get("is_error", False))
+                self.guard.remember(keys[out.index], out.block["content"], out.block.get("is_error", False))
                 if modes[out.index] == "write" and not out.block.get("is_error"):
                     self.guard.reset()  # a successful write changed the world
         self.pending_calls = []
@@ -383,9 +382,10 @@ class Run:
         d = self.budget.deadline_s
         return None if d is None else d - self.elapsed
 
-    def _append(self, message: Message) -> None:
+    def _append(self, message: Message, tokens: int | None = None) -> None:
+        """Grow the history and the next request's token estimate (no rescans)."""
         self.messages.append(message)
-        self._est_context += estimate_tokens(message)
+        self._est_context += estimate_tokens(message) if tokens is None else tokens
 
     def _limits(self) -> dict[str, Any]:
         b = self.budget
@@ -428,7 +428,7 @@ class Run:
             tools=[{"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema} for t in self.tools.values()],
             prices=None if self.prices is None else {"input": self.prices.input, "output": self.prices.output,
                                                      "cache_read": self.prices.cache_read, "cache_write": self.prices.cache_write},
-            messages=self.messages,
+            messages=list(self.messages),  # a copy: the live history keeps growing
         )
 
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:
