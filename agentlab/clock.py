@@ -3,6 +3,12 @@
 The engine reads time only through ``clock.now()`` and waits only through
 ``await clock.sleep(s)``, so a test can make a model call "take" ten seconds
 or check a backoff schedule without sleeping for real.
+
+One limit: the engine bounds awaits with ``asyncio.timeout``, which counts
+*real* time. A fake model call that advances a :class:`FakeClock` past the
+deadline therefore still returns (and is charged); the run then stops with
+"deadline" before that step's tools. On the real clock the same call would be
+cut off at the deadline and not charged.
 """
 
 from __future__ import annotations

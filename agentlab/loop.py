@@ -17,7 +17,7 @@ import threading
 import traceback
 import uuid
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -426,8 +426,8 @@ class Run:
             "run_started", task=self.task, started_at=datetime.now(UTC).isoformat(), model=self.model.model, model_name=getattr(self.model, "name", None),
             system=self.system, budget=self._limits(), max_tokens=self.max_tokens,
             tools=[{"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema} for t in self.tools.values()],
-            prices=None if self.prices is None else {"input": self.prices.input, "output": self.prices.output,
-                                                     "cache_read": self.prices.cache_read, "cache_write": self.prices.cache_write},
+            prices=None if self.prices is None else asdict(self.prices),
+            caches=bool(getattr(self.model, "caches", False)),
             messages=list(self.messages),  # a copy: the live history keeps growing
         )
 
