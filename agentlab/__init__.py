@@ -36,7 +36,7 @@ def __getattr__(name: str) -> object:
         from .lab import Lab
 
         return Lab
-    if name in ("analysis", "plots"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
+    if name in ("analysis", "plots", "scenarios", "shop"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
