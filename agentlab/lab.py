@@ -105,6 +105,7 @@ class Lab:
         self.error: BaseException | None = None
         self._task: asyncio.Task[Any] | concurrent.futures.Future[Any] | None = None
         self._pause = False
+        self._busy = False
         self._ticker: asyncio.TimerHandle | None = None
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -165,8 +166,8 @@ class Lab:
     # --------------------------------------------------------------- state
     @property
     def running(self) -> bool:
-        """A step or run is in flight."""
-        return self._task is not None and not self._task.done()
+        """A step or run is in flight (its task may still be drawing the panel after it)."""
+        return self._busy
 
     @property
     def result(self) -> Result | None:
@@ -239,6 +240,7 @@ class Lab:
                 "this one has not stopped"
             )
         self._pause = False
+        self._busy = True
         self.state.control = "running"
         try:
             loop = asyncio.get_running_loop()
@@ -267,6 +269,9 @@ class Lab:
             self.panel.say(f"the run raised {type(exc).__name__}: {exc}", error=True)
             raise
         finally:
+            # Not busy before the final redraw: a click handled while it is drawn
+            # (the kernel can deliver one then) must start a new drive, not be dropped.
+            self._busy = False
             self._stop_ticker()
             self._pause = False
             self.state.engine_phase = run.phase

@@ -24,6 +24,9 @@ class LiveChart:
         self.ax_cost = self.ax.twinx()
         (self.tokens_line,) = self.ax.plot([], [], color="#1f6feb", marker="o", markersize=3, label="tokens")
         (self.cost_line,) = self.ax_cost.plot([], [], color="#bc4c00", marker=".", markersize=3, label="cost")
+        from matplotlib.ticker import MaxNLocator
+
+        self.ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         self.ax.set_xlabel("step", fontsize=8)
         self.ax.set_ylabel("tokens / step", fontsize=8, color="#1f6feb")
         self.ax_cost.set_ylabel("cumulative USD", fontsize=8, color="#bc4c00")

@@ -80,7 +80,7 @@ def call_html(call: CallEntry) -> str:
         f"{esc(outcome_label(call))}</span>"
     )
     took = f" <span style='color:#57606a'>{_seconds(call.duration)}</span>" if call.duration is not None else ""
-    head = f"<div class='agentlab-call'>🔧 <b>{esc(call.tool)}</b>({esc(args)}) {mode} {badge}{took}</div>"
+    head = f"<div class='agentlab-call'>call <b>{esc(call.tool)}</b>({esc(args)}) {mode} {badge}{took}</div>"
     body = result_html(call.result) if call.result else ""
     if call.error and call.outcome == "fatal":
         body += f"<div style='color:#cf222e;margin-left:1.5em'>{esc(call.error)}</div>"
@@ -103,7 +103,7 @@ def step_html(entry: StepEntry) -> str:
     head = bits[0] + ("" if len(bits) == 1 else " · " + esc(" · ".join(bits[1:])))
     out = [f"<div class='agentlab-step-head' style='color:#57606a'>{head}</div>"]
     if entry.text:
-        out.append(f"<div class='agentlab-text' style='white-space:pre-wrap;margin-left:1em'>💬 {esc(entry.text)}</div>")
+        out.append(f"<div class='agentlab-text' style='white-space:pre-wrap;margin-left:1em'><i>said</i> {esc(entry.text)}</div>")
     if entry.error:
         out.append(f"<div style='color:#cf222e;margin-left:1em'>{esc(entry.error)}</div>")
     out.extend(call_html(c) for c in entry.calls)
@@ -133,7 +133,7 @@ def status_html(s: PanelState) -> str:
         parts.append(f"<b>context</b> <span class='agentlab-context'>{s.context_tokens:,} tokens</span>")
     line = " · ".join(parts)
     if s.outcome == "done" and s.answer:
-        line += f"<div class='agentlab-answer' style='white-space:pre-wrap'>✅ {esc(s.answer)}</div>"
+        line += f"<div class='agentlab-answer' style='white-space:pre-wrap'><b>answer</b> {esc(s.answer)}</div>"
     if s.error:
         line += f"<div style='color:#cf222e'>{esc(s.error)}</div>"
     return f"<div class='agentlab-status' style='font-size:13px'>{line}</div>"

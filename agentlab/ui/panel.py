@@ -97,7 +97,7 @@ class Panel:
         for name in BUTTONS:
             b = w.Button(description=name.capitalize(), icon=icons[name], tooltip=tips[name],
                          layout=w.Layout(width="90px"))
-            b.add_class(f"agentlab-{name}")
+            b.add_class(f"agentlab-button-{name}")
             b.on_click(lambda _b, name=name: on_click(name))
             self.buttons[name] = b
         self.buttons["stop"].button_style = "danger"
@@ -130,6 +130,10 @@ class Panel:
             rows.append(row)
         self.chart_image = w.Image(format="png", layout=w.Layout(width="400px")) if chart else None
         self._chart = None
+        if chart:  # matplotlib loads now, with the panel, not halfway through a run
+            from .chart import LiveChart
+
+            self._chart = LiveChart()
         self.log = w.VBox(layout=w.Layout(max_height="420px", overflow="auto", width="100%"))
         self.log.add_class("agentlab-log")
         self._step_widgets: dict[int, Any] = {}
@@ -241,10 +245,6 @@ class Panel:
             self.log.children = [*kids, self._log_note] if hidden > 0 else kids
 
     def _render_chart(self) -> None:
-        from .chart import LiveChart
-
-        if self._chart is None:
-            self._chart = LiveChart()
         t0 = self._now()  # after the one-off import and set-up, which says nothing about redraws
         s = self.state
         s.chart_dirty = False

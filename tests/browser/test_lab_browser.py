@@ -1,0 +1,242 @@
+"""The Lab panel in a real browser: JupyterLab on 127.0.0.1, Debian's Chromium driven by Playwright.
+
+The page's own buttons are clicked (Run, Pause, Run, Stop) and the gauges and
+status are read from the DOM. Synchronisation is always a wait on a DOM
+condition with a generous timeout, never a fixed sleep. A screenshot of the
+panel is saved as a test artifact and as docs/img/panel.png (the README's).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import secrets
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+REPO = Path(__file__).resolve().parents[2]
+WAIT_MS = int(os.environ.get("AGENTLAB_BROWSER_WAIT_MS", "90000"))
+
+NOTEBOOK_CODE = """\
+import asyncio
+import agentlab as al
+from agentlab import reply
+
+STOCK = {"apples": 12, "pears": 0, "plums": 40, "figs": 7}
+
+@al.tool(mode="read")
+def check_stock(item: str) -> str:
+    \"\"\"How many of an item are in stock.\"\"\"
+    if item not in STOCK:
+        raise al.ToolError(f"No item called {item!r}.", hint="use one of: " + ", ".join(STOCK))
+    return f"{STOCK[item]} {item} in stock"
+
+ITEMS = ["apples", "kiwis", "pears", "plums", "figs"]
+
+async def shopkeeper(messages, tools):
+    await asyncio.sleep(0.25)  # a model that takes a moment, so a person can follow along
+    n = len(messages) // 2
+    item = ITEMS[n % len(ITEMS)]
+    return reply(f"Checking {item} next (round {n}).", ("check_stock", {"item": item}))
+
+lab = al.Lab("Count what is in stock.", [check_stock], model=al.FunctionModel(shopkeeper, name="shopkeeper"),
+             max_steps=30, max_cost=0.10, deadline_s=120, trace=RUNS)
+lab
+"""
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def write_notebook(root: Path, runs: Path) -> Path:
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
+    nb.cells = [nbformat.v4.new_code_cell(f"RUNS = {str(runs)!r}\n" + NOTEBOOK_CODE)]
+    path = root / "panel.ipynb"
+    nbformat.write(nb, path)
+    return path
+
+
+def quiet_settings(settings: Path, config: Path) -> None:
+    """No news or update pop-ups over the panel, and no network calls for them."""
+    notif = settings / "@jupyterlab" / "apputils-extension"
+    notif.mkdir(parents=True)
+    (notif / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    config.mkdir(parents=True)
+    (config / "jupyter_server_config.json").write_text(json.dumps({"LabApp": {"news_url": None}}))
+
+
+@pytest.fixture
+def jupyterlab(tmp_path):
+    """A JupyterLab server on a free 127.0.0.1 port, with everything under tmp_path."""
+    root, runs = tmp_path / "root", tmp_path / "runs"
+    root.mkdir()
+    write_notebook(root, runs)
+    quiet_settings(tmp_path / "settings", tmp_path / "config")
+    token = secrets.token_hex(16)
+    env = {
+        **os.environ,
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "AGENTLAB_RUNS": str(runs),
+        "PYTHONPATH": str(REPO),
+    }
+    log = open(tmp_path / "jupyterlab.log", "w")  # noqa: SIM115 - closed below
+    for _attempt in range(3):  # a free port can be taken between our check and the server's bind
+        port = free_port()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--ServerApp.port={port}",
+             "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
+             f"--ServerApp.root_dir={root}"],
+            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root,
+        )
+        if _wait_ready(proc, port, token):
+            break
+        proc.terminate()
+        proc.wait(timeout=30)
+    else:
+        log.close()
+        pytest.fail("JupyterLab did not start: " + (tmp_path / "jupyterlab.log").read_text()[-3000:])
+    try:
+        yield {"url": f"http://127.0.0.1:{port}", "token": token, "runs": runs}
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=30)
+        log.close()
+
+
+def _wait_ready(proc: subprocess.Popen, port: int, token: str, timeout: float = 120) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            return False
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=5) as r:
+                if r.status == 200:
+                    return True
+        except OSError:
+            pass
+        time.sleep(0.2)  # polling a server that is starting; not a synchronisation of the test itself
+    return False
+
+
+def steps_shown(page) -> int:
+    text = page.locator(".jp-OutputArea .agentlab-gauge-steps .agentlab-gauge-text").inner_text()
+    return int(text.split("/")[0])
+
+
+def wait_steps_at_least(page, n: int) -> None:
+    page.wait_for_function(
+        """n => { const el = document.querySelector('.jp-OutputArea .agentlab-gauge-steps .agentlab-gauge-text');
+                  return el && parseInt(el.textContent) >= n; }""",
+        arg=n, timeout=WAIT_MS,
+    )
+
+
+def wait_phase(page, pattern: str) -> str:
+    page.wait_for_function(
+        """p => { const el = document.querySelector('.jp-OutputArea .agentlab-phase');
+                  return el && new RegExp(p).test(el.textContent); }""",
+        arg=pattern, timeout=WAIT_MS,
+    )
+    return page.locator(".jp-OutputArea .agentlab-phase").inner_text()
+
+
+@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed at /usr/bin/chromium "
+                    "(scripts/ensure-browser.sh installs it; never `playwright install`)")
+def test_panel_buttons_drive_the_run_in_a_real_browser(jupyterlab, tmp_path):
+    """In JupyterLab, clicking Run, Pause, Run, Stop moves the run and the gauges/status in the page follow."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        browser = p.chromium.launch(
+            executable_path=CHROMIUM, headless=True,
+            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run"],
+        )
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 1100})
+            page.set_default_timeout(WAIT_MS)
+            page.goto(f"{jupyterlab['url']}/lab/tree/panel.ipynb?token={jupyterlab['token']}")
+
+            # The status bar says Idle before a kernel exists: wait for "| Idle" (a live kernel).
+            page.get_by_text(re.compile(r"\|\s*Idle")).first.wait_for()
+            page.locator(".lm-MenuBar-itemLabel", has_text=re.compile(r"^Run$")).click()
+            page.locator('[data-command="runmenu:run-all"]').click()
+            page.locator(".jp-InputPrompt", has_text="[1]").first.wait_for()
+
+            panel = page.locator(".jp-OutputArea .agentlab-panel")
+            panel.wait_for(state="visible")
+            page.locator(".jp-OutputArea .agentlab-gauge-steps progress, .jp-OutputArea .agentlab-gauge-steps .progress-bar, "
+                         ".jp-OutputArea .agentlab-gauge-steps .widget-progress").first.wait_for(state="attached")
+            assert wait_phase(page, "^ready$") == "ready"
+            assert page.locator(".jp-OutputArea .agentlab-gauge-steps .agentlab-gauge-text").inner_text() == "0 / 30"
+
+            page.locator(".jp-OutputArea button.agentlab-button-run").click()
+            wait_steps_at_least(page, 2)
+            page.locator(".jp-OutputArea button.agentlab-button-pause").click()
+            wait_phase(page, "^paused$")
+            paused_at = steps_shown(page)
+            assert paused_at >= 2
+            assert page.locator(".jp-OutputArea button.agentlab-button-pause").is_disabled()
+
+            page.locator(".jp-OutputArea button.agentlab-button-run").click()
+            wait_steps_at_least(page, paused_at + 2)
+            page.locator(".jp-OutputArea button.agentlab-button-stop").click()
+            status = wait_phase(page, "^stopped: cancelled")
+            assert "cancelled" in status
+
+            final_steps = steps_shown(page)
+            assert final_steps >= paused_at + 2
+            cost_text = page.locator(".jp-OutputArea .agentlab-gauge-cost .agentlab-gauge-text").inner_text()
+            assert re.fullmatch(r"\$0\.\d{4} / \$0\.10", cost_text), cost_text
+            time_text = page.locator(".jp-OutputArea .agentlab-gauge-time .agentlab-gauge-text").inner_text()
+            assert re.fullmatch(r"\d+\.\d s / 120 s", time_text), time_text
+            assert page.locator(".jp-OutputArea .agentlab-gauge-steps.agentlab-level-ok").count() == 1
+            entries = page.locator(".jp-OutputArea .agentlab-step")
+            shown = entries.evaluate_all("els => els.map(e => e.dataset.step)")
+            assert shown == [str(k) for k in range(final_steps, 0, -1)]  # newest first
+            assert page.locator(".jp-OutputArea .agentlab-outcome-recoverable").count() >= 1
+            assert page.locator(".jp-OutputArea .agentlab-outcome-ok").count() >= 1
+            assert page.locator(".jp-OutputArea button.agentlab-button-run").is_enabled()  # a cancelled run can go on
+
+            # The status and the chart are real pixels, not placeholders.
+            page.locator(".jp-OutputArea .agentlab-panel img").first.wait_for(state="visible")
+            shot = tmp_path / "panel.png"
+            panel.screenshot(path=str(shot))
+            assert shot.stat().st_size > 10_000
+            out = REPO / "docs" / "img"
+            out.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(shot, out / "panel.png")
+            artifacts = os.environ.get("AGENTLAB_ARTIFACTS")
+            if artifacts:
+                Path(artifacts).mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(shot, Path(artifacts) / "panel.png")
+        except Exception:
+            page.screenshot(path=str(tmp_path / "failure.png"))
+            (tmp_path / "failure.txt").write_text(page.locator(".jp-OutputArea").first.inner_text())
+            raise
+        finally:
+            browser.close()
