@@ -19,7 +19,7 @@ Kinds and their ``data``:
 ``tool_started``    call_id, tool, mode, args, index
 ``tool_retry``      call_id, tool, attempt, error, wait
 ``tool_finished``   call_id, tool, mode, args, index, outcome (ok |
-                    recoverable | retried | fatal | nudged | skipped),
+                    recoverable | retried | fatal | nudged | cancelled),
                     attempts, result, is_error, start, end, error
 ``nudged``          call_id, tool, args, count
 ``tool_results``    content (the user message of tool_result blocks appended
