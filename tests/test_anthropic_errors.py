@@ -159,3 +159,15 @@ def test_a_model_call_to_a_remote_host_fails_loudly_in_local_only_mode(monkeypat
     assert isinstance(result, al.Stopped) and result.reason == "fatal"
     assert "api.anthropic.com" in result.detail and "AGENTLAB_LOCAL_ONLY" in result.detail
     assert type(result.error).__name__ == "NetworkBlocked"
+
+
+def test_a_redirect_off_this_machine_is_blocked_too(server, monkeypatch):
+    """Local-only mode checks every request the client sends, so a 307 to a remote host stops the run as fatal."""
+    from agentlab.testing import Fault
+
+    monkeypatch.setenv("AGENTLAB_LOCAL_ONLY", "1")
+    server.add(Fault(status=307, message="moved", headers={"location": "https://api.anthropic.com/v1/messages"}))
+    result, rec, _ = go(server)
+    assert isinstance(result, al.Stopped) and result.reason == "fatal"
+    assert type(result.error).__name__ == "NetworkBlocked" and "api.anthropic.com" in result.detail
+    assert len(server.requests) == 1 and rec.of("model_retry") == []

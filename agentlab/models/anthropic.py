@@ -42,7 +42,7 @@ from ..errors import (
     RetryableError,
 )
 from ..messages import Block, Message
-from ..netguard import check_url
+from ..netguard import NetworkBlocked, check_url
 from .base import ModelRequest
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -176,6 +176,8 @@ class AnthropicModel:
             err = RetryableError(f"no reply from the Messages API within {timeout:.1f}s")
         except anthropic.APIConnectionError as exc:
             cause = exc.__cause__
+            if isinstance(cause, NetworkBlocked):  # a redirect off this machine, caught by _guard_request
+                raise NetworkBlocked(str(cause)) from None
             why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
             err = RetryableError(_scrub(f"connection to the Messages API failed ({why})", secrets))
         else:
@@ -205,10 +207,15 @@ class AnthropicModel:
             if bound is None:
                 import anthropic
 
-                http = anthropic.DefaultAsyncHttpxClient()
+                http = anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [_guard_request]})
                 closer = loop.create_task(_close_when_loop_ends(http), name="agentlab: close the Messages API pool")
                 bound = self._clients[loop] = (self.client.copy(http_client=http), closer)  # the loop keeps no task alive
         return bound[0]
+
+
+async def _guard_request(request: Any) -> None:
+    """Every request the pool sends (redirects included) passes the local-only check."""
+    check_url(str(request.url))
 
 
 async def _close_when_loop_ends(http: Any) -> None:
