@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import subprocess
 import sys
@@ -23,11 +24,14 @@ DOCS_IMG = Path(__file__).resolve().parents[1] / "docs" / "img"
 
 
 def save(ax, tmp_path: Path, name: str, *, docs: bool = False) -> Path:
-    """Save the figure as a PNG under tmp_path and, for the key ones, copy it to docs/img to be looked at."""
+    """Save the figure as a PNG under tmp_path; with AGENTLAB_UPDATE_DOCS_IMG=1 the key ones also refresh docs/img.
+
+    Tests never write into the checkout by default: a CI run leaves the tree clean.
+    """
     out = tmp_path / f"{name}.png"
     ax.figure.savefig(out, dpi=100)
     assert out.stat().st_size > 5_000  # a real picture, not an empty canvas
-    if docs:
+    if docs and os.environ.get("AGENTLAB_UPDATE_DOCS_IMG") == "1":
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(out, DOCS_IMG / out.name)
     return out
