@@ -268,6 +268,17 @@ def test_bad_adapter_settings_fail_with_a_message_naming_the_parameter(server):
         AnthropicModel(client=object())
 
 
+def test_without_a_key_or_client_the_adapter_says_how_to_get_one(monkeypatch, tmp_path):
+    """No ANTHROPIC_API_KEY and no client: a clear error at construction, not a failure at the first call."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    for name in ("ANTHROPIC_CONFIG_DIR", "ANTHROPIC_PROFILE", "XDG_CONFIG_HOME"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))  # no profile on disk either
+    with pytest.raises(ValueError, match="ANTHROPIC_API_KEY"):
+        AnthropicModel("claude-sonnet-4-5")
+
+
 def test_request_records_are_plain_json(server):
     """What the server recorded is the JSON the SDK sent (a test can dump and diff it)."""
     server.add(reply("Hi."))

@@ -140,7 +140,7 @@ def test_a_reply_slower_than_the_deadline_stops_the_run_near_the_deadline(server
     took = time.monotonic() - t0
     assert isinstance(result, al.Stopped) and result.reason == "deadline"
     assert took < 5.0, took
-    assert 0.3 < float(server.requests[0].headers["x-stainless-timeout"]) <= 0.5
+    assert 0 < float(server.requests[0].headers["x-stainless-timeout"]) <= 0.5  # the time left, not the SDK's 600 s
 
 
 def test_the_server_running_out_of_script_is_a_clear_model_error(server):

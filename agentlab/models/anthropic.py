@@ -111,7 +111,16 @@ class AnthropicModel:
         import anthropic
 
         if client is None:
-            client = anthropic.AsyncAnthropic(max_retries=0)
+            advice = (
+                "set ANTHROPIC_API_KEY, or pass client=anthropic.AsyncAnthropic(api_key=...) "
+                "(agentlab.resolve_model falls back to an offline model instead)"
+            )
+            try:
+                client = anthropic.AsyncAnthropic(max_retries=0)
+            except anthropic.CredentialsError as exc:
+                raise ValueError(f"AnthropicModel could not load credentials ({exc}): {advice}") from None
+            if not (client.api_key or client.auth_token or getattr(client, "credentials", None)):
+                raise ValueError(f"AnthropicModel found no credentials: {advice}")
         elif not isinstance(client, anthropic.AsyncAnthropic):
             raise TypeError(f"client must be an anthropic.AsyncAnthropic, got {type(client).__name__}")
         elif client.max_retries != 0:
