@@ -158,3 +158,17 @@ def test_resolve_model_rejects_what_is_not_a_model_naming_the_parameter():
         resolve_model("  ")
     with pytest.raises(TypeError, match="fallback"):
         resolve_model("claude-sonnet-4-5", fallback="offline", environ={})
+
+
+def test_a_thinking_budget_shrinks_with_a_clamped_max_tokens():
+    """When the cost guard lowers max_tokens under the thinking budget, the budget follows (or thinking turns off)."""
+    import anthropic
+
+    from agentlab.models.base import ModelRequest
+
+    client = anthropic.AsyncAnthropic(api_key="k", base_url="http://127.0.0.1:9")
+    model = AnthropicModel(client=client, thinking={"type": "enabled", "budget_tokens": 4000})
+    params = lambda mt: model.build_params(ModelRequest(None, [{"role": "user", "content": "hi"}], [], mt))  # noqa: E731
+    assert params(8000)["thinking"] == {"type": "enabled", "budget_tokens": 4000}
+    assert params(3000)["thinking"] == {"type": "enabled", "budget_tokens": 2999}
+    assert params(900)["thinking"] == {"type": "disabled"}

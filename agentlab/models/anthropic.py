@@ -165,7 +165,7 @@ class AnthropicModel:
         if self.cache == "automatic":
             params["cache_control"] = dict(EPHEMERAL)
         if self.thinking:
-            params["thinking"] = self.thinking
+            params["thinking"] = _fit_thinking(self.thinking, max_tokens)
         params.update(self.params)
         return params
 
@@ -281,6 +281,24 @@ def _mark_message(message: Message) -> Message | None:
             continue  # the API refuses cache_control on an empty text block
         return {**message, "content": [*content[:i], {**block, "cache_control": dict(EPHEMERAL)}, *content[i + 1:]]}
     return None
+
+
+MIN_THINKING_BUDGET = 1024
+
+
+def _fit_thinking(thinking: dict[str, Any], max_tokens: int) -> dict[str, Any]:
+    """The thinking setting, its budget kept below ``max_tokens`` as the API requires.
+
+    The hard cost guard may lower ``max_tokens`` under the configured budget;
+    the budget then shrinks with it, down to the API's minimum, below which
+    the call runs without extended thinking rather than being refused.
+    """
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") != "enabled" or not isinstance(budget, int) or budget < max_tokens:
+        return thinking
+    if max_tokens - 1 >= MIN_THINKING_BUDGET:
+        return {**thinking, "budget_tokens": max_tokens - 1}
+    return {"type": "disabled"}
 
 
 def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
