@@ -84,7 +84,7 @@ class BudgetSnapshot:
         return (
             f"steps {self.steps}/{lim(self.max_steps, 'd')} · "
             f"${self.spent:.4f}/{'∞' if self.max_cost is None else f'${self.max_cost:.2f}'} · "
-            f"{self.elapsed:.1f}s/{lim(self.deadline_s, '.0f')}s"
+            f"{self.elapsed:.1f}s/{lim(self.deadline_s, 'g')}s"
         )
 
 

@@ -16,6 +16,7 @@ import random
 import threading
 import traceback
 import uuid
+import warnings
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
@@ -56,7 +57,7 @@ class Run:
         task: str | Sequence[Message],
         tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
         *,
-        model: Model,
+        model: Model | str,
         max_steps: int | None = 8,
         max_cost: float | None = 0.50,
         deadline_s: float | None = 60.0,
@@ -73,6 +74,12 @@ class Run:
         subscribers: Iterable[Subscriber] = (),
     ) -> None:
         self.budget = Budget(max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s, cost_guard=cost_guard)
+        if isinstance(model, str):  # a model id: Claude when a key is set, else offline (and say so)
+            from .models.resolve import resolve_model
+
+            model, notice = resolve_model(model)
+            if notice:
+                warnings.warn(notice, stacklevel=2)
         if not isinstance(getattr(model, "model", None), str) or not callable(getattr(model, "complete", None)):
             raise TypeError("model must have a 'model' id (str) and an async complete(request) method")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
@@ -417,8 +424,6 @@ class Run:
             try:
                 callback(event)
             except Exception:  # a broken subscriber must not break the run
-                import warnings
-
                 warnings.warn(f"agentlab: subscriber {callback!r} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
 
     def _emit_start(self) -> None:

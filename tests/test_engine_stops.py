@@ -223,3 +223,12 @@ def test_stepping_a_finished_run_is_a_clear_error():
             await r.step()
 
     asyncio.run(go())
+
+
+def test_a_model_id_without_a_key_falls_back_offline_and_says_so_in_one_line(monkeypatch):
+    """model="claude-..." with no ANTHROPIC_API_KEY runs the offline stand-in with a one-line notice."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    with pytest.warns(UserWarning, match="No ANTHROPIC_API_KEY set: running the offline model") as caught:
+        result = al.run("q", model="claude-sonnet-4-5", trace=False)
+    assert len(caught) == 1 and "\n" not in str(caught[0].message)
+    assert isinstance(result, al.Done) and "offline" in result.text
