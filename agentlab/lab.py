@@ -70,7 +70,7 @@ class Lab:
         pause_before_tools: bool = False,
         trace: bool | str | os.PathLike[str] = True,
         refresh_s: float = 0.2,
-        log_limit: int = 100,
+        log_limit: int = 50,
         chart: bool = True,
         **run_options: Any,
     ) -> None:

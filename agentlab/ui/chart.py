@@ -18,7 +18,9 @@ class LiveChart:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
 
-        self.figure = Figure(figsize=(width, height), dpi=dpi, layout="constrained")
+        self.figure = Figure(figsize=(width, height), dpi=dpi)
+        # Fixed margins, not a layout engine: "constrained" doubles the cost of every redraw.
+        self.figure.subplots_adjust(left=0.15, right=0.85, bottom=0.24, top=0.95)
         FigureCanvasAgg(self.figure)
         self.ax = self.figure.add_subplot()
         self.ax_cost = self.ax.twinx()
