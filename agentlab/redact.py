@@ -17,7 +17,7 @@ data a reader needs to debug a run; ``api_key``, ``secret_key``,
 ``private_key`` and the like are.
 
 The writer calls :meth:`Redactor.needs_redaction` on each serialized line
-first: a lower-case copy and a few substring tests (about 3 µs for a typical
+first: a lower-case copy and a few substring tests (3-5 µs for a typical
 event, against about 45 µs for a case-insensitive regex on this machine). Only
 a line that might hold a secret is walked and rewritten.
 """
@@ -95,13 +95,18 @@ class Redactor:
             values.update(secrets_from_environment(None if env is True else env))
         self.secrets: tuple[str, ...] = tuple(sorted(values, key=len, reverse=True))
 
-    def needs_redaction(self, line: str) -> bool:
+    def needs_redaction(self, line: str | bytes) -> bool:
         """A cheap test on a serialized event: False means it certainly holds no secret."""
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")  # str search is faster than bytes search here
         for s in self.secrets:
             if s in line:
                 return True
         low = line.lower()
-        return any(h in low for h in _HINTS)
+        for h in _HINTS:
+            if h in low:
+                return True
+        return False
 
     def redact(self, value: Any) -> Any:
         """A copy of ``value`` (JSON-like) with every secret replaced; the input is not changed."""

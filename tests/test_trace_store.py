@@ -64,6 +64,11 @@ def test_every_event_carries_run_id_step_seq_time_kind_and_schema_version(tmp_pa
     assert events[0]["kind"] == "run_started" and events[-1]["kind"] == "run_finished"
 
 
+def complete_lines(file: Path) -> list[dict]:
+    """The whole lines written so far (the last one may still be in progress)."""
+    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines(keepends=True) if line.endswith("\n")]
+
+
 CRASH_SCRIPT = textwrap.dedent(
     """
     import sys
@@ -94,7 +99,7 @@ def test_a_run_killed_mid_step_leaves_every_finished_step_readable(tmp_path):
     try:
         deadline = time.monotonic() + 120  # generous: a shared, noisy machine
         while time.monotonic() < deadline and proc.poll() is None:
-            if file.exists() and '"kind": "tool_started", "call_id": "toolu_0004"' in file.read_text():
+            if file.exists() and any(e["kind"] == "tool_started" and e["call_id"] == "toolu_0004" for e in complete_lines(file)):
                 break
             time.sleep(0.05)
         else:
