@@ -148,6 +148,7 @@ class Panel:
         self.widget = w.VBox([*top, middle, self.log], layout=w.Layout(border="1px solid #d0d7de", padding="6px"))
         self.widget.add_class("agentlab-panel")
         self.render()
+        self._chart_next_at = self._now() + chart_s  # a run shorter than this draws one frame, at the end
 
     # ------------------------------------------------------------- redraws
     def changed(self) -> None:
