@@ -96,7 +96,7 @@ class Lab:
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
         s = self.state
-        s.run_id, s.model, s.task = self.engine.run_id, model.model, self.engine.task
+        s.run_id, s.model, s.task = self.engine.run_id, self.engine.model.model, self.engine.task
         b = self.engine.budget
         s.limits = {"max_steps": b.max_steps, "max_cost": b.max_cost, "deadline_s": b.deadline_s}
         s.modes = {t.name: t.mode for t in self.engine.tools.values()}
