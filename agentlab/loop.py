@@ -121,6 +121,7 @@ class Run:
         self._seq = 0
         self._worked = 0.0
         self._t0: float | None = None
+        self._step_task: asyncio.Task[Any] | None = None
         self._started = False
         # Token estimate of the next request, kept incrementally (no history scans):
         # the last call's context plus what was appended since.
@@ -149,8 +150,20 @@ class Run:
         return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
 
     def cancel(self) -> None:
-        """Stop at the next safe point (before a model call or before tools) with "cancelled"."""
+        """Stop with "cancelled": between steps at once, and a step in flight is interrupted.
+
+        A model call or tool in flight is cancelled (a sync tool's thread is
+        abandoned); the turn's calls stay in ``pending_calls``, so a resumed
+        run runs them again.
+        """
         self._cancel = True
+        task = self._step_task
+        if task is not None and task is not asyncio.current_task() and not task.done():
+            task.cancel()
+
+    def note(self, kind: str, **data: Any) -> None:
+        """Emit an event of the caller's own (a panel's "paused", say) to every subscriber."""
+        self._emit(kind, **data)
 
     def resume(
         self, *, max_steps: int | None | Any = ..., max_cost: float | None | Any = ..., deadline_s: float | None | Any = ...
@@ -182,6 +195,7 @@ class Run:
         if self.result is not None:
             raise RuntimeError(f"run {self.run_id} has finished: {self.result!r}")
         self._t0 = self.clock.now()
+        self._step_task = asyncio.current_task()
         try:
             if not self._started:
                 self._started = True
@@ -192,9 +206,14 @@ class Run:
                 await self._model_phase(pause_before_tools)
             if self.result is None and self.phase != "awaiting tools":
                 self._after_step_checks()
+        except asyncio.CancelledError:
+            if not self._cancel or self._step_task is None:
+                raise  # cancelled from outside (the loop shutting down): not ours to swallow
+            self._step_task.uncancel()
+            self._stop("cancelled", f"cancelled during step {self.steps} ({self.phase})")
         finally:
             self._worked += self.clock.now() - self._t0
-            self._t0 = None
+            self._t0, self._step_task = None, None
         return self._record()
 
     async def _model_phase(self, pause_before_tools: bool) -> None:

@@ -232,3 +232,39 @@ def test_a_model_id_without_a_key_falls_back_offline_and_says_so_in_one_line(mon
         result = al.run("q", model="claude-sonnet-4-5", trace=False)
     assert len(caught) == 1 and "\n" not in str(caught[0].message)
     assert isinstance(result, al.Done) and "offline" in result.text
+
+
+@pytest.mark.parametrize("sync", [True, False])
+def test_cancel_interrupts_a_hanging_tool_and_keeps_its_call_for_a_resume(sync):
+    """Stop does not wait for the deadline: a step stuck in a tool ends as "cancelled" at once."""
+    import threading
+
+    release = threading.Event()
+
+    def hang_sync() -> str:
+        release.wait(30)
+        return "late"
+
+    async def hang_async() -> str:
+        await asyncio.Event().wait()
+        return "never"
+
+    tool = al.tool(hang_sync if sync else hang_async, name="hang")
+
+    async def go():
+        started = asyncio.Event()
+        r = al.Run("q", [tool], model=al.ScriptedModel([reply(None, ("hang", {}))]), deadline_s=60)
+        r.subscribe(lambda e: started.set() if e.kind == "tool_started" else None)
+        stepping = asyncio.ensure_future(r.step())
+        await asyncio.wait_for(started.wait(), 10)
+        r.cancel()
+        await asyncio.wait_for(stepping, 10)
+        return r
+
+    try:
+        r = asyncio.run(go())
+    finally:
+        release.set()
+    assert r.result.reason == "cancelled"
+    assert r.result.detail == "cancelled during step 1 (running tools)"
+    assert [c["name"] for c in r.pending_calls] == ["hang"]
