@@ -134,7 +134,7 @@ class Lab:
             self.panel.render()
 
     def stop(self) -> Any:
-        """Cancel the run: it ends ``Stopped("cancelled")`` at the next safe point."""
+        """Cancel the run: it ends ``Stopped("cancelled")``, interrupting a step in flight."""
         if self.engine.finished:
             return None
         self.engine.cancel()
@@ -277,6 +277,8 @@ class Lab:
             self.state.engine_phase = run.phase
             self.state.elapsed = run.elapsed
             self.state.control = None if run.finished else "paused"
+            if not run.finished:
+                run.note("paused", phase=run.phase)  # the trace shows where the user paused
             if run.finished and self._writer is not None:
                 self._writer.close()  # reopened (append) if the run is continued
             self.panel.flush()
