@@ -12,6 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agentlab as al
 from agentlab import reply
@@ -266,3 +268,31 @@ def test_result_trace_finds_a_run_written_to_a_custom_folder(tmp_path):
     trace = result.trace
     assert trace.file.parent == elsewhere.resolve()
     assert trace.outcome == "done" and trace.finished["text"] == "hello"
+
+_texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
+_calls = st.lists(st.tuples(st.sampled_from(["echo", "put", "fail"]), _texts), max_size=3)
+_turns = st.lists(st.tuples(st.none() | _texts.filter(bool), _calls), max_size=6)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(turns=_turns, answer=_texts.filter(bool))
+def test_any_run_is_rebuilt_exactly_from_its_trace(tmp_path_factory, turns, answer):
+    """For any mix of text, parallel reads, writes and errors, messages_at(k) is what step k received
+    and the frames agree with the result."""
+    folder = tmp_path_factory.mktemp("runs")
+    echo = al.tool(mode="read", name="echo")(lambda text: f"echo {text}")
+    put = al.tool(mode="write", name="put")(lambda text: "stored")
+
+    def fail(text: str) -> str:
+        raise al.ToolError(f"cannot handle {text!r}")
+
+    script = [reply(text, *[(name, {"text": arg}) for name, arg in calls]) for text, calls in turns if calls]
+    script.append(reply(answer))
+    seen = Seen(lambda m, t: script[len(seen.requests) - 1])
+    result = al.run("go", [echo, put, al.tool(mode="read", name="fail")(fail)], model=al.FunctionModel(seen),
+                    trace=folder, max_cost=None, max_steps=len(script), loop_nudge_at=100)
+    trace = al.load_run(result.run_id, folder)
+    assert [trace.messages_at(k) for k in range(1, len(seen.requests) + 1)] == seen.requests
+    assert len(trace.steps) == result.model_calls == len(seen.requests)
+    assert trace.runs["outcome"].iloc[0] == result.outcome
+    assert len(trace.calls) == sum(len(c) for _, c in turns)
