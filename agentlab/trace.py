@@ -202,7 +202,10 @@ def _find_run_file(run_id: str, path: str | os.PathLike[str] | None) -> Path:
     hint = f"; runs there include: {', '.join(known)}" if known else ("" if folder.is_dir() else " (no such folder)")
     if len(matches) > 1:
         raise ValueError(f"run_id {run_id!r} matches {len(matches)} runs in {str(folder)!r}{hint}")
-    raise FileNotFoundError(f"no trace for run {run_id!r} in {str(folder)!r}{hint}")
+    raise FileNotFoundError(
+        f"no trace for run {run_id!r} in {str(folder)!r}{hint} (a run made with trace=False writes none; "
+        f"pass path= or set ${RUNS_ENV} if it went elsewhere)"
+    )
 
 
 def load_run(run_id: str, path: str | os.PathLike[str] | None = None) -> Trace:

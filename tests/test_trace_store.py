@@ -296,3 +296,18 @@ def test_any_run_is_rebuilt_exactly_from_its_trace(tmp_path_factory, turns, answ
     assert len(trace.steps) == result.model_calls == len(seen.requests)
     assert trace.runs["outcome"].iloc[0] == result.outcome
     assert len(trace.calls) == sum(len(c) for _, c in turns)
+
+
+def test_traces_go_to_the_folder_named_by_the_environment_unless_an_argument_says_otherwise(tmp_path, monkeypatch):
+    """trace=True writes under $AGENTLAB_RUNS; trace=<folder> wins; trace=False writes nothing."""
+    monkeypatch.setenv("AGENTLAB_RUNS", str(tmp_path / "from-env"))
+    model = lambda: al.ScriptedModel([reply("hi")])  # noqa: E731
+    by_env = al.run("q", model=model(), max_cost=None)
+    by_arg = al.run("q", model=model(), max_cost=None, trace=tmp_path / "from-arg")
+    untraced = al.run("q", model=model(), max_cost=None, trace=False)
+    assert (tmp_path / "from-env" / f"{by_env.run_id}.jsonl").is_file()
+    assert (tmp_path / "from-arg" / f"{by_arg.run_id}.jsonl").is_file()
+    assert {p.stem for p in tmp_path.rglob("*.jsonl")} == {by_env.run_id, by_arg.run_id}
+    assert al.load_run(by_env.run_id).outcome == "done"
+    with pytest.raises(FileNotFoundError, match="trace=False writes none"):
+        _ = untraced.trace
