@@ -40,6 +40,10 @@ def _args(args: Any, n: int = SHORT) -> str:
     return _clip(json.dumps(args, ensure_ascii=False, default=str), n)
 
 
+def _n(count: int, noun: str) -> str:
+    return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
+
+
 def _money(x: float) -> str:
     return f"${x:.4f}"
 
@@ -127,7 +131,7 @@ def _step_extras(view: StepView) -> list[str]:
 def step_text(view: StepView, n: int = SHORT) -> str:
     """What happened at one step, for a terminal."""
     lines = [f"Step {view.step} of run {view.run_id}"]
-    lines.append(f"sent {len(view.sent)} messages ({len(view.new)} new):")
+    lines.append(f"sent {_n(len(view.sent), 'message')}, {len(view.new)} new since the last reply:")
     lines += [f"  {line}" for m in view.new for line in message_lines(m, n)]
     lines.append(f"reply: {_reply_head(view)}")
     if view.reply and view.reply.get("content"):
@@ -152,7 +156,7 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
     parts = [f"## Step {view.step}", f"**Reply:** {_md_escape(_reply_head(view))}"]
     if view.new:
         body = "\n".join(line for m in view.new for line in message_lines(m, n))
-        parts.append(f"**Sent** {len(view.sent)} messages; new since the last step:\n\n{_fence(body)}")
+        parts.append(f"**Sent** {_n(len(view.sent), 'message')}; new since the last reply:\n\n{_fence(body)}")
     if view.reply and view.reply.get("content"):
         body = "\n".join(message_lines({"role": "assistant", "content": view.reply["content"]}, n))
         parts.append(f"**The model answered:**\n\n{_fence(body)}")
@@ -194,7 +198,7 @@ def step_html(view: StepView) -> str:
     extras = "".join(f"<li>{e(x)}</li>" for x in _step_extras(view))
     return (
         f"<div class='agentlab-step'><b>Step {view.step}</b> of run <code>{e(view.run_id)}</code>"
-        f"<div>sent {len(view.sent)} messages ({len(view.new)} new):</div><ul>{sent}</ul>"
+        f"<div>sent {_n(len(view.sent), 'message')}, {len(view.new)} new since the last reply:</div><ul>{sent}</ul>"
         f"<div>reply: {e(_reply_head(view))}</div><ul>{reply}</ul>"
         + (f"<div>tools:</div><ul>{calls}</ul>" if calls else "")
         + (f"<ul>{extras}</ul>" if extras else "")

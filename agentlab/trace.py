@@ -252,8 +252,9 @@ def _gc_paused() -> Iterator[None]:
 class StepView:
     """What happened at one step: what was sent, what came back, what the tools did.
 
-    ``sent`` is the whole history the model received; ``new`` is the part
-    added since the previous step (the task, or the last tool results).
+    ``sent`` is the whole history the model received; ``new`` is what it
+    had not seen before: the first messages at the first step, then what
+    followed its previous reply (the tool results).
     """
 
     run_id: str
@@ -380,9 +381,10 @@ class Trace:
     def step(self, k: int) -> StepView:
         """What happened at step ``k``: messages sent, the reply, each tool call and its result."""
         sent = self.messages_at(k)
-        history, marks = self._history
-        earlier = [marks[j] for j in marks if j < k]
-        new = sent[max(earlier):] if earlier else sent
+        new = sent
+        if k != min(self._history[1]):  # after the first step: what came after the last reply
+            last_reply = max((i for i, m in enumerate(sent) if m.get("role") == "assistant"), default=-1)
+            new = sent[last_reply + 1:]
         events = [e for e in self.records if e.get("step") == k and e.get("kind") != "run_started"]
         reply = next((e for e in events if e.get("kind") == "model_called"), None)
         finished = {e["call_id"]: e for e in events if e.get("kind") == "tool_finished"}

@@ -189,6 +189,8 @@ def test_trace_repr_reads_as_a_per_step_summary(tmp_path):
     step2 = repr(trace.step(2))
     assert 'refund [write]({"order_id": 42}) → fatal' in step2
     assert "user: ← toolu_0001: value of alpha" in step2
+    assert "sent 3 messages, 1 new since the last reply" in step2 and "assistant: first" not in step2.split("reply:")[0]
+    assert "user: look things up" in repr(trace.step(1))
     assert "run stopped: fatal" in step2
     html = trace._repr_html_()
     assert "<table>" in html and "refund fatal" in html
