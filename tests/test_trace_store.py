@@ -311,3 +311,22 @@ def test_traces_go_to_the_folder_named_by_the_environment_unless_an_argument_say
     assert al.load_run(by_env.run_id).outcome == "done"
     with pytest.raises(FileNotFoundError, match="trace=False writes none"):
         _ = untraced.trace
+
+
+_WORDS = ["api", "key", "token", "tokens", "secret", "password", "passwd", "pwd", "auth", "oauth", "access", "session",
+          "client", "private", "signing", "user", "name", "id", "input", "max", "cookie", "bearer", "signature", "x"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3), sep=st.sampled_from(["_", "-", "", "."]),
+       camel=st.booleans())
+def test_no_secret_field_name_slips_past_the_cheap_pretest(words, sep, camel):
+    """Whenever a field name counts as secret, the writer's fast substring test sends the event to redaction."""
+    from agentlab.redact import Redactor, is_secret_name
+    from agentlab.trace import _dumps
+
+    name = words[0] + "".join(w.capitalize() for w in words[1:]) if camel else sep.join(words)
+    if is_secret_name(name):
+        line = _dumps({"kind": "tool_started", "args": {name: "s3cr3t-value"}})
+        assert Redactor(env=False).needs_redaction(line), name
+        assert b"s3cr3t-value" not in _dumps(Redactor(env=False).redact({"args": {name: "s3cr3t-value"}}))
