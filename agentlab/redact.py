@@ -50,7 +50,7 @@ _CREDENTIAL_TEXT = re.compile(
     r"\bsk-[A-Za-z0-9_\-]{12,}"
     r"|((?i:\bbearer\s+))[A-Za-z0-9._~+/=\-]{8,}"
     r"|((?i:\b(?:x-api-key|authorization|api[_-]?key|access[_-]?token|auth[_-]?token|password|client[_-]?secret)"
-    r"[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?))(?!\[redacted\])[^\s\"',;}]+"
+    r"[\"']?\s*[:=]\s*[\"']?(?:(?:bearer|basic|token)\s+)?))(?!(?i:(?:bearer|basic|token)\s+)?\[redacted\])[^\s\"',;}]+"
 )
 # Fields the engine itself writes whose names merely mention a secret word.
 _SAFE_SUBTREES = frozenset({"input_schema"})

@@ -330,3 +330,28 @@ def test_no_secret_field_name_slips_past_the_cheap_pretest(words, sep, camel):
         line = _dumps({"kind": "tool_started", "args": {name: "s3cr3t-value"}})
         assert Redactor(env=False).needs_redaction(line), name
         assert b"s3cr3t-value" not in _dumps(Redactor(env=False).redact({"args": {name: "s3cr3t-value"}}))
+
+
+def test_a_real_sdk_run_leaves_no_api_key_in_its_trace(tmp_path, monkeypatch):
+    """Through the real anthropic SDK on a local server, with a retried error that echoes the auth header, the key never reaches the file."""
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, fault
+
+    key = "sk-ant-api03-LOCALONLY-" + "k9" * 16
+    monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+    echo = al.tool(mode="read", name="echo")(lambda text: f"echo {text}")
+    script = [
+        fault(529, f"overloaded (request had Authorization: Bearer {key} and x-api-key: {key})"),
+        reply(None, ("echo", {"text": "hi"})),
+        reply("done"),
+    ]
+    with MessagesServer(script) as server:
+        model = AnthropicModel("claude-sonnet-4-5", client=server.client(api_key=key))
+        result = al.run("say hi", [echo], model=model, trace=tmp_path, clock=al.FakeClock())
+    assert isinstance(result, al.Done), result
+    assert any(r.headers.get("x-api-key") == key or key in r.headers.get("authorization", "") for r in server.requests)
+    text = (tmp_path / f"{result.run_id}.jsonl").read_text(encoding="utf-8")
+    trace = al.load_run(result.run_id, tmp_path)
+    assert [e["kind"] for e in trace.records].count("model_retry") == 1
+    assert key not in text and key[:30] not in text
+    assert "[redacted]" in text
