@@ -41,7 +41,7 @@ _KEY_OWNERS = frozenset({
     "master", "license", "x", "ssh", "aws",
 })
 # Lower-case substrings that any secret name or credential-looking text contains,
-# besides "token" (not "tokens": usage counts) and "key" (not a bare "key"),
+# besides "token" (not a name ending in "tokens": usage counts) and "key" (not a bare "key"),
 # which needs_redaction tests by counting. Few hints, few scans: each costs ~0.1 µs.
 _HINTS = ("secret", "pass", "pwd", "auth", "credential", "cookie", "bearer", "signature", "sk-")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -101,7 +101,7 @@ class Redactor:
             if s in line:
                 return True
         low = line.lower()
-        if low.count("token") != low.count("tokens") or low.count("key") != low.count('"key"'):
+        if low.count("token") != low.count('tokens"') or low.count("key") != low.count('"key"'):
             return True
         for h in _HINTS:
             if h in low:
