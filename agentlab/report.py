@@ -131,16 +131,37 @@ def _step_extras(view: StepView) -> list[str]:
 def step_text(view: StepView, n: int = SHORT) -> str:
     """What happened at one step, for a terminal."""
     lines = [f"Step {view.step} of run {view.run_id}"]
-    lines.append(f"sent {_n(len(view.sent), 'message')}, {len(view.new)} new since the last reply:")
+    lines.append(f"sent {_sent(view)}:")
     lines += [f"  {line}" for m in view.new for line in message_lines(m, n)]
     lines.append(f"reply: {_reply_head(view)}")
     if view.reply and view.reply.get("content"):
         lines += [f"  {line}" for line in message_lines({"role": "assistant", "content": view.reply["content"]}, n)]
     if view.calls:
         lines.append("tools:")
-        lines += [f"  {_call_line(c, n)}" for c in view.calls]
+        for c in view.calls:
+            lines.append(f"  {_call_line(c, n)}")
+            lines += [f"    {line}" for line in _traceback(c).splitlines()]
     lines += _step_extras(view)
     return "\n".join(lines)
+
+
+def _sent(view: StepView) -> str:
+    if len(view.new) == len(view.sent):
+        return _n(len(view.sent), "message")
+    return f"{_n(len(view.sent), 'message')}, {len(view.new)} new since the last reply"
+
+
+TRACEBACK_LINES = 12
+
+
+def _traceback(call: dict[str, Any]) -> str:
+    """The end of a fatal call's traceback: where a bug in a tool is read."""
+    error = call.get("error") or {}
+    if call.get("outcome") != "fatal" or not error.get("traceback"):
+        return ""
+    lines = error["traceback"].rstrip().splitlines()
+    cut = lines[-TRACEBACK_LINES:]
+    return "\n".join((["..."] if len(lines) > len(cut) else []) + cut)
 
 
 def _fence(text: str) -> str:
@@ -156,7 +177,7 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
     parts = [f"## Step {view.step}", f"**Reply:** {_md_escape(_reply_head(view))}"]
     if view.new:
         body = "\n".join(line for m in view.new for line in message_lines(m, n))
-        parts.append(f"**Sent** {_n(len(view.sent), 'message')}; new since the last reply:\n\n{_fence(body)}")
+        parts.append(f"**Sent** {_sent(view)}:\n\n{_fence(body)}")
     if view.reply and view.reply.get("content"):
         body = "\n".join(message_lines({"role": "assistant", "content": view.reply["content"]}, n))
         parts.append(f"**The model answered:**\n\n{_fence(body)}")
@@ -169,6 +190,9 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
                 f"| {c.get('outcome')} | {c.get('attempts', 0)} | {secs} | {_cell(_one_line(c.get('result') or '', 300))} |"
             )
         parts.append("**Tool calls:**\n\n" + "\n".join(rows))
+        for c in view.calls:
+            if tb := _traceback(c):
+                parts.append(f"**Traceback of {_md_escape(c.get('tool'))}:**\n\n{_fence(tb)}")
     extras = _step_extras(view)
     if extras:
         parts.append("\n".join(f"- {_md_escape(x)}" for x in extras))
@@ -198,7 +222,7 @@ def step_html(view: StepView) -> str:
     extras = "".join(f"<li>{e(x)}</li>" for x in _step_extras(view))
     return (
         f"<div class='agentlab-step'><b>Step {view.step}</b> of run <code>{e(view.run_id)}</code>"
-        f"<div>sent {_n(len(view.sent), 'message')}, {len(view.new)} new since the last reply:</div><ul>{sent}</ul>"
+        f"<div>sent {e(_sent(view))}:</div><ul>{sent}</ul>"
         f"<div>reply: {e(_reply_head(view))}</div><ul>{reply}</ul>"
         + (f"<div>tools:</div><ul>{calls}</ul>" if calls else "")
         + (f"<ul>{extras}</ul>" if extras else "")

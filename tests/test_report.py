@@ -118,3 +118,22 @@ def test_the_exported_notebook_runs_in_a_real_kernel_and_plots_the_cost_curve(tm
     assert any("image/png" in o.get("data", {}) for o in outputs)
     htmls = " ".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
     assert "cumulative_cost" in htmls  # the steps DataFrame was displayed
+
+
+def test_a_bug_in_a_tool_is_reported_with_its_traceback(tmp_path):
+    """An unclassified exception stops the run as fatal, and the report shows the line of the tool that raised it."""
+
+    @al.tool(mode="read")
+    def parse(text: str) -> str:
+        """Parse a number."""
+        table = {"one": 1}
+        return str(table[text])  # KeyError on anything else: a bug
+
+    stopped = al.run("parse", [parse], model=al.ScriptedModel([reply(None, ("parse", {"text": "two"}))]),
+                     trace=tmp_path, max_cost=None)
+    assert stopped.reason == "fatal"
+    text = report_text(stopped.run_id, tmp_path)
+    assert "KeyError: 'two'" in text and "return str(table[text])" in text
+    out = export_notebook(stopped.run_id, tmp_path / "bug.ipynb", runs=tmp_path)
+    cells = nbformat.read(str(out), as_version=4).cells
+    assert any("Traceback of parse" in c.source and "table[text]" in c.source for c in cells)
