@@ -112,8 +112,13 @@ class Redactor:
         """A copy of ``value`` (JSON-like) with every secret replaced; the input is not changed."""
         if isinstance(value, dict):
             out = {}
+            # A thinking block's signature is the API's own integrity check, not a
+            # credential: without it a history rebuilt from a trace cannot be sent back.
+            thinking = value.get("type") == "thinking"
             for k, v in value.items():
-                if isinstance(k, str) and is_secret_name(k) and v is not None and not isinstance(v, bool):
+                if thinking and k == "signature":
+                    out[k] = v
+                elif isinstance(k, str) and is_secret_name(k) and v is not None and not isinstance(v, bool):
                     out[k] = REDACTED
                 elif k in _SAFE_SUBTREES:
                     out[k] = v

@@ -355,3 +355,13 @@ def test_a_real_sdk_run_leaves_no_api_key_in_its_trace(tmp_path, monkeypatch):
     assert [e["kind"] for e in trace.records].count("model_retry") == 1
     assert key not in text and key[:30] not in text
     assert "[redacted]" in text
+
+
+def test_thinking_block_signatures_survive_redaction_so_a_history_can_be_sent_back():
+    """A thinking block's signature is not a secret; other signature fields still are."""
+    from agentlab.redact import Redactor
+
+    r = Redactor(env=False)
+    block = {"type": "thinking", "thinking": "let me see", "signature": "EqQBCkYIARgCIkB"}
+    assert r.redact({"content": [block]}) == {"content": [block]}
+    assert r.redact({"webhook": {"signature": "abc123abc123"}}) == {"webhook": {"signature": "[redacted]"}}
