@@ -288,7 +288,31 @@ class StepView:
         return step_html(self)
 
 
-class Trace:
+Rows = tuple[list[dict[str, Any]], list[tuple[Any, ...]], list[dict[str, Any]]]
+
+
+class _Frames:
+    """The runs/steps/calls frames of one run or many, built once from ``_rows``."""
+
+    _rows: Rows
+
+    @cached_property
+    def runs(self) -> pd.DataFrame:
+        """One row per run (see ``docs/traces.md``)."""
+        return _runs_frame(self._rows[0])
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """One row per model call (see ``docs/traces.md``)."""
+        return _steps_frame(self._rows[1])
+
+    @cached_property
+    def calls(self) -> pd.DataFrame:
+        """One row per tool call (see ``docs/traces.md``)."""
+        return _calls_frame(self._rows[2])
+
+
+class Trace(_Frames):
     """One run read back from its trace file.
 
     ``trace.step(4)`` says what happened at step four; ``trace.messages_at(4)``
@@ -398,23 +422,9 @@ class Trace:
 
     # -- DataFrames
     @cached_property
-    def _rows(self) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[dict[str, Any]]]:
-        return _summarize(self.records, self.run_id, self.file)
-
-    @cached_property
-    def runs(self) -> pd.DataFrame:
-        """This run as a one-row ``runs`` frame."""
-        return _runs_frame([self._rows[0]])
-
-    @cached_property
-    def steps(self) -> pd.DataFrame:
-        """One row per model call (see ``docs/traces.md``)."""
-        return _steps_frame(self._rows[1])
-
-    @cached_property
-    def calls(self) -> pd.DataFrame:
-        """One row per tool call (see ``docs/traces.md``)."""
-        return _calls_frame(self._rows[2])
+    def _rows(self) -> Rows:  # type: ignore[override]
+        run, steps, calls = _summarize(self.records, self.run_id, self.file)
+        return [run], steps, calls
 
     @cached_property
     def events(self) -> pd.DataFrame:
@@ -433,7 +443,7 @@ class Trace:
         return trace_html(self)
 
 
-class Traces:
+class Traces(_Frames):
     """Many runs: ``.runs``, ``.steps``, ``.calls`` and ``.events`` DataFrames.
 
     Frames are built when first read, so loading a folder to look at the
@@ -462,30 +472,17 @@ class Traces:
             raise KeyError(f"no run {run_id!r} among the {len(self)} loaded from {self.folder}") from None
 
     @cached_property
-    def _rows(self) -> tuple[list[dict[str, Any]], list[tuple[Any, ...]], list[dict[str, Any]]]:
-        runs, steps, calls = [], [], []
+    def _rows(self) -> Rows:  # type: ignore[override]
+        runs: list[dict[str, Any]] = []
+        steps: list[tuple[Any, ...]] = []
+        calls: list[dict[str, Any]] = []
         with _gc_paused():
             for t in self.traces:
                 r, s, c = t._rows
-                runs.append(r)
+                runs.extend(r)
                 steps.extend(s)
                 calls.extend(c)
         return runs, steps, calls
-
-    @cached_property
-    def runs(self) -> pd.DataFrame:
-        """One row per run (see ``docs/traces.md``)."""
-        return _runs_frame(self._rows[0])
-
-    @cached_property
-    def steps(self) -> pd.DataFrame:
-        """One row per model call, every run."""
-        return _steps_frame(self._rows[1])
-
-    @cached_property
-    def calls(self) -> pd.DataFrame:
-        """One row per tool call, every run."""
-        return _calls_frame(self._rows[2])
 
     @cached_property
     def events(self) -> pd.DataFrame:
