@@ -69,6 +69,15 @@ def _thousands(ax: Axes, axis: str = "y") -> None:
     (ax.yaxis if axis == "y" else ax.xaxis).set_major_formatter(fmt)
 
 
+def _cost_axes_done(ax: Axes) -> Axes:
+    """The finishing touches every cost-over-steps plot shares."""
+    _dollars(ax)
+    _integer_steps(ax)
+    ax.legend(loc="upper left", frameon=False)
+    ax.grid(alpha=0.3)
+    return ax
+
+
 def _dollars(ax: Axes) -> None:
     """Dollar ticks with as many decimals as the axis range needs (call after drawing)."""
     from matplotlib.ticker import FuncFormatter
@@ -170,11 +179,7 @@ def cost_curve(
         ax.axvline(max_steps, color="#333333", ls=":", lw=1.2, label=f"max_steps {max_steps}")
     ax.set_xlim(0.5, end + 0.5)
     ax.set_ylim(bottom=0)
-    _dollars(ax)
-    _integer_steps(ax)
-    ax.legend(loc="upper left", frameon=False)
-    ax.grid(alpha=0.3)
-    return ax
+    return _cost_axes_done(ax)
 
 
 def caching_comparison(
@@ -199,11 +204,7 @@ def caching_comparison(
     name = prices if isinstance(prices, str) else "the given prices"
     ax.set_title(f"Prompt caching — run {_short(rows['run_id'].iloc[0])} at {name}{saving}", loc="left")
     ax.set_ylim(bottom=0)
-    _dollars(ax)
-    _integer_steps(ax)
-    ax.legend(loc="upper left", frameon=False)
-    ax.grid(alpha=0.3)
-    return ax
+    return _cost_axes_done(ax)
 
 
 def compare_runs(
