@@ -109,6 +109,11 @@ class TraceWriter:
             f.close()
         self._files.clear()
 
+    def __del__(self) -> None:  # a paused run left behind still closes its file
+        files = getattr(self, "_files", None)
+        if files:
+            self.close()
+
     def __enter__(self) -> TraceWriter:
         return self
 
