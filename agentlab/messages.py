@@ -16,6 +16,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 Message = dict[str, Any]
 Block = dict[str, Any]
 
@@ -146,9 +148,16 @@ CHARS_PER_TOKEN = 3
 
 
 def estimate_tokens(obj: Any) -> int:
-    """Rough token count of any JSON-able value (strings counted by length)."""
+    """Rough token count of any JSON-able value (strings by length, the rest by UTF-8 JSON size).
+
+    orjson measures a message ~5x faster than ``json.dumps``; this runs a few
+    times a step, on the loop's hot path.
+    """
     if isinstance(obj, str):
         n = len(obj)
     else:
-        n = len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False, default=str))
+        try:
+            n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
+        except TypeError:  # e.g. an int too large for orjson
+            n = len(json.dumps(obj, separators=(",", ":"), default=str).encode())
     return max(1, -(-n // CHARS_PER_TOKEN))
