@@ -391,13 +391,13 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str) -> None:
-        self.result = Done(self.run_id, self.steps, self.spent, self.messages, self.snapshot, self.model_calls, text=text)
+        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text)
         self.phase = "done"
         self._emit_end("done", "done", "", text, None)
 
     def _stop(self, reason: str, detail: str, error: BaseException | None = None) -> None:
         self.result = Stopped(
-            self.run_id, self.steps, self.spent, self.messages, self.snapshot, self.model_calls,
+            self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
             reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
@@ -496,9 +496,14 @@ def _short(raw: Any, n: int = 300) -> str:
 
 # ----------------------------------------------------------- the façades
 async def arun(task: str | Sequence[Message], tools: Any = None, *, trace: Any = True, **options: Any) -> Result:
-    """Run to the end in the current event loop. ``trace`` writes the run's
-    events to the runs folder (``True``: ``$AGENTLAB_RUNS`` or ``./runs``; a
-    path; or ``False``)."""
+    """Run to the end on the current event loop (``await`` it in a notebook).
+
+    ``options`` are :class:`Run`'s keywords: ``model`` (required),
+    ``max_steps=8``, ``max_cost=0.50``, ``deadline_s=60``, ``system``,
+    ``max_tokens``, ``cost_guard``, ``policy``, ``prices``, ``clock``... ``trace``
+    writes the events to the runs folder (``True``: ``$AGENTLAB_RUNS`` or
+    ``./runs``; a path; or ``False``).
+    """
     run = Run(task, tools, **options)
     if trace is not False and trace is not None:
         from .trace import TraceWriter
