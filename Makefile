@@ -19,6 +19,7 @@ demo: $(STAMP)
 test: $(STAMP)
 	bash scripts/ensure-browser.sh
 	$(BIN)/ruff check agentlab tests
+	$(BIN)/mypy agentlab
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -29,6 +30,7 @@ lab: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check agentlab tests
+	$(BIN)/mypy agentlab
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

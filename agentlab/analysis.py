@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .budget import CostGuard, affordable_max_tokens
 from .messages import Usage
 from .pricing import Prices, lookup_prices
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
 STEP_COLUMNS = ("run_id", "step", "input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens", "cost")
@@ -62,6 +63,7 @@ def _need(df: Any, name: str, columns: Iterable[str]) -> None:
 
 def _frames(traces: Any) -> tuple[Any, Any, Any, Any]:
     """(runs, steps, calls, events) of a ``Traces`` object or a mapping of frames; absent ones are None."""
+    get: Callable[[str], Any]
     if isinstance(traces, Mapping):
         get = traces.get
     elif all(hasattr(traces, a) for a in ("runs", "steps")):
@@ -156,8 +158,12 @@ class CostFit:
     steps: int
     run_id: str | None = None
 
-    def predict(self, n: float) -> float:
-        """Forecast cumulative cost (USD) after ``n`` steps."""
+    @overload
+    def predict(self, n: float) -> float: ...
+    @overload
+    def predict(self, n: np.ndarray) -> np.ndarray: ...
+    def predict(self, n: float | np.ndarray) -> float | np.ndarray:
+        """Forecast cumulative cost (USD) after ``n`` steps (elementwise for an array of step numbers)."""
         return self.a * n * n + self.b * n + self.c
 
     def step_cost(self, n: int) -> float:

@@ -104,7 +104,7 @@ def _demo_runs(only: Sequence[str] | None) -> list[tuple[str, str, dict[str, Any
     """(label, scenario, option overrides) for each run of the demo, in order."""
     from . import scenarios
 
-    plan = []
+    plan: list[tuple[str, str, dict[str, Any]]] = []
     for name in only or scenarios.names():
         scenarios.get(name)  # a clear error for a typo, before anything runs
         plan.append((name, name, {}))

@@ -74,13 +74,16 @@ class Run:
         subscribers: Iterable[Subscriber] = (),
     ) -> None:
         self.budget = Budget(max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s, cost_guard=cost_guard)
+        resolved: Model
         if isinstance(model, str):  # a model id: Claude when a key is set, else offline (and say so)
             from .models.resolve import resolve_model
 
-            model, notice = resolve_model(model)
+            resolved, notice = resolve_model(model)
             if notice:
                 warnings.warn(notice, stacklevel=2)
-        if not isinstance(getattr(model, "model", None), str) or not callable(getattr(model, "complete", None)):
+        else:
+            resolved = model
+        if not isinstance(getattr(resolved, "model", None), str) or not callable(getattr(resolved, "complete", None)):
             raise TypeError("model must have a 'model' id (str) and an async complete(request) method")
         if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
             raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
@@ -88,15 +91,15 @@ class Run:
             raise ValueError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
         if system is not None and not isinstance(system, str):
             raise TypeError(f"system must be a string or None, got {type(system).__name__}")
-        self.model = model
+        self.model = resolved
         self.tools = as_tools(tools)
         self.system = system
         self.max_tokens = max_tokens
         self.policy = policy or Policy()
-        self.prices = resolve_prices(model.model, prices)
+        self.prices = resolve_prices(resolved.model, prices)
         if self.prices is None and max_cost is not None:
             raise ValueError(
-                f"max_cost is set but no price is known for model {model.model!r}: "
+                f"max_cost is set but no price is known for model {resolved.model!r}: "
                 "pass prices=agentlab.Prices(input=..., output=...) (USD per million tokens) or max_cost=None"
             )
         self.clock: Clock = clock or SystemClock()
@@ -173,7 +176,7 @@ class Run:
             raise RuntimeError(
                 f"only a run stopped by a budget or cancelled can be resumed; this one is {self.result!r}"
             )
-        changes = {k: v for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s)) if v is not ...}
+        changes: dict[str, Any] = {k: v for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s)) if v is not ...}
         self.budget = replace(self.budget, **changes)
         self.result, self._cancel, self.phase = None, False, "ready"
         self._emit("resumed", limits=self._limits())
@@ -469,8 +472,9 @@ def _initial_messages(task: str | Sequence[Message]) -> list[Message]:
         if not task.strip():
             raise ValueError("task must be a non-empty string (or a list of messages)")
         return [{"role": "user", "content": task}]
-    if isinstance(task, Sequence) and task and all(isinstance(m, dict) and "role" in m for m in task):
-        return [dict(m) for m in task]
+    messages: Sequence[Message] = task  # typed local: mypy's isinstance(Sequence) narrowing re-admits str
+    if isinstance(messages, Sequence) and messages and all(isinstance(m, dict) and "role" in m for m in messages):
+        return [dict(m) for m in messages]
     raise TypeError("task must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
 
 

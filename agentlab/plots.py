@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 FIGSIZE = (8.0, 4.5)
 """Inches: 800 px wide at the default 100 dpi, readable at notebook width."""
 
-MODE_COLORS = {"read": "#1f77b4", "write": "#ff7f0e", None: "#7f7f7f"}
+MODE_COLORS: dict[str | None, str] = {"read": "#1f77b4", "write": "#ff7f0e", None: "#7f7f7f"}
 TOKEN_COLORS = {"input_tokens": "#4c72b0", "cache_read_tokens": "#8fb8de", "cache_write_tokens": "#dd8452",
                 "output_tokens": "#55a868"}
 TOKEN_LABELS = {"input_tokens": "input (uncached)", "cache_read_tokens": "cache read", "cache_write_tokens": "cache write",
@@ -258,7 +258,7 @@ def tool_timeline(
     modes = rows["mode"] if "mode" in rows.columns else [None] * len(rows)
     ys = list(range(len(rows), 0, -1))
     widths = (rows["end"].astype(float) - rows["start"].astype(float)).tolist()
-    colors = [MODE_COLORS.get(m if m in ("read", "write") else None) for m in modes]
+    colors = [MODE_COLORS[m if m in ("read", "write") else None] for m in modes]
     ax.barh(ys, widths, left=rows["start"].astype(float), color=colors, height=0.6, edgecolor="white")
     instant = [(x, y, c) for x, y, w, c in zip(rows["start"].astype(float), ys, widths, colors, strict=True) if w <= 0]
     if instant:  # a nudge is answered from memory and takes no time: mark it so it is not invisible

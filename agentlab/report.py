@@ -199,7 +199,7 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
     return "\n\n".join(parts)
 
 
-def _md_escape(text: str) -> str:
+def _md_escape(text: object) -> str:
     return html.escape(str(text), quote=False).replace("*", "\\*").replace("_", "\\_").replace("`", "\\`")
 
 

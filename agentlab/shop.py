@@ -132,7 +132,9 @@ class Shop:
         self.carrier = carrier or CarrierAPI()
         if path is None:
             tmp = tempfile.mkdtemp(prefix="agentlab-shop-")
-            self._cleanup = weakref.finalize(self, shutil.rmtree, tmp, True)
+            self._cleanup: weakref.finalize[..., Shop] | None = weakref.finalize(
+                self, shutil.rmtree, tmp, True
+            )
             path = Path(tmp) / "shop.sqlite"
         else:
             self._cleanup = None
@@ -211,7 +213,8 @@ class Shop:
             raise ToolError(f"page must be 1 or more, got {page}.", hint="start at page=1.")
         if not 1 <= page_size <= 100:
             raise ToolError(f"page_size must be between 1 and 100, got {page_size}.", hint="use page_size=20.")
-        where, params = [], []
+        where: list[str] = []
+        params: list[Any] = []
         if customer_id is not None:
             where.append("customer_id = ?")
             params.append(customer_id)

@@ -166,7 +166,8 @@ def validate_request(body: Any) -> str | None:
         nxt = messages[i + 1] if i + 1 < len(messages) else None
         if nxt is None:
             continue  # a trailing assistant turn (prefill) may end with tool_use
-        blocks = nxt.get("content") if isinstance(nxt, dict) and isinstance(nxt.get("content"), list) else []
+        nxt_content = nxt.get("content") if isinstance(nxt, dict) else None
+        blocks = nxt_content if isinstance(nxt_content, list) else []
         results = [b.get("tool_use_id") for b in blocks if isinstance(b, dict) and b.get("type") == "tool_result"]
         missing = [u for u in uses if u not in results]
         if nxt.get("role") != "user" or missing:
@@ -423,6 +424,7 @@ class _Handler(BaseHTTPRequestHandler):
         problem = validate_request(body)
         if problem:
             return self._send(400, fault(400, problem).body())
+        assert isinstance(body, dict)  # validate_request accepts only a JSON object
         item = server._next(body)
         if isinstance(item, Slow):
             if server._closing.wait(item.seconds):

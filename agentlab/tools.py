@@ -118,7 +118,7 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.B
             annotation = Any
         default = ... if param.default is inspect.Parameter.empty else param.default
         fields[pname] = (annotation, pydantic.Field(default, description=param_help.get(pname)))
-    model = pydantic.create_model(  # type: ignore[call-overload]
+    model = pydantic.create_model(
         f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
     description = "\n\n".join(x for x in (doc.short_description, doc.long_description) if x)

@@ -417,10 +417,11 @@ class Trace(_Frames):
         events = [e for e in self.records if e.get("step") == k and e.get("kind") != "run_started"]
         reply = next((e for e in events if e.get("kind") == "model_called"), None)
         finished = {e["call_id"]: e for e in events if e.get("kind") == "tool_finished"}
-        calls = []
+        calls: list[dict[str, Any]] = []
         for e in events:
             if e.get("kind") == "tool_started":
-                calls.append(finished.pop(e["call_id"], None) or {**e, "outcome": "unfinished"})
+                done = finished.pop(e["call_id"], None)
+                calls.append(done or {**e, "outcome": "unfinished"})
         calls.extend(finished.values())  # finished without a start event (nudged)
         calls.sort(key=lambda c: c.get("index", 0))
         return StepView(self.run_id, k, sent, new, reply, calls, events)

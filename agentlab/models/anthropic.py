@@ -335,7 +335,8 @@ def api_error(status: int, headers: Mapping[str, str], body: Any, *, secrets: tu
     error = error if isinstance(error, dict) else {}
     err_type = error.get("type") if isinstance(error.get("type"), str) else None
     api_message = error.get("message") if isinstance(error.get("message"), str) else (body if isinstance(body, str) else "")
-    details = error.get("details") if isinstance(error.get("details"), dict) else {}
+    details = error.get("details")
+    details = details if isinstance(details, dict) else {}
     code = details.get("error_code") if isinstance(details.get("error_code"), str) else None
     request_id = headers.get("request-id")
     what = " ".join(x for x in (str(status), err_type, f"[{code}]" if code else None) if x)
@@ -357,8 +358,9 @@ def api_error(status: int, headers: Mapping[str, str], body: Any, *, secrets: tu
         err = ModelError(f"{text} (the server said not to retry)", reason="model error")
     else:
         err = ModelError(text, reason="model error")
-    err.status_code = status  # type: ignore[attr-defined]
-    err.request_id = request_id  # type: ignore[attr-defined]
+    # Extra attributes ride on the error instance (as the SDK's do); no agentlab class declares them.
+    err.status_code = status  # type: ignore[union-attr]
+    err.request_id = request_id  # type: ignore[union-attr]
     return err
 
 

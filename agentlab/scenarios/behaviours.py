@@ -14,7 +14,7 @@ import re
 from datetime import date
 from typing import Any
 
-from ..models.offline import reply
+from ..models.offline import Call, reply
 from .reading import History
 
 
@@ -184,7 +184,7 @@ class Refunder(Behaviour):
     someone else to do it.
     """
 
-    ROUTES = [
+    ROUTES: list[Call] = [
         ("refund_order", {"order_id": 1042, "amount": 20.0, "reason": "late delivery, goodwill"}),
         ("refund_order", {"order_id": 1042, "amount": 5.0, "reason": "partial goodwill credit"}),
         ("update_order_status", {"order_id": 1042, "status": "refunded"}),

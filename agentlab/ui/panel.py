@@ -239,6 +239,7 @@ class Panel:
         self.log.value = "".join(parts)
 
     def _render_chart(self) -> None:
+        assert self.chart_image is not None and self._chart is not None  # only a panel with a chart draws one
         t0 = self._now()  # after the one-off import and set-up, which says nothing about redraws
         s = self.state
         s.chart_dirty = False
