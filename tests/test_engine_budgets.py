@@ -200,3 +200,29 @@ def test_resume_with_a_raised_budget_continues_a_stopped_run():
     first, second = asyncio.run(go())
     assert first.reason == "step limit" and first.steps == 2
     assert isinstance(second, al.Done) and second.text == "finally" and second.steps == 4
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    turns=st.lists(st.sampled_from(["call", "pause", "answer"]), min_size=1, max_size=20),
+    max_steps=st.integers(min_value=1, max_value=12),
+)
+def test_no_run_ever_makes_step_n_plus_one_once_n_equals_max_steps(turns, max_steps):
+    """Whatever the model does, it is called at most max_steps times, and a run cut short says "step limit"."""
+    script = []
+    for i, kind in enumerate(turns):
+        if kind == "call":
+            script.append(reply(None, ("big_read", {"n": i})))
+        elif kind == "pause":
+            script.append(reply("…", stop_reason="pause_turn"))
+        else:
+            script.append(reply("done"))
+    script.append(reply("done"))
+    model = al.ScriptedModel(script)
+    result = al.run("q", [big_read], model=model, trace=False, max_steps=max_steps, max_cost=None, loop_nudge_at=1000)
+    answer_at = next(i for i, r in enumerate(script) if r["stop_reason"] == "end_turn") + 1
+    assert model.calls == min(answer_at, max_steps) == result.steps
+    if answer_at > max_steps:
+        assert result.reason == "step limit"
+    else:
+        assert isinstance(result, al.Done)
