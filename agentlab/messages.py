@@ -13,7 +13,7 @@ an ``anthropic.types.Message`` and returns a :class:`Reply`, or raises
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -67,7 +67,6 @@ class Reply:
     usage: Usage | None = None
     model: str | None = None
     request_id: str | None = None
-    extra: dict[str, Any] = field(default_factory=dict)
 
     @property
     def text(self) -> str:

@@ -66,7 +66,7 @@ class Tool:
         self.is_async = inspect.iscoroutinefunction(fn)
         self._model, doc = _arguments_model(fn, self.name)
         self.description = description or doc or self.name
-        self.input_schema = _clean_schema(self._model.model_json_schema(), fn)
+        self.input_schema = _clean_schema(self._model.model_json_schema())
         self.__doc__ = fn.__doc__
         self.__wrapped__ = fn
 
@@ -125,7 +125,8 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.B
     return model, description
 
 
-def _clean_schema(schema: dict[str, Any], fn: Callable[..., Any]) -> dict[str, Any]:
+def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """The schema without pydantic's titles (noise to the model), always an object."""
     schema.pop("title", None)
     for prop in schema.get("properties", {}).values():
         if isinstance(prop, dict):
