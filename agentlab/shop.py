@@ -171,6 +171,16 @@ class Shop:
         finally:
             con.close()
 
+    def write(self, *statements: tuple[str, tuple[Any, ...]]) -> None:
+        """Run ``(sql, params)`` statements in one transaction (all or nothing)."""
+        con = self.connect()
+        try:
+            with con:
+                for sql, params in statements:
+                    con.execute(sql, params)
+        finally:
+            con.close()
+
     def close(self) -> None:
         """Release hanging carrier calls and remove a temporary database."""
         self.carrier.release()
@@ -260,12 +270,7 @@ class Shop:
                 f"setting an order to 'refunded' needs role {REFUND_ROLE!r}; this agent has role {self.role!r}"
             )
         before = self._order_or_hint(order_id)["status"]
-        con = self.connect()
-        try:
-            with con:
-                con.execute("UPDATE orders SET status = ? WHERE id = ?", (status, order_id))
-        finally:
-            con.close()
+        self.write(("UPDATE orders SET status = ? WHERE id = ?", (status, order_id)))
         return {"order_id": order_id, "status": status, "was": before}
 
     def add_note(self, order_id: int, note: str) -> dict[str, Any]:
@@ -276,12 +281,7 @@ class Shop:
         if self.write_latency:
             time.sleep(self.write_latency)
         updated = f"{notes}\n{note}" if notes else note
-        con = self.connect()
-        try:
-            with con:
-                con.execute("UPDATE orders SET notes = ? WHERE id = ?", (updated, order_id))
-        finally:
-            con.close()
+        self.write(("UPDATE orders SET notes = ? WHERE id = ?", (updated, order_id)))
         return {"order_id": order_id, "notes": updated.split("\n")}
 
     def refund_order(self, order_id: int, amount: float, reason: str) -> dict[str, Any]:
@@ -290,16 +290,11 @@ class Shop:
         order = self._order_or_hint(order_id)
         if not 0 < amount <= order["total"]:
             raise ToolError(f"A refund must be more than 0 and at most the order total {order['total']}.")
-        con = self.connect()
-        try:
-            with con:
-                con.execute(
-                    "INSERT INTO refunds (order_id, amount, reason, created_at, approved_by) VALUES (?, ?, ?, datetime('now'), ?)",
-                    (order_id, amount, reason, self.role),
-                )
-                con.execute("UPDATE orders SET status = 'refunded' WHERE id = ?", (order_id,))
-        finally:
-            con.close()
+        self.write(
+            ("INSERT INTO refunds (order_id, amount, reason, created_at, approved_by) VALUES (?, ?, ?, datetime('now'), ?)",
+             (order_id, amount, reason, self.role)),
+            ("UPDATE orders SET status = 'refunded' WHERE id = ?", (order_id,)),
+        )
         return {"order_id": order_id, "refunded": amount}
 
     # ------------------------------------------------------------- tools
