@@ -26,10 +26,11 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .events import Event
-from .loop import RESUMABLE, Run
+from .loop import Run
 from .results import Result, Stopped
 from .tools import Tool
 from .ui.state import PanelState
+from .vocab import RESUMABLE
 
 TICK_S = 0.5
 """While a step is in flight, refresh the elapsed-time gauge this often."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..events import SCHEMA_VERSION
+from ..messages import text_of
 from . import display
 from .frames import Frames, Rows, events_frame, gc_paused, summarize
 
@@ -46,8 +47,7 @@ class StepView:
     @property
     def text(self) -> str:
         """The text the model wrote at this step."""
-        content = (self.reply or {}).get("content") or []
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+        return text_of((self.reply or {}).get("content"))
 
     @property
     def tool_uses(self) -> list[dict[str, Any]]:

@@ -64,7 +64,7 @@ class Gauge:
 class CallEntry:
     """One tool call in the step log. ``outcome`` starts as ``requested``, then
     ``running``, then the engine's verdict (ok, retried, recoverable, fatal,
-    nudged, cancelled, skipped)."""
+    nudged, cancelled)."""
 
     call_id: str
     tool: str
