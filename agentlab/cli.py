@@ -254,21 +254,22 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 # ----------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .trace import runs_dir
+    from .trace import find_run_file, runs_dir
 
     runs = runs_dir(args.runs)
-    if not (runs / f"{args.run_id}.jsonl").exists() and not any(runs.glob(f"**/{args.run_id}.jsonl")):
-        recent = sorted(runs.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:5] if runs.exists() else []
-        hint = f" Recent runs: {', '.join(p.stem for p in recent)}." if recent else ""
-        print(f"agentlab report: no run {args.run_id!r} in {runs}/.{hint}", file=err)
+    try:  # the same lookup as load_run: an id, a unique prefix, or a .jsonl path
+        file = find_run_file(args.run_id, runs)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"agentlab report: {exc}", file=err)
         return 2
+    run_id, runs = file.stem, file.parent
     from . import report
 
     if args.notebook:
-        path = report.export_notebook(args.run_id, args.notebook, runs=runs)
+        path = report.export_notebook(run_id, args.notebook, runs=runs)
         print(f"notebook written: {path}   (open it: .venv/bin/jupyter lab {path})", file=out)
         return 0
-    print(report.report_text(args.run_id, runs=runs), file=out)
+    print(report.report_text(run_id, runs=runs), file=out)
     return 0
 
 

@@ -26,3 +26,138 @@ def test_importing_agentlab_loads_no_heavy_library():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+# ------------------------------------------------------------ the module graph
+PACKAGE = Path(agentlab.__file__).parent
+UPPER = ("agentlab.lab", "agentlab.ui", "agentlab.report", "agentlab.plots", "agentlab.cli", "agentlab.analysis",
+         "agentlab.scenarios", "agentlab.trace.display")
+ENGINE = ("agentlab.loop", "agentlab.calls", "agentlab.config", "agentlab.budget", "agentlab.loopguard",
+          "agentlab.scheduling", "agentlab.retry", "agentlab.errors", "agentlab.events", "agentlab.vocab",
+          "agentlab.messages", "agentlab.tools", "agentlab.pricing", "agentlab.clock", "agentlab.threads",
+          "agentlab.models")
+
+
+def _modules() -> dict[str, Path]:
+    mods = {}
+    for f in PACKAGE.rglob("*.py"):
+        parts = list(f.relative_to(PACKAGE.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        mods[".".join(parts)] = f
+    return mods
+
+
+def _imports() -> tuple[dict[str, set[str]], list[tuple[str, str]]]:
+    """Every agentlab -> agentlab import (function-level ones too; TYPE_CHECKING ones excepted),
+    and every imported name that is private to its module."""
+    import ast
+
+    mods = _modules()
+    edges: dict[str, set[str]] = {m: set() for m in mods}
+    private = []
+    for mod, f in mods.items():
+        tree = ast.parse(f.read_text())
+        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+                       for n in ast.walk(node)}
+        package = mod if f.name == "__init__.py" else mod.rsplit(".", 1)[0]
+        for node in ast.walk(tree):
+            if id(node) in typing_only or not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Import):
+                edges[mod] |= {a.name for a in node.names if a.name in mods and a.name != mod}
+                continue
+            base = node.module or ""
+            if node.level:
+                parts = package.split(".")
+                base = ".".join(parts[: len(parts) - node.level + 1] + ([node.module] if node.module else []))
+            if not base.startswith("agentlab"):
+                continue
+            for a in node.names:
+                target = f"{base}.{a.name}" if f"{base}.{a.name}" in mods else base
+                if target in mods and target != mod:
+                    edges[mod].add(target)
+                if a.name.startswith("_") and not a.name.startswith("__"):
+                    private.append((mod, f"{base}.{a.name}"))
+    return edges, private
+
+
+def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    out: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while (w := stack.pop()) != v:
+                comp.append(w)
+            comp.append(v)
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_the_import_graph_has_no_cycles():
+    """Arrows run one way: no two agentlab modules import each other, even lazily inside a function."""
+    edges, _ = _imports()
+    assert _cycles(edges) == []
+
+
+def test_no_module_imports_a_private_name_of_another():
+    """A name starting with _ belongs to its module; the UI, report, plots and CLI use public names only."""
+    _, private = _imports()
+    assert private == []
+
+
+def test_the_engine_does_not_import_the_layers_above_it():
+    """UI, report, plots, analysis and CLI -> engine -> models and tools; never the other way."""
+    edges, _ = _imports()
+    wrong = sorted(
+        (mod, target) for mod, targets in edges.items() if mod.startswith(ENGINE)
+        for target in targets if target.startswith(UPPER)
+    )
+    assert wrong == []
+
+
+def test_the_event_catalogue_matches_the_vocabulary_and_what_the_engine_emits():
+    """events.py documents exactly the EventKind words, and the scenarios emit every kind the engine owns."""
+    import re
+
+    from agentlab import events, scenarios
+    from agentlab.vocab import EventKind
+
+    documented = re.findall(r"^``(\w+)``", events.__doc__ or "", flags=re.M)
+    assert documented == [k.value for k in EventKind]
+    seen: set[str] = set()
+    for s in scenarios.all():
+        setup = s.setup(seed=1)
+        setup.run(trace=False, subscribers=[lambda e: seen.add(e.kind)])
+        setup.close()
+    calls = []
+
+    async def flaky(messages, tools):  # one transient model failure: the scenarios retry tools, not the model
+        calls.append(1)
+        if len(calls) == 1:
+            raise agentlab.RetryableError("overloaded")
+        return agentlab.reply("fine")
+
+    agentlab.run("q", model=agentlab.FunctionModel(flaky), trace=False, clock=agentlab.FakeClock(), max_cost=None,
+                 subscribers=[lambda e: seen.add(e.kind)])
+    assert seen <= {k.value for k in EventKind}
+    driver_only = {EventKind.PAUSED, EventKind.RESUMED}  # sent by the panel / by resume(), not by a run to its end
+    assert {k.value for k in EventKind} - driver_only <= seen
