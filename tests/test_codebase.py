@@ -161,3 +161,37 @@ def test_the_event_catalogue_matches_the_vocabulary_and_what_the_engine_emits():
     assert seen <= {k.value for k in EventKind}
     driver_only = {EventKind.PAUSED, EventKind.RESUMED}  # sent by the panel / by resume(), not by a run to its end
     assert {k.value for k in EventKind} - driver_only <= seen
+
+
+def test_a_cold_run_without_tools_loads_neither_the_price_data_nor_pydantic(tmp_path):
+    """After the first lookup, a fresh process builds Run() from the price memo: genai-prices and
+    pydantic (tool schemas) stay unloaded, so a cold start costs the deadline almost nothing."""
+    import os
+
+    code = (
+        "import sys, agentlab\n"
+        "run = agentlab.Run('q', model=agentlab.ScriptedModel([agentlab.reply('hi')]), max_cost=0.1)\n"
+        "assert run.prices is not None\n"
+        "print(','.join(m for m in ('genai_prices', 'pydantic') if m in sys.modules))"
+    )
+    env = {**os.environ, "AGENTLAB_CACHE": str(tmp_path / "cache")}
+    first = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert first.stdout.strip() == "genai_prices,pydantic"  # the first lookup reads the price data
+    again = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    assert again.stdout.strip() == ""
+
+
+def test_the_price_memo_gives_the_same_prices_as_the_table_and_survives_a_broken_file(tmp_path, monkeypatch):
+    """A memoized price equals genai-prices'; a corrupt memo file is rebuilt, not an error."""
+    from agentlab import price_cache, pricing
+
+    monkeypatch.setenv("AGENTLAB_CACHE", str(tmp_path))
+    monkeypatch.setattr(price_cache, "_memo", None)
+    fresh = pricing.lookup_prices("claude-sonnet-4-5")
+    assert pricing.resolve_prices("claude-sonnet-4-5", None) == fresh
+    monkeypatch.setattr(price_cache, "_memo", None)
+    assert pricing.resolve_prices("claude-sonnet-4-5", None) == fresh  # read back from the file
+    (tmp_path / price_cache.FILE).write_text("{not json")
+    monkeypatch.setattr(price_cache, "_memo", None)
+    assert pricing.resolve_prices("claude-sonnet-4-5", None) == fresh
+    assert pricing.resolve_prices("no-such-model-xyz", None) is None
