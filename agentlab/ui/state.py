@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..vocab import StopReason
+
 GaugeName = Literal["steps", "cost", "time"]
 Level = Literal["idle", "ok", "warn", "danger", "stopped"]
 
@@ -21,7 +23,7 @@ WARN_AT = 0.7
 DANGER_AT = 0.9
 """...and red at this one."""
 
-STOPPED_BY: dict[str, GaugeName] = {"step limit": "steps", "budget": "cost", "deadline": "time"}
+STOPPED_BY: dict[str, GaugeName] = {StopReason.STEP_LIMIT: "steps", StopReason.BUDGET: "cost", StopReason.DEADLINE: "time"}
 """Which gauge a stop reason belongs to, so that gauge can say it ended the run."""
 
 
