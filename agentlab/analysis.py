@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
-from .budget import Budget, CostGuard, Stop, check_after_step, check_before_call, guard_call
+from .budget import MIN_REPLY_TOKENS, Budget, CostGuard, Stop, check_after_step, check_before_call, guard_call  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
 from .messages import Usage
 from .pricing import Prices, lookup_prices
 from .vocab import RESUMABLE
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 STEP_COLUMNS = ("run_id", "step", "input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens", "cost")
 CALL_COLUMNS = ("run_id", "step", "tool", "start", "end")
 RUN_COLUMNS = ("run_id", "outcome", "reason")
+BUDGET_STOPS = RESUMABLE  # kept for code that imported it from here; the rule lives in vocab.py
 """Recorded stops that say nothing about what a run would have done with more room."""
 
 

@@ -56,7 +56,7 @@ from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
 
-__all__ = ["RESUMABLE", "Phase", "Run", "arun", "run"]
+__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run", "arun", "run"]  # the first two now live in budget/vocab
 
 
 class Run:
