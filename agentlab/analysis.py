@@ -29,7 +29,15 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
-from .budget import MIN_REPLY_TOKENS, Budget, CostGuard, Stop, check_after_step, check_before_call, guard_call  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
+from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
+    MIN_REPLY_TOKENS,
+    Budget,
+    CostGuard,
+    Stop,
+    check_after_step,
+    check_before_call,
+    guard_call,
+)
 from .messages import Usage
 from .pricing import Prices, lookup_prices
 from .vocab import RESUMABLE
