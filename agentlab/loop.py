@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .budget import (
+    MIN_REPLY_TOKENS,
     Budget,
     BudgetSnapshot,
     CostGuard,
