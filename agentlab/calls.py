@@ -78,6 +78,8 @@ async def bounded(
     the policy table calls retryable. Work that ignores its cancellation is
     abandoned (``on_abandon``), never waited for past the limit.
     """
+    if time_left is not None and time_left <= 0:
+        raise DeadlineExceeded(f"not started: the {deadline_s:g}s deadline had passed")
     limits = [x for x in (time_left, own_timeout) if x is not None]
     wait = max(0.0, min(limits)) if limits else None
     try:

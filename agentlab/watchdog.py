@@ -84,7 +84,8 @@ def _watch() -> None:
 
 def _where(frame: FrameType) -> str:
     code = frame.f_code
-    return f"{getattr(code, 'co_qualname', code.co_name)} ({code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})"
+    name = getattr(code, "co_qualname", code.co_name).rsplit(".<locals>.", 1)[-1]
+    return f"{name} ({code.co_filename.rsplit('/', 1)[-1]}:{frame.f_lineno})"
 
 
 def blame(frame: FrameType | None) -> str:
