@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+import socket
 import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
@@ -65,6 +66,7 @@ def _here(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Call
 
     ours = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
     previous = signal.signal(signal.SIGINT, on_sigint) if ours else None
+    wakeup = _wake_loop_on_signals(loop) if ours else None
     try:
         value = loop.run_until_complete(main)
     except KeyboardInterrupt:
@@ -73,6 +75,8 @@ def _here(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Call
     finally:
         if previous is not None:
             signal.signal(signal.SIGINT, previous)
+        if wakeup is not None:
+            wakeup()
         close_loop(loop)
     if interrupts:
         ended = result()
@@ -80,6 +84,33 @@ def _here(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Call
             raise KeyboardInterrupt
         return ended
     return value  # type: ignore[return-value]
+
+
+def _wake_loop_on_signals(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
+    """Make a signal wake the loop's ``select`` (else the handler waits for the next timer); returns the undo.
+
+    The signal may land on any thread (a tool's, say); Python then runs the
+    handler on the main thread only once that thread runs bytecode again.
+    """
+    rsock, wsock = socket.socketpair()
+    for sock in (rsock, wsock):
+        sock.setblocking(False)
+    loop.add_reader(rsock.fileno(), lambda: _drain(rsock))
+    previous_fd = signal.set_wakeup_fd(wsock.fileno(), warn_on_full_buffer=False)
+
+    def undo() -> None:
+        signal.set_wakeup_fd(previous_fd)
+        loop.remove_reader(rsock.fileno())
+        rsock.close()
+        wsock.close()
+
+    return undo
+
+
+def _drain(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while sock.recv(4096):
+            pass
 
 
 def _on_thread(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Callable[[], T | None], reraise: bool) -> T:
