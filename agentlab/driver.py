@@ -29,7 +29,7 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from .isolate import GRACE_S
+from .isolate import GRACE_S, is_abandoned
 
 T = TypeVar("T")
 
@@ -144,6 +144,7 @@ def close_loop(loop: asyncio.AbstractEventLoop) -> None:
         left = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for t in left:
             t.cancel()
+        left = [t for t in left if not is_abandoned(t)]  # those had their grace already
         if left:
             loop.run_until_complete(asyncio.wait(left, timeout=GRACE_S))
         for finish in (loop.shutdown_asyncgens, loop.shutdown_default_executor):
@@ -151,3 +152,5 @@ def close_loop(loop: asyncio.AbstractEventLoop) -> None:
                 loop.run_until_complete(asyncio.wait_for(finish(), GRACE_S))
     finally:
         loop.close()
+        for t in asyncio.all_tasks(loop):  # abandoned, on a closed loop: named in the result, silent at exit
+            t._log_destroy_pending = False  # type: ignore[attr-defined]

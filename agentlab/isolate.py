@@ -28,7 +28,7 @@ from typing import Any
 from .errors import Escaped
 from .threads import run_on_daemon_thread
 
-GRACE_S = 0.05
+GRACE_S = 0.02
 """How long cancelled work may take to finish before it is abandoned (seconds)."""
 
 _abandoned: set[asyncio.Future[Any]] = set()
@@ -93,6 +93,11 @@ async def settle(
         await let_go(fut, on_abandon)
         raise TimeoutError
     return fut.result()
+
+
+def is_abandoned(fut: asyncio.Future[Any]) -> bool:
+    """Was ``fut`` abandoned (it had its chance to finish after a cancel, and did not)?"""
+    return fut in _abandoned
 
 
 async def let_go(fut: asyncio.Future[Any], on_abandon: Callable[[], None]) -> None:

@@ -6,7 +6,8 @@ subscriber that waits on a lock) stops every timer, and nothing on the loop
 can notice. One daemon thread per process watches the steps in flight from
 outside: when a step is still running :data:`SAMPLE_AFTER_S` past its
 deadline, it reads the loop thread's stack (``sys._current_frames``) and
-names what the loop was busy with. The engine puts that sentence in the
+names what the loop was busy with (an idle loop is looked at again every
+:data:`SAMPLE_AFTER_S` until the step ends: it may block later). The engine puts that sentence in the
 result, next to the overrun in seconds. The thread only observes: Python
 cannot interrupt a thread, so the watchdog explains the overrun rather than
 preventing it.
@@ -74,9 +75,12 @@ def _watch() -> None:
         with _cond:
             now = time.monotonic()
             for key, w in list(_active.items()):
-                if w.due <= now:
-                    del _active[key]
+                if w.due <= now:  # late: what is the loop doing? (idle: it may block later; look again)
                     w.cause = blame(sys._current_frames().get(w.thread_id))
+                    if w.cause:
+                        del _active[key]
+                    else:
+                        w.due = now + SAMPLE_AFTER_S
             _wake_at[0] = min((w.due for w in _active.values()), default=None)
             wake = _wake_at[0]
             _cond.wait(None if wake is None else max(0.0, wake - now))
