@@ -115,24 +115,26 @@ def _drain(sock: socket.socket) -> None:
 
 def _on_thread(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Callable[[], T | None], reraise: bool) -> T:
     box: dict[str, Any] = {}
+    ended = threading.Event()  # waited on, not join(): a join cut by Ctrl-C can misreport the thread as ended
 
     def target() -> None:
         try:
             box["value"] = _here(main, cancel, result, False)
         except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread
             box["error"] = exc
+        finally:
+            ended.set()
 
-    worker = threading.Thread(target=target, name="agentlab-run", daemon=True)
-    worker.start()
+    threading.Thread(target=target, name="agentlab-run", daemon=True).start()
     try:
-        worker.join()
+        ended.wait()
     except KeyboardInterrupt:
         cancel()
-        worker.join(JOIN_AFTER_CANCEL_S)
-        ended = result()
-        if reraise or ended is None:
+        ended.wait(JOIN_AFTER_CANCEL_S)
+        stopped = result()
+        if reraise or stopped is None:
             raise
-        return ended
+        return stopped
     if "error" in box:
         raise box["error"]
     return box["value"]

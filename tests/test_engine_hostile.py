@@ -459,3 +459,23 @@ def test_results_are_json_in_the_trace_even_with_overrun_fields(tmp_path):
     (file,) = list(tmp_path.glob("**/*.jsonl"))
     last = json.loads(file.read_text().splitlines()[-1])
     assert last["overrun_s"] == 0.0 and last["overrun_cause"] == "" and last["abandoned"] == []
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_ctrl_c_while_run_waits_inside_a_running_loop_cancels_the_run_on_its_thread(tmp_path):
+    """Inside a running event loop (a kernel), run() waits for its own thread; the kernel's interrupt
+    (KeyboardInterrupt in the waiting thread) cancels the run there and returns Stopped("cancelled")."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("a SIGINT handler other than Python's default is installed")
+    model = al.ScriptedModel([reply(None, ("press_ctrl_c", {}))])
+
+    async def cell():
+        return al.run("q", [_ctrl_c_tool()], model=model, trace=tmp_path, deadline_s=20)
+
+    loop = asyncio.new_event_loop()  # like a kernel's loop: no SIGINT handler of its own
+    try:
+        result = loop.run_until_complete(cell())
+    finally:
+        loop.close()
+    assert isinstance(result, al.Stopped) and result.reason == "cancelled"
+    assert trace_of(tmp_path)[-1]["reason"] == "cancelled"
