@@ -25,13 +25,15 @@ this list equal to the vocabulary and to what the engine emits:
                     is_error, start, end, error
 ``nudged``          call_id, tool, args, count
 ``tool_results``    content (the user message of tool_result blocks appended
-                    to the history)
+                    to the history), reused (call ids whose results were kept
+                    from an interrupted attempt of the step; absent if none)
 ``step_finished``   spent, elapsed, budget {...}
 ``paused``          emitted by a driver (the panel) through ``Run.note``
 ``resumed``         limits (the raised budget)
 ``run_finished``    outcome (done | stopped), reason
                     (:class:`~agentlab.vocab.StopReason`), detail, text,
-                    steps, spent, elapsed, model_calls, nudges, error
+                    steps, spent, elapsed, model_calls, nudges, error,
+                    overrun_s, overrun_cause, abandoned (docs/reliability.md)
 
 Messages sent at step k are rebuilt from ``run_started.messages`` plus each
 earlier step's ``model_called.content`` (as the assistant) and
