@@ -125,8 +125,8 @@ def _on_thread(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result:
         finally:
             ended.set()
 
-    threading.Thread(target=target, name="agentlab-run", daemon=True).start()
-    try:
+    try:  # a Ctrl-C may come while start() waits for the thread: the run is already going
+        threading.Thread(target=target, name="agentlab-run", daemon=True).start()
         ended.wait()
     except KeyboardInterrupt:
         cancel()
