@@ -16,7 +16,7 @@ estimated from the text and marked ``estimated``.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -197,6 +197,18 @@ def build_run(
             price_cache[model] = prices_for(model)
         return price_cache[model]
 
+    # Claude Code writes its cache with a one-hour TTL (2x the input rate, where the
+    # table's cache_write is the 5-minute 1.25x). When every cache write of the run is
+    # one-hour, the run's prices say so, and a replay of it spends exactly the same.
+    writes = sum((s.usage or {}).get("cache_creation_input_tokens", 0) for s in run.steps)
+    long_writes = sum((s.cache_write_by_ttl or {}).get("1h", 0) for s in run.steps)
+    all_long = writes > 0 and long_writes == writes
+    if all_long:
+        base = price
+        def price(model: str) -> Prices | None:  # noqa: E306
+            p = base(model)
+            return None if p is None else replace(p, cache_write=2 * p.input, tier_cache_write=None if p.tier_input is None else 2 * p.tier_input)
+
     run_prices = price(run.model)
     unpriced: Counter[str] = Counter()
     estimated_steps = 0
@@ -231,7 +243,7 @@ def build_run(
             cost = None
             unpriced[s.model] += 1
         else:
-            cost = p.cost(Usage(**usage)) + _long_ttl_extra(p, s.cache_write_by_ttl)
+            cost = p.cost(Usage(**usage)) + (0.0 if all_long else _long_ttl_extra(p, s.cache_write_by_ttl))
             spent += cost
         if s.recorded_cost is not None:
             recorded_spent += s.recorded_cost
@@ -272,7 +284,7 @@ def build_run(
         t = max(t, t_rep, t_end)
         emit(EventKind.STEP_FINISHED, k, t, spent=spent, elapsed=t, budget=start["budget"])
     if unpriced:
-        which = ", ".join(f"{m!r} ({n} step{'s' * (n != 1)})" for m, n in unpriced.items())
+        which = ", ".join(f"{m or '(no model named)'!r} ({n} step{'s' * (n != 1)})" for m, n in unpriced.items())
         notes.append(f"no known price for {which}: those steps have no cost (NaN), not $0")
     if estimated_steps:
         notes.append(f"{estimated_steps} step(s) had no recorded usage: their tokens are estimated from the text")
