@@ -220,7 +220,7 @@ def build_run(
     start: dict[str, Any] = {
         "task": run.task, "started_at": run.started_at, "model": run.model, "model_name": None,
         "system": run.system, "budget": {"max_steps": None, "max_cost": None, "deadline_s": None, "cost_guard": "off"},
-        "max_tokens": None, "tools": run.tools, "prices": None if run_prices is None else _asdict(run_prices),
+        "max_tokens": None, "tools": run.tools or _used_tools(run.steps), "prices": None if run_prices is None else _asdict(run_prices),
         "caches": any((s.usage or {}).get("cache_read_input_tokens") for s in run.steps),
         "messages": run.messages, "recorded": recorded,
     }
@@ -233,9 +233,11 @@ def build_run(
     t = 0.0
     for k, s in enumerate(run.steps, 1):
         t_req = s.requested_at if s.requested_at is not None else t
-        emit(EventKind.MODEL_REQUEST, k, t_req, max_tokens=None, estimated_input_tokens=None)
         estimated = s.usage is None
         usage = s.usage or Usage(input_tokens=history_tokens, output_tokens=estimate_tokens(s.content)).as_dict()
+        # the record knows the input exactly, so it is also the "estimate" a what-if's cost guard reads
+        context = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+        emit(EventKind.MODEL_REQUEST, k, t_req, max_tokens=None, estimated_input_tokens=context)
         estimated_steps += estimated
         p = price(s.model)
         cost: float | None
@@ -327,6 +329,12 @@ def _long_ttl_extra(p: Prices, by_ttl: dict[str, int] | None) -> float:
     if not by_ttl or not by_ttl.get("1h") or p.cache_write is None:
         return 0.0
     return by_ttl["1h"] * (2 * p.input - p.cache_write) / 1_000_000
+
+
+def _used_tools(steps: list[RecordedStep]) -> list[dict[str, Any]]:
+    """The tools a record's replies called, in first-use order (the record lists no definitions)."""
+    names = dict.fromkeys(b.get("name", "") for s in steps for b in s.content if isinstance(b, dict) and b.get("type") == "tool_use")
+    return [{"name": n, "mode": None, "description": "", "input_schema": {"type": "object", "properties": {}}} for n in names if n]
 
 
 def _asdict(p: Prices) -> dict[str, Any]:

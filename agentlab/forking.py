@@ -90,7 +90,7 @@ def replay_tools(trace: Any, *, after_step: int = 0) -> list[Tool]:
     ]
 
 
-def replay(trace: Any, *, replay_tools_: bool = True, tools: Any = None, **options: Any) -> Run:
+def replay(trace: Any, *, tools: Any = None, recorded_tools: bool = True, **options: Any) -> Run:
     """A Run that replays ``trace``: recorded replies and (by default) recorded tool results.
 
     Budgets are off unless given; the loop guard is off (the record decides
@@ -98,7 +98,7 @@ def replay(trace: Any, *, replay_tools_: bool = True, tools: Any = None, **optio
     """
     model = ReplayModel(trace)
     started = trace.started
-    if tools is None and replay_tools_:
+    if tools is None and recorded_tools:
         tools = replay_tools(trace)
     opts: dict[str, Any] = {
         "max_steps": None, "max_cost": None, "deadline_s": None, "loop_nudge_at": _FOREVER,
