@@ -21,7 +21,7 @@ from typing import Literal
 
 from ..pricing import Prices
 from ..redact import Redactor
-from ..trace import Trace, TraceWriter, Traces
+from ..trace import Trace, Traces, TraceWriter
 from ..trace.writer import dumps
 from . import claude_code, messages_log, swe_agent
 from .build import RecordedRun, build_run

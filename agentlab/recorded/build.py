@@ -155,18 +155,21 @@ def _any_provider(model: str) -> Prices | None:
     except (LookupError, ValueError):
         return None
     mp = calc.model_price
+    inp, out = _rate(mp.input_mtok), _rate(mp.output_mtok)
+    if inp is None or out is None:
+        return None
+    return Prices(input=inp, output=out, cache_read=_rate(mp.cache_read_mtok), cache_write=_rate(mp.cache_write_mtok))
+
+
+def _rate(price: Any) -> float | None:
+    """USD per million tokens from a genai-prices price (a number, or tiered with a ``base``)."""
+    if price is None:
+        return None
+    base: Any = getattr(price, "base", price)
     try:
-        inp = float(getattr(mp.input_mtok, "base", mp.input_mtok))
-        out = float(getattr(mp.output_mtok, "base", mp.output_mtok))
+        return float(base)
     except (TypeError, ValueError):
         return None
-    read = mp.cache_read_mtok
-    write = mp.cache_write_mtok
-    return Prices(
-        input=inp, output=out,
-        cache_read=None if read is None else float(getattr(read, "base", read)),
-        cache_write=None if write is None else float(getattr(write, "base", write)),
-    )
 
 
 # ------------------------------------------------------------------ events

@@ -33,7 +33,16 @@ from typing import Any
 import orjson
 
 from ..trace.reader import TruncatedTraceWarning
-from .build import RecordedRun, RecordedStep, blocks, cache_ttl, first_text, seconds, stop_reason_of, usage_from_anthropic
+from .build import (
+    RecordedRun,
+    RecordedStep,
+    blocks,
+    cache_ttl,
+    first_text,
+    seconds,
+    stop_reason_of,
+    usage_from_anthropic,
+)
 
 FORMAT = "claude-code"
 KNOWN_IGNORED = frozenset({

@@ -15,7 +15,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .build import RecordedRun, RecordedStep, blocks, first_text, seconds, stop_reason_of, usage_from_anthropic, usage_from_openai
+from .build import (
+    RecordedRun,
+    RecordedStep,
+    blocks,
+    first_text,
+    seconds,
+    stop_reason_of,
+    usage_from_anthropic,
+    usage_from_openai,
+)
 from .claude_code import read_lines
 
 FORMAT = "messages-log"

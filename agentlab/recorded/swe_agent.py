@@ -30,7 +30,15 @@ from typing import Any
 
 import orjson
 
-from .build import RecordedRun, RecordedStep, blocks, first_text, seconds, stop_reason_of, usage_from_openai
+from .build import (
+    RecordedRun,
+    RecordedStep,
+    blocks,
+    first_text,
+    seconds,
+    stop_reason_of,
+    usage_from_openai,
+)
 
 MINI = "mini-swe-agent"
 SWE = "swe-agent"
@@ -61,7 +69,7 @@ def _text(content: Any) -> str:
 def _tool_uses(m: dict[str, Any], k: int) -> list[dict[str, Any]]:
     """The tool calls of an assistant message: OpenAI ``tool_calls``, else the fenced bash command."""
     calls = m.get("tool_calls") or []
-    out = []
+    out: list[dict[str, Any]] = []
     for c in calls:
         fn = (c or {}).get("function") or {}
         args: Any = fn.get("arguments")
@@ -91,7 +99,7 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
     if not isinstance(messages, list):
         raise ValueError(f"{file}: a {fmt} trajectory without a message list")
     model = _model_name(doc, info)
-    durations = [t.get("execution_time") for t in doc.get("trajectory") or [] if isinstance(t, dict)]
+    durations: list[Any] = [t.get("execution_time") for t in doc.get("trajectory") or [] if isinstance(t, dict)]
     system: str | None = None
     initial: list[dict[str, Any]] = []
     steps: list[RecordedStep] = []
@@ -136,12 +144,17 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
         else:
             last = steps[-1]
             last.after = (last.after or []) + content
+    clock = 0.0  # no timestamps (SWE-agent): the recorded execution times still give a timeline
     for i, s in enumerate(steps):
         s.stop_reason = stop_reason_of(s.content, s.stop_reason)
         if i < len(durations) and isinstance(durations[i], (int, float)):
             cid = next((b["id"] for b in s.content if b.get("type") == "tool_use"), None)
+            if s.replied_at is None and t0 is None:
+                s.replied_at = clock
             if cid and s.replied_at is not None:
                 s.tool_times[cid] = (s.replied_at, s.replied_at + float(durations[i]))
+                clock = s.replied_at + float(durations[i])
+                s.after_at = clock
     stats = info.get("model_stats") or {}
     exit_status = str(info.get("exit_status") or "")
     outcome = "done" if exit_status.lower() in ("submitted", "") else "stopped"
