@@ -90,23 +90,34 @@ def replay_tools(trace: Any, *, after_step: int = 0) -> list[Tool]:
     ]
 
 
-def replay(trace: Any, *, tools: Any = None, recorded_tools: bool = True, **options: Any) -> Run:
-    """A Run that replays ``trace``: recorded replies and (by default) recorded tool results.
+def replay_setup(trace: Any, *, tools: Any = None, recorded_tools: bool = True, **options: Any) -> dict[str, Any]:
+    """The arguments of a Run (or a :class:`~agentlab.Lab`) that replays ``trace``:
+    ``agentlab.Lab(**replay_setup(trace))`` steps through a recorded run in the panel.
 
     Budgets are off unless given; the loop guard is off (the record decides
-    what was repeated). ``options`` go to :class:`~agentlab.Run`.
+    what was repeated); prices are the record's, so the gauges show its spend.
     """
     model = ReplayModel(trace)
     started = trace.started
     if tools is None and recorded_tools:
         tools = replay_tools(trace)
-    opts: dict[str, Any] = {
+    setup: dict[str, Any] = {
+        "task": list(started.get("messages") or []), "tools": tools, "model": model,
         "max_steps": None, "max_cost": None, "deadline_s": None, "loop_nudge_at": _FOREVER,
         "system": started.get("system"), "prices": model.prices, "max_tokens": started.get("max_tokens") or 4096,
         "run_id": f"{trace.run_id}-replay",
     }
-    opts.update(options)
-    return Run(list(started.get("messages") or []), tools, model=model, **opts)
+    setup.update(options)
+    return setup
+
+
+def replay(trace: Any, *, tools: Any = None, recorded_tools: bool = True, **options: Any) -> Run:
+    """A Run that replays ``trace``: recorded replies and (by default) recorded tool results.
+
+    ``options`` go to :class:`~agentlab.Run` (see :func:`replay_setup`).
+    """
+    setup = replay_setup(trace, tools=tools, recorded_tools=recorded_tools, **options)
+    return Run(setup.pop("task"), setup.pop("tools"), **setup)
 
 
 def fork(trace: Any, at_step: int, *, task: str | None = None, **overrides: Any) -> Run:

@@ -223,7 +223,10 @@ def build_run(
     start: dict[str, Any] = {
         "task": run.task, "started_at": run.started_at, "model": run.model, "model_name": None,
         "system": run.system, "budget": {"max_steps": None, "max_cost": None, "deadline_s": None, "cost_guard": "off"},
-        "max_tokens": None, "tools": run.tools or _used_tools(run.steps), "prices": None if run_prices is None else _asdict(run_prices),
+        # the agent's max_tokens is not in its records: the largest recorded reply stands in,
+        # so a budget what-if never cuts off a reply the real run received whole
+        "max_tokens": max([(st.usage or {}).get("output_tokens", 0) for st in run.steps] + [1]),
+        "tools": run.tools or _used_tools(run.steps), "prices": None if run_prices is None else _asdict(run_prices),
         "caches": any((s.usage or {}).get("cache_read_input_tokens") for s in run.steps),
         "messages": run.messages, "recorded": recorded,
     }
@@ -240,7 +243,7 @@ def build_run(
         usage = s.usage or Usage(input_tokens=history_tokens, output_tokens=estimate_tokens(s.content)).as_dict()
         # the record knows the input exactly, so it is also the "estimate" a what-if's cost guard reads
         context = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
-        emit(EventKind.MODEL_REQUEST, k, t_req, max_tokens=None, estimated_input_tokens=context)
+        emit(EventKind.MODEL_REQUEST, k, t_req, max_tokens=start["max_tokens"], estimated_input_tokens=context)
         estimated_steps += estimated
         p = price(s.model)
         cost: float | None
@@ -257,7 +260,7 @@ def build_run(
         called: dict[str, Any] = {
             "content": s.content, "stop_reason": s.stop_reason, "usage": usage, "estimated": estimated,
             "cost": cost, "spent": spent, "latency": max(t_rep - t_req, 0.0), "request_id": s.request_id,
-            "context_tokens": ctx, "max_tokens": None, "model": s.model,
+            "context_tokens": ctx, "max_tokens": start["max_tokens"], "model": s.model,
         }
         if s.recorded_cost is not None:
             called["recorded_cost"] = s.recorded_cost
