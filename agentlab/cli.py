@@ -20,6 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .vocab import EventKind
+
 DESCRIPTION = """\
 agentlab makes the agent loop (call the model, run the tools it asks for,
 hand back the results, repeat) something you can watch, pause and measure.
@@ -63,16 +65,16 @@ def _short(text: str, limit: int = 90) -> str:
 
 def describe_event(kind: str, step: int, data: dict[str, Any]) -> str | None:
     """One progress line for an engine event, or ``None`` for events not worth a line."""
-    if kind == "model_called" and "content" in data:
+    if kind == EventKind.MODEL_CALLED and "content" in data:
         calls = [b for b in data["content"] if b.get("type") == "tool_use"]
         what = ", ".join(f"{b['name']}({_args_text(b.get('input', {}), 40)})" for b in calls) or "answers"
         return (f"step {step}: model → {what}   [{data.get('context_tokens', 0):,} tokens in, "
                 f"${data.get('cost', 0):.4f}, {data.get('latency', 0):.2f}s]")
-    if kind == "tool_retry":
+    if kind == EventKind.TOOL_RETRY:
         return f"    {data['tool']}: {_short(data['error'], 70)}; retry {data['attempt']} in {data['wait']:.2f}s"
-    if kind == "nudged":
+    if kind == EventKind.NUDGED:
         return f"    {data['tool']}: asked {data['count']} times with the same arguments; nudged instead of run"
-    if kind == "tool_finished" and data.get("outcome") != "nudged":
+    if kind == EventKind.TOOL_FINISHED and data.get("outcome") != "nudged":
         took = (data.get("end") or 0) - (data.get("start") or 0)
         mark = {"ok": "ok", "retried": f"ok after {data.get('attempts')} attempts"}.get(data["outcome"], data["outcome"])
         return f"    {data['tool']}({_args_text(data.get('args', {}))}) {mark} in {took:.2f}s: {_short(data.get('result', ''), 70)}"
