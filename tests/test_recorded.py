@@ -120,6 +120,17 @@ def test_a_subagent_is_its_own_run_linked_to_the_call_that_started_it():
     assert sub.started["model"] == "claude-sonnet-4-5-20250929"
 
 
+def test_sidechain_lines_inside_a_session_file_become_their_own_linked_run(tmp_path):
+    sub = FIX / "claude_code" / SESSION.stem / "subagents" / "agent-aac57f5.jsonl"
+    f = tmp_path / "mixed.jsonl"
+    f.write_text(TOOL_HEAVY.read_text() + sub.read_text())
+    traces = load_recorded(f)
+    assert [t.run_id for t in traces] == ["mixed", "mixed-aac57f5"]
+    side = traces["mixed-aac57f5"]
+    assert side.started["parent"]["run_id"] == "mixed"
+    assert len(side) == len(load_recorded(sub)) and len(traces["mixed"]) == 4
+
+
 def test_synthetic_lines_are_not_calls_and_unknown_line_types_are_counted(tmp_path):
     lines = TOOL_HEAVY.read_text().splitlines()
     first_call = json.loads(next(x for x in lines if '"type":"assistant"' in x))

@@ -279,7 +279,10 @@ def parse_file(file: Path, *, run_prefix: str = "") -> tuple[list[RecordedRun], 
     runs: list[RecordedRun] = []
     skipped: Counter[str] = Counter()
     for (side, agent), stream in streams.items():
-        rid = stem if not side or stem.endswith(agent) or not agent else f"{stem}-{agent}"
+        if not side or (agent and stem.endswith(agent)):
+            rid = stem  # the session itself, or a subagents/agent-<id>.jsonl file
+        else:  # sidechain lines inside a session file (older Claude Code versions)
+            rid = f"{stem}-{agent or 'sidechain'}"
         got = parse_stream(stream, rid, str(file), skipped=skipped, ignored=Counter())
         for r in got:
             r.meta["sidechain"] = side
