@@ -110,8 +110,9 @@ def test_compaction_and_a_model_switch_start_new_segments_of_the_same_session():
     assert "continued from a previous conversation" in main[2].messages_at(1)[0]["content"][0]["text"]
 
 
-def test_a_subagent_is_its_own_run_linked_to_the_call_that_started_it():
-    traces = load_recorded(CC)
+@pytest.mark.parametrize("path", [CC, SESSION], ids=["folder", "session-file"])
+def test_a_subagent_is_its_own_run_linked_to_the_call_that_started_it(path):
+    traces = load_recorded(path)  # a session file brings the subagents/ beside it
     sub = traces[f"{SESSION.stem}-agent-aac57f5"]
     parent = sub.started["parent"]
     assert parent["run_id"] == SESSION.stem

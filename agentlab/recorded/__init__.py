@@ -34,6 +34,9 @@ __all__ = ["FORMATS", "Format", "UnrecognizedFormat", "import_recorded", "load_r
 
 def _files(path: Path) -> list[Path]:
     if path.is_file():
+        beside = path.with_suffix("") / "subagents"  # a Claude Code session brings its subagents
+        if path.suffix == ".jsonl" and beside.is_dir():
+            return [path, *sorted(beside.glob("*.jsonl"))]
         return [path]
     if not path.is_dir():
         raise FileNotFoundError(f"no recorded run at {str(path)!r} (give a file or a folder)")
