@@ -2,8 +2,9 @@
 
 - :func:`replay` builds a :class:`~agentlab.Run` that answers with the
   record: :class:`~agentlab.models.replay.ReplayModel` gives the recorded
-  replies (and usage, so the spend is the recorded spend) and
-  :func:`replay_tools` the recorded tool results; nothing is executed.
+  replies (and usage, so the spend is the recorded spend) and, with
+  ``replay_tools=True`` (the default), :func:`recorded_tools` the recorded
+  tool results; nothing is executed.
 - :func:`fork` builds a Run whose history is the record's first ``k`` steps and
   which continues live with whatever you change (model, tools, budgets,
   system prompt). Its ``run_started`` names the parent run and step, and
@@ -73,7 +74,7 @@ class RecordedTool(Tool):
         return text
 
 
-def replay_tools(trace: Any, *, after_step: int = 0) -> list[Tool]:
+def recorded_tools(trace: Any, *, after_step: int = 0) -> list[Tool]:
     """One :class:`RecordedTool` per tool the record used, answering with its results."""
     found: dict[str, list[tuple[Any, str, bool]]] = defaultdict(list)
     for e in trace.records:
@@ -90,7 +91,7 @@ def replay_tools(trace: Any, *, after_step: int = 0) -> list[Tool]:
     ]
 
 
-def replay_setup(trace: Any, *, tools: Any = None, recorded_tools: bool = True, **options: Any) -> dict[str, Any]:
+def replay_setup(trace: Any, *, tools: Any = None, replay_tools: bool = True, **options: Any) -> dict[str, Any]:
     """The arguments of a Run (or a :class:`~agentlab.Lab`) that replays ``trace``:
     ``agentlab.Lab(**replay_setup(trace))`` steps through a recorded run in the panel.
 
@@ -99,8 +100,8 @@ def replay_setup(trace: Any, *, tools: Any = None, recorded_tools: bool = True, 
     """
     model = ReplayModel(trace)
     started = trace.started
-    if tools is None and recorded_tools:
-        tools = replay_tools(trace)
+    if tools is None and replay_tools:
+        tools = recorded_tools(trace)
     setup: dict[str, Any] = {
         "task": list(started.get("messages") or []), "tools": tools, "model": model,
         "max_steps": None, "max_cost": None, "deadline_s": None, "loop_nudge_at": _FOREVER,
@@ -111,12 +112,12 @@ def replay_setup(trace: Any, *, tools: Any = None, recorded_tools: bool = True, 
     return setup
 
 
-def replay(trace: Any, *, tools: Any = None, recorded_tools: bool = True, **options: Any) -> Run:
+def replay(trace: Any, *, tools: Any = None, replay_tools: bool = True, **options: Any) -> Run:
     """A Run that replays ``trace``: recorded replies and (by default) recorded tool results.
 
     ``options`` go to :class:`~agentlab.Run` (see :func:`replay_setup`).
     """
-    setup = replay_setup(trace, tools=tools, recorded_tools=recorded_tools, **options)
+    setup = replay_setup(trace, tools=tools, replay_tools=replay_tools, **options)
     return Run(setup.pop("task"), setup.pop("tools"), **setup)
 
 
@@ -155,5 +156,5 @@ def fork(trace: Any, at_step: int, *, task: str | None = None, **overrides: Any)
         opts["prices"] = Prices(**started["prices"])
     tools = opts.pop("tools", None)
     if tools is None:
-        tools = replay_tools(trace, after_step=at_step)
+        tools = recorded_tools(trace, after_step=at_step)
     return Run(messages, tools, parent={"run_id": trace.run_id, "step": at_step}, **opts)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from agentlab import FunctionModel, Run, ScriptedModel, Stopped, load_run, reply, tool
-from agentlab.forking import fork, replay, replay_tools
+from agentlab.forking import fork, recorded_tools, replay
 from agentlab.models.replay import ReplayModel
 from agentlab.recorded import load_recorded
 from agentlab.trace import TraceWriter
@@ -93,7 +93,7 @@ def test_a_fork_continues_live_with_other_tools_and_budgets():
 
 def test_a_fork_by_default_answers_recorded_calls_and_refuses_new_ones():
     recorded = load_recorded(TOOL_HEAVY)
-    tools = {t.name: t for t in replay_tools(recorded)}
+    tools = {t.name: t for t in recorded_tools(recorded)}
     first = recorded.step(1).tool_uses[0]
     assert asyncio.run(tools["Bash"].fn(**first["input"])).startswith("Command running in background")
     with pytest.raises(Exception, match="not recorded"):
@@ -133,3 +133,19 @@ def test_a_fork_after_a_final_reply_asks_what_to_do_next():
         fork(recorded, at_step=len(recorded), model=ScriptedModel([reply("ok")]), max_cost=None)
     f = fork(recorded, at_step=len(recorded), task="Now summarise it in one line.", model=ScriptedModel([reply("ok")]), max_cost=None)
     assert f.messages[-1] == {"role": "user", "content": "Now summarise it in one line."}
+
+
+def test_replay_tools_false_runs_the_tools_you_give_instead_of_the_record():
+    recorded = load_recorded(MINI)
+    ran = []
+
+    @tool(mode="read")
+    def bash(command: str) -> str:
+        """Run a shell command (a stub that records what it was asked)."""
+        ran.append(command)
+        return "stub output"
+
+    r = replay(recorded, replay_tools=False, tools=[bash])
+    _run(r)
+    assert ran == [c["args"]["command"] for c in recorded.calls.to_dict("records")][: len(ran)] and len(ran) == len(recorded)
+    assert r.spent == recorded.summary["cost"]  # the replies, and so the spend, are still the record's
