@@ -94,6 +94,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
+        parent: dict[str, Any] | None = None,
         counted_from: float | None = None,
     ) -> None:
         # The deadline counts set-up too: from ``counted_from`` (run()/arun() pass the moment
@@ -140,6 +141,7 @@ class Run:
         self._step_lock = threading.Lock()  # one step at a time, whatever task or thread asks
         self._watch: watchdog.Watch | None = None
         self._started = False
+        self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
         # Token estimate of the next request, kept incrementally (no history scans):
         # the last call's context plus what was appended since.
         self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
@@ -547,6 +549,7 @@ class Run:
             prices=None if self.prices is None else asdict(self.prices),
             caches=bool(getattr(self.model, "caches", False)),
             messages=list(self.messages),  # a copy: the live history keeps growing
+            **({"parent": self.parent} if self.parent is not None else {}),
         )
 
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:
