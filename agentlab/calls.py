@@ -23,7 +23,7 @@ from typing import Any
 
 from .clock import Clock
 from .errors import Escaped, Policy, ToolError, UnknownTool, classify, describe, safe_str
-from .isolate import settle, start, unwrap
+from .isolate import inline, settle, start, unwrap
 from .messages import Block
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .tools import Tool, result_text
@@ -69,21 +69,23 @@ def format_error(exc: BaseException) -> dict[str, str]:
 
 async def bounded(
     work: Callable[[], Any], *, is_async: bool, where: str, time_left: float | None, own_timeout: float | None,
-    deadline_s: float | None, on_abandon: Callable[[], None],
+    deadline_s: float | None, on_abandon: Callable[[], None], trusted: bool = False,
 ) -> Any:
     """Run ``work()`` (see :mod:`agentlab.isolate`) within the time left and the tool's own timeout.
 
     The run's deadline expiring raises :class:`DeadlineExceeded` (the run
     stops); the tool's own, shorter timeout raises ``TimeoutError``, which
     the policy table calls retryable. Work that ignores its cancellation is
-    abandoned (``on_abandon``), never waited for past the limit.
+    abandoned (``on_abandon``), never waited for past the limit. ``trusted``
+    async code (the model adapters) runs in the caller's task instead, which
+    is cheaper and still turns whatever it raises into an outcome.
     """
     if time_left is not None and time_left <= 0:
         raise DeadlineExceeded(f"not started: the {deadline_s:g}s deadline had passed")
     limits = [x for x in (time_left, own_timeout) if x is not None]
     wait = max(0.0, min(limits)) if limits else None
     try:
-        outcome = await settle(start(work, is_async), wait, on_abandon)
+        outcome = await (inline(work, wait) if trusted and is_async else settle(start(work, is_async), wait, on_abandon))
     except TimeoutError:
         if time_left is not None and wait is not None and time_left <= wait:
             raise DeadlineExceeded(f"still running when the {deadline_s:g}s deadline passed") from None

@@ -399,8 +399,7 @@ class Run:
             req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
             return normalize_reply(await bounded(
                 lambda: self.model.complete(req), is_async=True, where="the model", time_left=self._time_left(),
-                own_timeout=None, deadline_s=self.budget.deadline_s,
-                on_abandon=lambda: self.abandoned.append(f"the model call of step {self.steps} (ignored its cancellation)"),
+                own_timeout=None, deadline_s=self.budget.deadline_s, trusted=True, on_abandon=lambda: None,
             ))
 
         reply, _ = await retrying(
