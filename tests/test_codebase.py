@@ -35,6 +35,7 @@ UPPER = ("agentlab.lab", "agentlab.ui", "agentlab.report", "agentlab.plots", "ag
 ENGINE = ("agentlab.loop", "agentlab.calls", "agentlab.config", "agentlab.budget", "agentlab.loopguard",
           "agentlab.scheduling", "agentlab.retry", "agentlab.errors", "agentlab.events", "agentlab.vocab",
           "agentlab.messages", "agentlab.tools", "agentlab.pricing", "agentlab.clock", "agentlab.threads",
+          "agentlab.isolate", "agentlab.watchdog", "agentlab.driver",
           "agentlab.models")
 
 
