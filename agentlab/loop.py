@@ -294,8 +294,9 @@ class Run:
             self._step_task.uncancel()
         except BaseException as exc:  # a real Ctrl-C, or a bug: the run still ends, and says so
             if self.result is None:
-                reason = StopReason.CANCELLED if isinstance(exc, KeyboardInterrupt) else StopReason.FATAL
-                self._stop(reason, f"{describe(exc)} during step {self.steps} ({self.phase})", exc)
+                ctrl_c = isinstance(exc, KeyboardInterrupt)
+                what = "interrupted by Ctrl-C" if ctrl_c else describe(exc)
+                self._stop(StopReason.CANCELLED if ctrl_c else StopReason.FATAL, f"{what} during step {self.steps} ({self.phase})", exc)
             raise
         finally:
             self._worked += self.clock.now() - self._t0

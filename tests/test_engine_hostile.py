@@ -479,3 +479,25 @@ def test_ctrl_c_while_run_waits_inside_a_running_loop_cancels_the_run_on_its_thr
         loop.close()
     assert isinstance(result, al.Stopped) and result.reason == "cancelled"
     assert trace_of(tmp_path)[-1]["reason"] == "cancelled"
+
+
+def test_a_keyboard_interrupt_inside_the_engine_ends_the_run_cancelled_with_the_trace_complete(tmp_path):
+    """A Ctrl-C that lands in engine code (here: while a subscriber runs) is not a tool failure: the run
+    ends Stopped("cancelled"), run_finished is written, and run() returns the result."""
+    fired = []
+
+    def interrupted_display(event):
+        if event.kind == "model_called" and not fired:
+            fired.append(True)
+            raise KeyboardInterrupt
+
+    @al.tool
+    def quick() -> str:
+        """Answer."""
+        return "ok"
+
+    result = within(20, lambda: al.run("q", [quick], model=al.ScriptedModel([reply(None, ("quick", {}))]),
+                                       trace=tmp_path, subscribers=[interrupted_display]))
+    assert isinstance(result, al.Stopped) and result.reason == "cancelled"
+    assert result.detail == "interrupted by Ctrl-C during step 1 (calling model)"
+    assert trace_of(tmp_path)[-1]["kind"] == "run_finished"
