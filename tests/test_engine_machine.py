@@ -172,8 +172,10 @@ class RunMachine(RuleBasedStateMachine):
         if was_finished:
             assert len(errors) == 2 and all("has finished" in str(e) for e in errors)
         else:
-            assert len(errors) == 1  # the first may end the run, then the second hears "has finished"
-            assert "already in a step" in str(errors[0]) or "has finished" in str(errors[0])
+            # Usually the second hears "already in a step"; a first step that never suspends (it ends the
+            # run, or only hands back kept results) is over before the second starts.
+            assert len(errors) <= 1
+            assert all("already in a step" in str(e) or "has finished" in str(e) for e in errors)
         assert self.r.model_calls - calls <= 1
 
     @rule(where=st.sampled_from(["loop", "thread"]))
