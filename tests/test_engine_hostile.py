@@ -172,7 +172,7 @@ def test_an_async_tool_that_blocks_the_event_loop_is_blamed_by_the_watchdog():
     @al.tool
     async def freezer() -> str:
         """Block the loop."""
-        time.sleep(0.6)
+        time.sleep(1.0)  # long enough for the watchdog to look even on a loaded machine
         return "thawed"
 
     result = within(20, lambda: al.run("q", [freezer], model=al.ScriptedModel([reply(None, ("freezer", {}))]),
@@ -186,7 +186,7 @@ def test_a_blocking_subscriber_is_named_as_the_cause_of_the_overrun():
 
     def slow_display(event):
         if event.kind == "tool_started":
-            time.sleep(0.6)
+            time.sleep(1.0)
 
     @al.tool
     def quick() -> str:
