@@ -147,7 +147,7 @@ class Run:
         self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
             estimate_tokens(m) for m in self.messages
         )
-        self._worked = max(0.0, self.clock.now() - since)
+        self._worked = self._setup_s = max(0.0, self.clock.now() - since)
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -497,6 +497,8 @@ class Run:
         d = self.budget.deadline_s
         over = 0.0 if d is None else max(0.0, self.elapsed - d)
         cause = self._watch.cause if over > 0 and self._watch is not None else ""
+        if over > 0 and not cause and d is not None and self._setup_s >= d:
+            cause = f"set-up (building the run: imports, tool schemas, prices) took {self._setup_s:.2f}s of the {d:g}s"
         return {"overrun_s": over, "overrun_cause": cause, "abandoned": tuple(self.abandoned)}
 
     # ------------------------------------------------------------- plumbing

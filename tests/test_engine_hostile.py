@@ -208,6 +208,8 @@ def test_the_deadline_counts_set_up_from_the_moment_the_run_is_asked_for():
     assert r.elapsed == pytest.approx(10.0)
     result = asyncio.run(r.run())
     assert result.reason == "deadline" and model.calls == 0
+    assert result.overrun_s == pytest.approx(5.0)
+    assert result.overrun_cause == "set-up (building the run: imports, tool schemas, prices) took 10.00s of the 5s"
 
 
 # ----------------------------------------------------------------------------------- threads
