@@ -4,8 +4,9 @@
 
 * On shutdown it cancels every task left and waits for them *without a
   limit*. A tool that swallows its cancellation would hold ``run()`` forever
-  after the run itself ended. Here leftover tasks get :data:`GRACE_S`, and
-  whatever is still running then is abandoned (the run's result names it).
+  after the run itself ended. Here tasks the run already abandoned get no
+  second wait, and any other leftover (a connection pool closing) gets at
+  most :data:`SHUTDOWN_S`.
 * Its Ctrl-C handling cancels the main task, which ends our run as an
   exception. Here the first Ctrl-C calls the run's own ``cancel()``, so the
   run ends as ``Stopped("cancelled")`` with a complete trace, and the caller
@@ -29,9 +30,12 @@ import threading
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from .isolate import GRACE_S, is_abandoned
+from .isolate import is_abandoned
 
 T = TypeVar("T")
+
+SHUTDOWN_S = 1.0
+"""At the end, how long tasks other than abandoned ones may take to finish once cancelled."""
 
 JOIN_AFTER_CANCEL_S = 5.0
 """After a Ctrl-C in a notebook, how long to wait for the cancelled run's thread to record its end."""
@@ -141,17 +145,17 @@ def _on_thread(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result:
 
 
 def close_loop(loop: asyncio.AbstractEventLoop) -> None:
-    """Close ``loop`` after giving leftover tasks :data:`GRACE_S` to finish; never wait longer."""
+    """Close ``loop``: leftover tasks are cancelled and given :data:`SHUTDOWN_S` (abandoned ones: nothing more)."""
     try:
         left = [t for t in asyncio.all_tasks(loop) if not t.done()]
         for t in left:
             t.cancel()
         left = [t for t in left if not is_abandoned(t)]  # those had their grace already
-        if left:
-            loop.run_until_complete(asyncio.wait(left, timeout=GRACE_S))
+        if left:  # the rest (a connection pool closing, say) get up to SHUTDOWN_S
+            loop.run_until_complete(asyncio.wait(left, timeout=SHUTDOWN_S))
         for finish in (loop.shutdown_asyncgens, loop.shutdown_default_executor):
             with contextlib.suppress(Exception):
-                loop.run_until_complete(asyncio.wait_for(finish(), GRACE_S))
+                loop.run_until_complete(asyncio.wait_for(finish(), SHUTDOWN_S))
     finally:
         loop.close()
         for t in asyncio.all_tasks(loop):  # abandoned, on a closed loop: named in the result, silent at exit
