@@ -431,10 +431,13 @@ def _replay(
             return _Verdict("stopped", str(stop.reason), k - 1, spent)
         allowed = max_tokens
         if prices is not None:
-            est = int(estimates.get(int(r["step"]), r["context_tokens"]))
+            # "hard" decides on the exact input (what the API's count returns: the billed context);
+            # "estimate" on the engine's estimate, as recorded.
+            exact = guard == "hard"
+            est = int(r["context_tokens"]) if exact else int(estimates.get(int(r["step"]), r["context_tokens"]))
             in_rate, out_rate = prices.worst_rates(est, caches)
             guarded = guard_call(budget, steps=k - 1, spent=spent, est_input_tokens=est, input_rate=in_rate,
-                                 output_rate=out_rate, max_tokens=max_tokens)
+                                 output_rate=out_rate, max_tokens=max_tokens, basis="exact" if exact else "estimated")
             if isinstance(guarded, Stop):
                 return _Verdict("stopped", str(guarded.reason), k - 1, spent)
             allowed = guarded
@@ -496,8 +499,9 @@ def budget_whatif(
 
     Computed from the traces alone, replaying the engine's rules in its order:
     before each call the step limit, the deadline (working time ``t``) and,
-    with ``cost_guard="hard"``, the worst-case pre-call check (the recorded
-    input estimate plus a minimal reply must fit what is left; a clamped
+    with ``cost_guard="hard"``, the worst-case pre-call check (the exact
+    input, as billed, plus a minimal reply must fit what is left; with
+    ``"estimate"`` the recorded input estimate instead; a clamped
     ``max_tokens`` shorter than the recorded reply cuts it off, reason
     ``"max_tokens"``); the deadline during the call and the tools; after the
     step the spent-vs-``max_cost`` check (the only cost check of
@@ -511,8 +515,8 @@ def budget_whatif(
     """
     import pandas as pd
 
-    if cost_guard not in ("hard", "after"):
-        raise ValueError(f"cost_guard must be 'hard' or 'after', got {cost_guard!r}")
+    if cost_guard not in COST_GUARDS:
+        raise ValueError(f"cost_guard must be 'hard', 'estimate' or 'after', got {cost_guard!r}")
     runs, steps, _, events = _frames(traces)
     _need(runs, "runs", (*RUN_COLUMNS, "model", "seconds"))
     _need(steps, "steps", (*STEP_COLUMNS, "latency", "t"))

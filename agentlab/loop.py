@@ -22,14 +22,21 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .budget import (
+    DEFAULT_SERVER_TOOL_FEES,
     MIN_REPLY_TOKENS,
     Budget,
     BudgetSnapshot,
     CostGuard,
+    GuardBasis,
+    GuardReport,
     Stop,
     check_after_step,
     check_before_call,
     guard_call,
+    input_bound,
+    needs_exact_count,
+    request_input_bound,
+    server_tool_fees,
 )
 from .calls import CallContext, CallRunner, bounded, format_error, result_block
 from .clock import Clock, wall_time
@@ -110,6 +117,9 @@ class Run:
         self.pending_calls: list[Block] = []
         self.nudges = 0
         self.last_usage: Usage | None = None
+        self.input_counts = 0  # exact input counts asked of the model by the hard cost guard
+        self.guard_calls: dict[str, int] = {}  # calls guarded per basis: exact / bounded / estimated
+        self.estimate_short = 0.0  # USD the "estimate" guard's input estimates fell short of the bill
         self._subscribers: list[Subscriber] = list(subscribers)
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(
@@ -132,6 +142,10 @@ class Run:
         self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
             estimate_tokens(m) for m in self.messages
         )
+        # ...and a bound it cannot exceed (budget.input_bound), for the hard cost guard.
+        self._bound_context = request_input_bound(c.system, self._tool_defs, self.messages)
+        self._can_count = callable(getattr(c.model, "count_tokens", None))
+        self._guard_info: dict[str, Any] = {}
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -183,6 +197,13 @@ class Run:
     def elapsed(self) -> float:
         """Working seconds: time spent inside ``step()`` so far."""
         return self._worked + (self.clock.now() - self._t0 if self._t0 is not None else 0.0)
+
+    @property
+    def guard_report(self) -> GuardReport:
+        """What the cost guard rested on so far (exact counts, bounds, estimates)."""
+        b = self.budget
+        over = max(0.0, self.spent - b.max_cost) if b.max_cost is not None else 0.0
+        return GuardReport(b.cost_guard, dict(self.guard_calls), self.input_counts, self.estimate_short, over)
 
     @property
     def snapshot(self) -> BudgetSnapshot:
@@ -267,14 +288,14 @@ class Run:
             return self._stop(StopReason.CANCELLED, f"cancelled before step {self.steps + 1}")
         if stop := check_before_call(self.budget, self.steps, self.elapsed):
             return self._stop(stop.reason, stop.detail)
-        max_tokens = self._guard_call()
+        max_tokens = await self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
 
         # 2. The model call.
         self.steps += 1
         self.phase = "calling model"
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context, **self._guard_info)
         t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens)
@@ -304,6 +325,9 @@ class Run:
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._est_context = usage.context_tokens
+        if not estimated:
+            self._bound_context = usage.context_tokens  # billed exactly: the bound restarts from it
+            self._note_estimate_error(usage.context_tokens)
         self._append({"role": "assistant", "content": reply.content}, tokens=usage.output_tokens)
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
@@ -337,15 +361,82 @@ class Run:
             return None
         return await self._tools_phase(reply.tool_calls)
 
-    def _guard_call(self) -> int | Stop:
-        """The hard cost guard (budget.guard_call) at this model's worst-case rates."""
-        if self.prices is None:
+    async def _guard_call(self) -> int | Stop:
+        """The pre-call cost guard (budget.guard_call) at this model's worst-case rates.
+
+        Its input side: for ``cost_guard="hard"`` the bound the request cannot
+        exceed, or, when that bound cannot clear the call, the model's exact
+        count of the request; for ``"estimate"`` the running estimate.
+        """
+        self._guard_info = {}
+        b = self.budget
+        if self.prices is None or b.max_cost is None or b.cost_guard == "after":
             return self.max_tokens
-        in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
+        caching = getattr(self.model, "caches", False)
+        fee_table = {**DEFAULT_SERVER_TOOL_FEES, "web_search": getattr(self.prices, "web_search", DEFAULT_SERVER_TOOL_FEES["web_search"])}
+        fees = server_tool_fees([*self._tool_defs, *getattr(self.model, "server_tools", ())], fee_table)
+        tokens: int = self._est_context
+        basis: GuardBasis = "estimated"
+        if b.cost_guard == "hard" and fees is not None:
+            tokens, basis = self._bound_context, "bounded"
+            in_rate, out_rate = self.prices.worst_rates(tokens, caching)
+            near = needs_exact_count(b, spent=self.spent, bound_tokens=tokens, input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens, fees=fees)
+            if near and self._can_count:
+                counted = await self._count_input()
+                if isinstance(counted, Stop):
+                    return counted
+                if counted is not None:
+                    tokens, basis = counted, "exact"
+                    self._bound_context = self._est_context = counted
+        in_rate, out_rate = self.prices.worst_rates(tokens, caching)
+        self._guard_info.update(guard_basis=basis, guard_input_tokens=tokens, guard_fees=fees)
+        self.guard_calls[basis] = self.guard_calls.get(basis, 0) + 1
         return guard_call(
-            self.budget, steps=self.steps, spent=self.spent, est_input_tokens=self._est_context,
-            input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens,
+            b, steps=self.steps, spent=self.spent, est_input_tokens=tokens, input_rate=in_rate,
+            output_rate=out_rate, max_tokens=self.max_tokens, fees=fees or 0.0, basis=basis,
         )
+
+    async def _count_input(self) -> int | Stop | None:
+        """The model's exact count of the request about to be sent, retried and bounded like a call.
+
+        ``None`` when it cannot be had (the guard then keeps the bound); a
+        model or proxy that refuses the endpoint is not asked again this run.
+        """
+        count = self.model.count_tokens  # type: ignore[attr-defined]
+
+        async def attempt() -> int:
+            req = ModelRequest(self.system, self.messages, self._tool_defs, self.max_tokens, self._time_left())
+            return int(await bounded(count(req), self._time_left(), None, self.budget.deadline_s))
+
+        retryable = lambda e: classify(e, self.policy) == "retryable"  # noqa: E731
+        t0 = self.clock.now()
+        try:
+            n, _ = await retrying(
+                attempt, is_retryable=retryable, max_attempts=self.policy.max_attempts,
+                wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
+                sleep=self.clock.sleep, time_left=self._time_left,
+                on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, request="count_tokens"),
+            )
+        except DeadlineExceeded as exc:
+            return Stop(StopReason.DEADLINE, f"counting the input of step {self.steps + 1}: {exc}")
+        except Exception as exc:
+            last = exc.last if isinstance(exc, RetriesExhausted) else exc
+            self._can_count = isinstance(exc, RetriesExhausted) or retryable(exc)
+            self._guard_info["count_error"] = describe(last)
+            return None
+        finally:
+            self._guard_info["count_latency"] = self.clock.now() - t0
+        self.input_counts += 1
+        return n
+
+    def _note_estimate_error(self, billed_tokens: int) -> None:
+        """Under ``cost_guard="estimate"``: what the estimate missed, in dollars at the input rate."""
+        if self._guard_info.get("guard_basis") != "estimated" or self.prices is None:
+            return
+        short = billed_tokens - int(self._guard_info["guard_input_tokens"])
+        if short > 0:
+            in_rate, _ = self.prices.worst_rates(billed_tokens, getattr(self.model, "caches", False))
+            self.estimate_short += short * in_rate
 
     async def _call_model(self, max_tokens: int) -> Reply:
         async def attempt() -> Reply:
@@ -418,13 +509,13 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str) -> None:
-        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text)
+        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self.guard_report, text=text)
         self.phase = "done"
         self._emit_end("done", "done", "", text, None)
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self.result = Stopped(
-            self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
+            self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self.guard_report,
             reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
@@ -439,6 +530,7 @@ class Run:
         """Grow the history and the next request's token estimate (no rescans)."""
         self.messages.append(message)
         self._est_context += estimate_tokens(message) if tokens is None else tokens
+        self._bound_context += input_bound(message)
 
     def _limits(self) -> dict[str, Any]:
         b = self.budget
@@ -487,6 +579,7 @@ class Run:
             EventKind.RUN_FINISHED, outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
+            guard=self.guard_report.as_dict(), guard_note=self.guard_report.note(),
         )
 
 
