@@ -11,7 +11,7 @@ Nothing here reads a clock or calls a model: the engine passes the numbers in.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -252,6 +252,29 @@ def needs_exact_count(
         return False
     worst = worst_case_cost(bound_tokens, input_rate, output_rate, max_tokens, fees)
     return worst > budget.max_cost - spent
+
+
+def guard_input(
+    budget: Budget, *, spent: float, estimate: int, bound: int, billed_by_estimate: bool, fees: float | None,
+    rates: Callable[[int], tuple[float, float]], max_tokens: int,
+) -> tuple[int, GuardBasis, bool]:
+    """What the guard takes as the next call's input: (tokens, basis, ask the model for an exact count?).
+
+    ``"estimate"``: the running estimate. ``"hard"``: the bound, and a count
+    is asked when the bound cannot clear the call (:func:`needs_exact_count`);
+    a model that reports no usage is billed at the estimate, so the estimate
+    is then exact. Uncapped server-tool fees (``fees is None``) leave only an
+    estimate. ``rates(tokens)`` gives (input, output) USD per token.
+    """
+    if budget.cost_guard != "hard" or fees is None:
+        return estimate, "estimated", False
+    if billed_by_estimate:
+        return estimate, "exact", False
+    in_rate, out_rate = rates(bound)
+    ask = needs_exact_count(
+        budget, spent=spent, bound_tokens=bound, input_rate=in_rate, output_rate=out_rate, max_tokens=max_tokens, fees=fees
+    )
+    return bound, "bounded", ask
 
 
 DEFAULT_SERVER_TOOL_FEES: Mapping[str, float] = {"web_search": 10 / 1000}

@@ -27,14 +27,13 @@ from .budget import (
     Budget,
     BudgetSnapshot,
     CostGuard,
-    GuardBasis,
     GuardReport,
     Stop,
     check_after_step,
     check_before_call,
     guard_call,
+    guard_input,
     input_bound,
-    needs_exact_count,
     request_input_bound,
     server_tool_fees,
 )
@@ -145,6 +144,7 @@ class Run:
         # ...and a bound it cannot exceed (budget.input_bound), for the hard cost guard.
         self._bound_context = request_input_bound(c.system, self._tool_defs, self.messages)
         self._can_count = callable(getattr(c.model, "count_tokens", None))
+        self._billed_by_estimate = False  # the last reply had no usage: the engine bills its own estimate
         self._guard_info: dict[str, Any] = {}
 
     # ------------------------------------------------- the inputs (config)
@@ -325,6 +325,7 @@ class Run:
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._est_context = usage.context_tokens
+        self._billed_by_estimate = estimated
         if not estimated:
             self._bound_context = usage.context_tokens  # billed exactly: the bound restarts from it
             self._note_estimate_error(usage.context_tokens)
@@ -368,27 +369,26 @@ class Run:
         exceed, or, when that bound cannot clear the call, the model's exact
         count of the request; for ``"estimate"`` the running estimate.
         """
-        self._guard_info = {}
-        b = self.budget
-        if self.prices is None or b.max_cost is None or b.cost_guard == "after":
+        self._guard_info = {"input_bound": self._bound_context, "can_count": self._can_count}
+        b, prices = self.budget, self.prices
+        if prices is None or b.max_cost is None or b.cost_guard == "after":
             return self.max_tokens
         caching = getattr(self.model, "caches", False)
-        fee_table = {**DEFAULT_SERVER_TOOL_FEES, "web_search": getattr(self.prices, "web_search", DEFAULT_SERVER_TOOL_FEES["web_search"])}
+        fee_table = {**DEFAULT_SERVER_TOOL_FEES, "web_search": getattr(prices, "web_search", DEFAULT_SERVER_TOOL_FEES["web_search"])}
         fees = server_tool_fees([*self._tool_defs, *getattr(self.model, "server_tools", ())], fee_table)
-        tokens: int = self._est_context
-        basis: GuardBasis = "estimated"
-        if b.cost_guard == "hard" and fees is not None:
-            tokens, basis = self._bound_context, "bounded"
-            in_rate, out_rate = self.prices.worst_rates(tokens, caching)
-            near = needs_exact_count(b, spent=self.spent, bound_tokens=tokens, input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens, fees=fees)
-            if near and self._can_count:
-                counted = await self._count_input()
-                if isinstance(counted, Stop):
-                    return counted
-                if counted is not None:
-                    tokens, basis = counted, "exact"
-                    self._bound_context = self._est_context = counted
-        in_rate, out_rate = self.prices.worst_rates(tokens, caching)
+        tokens, basis, ask = guard_input(
+            b, spent=self.spent, estimate=self._est_context, bound=self._bound_context,
+            billed_by_estimate=self._billed_by_estimate, fees=fees, rates=lambda n: prices.worst_rates(n, caching),
+            max_tokens=self.max_tokens,
+        )
+        if ask and self._can_count:
+            counted = await self._count_input()
+            if isinstance(counted, Stop):
+                return counted
+            if counted is not None:
+                tokens, basis = counted, "exact"
+                self._bound_context = self._est_context = counted
+        in_rate, out_rate = prices.worst_rates(tokens, caching)
         self._guard_info.update(guard_basis=basis, guard_input_tokens=tokens, guard_fees=fees)
         self.guard_calls[basis] = self.guard_calls.get(basis, 0) + 1
         return guard_call(

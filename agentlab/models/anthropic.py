@@ -200,6 +200,16 @@ class AnthropicModel:
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
 
 
+    async def count_tokens(self, request: ModelRequest) -> int:
+        """The exact input tokens of ``request`` (the API's free ``count_tokens``), for the hard cost guard."""
+        from .counting import count_input_tokens
+
+        return await count_input_tokens(self, request)
+
+    def client_here(self) -> Any:
+        """The client for the running event loop (see :meth:`_client_here`)."""
+        return self._client_here()
+
     def _client_here(self) -> Any:
         """The client for the running event loop, with its own connection pool.
 
@@ -367,6 +377,11 @@ def api_error(status: int, headers: Mapping[str, str], body: Any, *, secrets: tu
 # ------------------------------------------------------------------ helpers
 def _secrets(client: Any) -> tuple[str, ...]:
     return tuple(s for s in (getattr(client, "api_key", None), getattr(client, "auth_token", None)) if s)
+
+
+def scrub_secrets(text: str, secrets: tuple[str, ...]) -> str:
+    """``text`` with every secret replaced by ``[redacted]``."""
+    return _scrub(text, secrets)
 
 
 def _scrub(text: str, secrets: tuple[str, ...]) -> str:
