@@ -580,6 +580,7 @@ class Run:
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
             guard=self.guard_report.as_dict(), guard_note=self.guard_report.note(),
+            last_guard_check=dict(self._guard_info),  # a check that stopped the run has no model_request
         )
 
 
