@@ -365,6 +365,29 @@ class MessagesServer:
         options.setdefault("max_retries", 0)
         return anthropic.AsyncAnthropic(base_url=self.url, api_key=api_key, **options)
 
+    # in-process answers (the HTTP handler's logic, without the transport)
+    def respond(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The reply a ``POST /v1/messages`` with ``body`` gets, without HTTP (for fast property tests).
+
+        Same checks, script, prompt cache and tokenizer as over HTTP; a
+        scripted fault or a refused request raises ``ValueError``.
+        """
+        problem = validate_request(body)
+        if problem:
+            raise ValueError(problem)
+        item = self._next(body)
+        item = item.item if isinstance(item, Slow) else item
+        if not isinstance(item, dict):
+            raise ValueError(f"MessagesServer.respond serves replies only, got {item!r}")
+        return self._message(item, body)
+
+    def count(self, body: dict[str, Any]) -> int:
+        """What ``POST /v1/messages/count_tokens`` answers for ``body``, without HTTP."""
+        problem = validate_count_request(body)
+        if problem:
+            raise ValueError(problem)
+        return count_segments(_segments(body)[0], self.tokenizer)
+
     # serving (called from the handler thread)
     def _next(self, body: Any) -> Any:
         with self._lock:
@@ -448,7 +471,7 @@ class _Handler(BaseHTTPRequestHandler):
             if problem:
                 return self._send(400, fault(400, problem).body())
             assert isinstance(body, dict)  # validate_count_request accepts only a JSON object
-            return self._send(200, {"input_tokens": count_segments(_segments(body)[0], server.tokenizer)})
+            return self._send(200, {"input_tokens": server.count(body)})
         problem = validate_request(body)
         if problem:
             return self._send(400, fault(400, problem).body())

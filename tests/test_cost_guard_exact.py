@@ -29,6 +29,7 @@ from agentlab.budget import (
 )
 from agentlab.models.anthropic import AnthropicModel
 from agentlab.models.base import ModelRequest
+from agentlab.models.counting import count_params
 from agentlab.testing import MessagesServer, fault
 from agentlab.testing_tokens import dense_tokens
 from agentlab.ui.state import PanelState
@@ -215,12 +216,33 @@ def test_a_deadline_passing_while_counting_stops_the_run_with_deadline():
 
 
 # ------------------------------------------------------------------ the proof
-def test_no_run_ends_over_max_cost_against_the_dense_server(dense):
-    """1,000 runs with random budgets, tool-result sizes and reply lengths: none ends over max_cost."""
-    server, script, loop, model = dense
+class InProcess:
+    """The dense server's own answers without HTTP: the same request bodies, tokenizer, cache and guard.
+
+    ``AnthropicModel.build_params`` builds each body (cache breakpoints
+    included) exactly as for the SDK; the server answers it in process.
+    """
+
+    def __init__(self, server: MessagesServer) -> None:
+        self.server = server
+        import anthropic  # the adapter only builds bodies: its client never sends
+
+        client = anthropic.AsyncAnthropic(base_url="http://127.0.0.1:9", api_key="sk-ant-unused", max_retries=0)
+        self.adapter = AnthropicModel("claude-sonnet-4-5", client=client)
+        self.model, self.caches = self.adapter.model, self.adapter.caches
+
+    async def complete(self, request: ModelRequest) -> dict[str, Any]:
+        return self.server.respond(self.adapter.build_params(request))
+
+    async def count_tokens(self, request: ModelRequest) -> int:
+        return self.server.count(count_params(self.adapter.build_params(request)))
+
+
+def prove(server: MessagesServer, script: Script, loop: asyncio.AbstractEventLoop, model: Any, runs: int) -> Counter[str]:
+    """``runs`` runs with random budgets, tool-result sizes and reply lengths; fails on any run over max_cost."""
     stats: Counter[str] = Counter()
 
-    @settings(max_examples=1000, deadline=None, derandomize=True, database=None,
+    @settings(max_examples=runs, deadline=None, derandomize=True, database=None,
               suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
     @given(
         sizes=st.lists(st.integers(0, 30000), min_size=0, max_size=3),
@@ -235,21 +257,44 @@ def test_no_run_ends_over_max_cost_against_the_dense_server(dense):
             full += ctx / 1.7 * 3.75e-6 + min(o / 1.7, 1024) * 15e-6
             ctx += size + o + 200
         max_cost = max(1e-6, full * share)
-        before = len(server.requests)
         script.set(plan(sizes, outputs))
         result, events = run_on(loop, model, max_cost=max_cost)
+        guard = result.guard
+        assert guard is not None
         stats["runs"] += 1
-        stats["steps"] += result.steps
-        stats["counted steps"] += counts_asked(server, before)
+        stats["pre-call checks"] += sum(guard.calls.values())
+        stats["counted"] += guard.input_counts
         stats["stopped by budget"] += result.reason == "budget"
         stats["over"] += result.spent > max_cost
         assert result.spent <= max_cost, (result, max_cost)
 
     one()
-    print(f"\ndense-server proof: {dict(stats)}")
+    return stats
+
+
+def test_no_run_ends_over_max_cost_in_1000_runs_on_the_dense_tokenizer():
+    """1,000 runs (random budgets from tiny to above the full cost, random tool-result sizes and reply
+    lengths) on the dense server's tokenizer, cache and counts, in process: none ends over max_cost."""
+    script = Script()
+    server = MessagesServer(tokenizer="dense").add(*[script] * 20000)
+    loop = asyncio.new_event_loop()
+    try:
+        stats = prove(server, script, loop, InProcess(server), 1000)
+    finally:
+        loop.close()
+    print(f"\ndense tokenizer, in process: {dict(stats)}")
     assert stats["runs"] >= 1000 and stats["over"] == 0
-    assert 0 < stats["counted steps"] < stats["steps"]  # counts only near the limit
+    assert 0 < stats["counted"] < stats["pre-call checks"]  # at most one count per check, none far from the limit
     assert stats["stopped by budget"] > 100  # the budgets did bite
+
+
+def test_no_run_ends_over_max_cost_through_the_sdk_and_the_dense_server(dense):
+    """The same property through the real SDK over HTTP (fewer runs: each costs real round trips)."""
+    server, script, loop, model = dense
+    before = len(server.requests)
+    stats = prove(server, script, loop, model, 120)
+    print(f"\ndense server, real SDK: {dict(stats)}")
+    assert stats["over"] == 0 and stats["counted"] == counts_asked(server, before) > 0
 
 
 # ---------------------------------------------------------- the pure rules
