@@ -30,7 +30,7 @@ from agentlab.budget import (
 from agentlab.models.anthropic import AnthropicModel
 from agentlab.models.base import ModelRequest
 from agentlab.models.counting import count_params
-from agentlab.testing import MessagesServer, fault
+from agentlab.testing import MessagesServer
 from agentlab.testing_tokens import dense_tokens
 from agentlab.ui.state import PanelState
 
