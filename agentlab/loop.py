@@ -21,8 +21,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from .budget import (
-    DEFAULT_SERVER_TOOL_FEES,
+from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     Budget,
     BudgetSnapshot,
@@ -31,15 +30,11 @@ from .budget import (
     Stop,
     check_after_step,
     check_before_call,
-    guard_call,
-    guard_input,
-    input_bound,
-    request_input_bound,
-    server_tool_fees,
 )
 from .calls import CallContext, CallRunner, bounded, format_error, result_block
 from .clock import Clock, wall_time
 from .config import RunConfig
+from .costguard import InputTracker
 from .errors import ModelError, Policy, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
@@ -116,9 +111,6 @@ class Run:
         self.pending_calls: list[Block] = []
         self.nudges = 0
         self.last_usage: Usage | None = None
-        self.input_counts = 0  # exact input counts asked of the model by the hard cost guard
-        self.guard_calls: dict[str, int] = {}  # calls guarded per basis: exact / bounded / estimated
-        self.estimate_short = 0.0  # USD the "estimate" guard's input estimates fell short of the bill
         self._subscribers: list[Subscriber] = list(subscribers)
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(
@@ -136,16 +128,8 @@ class Run:
         self._t0: float | None = None
         self._step_task: asyncio.Task[Any] | None = None
         self._started = False
-        # Token estimate of the next request, kept incrementally (no history scans):
-        # the last call's context plus what was appended since.
-        self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
-            estimate_tokens(m) for m in self.messages
-        )
-        # ...and a bound it cannot exceed (budget.input_bound), for the hard cost guard.
-        self._bound_context = request_input_bound(c.system, self._tool_defs, self.messages)
-        self._can_count = callable(getattr(c.model, "count_tokens", None))
-        self._billed_by_estimate = False  # the last reply had no usage: the engine bills its own estimate
-        self._guard_info: dict[str, Any] = {}
+        # The next request's input as the cost guard sees it: estimate, bound, exact count.
+        self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -201,9 +185,7 @@ class Run:
     @property
     def guard_report(self) -> GuardReport:
         """What the cost guard rested on so far (exact counts, bounds, estimates)."""
-        b = self.budget
-        over = max(0.0, self.spent - b.max_cost) if b.max_cost is not None else 0.0
-        return GuardReport(b.cost_guard, dict(self.guard_calls), self.input_counts, self.estimate_short, over)
+        return self._input.report(self.budget, self.spent)
 
     @property
     def snapshot(self) -> BudgetSnapshot:
@@ -295,7 +277,7 @@ class Run:
         # 2. The model call.
         self.steps += 1
         self.phase = "calling model"
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context, **self._guard_info)
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info)
         t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens)
@@ -318,17 +300,13 @@ class Run:
         # 3. What it cost (reported usage, or the same estimate the guard used).
         estimated = reply.usage is None
         usage = reply.usage or Usage(
-            input_tokens=self._est_context, output_tokens=min(estimate_tokens(reply.content), max_tokens)
+            input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
-        self._est_context = usage.context_tokens
-        self._billed_by_estimate = estimated
-        if not estimated:
-            self._bound_context = usage.context_tokens  # billed exactly: the bound restarts from it
-            self._note_estimate_error(usage.context_tokens)
+        self._input.billed(usage, estimated, self.prices, getattr(self.model, "caches", False))
         self._append({"role": "assistant", "content": reply.content}, tokens=usage.output_tokens)
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
@@ -363,96 +341,39 @@ class Run:
         return await self._tools_phase(reply.tool_calls)
 
     async def _guard_call(self) -> int | Stop:
-        """The pre-call cost guard (budget.guard_call) at this model's worst-case rates.
-
-        Its input side: for ``cost_guard="hard"`` the bound the request cannot
-        exceed, or, when that bound cannot clear the call, the model's exact
-        count of the request; for ``"estimate"`` the running estimate.
-        """
-        self._guard_info = {"input_bound": self._bound_context, "can_count": self._can_count}
-        b, prices = self.budget, self.prices
-        if prices is None or b.max_cost is None or b.cost_guard == "after":
-            return self.max_tokens
-        caching = getattr(self.model, "caches", False)
-        fee_table = {**DEFAULT_SERVER_TOOL_FEES, "web_search": getattr(prices, "web_search", DEFAULT_SERVER_TOOL_FEES["web_search"])}
-        fees = server_tool_fees([*self._tool_defs, *getattr(self.model, "server_tools", ())], fee_table)
-        tokens, basis, ask = guard_input(
-            b, spent=self.spent, estimate=self._est_context, bound=self._bound_context,
-            billed_by_estimate=self._billed_by_estimate, fees=fees, rates=lambda n: prices.worst_rates(n, caching),
-            max_tokens=self.max_tokens,
-        )
-        if ask and self._can_count:
-            counted = await self._count_input()
-            if isinstance(counted, Stop):
-                return counted
-            if counted is not None:
-                tokens, basis = counted, "exact"
-                self._bound_context = self._est_context = counted
-        in_rate, out_rate = prices.worst_rates(tokens, caching)
-        self._guard_info.update(guard_basis=basis, guard_input_tokens=tokens, guard_fees=fees)
-        self.guard_calls[basis] = self.guard_calls.get(basis, 0) + 1
-        return guard_call(
-            b, steps=self.steps, spent=self.spent, est_input_tokens=tokens, input_rate=in_rate,
-            output_rate=out_rate, max_tokens=self.max_tokens, fees=fees or 0.0, basis=basis,
-        )
-
-    async def _count_input(self) -> int | Stop | None:
-        """The model's exact count of the request about to be sent, retried and bounded like a call.
-
-        ``None`` when it cannot be had (the guard then keeps the bound); a
-        model or proxy that refuses the endpoint is not asked again this run.
-        """
-        count = self.model.count_tokens  # type: ignore[attr-defined]
-
-        async def attempt() -> int:
+        """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules)."""
+        async def count() -> int:  # the model's exact count of the request about to be sent
             req = ModelRequest(self.system, self.messages, self._tool_defs, self.max_tokens, self._time_left())
-            return int(await bounded(count(req), self._time_left(), None, self.budget.deadline_s))
+            return int(await self._retrying(lambda: self.model.count_tokens(req), "count_tokens"))  # type: ignore[attr-defined]
 
-        retryable = lambda e: classify(e, self.policy) == "retryable"  # noqa: E731
-        t0 = self.clock.now()
-        try:
-            n, _ = await retrying(
-                attempt, is_retryable=retryable, max_attempts=self.policy.max_attempts,
-                wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
-                sleep=self.clock.sleep, time_left=self._time_left,
-                on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, request="count_tokens"),
-            )
-        except DeadlineExceeded as exc:
-            return Stop(StopReason.DEADLINE, f"counting the input of step {self.steps + 1}: {exc}")
-        except Exception as exc:
-            last = exc.last if isinstance(exc, RetriesExhausted) else exc
-            self._can_count = isinstance(exc, RetriesExhausted) or retryable(exc)
-            self._guard_info["count_error"] = describe(last)
-            return None
-        finally:
-            self._guard_info["count_latency"] = self.clock.now() - t0
-        self.input_counts += 1
-        return n
-
-    def _note_estimate_error(self, billed_tokens: int) -> None:
-        """Under ``cost_guard="estimate"``: what the estimate missed, in dollars at the input rate."""
-        if self._guard_info.get("guard_basis") != "estimated" or self.prices is None:
-            return
-        short = billed_tokens - int(self._guard_info["guard_input_tokens"])
-        if short > 0:
-            in_rate, _ = self.prices.worst_rates(billed_tokens, getattr(self.model, "caches", False))
-            self.estimate_short += short * in_rate
+        return await self._input.check(
+            self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=getattr(self.model, "caches", False),
+            tools=[*self._tool_defs, *getattr(self.model, "server_tools", ())], max_tokens=self.max_tokens, count=count,
+            retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
+        )
 
     async def _call_model(self, max_tokens: int) -> Reply:
-        async def attempt() -> Reply:
+        async def attempt() -> Any:
             req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
-            return normalize_reply(await bounded(self.model.complete(req), self._time_left(), None, self.budget.deadline_s))
+            return normalize_reply(await self.model.complete(req))
 
-        reply, _ = await retrying(
+        return await self._retrying(attempt, "messages")
+
+    async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
+        """``call()`` within the deadline, retried by the policy; every retry an event."""
+        async def attempt() -> Any:
+            return await bounded(call(), self._time_left(), None, self.budget.deadline_s)
+
+        value, _ = await retrying(
             attempt,
             is_retryable=lambda e: classify(e, self.policy) == "retryable" and not isinstance(e, MalformedReply),
             max_attempts=self.policy.max_attempts,
             wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
             sleep=self.clock.sleep,
             time_left=self._time_left,
-            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w),
+            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **({} if request == "messages" else {"request": request})),
         )
-        return reply
+        return value
 
     # ------------------------------------------------------------ the tools
     async def _tools_phase(self, calls: list[Block]) -> None:
@@ -529,8 +450,7 @@ class Run:
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""
         self.messages.append(message)
-        self._est_context += estimate_tokens(message) if tokens is None else tokens
-        self._bound_context += input_bound(message)
+        self._input.appended(message, tokens)
 
     def _limits(self) -> dict[str, Any]:
         b = self.budget
@@ -580,7 +500,7 @@ class Run:
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
             guard=self.guard_report.as_dict(), guard_note=self.guard_report.note(),
-            last_guard_check=dict(self._guard_info),  # a check that stopped the run has no model_request
+            last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
         )
 
 

@@ -31,7 +31,6 @@ from agentlab.models.anthropic import AnthropicModel
 from agentlab.models.base import ModelRequest
 from agentlab.models.counting import count_params
 from agentlab.testing import MessagesServer
-from agentlab.testing_tokens import dense_tokens
 from agentlab.ui.state import PanelState
 
 PRICES = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
@@ -302,10 +301,8 @@ def test_no_run_ends_over_max_cost_through_the_sdk_and_the_dense_server(dense):
 def test_the_input_bound_is_never_below_the_dense_count(text):
     """A message's bound covers what the dense tokenizer (the server's) makes of it, framing included."""
     msg = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": text}]}
-    body = {"messages": [msg]}
-    from agentlab.testing import _segments  # noqa: PLC2701 - the server's own view of the request
-
-    assert input_bound(msg) >= sum(dense_tokens(s) for s in _segments(body)[0])
+    counted = MessagesServer(tokenizer="dense").count({"model": "m", "messages": [msg]})
+    assert input_bound(msg) >= counted
     assert request_input_bound(None, [], [msg]) == input_bound(msg)
 
 
