@@ -26,7 +26,6 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     Budget,
     BudgetSnapshot,
     CostGuard,
-    GuardReport,
     Stop,
     check_after_step,
     check_before_call,
@@ -92,6 +91,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
+        parent: dict[str, Any] | None = None,
     ) -> None:
         self.config = c = RunConfig.create(
             task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
@@ -128,6 +128,7 @@ class Run:
         self._t0: float | None = None
         self._step_task: asyncio.Task[Any] | None = None
         self._started = False
+        self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
         # The next request's input as the cost guard sees it: estimate, bound, exact count.
         self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
 
@@ -181,11 +182,6 @@ class Run:
     def elapsed(self) -> float:
         """Working seconds: time spent inside ``step()`` so far."""
         return self._worked + (self.clock.now() - self._t0 if self._t0 is not None else 0.0)
-
-    @property
-    def guard_report(self) -> GuardReport:
-        """What the cost guard rested on so far (exact counts, bounds, estimates)."""
-        return self._input.report(self.budget, self.spent)
 
     @property
     def snapshot(self) -> BudgetSnapshot:
@@ -341,11 +337,8 @@ class Run:
         return await self._tools_phase(reply.tool_calls)
 
     async def _guard_call(self) -> int | Stop:
-        """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules)."""
-        async def count() -> int:  # the model's exact count of the request about to be sent
-            req = ModelRequest(self.system, self.messages, self._tool_defs, self.max_tokens, self._time_left())
-            return int(await self._retrying(lambda: self.model.count_tokens(req), "count_tokens"))  # type: ignore[attr-defined]
-
+        """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
+        count = lambda: self._retrying(lambda: self.model.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[attr-defined]  # noqa: E731
         return await self._input.check(
             self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=getattr(self.model, "caches", False),
             tools=[*self._tool_defs, *getattr(self.model, "server_tools", ())], max_tokens=self.max_tokens, count=count,
@@ -353,25 +346,21 @@ class Run:
         )
 
     async def _call_model(self, max_tokens: int) -> Reply:
-        async def attempt() -> Any:
-            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
-            return normalize_reply(await self.model.complete(req))
-
+        async def attempt() -> Reply:
+            return normalize_reply(await self.model.complete(self._request(max_tokens)))
         return await self._retrying(attempt, "messages")
 
-    async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
-        """``call()`` within the deadline, retried by the policy; every retry an event."""
-        async def attempt() -> Any:
-            return await bounded(call(), self._time_left(), None, self.budget.deadline_s)
+    def _request(self, max_tokens: int) -> ModelRequest:
+        return ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
 
+    async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
+        """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
+        p, tag = self.policy, {} if request == "messages" else {"request": request}
         value, _ = await retrying(
-            attempt,
-            is_retryable=lambda e: classify(e, self.policy) == "retryable" and not isinstance(e, MalformedReply),
-            max_attempts=self.policy.max_attempts,
-            wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
-            sleep=self.clock.sleep,
-            time_left=self._time_left,
-            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **({} if request == "messages" else {"request": request})),
+            lambda: bounded(call(), self._time_left(), None, self.budget.deadline_s),
+            is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply), max_attempts=p.max_attempts,
+            wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng), sleep=self.clock.sleep, time_left=self._time_left,
+            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
         )
         return value
 
@@ -430,14 +419,14 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str) -> None:
-        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self.guard_report, text=text)
+        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self._input.report(self.budget, self.spent), text=text)
         self.phase = "done"
         self._emit_end("done", "done", "", text, None)
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self.result = Stopped(
-            self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self.guard_report,
-            reason=reason, detail=detail, error=error,
+            self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
+            self._input.report(self.budget, self.spent), reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
@@ -492,6 +481,7 @@ class Run:
             prices=None if self.prices is None else asdict(self.prices),
             caches=bool(getattr(self.model, "caches", False)),
             messages=list(self.messages),  # a copy: the live history keeps growing
+            **({"parent": self.parent} if self.parent is not None else {}),
         )
 
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:
@@ -499,7 +489,7 @@ class Run:
             EventKind.RUN_FINISHED, outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
-            guard=self.guard_report.as_dict(), guard_note=self.guard_report.note(),
+            guard=self._input.report(self.budget, self.spent).as_dict(), guard_note=self._input.report(self.budget, self.spent).note(),
             last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
         )
 
