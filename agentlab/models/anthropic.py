@@ -204,11 +204,12 @@ class AnthropicModel:
         """The exact input tokens of ``request`` (the API's free ``count_tokens``), for the hard cost guard."""
         from .counting import count_input_tokens
 
-        return await count_input_tokens(self, request)
-
-    def client_here(self) -> Any:
-        """The client for the running event loop (see :meth:`_client_here`)."""
-        return self._client_here()
+        check_url(str(self.client.base_url))
+        timeout = self.timeout if request.timeout is None else max(request.timeout, 0.001)
+        return await count_input_tokens(
+            self._client_here(), self.build_params(request), timeout=timeout, secrets=_secrets(self.client),
+            api_error=api_error, scrub=_scrub,
+        )
 
     def _client_here(self) -> Any:
         """The client for the running event loop, with its own connection pool.
@@ -377,11 +378,6 @@ def api_error(status: int, headers: Mapping[str, str], body: Any, *, secrets: tu
 # ------------------------------------------------------------------ helpers
 def _secrets(client: Any) -> tuple[str, ...]:
     return tuple(s for s in (getattr(client, "api_key", None), getattr(client, "auth_token", None)) if s)
-
-
-def scrub_secrets(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with every secret replaced by ``[redacted]``."""
-    return _scrub(text, secrets)
 
 
 def _scrub(text: str, secrets: tuple[str, ...]) -> str:
