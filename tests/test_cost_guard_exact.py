@@ -296,6 +296,29 @@ def test_no_run_ends_over_max_cost_through_the_sdk_and_the_dense_server(dense):
     assert stats["over"] == 0 and stats["counted"] == counts_asked(server, before) > 0
 
 
+class Searching(al.FunctionModel):
+    """An offline model whose requests allow the API's web search (a fee per use)."""
+
+    def __init__(self, server_tools: list[dict[str, Any]]) -> None:
+        super().__init__(lambda m, t: al.reply("found it"))
+        self.server_tools = server_tools
+
+
+def test_the_guard_reserves_the_fees_web_search_may_charge():
+    """Three allowed searches ($0.03) do not fit a $0.02 budget: the run stops before its first call."""
+    capped = [{"type": "web_search_20250305", "name": "web_search", "max_uses": 3}]
+    result = al.run("Search.", model=Searching(capped), trace=False, prices=PRICES, max_cost=0.02)
+    assert result.reason == "budget" and result.steps == 0 and result.spent == 0
+    assert al.run("Search.", model=Searching(capped[:0]), trace=False, prices=PRICES, max_cost=0.02).outcome == "done"
+
+
+def test_an_uncapped_server_tool_leaves_only_an_estimated_guard():
+    """Web search without max_uses has no upper bound on fees: the result says the guard was an estimate."""
+    uncapped = [{"type": "web_search_20250305", "name": "web_search"}]
+    result = al.run("Search.", model=Searching(uncapped), trace=False, prices=PRICES, max_cost=0.02)
+    assert result.guard is not None and result.guard.guarantee == "estimated"
+
+
 # ---------------------------------------------------------- the pure rules
 @given(st.text(max_size=400))
 def test_the_input_bound_is_never_below_the_dense_count(text):
