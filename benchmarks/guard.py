@@ -45,12 +45,18 @@ async def _one(steps: int, max_cost: float | None) -> dict[str, Any]:
         """Return one part of a large file."""
         return _payload(READ_CHARS, part)
 
+    import anthropic
+
     events: list[Any] = []
     with MessagesServer(_script(steps), tokenizer="dense") as server:
-        model = AnthropicModel(MODEL, client=server.client())
-        result = await al.arun("Read every part of the file and summarise it.", [read_part], model=model,
-                               trace=False, max_steps=steps, max_cost=max_cost, deadline_s=120,
-                               subscribers=[events.append])
+        # A pool of our own, closed here: one run per server, all on this event loop.
+        client = server.client(http_client=anthropic.DefaultAsyncHttpxClient())
+        try:
+            result = await al.arun("Read every part of the file and summarise it.", [read_part],
+                                   model=AnthropicModel(MODEL, client=client), trace=False, max_steps=steps,
+                                   max_cost=max_cost, deadline_s=120, subscribers=[events.append])
+        finally:
+            await client.close()
         counts = sum(1 for r in server.requests if r.path.startswith("/v1/messages/count_tokens"))
     requests = [e.data for e in events if e.kind == "model_request"]
     finished = next(e.data for e in events if e.kind == "run_finished")
