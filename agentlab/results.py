@@ -6,7 +6,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from .budget import BudgetSnapshot
+from .budget import BudgetSnapshot, GuardReport
 from .messages import Message, text_of
 
 
@@ -34,6 +34,7 @@ class _Result:
     messages: list[Message] = field(repr=False)
     budget: BudgetSnapshot
     model_calls: int = 0
+    guard: GuardReport | None = field(default=None, repr=False)
     overrun_s: float = 0.0
     """Seconds past ``deadline_s`` when the run ended (0.0 within it, or with no deadline)."""
     overrun_cause: str = ""
@@ -58,7 +59,8 @@ class _Result:
         return load_run(self.run_id)
 
     def _rows(self) -> list[tuple[str, str]]:
-        rows = [("run", self.run_id), ("budgets", str(self.budget))]
+        note = self.guard.note() if self.guard else ""
+        rows = [("run", self.run_id), ("budgets", str(self.budget)), *([("cost guard", note)] if note else [])]
         if self.overrun_s > 0:
             rows.append(("deadline overrun", f"{self.overrun_s:.3f}s {self.overrun_cause}".rstrip()))
         if self.abandoned:
