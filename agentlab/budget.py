@@ -141,7 +141,7 @@ def worst_case_cost(est_input_tokens: int, input_rate: float, output_rate: float
 
 def guard_call(
     budget: Budget, *, steps: int, spent: float, est_input_tokens: int, input_rate: float, output_rate: float,
-    max_tokens: int,
+    max_tokens: int, fees: float = 0.0,
 ) -> int | Stop:
     """The hard cost guard: the ``max_tokens`` the next call may use, or why it may not be made.
 
@@ -149,11 +149,12 @@ def guard_call(
     left of ``max_cost``; ``max_tokens`` is lowered until it does, and the run
     stops when not even :data:`MIN_REPLY_TOKENS` of output fit. Rates are USD
     per token. With no cost limit or ``cost_guard="after"`` the call is made
-    as asked (the after-step check is then the only cost check).
+    as asked (the after-step check is then the only cost check). ``fees`` is
+    the most the call's server tools may add (web searches x their ``max_uses``).
     """
     if budget.max_cost is None or budget.cost_guard != "hard":
         return max_tokens
-    remaining = budget.max_cost - spent
+    remaining = budget.max_cost - spent - fees
     smallest = min(MIN_REPLY_TOKENS, max_tokens)
     allowed = affordable_max_tokens(remaining, est_input_tokens, input_rate, output_rate, max_tokens)
     if allowed >= smallest:
@@ -162,7 +163,8 @@ def guard_call(
     return Stop(
         StopReason.BUDGET,
         f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}; the next call would cost "
-        f"at least ${worst:.4f} (~{est_input_tokens} input tokens), more than the ${remaining:.4f} left",
+        f"at least ${worst + fees:.4f} (~{est_input_tokens} input tokens"
+        + (f", ${fees:.4f} of server-tool fees" if fees else "") + f"), more than the ${remaining + fees:.4f} left",
     )
 
 

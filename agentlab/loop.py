@@ -276,9 +276,15 @@ class Run:
         self.phase = "calling model"
         self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
         t_call = self.clock.now()
+        self._partial: dict[int, list[str]] = {}
         try:
             reply = await self._call_model(max_tokens)
+        except asyncio.CancelledError:
+            if self._cancel:
+                self._charge_partial(max_tokens, t_call, "cancelled")
+            raise
         except DeadlineExceeded as exc:
+            self._charge_partial(max_tokens, t_call, "deadline")
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
             return self._stop(StopReason.MODEL_ERROR, f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}", exc.last)
@@ -304,24 +310,29 @@ class Run:
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._est_context = usage.context_tokens
-        self._append({"role": "assistant", "content": reply.content}, tokens=usage.output_tokens)
+        kept = _sendable(reply.content)  # the history stays valid to send back (no empty text at its end)
+        if kept:
+            self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
+        extra = {"stop_details": reply.stop_details} if reply.stop_details else {}
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
-            estimated=estimated, cost=cost, spent=self.spent, latency=latency, request_id=reply.request_id,
-            context_tokens=usage.context_tokens, max_tokens=max_tokens,
+            estimated=estimated, cost=cost, server_tool_cost=self.prices.server_tool_cost(usage) if self.prices else 0.0,
+            spent=self.spent, latency=latency, request_id=reply.request_id,
+            context_tokens=usage.context_tokens, max_tokens=max_tokens, **extra,
         )
 
         # 4. Why the model stopped decides what happens next.
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence"):
-            return self._finish_done(reply.text)
+            note = "" if reply.content else f"the model ended its turn at step {self.steps} with no content (nothing to add)"
+            return self._finish_done(reply.text, note)
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
         if why == "max_tokens":
             lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
             return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}")
         if why == "refusal":
-            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}")
+            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}{_refusal_note(reply.stop_details)}")
         if why == "model_context_window_exceeded":
             return self._stop(StopReason.CONTEXT_WINDOW, f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}")
         if why != "tool_use":
@@ -341,15 +352,55 @@ class Run:
         """The hard cost guard (budget.guard_call) at this model's worst-case rates."""
         if self.prices is None:
             return self.max_tokens
-        in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
+        in_rate, out_rate = self.prices.worst_rates(self._est_context, getattr(self.model, "caches", False) or False)
         return guard_call(
             self.budget, steps=self.steps, spent=self.spent, est_input_tokens=self._est_context,
             input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens,
+            fees=self.prices.worst_server_fees(getattr(self.model, "server_tool_uses", None) or {}),
+        )
+
+    def _on_delta(self, index: int, kind: str, text: str) -> None:
+        """A fragment of the reply: kept (for a stream cut short) and shown to whoever listens."""
+        self._partial.setdefault(index, [kind]).append(text)
+        if self._subscribers:
+            self._emit(EventKind.MODEL_DELTA, index=index, type=kind, text=text)
+
+    def _charge_partial(self, max_tokens: int, t_call: float, why: str) -> None:
+        """A stream cut by Stop or the deadline: its fragments go to the trace, charged by estimate.
+
+        The API bills the tokens generated before the cut; without the final
+        usage they are estimated (input as the guard estimated it, output from
+        the text received), and the event says so. The history is unchanged:
+        a half reply is not sent back.
+        """
+        parts, self._partial = self._partial, {}
+        if not parts:
+            return
+        content: list[Block] = []
+        for index in sorted(parts):
+            kind, *texts = parts[index]
+            whole = "".join(texts)
+            if kind == "text":
+                content.append({"type": "text", "text": whole})
+            elif kind == "thinking":
+                content.append({"type": "thinking", "thinking": whole})
+            else:
+                content.append({"type": "tool_input", "partial_json": whole})
+        usage = Usage(input_tokens=self._est_context, output_tokens=min(estimate_tokens(content), max_tokens))
+        cost = self.prices.cost(usage) if self.prices else 0.0
+        self.spent += cost
+        self.model_calls += 1
+        self._last_cost, self._last_latency = cost, self.clock.now() - t_call
+        self._emit(
+            EventKind.MODEL_CALLED, content=content, stop_reason=why, usage=usage.as_dict(), estimated=True,
+            partial=True, cost=cost, server_tool_cost=0.0, spent=self.spent, latency=self._last_latency,
+            request_id=None, context_tokens=usage.context_tokens, max_tokens=max_tokens,
         )
 
     async def _call_model(self, max_tokens: int) -> Reply:
         async def attempt() -> Reply:
-            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
+            self._partial = {}
+            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), self._on_delta)
             return normalize_reply(await bounded(self.model.complete(req), self._time_left(), None, self.budget.deadline_s))
 
         reply, _ = await retrying(
@@ -417,10 +468,12 @@ class Run:
         return None
 
     # --------------------------------------------------------------- endings
-    def _finish_done(self, text: str) -> None:
-        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text)
+    def _finish_done(self, text: str, note: str = "") -> None:
+        self.result = Done(
+            self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text, detail=note
+        )
         self.phase = "done"
-        self._emit_end("done", "done", "", text, None)
+        self._emit_end("done", "done", note, text, None)
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self.result = Stopped(
@@ -491,6 +544,24 @@ class Run:
 
 
 # ---------------------------------------------------------------- helpers
+def _sendable(content: list[Block]) -> list[Block]:
+    """The reply's blocks as the history keeps them: without empty text blocks at the end,
+    which the API refuses in a later request (a refusal may end with one)."""
+    end = len(content)
+    while end and content[end - 1].get("type") == "text" and not content[end - 1].get("text"):
+        end -= 1
+    return content if end == len(content) else content[:end]
+
+
+def _refusal_note(details: dict[str, Any] | None) -> str:
+    """``: category (explanation)`` from a refusal's ``stop_details``, or nothing."""
+    if not details:
+        return ""
+    category = details.get("category") or "no category"
+    explanation = details.get("explanation")
+    return f": {category}" + (f" ({explanation})" if explanation else "")
+
+
 def _jsonable(raw: Any) -> Any:
     import json
 

@@ -1,0 +1,164 @@
+"""Streaming replies: the Messages API's server-sent events folded back into one message.
+
+Pure logic, no I/O: :class:`StreamAssembler` takes the stream's events as
+decoded JSON dicts (``message_start``, ``content_block_start`` /
+``content_block_delta`` / ``content_block_stop``, ``message_delta``,
+``message_stop``) and builds the same message a non-streamed call returns,
+block for block. Each text, thinking or tool-input fragment is also handed
+back as a :class:`Delta` so the caller can show it as it arrives.
+
+Tool input arrives as fragments of JSON (``input_json_delta``); it is parsed
+once, when its block stops. Input that does not parse then is a malformed
+reply, with the raw text kept in the error.
+
+:func:`chunk_reply` does the reverse for offline models: a finished reply cut
+into the deltas a stream would have carried, so scripted runs show the same
+growing text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from ..messages import Block, MalformedReply
+
+DeltaKind = str  # "text" | "thinking" | "tool_input"
+OnDelta = Callable[[int, DeltaKind, str], None]
+"""``on_delta(index, kind, text)``: one fragment of content block ``index`` as it arrives."""
+
+TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
+
+
+Delta = tuple[int, DeltaKind, str]
+"""``(index, kind, text)``: one fragment of content block ``index``."""
+
+
+class StreamError(Exception):
+    """An ``error`` event inside a streamed reply (the body of an HTTP error, sent after a 200)."""
+
+    def __init__(self, body: dict[str, Any]) -> None:
+        found = body.get("error")
+        error: dict[str, Any] = found if isinstance(found, dict) else {}
+        self.body = body
+        self.error_type = str(error.get("type") or "api_error")
+        self.message = str(error.get("message") or "")
+        super().__init__(f"{self.error_type}: {self.message}")
+
+
+class StreamAssembler:
+    """Folds stream events into a message dict; see the module docstring."""
+
+    def __init__(self) -> None:
+        self.message: dict[str, Any] = {}
+        self.blocks: dict[int, Block] = {}
+        self._json: dict[int, list[str]] = {}
+        self.stopped = False  # message_stop seen
+        self.deltas = 0
+
+    def feed(self, event: dict[str, Any]) -> Delta | None:
+        """Take one event; return the fragment it carries for display, if any."""
+        kind = event.get("type")
+        if kind == "content_block_delta":
+            return self._delta(event)
+        if kind == "content_block_start":
+            index = int(event["index"])
+            block = dict(event.get("content_block") or {})
+            if block.get("type") in TOOL_BLOCKS:
+                self._json[index] = []
+            self.blocks[index] = block
+        elif kind == "content_block_stop":
+            self._close(int(event["index"]))
+        elif kind == "message_start":
+            self.message = dict(event.get("message") or {})
+            self.message["usage"] = dict(self.message.get("usage") or {})
+        elif kind == "message_delta":
+            for key, value in (event.get("delta") or {}).items():
+                if value is not None or key not in self.message:
+                    self.message[key] = value
+            usage = self.message.setdefault("usage", {})
+            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
+        elif kind == "message_stop":
+            self.stopped = True
+        elif kind == "error":
+            raise StreamError(event)
+        return None
+
+    def _delta(self, event: dict[str, Any]) -> Delta | None:
+        index = int(event["index"])
+        delta = event.get("delta") or {}
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
+        dt = delta.get("type")
+        if dt == "text_delta":
+            text = delta.get("text", "")
+            block["text"] = block.get("text", "") + text
+            self.deltas += 1
+            return (index, "text", text)
+        if dt == "thinking_delta":
+            text = delta.get("thinking", "")
+            block["thinking"] = block.get("thinking", "") + text
+            self.deltas += 1
+            return (index, "thinking", text)
+        if dt == "input_json_delta":
+            text = delta.get("partial_json", "")
+            self._json.setdefault(index, []).append(text)
+            self.deltas += 1
+            return (index, "tool_input", text)
+        if dt == "signature_delta":
+            block["signature"] = block.get("signature", "") + delta.get("signature", "")
+        elif dt == "citations_delta":
+            citations = block.get("citations") or []
+            block["citations"] = [*citations, delta.get("citation")]
+        return None
+
+    def _close(self, index: int) -> None:
+        parts = self._json.pop(index, None)
+        if parts is None:
+            return
+        block = self.blocks[index]
+        raw = "".join(parts)
+        if not raw.strip():
+            block["input"] = block.get("input") or {}
+            return
+        try:
+            value = json.loads(raw)
+        except ValueError as exc:
+            raise MalformedReply(
+                f"{block.get('type')} block {index} ({block.get('name')}): its streamed input is not valid JSON ({exc})",
+                {"content_block": block, "partial_json": raw},
+            ) from None
+        if not isinstance(value, dict):
+            raise MalformedReply(f"{block.get('type')} block {index}: its streamed input is not an object", {"partial_json": raw})
+        block["input"] = value
+
+    def result(self) -> dict[str, Any]:
+        """The assembled message (call after ``message_stop``)."""
+        for index in list(self._json):  # a tool block never closed: parse what came
+            self._close(index)
+        return {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
+
+    def partial_text(self) -> str:
+        """The text received so far (for a stream cut short)."""
+        return "".join(b.get("text", "") for _, b in sorted(self.blocks.items()) if b.get("type") == "text")
+
+
+# ---------------------------------------------------------------- offline
+def chunk_reply(content: list[Block], chunk_chars: int) -> Iterator[Delta]:
+    """The deltas a stream would carry for ``content``: text, thinking and tool input in pieces."""
+    if chunk_chars < 1:
+        raise ValueError(f"chunk_chars must be >= 1, got {chunk_chars!r}")
+    for index, block in enumerate(content):
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text":
+            kind, whole = "text", str(block.get("text", ""))
+        elif kind == "thinking":
+            kind, whole = "thinking", str(block.get("thinking", ""))
+        elif kind in TOOL_BLOCKS:
+            kind, whole = "tool_input", json.dumps(block.get("input", {}), ensure_ascii=False)
+        else:
+            continue
+        for start in range(0, len(whole), chunk_chars):
+            yield (index, kind, whole[start:start + chunk_chars])
