@@ -77,8 +77,11 @@ class Fault:
     error_code: str | None = None
     drop: bool = False
     html: bool = False  # answer with an HTML page, as a proxy in front of the API does (502 Bad Gateway)
+    page: str | None = None  # the HTML page to send, when ``html``
 
     def body(self) -> Any:
+        if self.html and self.page is not None:
+            return self.page
         if self.html:
             return f"<html><head><title>{self.status} {self.message}</title></head><body><h1>{self.message}</h1></body></html>"
         error: dict[str, Any] = {"type": self.error_type, "message": self.message}
@@ -119,9 +122,9 @@ def fault(
     return Fault(status, message or f"{kind} ({status})", kind, headers, error_code)
 
 
-def html_error(status: int = 502, message: str = "Bad Gateway") -> Fault:
+def html_error(status: int = 502, message: str = "Bad Gateway", page: str | None = None) -> Fault:
     """An error answered with an HTML page instead of the API's JSON (a gateway's 502, say)."""
-    return Fault(status, message, "api_error", {}, None, html=True)
+    return Fault(status, message, "api_error", {}, None, html=True, page=page)
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,7 +142,7 @@ class Streamed:
 
 
 def streamed(
-    item: Any,
+    item: dict[str, Any] | list[dict[str, Any]],
     *,
     chunk: int = 16,
     pause: float = 0.0,
@@ -150,6 +153,8 @@ def streamed(
     hold: float = 30.0,
 ) -> Streamed:
     """Stream ``item`` in fragments of ``chunk`` characters, ``pause`` real seconds apart.
+
+    ``item`` is a reply, or a list of stream events sent exactly as given.
 
     ``error`` (a :class:`Fault` or an error type such as ``"overloaded_error"``)
     is sent as an ``error`` event after ``after`` events; ``drop_after`` closes
@@ -566,6 +571,8 @@ class _Handler(BaseHTTPRequestHandler):
             if item.drop:
                 return self._drop()
             return self._send(item.status, item.body(), item.headers)
+        if isinstance(item, list) and body.get("stream"):  # events given as they are (to test odd streams)
+            return self._stream(item, how)
         if not isinstance(item, dict):
             return self._send(500, fault(500, f"MessagesServer: cannot serve a {type(item).__name__}").body())
         message = server._message(item, body)

@@ -403,11 +403,21 @@ def _mark_message(message: Message, mark: dict[str, Any] = EPHEMERAL) -> Message
 
 
 def _turn_key(messages: list[Message]) -> str:
-    """A fingerprint of a conversation so far: where a remembered container id belongs."""
-    h = hashlib.sha256()
-    for m in messages[-2:]:  # the latest exchange is enough to tell conversations apart
-        h.update(json.dumps(m, sort_keys=True, default=str).encode())
-    return f"{len(messages)}:{h.hexdigest()}"
+    """Where a remembered container id belongs: the conversation's latest assistant turn.
+
+    Keyed by that turn's position and its first block id (a container reply
+    always has one: the code-execution call), else a hash of its text, so
+    the tool results or the user message that follow do not change the key.
+    """
+    at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), -1)
+    if at < 0:
+        return ""
+    content = messages[at].get("content")
+    blocks = content if isinstance(content, list) else []
+    mark = next((b["id"] for b in blocks if isinstance(b, dict) and isinstance(b.get("id"), str)), None)
+    if mark is None:
+        mark = hashlib.sha256(json.dumps(content, sort_keys=True, default=str).encode()).hexdigest()
+    return f"{at}:{mark}"
 
 
 def _after_shown(err: AgentlabError, shown: int, what: str) -> AgentlabError:

@@ -9,7 +9,8 @@ back as a :class:`Delta` so the caller can show it as it arrives.
 
 Tool input arrives as fragments of JSON (``input_json_delta``); it is parsed
 once, when its block stops. Input that does not parse then is a malformed
-reply, with the raw text kept in the error.
+reply, with the raw text kept in the error (unless the reply was cut at
+``max_tokens``, which may end inside a tool's input: that is a max_tokens stop).
 
 :func:`chunk_reply` does the reverse for offline models: a finished reply cut
 into the deltas a stream would have carried, so scripted runs show the same
@@ -56,6 +57,7 @@ class StreamAssembler:
         self._json: dict[int, list[str]] = {}
         self.stopped = False  # message_stop seen
         self.deltas = 0
+        self.broken: dict[int, tuple[str, str]] = {}  # tool input that did not parse: (problem, raw text)
 
     def feed(self, event: dict[str, Any]) -> Delta | None:
         """Take one event; return the fragment it carries for display, if any."""
@@ -124,19 +126,26 @@ class StreamAssembler:
         try:
             value = json.loads(raw)
         except ValueError as exc:
-            raise MalformedReply(
-                f"{block.get('type')} block {index} ({block.get('name')}): its streamed input is not valid JSON ({exc})",
-                {"content_block": block, "partial_json": raw},
-            ) from None
+            value = None
+            why = f"not valid JSON ({exc})"
+        else:
+            why = "not an object"
         if not isinstance(value, dict):
-            raise MalformedReply(f"{block.get('type')} block {index}: its streamed input is not an object", {"partial_json": raw})
+            # Judged at the end: a reply cut at max_tokens may end inside a tool's input.
+            self.broken[index] = (f"{block.get('type')} block {index} ({block.get('name')}): its streamed input is {why}", raw)
+            block["input"] = {}
+            return
         block["input"] = value
 
     def result(self) -> dict[str, Any]:
         """The assembled message (call after ``message_stop``)."""
         for index in list(self._json):  # a tool block never closed: parse what came
             self._close(index)
-        return {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
+        message = {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
+        if self.broken and message.get("stop_reason") != "max_tokens":
+            problem, raw = next(iter(self.broken.values()))
+            raise MalformedReply(problem, {**message, "partial_json": raw})
+        return message
 
     def partial_text(self) -> str:
         """The text received so far (for a stream cut short)."""
