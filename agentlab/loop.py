@@ -364,6 +364,8 @@ class Run:
         self._partial.setdefault(index, [kind]).append(text)
         if self._subscribers:
             self._emit(EventKind.MODEL_DELTA, index=index, type=kind, text=text)
+        if self._cancel:  # Stop pressed from inside this step (a subscriber): close the stream now
+            raise asyncio.CancelledError("cancelled mid-stream")
 
     def _charge_partial(self, max_tokens: int, t_call: float, why: str) -> None:
         """A stream cut by Stop or the deadline: its fragments go to the trace, charged by estimate.

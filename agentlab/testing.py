@@ -424,7 +424,10 @@ class MessagesServer:
             return self
         handler = type("Handler", (_Handler,), {"owner": self})
         self._httpd = _QuietServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="agentlab-messages-server", daemon=True)
+        httpd = self._httpd
+        self._thread = threading.Thread(
+            target=lambda: httpd.serve_forever(poll_interval=0.02), name="agentlab-messages-server", daemon=True
+        )
         self._thread.start()
         return self
 

@@ -58,3 +58,64 @@ def test_anthropic_message_objects_travel_the_same_path():
     assert r.stop_reason == "tool_use" and r.text == "hi"
     assert r.tool_calls == [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}]
     assert r.usage == Usage(10, 5, 0, 7)
+
+
+@pytest.mark.parametrize("model_id", ["claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"])
+def test_one_hour_cache_writes_and_web_searches_cost_what_genai_prices_says(model_id):
+    """1h writes at their own (2x input) rate, 5m writes at 1.25x, and $10 per 1,000 web searches."""
+    usage = Usage(10_000, 300, cache_creation_input_tokens=3000, cache_creation_1h_input_tokens=2000, web_search_requests=3)
+    expected = calc_price(
+        GUsage(input_tokens=13_000, output_tokens=300, cache_write_tokens=3000, cache_write_1h_tokens=2000, web_searches=3),
+        model_ref=model_id, provider_id="anthropic",
+    ).total_price
+    prices = lookup_prices(model_id)
+    assert prices.cost(usage) == pytest.approx(float(expected), rel=1e-9)
+    assert prices.server_tool_cost(usage) == pytest.approx(0.03)
+    five_minute_only = Usage(10_000, 300, cache_creation_input_tokens=3000)
+    assert prices.cost(usage) - prices.cost(five_minute_only) == pytest.approx(2000 * (2 * prices.input - prices.cache_write) / 1e6 + 0.03)
+
+
+def test_every_model_id_the_sdk_lists_has_a_price():
+    """A new Claude id in anthropic.types.Model without a price fails here, not in a user's run."""
+    import typing
+
+    from anthropic.types import Model
+
+    literal = next(a for a in typing.get_args(Model) if typing.get_origin(a) is typing.Literal)
+    missing = [m for m in typing.get_args(literal) if lookup_prices(m) is None]
+    assert not missing, f"no price for {missing}: add them to pricing.FALLBACK_ALIASES (with the source) or upgrade genai-prices"
+    for m in typing.get_args(literal):
+        p = lookup_prices(m)
+        assert p.input > 0 and p.output > p.input and p.cache_read is not None and p.write_1h_rate() >= p.input
+
+
+def test_usage_reads_the_ttl_split_and_server_tool_requests_from_the_api_shape():
+    reply = normalize_reply({
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 5, "output_tokens": 2, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 0,
+                  "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200},
+                  "server_tool_use": {"web_search_requests": 4, "web_fetch_requests": 1}},
+    })
+    assert reply.usage == Usage(5, 2, 300, 0, cache_creation_1h_input_tokens=200, web_search_requests=4, web_fetch_requests=1)
+    assert reply.usage.as_dict()["web_search_requests"] == 4
+
+
+def test_the_hard_guard_reserves_web_search_fees_bounded_by_max_uses():
+    """Offering web search with max_uses=5 reserves 5 x $0.01 before the call: a run that can afford the
+    tokens but not the searches stops before spending anything."""
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, reply
+
+    prices = al.Prices(input=3.0, output=15.0, web_search=0.01)
+    search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
+    with MessagesServer([reply("unused")]) as server:
+        model = AnthropicModel(client=server.client(), server_tools=[search])
+        assert model.server_tool_uses == {"web_search_requests": 5}
+        result = al.run("Search.", model=model, max_cost=0.04, prices=prices, max_tokens=256, clock=al.FakeClock(), trace=False)
+        assert isinstance(result, al.Stopped) and result.reason == "budget" and "server-tool fees" in result.detail
+        assert server.requests == [] and result.cost == 0
+    with MessagesServer([reply("Found.")]) as server:
+        model = AnthropicModel(client=server.client(), server_tools=[search])
+        result = al.run("Search.", model=model, max_cost=0.06, prices=prices, max_tokens=256, clock=al.FakeClock(), trace=False)
+        assert isinstance(result, al.Done)
+        assert server.requests[0].body["tools"][-1]["name"] == "web_search"
