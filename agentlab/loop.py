@@ -48,6 +48,7 @@ from .messages import (
     text_of,
 )
 from .models.base import Model, ModelRequest
+from .models.streaming import Fragments, cut_short
 from .pricing import Prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
@@ -275,16 +276,14 @@ class Run:
         self.steps += 1
         self.phase = "calling model"
         self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
-        t_call = self.clock.now()
-        self._partial: dict[int, list[str]] = {}
+        t_call, self._partial = self.clock.now(), Fragments()
         try:
             reply = await self._call_model(max_tokens)
         except asyncio.CancelledError:
-            if self._cancel:
-                self._charge_partial(max_tokens, t_call, "cancelled")
+            self._charge_partial(max_tokens, t_call, StopReason.CANCELLED)
             raise
         except DeadlineExceeded as exc:
-            self._charge_partial(max_tokens, t_call, "deadline")
+            self._charge_partial(max_tokens, t_call, StopReason.DEADLINE)
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
             return self._stop(StopReason.MODEL_ERROR, f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}", exc.last)
@@ -310,29 +309,26 @@ class Run:
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._est_context = usage.context_tokens
-        kept = _sendable(reply.content)  # the history stays valid to send back (no empty text at its end)
-        if kept:
+        if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
-        extra = {"stop_details": reply.stop_details} if reply.stop_details else {}
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
             estimated=estimated, cost=cost, server_tool_cost=self.prices.server_tool_cost(usage) if self.prices else 0.0,
-            spent=self.spent, latency=latency, request_id=reply.request_id,
-            context_tokens=usage.context_tokens, max_tokens=max_tokens, **extra,
+            spent=self.spent, latency=latency, request_id=reply.request_id, context_tokens=usage.context_tokens,
+            max_tokens=max_tokens, **({"stop_details": reply.stop_details} if reply.stop_details else {}),
         )
 
         # 4. Why the model stopped decides what happens next.
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence"):
-            note = "" if reply.content else f"the model ended its turn at step {self.steps} with no content (nothing to add)"
-            return self._finish_done(reply.text, note)
+            return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content")
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
         if why == "max_tokens":
             lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
             return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}")
         if why == "refusal":
-            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}{_refusal_note(reply.stop_details)}")
+            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}{reply.stop_note}")
         if why == "model_context_window_exceeded":
             return self._stop(StopReason.CONTEXT_WINDOW, f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}")
         if why != "tool_use":
@@ -359,50 +355,16 @@ class Run:
             fees=self.prices.worst_server_fees(getattr(self.model, "server_tool_uses", None) or {}),
         )
 
-    def _on_delta(self, index: int, kind: str, text: str) -> None:
-        """A fragment of the reply: kept (for a stream cut short) and shown to whoever listens."""
-        self._partial.setdefault(index, [kind]).append(text)
-        if self._subscribers:
-            self._emit(EventKind.MODEL_DELTA, index=index, type=kind, text=text)
-        if self._cancel:  # Stop pressed from inside this step (a subscriber): close the stream now
-            raise asyncio.CancelledError("cancelled mid-stream")
-
     def _charge_partial(self, max_tokens: int, t_call: float, why: str) -> None:
-        """A stream cut by Stop or the deadline: its fragments go to the trace, charged by estimate.
-
-        The API bills the tokens generated before the cut; without the final
-        usage they are estimated (input as the guard estimated it, output from
-        the text received), and the event says so. The history is unchanged:
-        a half reply is not sent back.
-        """
-        parts, self._partial = self._partial, {}
-        if not parts:
-            return
-        content: list[Block] = []
-        for index in sorted(parts):
-            kind, *texts = parts[index]
-            whole = "".join(texts)
-            if kind == "text":
-                content.append({"type": "text", "text": whole})
-            elif kind == "thinking":
-                content.append({"type": "thinking", "thinking": whole})
-            else:
-                content.append({"type": "tool_input", "partial_json": whole})
-        usage = Usage(input_tokens=self._est_context, output_tokens=min(estimate_tokens(content), max_tokens))
-        cost = self.prices.cost(usage) if self.prices else 0.0
-        self.spent += cost
-        self.model_calls += 1
-        self._last_cost, self._last_latency = cost, self.clock.now() - t_call
-        self._emit(
-            EventKind.MODEL_CALLED, content=content, stop_reason=why, usage=usage.as_dict(), estimated=True,
-            partial=True, cost=cost, server_tool_cost=0.0, spent=self.spent, latency=self._last_latency,
-            request_id=None, context_tokens=usage.context_tokens, max_tokens=max_tokens,
-        )
+        """A stream cut by Stop or the deadline: what arrived goes to the trace, charged by estimate."""
+        if cut := cut_short(self._partial, self._est_context, max_tokens, self.prices):
+            self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
+            self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
 
     async def _call_model(self, max_tokens: int) -> Reply:
-        async def attempt() -> Reply:
-            self._partial = {}
-            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), self._on_delta)
+        async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
+            self._partial = Fragments(lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel)
+            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), self._partial)
             return normalize_reply(await bounded(self.model.complete(req), self._time_left(), None, self.budget.deadline_s))
 
         reply, _ = await retrying(
@@ -471,9 +433,7 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str, note: str = "") -> None:
-        self.result = Done(
-            self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text, detail=note
-        )
+        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text, note)
         self.phase = "done"
         self._emit_end("done", "done", note, text, None)
 
@@ -546,24 +506,6 @@ class Run:
 
 
 # ---------------------------------------------------------------- helpers
-def _sendable(content: list[Block]) -> list[Block]:
-    """The reply's blocks as the history keeps them: without empty text blocks at the end,
-    which the API refuses in a later request (a refusal may end with one)."""
-    end = len(content)
-    while end and content[end - 1].get("type") == "text" and not content[end - 1].get("text"):
-        end -= 1
-    return content if end == len(content) else content[:end]
-
-
-def _refusal_note(details: dict[str, Any] | None) -> str:
-    """``: category (explanation)`` from a refusal's ``stop_details``, or nothing."""
-    if not details:
-        return ""
-    category = details.get("category") or "no category"
-    explanation = details.get("explanation")
-    return f": {category}" + (f" ({explanation})" if explanation else "")
-
-
 def _jsonable(raw: Any) -> Any:
     import json
 

@@ -107,6 +107,16 @@ class Reply:
     def tool_calls(self) -> list[Block]:
         return [b for b in self.content if b.get("type") == "tool_use"]
 
+    @property
+    def kept(self) -> list[Block]:
+        """The blocks the history keeps (see :func:`sendable`): valid to send back later."""
+        return sendable(self.content)
+
+    @property
+    def stop_note(self) -> str:
+        """``": category (explanation)"`` from a refusal's ``stop_details``, or ``""``."""
+        return refusal_note(self.stop_details)
+
 
 def _to_dict(raw: Any) -> dict[str, Any]:
     if isinstance(raw, dict):
@@ -187,6 +197,24 @@ def _container_id(raw: Any) -> str | None:
     if isinstance(raw, dict) and isinstance(raw.get("id"), str):
         return raw["id"]
     return raw if isinstance(raw, str) and raw else None
+
+
+def sendable(content: list[Block]) -> list[Block]:
+    """A reply's blocks as the history keeps them: without empty text blocks at the end,
+    which the API refuses in a later request (a refusal may end with one)."""
+    end = len(content)
+    while end and content[end - 1].get("type") == "text" and not content[end - 1].get("text"):
+        end -= 1
+    return content if end == len(content) else content[:end]
+
+
+def refusal_note(details: dict[str, Any] | None) -> str:
+    """``": category (explanation)"`` from a refusal's ``stop_details``, or ``""``."""
+    if not details:
+        return ""
+    category = details.get("category") or "no category"
+    explanation = details.get("explanation")
+    return f": {category}" + (f" ({explanation})" if explanation else "")
 
 
 # --- token estimates ------------------------------------------------------

@@ -19,11 +19,13 @@ growing text.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..messages import Block, MalformedReply
+from ..messages import Block, MalformedReply, Usage, estimate_tokens
+from ..pricing import Prices
 
 DeltaKind = str  # "text" | "thinking" | "tool_input"
 OnDelta = Callable[[int, DeltaKind, str], None]
@@ -150,6 +152,63 @@ class StreamAssembler:
     def partial_text(self) -> str:
         """The text received so far (for a stream cut short)."""
         return "".join(b.get("text", "") for _, b in sorted(self.blocks.items()) if b.get("type") == "text")
+
+
+class Fragments:
+    """An ``on_delta`` that keeps the fragments of one reply as they arrive, so a stream cut
+    short can still be shown and charged.
+
+    Each fragment is also passed to ``forward`` (the engine emits it as a
+    ``model_delta``), and when ``stopped()`` turns true (Stop pressed from a
+    subscriber) the call raises ``CancelledError``, which closes the stream at once.
+    """
+
+    def __init__(self, forward: OnDelta | None = None, stopped: Callable[[], bool] | None = None) -> None:
+        self._parts: dict[int, list[str]] = {}
+        self.forward = forward
+        self.stopped = stopped
+
+    def __call__(self, index: int, kind: DeltaKind, text: str) -> None:
+        self.add(index, kind, text)
+        if self.forward is not None:
+            self.forward(index, kind, text)
+        if self.stopped is not None and self.stopped():
+            raise asyncio.CancelledError("stopped mid-stream")
+
+    def add(self, index: int, kind: DeltaKind, text: str) -> None:
+        self._parts.setdefault(index, [kind]).append(text)
+
+    def content(self) -> list[Block]:
+        """The partial blocks: text and thinking as received, tool input as its raw partial JSON."""
+        out: list[Block] = []
+        for index in sorted(self._parts):
+            kind, *texts = self._parts[index]
+            whole = "".join(texts)
+            if kind == "text":
+                out.append({"type": "text", "text": whole})
+            elif kind == "thinking":
+                out.append({"type": "thinking", "thinking": whole})
+            else:
+                out.append({"type": "tool_input", "partial_json": whole})
+        return out
+
+
+def cut_short(fragments: Fragments, est_input_tokens: int, max_tokens: int, prices: Prices | None) -> dict[str, Any] | None:
+    """The ``model_called`` data of a reply cut short (Stop, the deadline), or ``None`` if nothing arrived.
+
+    The API bills the tokens generated before the cut, but the final usage
+    never came: input is charged as the cost guard estimated it, output from
+    the fragments received, and the event says both are estimates.
+    """
+    content = fragments.content()
+    if not content:
+        return None
+    usage = Usage(input_tokens=est_input_tokens, output_tokens=min(estimate_tokens(content), max_tokens))
+    return {
+        "content": content, "usage": usage.as_dict(), "estimated": True, "partial": True,
+        "cost": prices.cost(usage) if prices else 0.0, "server_tool_cost": 0.0, "request_id": None,
+        "context_tokens": usage.context_tokens, "max_tokens": max_tokens,
+    }
 
 
 # ---------------------------------------------------------------- offline
