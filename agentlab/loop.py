@@ -278,14 +278,10 @@ class Run:
         self.steps += 1
         self.phase = "calling model"
         self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
-        t_call, self._partial = self.clock.now(), Fragments()
+        t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens)
-        except asyncio.CancelledError:
-            self._charge_partial(max_tokens, t_call, StopReason.CANCELLED)
-            raise
         except DeadlineExceeded as exc:
-            self._charge_partial(max_tokens, t_call, StopReason.DEADLINE)
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
             return self._stop(StopReason.MODEL_ERROR, f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}", exc.last)
@@ -357,27 +353,31 @@ class Run:
             fees=self.prices.worst_server_fees(getattr(self.model, "server_tool_uses", None) or {}),
         )
 
-    def _charge_partial(self, max_tokens: int, t_call: float, why: str) -> None:
-        """A stream cut by Stop or the deadline: what arrived goes to the trace, charged by estimate."""
-        if cut := cut_short(self._partial, self._est_context, max_tokens, self.prices):
-            self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
-            self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
-
     async def _call_model(self, max_tokens: int) -> Reply:
+        t_call, parts = self.clock.now(), Fragments()
+
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
-            self._partial = Fragments(lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel)
-            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), self._partial)
+            nonlocal parts
+            parts = Fragments(lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel)
+            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), parts)
             return normalize_reply(await bounded(self.model.complete(req), self._time_left(), None, self.budget.deadline_s))
 
-        reply, _ = await retrying(
-            attempt,
-            is_retryable=lambda e: classify(e, self.policy) == "retryable" and not isinstance(e, MalformedReply),
-            max_attempts=self.policy.max_attempts,
-            wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
-            sleep=self.clock.sleep,
-            time_left=self._time_left,
-            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w),
-        )
+        try:
+            reply, _ = await retrying(
+                attempt,
+                is_retryable=lambda e: classify(e, self.policy) == "retryable" and not isinstance(e, MalformedReply),
+                max_attempts=self.policy.max_attempts,
+                wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
+                sleep=self.clock.sleep,
+                time_left=self._time_left,
+                on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w),
+            )
+        except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
+            if cut := cut_short(parts, self._est_context, max_tokens, self.prices):
+                why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
+                self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
+                self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
+            raise
         return reply
 
     # ------------------------------------------------------------ the tools
