@@ -188,3 +188,17 @@ def test_the_panel_shows_text_growing_thinking_folded_and_tool_arguments_forming
     assert any("tool call forming" in h and "{&quot;orde" in h for h in seen)  # arguments forming
     final = step_html(state.log[1])
     assert "tool call forming" not in final and "Looking it up." in final and "agentlab-cursor" not in final
+
+
+def test_server_tool_fees_have_their_own_column_in_the_steps_frame(tmp_path):
+    """A web search's $0.01 shows in steps.server_tool_cost and is part of the step's cost."""
+    searched = {"role": "assistant", "stop_reason": "end_turn", "content": [{"type": "text", "text": "Found."}],
+                "usage": {"input_tokens": 100, "output_tokens": 10, "server_tool_use": {"web_search_requests": 2, "web_fetch_requests": 0}}}
+    with MessagesServer([searched]) as server:
+        result = al.run("Q", model=AnthropicModel(client=server.client()), clock=al.FakeClock(), trace=tmp_path,
+                        prices=al.Prices(input=3.0, output=15.0, web_search=0.01))
+    from agentlab.trace import load_run
+
+    steps = load_run(result.run_id, tmp_path).steps
+    assert steps["server_tool_cost"].tolist() == [pytest.approx(0.02)]
+    assert steps["cost"].tolist() == [pytest.approx(0.02 + (100 * 3 + 10 * 15) / 1e6)]
