@@ -408,6 +408,7 @@ class MessagesServer:
         max_request_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         self.max_request_bytes = max_request_bytes
+        self.first_delta_sent: list[float] = []  # time.perf_counter() as each stream's first fragment was written
         self._queue: deque[Any] = deque(replies)
         self.requests: list[Received] = []
         self.cache = PromptCache(min_tokens=min_cache_tokens) if cache else None
@@ -531,6 +532,11 @@ class _Handler(BaseHTTPRequestHandler):
     owner: MessagesServer
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        # Each stream event goes out when written, as the API's do (no Nagle batching of small writes).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         return None
 
@@ -585,7 +591,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, events: list[dict[str, Any]], how: Streamed) -> None:
         """Send ``events`` as server-sent events over a chunked response, misbehaving as ``how`` says."""
-        closing = self.owner._closing
+        closing, first = self.owner._closing, True
         try:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
@@ -605,6 +611,9 @@ class _Handler(BaseHTTPRequestHandler):
                     return self._drop()
                 if how.pause and n and closing.wait(how.pause):
                     return self._drop()
+                if event.get("type") == "content_block_delta" and first:
+                    first = False
+                    self.owner.first_delta_sent.append(time.perf_counter())
                 self._chunk(_sse(event["type"], event))
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()

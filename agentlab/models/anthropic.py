@@ -42,6 +42,8 @@ import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import orjson
+
 from ..errors import (
     AgentlabError,
     AuthenticationFailed,
@@ -53,7 +55,7 @@ from ..errors import (
 from ..messages import Block, MalformedReply, Message
 from ..netguard import NetworkBlocked, check_url
 from .base import ModelRequest
-from .streaming import StreamAssembler, StreamError
+from .streaming import StreamAssembler, StreamError, sse_data
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_TIMEOUT = 600.0
@@ -288,10 +290,8 @@ class AnthropicModel:
         try:
             async with client.messages.with_streaming_response.create(**params, stream=True, timeout=timeout) as resp:
                 request_id = resp.request_id
-                async for sse in anthropic.AsyncStream.raw_events(resp.http_response):
-                    if not sse.data or sse.event == "ping":
-                        continue
-                    delta = acc.feed(json.loads(sse.data))
+                async for data in sse_data(resp.http_response.aiter_bytes()):
+                    delta = acc.feed(orjson.loads(data))
                     if delta is not None and on_delta is not None:
                         on_delta(*delta)
             if not acc.stopped:
@@ -307,7 +307,7 @@ class AnthropicModel:
             err = api_error(exc.response.status_code, exc.response.headers, _read_body(exc), secrets=secrets, request_bytes=_size(params))
         except anthropic.APITimeoutError:
             err = _after_shown(RetryableError(f"no reply from the Messages API within {timeout:.1f}s"), acc.deltas, "the stream timed out")
-        except (anthropic.APIConnectionError, httpx2.HTTPError, OSError, ValueError) as exc:
+        except (anthropic.APIConnectionError, httpx2.HTTPError, OSError, ValueError, orjson.JSONDecodeError) as exc:
             cause = exc.__cause__ if isinstance(exc, anthropic.APIConnectionError) else exc
             if isinstance(cause, NetworkBlocked):
                 raise NetworkBlocked(str(cause)) from None

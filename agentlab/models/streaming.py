@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
 from ..messages import Block, MalformedReply, Usage, estimate_tokens
@@ -36,6 +36,27 @@ TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
 Delta = tuple[int, DeltaKind, str]
 """``(index, kind, text)``: one fragment of content block ``index``."""
+
+
+async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+    """The ``data`` of each server-sent event in a byte stream (``ping`` and comments skipped).
+
+    A small parser of the SSE framing (events end with a blank line; ``data:``
+    lines of one event are joined by newlines), several times cheaper per event
+    than a general decoder: a 2,000-token reply is some 500 events.
+    """
+    buf = b""
+    async for chunk in chunks:
+        buf = buf + chunk if buf else chunk
+        if b"\n\n" not in buf and b"\r\n\r\n" not in buf:
+            continue
+        if b"\r" in buf:
+            buf = buf.replace(b"\r\n", b"\n")
+        *events, buf = buf.split(b"\n\n")
+        for event in events:
+            data = [line[5:].lstrip(b" ") if line[5:6] == b" " else line[5:] for line in event.split(b"\n") if line.startswith(b"data:")]
+            if data and b'"type":"ping"' not in data[0]:
+                yield b"\n".join(data)
 
 
 class StreamError(Exception):
