@@ -82,8 +82,9 @@ def _check(result, events, server, expect, replies=None):
         assert sum(len(b.get("citations") or []) for b in content if b["type"] == "text") == expect["citations"]
     if expect.get("history_valid"):
         # The history can be sent again with a new question: no empty assistant turn, no empty text at an end.
-        history = [*result.messages, {"role": "user", "content": "And now?"}] if result.messages[-1]["role"] == "assistant" else [
-            *result.messages[:-1], {"role": "user", "content": "And now?"}] if False else [*result.messages]
+        history = list(result.messages)
+        if history[-1]["role"] == "assistant":
+            history.append({"role": "user", "content": "And now?"})
         for m in history:
             assert m["content"], m
             if isinstance(m["content"], list):
