@@ -32,6 +32,7 @@ What this adapter decides, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import email.utils
 import hashlib
 import json
@@ -290,10 +291,11 @@ class AnthropicModel:
         try:
             async with client.messages.with_streaming_response.create(**params, stream=True, timeout=timeout) as resp:
                 request_id = resp.request_id
-                async for data in sse_data(resp.http_response.aiter_bytes()):
-                    delta = acc.feed(orjson.loads(data))
-                    if delta is not None and on_delta is not None:
-                        on_delta(*delta)
+                async with contextlib.aclosing(sse_data(resp.http_response.aiter_bytes())) as events:
+                    async for data in events:  # closed on any exit, inside this event loop
+                        delta = acc.feed(orjson.loads(data))
+                        if delta is not None and on_delta is not None:
+                            on_delta(*delta)
             if not acc.stopped:
                 raise httpx2.RemoteProtocolError("the stream ended before message_stop")
             return {**acc.result(), "request_id": request_id}
