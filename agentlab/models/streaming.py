@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Callable, Iterator
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
 from ..messages import Block, MalformedReply, Usage, estimate_tokens
@@ -38,7 +38,7 @@ Delta = tuple[int, DeltaKind, str]
 """``(index, kind, text)``: one fragment of content block ``index``."""
 
 
-async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncIterator[bytes]:
+async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
     """The ``data`` of each server-sent event in a byte stream (``ping`` and comments skipped).
 
     A small parser of the SSE framing (events end with a blank line; ``data:``
