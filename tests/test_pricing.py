@@ -119,3 +119,27 @@ def test_the_hard_guard_reserves_web_search_fees_bounded_by_max_uses():
         result = al.run("Search.", model=model, max_cost=0.06, prices=prices, max_tokens=256, clock=al.FakeClock(), trace=False)
         assert isinstance(result, al.Done)
         assert server.requests[0].body["tools"][-1]["name"] == "web_search"
+
+
+def test_cache_1h_marks_the_breakpoints_with_the_one_hour_ttl_and_those_writes_cost_twice_the_input_rate():
+    """cache="1h": the prefix and the latest message carry ttl=1h; the server reports them as 1h writes;
+    the call costs them at 2x base input, and the hard guard reserves input at that rate."""
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, reply
+
+    prices = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75, cache_write_1h=6.0)
+    events: list = []
+    with MessagesServer([reply("Done.")]) as server:
+        model = AnthropicModel(client=server.client(), cache="1h")
+        result = al.run("Summarise.", model=model, system="You are terse. " * 50, prices=prices,
+                        clock=al.FakeClock(), trace=False, subscribers=[events.append])
+    body = server.requests[0].body
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    usage = next(e.data["usage"] for e in events if e.kind == "model_called")
+    assert usage["cache_creation_1h_input_tokens"] == usage["cache_creation_input_tokens"] > 0
+    expected = (usage["input_tokens"] * 3 + usage["output_tokens"] * 15 + usage["cache_creation_input_tokens"] * 6) / 1e6
+    assert result.cost == pytest.approx(expected)
+    assert model.caches == "1h" and prices.worst_rates(1000, "1h")[0] == pytest.approx(6.0 / 1e6)
+    with pytest.raises(ValueError, match="'5m', '1h'"):
+        AnthropicModel(client=model.client, cache="2h")
