@@ -202,3 +202,17 @@ def test_server_tool_fees_have_their_own_column_in_the_steps_frame(tmp_path):
     steps = load_run(result.run_id, tmp_path).steps
     assert steps["server_tool_cost"].tolist() == [pytest.approx(0.02)]
     assert steps["cost"].tolist() == [pytest.approx(0.02 + (100 * 3 + 10 * 15) / 1e6)]
+
+
+def test_a_stream_cut_at_max_tokens_inside_a_tool_input_is_a_max_tokens_stop_not_a_malformed_reply():
+    message = {"id": "msg_cut", "type": "message", "role": "assistant", "model": "m", "content": [
+        {"type": "text", "text": "Writing it."}, {"type": "tool_use", "id": "toolu_01", "name": "lookup", "input": {}}],
+        "stop_reason": "max_tokens", "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 64}}
+    events = stream_events(message)
+    for e in events:
+        if e.get("delta", {}).get("type") == "input_json_delta":
+            e["delta"]["partial_json"] = '{"order_id": '
+    with MessagesServer([streamed(events)]) as server:
+        result = al.run("Q", [lookup], model=AnthropicModel(client=server.client()), clock=al.FakeClock(), trace=False, prices=PRICES)
+    assert isinstance(result, al.Stopped) and result.reason == "max_tokens"
+    assert result.cost == pytest.approx((10 * 3 + 64 * 15) / 1e6)
