@@ -21,7 +21,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from .budget import (
+from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     Budget,
     BudgetSnapshot,
@@ -29,11 +29,11 @@ from .budget import (
     Stop,
     check_after_step,
     check_before_call,
-    guard_call,
 )
 from .calls import CallContext, CallRunner, bounded, format_error, result_block
 from .clock import Clock, wall_time
 from .config import RunConfig
+from .costguard import InputTracker
 from .errors import ModelError, Policy, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
@@ -130,11 +130,8 @@ class Run:
         self._step_task: asyncio.Task[Any] | None = None
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
-        # Token estimate of the next request, kept incrementally (no history scans):
-        # the last call's context plus what was appended since.
-        self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
-            estimate_tokens(m) for m in self.messages
-        )
+        # The next request's input as the cost guard sees it: estimate, bound, exact count.
+        self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -270,14 +267,14 @@ class Run:
             return self._stop(StopReason.CANCELLED, f"cancelled before step {self.steps + 1}")
         if stop := check_before_call(self.budget, self.steps, self.elapsed):
             return self._stop(stop.reason, stop.detail)
-        max_tokens = self._guard_call()
+        max_tokens = await self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
 
         # 2. The model call.
         self.steps += 1
         self.phase = "calling model"
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info)
         t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens)
@@ -300,13 +297,13 @@ class Run:
         # 3. What it cost (reported usage, or the same estimate the guard used).
         estimated = reply.usage is None
         usage = reply.usage or Usage(
-            input_tokens=self._est_context, output_tokens=min(estimate_tokens(reply.content), max_tokens)
+            input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
-        self._est_context = usage.context_tokens
+        self._input.billed(usage, estimated, self.prices, getattr(self.model, "caches", False))
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
@@ -342,15 +339,13 @@ class Run:
             return None
         return await self._tools_phase(reply.tool_calls)
 
-    def _guard_call(self) -> int | Stop:
-        """The hard cost guard (budget.guard_call) at this model's worst-case rates."""
-        if self.prices is None:
-            return self.max_tokens
-        in_rate, out_rate = self.prices.worst_rates(self._est_context, getattr(self.model, "caches", False) or False)
-        return guard_call(
-            self.budget, steps=self.steps, spent=self.spent, est_input_tokens=self._est_context,
-            input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens,
-            fees=self.prices.worst_server_fees(getattr(self.model, "server_tool_uses", None) or {}),
+    async def _guard_call(self) -> int | Stop:
+        """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
+        count = lambda: self._retrying(lambda: self.model.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[attr-defined]  # noqa: E731
+        return await self._input.check(
+            self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=getattr(self.model, "caches", False),
+            tools=[*self._tool_defs, *getattr(self.model, "server_tools", ())], max_tokens=self.max_tokens, count=count,
+            retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
         )
 
     async def _call_model(self, max_tokens: int) -> Reply:
@@ -359,26 +354,29 @@ class Run:
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
             nonlocal parts
             parts = Fragments(lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel)
-            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), parts)
-            return normalize_reply(await bounded(self.model.complete(req), self._time_left(), None, self.budget.deadline_s))
-
+            return normalize_reply(await self.model.complete(self._request(max_tokens, parts)))
         try:
-            reply, _ = await retrying(
-                attempt,
-                is_retryable=lambda e: classify(e, self.policy) == "retryable" and not isinstance(e, MalformedReply),
-                max_attempts=self.policy.max_attempts,
-                wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
-                sleep=self.clock.sleep,
-                time_left=self._time_left,
-                on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w),
-            )
+            return await self._retrying(attempt, "messages")
         except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
-            if cut := cut_short(parts, self._est_context, max_tokens, self.prices):
+            if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
                 why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
                 self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
                 self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
             raise
-        return reply
+
+    def _request(self, max_tokens: int, on_delta: Any = None) -> ModelRequest:
+        return ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), on_delta)
+
+    async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
+        """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
+        p, tag = self.policy, {} if request == "messages" else {"request": request}
+        value, _ = await retrying(
+            lambda: bounded(call(), self._time_left(), None, self.budget.deadline_s),
+            is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply), max_attempts=p.max_attempts,
+            wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng), sleep=self.clock.sleep, time_left=self._time_left,
+            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
+        )
+        return value
 
     # ------------------------------------------------------------ the tools
     async def _tools_phase(self, calls: list[Block]) -> None:
@@ -435,14 +433,14 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str, note: str = "") -> None:
-        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text, note)
+        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self._input.report(self.budget, self.spent), text=text, detail=note)
         self.phase = "done"
         self._emit_end("done", "done", note, text, None)
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-            reason=reason, detail=detail, error=error,
+            self._input.report(self.budget, self.spent), reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
@@ -455,7 +453,7 @@ class Run:
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""
         self.messages.append(message)
-        self._est_context += estimate_tokens(message) if tokens is None else tokens
+        self._input.appended(message, tokens)
 
     def _limits(self) -> dict[str, Any]:
         b = self.budget
@@ -505,6 +503,8 @@ class Run:
             EventKind.RUN_FINISHED, outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
+            guard=self._input.report(self.budget, self.spent).as_dict(), guard_note=self._input.report(self.budget, self.spent).note(),
+            last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
         )
 
 

@@ -13,7 +13,6 @@ counts input *with* them. :func:`Prices.cost` takes Anthropic's shape.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -22,8 +21,6 @@ from .messages import Usage
 PER_MTOK = 1_000_000
 WEB_SEARCH_USD = 10 / 1000
 """Web search is billed $10 per 1,000 requests, on every Claude model."""
-UNBOUNDED_USES = 10
-"""Server-tool requests the hard cost guard reserves for a tool offered without ``max_uses``."""
 ONE_HOUR_WRITE = 2.0
 """A one-hour cache write costs 2x base input (a five-minute write 1.25x)."""
 
@@ -101,13 +98,6 @@ class Prices:
         if self.cache_write_1h is not None and not tiered:
             return self.cache_write_1h
         return ONE_HOUR_WRITE * self._rates(total_input)[0]
-
-    def worst_server_fees(self, uses: Mapping[str, int | None]) -> float:
-        """USD the server tools offered to one call may add at most: ``uses`` maps a fee
-        (``web_search_requests``...) to the tool's ``max_uses``; no ``max_uses`` counts as
-        :data:`UNBOUNDED_USES` requests."""
-        rates = {"web_search_requests": self.web_search, "web_fetch_requests": self.web_fetch}
-        return sum(rates.get(fee, 0.0) * (UNBOUNDED_USES if n is None else n) for fee, n in uses.items())
 
     def server_tool_cost(self, usage: Usage) -> float:
         """USD of the server-tool requests in ``usage`` (web search, web fetch), billed per request."""

@@ -77,8 +77,6 @@ STREAM_ERROR_STATUS = {
 }
 """The HTTP status matching an ``error`` event's type, so a stream error is handled like that status."""
 
-SERVER_TOOL_FEES = {"web_search": "web_search_requests", "web_fetch": "web_fetch_requests"}
-"""Server tools billed per request, by the name prefix of their ``type`` (``web_search_20250305``...)."""
 
 SPEND_LIMIT_CODES = frozenset({
     "enforced_spend_limit_reached",
@@ -112,7 +110,7 @@ class AnthropicModel:
         server_tools: server tool definitions sent with every request (e.g.
             ``{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}``);
             their fees are priced and, bounded by ``max_uses``, reserved by the
-            hard cost guard.
+            pre-call cost guard.
         timeout: seconds per call when the run has no deadline.
         thinking: the API's ``thinking`` setting, e.g. ``{"type": "enabled", "budget_tokens": 2048}``.
         params: any other ``messages.create`` arguments (``temperature``, ``tool_choice``, ...).
@@ -186,21 +184,6 @@ class AnthropicModel:
         """Truthy when prompt caching is on (the hard cost guard then prices input as cache writes):
         ``"1h"`` for one-hour breakpoints, else ``True``."""
         return "1h" if self.cache == "1h" else self.cache is not False
-
-    @property
-    def server_tool_uses(self) -> dict[str, int | None]:
-        """Per fee (``web_search_requests``...), the most requests one call may make (``None``: no ``max_uses``)."""
-        out: dict[str, int | None] = {}
-        for tool in self.server_tools:
-            fee = next((f for prefix, f in SERVER_TOOL_FEES.items() if tool["type"].startswith(prefix)), None)
-            if fee is None:
-                continue
-            limit = tool.get("max_uses")
-            if fee in out and (out[fee] is None or limit is None):
-                out[fee] = None
-            else:
-                out[fee] = (out.get(fee) or 0) + limit if isinstance(limit, int) else None
-        return out
 
     def __repr__(self) -> str:
         host = _host(str(self.client.base_url))
@@ -318,6 +301,17 @@ class AnthropicModel:
             err = _after_shown(err, acc.deltas, "the connection broke mid-stream")
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
 
+
+    async def count_tokens(self, request: ModelRequest) -> int:
+        """The exact input tokens of ``request`` (the API's free ``count_tokens``), for the hard cost guard."""
+        from .counting import count_input_tokens
+
+        check_url(str(self.client.base_url))
+        timeout = self.timeout if request.timeout is None else max(request.timeout, 0.001)
+        return await count_input_tokens(
+            self._client_here(), self.build_params(request), timeout=timeout, secrets=_secrets(self.client),
+            api_error=api_error, scrub=_scrub,
+        )
 
     def _client_here(self) -> Any:
         """The client for the running event loop, with its own connection pool.
