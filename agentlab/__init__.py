@@ -26,7 +26,7 @@ from .trace import Trace, Traces, load_run, load_runs
 __all__ = [
     "AnthropicModel", "AuthenticationFailed", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "load_run", "load_runs", "reply", "resolve_model", "run", "tool",
+    "Lab", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "load_run", "load_runs", "mcp_tools", "reply", "resolve_model", "run", "tool",
 ]
 
 
@@ -44,7 +44,11 @@ def __getattr__(name: str) -> object:
         from .models.resolve import resolve_model
 
         return resolve_model
-    if name in ("analysis", "plots", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
+    if name == "mcp_tools":
+        from .mcp import mcp_tools
+
+        return mcp_tools
+    if name in ("analysis", "mcp", "otel", "plots", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -127,7 +127,7 @@ class SpanBuilder:
         elif kind == "tool_finished":
             self._tool_span(rec)
         elif kind in ("paused", "resumed", "nudged") and self.root is not None:
-            attrs = {"agentlab.step": int(rec.get("step") or 0)}
+            attrs: dict[str, Any] = {"agentlab.step": int(rec.get("step") or 0)}
             if kind == "nudged":
                 attrs["gen_ai.tool.name"] = str(rec.get("tool"))
             self.root.add_event(f"agentlab.{kind}", attrs, timestamp=self._ns(t))
