@@ -21,7 +21,6 @@ from .models import FunctionModel, ScriptedModel, reply
 from .pricing import Prices
 from .results import Done, StepRecord, Stopped
 from .tools import Retry, Tool, tool
-from .trace import Trace, Traces, load_run, load_runs
 
 __all__ = [
     "AnthropicModel", "AuthenticationFailed", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
@@ -32,6 +31,10 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     """Heavy public names load on first use, so ``import agentlab`` stays light."""
+    if name in ("Trace", "Traces", "load_run", "load_runs"):  # the trace package loads when first used
+        from . import trace
+
+        return getattr(trace, name)
     if name == "Lab":
         from .lab import Lab
 

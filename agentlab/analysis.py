@@ -29,9 +29,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
-from .budget import CostGuard, affordable_max_tokens
+from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
+    MIN_REPLY_TOKENS,
+    Budget,
+    CostGuard,
+    Stop,
+    check_after_step,
+    check_before_call,
+    guard_call,
+)
 from .messages import Usage
 from .pricing import Prices, lookup_prices
+from .vocab import RESUMABLE, EventKind, Outcome
 
 if TYPE_CHECKING:
     import numpy as np
@@ -40,10 +49,9 @@ if TYPE_CHECKING:
 STEP_COLUMNS = ("run_id", "step", "input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens", "cost")
 CALL_COLUMNS = ("run_id", "step", "tool", "start", "end")
 RUN_COLUMNS = ("run_id", "outcome", "reason")
-BUDGET_STOPS = frozenset({"budget", "step limit", "deadline", "cancelled"})
+BUDGET_STOPS = RESUMABLE  # kept for code that imported it from here; the rule lives in vocab.py
 """Recorded stops that say nothing about what a run would have done with more room."""
 
-MIN_REPLY_TOKENS = 32  # the engine's: the hard guard stops when not even this many output tokens fit
 
 
 # ------------------------------------------------------------------ input checks
@@ -414,21 +422,22 @@ def _replay(
     n = len(rows)
     if max_cost is not None and prices is None:
         return _Verdict("unknown", "no prices known for this run's model: max_cost cannot be checked", 0, 0.0)
+    budget = Budget(max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s, cost_guard=guard)
     for i, r in enumerate(rows):
         k = i + 1
-        # Before the call: steps, deadline, then the hard cost guard.
-        if max_steps is not None and k - 1 >= max_steps:
-            return _Verdict("stopped", "step limit", k - 1, spent)
+        # Before the call: the engine's own rules (budget.py), in its order.
         call_start = r["t"] - r["latency"]
-        if deadline_s is not None and call_start >= deadline_s:
-            return _Verdict("stopped", "deadline", k - 1, spent)
+        if stop := check_before_call(budget, k - 1, call_start):
+            return _Verdict("stopped", str(stop.reason), k - 1, spent)
         allowed = max_tokens
-        if max_cost is not None and guard == "hard" and prices is not None:
+        if prices is not None:
             est = int(estimates.get(int(r["step"]), r["context_tokens"]))
             in_rate, out_rate = prices.worst_rates(est, caches)
-            allowed = affordable_max_tokens(max_cost - spent, est, in_rate, out_rate, max_tokens)
-            if allowed < min(MIN_REPLY_TOKENS, max_tokens):
-                return _Verdict("stopped", "budget", k - 1, spent)
+            guarded = guard_call(budget, steps=k - 1, spent=spent, est_input_tokens=est, input_rate=in_rate,
+                                 output_rate=out_rate, max_tokens=max_tokens)
+            if isinstance(guarded, Stop):
+                return _Verdict("stopped", str(guarded.reason), k - 1, spent)
+            allowed = guarded
         # The call: the deadline bounds it; a smaller max_tokens cuts the reply off.
         if deadline_s is not None and r["t"] > deadline_s:
             return _Verdict("stopped", "deadline", k, spent)
@@ -442,18 +451,14 @@ def _replay(
         tools_end = rows[i + 1]["t"] - rows[i + 1]["latency"] if k < n else run["seconds"]
         if deadline_s is not None and tools_end > deadline_s:
             return _Verdict("stopped", "deadline", k, spent)
-        if k == n and run["outcome"] == "stopped" and run["reason"] not in BUDGET_STOPS:
+        if k == n and run["outcome"] == "stopped" and run["reason"] not in RESUMABLE:
             break  # the last step itself ended the run (fatal, loop detected, ...): no after-step checks
-        # After the step: cost (the sketch's check), deadline, steps.
-        if max_cost is not None and spent > max_cost:
-            return _Verdict("stopped", "budget", k, spent)
-        if deadline_s is not None and tools_end >= deadline_s:
-            return _Verdict("stopped", "deadline", k, spent)
-        if max_steps is not None and k >= max_steps:
-            return _Verdict("stopped", "step limit", k, spent)
+        # After the step: the engine's after-step rule (cost, deadline, steps).
+        if stop := check_after_step(budget, k, spent, tools_end):
+            return _Verdict("stopped", str(stop.reason), k, spent)
     reason, outcome = str(run["reason"]), str(run["outcome"])
     n = max(n, int(run.get("steps") or 0))  # a last call that failed counts as a step but has no row
-    if outcome == "incomplete" or reason in BUDGET_STOPS:
+    if outcome == "incomplete" or reason in RESUMABLE:
         rec_cost = run.get("max_cost")
         if reason == "budget" and max_cost is not None and rec_cost is not None and not _nan(rec_cost) and max_cost <= rec_cost:
             return _Verdict("stopped", "budget", n, spent)
@@ -563,7 +568,7 @@ def _run_started(events: Any) -> dict[str, dict[str, Any]]:
     if events is None:
         return {}
     _need(events, "events", ("run_id", "kind", "data"))
-    sel = events[events["kind"] == "run_started"]
+    sel = events[events["kind"] == EventKind.RUN_STARTED]
     return {rid: (d if isinstance(d, dict) else {}) for rid, d in zip(sel["run_id"], sel["data"], strict=True)}
 
 
@@ -571,7 +576,7 @@ def _request_estimates(events: Any) -> dict[str, dict[int, int]]:
     if events is None:
         return {}
     _need(events, "events", ("run_id", "step", "kind", "data"))
-    sel = events[events["kind"] == "model_request"]
+    sel = events[events["kind"] == EventKind.MODEL_REQUEST]
     out: dict[str, dict[int, int]] = {}
     for rid, step, d in zip(sel["run_id"], sel["step"], sel["data"], strict=True):
         if isinstance(d, dict) and d.get("estimated_input_tokens") is not None:
@@ -627,7 +632,7 @@ def retry_counts(calls: pd.DataFrame, events: pd.DataFrame | None = None) -> pd.
                                               tool_retries=("extra", "sum"))
     if events is not None:
         _need(events, "events", ("run_id", "kind"))
-        model = events[events["kind"] == "model_retry"].groupby("run_id").size().rename("model_retries")
+        model = events[events["kind"] == EventKind.MODEL_RETRY].groupby("run_id").size().rename("model_retries")
         out = out.join(model, how="outer")
     else:
         out["model_retries"] = 0
@@ -638,7 +643,7 @@ def retry_counts(calls: pd.DataFrame, events: pd.DataFrame | None = None) -> pd.
 def _executed(calls: pd.DataFrame) -> pd.DataFrame:
     """Calls whose tool actually ran (a nudge answers from memory; a skipped call never started)."""
     if "outcome" in calls.columns:
-        calls = calls[~calls["outcome"].isin(["nudged", "skipped"])]
+        calls = calls[calls["outcome"] != Outcome.NUDGED]
     return calls.assign(duration=calls["end"].astype(float) - calls["start"].astype(float))
 
 

@@ -14,7 +14,12 @@ import math
 from dataclasses import dataclass
 from typing import Literal
 
+from .vocab import StopReason
+
 CostGuard = Literal["hard", "after"]
+
+MIN_REPLY_TOKENS = 32
+"""The hard cost guard stops the run when it cannot afford even this many output tokens."""
 
 
 def _check_limit(name: str, value: object, *, integer: bool = False) -> None:
@@ -35,8 +40,10 @@ class Budget:
     Attributes:
         max_steps: model calls allowed.
         max_cost: US dollars the run may spend on model calls.
-        deadline_s: wall-clock seconds from the run's start; bounds model
-            calls, tools and retry waits alike.
+        deadline_s: seconds of *working* time: time spent inside
+            ``Run.step()`` (a run paused between steps in a notebook does not
+            age; from a script this is wall-clock time). Bounds model calls,
+            tools and retry waits alike.
         cost_guard: ``"hard"`` checks the worst case *before* each call and
             never lets ``spent`` pass ``max_cost``; ``"after"`` is the article's
             sketch (check once spent), kept to show the overshoot it allows.
@@ -103,3 +110,68 @@ def affordable_max_tokens(
     if output_rate <= 0:
         return wanted
     return max(0, min(wanted, math.floor(left / output_rate * (1 - 1e-9))))
+
+
+# ------------------------------------------------------------------ the rules
+# One owner for each stop rule: the engine (loop.py) and the budget what-if
+# replay (analysis.py) both call these, in this order, so they cannot disagree.
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """A budget ran out: the reason, and a sentence with the numbers."""
+
+    reason: StopReason
+    detail: str
+
+
+def check_before_call(budget: Budget, steps: int, elapsed: float) -> Stop | None:
+    """May step ``steps + 1`` call the model? (steps used, working seconds so far.)"""
+    if budget.max_steps is not None and steps >= budget.max_steps:
+        return Stop(StopReason.STEP_LIMIT, f"used all {budget.max_steps} steps")
+    if budget.deadline_s is not None and elapsed >= budget.deadline_s:
+        return Stop(StopReason.DEADLINE, f"{elapsed:.2f}s of {budget.deadline_s:g}s used before step {steps + 1}")
+    return None
+
+
+def worst_case_cost(est_input_tokens: int, input_rate: float, output_rate: float, max_tokens: int) -> float:
+    """The most a call can cost: its input at the dearest rate plus every allowed output token."""
+    return est_input_tokens * input_rate + max_tokens * output_rate
+
+
+def guard_call(
+    budget: Budget, *, steps: int, spent: float, est_input_tokens: int, input_rate: float, output_rate: float,
+    max_tokens: int,
+) -> int | Stop:
+    """The hard cost guard: the ``max_tokens`` the next call may use, or why it may not be made.
+
+    The worst case of the call (:func:`worst_case_cost`) must fit what is
+    left of ``max_cost``; ``max_tokens`` is lowered until it does, and the run
+    stops when not even :data:`MIN_REPLY_TOKENS` of output fit. Rates are USD
+    per token. With no cost limit or ``cost_guard="after"`` the call is made
+    as asked (the after-step check is then the only cost check).
+    """
+    if budget.max_cost is None or budget.cost_guard != "hard":
+        return max_tokens
+    remaining = budget.max_cost - spent
+    smallest = min(MIN_REPLY_TOKENS, max_tokens)
+    allowed = affordable_max_tokens(remaining, est_input_tokens, input_rate, output_rate, max_tokens)
+    if allowed >= smallest:
+        return allowed
+    worst = worst_case_cost(est_input_tokens, input_rate, output_rate, smallest)
+    return Stop(
+        StopReason.BUDGET,
+        f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}; the next call would cost "
+        f"at least ${worst:.4f} (~{est_input_tokens} input tokens), more than the ${remaining:.4f} left",
+    )
+
+
+def check_after_step(budget: Budget, steps: int, spent: float, elapsed: float) -> Stop | None:
+    """Has step ``steps`` ended the run? Cost (the sketch's after-the-fact check), deadline, steps."""
+    if budget.max_cost is not None and spent > budget.max_cost:
+        return Stop(StopReason.BUDGET, f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}")
+    if budget.deadline_s is not None and elapsed >= budget.deadline_s:
+        return Stop(StopReason.DEADLINE, f"{elapsed:.2f}s of {budget.deadline_s:g}s used after step {steps}")
+    if budget.max_steps is not None and steps >= budget.max_steps:
+        return Stop(StopReason.STEP_LIMIT, f"used all {budget.max_steps} steps without a final answer")
+    return None

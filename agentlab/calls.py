@@ -5,30 +5,51 @@ module runs them. Each call ends as a :class:`CallOutcome`: either a
 ``tool_result`` block for the model, or a reason the run must stop (a fatal
 error, the deadline). Every failure goes through :func:`errors.classify`,
 the one policy table.
+
+The runner sees the run only through a :class:`CallContext`: the tools, the
+policy, the clock, and three functions (emit an event, time left, the current
+step). It cannot reach into the run's state, and the engine can be read
+without this file.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import traceback
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from .errors import ToolError, UnknownTool, classify, describe
+from .clock import Clock
+from .errors import Policy, ToolError, UnknownTool, classify, describe
 from .messages import Block
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .threads import run_on_daemon_thread
 from .tools import Tool, result_text
+from .vocab import EventKind, Outcome, StopReason
 
-if TYPE_CHECKING:
-    from .loop import Run
+
+@dataclass(frozen=True, slots=True)
+class CallContext:
+    """What running a tool call may know of its run, and nothing more."""
+
+    tools: Mapping[str, Tool]
+    policy: Policy
+    clock: Clock
+    rng: random.Random
+    emit: Callable[..., None]  # emit(kind, **data): an event to the run's subscribers
+    elapsed: Callable[[], float]  # working seconds so far (call start/end times)
+    time_left: Callable[[], float | None]  # before the deadline; None: no deadline
+    deadline_s: Callable[[], float | None]  # the limit itself, for messages
+    step: Callable[[], int]
 
 
 @dataclass(slots=True)
 class CallOutcome:
     index: int
     block: Block | None  # the tool_result block; None when the run must stop
-    stop: tuple[str, str, BaseException | None] | None = None
+    stop: tuple[StopReason, str, BaseException | None] | None = None
 
 
 def result_block(call_id: str, text: str, is_error: bool) -> Block:
@@ -68,8 +89,8 @@ async def bounded(work: Any, time_left: float | None, own_timeout: float | None,
 class CallRunner:
     """Runs one run's tool calls; remembers per-tool call counts for ``max_calls``."""
 
-    def __init__(self, run: Run, max_concurrency: int) -> None:
-        self.run = run
+    def __init__(self, ctx: CallContext, max_concurrency: int) -> None:
+        self.ctx = ctx
         self.sem = asyncio.Semaphore(max_concurrency)
         self.calls_per_tool: dict[str, int] = {}
 
@@ -97,19 +118,19 @@ class CallRunner:
             return await self.call(call, index)
 
     async def call(self, call: Block, index: int) -> CallOutcome:
-        run = self.run
+        ctx = self.ctx
         name, args, call_id = call["name"], call["input"], call["id"]
-        tool = run.tools.get(name)
-        start = run.elapsed
-        run._emit("tool_started", call_id=call_id, tool=name, mode=tool.mode if tool else None, args=args, index=index)
+        tool = ctx.tools.get(name)
+        start = ctx.elapsed()
+        ctx.emit(EventKind.TOOL_STARTED, call_id=call_id, tool=name, mode=tool.mode if tool else None, args=args, index=index)
         attempts = 0
 
-        def finished(outcome: str, text: str, is_error: bool, error: BaseException | None = None) -> None:
+        def finished(outcome: Outcome, text: str, is_error: bool, error: BaseException | None = None) -> None:
             self.report(call, index, outcome, attempts, text, is_error, start, error)
 
         try:
             if tool is None:
-                known = ", ".join(run.tools) or "none"
+                known = ", ".join(ctx.tools) or "none"
                 raise UnknownTool(f"the model asked for a tool named {name!r}, which is not registered (tools: {known})")
             used = self.calls_per_tool.get(name, 0)
             if tool.max_calls is not None and used >= tool.max_calls:
@@ -121,61 +142,61 @@ class CallRunner:
             self.calls_per_tool[name] = used + 1
             value, attempts = await self._invoke(tool, kwargs, call_id)
             text = result_text(value)
-            finished("ok" if attempts == 1 else "retried", text, False)
+            finished(Outcome.OK if attempts == 1 else Outcome.RETRIED, text, False)
             return CallOutcome(index, result_block(call_id, text, False))
         except asyncio.CancelledError:
-            finished("cancelled", "cancelled: another call of this turn stopped the run", True)
+            finished(Outcome.CANCELLED, "cancelled: another call of this turn stopped the run", True)
             raise
         except DeadlineExceeded as exc:
-            finished("fatal", str(exc), True)
-            return CallOutcome(index, None, ("deadline", f"tool {name} at step {run.steps}: {exc}", None))
+            finished(Outcome.FATAL, str(exc), True)
+            return CallOutcome(index, None, (StopReason.DEADLINE, f"tool {name} at step {ctx.step()}: {exc}", None))
         except RetriesExhausted as exc:
             attempts = exc.attempts
             text = f"{describe(exc.last)} (gave up after {exc.attempts} attempts). Next step: try again later or get this from another tool."
-            finished("recoverable", text, True, exc.last)
+            finished(Outcome.RECOVERABLE, text, True, exc.last)
             return CallOutcome(index, result_block(call_id, text, True))
         except Exception as exc:
             attempts = attempts or 1
             text = describe(exc)
-            if classify(exc, run.policy) == "fatal":
-                finished("fatal", text, True, exc)
-                return CallOutcome(index, None, ("fatal", f"{text} (tool {name}, step {run.steps})", exc))
+            if classify(exc, ctx.policy) == "fatal":
+                finished(Outcome.FATAL, text, True, exc)
+                return CallOutcome(index, None, (StopReason.FATAL, f"{text} (tool {name}, step {ctx.step()})", exc))
             if not isinstance(exc, ToolError):
                 text += " Next step: check the arguments, or try another approach."
-            finished("recoverable", text, True, exc)
+            finished(Outcome.RECOVERABLE, text, True, exc)
             return CallOutcome(index, result_block(call_id, text, True))
 
     async def _invoke(self, tool: Tool, kwargs: dict[str, Any], call_id: str) -> tuple[Any, int]:
-        run, p, r = self.run, self.run.policy, tool.retry
+        ctx, p, r = self.ctx, self.ctx.policy, tool.retry
         base = r.base_delay if r and r.base_delay is not None else p.base_delay
         cap = r.max_delay if r and r.max_delay is not None else p.max_delay
 
         def attempt() -> Any:
             # Sync tools go to daemon threads the run can abandon (see threads.py).
             work = tool.fn(**kwargs) if tool.is_async else run_on_daemon_thread(lambda: tool.fn(**kwargs))
-            return bounded(work, run._time_left(), tool.timeout, run.budget.deadline_s)
+            return bounded(work, ctx.time_left(), tool.timeout, ctx.deadline_s())
 
         return await retrying(
             attempt,
             is_retryable=lambda e: classify(e, p) == "retryable",
             max_attempts=r.max_attempts if r and r.max_attempts is not None else p.max_attempts,
-            wait_for=lambda n, e: backoff(n, base, cap, p.jitter, run.rng),
-            sleep=run.clock.sleep,
-            time_left=run._time_left,
-            on_retry=lambda n, e, w: run._emit(
-                "tool_retry", call_id=call_id, tool=tool.name, attempt=n, error=describe(e), wait=w
+            wait_for=lambda n, e: backoff(n, base, cap, p.jitter, ctx.rng),
+            sleep=ctx.clock.sleep,
+            time_left=ctx.time_left,
+            on_retry=lambda n, e, w: ctx.emit(
+                EventKind.TOOL_RETRY, call_id=call_id, tool=tool.name, attempt=n, error=describe(e), wait=w
             ),
         )
 
     def report(
-        self, call: Block, index: int, outcome: str, attempts: int, text: str, is_error: bool,
+        self, call: Block, index: int, outcome: Outcome, attempts: int, text: str, is_error: bool,
         start: float, error: BaseException | None = None,
     ) -> None:
         """Emit ``tool_finished`` for a call, whatever its outcome."""
-        run = self.run
-        tool = run.tools.get(call["name"])
-        run._emit(
-            "tool_finished", call_id=call["id"], tool=call["name"], mode=tool.mode if tool else None,
+        ctx = self.ctx
+        tool = ctx.tools.get(call["name"])
+        ctx.emit(
+            EventKind.TOOL_FINISHED, call_id=call["id"], tool=call["name"], mode=tool.mode if tool else None,
             args=call["input"], index=index, outcome=outcome, attempts=attempts, result=text, is_error=is_error,
-            start=start, end=run.elapsed, error=None if error is None else format_error(error),
+            start=start, end=ctx.elapsed(), error=None if error is None else format_error(error),
         )

@@ -28,11 +28,24 @@ class Clock(Protocol):
         ...
 
 
+def wall_time(clock: Clock) -> float:
+    """Seconds since the epoch, read through ``clock`` when it can tell (``clock.wall()``).
+
+    Only the trace's ``started_at`` needs a calendar time; a clock without a
+    ``wall`` method (a user's own) falls back to the system's.
+    """
+    wall = getattr(clock, "wall", None)
+    return float(wall()) if callable(wall) else time.time()
+
+
 class SystemClock:
     """The real clock: ``time.monotonic`` and ``asyncio.sleep``."""
 
     def now(self) -> float:
         return time.monotonic()
+
+    def wall(self) -> float:
+        return time.time()
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -45,12 +58,17 @@ class FakeClock:
     schedule exactly.
     """
 
+    EPOCH = 1_767_225_600.0  # 2026-01-01 00:00 UTC: runs on a fake clock start on a fixed date
+
     def __init__(self, start: float = 0.0) -> None:
         self.t = start
         self.sleeps: list[float] = []
 
     def now(self) -> float:
         return self.t
+
+    def wall(self) -> float:
+        return self.EPOCH + self.t
 
     def advance(self, seconds: float) -> None:
         self.t += seconds

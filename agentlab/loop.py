@@ -15,33 +15,49 @@ import asyncio
 import random
 import threading
 import traceback
-import uuid
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from .budget import Budget, BudgetSnapshot, CostGuard, affordable_max_tokens
-from .calls import CallRunner, bounded, format_error, result_block
-from .clock import Clock, SystemClock
+from .budget import (
+    MIN_REPLY_TOKENS,
+    Budget,
+    BudgetSnapshot,
+    CostGuard,
+    Stop,
+    check_after_step,
+    check_before_call,
+    guard_call,
+)
+from .calls import CallContext, CallRunner, bounded, format_error, result_block
+from .clock import Clock, wall_time
+from .config import RunConfig
 from .errors import ModelError, Policy, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
-from .messages import Block, MalformedReply, Message, Reply, Usage, estimate_tokens, normalize_reply
+from .messages import (
+    Block,
+    MalformedReply,
+    Message,
+    Reply,
+    Usage,
+    estimate_tokens,
+    normalize_reply,
+    text_of,
+)
 from .models.base import Model, ModelRequest
-from .pricing import Prices, resolve_prices
+from .pricing import Prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .scheduling import plan_batches
-from .tools import Tool, as_tools
+from .tools import Tool
+from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
 
-MIN_REPLY_TOKENS = 32
-"""The hard cost guard stops the run when it cannot afford even this many output tokens."""
-
-RESUMABLE = frozenset({"budget", "step limit", "deadline", "cancelled"})
+__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run", "arun", "run"]  # the first two now live in budget/vocab
 
 
 class Run:
@@ -50,6 +66,9 @@ class Run:
     Budgets: ``max_steps`` model calls, ``max_cost`` dollars, ``deadline_s``
     seconds of *working* time (time spent inside ``step()``; a run paused
     between steps in a notebook does not age). ``None`` means no limit.
+
+    ``run.config`` holds what was asked for (a frozen :class:`RunConfig`);
+    the rest of the run's attributes are what has happened so far.
     """
 
     def __init__(
@@ -73,44 +92,16 @@ class Run:
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
     ) -> None:
-        self.budget = Budget(max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s, cost_guard=cost_guard)
-        resolved: Model
-        if isinstance(model, str):  # a model id: Claude when a key is set, else offline (and say so)
-            from .models.resolve import resolve_model
-
-            resolved, notice = resolve_model(model)
-            if notice:
-                warnings.warn(notice, stacklevel=2)
-        else:
-            resolved = model
-        if not isinstance(getattr(resolved, "model", None), str) or not callable(getattr(resolved, "complete", None)):
-            raise TypeError("model must have a 'model' id (str) and an async complete(request) method")
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
-            raise ValueError(f"max_tokens must be an int >= 1, got {max_tokens!r}")
-        if isinstance(max_concurrency, bool) or not isinstance(max_concurrency, int) or max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be an int >= 1, got {max_concurrency!r}")
-        if system is not None and not isinstance(system, str):
-            raise TypeError(f"system must be a string or None, got {type(system).__name__}")
-        self.model = resolved
-        self.tools = as_tools(tools)
-        self.system = system
-        self.max_tokens = max_tokens
-        self.policy = policy or Policy()
-        self.prices = resolve_prices(resolved.model, prices)
-        if self.prices is None and max_cost is not None:
-            raise ValueError(
-                f"max_cost is set but no price is known for model {resolved.model!r}: "
-                "pass prices=agentlab.Prices(input=..., output=...) (USD per million tokens) or max_cost=None"
-            )
-        self.clock: Clock = clock or SystemClock()
-        self.rng = rng or random.Random()
-        self.run_id = run_id or uuid.uuid4().hex[:12]
-        self.messages: list[Message] = _initial_messages(task)
-        self.task = task if isinstance(task, str) else _first_text(self.messages)
-        self.guard = LoopGuard(nudge_at=loop_nudge_at)
-        self._subscribers: list[Subscriber] = list(subscribers)
-        self._calls = CallRunner(self, max_concurrency)
-        self._tool_defs = [t.definition() for t in self.tools.values()]
+        self.config = c = RunConfig.create(
+            task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
+            cost_guard=cost_guard, system=system, max_tokens=max_tokens, policy=policy,
+            max_concurrency=max_concurrency, loop_nudge_at=loop_nudge_at, prices=prices, clock=clock, rng=rng,
+            run_id=run_id,
+        )
+        # State: what has happened. The budget is state too: resume() raises it.
+        self.budget: Budget = c.budget
+        self.messages: list[Message] = list(c.messages)
+        self.guard = LoopGuard(nudge_at=c.loop_nudge_at)
         self.steps = 0
         self.model_calls = 0
         self.spent = 0.0
@@ -119,6 +110,16 @@ class Run:
         self.pending_calls: list[Block] = []
         self.nudges = 0
         self.last_usage: Usage | None = None
+        self._subscribers: list[Subscriber] = list(subscribers)
+        self._tool_defs = [t.definition() for t in c.tools.values()]
+        self._calls = CallRunner(
+            CallContext(
+                tools=c.tools, policy=c.policy, clock=c.clock, rng=c.rng, emit=self._emit,
+                elapsed=lambda: self.elapsed, time_left=self._time_left,
+                deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps,
+            ),
+            c.max_concurrency,
+        )
         self._last_cost = self._last_latency = 0.0
         self._cancel = False
         self._seq = 0
@@ -128,9 +129,50 @@ class Run:
         self._started = False
         # Token estimate of the next request, kept incrementally (no history scans):
         # the last call's context plus what was appended since.
-        self._est_context = estimate_tokens(system or "") + estimate_tokens(self._tool_defs) + sum(
+        self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
             estimate_tokens(m) for m in self.messages
         )
+
+    # ------------------------------------------------- the inputs (config)
+    @property
+    def model(self) -> Model:
+        return self.config.model
+
+    @property
+    def tools(self) -> Mapping[str, Tool]:
+        return self.config.tools
+
+    @property
+    def task(self) -> str:
+        return self.config.task
+
+    @property
+    def system(self) -> str | None:
+        return self.config.system
+
+    @property
+    def max_tokens(self) -> int:
+        return self.config.max_tokens
+
+    @property
+    def policy(self) -> Policy:
+        return self.config.policy
+
+    @property
+    def prices(self) -> Prices | None:
+        return self.config.prices
+
+    @property
+    def clock(self) -> Clock:
+        return self.config.clock
+
+    @property
+    def rng(self) -> random.Random:
+        return self.config.rng
+
+    @property
+    def run_id(self) -> str:
+        return self.config.run_id
 
     # ----------------------------------------------------------- public state
     @property
@@ -179,7 +221,7 @@ class Run:
         changes: dict[str, Any] = {k: v for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s)) if v is not ...}
         self.budget = replace(self.budget, **changes)
         self.result, self._cancel, self.phase = None, False, "ready"
-        self._emit("resumed", limits=self._limits())
+        self._emit(EventKind.RESUMED, limits=self._limits())
 
     async def run(self) -> Result:
         """Step until finished; return ``Done`` or ``Stopped``."""
@@ -213,45 +255,41 @@ class Run:
             if not self._cancel or self._step_task is None:
                 raise  # cancelled from outside (the loop shutting down): not ours to swallow
             self._step_task.uncancel()
-            self._stop("cancelled", f"cancelled during step {self.steps} ({self.phase})")
+            self._stop(StopReason.CANCELLED, f"cancelled during step {self.steps} ({self.phase})")
         finally:
             self._worked += self.clock.now() - self._t0
             self._t0, self._step_task = None, None
         return self._record()
 
     async def _model_phase(self, pause_before_tools: bool) -> None:
-        # 1. Checks before spending anything.
-        b = self.budget
+        # 1. Checks before spending anything: Stop, then the budget rules (budget.py).
         if self._cancel:
-            return self._stop("cancelled", f"cancelled before step {self.steps + 1}")
-        if b.max_steps is not None and self.steps >= b.max_steps:
-            return self._stop("step limit", f"used all {b.max_steps} steps")
-        left = self._time_left()
-        if left is not None and left <= 0:
-            return self._stop("deadline", f"{self.elapsed:.2f}s of {b.deadline_s:g}s used before step {self.steps + 1}")
-        max_tokens = self._affordable_max_tokens()
-        if max_tokens is None:
-            return None  # the cost guard stopped the run
+            return self._stop(StopReason.CANCELLED, f"cancelled before step {self.steps + 1}")
+        if stop := check_before_call(self.budget, self.steps, self.elapsed):
+            return self._stop(stop.reason, stop.detail)
+        max_tokens = self._guard_call()
+        if isinstance(max_tokens, Stop):
+            return self._stop(max_tokens.reason, max_tokens.detail)
 
         # 2. The model call.
         self.steps += 1
         self.phase = "calling model"
-        self._emit("model_request", max_tokens=max_tokens, estimated_input_tokens=self._est_context)
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
         t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens)
         except DeadlineExceeded as exc:
-            return self._stop("deadline", f"model call at step {self.steps}: {exc}")
+            return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
-            return self._stop("model error", f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}", exc.last)
+            return self._stop(StopReason.MODEL_ERROR, f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}", exc.last)
         except MalformedReply as exc:
-            self._emit("model_called", raw=_jsonable(exc.raw), error=exc.problem, latency=self.clock.now() - t_call)
-            return self._stop("malformed reply", f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc)
+            self._emit(EventKind.MODEL_CALLED, raw=_jsonable(exc.raw), error=exc.problem, latency=self.clock.now() - t_call)
+            return self._stop(StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc)
         except ModelError as exc:
             return self._stop(exc.reason, f"step {self.steps}: {exc.message}", exc)
         except Exception as exc:
             kind = classify(exc, self.policy)
-            reason = "fatal" if kind == "fatal" else "model error"
+            reason = StopReason.FATAL if kind == "fatal" else StopReason.MODEL_ERROR
             return self._stop(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
         latency = self.clock.now() - t_call
         self.model_calls += 1
@@ -268,54 +306,46 @@ class Run:
         self._est_context = usage.context_tokens
         self._append({"role": "assistant", "content": reply.content}, tokens=usage.output_tokens)
         self._emit(
-            "model_called", content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
+            EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
             estimated=estimated, cost=cost, spent=self.spent, latency=latency, request_id=reply.request_id,
             context_tokens=usage.context_tokens, max_tokens=max_tokens,
         )
 
         # 4. Why the model stopped decides what happens next.
-        stop = reply.stop_reason
-        if stop in ("end_turn", "stop_sequence"):
+        why = reply.stop_reason
+        if why in ("end_turn", "stop_sequence"):
             return self._finish_done(reply.text)
-        if stop == "pause_turn":
+        if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
-        if stop == "max_tokens":
+        if why == "max_tokens":
             lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
-            return self._stop("max_tokens", f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}")
-        if stop == "refusal":
-            return self._stop("refusal", f"the model refused at step {self.steps}")
-        if stop == "model_context_window_exceeded":
-            return self._stop("context window", f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}")
-        if stop != "tool_use":
-            return self._stop("unexpected stop reason", f"stop_reason={stop!r} at step {self.steps}")
+            return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}")
+        if why == "refusal":
+            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}")
+        if why == "model_context_window_exceeded":
+            return self._stop(StopReason.CONTEXT_WINDOW, f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}")
+        if why != "tool_use":
+            return self._stop(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
         if not reply.tool_calls:
-            return self._stop("malformed reply", f"stop_reason 'tool_use' but no tool_use block at step {self.steps}")
+            return self._stop(StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}")
         if self._cancel:
             self.pending_calls = reply.tool_calls
-            return self._stop("cancelled", f"cancelled after the model call of step {self.steps}, before its tools")
+            return self._stop(StopReason.CANCELLED, f"cancelled after the model call of step {self.steps}, before its tools")
         if pause_before_tools:
             self.pending_calls = reply.tool_calls
             self.phase = "awaiting tools"
             return None
         return await self._tools_phase(reply.tool_calls)
 
-    def _affordable_max_tokens(self) -> int | None:
-        """The hard cost guard: the worst case of the next call must fit what is left."""
-        b = self.budget
-        if b.max_cost is None or self.prices is None or b.cost_guard != "hard":
+    def _guard_call(self) -> int | Stop:
+        """The hard cost guard (budget.guard_call) at this model's worst-case rates."""
+        if self.prices is None:
             return self.max_tokens
         in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
-        remaining = b.max_cost - self.spent
-        mt = affordable_max_tokens(remaining, self._est_context, in_rate, out_rate, self.max_tokens)
-        if mt >= min(MIN_REPLY_TOKENS, self.max_tokens):
-            return mt
-        worst = self._est_context * in_rate + min(MIN_REPLY_TOKENS, self.max_tokens) * out_rate
-        self._stop(
-            "budget",
-            f"spent ${self.spent:.4f} of ${b.max_cost:.2f} after step {self.steps}; the next call would cost "
-            f"at least ${worst:.4f} (~{self._est_context} input tokens), more than the ${remaining:.4f} left",
+        return guard_call(
+            self.budget, steps=self.steps, spent=self.spent, est_input_tokens=self._est_context,
+            input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens,
         )
-        return None
 
     async def _call_model(self, max_tokens: int) -> Reply:
         async def attempt() -> Reply:
@@ -329,7 +359,7 @@ class Run:
             wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
             sleep=self.clock.sleep,
             time_left=self._time_left,
-            on_retry=lambda n, e, w: self._emit("model_retry", attempt=n, error=describe(e), wait=w),
+            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w),
         )
         return reply
 
@@ -340,7 +370,7 @@ class Run:
         self.pending_calls = calls
         left = self._time_left()
         if left is not None and left <= 0:
-            return self._stop("deadline", f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools")
+            return self._stop(StopReason.DEADLINE, f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools")
         results: list[Block | None] = [None] * len(calls)
         keys = [call_key(c["name"], c["input"]) for c in calls]
         modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
@@ -348,12 +378,12 @@ class Run:
             to_run = []
             for i in batch:
                 if self._cancel:
-                    return self._stop("cancelled", f"cancelled during the tools of step {self.steps}")
+                    return self._stop(StopReason.CANCELLED, f"cancelled during the tools of step {self.steps}")
                 call, key = calls[i], keys[i]
                 verdict, count = self.guard.check(key)
                 if verdict == "stop":
                     return self._stop(
-                        "loop detected",
+                        StopReason.LOOP_DETECTED,
                         f"{call['name']} was requested {count} times with the same arguments, after a nudge, at step {self.steps}",
                     )
                 if verdict == "nudge":
@@ -361,8 +391,8 @@ class Run:
                     self.nudges += 1
                     text = nudge_text(call["name"], previous, count)
                     results[i] = result_block(call["id"], text, is_error)
-                    self._emit("nudged", call_id=call["id"], tool=call["name"], args=call["input"], count=count)
-                    self._calls.report(call, i, "nudged", 0, text, is_error, self.elapsed)
+                    self._emit(EventKind.NUDGED, call_id=call["id"], tool=call["name"], args=call["input"], count=count)
+                    self._calls.report(call, i, Outcome.NUDGED, 0, text, is_error, self.elapsed)
                     continue
                 to_run.append(i)
             for out in await self._calls.batch(calls, to_run):
@@ -375,21 +405,15 @@ class Run:
                     self.guard.reset()  # a successful write changed the world
         self.pending_calls = []
         self._append({"role": "user", "content": results})
-        self._emit("tool_results", content=results)
+        self._emit(EventKind.TOOL_RESULTS, content=results)
         return None
 
     # ------------------------------------------------------- after each step
     def _after_step_checks(self) -> None:
-        b = self.budget
-        if b.max_cost is not None and self.spent > b.max_cost:
-            return self._stop("budget", f"spent ${self.spent:.4f} of ${b.max_cost:.2f} after step {self.steps}")
-        left = self._time_left()
-        if left is not None and left <= 0:
-            return self._stop("deadline", f"{self.elapsed:.2f}s of {b.deadline_s:g}s used after step {self.steps}")
-        if b.max_steps is not None and self.steps >= b.max_steps:
-            return self._stop("step limit", f"used all {b.max_steps} steps without a final answer")
+        if stop := check_after_step(self.budget, self.steps, self.spent, self.elapsed):
+            return self._stop(stop.reason, stop.detail)
         self.phase = "ready"
-        self._emit("step_finished", spent=self.spent, elapsed=self.elapsed, budget=self._limits())
+        self._emit(EventKind.STEP_FINISHED, spent=self.spent, elapsed=self.elapsed, budget=self._limits())
         return None
 
     # --------------------------------------------------------------- endings
@@ -398,7 +422,7 @@ class Run:
         self.phase = "done"
         self._emit_end("done", "done", "", text, None)
 
-    def _stop(self, reason: str, detail: str, error: BaseException | None = None) -> None:
+    def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
             reason=reason, detail=detail, error=error,
@@ -427,7 +451,7 @@ class Run:
         return StepRecord(
             step=self.steps,
             stop_reason=self.result.reason if isinstance(self.result, Stopped) else None,
-            text="".join(b.get("text", "") for b in content if b.get("type") == "text"),
+            text=text_of(content),
             tool_calls=[b for b in content if b.get("type") == "tool_use"],
             cost=self._last_cost,
             spent=self.spent,
@@ -450,7 +474,7 @@ class Run:
 
     def _emit_start(self) -> None:
         self._emit(
-            "run_started", task=self.task, started_at=datetime.now(UTC).isoformat(), model=self.model.model, model_name=getattr(self.model, "name", None),
+            EventKind.RUN_STARTED, task=self.task, started_at=datetime.fromtimestamp(wall_time(self.clock), UTC).isoformat(), model=self.model.model, model_name=getattr(self.model, "name", None),
             system=self.system, budget=self._limits(), max_tokens=self.max_tokens,
             tools=[{"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema} for t in self.tools.values()],
             prices=None if self.prices is None else asdict(self.prices),
@@ -460,29 +484,13 @@ class Run:
 
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:
         self._emit(
-            "run_finished", outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
+            EventKind.RUN_FINISHED, outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
         )
 
 
 # ---------------------------------------------------------------- helpers
-def _initial_messages(task: str | Sequence[Message]) -> list[Message]:
-    if isinstance(task, str):
-        if not task.strip():
-            raise ValueError("task must be a non-empty string (or a list of messages)")
-        return [{"role": "user", "content": task}]
-    messages: Sequence[Message] = task  # typed local: mypy's isinstance(Sequence) narrowing re-admits str
-    if isinstance(messages, Sequence) and messages and all(isinstance(m, dict) and "role" in m for m in messages):
-        return [dict(m) for m in messages]
-    raise TypeError("task must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
-
-
-def _first_text(messages: list[Message]) -> str:
-    content = messages[0].get("content")
-    return content if isinstance(content, str) else str(content)[:200]
-
-
 def _jsonable(raw: Any) -> Any:
     import json
 

@@ -22,6 +22,19 @@ Message = dict[str, Any]
 Block = dict[str, Any]
 
 
+def text_of(content: Any) -> str:
+    """The text of a message's content: a string as is, else its ``text`` blocks joined.
+
+    The one place that joins text blocks (replies, results, trace views and
+    the offline behaviours all read text through it).
+    """
+    if isinstance(content, str):
+        return content
+    if not content:
+        return ""
+    return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
+
+
 class MalformedReply(ValueError):
     """A model reply that does not have the Messages API shape."""
 
@@ -70,7 +83,7 @@ class Reply:
 
     @property
     def text(self) -> str:
-        return "".join(b.get("text", "") for b in self.content if b.get("type") == "text")
+        return text_of(self.content)
 
     @property
     def tool_calls(self) -> list[Block]:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .budget import BudgetSnapshot
-from .messages import Message
+from .messages import Message, text_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,11 +96,11 @@ class Stopped(_Result):
     def text(self) -> str:
         for msg in reversed(self.messages):
             if msg.get("role") == "assistant" and isinstance(msg.get("content"), list):
-                return "".join(b.get("text", "") for b in msg["content"] if b.get("type") == "text")
+                return text_of(msg["content"])
         return ""
 
     def __repr__(self) -> str:
-        return f"Stopped({self.reason!r}, {self.detail!r}, steps={self.steps}, spent=${self.cost:.4f}, run_id={self.run_id!r})"
+        return f"Stopped({str(self.reason)!r}, {self.detail!r}, steps={self.steps}, spent=${self.cost:.4f}, run_id={self.run_id!r})"
 
     def _rows(self) -> list[tuple[str, str]]:
         return [("outcome", "stopped"), ("reason", self.reason), ("detail", self.detail), *super()._rows()]

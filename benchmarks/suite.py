@@ -30,12 +30,13 @@ class Sizes:
     panel_reps: int = 21
     memory_steps: int = 200
     cache_steps: int = 20
+    cold_reps: int = 9
 
 
 FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
-    trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20,
+    trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -43,7 +44,7 @@ Bench = tuple[str, list[str], Callable[[Sizes], Awaitable[list[Row]]]]
 
 
 def benches() -> list[Bench]:
-    from . import caching, memory, panel, parallel, steps, traces
+    from . import caching, coldstart, memory, panel, parallel, steps, traces
 
     async def mem(s: Sizes) -> list[Row]:
         return await asyncio.to_thread(memory.memory_rows, s.memory_steps)
@@ -59,6 +60,7 @@ def benches() -> list[Bench]:
         ("panel", ["panel.ratio"], lambda s: panel.panel_rows(s.panel_steps, s.panel_reps)),
         ("memory", ["memory.peak_rss", "memory.trace_linear"], mem),
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
+        ("cold", ["cold.import_run"], lambda s: asyncio.to_thread(coldstart.coldstart_rows, s.cold_reps)),
     ]
 
 

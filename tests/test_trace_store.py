@@ -323,7 +323,7 @@ _WORDS = ["api", "key", "token", "tokens", "secret", "password", "passwd", "pwd"
 def test_no_secret_field_name_slips_past_the_cheap_pretest(words, sep, camel):
     """Whenever a field name counts as secret, the writer's fast substring test sends the event to redaction."""
     from agentlab.redact import Redactor, is_secret_name
-    from agentlab.trace import _dumps
+    from agentlab.trace import dumps as _dumps
 
     name = words[0] + "".join(w.capitalize() for w in words[1:]) if camel else sep.join(words)
     if is_secret_name(name):

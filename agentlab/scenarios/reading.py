@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from ..messages import text_of
+
 NUDGE_MARK = "[agentlab]"
 """Text the engine puts in a nudge (see ``agentlab.loopguard.nudge_text``)."""
 
@@ -53,9 +55,7 @@ class History:
     @property
     def task(self) -> str:
         content = self.messages[0].get("content") if self.messages else ""
-        if isinstance(content, str):
-            return content
-        return "".join(b.get("text", "") for b in content or [] if isinstance(b, dict))
+        return text_of(content)
 
     def outcomes(self) -> list[Outcome]:
         """Every tool call in the history with its result, oldest first."""
@@ -92,8 +92,6 @@ class History:
 
 
 def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(b.get("text", "") for b in content if isinstance(b, dict))
-    return "" if content is None else str(content)
+    if isinstance(content, (str, list)) or content is None:
+        return text_of(content)
+    return str(content)

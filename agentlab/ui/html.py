@@ -29,7 +29,6 @@ OUTCOME_STYLE = {
     "fatal": "color:#fff;background:#cf222e;border:1px solid #cf222e;font-weight:bold",
     "nudged": "color:#8250df;border:1px solid #8250df;background:#fbefff",
     "cancelled": "color:#57606a;border:1px solid #8c959f;text-decoration:line-through",
-    "skipped": "color:#57606a;border:1px solid #8c959f",
 }
 LEVEL_COLOUR = {"idle": "#57606a", "ok": "#1a7f37", "warn": "#9a6700", "danger": "#cf222e", "stopped": "#cf222e"}
 BAR_STYLE = {"idle": "", "ok": "success", "warn": "warning", "danger": "danger", "stopped": "danger"}

@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from ..loop import RESUMABLE
+from ..vocab import RESUMABLE
 from .html import BAR_STYLE, gauge_html, status_html, step_html
 from .state import PanelState
 

@@ -1,0 +1,124 @@
+"""What the user asked for: a run's inputs, checked once and frozen.
+
+:class:`RunConfig` is separate from the run's state (steps, spend, history,
+phase) so the engine reads plainly: ``self.config`` never changes while a run
+is alive, and an experiment can build, hash and compare configurations
+without starting a run.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+import warnings
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from .budget import Budget, CostGuard
+from .clock import Clock, SystemClock
+from .errors import Policy
+from .messages import Message
+from .models.base import Model
+from .pricing import Prices, resolve_prices
+from .tools import Tool, as_tools
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """A run's inputs, validated. Build it with :meth:`create` (what ``Run`` does)."""
+
+    model: Model
+    tools: Mapping[str, Tool]
+    budget: Budget
+    task: str
+    messages: tuple[Message, ...] = field(repr=False)
+    system: str | None = None
+    max_tokens: int = 1024
+    policy: Policy = field(default_factory=Policy)
+    max_concurrency: int = 8
+    loop_nudge_at: int = 3
+    prices: Prices | None = None
+    clock: Clock = field(default_factory=SystemClock, repr=False)
+    rng: random.Random = field(default_factory=random.Random, repr=False)
+    run_id: str = ""
+
+    @classmethod
+    def create(
+        cls,
+        task: str | Sequence[Message],
+        tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
+        *,
+        model: Model | str,
+        max_steps: int | None = 8,
+        max_cost: float | None = 0.50,
+        deadline_s: float | None = 60.0,
+        cost_guard: CostGuard = "hard",
+        system: str | None = None,
+        max_tokens: int = 1024,
+        policy: Policy | None = None,
+        max_concurrency: int = 8,
+        loop_nudge_at: int = 3,
+        prices: Prices | None = None,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        run_id: str | None = None,
+    ) -> RunConfig:
+        """Check every input and name the one that is wrong, before anything runs."""
+        budget = Budget(max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s, cost_guard=cost_guard)
+        resolved = _resolve_model(model)
+        _check_int("max_tokens", max_tokens)
+        _check_int("max_concurrency", max_concurrency)
+        if system is not None and not isinstance(system, str):
+            raise TypeError(f"system must be a string or None, got {type(system).__name__}")
+        found = resolve_prices(resolved.model, prices)
+        if found is None and max_cost is not None:
+            raise ValueError(
+                f"max_cost is set but no price is known for model {resolved.model!r}: "
+                "pass prices=agentlab.Prices(input=..., output=...) (USD per million tokens) or max_cost=None"
+            )
+        messages = initial_messages(task)
+        return cls(
+            model=resolved, tools=as_tools(tools), budget=budget,
+            task=task if isinstance(task, str) else _first_text(messages), messages=tuple(messages),
+            system=system, max_tokens=max_tokens, policy=policy or Policy(), max_concurrency=max_concurrency,
+            loop_nudge_at=loop_nudge_at, prices=found, clock=clock or SystemClock(), rng=rng or random.Random(),
+            run_id=run_id or uuid.uuid4().hex[:12],
+        )
+
+
+def _resolve_model(model: Model | str) -> Model:
+    resolved: Model
+    if isinstance(model, str):  # a model id: Claude when a key is set, else offline (and say so)
+        from .models.resolve import resolve_model
+
+        resolved, notice = resolve_model(model)
+        if notice:
+            warnings.warn(notice, stacklevel=4)
+    else:
+        resolved = model
+    if not isinstance(getattr(resolved, "model", None), str) or not callable(getattr(resolved, "complete", None)):
+        raise TypeError("model must have a 'model' id (str) and an async complete(request) method")
+    return resolved
+
+
+def _check_int(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+
+
+def initial_messages(task: str | Sequence[Message]) -> list[Message]:
+    """The history a run starts from: the task as one user message, or a copy of the given messages."""
+    if isinstance(task, str):
+        if not task.strip():
+            raise ValueError("task must be a non-empty string (or a list of messages)")
+        return [{"role": "user", "content": task}]
+    messages: Sequence[Message] = task  # typed local: mypy's isinstance(Sequence) narrowing re-admits str
+    if isinstance(messages, Sequence) and messages and all(isinstance(m, dict) and "role" in m for m in messages):
+        return [dict(m) for m in messages]
+    raise TypeError("task must be a string or a non-empty list of {'role': ..., 'content': ...} messages")
+
+
+def _first_text(messages: list[Message]) -> str:
+    content = messages[0].get("content")
+    return content if isinstance(content, str) else str(content)[:200]

@@ -1,0 +1,245 @@
+"""Trace records -> rows -> DataFrames (pure logic; pandas only when a frame is built).
+
+Columns and dtypes are documented in ``docs/traces.md``.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .records import Trace
+
+PREVIEW_CHARS = 200
+BASE_FIELDS = ("v", "run_id", "seq", "step", "t", "kind")
+_BASE = frozenset(BASE_FIELDS)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building many small dicts.
+
+    Parsing creates only acyclic containers, yet each batch of new objects
+    triggers a collection that rescans everything loaded so far: with it
+    on, loading thousands of runs took about three times as long.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class Rows(NamedTuple):
+    """A run's (or many runs') rows before they become DataFrames.
+
+    ``steps`` rows are tuples in :data:`STEPS_COLUMNS` order (a step row is
+    built per model call, so it is kept as cheap as a tuple can be).
+    """
+
+    runs: list[dict[str, Any]]
+    steps: list[tuple[Any, ...]]
+    calls: list[dict[str, Any]]
+
+
+class Frames:
+    """The runs/steps/calls frames of one run or many, built once from ``rows``."""
+
+    rows: Rows
+
+    @cached_property
+    def runs(self) -> pd.DataFrame:
+        """One row per run (see ``docs/traces.md``)."""
+        return runs_frame(self.rows.runs)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """One row per model call (see ``docs/traces.md``)."""
+        return steps_frame(self.rows.steps)
+
+    @cached_property
+    def calls(self) -> pd.DataFrame:
+        """One row per tool call (see ``docs/traces.md``)."""
+        return calls_frame(self.rows.calls)
+
+
+# ------------------------------------------------------- rows (pure logic)
+def _num(x: Any) -> float:
+    return math.nan if x is None else float(x)
+
+
+def summarize(
+    events: list[dict[str, Any]], run_id: str, file: Path | None
+) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[dict[str, Any]]]:
+    """One pass over a run's events: its ``runs`` row, ``steps`` rows and ``calls`` rows."""
+    started: dict[str, Any] = {}
+    finished: dict[str, Any] | None = None
+    limits: dict[str, Any] = {}
+    steps: list[tuple[Any, ...]] = []
+    calls: list[dict[str, Any]] = []
+    open_calls: dict[str, dict[str, Any]] = {}
+    tokens = [0, 0, 0, 0]
+    spent = 0.0
+    nudges = 0
+    last: dict[str, Any] = {}
+    for e in events:
+        kind = e.get("kind")
+        last = e
+        if kind == "model_called":
+            usage = e.get("usage")
+            if usage is None:
+                continue
+            i, o = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
+            cw, cr = usage.get("cache_creation_input_tokens", 0), usage.get("cache_read_input_tokens", 0)
+            tokens[0] += i
+            tokens[1] += o
+            tokens[2] += cw
+            tokens[3] += cr
+            spent = e.get("spent", spent)
+            content = e.get("content") or []
+            n_calls = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
+            steps.append((
+                run_id, e["step"], i, o, cw, cr, i + cw + cr, e.get("cost", 0.0), spent,
+                e.get("latency", 0.0), n_calls, e.get("stop_reason") or "", bool(e.get("estimated")), e["t"],
+            ))
+        elif kind == "tool_started":
+            open_calls[e["call_id"]] = e
+        elif kind == "tool_finished":
+            open_calls.pop(e["call_id"], None)
+            calls.append(_call_row(run_id, e, e.get("outcome", "")))
+        elif kind == "nudged":
+            nudges += 1
+        elif kind == "run_started":
+            started = e
+            limits = dict(e.get("budget") or {})
+        elif kind == "resumed":
+            limits.update(e.get("limits") or {})
+        elif kind == "run_finished":
+            finished = e
+    for e in open_calls.values():  # started, never finished: the process died here
+        calls.append(_call_row(run_id, e, "unfinished"))
+    calls.sort(key=lambda c: (c["step"], c["index"]))
+    if finished is not None:
+        outcome, reason, detail = finished.get("outcome", ""), finished.get("reason", ""), finished.get("detail", "")
+        n_steps, seconds = finished.get("steps", 0), finished.get("elapsed", 0.0)
+        model_calls = finished.get("model_calls", len(steps))
+        spent = finished.get("spent", spent)
+        nudges = finished.get("nudges", nudges)
+    else:
+        outcome, reason = "incomplete", ""
+        detail = f"the trace ends at step {last.get('step', 0)} with a {last.get('kind', 'missing')!r} event"
+        n_steps = max((e.get("step", 0) for e in events), default=0)
+        seconds, model_calls = last.get("t", 0.0), len(steps)
+    run = {
+        "run_id": run_id, "task": started.get("task", ""), "model": started.get("model", ""),
+        "outcome": outcome, "reason": reason, "detail": detail, "steps": n_steps, "model_calls": model_calls,
+        "cost": spent, "input_tokens": tokens[0], "output_tokens": tokens[1],
+        "cache_write_tokens": tokens[2], "cache_read_tokens": tokens[3], "seconds": seconds,
+        "started_at": started.get("started_at"), "nudges": nudges,
+        "max_steps": _num(limits.get("max_steps")), "max_cost": _num(limits.get("max_cost")),
+        "deadline_s": _num(limits.get("deadline_s")), "file": "" if file is None else str(file),
+    }
+    return run, steps, calls
+
+
+def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
+    start = e.get("start", e.get("t"))
+    end = e.get("end") if outcome != "unfinished" else None
+    result = e.get("result")
+    preview = "" if result is None else str(result)
+    if len(preview) > PREVIEW_CHARS:
+        preview = preview[: PREVIEW_CHARS - 1] + "…"
+    return {
+        "run_id": run_id, "step": e.get("step", 0), "call_id": e.get("call_id", ""), "index": e.get("index", 0),
+        "tool": e.get("tool", ""), "mode": e.get("mode"), "args": e.get("args") or {}, "outcome": outcome,
+        "attempts": e.get("attempts", 0), "is_error": bool(e.get("is_error", outcome == "unfinished")),
+        "start": _num(start), "end": _num(end), "duration": _num(end) - _num(start), "result_preview": preview,
+    }
+
+
+# ------------------------------------------------------------ DataFrames
+RUNS_COLUMNS = {
+    "run_id": "str", "task": "str", "model": "str", "outcome": "str", "reason": "str", "detail": "str",
+    "steps": "int64", "model_calls": "int64", "cost": "float64", "input_tokens": "int64",
+    "output_tokens": "int64", "cache_write_tokens": "int64", "cache_read_tokens": "int64",
+    "seconds": "float64", "started_at": "datetime64[ns, UTC]", "nudges": "int64",
+    "max_steps": "float64", "max_cost": "float64", "deadline_s": "float64", "file": "str",
+}
+STEPS_COLUMNS = {
+    "run_id": "str", "step": "int64", "input_tokens": "int64", "output_tokens": "int64",
+    "cache_write_tokens": "int64", "cache_read_tokens": "int64", "context_tokens": "int64",
+    "cost": "float64", "cumulative_cost": "float64", "latency": "float64", "tool_calls": "int64",
+    "stop_reason": "str", "estimated": "bool", "t": "float64",
+}
+CALLS_COLUMNS = {
+    "run_id": "str", "step": "int64", "call_id": "str", "index": "int64", "tool": "str", "mode": "str",
+    "args": "object", "outcome": "str", "attempts": "int64", "is_error": "bool", "start": "float64",
+    "end": "float64", "duration": "float64", "result_preview": "str",
+}
+EVENTS_COLUMNS = {"run_id": "str", "seq": "int64", "step": "int64", "t": "float64", "kind": "str", "data": "object"}
+
+
+def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+    import pandas as pd
+
+    out = {}
+    for name, dtype in dtypes.items():
+        values = columns[name]
+        if dtype == "object":
+            s = pd.Series(values, dtype=object)
+        elif dtype.startswith("datetime64"):
+            s = pd.to_datetime(pd.Series(values, dtype=object), utc=True, errors="coerce", format="ISO8601")
+            s = s.astype(dtype)
+        elif dtype == "str":
+            s = pd.Series(values, dtype=_str_dtype())
+        else:
+            s = pd.Series(values, dtype=dtype)
+        out[name] = s
+    return pd.DataFrame(out)
+
+
+def _str_dtype() -> Any:
+    """pandas 3's string dtype (missing = NaN); plain objects on pandas 2."""
+    import pandas as pd
+
+    return "str" if int(pd.__version__.split(".")[0]) >= 3 else object
+
+
+def runs_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return _frame({c: [r[c] for r in rows] for c in RUNS_COLUMNS}, RUNS_COLUMNS)
+
+
+def steps_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
+    return _frame({c: [r[i] for r in rows] for i, c in enumerate(STEPS_COLUMNS)}, STEPS_COLUMNS)
+
+
+def calls_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
+    return _frame({c: [r[c] for r in rows] for c in CALLS_COLUMNS}, CALLS_COLUMNS)
+
+
+def events_frame(traces: Iterable[Trace]) -> pd.DataFrame:
+    cols: dict[str, list[Any]] = {c: [] for c in EVENTS_COLUMNS}
+    with gc_paused():
+        _event_columns(traces, cols)
+    return _frame(cols, EVENTS_COLUMNS)
+
+
+def _event_columns(traces: Iterable[Trace], cols: dict[str, list[Any]]) -> None:
+    for t in traces:
+        recs = t.records
+        cols["run_id"].extend(e.get("run_id", t.run_id) for e in recs)
+        cols["seq"].extend(e.get("seq", 0) for e in recs)
+        cols["step"].extend(e.get("step", 0) for e in recs)
+        cols["t"].extend(e.get("t", math.nan) for e in recs)
+        cols["kind"].extend(e.get("kind", "") for e in recs)
+        cols["data"].extend({k: v for k, v in e.items() if k not in _BASE} for e in recs)

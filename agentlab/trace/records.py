@@ -1,0 +1,248 @@
+"""A run read back: :class:`Trace` (one run), :class:`Traces` (many), :class:`StepView`.
+
+Each step is stored once: the events carry what a step *adds* to the
+history (the reply, the tool results), never the whole history, which would
+grow quadratically with the run. :meth:`Trace.messages_at` rebuilds the
+exact messages the model received at any step.
+"""
+
+from __future__ import annotations
+
+import copy
+import os
+import warnings
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..events import SCHEMA_VERSION
+from ..messages import text_of
+from ..vocab import EventKind
+from . import display
+from .frames import Frames, Rows, events_frame, gc_paused, summarize
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+# ------------------------------------------------------------- one run
+@dataclass(frozen=True)
+class StepView:
+    """What happened at one step: what was sent, what came back, what the tools did.
+
+    ``sent`` is the whole history the model received; ``new`` is what it
+    had not seen before: the first messages at the first step, then what
+    followed its previous reply (the tool results).
+    """
+
+    run_id: str
+    step: int
+    sent: list[dict[str, Any]] = field(repr=False)
+    new: list[dict[str, Any]] = field(repr=False)
+    reply: dict[str, Any] | None = field(repr=False)
+    calls: list[dict[str, Any]] = field(repr=False)
+    events: list[dict[str, Any]] = field(repr=False)
+
+    @property
+    def text(self) -> str:
+        """The text the model wrote at this step."""
+        return text_of((self.reply or {}).get("content"))
+
+    @property
+    def tool_uses(self) -> list[dict[str, Any]]:
+        """The tool calls the model asked for, with their full arguments."""
+        content = (self.reply or {}).get("content") or []
+        return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+    def __repr__(self) -> str:
+        return display.step_text(self)
+
+    def _repr_html_(self) -> str:
+        return display.step_html(self)
+
+
+
+class Trace(Frames):
+    """One run read back from its trace file.
+
+    ``trace.step(4)`` says what happened at step four; ``trace.messages_at(4)``
+    is exactly what the model received then; ``.steps``, ``.calls``,
+    ``.events`` and ``.runs`` are DataFrames (see ``docs/traces.md``).
+    """
+
+    def __init__(self, events: list[dict[str, Any]], file: str | os.PathLike[str] | None = None) -> None:
+        self.records = events
+        self.file = Path(file) if file is not None else None
+        first = events[0] if events else {}
+        self.run_id: str = first.get("run_id") or (self.file.stem if self.file else "")
+        self.version = first.get("v", SCHEMA_VERSION)
+        if self.version > SCHEMA_VERSION:
+            warnings.warn(
+                f"{self.file}: written with trace schema v{self.version}, newer than this agentlab "
+                f"(v{SCHEMA_VERSION}); some fields may be missing", stacklevel=2,
+            )
+
+    # -- what the run was
+    @cached_property
+    def started(self) -> dict[str, Any]:
+        """The ``run_started`` event: task, model, budgets, tools and their modes."""
+        return next((e for e in self.records if e.get("kind") == EventKind.RUN_STARTED), {})
+
+    @cached_property
+    def finished(self) -> dict[str, Any] | None:
+        """The last ``run_finished`` event (a resumed run has several), or None."""
+        return next((e for e in reversed(self.records) if e.get("kind") == EventKind.RUN_FINISHED), None)
+
+    @cached_property
+    def summary(self) -> dict[str, Any]:
+        """The run's row of the ``runs`` frame, as a dict."""
+        return summarize(self.records, self.run_id, self.file)[0]
+
+    @property
+    def outcome(self) -> str:
+        return self.summary["outcome"]
+
+    @property
+    def reason(self) -> str:
+        return self.summary["reason"]
+
+    @property
+    def step_numbers(self) -> list[int]:
+        """The steps that made a model request, in order."""
+        return sorted(self._history[1])
+
+    def __len__(self) -> int:
+        """The number of steps."""
+        return len(self.step_numbers)
+
+    def __iter__(self) -> Iterator[StepView]:
+        return (self.step(k) for k in self.step_numbers)
+
+    # -- the messages, rebuilt
+    @cached_property
+    def _history(self) -> tuple[list[dict[str, Any]], dict[int, int]]:
+        """The full history once, and for each step how much of it was sent."""
+        history = list(self.started.get("messages") or [])
+        sent: dict[int, int] = {}
+        for e in self.records:
+            kind = e.get("kind")
+            if kind == EventKind.MODEL_REQUEST:
+                sent[e["step"]] = len(history)
+            elif kind == EventKind.MODEL_CALLED and "content" in e:
+                sent.setdefault(e["step"], len(history))
+                history.append({"role": "assistant", "content": e["content"]})
+            elif kind == EventKind.TOOL_RESULTS:
+                history.append({"role": "user", "content": e["content"]})
+        return history, sent
+
+    def messages_at(self, step: int) -> list[dict[str, Any]]:
+        """Exactly the messages the model received at ``step`` (1-based), rebuilt
+        from the first messages and what each earlier step added. Redacted
+        secrets stay redacted."""
+        history, sent = self._history
+        if isinstance(step, bool) or not isinstance(step, int):
+            raise TypeError(f"step must be an int, got {type(step).__name__}")
+        if step not in sent:
+            have = f"steps {min(sent)}..{max(sent)}" if sent else "no steps"
+            raise ValueError(f"step {step} is not in run {self.run_id} (it has {have})")
+        return copy.deepcopy(history[: sent[step]])
+
+    @property
+    def messages(self) -> list[dict[str, Any]]:
+        """The whole history at the end of the trace."""
+        return copy.deepcopy(self._history[0])
+
+    def step(self, k: int) -> StepView:
+        """What happened at step ``k``: messages sent, the reply, each tool call and its result."""
+        sent = self.messages_at(k)
+        new = sent
+        if k != min(self._history[1]):  # after the first step: what came after the last reply
+            last_reply = max((i for i, m in enumerate(sent) if m.get("role") == "assistant"), default=-1)
+            new = sent[last_reply + 1:]
+        events = [e for e in self.records if e.get("step") == k and e.get("kind") != EventKind.RUN_STARTED]
+        reply = next((e for e in events if e.get("kind") == EventKind.MODEL_CALLED), None)
+        finished = {e["call_id"]: e for e in events if e.get("kind") == EventKind.TOOL_FINISHED}
+        calls: list[dict[str, Any]] = []
+        for e in events:
+            if e.get("kind") == EventKind.TOOL_STARTED:
+                done = finished.pop(e["call_id"], None)
+                calls.append(done or {**e, "outcome": "unfinished"})
+        calls.extend(finished.values())  # finished without a start event (nudged)
+        calls.sort(key=lambda c: c.get("index", 0))
+        return StepView(self.run_id, k, sent, new, reply, calls, events)
+
+    # -- DataFrames
+    @cached_property
+    def rows(self) -> Rows:  # type: ignore[override]
+        """This run's rows (see :class:`Rows`); the frames are built from them."""
+        run, steps, calls = summarize(self.records, self.run_id, self.file)
+        return Rows([run], steps, calls)
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        """One row per event (see ``docs/traces.md``)."""
+        return events_frame([self])
+
+    # -- display
+    def __repr__(self) -> str:
+        return display.trace_text(self)
+
+    def _repr_html_(self) -> str:
+        return display.trace_html(self)
+
+
+class Traces(Frames):
+    """Many runs: ``.runs``, ``.steps``, ``.calls`` and ``.events`` DataFrames.
+
+    Frames are built when first read, so loading a folder to look at the
+    ``runs`` table does not pay for the per-event one.
+    """
+
+    def __init__(self, traces: Iterable[Trace], folder: Path | None = None) -> None:
+        self.traces = [t for t in traces if t.records]
+        self.folder = folder
+        self._by_id = {t.run_id: t for t in self.traces}
+
+    def __len__(self) -> int:
+        return len(self.traces)
+
+    def __iter__(self) -> Iterator[Trace]:
+        return iter(self.traces)
+
+    def __getitem__(self, run_id: str) -> Trace:
+        return self.run(run_id)
+
+    def run(self, run_id: str) -> Trace:
+        """One run's :class:`Trace`, by id."""
+        try:
+            return self._by_id[run_id]
+        except KeyError:
+            raise KeyError(f"no run {run_id!r} among the {len(self)} loaded from {self.folder}") from None
+
+    @cached_property
+    def rows(self) -> Rows:  # type: ignore[override]
+        """Every run's rows, concatenated."""
+        runs: list[dict[str, Any]] = []
+        steps: list[tuple[Any, ...]] = []
+        calls: list[dict[str, Any]] = []
+        with gc_paused():
+            for t in self.traces:
+                r, s, c = t.rows
+                runs.extend(r)
+                steps.extend(s)
+                calls.extend(c)
+        return Rows(runs, steps, calls)
+
+    @cached_property
+    def events(self) -> pd.DataFrame:
+        """One row per event, every run."""
+        return events_frame(self.traces)
+
+    def __repr__(self) -> str:
+        return display.traces_text(self)
+
+    def _repr_html_(self) -> str:
+        return display.traces_html(self)
+
