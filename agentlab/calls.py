@@ -17,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import random
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +43,8 @@ class CallContext:
     time_left: Callable[[], float | None]  # before the deadline; None: no deadline
     deadline_s: Callable[[], float | None]  # the limit itself, for messages
     step: Callable[[], int]
+    # Asked before a tool runs (a human's approval): the arguments to run with; may raise.
+    approve: Callable[[Tool, dict[str, Any], str], Awaitable[dict[str, Any]]] | None = None
 
 
 @dataclass(slots=True)
@@ -139,6 +141,8 @@ class CallRunner:
                     hint="answer with what you have, or use another tool.",
                 )
             kwargs = tool.validate(args)
+            if ctx.approve is not None:
+                kwargs = await ctx.approve(tool, kwargs, call_id)
             self.calls_per_tool[name] = used + 1
             value, attempts = await self._invoke(tool, kwargs, call_id)
             text = result_text(value)

@@ -21,6 +21,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from .approval import Approver
 from .budget import (
     MIN_REPLY_TOKENS,
     Budget,
@@ -91,6 +92,8 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
+        approve: Any = None,
+        approval_stops_clock: bool = False,
     ) -> None:
         self.config = c = RunConfig.create(
             task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
@@ -112,11 +115,16 @@ class Run:
         self.last_usage: Usage | None = None
         self._subscribers: list[Subscriber] = list(subscribers)
         self._tool_defs = [t.definition() for t in c.tools.values()]
+        self.approver = Approver(
+            approve, stops_clock=approval_stops_clock, emit=self._emit, time_left=self._time_left,
+            now=c.clock.now, credit=self._credit, step=lambda: self.steps,
+        )
+        """Who is asked before a write runs (see :mod:`agentlab.approval`)."""
         self._calls = CallRunner(
             CallContext(
                 tools=c.tools, policy=c.policy, clock=c.clock, rng=c.rng, emit=self._emit,
                 elapsed=lambda: self.elapsed, time_left=self._time_left,
-                deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps,
+                deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps, approve=self.approver,
             ),
             c.max_concurrency,
         )
@@ -431,6 +439,10 @@ class Run:
         self._emit_end("stopped", reason, detail, self.result.text, error)
 
     # ------------------------------------------------------------- plumbing
+    def _credit(self, seconds: float) -> None:
+        """Give back time that was not working time (a wait for approval, when asked)."""
+        self._worked -= seconds
+
     def _time_left(self) -> float | None:
         d = self.budget.deadline_s
         return None if d is None else d - self.elapsed
