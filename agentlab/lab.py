@@ -96,6 +96,7 @@ class Lab:
         subscribers.append(self._on_event)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
+        self.engine.approver.prompt = self._ask_in_panel  # writes needing approval ask here
         s = self.state
         s.run_id, s.model, s.task = self.engine.run_id, self.engine.model.model, self.engine.task
         b = self.engine.budget
@@ -197,7 +198,29 @@ class Lab:
         return load_run(self.engine.run_id, self._trace_dir)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.panel.widget._repr_mimebundle_(**kwargs)
+        """The widget, plus a text fallback for where widgets cannot render."""
+        from .ui.text import panel_text
+
+        bundle = self.panel.widget._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            data["text/plain"] = panel_text(self.state)
+        return bundle
+
+    async def _ask_in_panel(self, request: Any) -> Any:
+        """Approval through the panel: show the call and wait for Approve or Deny."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def answer(value: Any) -> None:
+            if not future.done():
+                future.set_result(value)
+
+        self.panel.ask(request, answer)
+        self.panel.flush()  # the gauges as they are while it waits
+        try:
+            return await future
+        finally:
+            self.panel.ask(None, None)
 
     def __repr__(self) -> str:
         return f"<Lab run {self.engine.run_id} · {self.state.status_line()} · {self.engine.snapshot}>"
