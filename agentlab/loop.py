@@ -92,7 +92,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
-        approve: Any = None,
+        approve: Any = None,  # a callback, True (every write) or None: see agentlab.approval
         approval_stops_clock: bool = False,
     ) -> None:
         self.config = c = RunConfig.create(
@@ -115,11 +115,8 @@ class Run:
         self.last_usage: Usage | None = None
         self._subscribers: list[Subscriber] = list(subscribers)
         self._tool_defs = [t.definition() for t in c.tools.values()]
-        self.approver = Approver(
-            approve, stops_clock=approval_stops_clock, emit=self._emit, time_left=self._time_left,
-            now=c.clock.now, credit=self._credit, step=lambda: self.steps,
-        )
-        """Who is asked before a write runs (see :mod:`agentlab.approval`)."""
+        self.approver = Approver(approve, stops_clock=approval_stops_clock, emit=self._emit, time_left=self._time_left,
+                                 now=c.clock.now, credit=self._credit, step=lambda: self.steps)  # asked before writes
         self._calls = CallRunner(
             CallContext(
                 tools=c.tools, policy=c.policy, clock=c.clock, rng=c.rng, emit=self._emit,
@@ -439,8 +436,7 @@ class Run:
         self._emit_end("stopped", reason, detail, self.result.text, error)
 
     # ------------------------------------------------------------- plumbing
-    def _credit(self, seconds: float) -> None:
-        """Give back time that was not working time (a wait for approval, when asked)."""
+    def _credit(self, seconds: float) -> None:  # time that was not working time (an approval wait, if asked)
         self._worked -= seconds
 
     def _time_left(self) -> float | None:
