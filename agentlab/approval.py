@@ -56,6 +56,18 @@ class ApprovalRequest:
         return f"{self.tool}({json.dumps(self.args, ensure_ascii=False, default=str)})"
 
 
+@dataclass(frozen=True, slots=True)
+class Ask:
+    """Who answers, and about which calls: every write, or only tools made with ``approve=True``.
+
+    ``Run(approve=callback)`` means ``Ask(callback)``; ``approve=True`` means
+    ``Ask(terminal_prompt)``; :class:`agentlab.Lab` passes its panel here.
+    """
+
+    prompt: ApproveCallback
+    all_writes: bool = True
+
+
 class ApprovalDenied(PermissionDenied):
     """A human said no to a call. Fatal: the run stops, the model is not told."""
 
@@ -107,9 +119,8 @@ class Approver:
     """The engine's one question before a call runs: may it, and with what arguments?
 
     ``approve`` is the run's option: a callback (asked for every write),
-    ``True`` (every write, asked through ``prompt``) or ``None`` (only tools
-    made with ``approve=True``). ``prompt`` asks when there is no callback:
-    the terminal by default; :class:`agentlab.Lab` puts its panel here.
+    ``True`` (every write, asked on the terminal), ``None`` (only tools made
+    with ``approve=True``, asked on the terminal) or an :class:`Ask`.
     ``time_left`` bounds the wait (the deadline); with ``stops_clock`` the
     wait is unbounded and ``credit(seconds)`` gives it back to the run.
     """
@@ -119,11 +130,15 @@ class Approver:
         time_left: Callable[[], float | None], now: Callable[[], float], credit: Callable[[float], None],
         step: Callable[[], int],
     ) -> None:
-        if approve is not None and not isinstance(approve, bool) and not callable(approve):
+        if isinstance(approve, Ask):
+            ask = approve
+        elif approve is None or isinstance(approve, bool):
+            ask = Ask(terminal_prompt, all_writes=bool(approve))
+        elif callable(approve):
+            ask = Ask(approve)
+        else:
             raise TypeError(f"approve must be a callback, True or None, got {type(approve).__name__}")
-        self.callback: ApproveCallback | None = None if isinstance(approve, bool) or approve is None else approve
-        self.all_writes = approve is not None and approve is not False
-        self.prompt: ApproveCallback = terminal_prompt
+        self.prompt, self.all_writes = ask.prompt, ask.all_writes
         self.stops_clock = stops_clock
         self.emit, self.time_left, self.now, self.credit, self.step = emit, time_left, now, credit, step
 
@@ -133,9 +148,8 @@ class Approver:
         request = ApprovalRequest(tool.name, dict(kwargs), call_id, tool.mode, self.step(), tool.description)
         self.emit("approval_requested", call_id=call_id, tool=tool.name, args=request.args)
         t0 = self.now()
-        callback = self.callback or self.prompt
         try:
-            answer = await self._ask(callback, request)
+            answer = await self._ask(self.prompt, request)
         finally:
             waited = self.now() - t0
             if self.stops_clock:

@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .approval import Ask
 from .events import Event
 from .loop import Run
 from .results import Result, Stopped
@@ -94,9 +95,10 @@ class Lab:
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)
         subscribers.append(self._on_event)
+        approve = run_options.pop("approve", None)  # a callback of the user's, or the panel's buttons
+        run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
-        self.engine.approver.prompt = self._ask_in_panel  # writes needing approval ask here
         s = self.state
         s.run_id, s.model, s.task = self.engine.run_id, self.engine.model.model, self.engine.task
         b = self.engine.budget

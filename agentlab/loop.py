@@ -21,7 +21,6 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from .approval import Approver
 from .budget import (
     MIN_REPLY_TOKENS,
     Budget,
@@ -92,8 +91,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
-        approve: Any = None,  # a callback, True (every write) or None: see agentlab.approval
-        approval_stops_clock: bool = False,
+        parent: dict[str, Any] | None = None, approve: Any = None, approval_stops_clock: bool = False,
     ) -> None:
         self.config = c = RunConfig.create(
             task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
@@ -115,13 +113,12 @@ class Run:
         self.last_usage: Usage | None = None
         self._subscribers: list[Subscriber] = list(subscribers)
         self._tool_defs = [t.definition() for t in c.tools.values()]
-        self.approver = Approver(approve, stops_clock=approval_stops_clock, emit=self._emit, time_left=self._time_left,
-                                 now=c.clock.now, credit=self._credit, step=lambda: self.steps)  # asked before writes
         self._calls = CallRunner(
             CallContext(
                 tools=c.tools, policy=c.policy, clock=c.clock, rng=c.rng, emit=self._emit,
                 elapsed=lambda: self.elapsed, time_left=self._time_left,
-                deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps, approve=self.approver,
+                deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps,
+                approve=approve, approval_stops_clock=approval_stops_clock, credit=lambda s: setattr(self, "_worked", self._worked - s),
             ),
             c.max_concurrency,
         )
@@ -132,6 +129,7 @@ class Run:
         self._t0: float | None = None
         self._step_task: asyncio.Task[Any] | None = None
         self._started = False
+        self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
         # Token estimate of the next request, kept incrementally (no history scans):
         # the last call's context plus what was appended since.
         self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
@@ -436,9 +434,6 @@ class Run:
         self._emit_end("stopped", reason, detail, self.result.text, error)
 
     # ------------------------------------------------------------- plumbing
-    def _credit(self, seconds: float) -> None:  # time that was not working time (an approval wait, if asked)
-        self._worked -= seconds
-
     def _time_left(self) -> float | None:
         d = self.budget.deadline_s
         return None if d is None else d - self.elapsed
@@ -488,6 +483,7 @@ class Run:
             prices=None if self.prices is None else asdict(self.prices),
             caches=bool(getattr(self.model, "caches", False)),
             messages=list(self.messages),  # a copy: the live history keeps growing
+            **({"parent": self.parent} if self.parent is not None else {}),
         )
 
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:

@@ -18,6 +18,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
 
 from agentlab import otel  # noqa: E402
+from agentlab.trace import TraceWriter  # noqa: E402
 
 
 @pytest.fixture
@@ -198,7 +199,7 @@ def test_a_stored_trace_replays_into_the_same_spans(spans_out, tmp_path):
     live = InMemorySpanExporter()
     live_provider = TracerProvider()
     live_provider.add_span_processor(SimpleSpanProcessor(live))
-    result = _parallel_run(al.FakeClock(), subscribers=[otel.exporter(live_provider), al.trace.TraceWriter(tmp_path)])
+    result = _parallel_run(al.FakeClock(), subscribers=[otel.exporter(live_provider), TraceWriter(tmp_path)])
     stored = al.load_run(result.run_id, tmp_path)
     otel.export(stored, provider)
 
