@@ -311,7 +311,7 @@ class Run:
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
             estimated=estimated, cost=cost, spent=self.spent, latency=latency, request_id=reply.request_id,
-            context_tokens=usage.context_tokens, max_tokens=max_tokens,
+            context_tokens=usage.context_tokens, max_tokens=max_tokens, model=reply.model,
         )
 
         # 4. Why the model stopped decides what happens next.
