@@ -19,10 +19,14 @@ is mapped from MCP's own vocabulary:
 Why a thread: the SDK's client lives in an anyio task group that must be
 entered and left by one task, while ``agentlab.run()`` starts a fresh event
 loop for every run. The connection therefore runs on its own event loop in a
-daemon thread, and tool calls from any run's loop are handed over to it. One
-connection can so serve many runs, sync or async, one after another or at
-once. Its life is the ``with`` block (or ``close()``); a connection never
-closed ends with the process (a stdio server exits when its stdin closes).
+daemon thread, and tool calls from any run's loop are handed over to it.
+
+Its life: held in a ``with`` (or ``async with``) block, the connection
+serves every run inside the block and closes at its end. Not held, it
+follows the run: it closes when the event loop of the run that used it
+ends (``agentlab.run()`` gives each run its own loop), and opens again if
+another run calls one of its tools. In a notebook the kernel's loop never
+ends, so there hold it in a ``with`` block or call ``close()``.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ import atexit
 import json
 import shlex
 import threading
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -95,12 +100,16 @@ class MCPConnection:
         self._serving: asyncio.Task[None] | None = None
         self._closing: asyncio.Event | None = None
         self._lock: asyncio.Lock | None = None
+        self._held = False  # inside a with block: the block, not the run, ends it
+        self._watched: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
+        self._watchers: set[asyncio.Task[None]] = set()
 
     # ---------------------------------------------------------- lifetime
     def open(self) -> MCPConnection:
         """Start the server (or reach the URL) and list its tools. Idempotent."""
         if self._thread is not None:
             return self
+        self._closing = self._lock = self._serving = None  # fresh for the new loop (a reopen)
         loop = asyncio.new_event_loop()
         thread = threading.Thread(target=loop.run_forever, name="agentlab-mcp", daemon=True)
         thread.start()
@@ -131,17 +140,44 @@ class MCPConnection:
         if not loop.is_running():
             loop.close()
 
+    @property
+    def is_open(self) -> bool:
+        return self._thread is not None
+
     def __enter__(self) -> MCPConnection:
+        self._held = True
         return self.open()
 
     def __exit__(self, *exc: object) -> None:
+        self._held = False
         self.close()
 
     async def __aenter__(self) -> MCPConnection:
+        self._held = True
         return await asyncio.to_thread(self.open)
 
     async def __aexit__(self, *exc: object) -> None:
+        self._held = False
         await asyncio.to_thread(self.close)
+
+    def _follow(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Not held: close when ``loop`` (the run's) shuts down and cancels its tasks."""
+        if self._held or loop in self._watched:
+            return
+        self._watched.add(loop)
+
+        async def until_the_loop_ends() -> None:
+            try:
+                await loop.create_future()  # never set: only the loop's shutdown cancels this
+            except asyncio.CancelledError:
+                self._watched.discard(loop)
+                if not self._held:
+                    self.close()
+                raise
+
+        task = loop.create_task(until_the_loop_ends(), name="agentlab-mcp-follows-run")
+        self._watchers.add(task)  # a strong reference: a pending task nobody holds is garbage-collected
+        task.add_done_callback(self._watchers.discard)
 
     def __iter__(self) -> Iterator[Tool]:
         return iter(self.tools)
@@ -228,9 +264,14 @@ class MCPConnection:
     # ------------------------------------------------ on the run's loop
     async def call(self, name: str, args: dict[str, Any]) -> str:
         """Call a tool from any event loop; cancelling this cancels the remote call."""
+        if self._loop is None:  # closed with an earlier run's loop: open again for this one
+            try:
+                await asyncio.to_thread(self.open)
+            except ConnectionError as exc:
+                raise RetryableError(str(exc)) from exc
+        self._follow(asyncio.get_running_loop())
         loop = self._loop
-        if loop is None:
-            raise RetryableError(f"the MCP connection to {self._where()} is closed")
+        assert loop is not None
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(self._call_here(name, args), loop))
 
     def _tool(self, spec: Any) -> Tool:

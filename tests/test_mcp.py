@@ -109,3 +109,23 @@ def test_bad_server_arguments_are_named():
         al.mcp_tools(42)
     with pytest.raises(ConnectionError, match="could not connect"):
         al.mcp_tools([sys.executable, "-c", "import sys; sys.exit(1)"], )
+
+
+def test_a_connection_not_held_in_a_with_block_closes_with_its_run_and_reopens_for_the_next():
+    conn = al.mcp_tools(SERVER)
+    try:
+        assert conn.is_open
+        first = _run(conn, reply(None, ("append", {"item": "one"})))
+        assert isinstance(first, al.Done) and not conn.is_open  # the run's loop ended, so did the server
+        second = _run(conn, reply(None, ("history", {})))
+        assert isinstance(second, al.Done) and _results(second) == [""]  # a fresh server: an empty log
+        assert not conn.is_open
+    finally:
+        conn.close()
+
+
+def test_a_connection_held_in_a_with_block_serves_runs_one_after_another(trusted):
+    _run(trusted, reply(None, ("append", {"item": "kept"})))
+    assert trusted.is_open
+    later = _run(trusted, reply(None, ("history", {})))
+    assert "end kept" in _results(later)[0]  # the same server process: its log remembers
