@@ -4,6 +4,7 @@
 "together" only when both were in flight at once. ``append`` is a write that
 logs its start and end; ``history`` reads the log. ``broken`` answers with an
 error, ``slow`` takes a minute, ``crash`` kills the server.
+Run with ``--http PORT`` it serves streamable HTTP instead of stdio.
 """
 
 import asyncio
@@ -75,4 +76,9 @@ def crash() -> str:
 
 
 if __name__ == "__main__":
-    server.run()
+    import sys
+
+    if len(sys.argv) > 2 and sys.argv[1] == "--http":  # streamable HTTP on 127.0.0.1:<port>/mcp
+        server.run("streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()

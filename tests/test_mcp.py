@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -129,3 +132,28 @@ def test_a_connection_held_in_a_with_block_serves_runs_one_after_another(trusted
     assert trusted.is_open
     later = _run(trusted, reply(None, ("history", {})))
     assert "end kept" in _results(later)[0]  # the same server process: its log remembers
+
+
+def test_a_streamable_http_server_is_reached_by_its_url(tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen([*SERVER, "--http", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    try:
+        end = time.monotonic() + 60
+        while time.monotonic() < end:  # polling a server that is starting, not timing the test
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None, (tmp_path / "server.log").read_text()
+                time.sleep(0.1)
+        with al.mcp_tools(f"http://127.0.0.1:{port}/mcp", trusted=True) as conn:
+            assert {t.name: t.mode for t in conn}["pair_a"] == "read"
+            result = _run(conn, reply(None, ("pair_a", {}), ("pair_b", {})))
+            assert _results(result) == ["together", "together"]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        log.close()
