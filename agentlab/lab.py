@@ -107,6 +107,8 @@ class Lab:
         self.panel = Panel(s, on_click=self._clicked, pause_before_tools=pause_before_tools,
                            refresh_s=refresh_s, log_limit=log_limit, chart=chart)
         self.error: BaseException | None = None
+        self.pending_approval: Any = None
+        """The call waiting for Approve / Deny in the panel, if one is."""
         self._task: asyncio.Task[Any] | concurrent.futures.Future[Any] | None = None
         self._pause = False
         self._busy = False
@@ -206,7 +208,7 @@ class Lab:
         bundle = self.panel.widget._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle
         if isinstance(data, dict):
-            data["text/plain"] = panel_text(self.state)
+            data["text/plain"] = panel_text(self.state, pending=self.pending_approval)
         return bundle
 
     async def _ask_in_panel(self, request: Any) -> Any:
@@ -217,11 +219,13 @@ class Lab:
             if not future.done():
                 future.set_result(value)
 
+        self.pending_approval = request
         self.panel.ask(request, answer)
         self.panel.flush()  # the gauges as they are while it waits
         try:
             return await future
         finally:
+            self.pending_approval = None
             self.panel.ask(None, None)
 
     def __repr__(self) -> str:

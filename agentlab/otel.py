@@ -126,10 +126,14 @@ class SpanBuilder:
             self._end_chat(rec, t)
         elif kind == "tool_finished":
             self._tool_span(rec)
-        elif kind in ("paused", "resumed", "nudged") and self.root is not None:
+        elif kind in ("paused", "resumed", "nudged", "approval_requested", "approval_answered") and self.root is not None:
             attrs: dict[str, Any] = {"agentlab.step": int(rec.get("step") or 0)}
-            if kind == "nudged":
-                attrs["gen_ai.tool.name"] = str(rec.get("tool"))
+            if rec.get("tool"):
+                attrs["gen_ai.tool.name"] = str(rec["tool"])
+                attrs["gen_ai.tool.call.id"] = str(rec.get("call_id") or "")
+            if kind == "approval_answered":
+                attrs["agentlab.answer"] = str(rec.get("answer") or "")
+                attrs["agentlab.waited_s"] = float(rec.get("waited") or 0.0)
             self.root.add_event(f"agentlab.{kind}", attrs, timestamp=self._ns(t))
         elif kind == "run_finished":
             self._end_run(rec, t)

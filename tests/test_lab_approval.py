@@ -86,6 +86,9 @@ def test_the_text_fallback_names_phase_gauges_and_last_step():
         assert "ready" in data["text/plain"] and "steps 0 / 8" in data["text/plain"]
         lab.panel.buttons["run"].click()
         await _until(lambda: lab.panel.approval.layout.display == "flex")
+        waiting = lab._repr_mimebundle_()
+        waiting = waiting[0] if isinstance(waiting, tuple) else waiting
+        assert 'waiting for approval: refund({"order_id": 7})' in waiting["text/plain"]
         lab.panel.approve_button.click()
         await lab.wait()
         data = lab._repr_mimebundle_()

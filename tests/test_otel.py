@@ -237,3 +237,27 @@ def test_a_trace_cut_short_still_exports_its_finished_calls(spans_out):
 def test_export_names_what_it_cannot_read():
     with pytest.raises(TypeError, match="Trace, Traces or a list of event records"):
         otel.export("runs/abc.jsonl")
+
+
+def test_an_approval_shows_on_the_run_span_and_a_denial_marks_the_tool_span(spans_out):
+    provider, memory = spans_out
+
+    @al.tool(mode="write", approve=True)
+    def refund(order_id: int) -> str:
+        return "refunded"
+
+    clock = al.FakeClock()
+
+    def no(request):
+        clock.advance(2.0)
+        return "not this one"
+
+    model = al.ScriptedModel([reply(None, ("refund", {"order_id": 1})), reply("x")])
+    al.run("q", [refund], model=model, trace=False, clock=clock, approve=no, subscribers=[otel.exporter(provider)])
+    spans = {s.name: s for s in memory.get_finished_spans()}
+    events = {e.name: e for e in spans["invoke_agent agentlab"].events}
+    assert events["agentlab.approval_answered"].attributes["agentlab.answer"] == "deny"
+    assert events["agentlab.approval_answered"].attributes["agentlab.waited_s"] == 2.0
+    tool = spans["execute_tool refund"]
+    assert tool.attributes["error.type"] == "ApprovalDenied"
+    assert tool.end_time - tool.start_time == 2_000_000_000  # the wait is inside the call's span

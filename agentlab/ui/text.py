@@ -8,12 +8,20 @@ and the last step.
 
 from __future__ import annotations
 
+from typing import Any
+
 from .state import PanelState
 
 
-def panel_text(state: PanelState, *, width: int = 100) -> str:
-    """A few lines: run and model, phase, gauges, the last step's calls and text."""
+def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> str:
+    """A few lines: run and model, phase, gauges, the last step's calls and text.
+
+    ``pending``: a call waiting for approval (an ``ApprovalRequest``), shown first.
+    """
     lines = [f"agentlab run {state.run_id} ({state.model}): {state.status_line()}"]
+    if pending is not None:
+        waiting = f"  waiting for approval: {pending}"
+        lines.append(waiting if len(waiting) <= width else waiting[: width - 3] + "...")
     lines.append("  " + " | ".join(f"{g.name} {g.text}" for g in state.gauges()))
     if state.log:
         entry = state.log[max(state.log)]
