@@ -36,6 +36,7 @@ from typing import Any
 from .errors import PermissionDenied
 from .retry import DeadlineExceeded
 from .tools import Tool
+from .vocab import EventKind
 
 Answer = bool | str | dict[str, Any]
 ApproveCallback = Callable[["ApprovalRequest"], "Answer | Awaitable[Answer]"]
@@ -146,7 +147,7 @@ class Approver:
         if not needs_approval(tool, self.all_writes):
             return kwargs
         request = ApprovalRequest(tool.name, dict(kwargs), call_id, tool.mode, self.step(), tool.description)
-        self.emit("approval_requested", call_id=call_id, tool=tool.name, args=request.args)
+        self.emit(EventKind.APPROVAL_REQUESTED, call_id=call_id, tool=tool.name, args=request.args)
         t0 = self.now()
         try:
             answer = await self._ask(self.prompt, request)
@@ -182,9 +183,9 @@ def interpret_and_report(answer: Any, request: ApprovalRequest, emit: Callable[.
     try:
         args = interpret(answer, request)
     except ApprovalDenied as exc:
-        emit("approval_answered", call_id=request.call_id, tool=request.tool, answer="deny", reason=str(exc), waited=waited)
+        emit(EventKind.APPROVAL_ANSWERED, call_id=request.call_id, tool=request.tool, answer="deny", reason=str(exc), waited=waited)
         raise
     edited = args != request.args
-    emit("approval_answered", call_id=request.call_id, tool=request.tool, answer="edit" if edited else "approve",
+    emit(EventKind.APPROVAL_ANSWERED, call_id=request.call_id, tool=request.tool, answer="edit" if edited else "approve",
          args=args if edited else None, waited=waited)
     return args
