@@ -24,9 +24,14 @@ this list equal to the vocabulary and to what the engine emits:
                     exact count was retried)
 ``model_called``    content, stop_reason, usage {...}, estimated (usage was
                     estimated, not reported), cost, spent, latency,
-                    request_id, context_tokens, max_tokens; a malformed reply
+                    request_id, context_tokens, max_tokens, model (the
+                    reply's own model id, if it gave one); a malformed reply
                     has raw, error and latency instead
 ``tool_started``    call_id, tool, mode, args, index
+``approval_requested``  call_id, tool, args (a write waits for a human:
+                    see :mod:`agentlab.approval`)
+``approval_answered``   call_id, tool, answer (approve | deny | edit), args
+                    (the edited ones, else None), reason (a denial's), waited
 ``tool_retry``      call_id, tool, attempt, error, wait
 ``tool_finished``   call_id, tool, mode, args, index, outcome
                     (:class:`~agentlab.vocab.Outcome`), attempts, result,
