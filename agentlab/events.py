@@ -28,12 +28,17 @@ this list equal to the vocabulary and to what the engine emits:
                     unless ``TraceWriter(deltas=True)``
 ``model_called``    content, stop_reason, usage {...}, estimated (usage was
                     estimated, not reported), cost, server_tool_cost, spent,
-                    latency, request_id, context_tokens, max_tokens, and
+                    latency, request_id, context_tokens, max_tokens, model
+                    (the reply's own model id, if it gave one), and
                     stop_details when the API gave them; a malformed reply
                     has raw, error and latency instead; a stream cut short
                     by Stop or the deadline has partial=True and the
                     content received so far, charged by estimate
 ``tool_started``    call_id, tool, mode, args, index
+``approval_requested``  call_id, tool, args (a write waits for a human:
+                    see :mod:`agentlab.approval`)
+``approval_answered``   call_id, tool, answer (approve | deny | edit), args
+                    (the edited ones, else None), reason (a denial's), waited
 ``tool_retry``      call_id, tool, attempt, error, wait
 ``tool_finished``   call_id, tool, mode, args, index, outcome
                     (:class:`~agentlab.vocab.Outcome`), attempts, result,

@@ -92,7 +92,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
-        parent: dict[str, Any] | None = None,
+        parent: dict[str, Any] | None = None, approve: Any = None, approval_stops_clock: bool = False,
     ) -> None:
         self.config = c = RunConfig.create(
             task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
@@ -119,6 +119,7 @@ class Run:
                 tools=c.tools, policy=c.policy, clock=c.clock, rng=c.rng, emit=self._emit,
                 elapsed=lambda: self.elapsed, time_left=self._time_left,
                 deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps,
+                approve=approve, approval_stops_clock=approval_stops_clock, credit=lambda s: setattr(self, "_worked", self._worked - s),
             ),
             c.max_concurrency,
         )
@@ -310,7 +311,7 @@ class Run:
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
             estimated=estimated, cost=cost, server_tool_cost=self.prices.server_tool_cost(usage) if self.prices else 0.0,
             spent=self.spent, latency=latency, request_id=reply.request_id, context_tokens=usage.context_tokens,
-            max_tokens=max_tokens, **({"stop_details": reply.stop_details} if reply.stop_details else {}),
+            max_tokens=max_tokens, model=reply.model, **({"stop_details": reply.stop_details} if reply.stop_details else {}),
         )
 
         # 4. Why the model stopped decides what happens next.

@@ -21,6 +21,8 @@ class EventKind(StrEnum):
     MODEL_DELTA = "model_delta"  # a fragment of a streamed reply; to subscribers, not the trace file
     MODEL_CALLED = "model_called"
     TOOL_STARTED = "tool_started"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_ANSWERED = "approval_answered"
     TOOL_RETRY = "tool_retry"
     TOOL_FINISHED = "tool_finished"
     NUDGED = "nudged"
