@@ -73,7 +73,6 @@ async def inline(work: Callable[[], Any], timeout: float | None) -> tuple[bool, 
     honour its cancellation (the model adapters): code that swallows it would
     hold the caller. ``TimeoutError`` is raised only when *our* timeout expired.
     """
-    task = asyncio.current_task()
     cm = asyncio.timeout(timeout)
     try:
         async with cm:
@@ -82,10 +81,8 @@ async def inline(work: Callable[[], Any], timeout: float | None) -> tuple[bool, 
         if cm.expired():
             raise
         return False, exc
-    except asyncio.CancelledError as exc:
-        if task is not None and task.cancelling():
-            raise
-        return False, exc
+    except asyncio.CancelledError:
+        raise  # trusted code raising it means "stopped" (a stream cut short by Stop): honoured as a cancel
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... become data
         return False, exc
 
@@ -98,6 +95,11 @@ def unwrap(outcome: tuple[bool, Any], where: str) -> Any:
     if isinstance(value, Exception) and not isinstance(value, (StopIteration, StopAsyncIteration)):
         raise value
     raise Escaped(value, where)
+
+
+async def in_thread(fn: Callable[[], Any], where: str) -> Any:
+    """``fn()`` on an abandonable daemon thread; its value, or what it raised (in a form that can travel)."""
+    return unwrap(await run_on_daemon_thread(fn), where)
 
 
 async def settle(
