@@ -556,7 +556,7 @@ the failed run, called in-process (in a terminal: `agentlab report RUN_ID`):
     code("""
 from agentlab.cli import main as agentlab_command   # the same function the `agentlab` command runs
 
-agentlab_command(["report", failed.run_id, "--runs", RUNS])"""),
+status = agentlab_command(["report", failed.run_id, "--runs", RUNS])"""),
 ]
 
 # --------------------------------------------------------------------------- 7
@@ -821,7 +821,7 @@ await lab.step()
 lab"""),
     code("""
 await lab.run()
-print(lab.result)
+print(f"{lab.result.reason}: {lab.result.text}")  # the whole answer, not a repr cut at 60 characters
 print(f"replayed spend ${lab.engine.spent:.4f}; recorded ${session.summary['cost']:.4f}")"""),
     md("""
 ## Fork it: same history, another model
