@@ -849,9 +849,17 @@ def cells_of(name: str) -> list[nbformat.NotebookNode]:
 WIDGET_STATE_PROBE = """\
 import asyncio as _asyncio, json as _json
 await _asyncio.sleep(0.5)  # let a panel's coalesced last redraw land
+_texts = {}  # a displayed object's text fallback as it is now, by its widget's model id
+for _v in list(get_ipython().user_ns.values()):
+    try:
+        _b = _v._repr_mimebundle_() if hasattr(type(_v), "_repr_mimebundle_") else None
+        _d = _b[0] if isinstance(_b, tuple) else _b
+        _texts[_d["application/vnd.jupyter.widget-view+json"]["model_id"]] = _d["text/plain"]
+    except Exception:
+        pass
 try:
     import ipywidgets as _w
-    print(_json.dumps(_w.Widget.get_manager_state(drop_defaults=False)))
+    print(_json.dumps({**_w.Widget.get_manager_state(drop_defaults=False), "texts": _texts}))
 except ImportError:
     print("{}")"""
 """Run after a notebook's last cell, in its kernel: every live widget's *current* state.
@@ -884,6 +892,12 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 300) -> nbforma
         nb.cells.remove(probe)
     text = "".join(o.get("text", "") for o in probe.outputs if o.output_type == "stream" and o.name == "stdout")
     state = json.loads(text or "{}")
+    texts = state.pop("texts", {})
+    for cell in nb.cells:  # a widget's text fallback (where widgets cannot render) as of the end, too
+        for out in cell.get("outputs", []):
+            view = out.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+            if view and view.get("model_id") in texts:
+                out["data"]["text/plain"] = texts[view["model_id"]]
     nb.metadata.pop("widgets", None)
     if state.get("state"):
         nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": state}

@@ -148,6 +148,10 @@ def test_saved_widgets_show_the_finished_run_not_the_initial_panel(path):
     assert state, f"{path.name} displays widgets but saved no widget state"
     missing = [m for m in shown if m not in state["state"]]
     assert not missing, f"{path.name}: displayed widgets {missing} are not in the saved state (they render as errors)"
+    fallbacks = [o["data"].get("text/plain", "") for c in nb.cells if c.cell_type == "code"
+                 for o in c.outputs if WIDGET_VIEW in o.get("data", {})]
+    stale = [t.splitlines()[0] for t in fallbacks if t.startswith("agentlab run") and t.splitlines()[0].endswith(": ready")]
+    assert not stale, f"{path.name}: a panel's text fallback was saved before its run: {stale}"
     for panel in _panels(state):
         assert not (panel["phase"].startswith("ready") and not any(panel["gauges"])), \
             f"{path.name}: a panel was saved in its initial state ({panel}); build with --execute"
