@@ -24,9 +24,9 @@ from .tools import Retry, Tool, tool
 from .trace import Trace, Traces, load_run, load_runs
 
 __all__ = [
-    "AnthropicModel", "AuthenticationFailed", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
+    "AnthropicModel", "AuthenticationFailed", "Experiment", "ExperimentResult", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "load_run", "load_runs", "reply", "resolve_model", "run", "tool",
+    "Lab", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "grid", "load_run", "load_runs", "reply", "resolve_model", "run", "tool",
 ]
 
 
@@ -36,6 +36,10 @@ def __getattr__(name: str) -> object:
         from .lab import Lab
 
         return Lab
+    if name in ("Experiment", "ExperimentResult", "grid"):
+        from . import experiments
+
+        return getattr(experiments, name)
     if name == "AnthropicModel":
         from .models.anthropic import AnthropicModel
 
@@ -44,7 +48,7 @@ def __getattr__(name: str) -> object:
         from .models.resolve import resolve_model
 
         return resolve_model
-    if name in ("analysis", "plots", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
+    if name in ("analysis", "experiments", "plots", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, Protocol
 
 from .vocab import StopReason
 
@@ -175,3 +175,44 @@ def check_after_step(budget: Budget, steps: int, spent: float, elapsed: float) -
     if budget.max_steps is not None and steps >= budget.max_steps:
         return Stop(StopReason.STEP_LIMIT, f"used all {budget.max_steps} steps without a final answer")
     return None
+
+
+# --------------------------------------------------- a total shared by runs
+class Ledger(Protocol):
+    """A spending total shared by many runs (an experiment's ``max_total_cost``).
+
+    Before each model call a run reserves the call's worst case; after the
+    call it settles the reservation to what the call really cost (0 when it
+    failed). ``reserve`` grants at most ``amount``, at least ``minimum``, or 0
+    when not even ``minimum`` is left.
+    """
+
+    def reserve(self, run_id: str, amount: float, minimum: float) -> float: ...
+
+    def settle(self, run_id: str, reserved: float, actual: float) -> None: ...
+
+
+def reserve_call(
+    ledger: Ledger, run_id: str, *, est_input_tokens: int, input_rate: float, output_rate: float, max_tokens: int,
+) -> tuple[int, float] | Stop:
+    """Reserve a call's worst case against a shared ledger: ``(max_tokens, reserved)`` or why not.
+
+    The same rule as :func:`guard_call`, against what the ledger grants: a
+    partial grant lowers ``max_tokens`` until the worst case fits it, and the
+    run stops when not even :data:`MIN_REPLY_TOKENS` of output fit.
+    """
+    smallest = min(MIN_REPLY_TOKENS, max_tokens)
+    want = worst_case_cost(est_input_tokens, input_rate, output_rate, max_tokens)
+    least = worst_case_cost(est_input_tokens, input_rate, output_rate, smallest)
+    granted = ledger.reserve(run_id, want, least)
+    if granted < least or granted <= 0 and want > 0:
+        if granted > 0:
+            ledger.settle(run_id, granted, 0.0)
+        return Stop(
+            StopReason.EXPERIMENT_BUDGET,
+            f"the experiment's total budget cannot cover the next call (at least ${least:.4f})",
+        )
+    if granted >= want:
+        return max_tokens, granted
+    allowed = affordable_max_tokens(granted, est_input_tokens, input_rate, output_rate, max_tokens)
+    return max(allowed, smallest), granted

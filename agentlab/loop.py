@@ -25,10 +25,12 @@ from .budget import (
     Budget,
     BudgetSnapshot,
     CostGuard,
+    Ledger,
     Stop,
     check_after_step,
     check_before_call,
     guard_call,
+    reserve_call,
 )
 from .calls import CallContext, CallRunner, bounded, format_error, result_block
 from .clock import Clock, wall_time
@@ -90,6 +92,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
+        ledger: Ledger | None = None,
     ) -> None:
         self.config = c = RunConfig.create(
             task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
@@ -110,6 +113,7 @@ class Run:
         self.nudges = 0
         self.last_usage: Usage | None = None
         self._subscribers: list[Subscriber] = list(subscribers)
+        self._ledger = ledger  # an experiment's shared total (budget.Ledger); None for a lone run
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(
             CallContext(
@@ -269,6 +273,12 @@ class Run:
         max_tokens = self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
+        reserved = 0.0  # experiments: reserve the call's worst case against the shared total (settled below)
+        if self._ledger is not None:
+            got = self._reserve(max_tokens)
+            if isinstance(got, Stop):
+                return self._stop(got.reason, got.detail)
+            max_tokens, reserved = got
 
         # 2. The model call.
         self.steps += 1
@@ -276,7 +286,7 @@ class Run:
         self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
         t_call = self.clock.now()
         try:
-            reply = await self._call_model(max_tokens)
+            reply = await self._call_reserved(max_tokens, reserved)
         except DeadlineExceeded as exc:
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
@@ -300,6 +310,8 @@ class Run:
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
+        if self._ledger is not None:
+            self._ledger.settle(self.run_id, reserved, cost)
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._est_context = usage.context_tokens
@@ -345,6 +357,26 @@ class Run:
             self.budget, steps=self.steps, spent=self.spent, est_input_tokens=self._est_context,
             input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens,
         )
+
+    def _reserve(self, max_tokens: int) -> tuple[int, float] | Stop:
+        """Reserve the next call's worst case against the experiment's ledger (budget.reserve_call)."""
+        assert self._ledger is not None
+        if self.prices is None:
+            return max_tokens, 0.0
+        in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
+        return reserve_call(
+            self._ledger, self.run_id, est_input_tokens=self._est_context, input_rate=in_rate,
+            output_rate=out_rate, max_tokens=max_tokens,
+        )
+
+    async def _call_reserved(self, max_tokens: int, reserved: float) -> Reply:
+        """The model call; one that fails cost nothing, so its reservation is released."""
+        try:
+            return await self._call_model(max_tokens)
+        except BaseException:
+            if self._ledger is not None:
+                self._ledger.settle(self.run_id, reserved, 0.0)
+            raise
 
     async def _call_model(self, max_tokens: int) -> Reply:
         async def attempt() -> Reply:
