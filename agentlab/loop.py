@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .budget import (
+    NO_LEDGER,
     Budget,
     BudgetSnapshot,
     CostGuard,
@@ -92,7 +93,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
-        ledger: Ledger | None = None,
+        ledger: Ledger = NO_LEDGER,
     ) -> None:
         self.config = c = RunConfig.create(
             task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
@@ -113,7 +114,7 @@ class Run:
         self.nudges = 0
         self.last_usage: Usage | None = None
         self._subscribers: list[Subscriber] = list(subscribers)
-        self._ledger = ledger  # an experiment's shared total (budget.Ledger); None for a lone run
+        self._ledger = ledger  # a total shared with other runs (an experiment's); by default unlimited
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(
             CallContext(
@@ -273,12 +274,10 @@ class Run:
         max_tokens = self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
-        reserved = 0.0  # experiments: reserve the call's worst case against the shared total (settled below)
-        if self._ledger is not None:
-            got = self._reserve(max_tokens)
-            if isinstance(got, Stop):
-                return self._stop(got.reason, got.detail)
-            max_tokens, reserved = got
+        held = reserve_call(self._ledger, self.run_id, self._est_context, self._rates(), max_tokens)  # settled below
+        if isinstance(held, Stop):
+            return self._stop(held.reason, held.detail)
+        max_tokens, reserved = held
 
         # 2. The model call.
         self.steps += 1
@@ -286,7 +285,7 @@ class Run:
         self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
         t_call = self.clock.now()
         try:
-            reply = await self._call_reserved(max_tokens, reserved)
+            reply = await self._call_model(max_tokens)
         except DeadlineExceeded as exc:
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
@@ -310,8 +309,7 @@ class Run:
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
-        if self._ledger is not None:
-            self._ledger.settle(self.run_id, reserved, cost)
+        self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._est_context = usage.context_tokens
@@ -352,31 +350,15 @@ class Run:
         """The hard cost guard (budget.guard_call) at this model's worst-case rates."""
         if self.prices is None:
             return self.max_tokens
-        in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
+        in_rate, out_rate = self._rates()
         return guard_call(
             self.budget, steps=self.steps, spent=self.spent, est_input_tokens=self._est_context,
             input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens,
         )
 
-    def _reserve(self, max_tokens: int) -> tuple[int, float] | Stop:
-        """Reserve the next call's worst case against the experiment's ledger (budget.reserve_call)."""
-        assert self._ledger is not None
-        if self.prices is None:
-            return max_tokens, 0.0
-        in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
-        return reserve_call(
-            self._ledger, self.run_id, est_input_tokens=self._est_context, input_rate=in_rate,
-            output_rate=out_rate, max_tokens=max_tokens,
-        )
-
-    async def _call_reserved(self, max_tokens: int, reserved: float) -> Reply:
-        """The model call; one that fails cost nothing, so its reservation is released."""
-        try:
-            return await self._call_model(max_tokens)
-        except BaseException:
-            if self._ledger is not None:
-                self._ledger.settle(self.run_id, reserved, 0.0)
-            raise
+    def _rates(self) -> tuple[float, float]:
+        """(input, output) USD per token at their dearest for the next call (0 when unpriced)."""
+        return self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False))) if self.prices else (0.0, 0.0)
 
     async def _call_model(self, max_tokens: int) -> Reply:
         async def attempt() -> Reply:

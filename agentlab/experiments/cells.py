@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..budget import Ledger
+from ..budget import NO_LEDGER, Ledger
 from ..events import Event
 from ..loop import Run
 from ..vocab import EventKind, StopReason
@@ -102,7 +102,7 @@ class CellRunner:
     def make_tools(self, task: Task) -> Sequence[Any]:
         return self.tools(task) if callable(self.tools) and not isinstance(self.tools, (list, tuple, dict)) else self.tools
 
-    async def run(self, cell: Cell, ledger: Ledger | None, before: Callable[[Run], None] | None = None) -> dict[str, Any]:
+    async def run(self, cell: Cell, ledger: Ledger = NO_LEDGER, before: Callable[[Run], None] | None = None) -> dict[str, Any]:
         """Run the cell to its end and return its row; never raises for the cell's own trouble."""
         from ..trace import TraceWriter
 
@@ -117,7 +117,10 @@ class CellRunner:
             run = Run(cell.task.input, tools, subscribers=subs, ledger=ledger, **self.run_options(cell))
             if before is not None:
                 before(run)
-            result = await run.run()
+            try:
+                result = await run.run()
+            finally:
+                _release_held(ledger, cell.run_id)
         except Exception as exc:  # a broken tool factory, model factory or option: this cell's row says so
             if writer is not None:
                 writer.close()
@@ -136,8 +139,12 @@ class CellRunner:
             error = f"{type(err).__name__}: {err}"
         if self.scorer is not None and str(getattr(result, "reason", "")) not in (StopReason.EXPERIMENT_BUDGET, StopReason.CANCELLED):
             try:
-                if getattr(self.scorer, "uses_ledger", False):
-                    score, score_cost = await self.scorer.ascore(result, cell.task, ledger=ledger, run_id=cell.run_id + "-grade")
+                ascore = getattr(self.scorer, "ascore", None)
+                if ascore is not None:
+                    try:
+                        score, score_cost = await ascore(result, cell.task, ledger=ledger, run_id=cell.run_id + "-grade")
+                    finally:
+                        _release_held(ledger, cell.run_id + "-grade")
                 else:
                     score = self.scorer(result, cell.task)
             except Exception as exc:
@@ -149,6 +156,12 @@ class CellRunner:
             "input_tokens": tokens.input, "output_tokens": tokens.output, "cache_read_tokens": tokens.cache_read,
             "seconds": result.elapsed, "score": score, "score_cost": score_cost, "error": error,
         }
+
+
+def _release_held(ledger: Ledger, run_id: str) -> None:
+    release = getattr(ledger, "release", None)
+    if callable(release):
+        release(run_id)
 
 
 def _run_keys() -> frozenset[str]:

@@ -22,6 +22,7 @@ class TotalLedger:
         self.spent = spent
         self.reserved = 0.0
         self.refused = 0
+        self._held: dict[str, float] = {}
         self._lock = threading.Lock()
 
     @property
@@ -33,6 +34,7 @@ class TotalLedger:
         with self._lock:
             if self.limit is None:
                 self.reserved += amount
+                self._held[run_id] = self._held.get(run_id, 0.0) + amount
                 return amount
             left = self.limit - self.spent - self.reserved
             if left < minimum or left <= 0 < amount:
@@ -40,12 +42,23 @@ class TotalLedger:
                 return 0.0
             granted = min(amount, left)
             self.reserved += granted
+            self._held[run_id] = self._held.get(run_id, 0.0) + granted
             return granted
 
     def settle(self, run_id: str, reserved: float, actual: float) -> None:
         with self._lock:
             self.reserved = max(0.0, self.reserved - reserved)
+            held = self._held.get(run_id, 0.0) - reserved
+            if held > 1e-15:
+                self._held[run_id] = held
+            else:
+                self._held.pop(run_id, None)
             self.spent += actual
+
+    def release(self, run_id: str) -> None:
+        """Free what a finished run still holds (a call that failed or was cancelled cost nothing)."""
+        with self._lock:
+            self.reserved = max(0.0, self.reserved - self._held.pop(run_id, 0.0))
 
     def charge(self, amount: float) -> None:
         """Count spending that was made outside a reservation (none in the engine)."""

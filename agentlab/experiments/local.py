@@ -13,7 +13,7 @@ from .cells import Cell, CellRunner, not_run_row
 
 
 async def run_local(
-    cells: list[Cell], runner: CellRunner, ledger: Ledger | None, concurrency: int,
+    cells: list[Cell], runner: CellRunner, ledger: Ledger, concurrency: int,
     started: Callable[[Cell], None], finished: Callable[[Cell, dict[str, Any]], None],
     exhausted: Callable[[], bool], stopping: Callable[[], bool], live: dict[str, Run],
 ) -> None:
@@ -29,7 +29,10 @@ async def run_local(
                 finished(cell, not_run_row(cell, StopReason.EXPERIMENT_BUDGET))
                 continue
             started(cell)
-            row = await runner.run(cell, ledger, before=lambda r, k=cell.run_id: live.__setitem__(k, r))
+            def track(run: Run, key: str = cell.run_id) -> None:
+                live[key] = run
+
+            row = await runner.run(cell, ledger, before=track)
             live.pop(cell.run_id, None)
             finished(cell, row)
 

@@ -41,9 +41,12 @@ class RemoteLedger:
     def settle(self, run_id: str, reserved: float, actual: float) -> None:
         _ray().get(self.actor.settle.remote(run_id, reserved, actual))
 
+    def release(self, run_id: str) -> None:
+        _ray().get(self.actor.release.remote(run_id))
+
 
 def _cell_task(runner: CellRunner, cell: Cell, actor: Any) -> dict[str, Any]:
-    return asyncio.run(runner.run(cell, RemoteLedger(actor) if actor is not None else None))
+    return asyncio.run(runner.run(cell, RemoteLedger(actor)))
 
 
 async def run_ray(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..budget import Ledger
+from ..budget import NO_LEDGER, Ledger
 from .tasks import Task
 
 
@@ -65,7 +65,7 @@ class ModelGraded:
         target = f"\nReference answer: {task.target}" if task.target else ""
         return f"Rubric: {self.rubric}\nTask: {task.input}{target}\nAnswer to grade: {_answer(result)}"
 
-    async def ascore(self, result: Any, task: Task, *, ledger: Ledger | None = None, run_id: str = "grade") -> tuple[float | None, float]:
+    async def ascore(self, result: Any, task: Task, *, ledger: Ledger = NO_LEDGER, run_id: str = "grade") -> tuple[float | None, float]:
         """(score, dollars spent grading)."""
         from ..loop import Run
 
