@@ -36,7 +36,10 @@ def cost_distribution(result: Any, ax: Any = None) -> Any:
     names = [c.name for c in result.configs if c.name in set(df["config"])]
     data = [df.loc[df["config"] == n, "cost"].to_numpy() for n in names]
     if data:
-        ax.boxplot(data, vert=False, showfliers=False)
+        import matplotlib
+
+        old = tuple(int(p) for p in matplotlib.__version__.split(".")[:2]) < (3, 10)
+        ax.boxplot(data, showfliers=False, **({"vert": False} if old else {"orientation": "horizontal"}))
         for i, d in enumerate(data, 1):
             ax.scatter(d, np.full(len(d), i) + np.linspace(-0.15, 0.15, len(d)), s=8, alpha=0.6)
         ax.set_yticks(range(1, len(names) + 1), names, fontsize=8)
