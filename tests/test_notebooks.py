@@ -25,11 +25,11 @@ def _sources(nb) -> list[tuple[str, str]]:
     return [(c.cell_type, c.source) for c in nb.cells]
 
 
-def test_there_are_seven_lessons_in_the_articles_order():
+def test_there_are_eight_lessons_in_the_articles_order():
     """One notebook per lesson, numbered in order, each opening with a markdown title."""
     assert [p.stem for p in NOTEBOOKS] == [
         "01-the-loop-step-by-step", "02-three-budgets", "03-three-kinds-of-failure", "04-loop-detection",
-        "05-parallel-tool-calls", "06-traces-step-four", "07-cost-analysis",
+        "05-parallel-tool-calls", "06-traces-step-four", "07-cost-analysis", "08-experiments",
     ]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)
@@ -66,4 +66,4 @@ def test_notebook_runs_end_to_end_in_a_fresh_kernel(path, tmp_path, monkeypatch)
     assert "text/html" in mimes or "text/plain" in mimes
     if any("plots." in c.source for c in nb.cells if c.cell_type == "code"):
         assert "image/png" in mimes, f"{path.name} draws a plot that did not render"
-    assert list((tmp_path / "runs").glob("*.jsonl")) or path.stem.startswith("01"), "the runs left no traces"
+    assert list((tmp_path / "runs").rglob("*.jsonl")) or path.stem.startswith("01"), "the runs left no traces"

@@ -7,7 +7,8 @@ the way the article says a real model's would:
 
 - ``cache=True`` reports prompt-cache reads: the first call writes the
   prefix (dearer), later calls read it (much cheaper), so long runs save;
-- a small ``max_tokens`` cuts its longer explanations off (stop "max_tokens");
+- a small ``max_tokens`` cuts its longer answers off before the verdict,
+  which comes last (stop "max_tokens", scored wrong);
 - a tight ``max_cost`` stops the three-lookup questions the loose one
   finishes; ``cost_guard="after"`` lets them overshoot the limit first.
 
@@ -100,7 +101,7 @@ def analyst(task: Task, seed: int, *, cache: bool = False) -> FunctionModel:
             ship = order.get("shipment") or {}
             answer = (got["get_customer"]["city"] if kind == "city" and "get_customer" in got
                       else _timeliness(ship) if kind == "late" else order["status"])
-            out = reply(f"{answer}. " + words(rng.randint(40, 90)))
+            out = reply("Checked the records: " + words(rng.randint(30, 80)) + f". The answer: {answer}.")
         # Usage as the API would report it; with caching the prefix sent before is read from the cache.
         total = estimate_tokens(request.system or "") + estimate_tokens(tools) + sum(estimate_tokens(m) for m in messages)
         text = out["content"][0]["text"]
