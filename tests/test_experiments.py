@@ -400,3 +400,14 @@ def test_experiment_cli_runs_a_spec_and_resume_is_required_to_continue(tmp_path,
     assert main(["experiment", str(spec), "--quiet"]) == 2
     assert "--resume" in capsys.readouterr().err
     assert main(["experiment", str(spec), "--quiet", "--resume"]) == 0
+
+
+def test_terminal_progress_bar_and_plain_line_are_subscribers(tmp_path):
+    import io
+
+    from agentlab.experiments.progress import LineProgress, TqdmProgress
+
+    bar_out, line_out = io.StringIO(), io.StringIO()
+    make(tmp_path, n=3, subscribers=[TqdmProgress(file=bar_out), LineProgress(line_out, every=0)]).run()
+    assert "3/3" in bar_out.getvalue()
+    assert "3 done · 0 running" in line_out.getvalue().splitlines()[-1]

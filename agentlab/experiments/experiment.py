@@ -23,7 +23,14 @@ from .cells import Cell, CellRunner, config_columns
 from .folder import Folder, row_line, spec_of
 from .grid import Config, check_config, describe, factory_keys, is_factory, load_configs
 from .ledger import TotalLedger
-from .progress import ExperimentEvent, ExperimentSubscriber, ProgressWidget, TqdmProgress
+from .progress import (
+    ExperimentEvent,
+    ExperimentSubscriber,
+    LineProgress,
+    ProgressWidget,
+    TqdmProgress,
+    terminal_progress,
+)
 from .results import ExperimentResult
 from .scorers import BUILT_IN
 from .tasks import Task, load_tasks
@@ -223,7 +230,7 @@ class Experiment:
         return 0.0 if self.ledger is None else self.ledger.spent
 
     def _attach_progress(self) -> None:
-        if self.progress is False or any(isinstance(s, (TqdmProgress, ProgressWidget)) for s in self._subscribers):
+        if self.progress is False or any(isinstance(s, (TqdmProgress, LineProgress, ProgressWidget)) for s in self._subscribers):
             return
         if _in_notebook():
             widget = ProgressWidget(on_stop=self.stop)
@@ -232,7 +239,7 @@ class Experiment:
             display(widget)
             self._subscribers.append(widget)
         elif self.progress is True or self.progress == "tqdm":
-            self._subscribers.append(TqdmProgress())
+            self._subscribers.append(terminal_progress())
 
     def result(self) -> ExperimentResult:
         """What the folder holds now (finished cells only), without running anything."""

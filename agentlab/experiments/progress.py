@@ -113,6 +113,34 @@ class TqdmProgress:
             self.bar.close()
 
 
+class LineProgress:
+    """A plain progress line on stderr (when ``tqdm`` is not installed), at most once a second."""
+
+    def __init__(self, stream: Any = None, every: float = 1.0) -> None:
+        import sys
+
+        self.state = ProgressState()
+        self.stream = stream or sys.stderr
+        self.every = every
+        self._last = -1e9
+
+    def __call__(self, e: ExperimentEvent) -> None:
+        self.state.update(e)
+        now = self.state.now()
+        if e.kind in ("experiment_started", "experiment_finished") or now - self._last >= self.every:
+            self._last = now
+            print(self.state.line(), file=self.stream, flush=True)
+
+
+def terminal_progress() -> ExperimentSubscriber:
+    """A tqdm bar when tqdm is installed (``agentlab[progress]``), else a plain line."""
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        return LineProgress()
+    return TqdmProgress()
+
+
 class ProgressWidget:
     """The notebook's view of an experiment: counts, dollars of the total, ETA, and a Stop button."""
 
