@@ -16,6 +16,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from ..budget import NO_LEDGER
 from ..vocab import StopReason
 from .cells import Cell, CellRunner, not_run_row
 from .ledger import TotalLedger
@@ -46,7 +47,7 @@ class RemoteLedger:
 
 
 def _cell_task(runner: CellRunner, cell: Cell, actor: Any) -> dict[str, Any]:
-    return asyncio.run(runner.run(cell, RemoteLedger(actor)))
+    return asyncio.run(runner.run(cell, NO_LEDGER if actor is None else RemoteLedger(actor)))
 
 
 async def run_ray(
@@ -58,8 +59,8 @@ async def run_ray(
     ray = _ray()
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
-    actor_cls = ray.remote(num_cpus=0)(TotalLedger)
-    actor = actor_cls.remote(ledger.limit, ledger.spent)
+    # No total: nothing to hold, so no actor round trips (the driver adds up the rows).
+    actor: Any = None if ledger.limit is None else ray.remote(num_cpus=0)(TotalLedger).remote(ledger.limit, ledger.spent)
     remote = ray.remote(num_cpus=1, max_retries=0)(_cell_task)
     runner_ref = ray.put(runner)
     pending: dict[Any, Cell] = {}
@@ -76,7 +77,7 @@ async def run_ray(
                 if stopping():
                     finished(cell, not_run_row(cell, StopReason.CANCELLED))
                     continue
-                if ledger.limit is not None:
+                if actor is not None:
                     left, refused = left_state()
                     if left is not None and (left <= 0 or refused > 0):
                         finished(cell, not_run_row(cell, StopReason.EXPERIMENT_BUDGET))
@@ -94,11 +95,15 @@ async def run_ray(
                     from .cells import base_row
 
                     row = {**not_run_row(cell, "worker failed"), **base_row(cell), "outcome": "error", "error": f"{type(exc).__name__}: {exc}"}
-                ledger.spent = ray.get(actor.state.remote())[0]
+                if actor is None:
+                    ledger.charge(row.get("cost", 0.0) + row.get("score_cost", 0.0))
+                else:
+                    ledger.spent = ray.get(actor.state.remote())[0]
                 finished(cell, row)
             if stopping():
                 for ref in pending:
                     ray.cancel(ref)
     finally:
-        ledger.spent = ray.get(actor.state.remote())[0]
-        ray.kill(actor)
+        if actor is not None:
+            ledger.spent = ray.get(actor.state.remote())[0]
+            ray.kill(actor)
