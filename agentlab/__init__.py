@@ -21,17 +21,20 @@ from .models import FunctionModel, ScriptedModel, reply
 from .pricing import Prices
 from .results import Done, StepRecord, Stopped
 from .tools import Retry, Tool, tool
-from .trace import Trace, Traces, load_run, load_runs
 
 __all__ = [
     "AnthropicModel", "AuthenticationFailed", "Experiment", "ExperimentResult", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "grid", "load_run", "load_runs", "reply", "resolve_model", "run", "tool",
+    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "grid", "import_recorded", "load_recorded", "load_run", "load_runs", "replay", "reply", "resolve_model", "run", "tool",
 ]
 
 
 def __getattr__(name: str) -> object:
     """Heavy public names load on first use, so ``import agentlab`` stays light."""
+    if name in ("Trace", "Traces", "load_run", "load_runs"):  # the trace package loads when first used
+        from . import trace
+
+        return getattr(trace, name)
     if name == "Lab":
         from .lab import Lab
 
@@ -48,7 +51,19 @@ def __getattr__(name: str) -> object:
         from .models.resolve import resolve_model
 
         return resolve_model
-    if name in ("analysis", "experiments", "plots", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
+    if name in ("load_recorded", "import_recorded"):
+        from . import recorded
+
+        return getattr(recorded, name)
+    if name in ("fork", "replay"):
+        from . import forking
+
+        return getattr(forking, name)
+    if name == "ReplayModel":
+        from .models.replay import ReplayModel
+
+        return ReplayModel
+    if name in ("analysis", "datasets", "experiments", "plots", "recorded", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

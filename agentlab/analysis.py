@@ -29,10 +29,18 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
-from .budget import Budget, CostGuard, Stop, check_after_step, check_before_call, guard_call
+from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
+    MIN_REPLY_TOKENS,
+    Budget,
+    CostGuard,
+    Stop,
+    check_after_step,
+    check_before_call,
+    guard_call,
+)
 from .messages import Usage
 from .pricing import Prices, lookup_prices
-from .vocab import RESUMABLE
+from .vocab import RESUMABLE, EventKind, Outcome
 
 if TYPE_CHECKING:
     import numpy as np
@@ -41,6 +49,7 @@ if TYPE_CHECKING:
 STEP_COLUMNS = ("run_id", "step", "input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens", "cost")
 CALL_COLUMNS = ("run_id", "step", "tool", "start", "end")
 RUN_COLUMNS = ("run_id", "outcome", "reason")
+BUDGET_STOPS = RESUMABLE  # kept for code that imported it from here; the rule lives in vocab.py
 """Recorded stops that say nothing about what a run would have done with more room."""
 
 
@@ -559,7 +568,7 @@ def _run_started(events: Any) -> dict[str, dict[str, Any]]:
     if events is None:
         return {}
     _need(events, "events", ("run_id", "kind", "data"))
-    sel = events[events["kind"] == "run_started"]
+    sel = events[events["kind"] == EventKind.RUN_STARTED]
     return {rid: (d if isinstance(d, dict) else {}) for rid, d in zip(sel["run_id"], sel["data"], strict=True)}
 
 
@@ -567,7 +576,7 @@ def _request_estimates(events: Any) -> dict[str, dict[int, int]]:
     if events is None:
         return {}
     _need(events, "events", ("run_id", "step", "kind", "data"))
-    sel = events[events["kind"] == "model_request"]
+    sel = events[events["kind"] == EventKind.MODEL_REQUEST]
     out: dict[str, dict[int, int]] = {}
     for rid, step, d in zip(sel["run_id"], sel["step"], sel["data"], strict=True):
         if isinstance(d, dict) and d.get("estimated_input_tokens") is not None:
@@ -623,7 +632,7 @@ def retry_counts(calls: pd.DataFrame, events: pd.DataFrame | None = None) -> pd.
                                               tool_retries=("extra", "sum"))
     if events is not None:
         _need(events, "events", ("run_id", "kind"))
-        model = events[events["kind"] == "model_retry"].groupby("run_id").size().rename("model_retries")
+        model = events[events["kind"] == EventKind.MODEL_RETRY].groupby("run_id").size().rename("model_retries")
         out = out.join(model, how="outer")
     else:
         out["model_retries"] = 0
@@ -634,7 +643,7 @@ def retry_counts(calls: pd.DataFrame, events: pd.DataFrame | None = None) -> pd.
 def _executed(calls: pd.DataFrame) -> pd.DataFrame:
     """Calls whose tool actually ran (a nudge answers from memory; a skipped call never started)."""
     if "outcome" in calls.columns:
-        calls = calls[~calls["outcome"].isin(["nudged", "skipped"])]
+        calls = calls[calls["outcome"] != Outcome.NUDGED]
     return calls.assign(duration=calls["end"].astype(float) - calls["start"].astype(float))
 
 

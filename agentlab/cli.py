@@ -21,6 +21,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from .vocab import EventKind
+
 DESCRIPTION = """\
 agentlab makes the agent loop (call the model, run the tools it asks for,
 hand back the results, repeat) something you can watch, pause and measure.
@@ -64,16 +66,16 @@ def _short(text: str, limit: int = 90) -> str:
 
 def describe_event(kind: str, step: int, data: dict[str, Any]) -> str | None:
     """One progress line for an engine event, or ``None`` for events not worth a line."""
-    if kind == "model_called" and "content" in data:
+    if kind == EventKind.MODEL_CALLED and "content" in data:
         calls = [b for b in data["content"] if b.get("type") == "tool_use"]
         what = ", ".join(f"{b['name']}({_args_text(b.get('input', {}), 40)})" for b in calls) or "answers"
         return (f"step {step}: model → {what}   [{data.get('context_tokens', 0):,} tokens in, "
                 f"${data.get('cost', 0):.4f}, {data.get('latency', 0):.2f}s]")
-    if kind == "tool_retry":
+    if kind == EventKind.TOOL_RETRY:
         return f"    {data['tool']}: {_short(data['error'], 70)}; retry {data['attempt']} in {data['wait']:.2f}s"
-    if kind == "nudged":
+    if kind == EventKind.NUDGED:
         return f"    {data['tool']}: asked {data['count']} times with the same arguments; nudged instead of run"
-    if kind == "tool_finished" and data.get("outcome") != "nudged":
+    if kind == EventKind.TOOL_FINISHED and data.get("outcome") != "nudged":
         took = (data.get("end") or 0) - (data.get("start") or 0)
         mark = {"ok": "ok", "retried": f"ok after {data.get('attempts')} attempts"}.get(data["outcome"], data["outcome"])
         return f"    {data['tool']}({_args_text(data.get('args', {}))}) {mark} in {took:.2f}s: {_short(data.get('result', ''), 70)}"
@@ -271,21 +273,37 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 # ----------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from .trace import runs_dir
+    from .trace import find_run_file, runs_dir
 
     runs = runs_dir(args.runs)
-    if not (runs / f"{args.run_id}.jsonl").exists() and not any(runs.glob(f"**/{args.run_id}.jsonl")):
-        recent = sorted(runs.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:5] if runs.exists() else []
-        hint = f" Recent runs: {', '.join(p.stem for p in recent)}." if recent else ""
-        print(f"agentlab report: no run {args.run_id!r} in {runs}/.{hint}", file=err)
+    try:  # the same lookup as load_run: an id, a unique prefix, or a .jsonl path
+        file = find_run_file(args.run_id, runs)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"agentlab report: {exc}", file=err)
         return 2
+    run_id, runs = file.stem, file.parent
     from . import report
 
     if args.notebook:
-        path = report.export_notebook(args.run_id, args.notebook, runs=runs)
+        path = report.export_notebook(run_id, args.notebook, runs=runs)
         print(f"notebook written: {path}   (open it: .venv/bin/jupyter lab {path})", file=out)
         return 0
-    print(report.report_text(args.run_id, runs=runs), file=out)
+    print(report.report_text(run_id, runs=runs), file=out)
+    return 0
+
+
+def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Write recorded runs (Claude Code, mini-swe-agent, SWE-agent, Messages API logs) as native traces."""
+    from .recorded import UnrecognizedFormat, import_recorded
+
+    try:
+        files = import_recorded(args.path, args.out, args.format)
+    except (FileNotFoundError, UnrecognizedFormat) as exc:
+        print(f"agentlab import: {exc}", file=err)
+        return 2
+    for f in files:
+        print(f"  {f}", file=out)
+    print(f"{len(files)} run(s) written; read one: agentlab report {files[0].stem if files else 'RUN_ID'} --runs {files[0].parent if files else args.out}", file=out)
     return 0
 
 
@@ -350,6 +368,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--notebook", metavar="OUT.ipynb", help="write the report as a notebook instead")
     rep.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
     rep.set_defaults(fn=cmd_report)
+
+    im = sub.add_parser("import", help="turn recorded runs (Claude Code, mini-swe-agent, SWE-agent, API logs) into traces",
+                        description="Read recorded runs from a file or folder and write them as native trace files.")
+    im.add_argument("path", metavar="PATH", help="a recorded file or a folder of them")
+    im.add_argument("--out", metavar="DIR", help="traces folder to write (default: $AGENTLAB_RUNS or ./runs)")
+    im.add_argument("--format", default="auto", choices=["auto", "claude-code", "mini-swe-agent", "swe-agent", "messages-log"],
+                    help="the records' format (default: recognised from the content)")
+    im.set_defaults(fn=cmd_import)
 
     sc = sub.add_parser("scenarios", help="list the offline scenarios and what each one teaches")
     sc.add_argument("-v", "--verbose", action="store_true", help="also print each lesson and task")

@@ -5,29 +5,35 @@ engine knows none of them. Every event has the run id, the step it belongs
 to, a sequence number, seconds since the run started and a ``kind``; the rest
 is in ``data`` (plain JSON-able values).
 
-Kinds and their ``data``:
+Kinds (:class:`~agentlab.vocab.EventKind`) and their ``data``; a test keeps
+this list equal to the vocabulary and to what the engine emits:
 
-``run_started``     task, model, system, budget {max_steps, max_cost,
-                    deadline_s, cost_guard}, tools [{name, mode, description,
-                    input_schema}], prices, max_tokens, messages (the initial
-                    history)
+``run_started``     task, started_at, model, model_name, system, budget
+                    {max_steps, max_cost, deadline_s, cost_guard}, max_tokens,
+                    tools [{name, mode, description, input_schema}], prices,
+                    caches, messages (the initial history); a fork or an
+                    imported run also has parent {run_id, step} and an
+                    import has recorded {format, source, notes, ...}
 ``model_request``   max_tokens (after the cost guard), estimated_input_tokens
 ``model_retry``     attempt, error, wait
 ``model_called``    content, stop_reason, usage {...}, estimated (usage was
                     estimated, not reported), cost, spent, latency,
-                    request_id, context_tokens
+                    request_id, context_tokens, max_tokens; a malformed reply
+                    has raw, error and latency instead
 ``tool_started``    call_id, tool, mode, args, index
 ``tool_retry``      call_id, tool, attempt, error, wait
-``tool_finished``   call_id, tool, mode, args, index, outcome (ok |
-                    recoverable | retried | fatal | nudged | cancelled),
-                    attempts, result, is_error, start, end, error
+``tool_finished``   call_id, tool, mode, args, index, outcome
+                    (:class:`~agentlab.vocab.Outcome`), attempts, result,
+                    is_error, start, end, error
 ``nudged``          call_id, tool, args, count
 ``tool_results``    content (the user message of tool_result blocks appended
                     to the history)
-``step_finished``   tool_calls, spent, elapsed, budget {...}
-``paused``/``resumed``  limits (resumed: the raised budget)
-``run_finished``    outcome (done | stopped), reason, detail, text, steps,
-                    spent, elapsed, error, model_calls
+``step_finished``   spent, elapsed, budget {...}
+``paused``          emitted by a driver (the panel) through ``Run.note``
+``resumed``         limits (the raised budget)
+``run_finished``    outcome (done | stopped), reason
+                    (:class:`~agentlab.vocab.StopReason`), detail, text,
+                    steps, spent, elapsed, model_calls, nudges, error
 
 Messages sent at step k are rebuilt from ``run_started.messages`` plus each
 earlier step's ``model_called.content`` (as the assistant) and
@@ -45,7 +51,7 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True, slots=True)
 class Event:
-    kind: str
+    kind: str  # an EventKind (a str), or a driver's own kind sent through Run.note
     run_id: str
     step: int
     seq: int

@@ -30,7 +30,7 @@ from .loop import Run
 from .results import Result, Stopped
 from .tools import Tool
 from .ui.state import PanelState
-from .vocab import RESUMABLE
+from .vocab import RESUMABLE, EventKind
 
 TICK_S = 0.5
 """While a step is in flight, refresh the elapsed-time gauge this often."""
@@ -279,7 +279,7 @@ class Lab:
             self.state.elapsed = run.elapsed
             self.state.control = None if run.finished else "paused"
             if not run.finished:
-                run.note("paused", phase=run.phase)  # the trace shows where the user paused
+                run.note(EventKind.PAUSED, phase=run.phase)  # the trace shows where the user paused
             if run.finished and self._writer is not None:
                 self._writer.close()  # reopened (append) if the run is continued
             self.panel.flush()

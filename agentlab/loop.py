@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from .budget import (
+    MIN_REPLY_TOKENS,
     NO_LEDGER,
     Budget,
     BudgetSnapshot,
@@ -59,7 +60,7 @@ from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
 
-__all__ = ["RESUMABLE", "Phase", "Run", "arun", "run"]
+__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run", "arun", "run"]  # the first two now live in budget/vocab
 
 
 class Run:
@@ -93,6 +94,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
+        parent: dict[str, Any] | None = None,
         ledger: Ledger = NO_LEDGER,
     ) -> None:
         self.config = c = RunConfig.create(
@@ -131,6 +133,7 @@ class Run:
         self._t0: float | None = None
         self._step_task: asyncio.Task[Any] | None = None
         self._started = False
+        self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
         # Token estimate of the next request, kept incrementally (no history scans):
         # the last call's context plus what was appended since.
         self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
@@ -274,7 +277,8 @@ class Run:
         max_tokens = self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
-        held = reserve_call(self._ledger, self.run_id, self._est_context, self._rates(), max_tokens)  # settled below
+        rates = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False))) if self.prices else (0.0, 0.0)
+        held = reserve_call(self._ledger, self.run_id, self._est_context, rates, max_tokens)  # settled below
         if isinstance(held, Stop):
             return self._stop(held.reason, held.detail)
         max_tokens, reserved = held
@@ -350,15 +354,11 @@ class Run:
         """The hard cost guard (budget.guard_call) at this model's worst-case rates."""
         if self.prices is None:
             return self.max_tokens
-        in_rate, out_rate = self._rates()
+        in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
         return guard_call(
             self.budget, steps=self.steps, spent=self.spent, est_input_tokens=self._est_context,
             input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens,
         )
-
-    def _rates(self) -> tuple[float, float]:
-        """(input, output) USD per token at their dearest for the next call (0 when unpriced)."""
-        return self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False))) if self.prices else (0.0, 0.0)
 
     async def _call_model(self, max_tokens: int) -> Reply:
         async def attempt() -> Reply:
@@ -493,6 +493,7 @@ class Run:
             prices=None if self.prices is None else asdict(self.prices),
             caches=bool(getattr(self.model, "caches", False)),
             messages=list(self.messages),  # a copy: the live history keeps growing
+            **({"parent": self.parent} if self.parent is not None else {}),
         )
 
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:

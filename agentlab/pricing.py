@@ -115,5 +115,11 @@ def lookup_prices(model_id: str) -> Prices | None:
 
 
 def resolve_prices(model_id: str, prices: Prices | None) -> Prices | None:
-    """The caller's ``prices`` if given, else the table's for ``model_id``."""
-    return prices if prices is not None else lookup_prices(model_id)
+    """The caller's ``prices`` if given, else the table's for ``model_id`` (memoized on disk,
+    see :mod:`agentlab.price_cache`: a cold start need not import the price data)."""
+    if prices is not None:
+        return prices
+    from .price_cache import cached
+
+    found: Prices | None = cached(model_id, Prices, lookup_prices)
+    return found

@@ -17,11 +17,12 @@ import inspect
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, get_type_hints, overload
-
-import pydantic
+from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
 
 from .errors import ToolError
+
+if TYPE_CHECKING:
+    import pydantic  # imported when the first tool is made: a run without tools never pays for it
 
 Mode = Literal["read", "write"]
 
@@ -86,6 +87,8 @@ class Tool:
         The message names each bad field and what was expected, so the model
         can correct the call.
         """
+        import pydantic
+
         try:
             parsed = self._model.model_validate(args)
         except pydantic.ValidationError as exc:
@@ -102,6 +105,7 @@ class Tool:
 
 def _arguments_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.BaseModel], str]:
     import docstring_parser
+    import pydantic
 
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     param_help = {p.arg_name: p.description for p in doc.params if p.description}

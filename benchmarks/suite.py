@@ -30,6 +30,8 @@ class Sizes:
     panel_reps: int = 21
     memory_steps: int = 200
     cache_steps: int = 20
+    cold_reps: int = 9
+    recorded_mb: float = 50.0
     exp_runs: int = 1000
     exp_reps: int = 2
     exp_ray_cells: int = 100
@@ -38,8 +40,8 @@ class Sizes:
 FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
-    trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20,
-    exp_runs=8, exp_reps=1, exp_ray_cells=0,
+    trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
+    recorded_mb=0.5, exp_runs=8, exp_reps=1, exp_ray_cells=0,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -47,7 +49,7 @@ Bench = tuple[str, list[str], Callable[[Sizes], Awaitable[list[Row]]]]
 
 
 def benches() -> list[Bench]:
-    from . import caching, experiments, memory, panel, parallel, steps, traces
+    from . import caching, coldstart, experiments, memory, panel, parallel, recorded, steps, traces
 
     async def mem(s: Sizes) -> list[Row]:
         return await asyncio.to_thread(memory.memory_rows, s.memory_steps)
@@ -63,6 +65,8 @@ def benches() -> list[Bench]:
         ("panel", ["panel.ratio"], lambda s: panel.panel_rows(s.panel_steps, s.panel_reps)),
         ("memory", ["memory.peak_rss", "memory.trace_linear"], mem),
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
+        ("cold", ["cold.import_run"], lambda s: asyncio.to_thread(coldstart.coldstart_rows, s.cold_reps)),
+        ("recorded", ["recorded.import", "recorded.memory"], lambda s: asyncio.to_thread(recorded.recorded_rows, s.recorded_mb)),
         ("experiments", ["exp.runs_per_s", "exp.overhead", "exp.peak_rss", "exp.ray_overhead"],
          lambda s: experiments.experiment_rows(s.exp_runs, s.exp_reps, s.exp_ray_cells)),
     ]

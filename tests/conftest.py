@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import tempfile
 
 import pytest
 
 # Any model call to a host other than 127.0.0.1 must fail loudly in the tests.
 os.environ["AGENTLAB_LOCAL_ONLY"] = "1"
 os.environ.pop("ANTHROPIC_API_KEY", None)
+# The price memo (agentlab/price_cache.py) goes to a folder of this test session, never the user's home.
+os.environ.setdefault("AGENTLAB_CACHE", tempfile.mkdtemp(prefix="agentlab-cache-"))
 
 
 @pytest.fixture(autouse=True)

@@ -356,19 +356,31 @@ def test_tool_latency_percentiles_per_tool():
 
 
 def test_parallel_reads_overlap_in_a_real_run(tmp_path):
-    """Three async reads of 0.2 s each, requested in one turn, finish together: speed-up above 2 (margin for a busy machine)."""
+    """Three reads requested in one turn run at once: each waits until all three have started, then
+    0.2 s pass on the injected clock for all of them together, so the speed-up is exactly 3."""
+    clock = al.FakeClock()
+    started = asyncio.Event()
+    finished = asyncio.Event()
+    running = []
 
     @al.tool(mode="read")
     async def lookup(key: str) -> str:
-        """Takes 0.2 s of real time."""
-        await asyncio.sleep(0.2)
+        """Takes 0.2 s of (fake) time, overlapping with the others."""
+        running.append(key)
+        if len(running) == 3:
+            started.set()
+        await asyncio.wait_for(started.wait(), 5)  # sequential reads would never all start: a timeout fails the test
+        if not finished.is_set():
+            clock.advance(0.2)
+            finished.set()
         return key
 
     turn = reply(None, ("lookup", {"key": "a"}), ("lookup", {"key": "b"}), ("lookup", {"key": "c"}))
-    al.run("q", [lookup], model=al.ScriptedModel([turn, reply("done")]), trace=tmp_path / "runs", max_cost=None, prices=PRICES)
+    al.run("q", [lookup], model=al.ScriptedModel([turn, reply("done")]), trace=tmp_path / "runs", max_cost=None,
+           prices=PRICES, clock=clock)
     sp = an.parallel_speedup(load_traces(tmp_path / "runs").calls)
     assert sp["calls"].tolist() == [3]
-    assert sp["speedup"].iloc[0] > 2.0
+    assert sp["speedup"].iloc[0] == pytest.approx(3.0)
 
 
 def test_a_run_with_unknown_prices_is_explained_not_crashed(tmp_path):

@@ -174,7 +174,15 @@ def test_report_of_an_unknown_run_lists_recent_ones(tmp_path):
     """A wrong run id is exit status 2 with the most recent run ids to choose from."""
     cli("run", "--scenario", "truncated", "--runs", str(tmp_path))
     code, _, err = cli("report", "nope", "--runs", str(tmp_path))
-    assert code == 2 and "no run 'nope'" in err and "truncated-" in err
+    assert code == 2 and "no trace for run 'nope'" in err and "truncated-" in err
+
+
+def test_report_finds_a_run_by_a_unique_prefix_like_load_run(tmp_path):
+    """`agentlab report` accepts what load_run accepts: a unique prefix of a run id."""
+    cli("run", "--scenario", "truncated", "--runs", str(tmp_path))
+    run_id = next(tmp_path.glob("truncated-*.jsonl")).stem
+    code, out, _ = cli("report", run_id[:12], "--runs", str(tmp_path))
+    assert code == 0 and run_id in out
 
 
 def test_scenarios_lists_every_lesson():

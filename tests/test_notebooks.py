@@ -25,11 +25,11 @@ def _sources(nb) -> list[tuple[str, str]]:
     return [(c.cell_type, c.source) for c in nb.cells]
 
 
-def test_there_are_eight_lessons_in_the_articles_order():
+def test_there_are_seven_lessons_in_the_articles_order():
     """One notebook per lesson, numbered in order, each opening with a markdown title."""
     assert [p.stem for p in NOTEBOOKS] == [
         "01-the-loop-step-by-step", "02-three-budgets", "03-three-kinds-of-failure", "04-loop-detection",
-        "05-parallel-tool-calls", "06-traces-step-four", "07-cost-analysis", "08-experiments",
+        "05-parallel-tool-calls", "06-traces-step-four", "07-cost-analysis", "08-experiments", "09-real-runs",
     ]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)

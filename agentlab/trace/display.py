@@ -11,6 +11,7 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
 
 if TYPE_CHECKING:
@@ -111,13 +112,13 @@ def _step_extras(view: StepView) -> list[str]:
     out = []
     for e in view.events:
         kind = e.get("kind")
-        if kind == "model_retry":
+        if kind == EventKind.MODEL_RETRY:
             out.append(f"model retry {e.get('attempt')}: {e.get('error')} (waited {e.get('wait', 0):.2f}s)")
-        elif kind == "tool_retry":
+        elif kind == EventKind.TOOL_RETRY:
             out.append(f"{e.get('tool')} retry {e.get('attempt')}: {e.get('error')} (waited {e.get('wait', 0):.2f}s)")
-        elif kind == "nudged":
+        elif kind == EventKind.NUDGED:
             out.append(f"loop guard: {e.get('tool')} called {e.get('count')} times with the same arguments; nudged")
-        elif kind == "run_finished":
+        elif kind == EventKind.RUN_FINISHED:
             detail = f" ({e.get('detail')})" if e.get("detail") else ""
             out.append(f"run {e.get('outcome')}: {e.get('reason')}{detail}")
     return out

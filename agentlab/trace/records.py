@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..events import SCHEMA_VERSION
 from ..messages import text_of
+from ..vocab import EventKind
 from . import display
 from .frames import Frames, Rows, events_frame, gc_paused, summarize
 
@@ -87,12 +88,12 @@ class Trace(Frames):
     @cached_property
     def started(self) -> dict[str, Any]:
         """The ``run_started`` event: task, model, budgets, tools and their modes."""
-        return next((e for e in self.records if e.get("kind") == "run_started"), {})
+        return next((e for e in self.records if e.get("kind") == EventKind.RUN_STARTED), {})
 
     @cached_property
     def finished(self) -> dict[str, Any] | None:
         """The last ``run_finished`` event (a resumed run has several), or None."""
-        return next((e for e in reversed(self.records) if e.get("kind") == "run_finished"), None)
+        return next((e for e in reversed(self.records) if e.get("kind") == EventKind.RUN_FINISHED), None)
 
     @cached_property
     def summary(self) -> dict[str, Any]:
@@ -127,12 +128,12 @@ class Trace(Frames):
         sent: dict[int, int] = {}
         for e in self.records:
             kind = e.get("kind")
-            if kind == "model_request":
+            if kind == EventKind.MODEL_REQUEST:
                 sent[e["step"]] = len(history)
-            elif kind == "model_called" and "content" in e:
+            elif kind == EventKind.MODEL_CALLED and "content" in e:
                 sent.setdefault(e["step"], len(history))
                 history.append({"role": "assistant", "content": e["content"]})
-            elif kind == "tool_results":
+            elif kind == EventKind.TOOL_RESULTS:
                 history.append({"role": "user", "content": e["content"]})
         return history, sent
 
@@ -160,12 +161,12 @@ class Trace(Frames):
         if k != min(self._history[1]):  # after the first step: what came after the last reply
             last_reply = max((i for i, m in enumerate(sent) if m.get("role") == "assistant"), default=-1)
             new = sent[last_reply + 1:]
-        events = [e for e in self.records if e.get("step") == k and e.get("kind") != "run_started"]
-        reply = next((e for e in events if e.get("kind") == "model_called"), None)
-        finished = {e["call_id"]: e for e in events if e.get("kind") == "tool_finished"}
+        events = [e for e in self.records if e.get("step") == k and e.get("kind") != EventKind.RUN_STARTED]
+        reply = next((e for e in events if e.get("kind") == EventKind.MODEL_CALLED), None)
+        finished = {e["call_id"]: e for e in events if e.get("kind") == EventKind.TOOL_FINISHED}
         calls: list[dict[str, Any]] = []
         for e in events:
-            if e.get("kind") == "tool_started":
+            if e.get("kind") == EventKind.TOOL_STARTED:
                 done = finished.pop(e["call_id"], None)
                 calls.append(done or {**e, "outcome": "unfinished"})
         calls.extend(finished.values())  # finished without a start event (nudged)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..vocab import EventKind, StopReason
+
 GaugeName = Literal["steps", "cost", "time"]
 Level = Literal["idle", "ok", "warn", "danger", "stopped"]
 
@@ -21,7 +23,7 @@ WARN_AT = 0.7
 DANGER_AT = 0.9
 """...and red at this one."""
 
-STOPPED_BY: dict[str, GaugeName] = {"step limit": "steps", "budget": "cost", "deadline": "time"}
+STOPPED_BY: dict[str, GaugeName] = {StopReason.STEP_LIMIT: "steps", StopReason.BUDGET: "cost", StopReason.DEADLINE: "time"}
 """Which gauge a stop reason belongs to, so that gauge can say it ended the run."""
 
 
@@ -304,14 +306,14 @@ class PanelState:
 
 
 _HANDLERS = {
-    "run_started": PanelState._run_started,
-    "model_request": PanelState._model_request,
-    "model_retry": PanelState._model_retry,
-    "model_called": PanelState._model_called,
-    "tool_started": PanelState._tool_started,
-    "tool_retry": PanelState._tool_retry,
-    "tool_finished": PanelState._tool_finished,
-    "step_finished": PanelState._step_finished,
-    "resumed": PanelState._resumed,
-    "run_finished": PanelState._run_finished,
+    EventKind.RUN_STARTED: PanelState._run_started,
+    EventKind.MODEL_REQUEST: PanelState._model_request,
+    EventKind.MODEL_RETRY: PanelState._model_retry,
+    EventKind.MODEL_CALLED: PanelState._model_called,
+    EventKind.TOOL_STARTED: PanelState._tool_started,
+    EventKind.TOOL_RETRY: PanelState._tool_retry,
+    EventKind.TOOL_FINISHED: PanelState._tool_finished,
+    EventKind.STEP_FINISHED: PanelState._step_finished,
+    EventKind.RESUMED: PanelState._resumed,
+    EventKind.RUN_FINISHED: PanelState._run_finished,
 }

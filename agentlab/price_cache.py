@@ -1,0 +1,93 @@
+"""A small on-disk memo of resolved model prices, so a cold ``Run()`` stays fast.
+
+Resolving a price through genai-prices imports its whole data set (pydantic
+models, an HTTP client, ~90 ms here): more than the rest of ``import
+agentlab`` and a first ``Run()`` together, and it landed inside the first
+run's deadline. The rates agentlab needs per model are a dozen numbers, so
+they are kept in ``~/.cache/agentlab/prices.json`` (or ``$AGENTLAB_CACHE``)
+after the first lookup.
+
+The memo is keyed by the installed genai-prices data (its files' sizes and
+modification times, read without importing it) and by the fields of
+:class:`~agentlab.pricing.Prices`: an upgrade of either makes it stale, and a
+stale or unreadable memo is simply rebuilt. Nothing here can fail a run:
+an unwritable cache folder only means the next cold start looks up again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import json
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+CACHE_ENV = "AGENTLAB_CACHE"
+FILE = "prices.json"
+_memo: dict[str, Any] | None = None
+
+
+def cache_dir() -> Path:
+    """``$AGENTLAB_CACHE``, else ``$XDG_CACHE_HOME/agentlab``, else ``~/.cache/agentlab``."""
+    if os.environ.get(CACHE_ENV):
+        return Path(os.environ[CACHE_ENV])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "agentlab"
+
+
+def data_key(fields: list[str]) -> str:
+    """What the memo is valid for: the price data installed, and the shape of ``Prices``."""
+    spec = importlib.util.find_spec("genai_prices")  # finds the package without importing it
+    parts = [",".join(fields)]
+    if spec is not None and spec.origin:
+        folder = Path(spec.origin).parent
+        for name in ("data.py", "data_snapshot.py", "types.py"):
+            try:
+                st = (folder / name).stat()
+                parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
+            except OSError:
+                parts.append(f"{name}:-")
+    return "|".join(parts)
+
+
+def cached(model_id: str, cls: type, lookup: Callable[[str], Any]) -> Any:
+    """``lookup(model_id)`` (a dataclass of ``cls`` or None), answered from the memo when it can be."""
+    global _memo
+    fields = [f.name for f in dataclasses.fields(cls)]
+    key = data_key(fields)
+    path = cache_dir() / FILE
+    if _memo is None or _memo.get("key") != key:
+        _memo = _read(path, key)
+    models = _memo["models"]
+    if model_id in models:
+        entry = models[model_id]
+        return None if entry is None else cls(**entry)
+    found = lookup(model_id)
+    models[model_id] = None if found is None else dataclasses.asdict(found)
+    _write(path, _memo)
+    return found
+
+
+def _read(path: Path, key: str) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text())
+        if isinstance(data, dict) and data.get("key") == key and isinstance(data.get("models"), dict):
+            return data
+    except (OSError, ValueError):
+        pass
+    return {"key": key, "models": {}}
+
+
+def _write(path: Path, memo: dict[str, Any]) -> None:
+    """Atomically (a temporary file, then a rename): a concurrent reader never sees half a file."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".prices-", suffix=".tmp")
+        with os.fdopen(fd, "w") as f:
+            json.dump(memo, f)
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only home: the next cold start looks the price up again
