@@ -33,7 +33,7 @@ class Sizes:
     cold_reps: int = 9
     recorded_mb: float = 50.0
     exp_runs: int = 1000
-    exp_reps: int = 2
+    exp_reps: int = 3
     exp_ray_cells: int = 100
 
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 import platform
 import sys
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +34,9 @@ def spec_of(tasks: list[Task], configs: list[Config], repeats: int) -> dict[str,
     }
 
 
+@lru_cache(maxsize=1)
 def versions() -> dict[str, str]:
+    """Package versions for the manifest (looked up once per process: the lookup scans sys.path)."""
     from importlib.metadata import PackageNotFoundError, version
 
     out = {"python": platform.python_version()}
@@ -86,7 +89,7 @@ class Folder:
         else:
             merged = spec
         self.traces.mkdir(parents=True, exist_ok=True)
-        manifest = {"name": name, "spec": merged, "limits": limits, "versions": versions(), "argv": sys.argv[:1]}
+        manifest = {"name": name, "spec": merged, "limits": limits, "versions": dict(versions()), "argv": sys.argv[:1]}
         tmp = self.manifest.with_suffix(".tmp")
         tmp.write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
         tmp.replace(self.manifest)  # atomic: a kill leaves the old manifest or the new one
