@@ -345,6 +345,7 @@ def test_result_frames_summary_and_plots(tmp_path):
     result = make(tmp_path, n=5, configs=agentlab.grid(max_steps=[1, 4], prices=[PRICES]), scorer="includes", repeats=2).run()
     runs = result.runs
     assert list(runs.columns[:4]) == ["task_id", "config", "max_steps", "prices"]
+    assert runs["prices"].iloc[0].startswith("Prices(input=3.0")
     for col in ("repeat", "outcome", "reason", "steps", "cost", "input_tokens", "output_tokens", "cache_read_tokens",
                 "seconds", "score", "run_id", "error"):
         assert col in runs.columns

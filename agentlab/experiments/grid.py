@@ -7,6 +7,7 @@ keyword options become config keys too, e.g. ``cache``).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import inspect
 import itertools
@@ -17,7 +18,7 @@ from typing import Any
 
 from ..loop import Run
 
-RESERVED = frozenset({"task", "tools", "subscribers", "ledger", "run_id", "rng"})
+RESERVED = frozenset({"task", "tools", "subscribers", "ledger", "run_id", "rng", "parent"})
 """Run keywords the experiment sets per cell (a config may not)."""
 
 RUN_KEYS = frozenset(inspect.signature(Run.__init__).parameters) - RESERVED - {"self"}
@@ -43,8 +44,21 @@ def label(value: Any) -> str:
 
 
 def describe(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Options as JSON-able values (objects by their label), for manifests and hashes."""
-    return {k: v if isinstance(v, (str, int, float, bool)) or v is None else label(v) for k, v in params.items()}
+    """Options as JSON-able values, for columns, manifests and hashes.
+
+    Plain values stay as they are; value objects (``Prices``, ``Policy``) by
+    their repr, so changing one changes the config's hash; anything else
+    (a model, a factory) by its label.
+    """
+    out: dict[str, Any] = {}
+    for k, v in params.items():
+        if isinstance(v, (str, int, float, bool)) or v is None:
+            out[k] = v
+        elif dataclasses.is_dataclass(v) and not isinstance(v, type):
+            out[k] = repr(v)
+        else:
+            out[k] = label(v)
+    return out
 
 
 def grid(**axes: Iterable[Any]) -> list[Config]:
