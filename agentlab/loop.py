@@ -21,7 +21,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from .budget import (
+from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     NO_LEDGER,
     Budget,
@@ -31,12 +31,12 @@ from .budget import (
     Stop,
     check_after_step,
     check_before_call,
-    guard_call,
     reserve_call,
 )
 from .calls import CallContext, CallRunner, bounded, format_error, result_block
 from .clock import Clock, wall_time
 from .config import RunConfig
+from .costguard import InputTracker
 from .errors import ModelError, Policy, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
@@ -94,7 +94,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
-        parent: dict[str, Any] | None = None,
+        parent: dict[str, Any] | None = None, approve: Any = None, approval_stops_clock: bool = False,
         ledger: Ledger = NO_LEDGER,
     ) -> None:
         self.config = c = RunConfig.create(
@@ -123,6 +123,7 @@ class Run:
                 tools=c.tools, policy=c.policy, clock=c.clock, rng=c.rng, emit=self._emit,
                 elapsed=lambda: self.elapsed, time_left=self._time_left,
                 deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps,
+                approve=approve, approval_stops_clock=approval_stops_clock, credit=lambda s: setattr(self, "_worked", self._worked - s),
             ),
             c.max_concurrency,
         )
@@ -134,11 +135,8 @@ class Run:
         self._step_task: asyncio.Task[Any] | None = None
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
-        # Token estimate of the next request, kept incrementally (no history scans):
-        # the last call's context plus what was appended since.
-        self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
-            estimate_tokens(m) for m in self.messages
-        )
+        # The next request's input as the cost guard sees it: estimate, bound, exact count.
+        self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -274,11 +272,12 @@ class Run:
             return self._stop(StopReason.CANCELLED, f"cancelled before step {self.steps + 1}")
         if stop := check_before_call(self.budget, self.steps, self.elapsed):
             return self._stop(stop.reason, stop.detail)
-        max_tokens = self._guard_call()
+        max_tokens = await self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
-        rates = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False))) if self.prices else (0.0, 0.0)
-        held = reserve_call(self._ledger, self.run_id, self._est_context, rates, max_tokens)  # settled below
+        tokens = max(self._input.estimate, self._input.info.get("guard_input_tokens", 0))  # what the guard priced, or more
+        rates = self.prices.worst_rates(tokens, getattr(self.model, "caches", False)) if self.prices else (0.0, 0.0)
+        held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
         if isinstance(held, Stop):
             return self._stop(held.reason, held.detail)
         max_tokens, reserved = held
@@ -286,7 +285,7 @@ class Run:
         # 2. The model call.
         self.steps += 1
         self.phase = "calling model"
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info)
         t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens)
@@ -309,19 +308,19 @@ class Run:
         # 3. What it cost (reported usage, or the same estimate the guard used).
         estimated = reply.usage is None
         usage = reply.usage or Usage(
-            input_tokens=self._est_context, output_tokens=min(estimate_tokens(reply.content), max_tokens)
+            input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
-        self._est_context = usage.context_tokens
+        self._input.billed(usage, estimated, self.prices, getattr(self.model, "caches", False))
         self._append({"role": "assistant", "content": reply.content}, tokens=usage.output_tokens)
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
             estimated=estimated, cost=cost, spent=self.spent, latency=latency, request_id=reply.request_id,
-            context_tokens=usage.context_tokens, max_tokens=max_tokens,
+            context_tokens=usage.context_tokens, max_tokens=max_tokens, model=reply.model,
         )
 
         # 4. Why the model stopped decides what happens next.
@@ -350,31 +349,33 @@ class Run:
             return None
         return await self._tools_phase(reply.tool_calls)
 
-    def _guard_call(self) -> int | Stop:
-        """The hard cost guard (budget.guard_call) at this model's worst-case rates."""
-        if self.prices is None:
-            return self.max_tokens
-        in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
-        return guard_call(
-            self.budget, steps=self.steps, spent=self.spent, est_input_tokens=self._est_context,
-            input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens,
+    async def _guard_call(self) -> int | Stop:
+        """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
+        count = lambda: self._retrying(lambda: self.model.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[attr-defined]  # noqa: E731
+        return await self._input.check(
+            self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=getattr(self.model, "caches", False),
+            tools=[*self._tool_defs, *getattr(self.model, "server_tools", ())], max_tokens=self.max_tokens, count=count,
+            retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
         )
 
     async def _call_model(self, max_tokens: int) -> Reply:
         async def attempt() -> Reply:
-            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
-            return normalize_reply(await bounded(self.model.complete(req), self._time_left(), None, self.budget.deadline_s))
+            return normalize_reply(await self.model.complete(self._request(max_tokens)))
+        return await self._retrying(attempt, "messages")
 
-        reply, _ = await retrying(
-            attempt,
-            is_retryable=lambda e: classify(e, self.policy) == "retryable" and not isinstance(e, MalformedReply),
-            max_attempts=self.policy.max_attempts,
-            wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
-            sleep=self.clock.sleep,
-            time_left=self._time_left,
-            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w),
+    def _request(self, max_tokens: int) -> ModelRequest:
+        return ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
+
+    async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
+        """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
+        p, tag = self.policy, {} if request == "messages" else {"request": request}
+        value, _ = await retrying(
+            lambda: bounded(call(), self._time_left(), None, self.budget.deadline_s),
+            is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply), max_attempts=p.max_attempts,
+            wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng), sleep=self.clock.sleep, time_left=self._time_left,
+            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
         )
-        return reply
+        return value
 
     # ------------------------------------------------------------ the tools
     async def _tools_phase(self, calls: list[Block]) -> None:
@@ -431,14 +432,14 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str) -> None:
-        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text)
+        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self._input.report(self.budget, self.spent), text=text)
         self.phase = "done"
         self._emit_end("done", "done", "", text, None)
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-            reason=reason, detail=detail, error=error,
+            self._input.report(self.budget, self.spent), reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
@@ -451,7 +452,7 @@ class Run:
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""
         self.messages.append(message)
-        self._est_context += estimate_tokens(message) if tokens is None else tokens
+        self._input.appended(message, tokens)
 
     def _limits(self) -> dict[str, Any]:
         b = self.budget
@@ -501,6 +502,8 @@ class Run:
             EventKind.RUN_FINISHED, outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
+            guard=self._input.report(self.budget, self.spent).as_dict(), guard_note=self._input.report(self.budget, self.spent).note(),
+            last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
         )
 
 

@@ -37,8 +37,14 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .messages import estimate_tokens
 from .models.offline import reply
+from .testing_tokens import (
+    Tokenizer,
+    cap_output,
+    count_segments,
+    tokenizer_for,
+    validate_count_request,
+)
 
 __all__ = ["Fault", "MessagesServer", "PromptCache", "Received", "Slow", "dropped", "fault", "reply", "slow"]
 
@@ -205,15 +211,16 @@ class PromptCache:
     counted as agentlab estimates them (characters / 3).
     """
 
-    def __init__(self, *, min_tokens: int = 0) -> None:
+    def __init__(self, *, min_tokens: int = 0, tokenizer: Tokenizer | str = "plain") -> None:
         self.min_tokens = min_tokens
+        self.tokenizer = tokenizer_for(tokenizer)
         self._written: set[str] = set()
         self._lock = threading.Lock()
 
     def usage(self, body: dict[str, Any]) -> dict[str, int]:
         """``input_tokens`` / ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` of ``body``."""
         segments, marks = _segments(body)
-        sizes = [estimate_tokens(s) for s in segments]
+        sizes = [self.tokenizer(s) for s in segments]
         cum = list(itertools.accumulate(sizes))
         total = cum[-1] if cum else 0
         if not marks:
@@ -274,6 +281,14 @@ class MessagesServer:
         min_cache_tokens: prefixes shorter than this are not cached (the API's
             minimum is 1024-4096 depending on the model).
         require_key: answer 401 when no ``x-api-key``/``authorization`` is sent.
+        tokenizer: how ``usage`` and ``/v1/messages/count_tokens`` count:
+            ``"plain"`` (agentlab's estimate), ``"dense"`` (~1.7 bytes per
+            token, as code and JSON tokenize), or ``(text) -> tokens``.
+        count_endpoint: serve ``POST /v1/messages/count_tokens``; ``False``
+            answers 404 there, as a proxy without the endpoint does.
+
+    Replies longer than the request's ``max_tokens`` are cut off there, with
+    ``stop_reason="max_tokens"``, as the API does.
     """
 
     def __init__(
@@ -283,10 +298,14 @@ class MessagesServer:
         cache: bool = True,
         min_cache_tokens: int = 0,
         require_key: bool = True,
+        tokenizer: Tokenizer | str = "plain",
+        count_endpoint: bool = True,
     ) -> None:
         self._queue: deque[Any] = deque(replies)
         self.requests: list[Received] = []
-        self.cache = PromptCache(min_tokens=min_cache_tokens) if cache else None
+        self.tokenizer = tokenizer_for(tokenizer)
+        self.count_endpoint = count_endpoint
+        self.cache = PromptCache(min_tokens=min_cache_tokens, tokenizer=self.tokenizer) if cache else None
         self.require_key = require_key
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -346,6 +365,29 @@ class MessagesServer:
         options.setdefault("max_retries", 0)
         return anthropic.AsyncAnthropic(base_url=self.url, api_key=api_key, **options)
 
+    # in-process answers (the HTTP handler's logic, without the transport)
+    def respond(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The reply a ``POST /v1/messages`` with ``body`` gets, without HTTP (for fast property tests).
+
+        Same checks, script, prompt cache and tokenizer as over HTTP; a
+        scripted fault or a refused request raises ``ValueError``.
+        """
+        problem = validate_request(body)
+        if problem:
+            raise ValueError(problem)
+        item = self._next(body)
+        item = item.item if isinstance(item, Slow) else item
+        if not isinstance(item, dict):
+            raise ValueError(f"MessagesServer.respond serves replies only, got {item!r}")
+        return self._message(item, body)
+
+    def count(self, body: dict[str, Any]) -> int:
+        """What ``POST /v1/messages/count_tokens`` answers for ``body``, without HTTP."""
+        problem = validate_count_request(body)
+        if problem:
+            raise ValueError(problem)
+        return count_segments(_segments(body)[0], self.tokenizer)
+
     # serving (called from the handler thread)
     def _next(self, body: Any) -> Any:
         with self._lock:
@@ -368,10 +410,11 @@ class MessagesServer:
         usage = item.get("usage")
         if usage is None:
             usage = dict(self.cache.usage(body)) if self.cache else {
-                "input_tokens": sum(estimate_tokens(s) for s in _segments(body)[0]),
+                "input_tokens": count_segments(_segments(body)[0], self.tokenizer),
                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
             }
-            usage["output_tokens"] = estimate_tokens(content)
+            content, usage["output_tokens"], cut = cap_output(content, body["max_tokens"], self.tokenizer)
+            stop = "max_tokens" if cut else stop
         return {
             "id": item.get("id") or f"msg_{next(self._ids):06d}",
             "type": "message",
@@ -417,10 +460,18 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         with server._lock:
             server.requests.append(Received("POST", self.path, headers, body, time.monotonic()))
-        if self.path.split("?")[0] != "/v1/messages":
+        route = self.path.split("?")[0]
+        counting = route == "/v1/messages/count_tokens" and server.count_endpoint
+        if route != "/v1/messages" and not counting:
             return self._send(404, fault(404, f"no route {self.path}").body())
         if server.require_key and not (headers.get("x-api-key") or headers.get("authorization")):
             return self._send(401, fault(401, "x-api-key header is required").body())
+        if counting:
+            problem = validate_count_request(body)
+            if problem:
+                return self._send(400, fault(400, problem).body())
+            assert isinstance(body, dict)  # validate_count_request accepts only a JSON object
+            return self._send(200, {"input_tokens": server.count(body)})
         problem = validate_request(body)
         if problem:
             return self._send(400, fault(400, problem).body())

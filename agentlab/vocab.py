@@ -20,6 +20,8 @@ class EventKind(StrEnum):
     MODEL_RETRY = "model_retry"
     MODEL_CALLED = "model_called"
     TOOL_STARTED = "tool_started"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_ANSWERED = "approval_answered"
     TOOL_RETRY = "tool_retry"
     TOOL_FINISHED = "tool_finished"
     NUDGED = "nudged"

@@ -32,6 +32,7 @@ class Sizes:
     cache_steps: int = 20
     cold_reps: int = 9
     recorded_mb: float = 50.0
+    guard_steps: int = 20
     exp_runs: int = 1000
     exp_reps: int = 3
     exp_ray_cells: int = 100
@@ -41,7 +42,7 @@ FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
     trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
-    recorded_mb=0.5, exp_runs=8, exp_reps=1, exp_ray_cells=0,
+    recorded_mb=0.5, guard_steps=8, exp_runs=8, exp_reps=1, exp_ray_cells=0,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -49,7 +50,18 @@ Bench = tuple[str, list[str], Callable[[Sizes], Awaitable[list[Row]]]]
 
 
 def benches() -> list[Bench]:
-    from . import caching, coldstart, experiments, memory, panel, parallel, recorded, steps, traces
+    from . import (
+        caching,
+        coldstart,
+        experiments,
+        guard,
+        memory,
+        panel,
+        parallel,
+        recorded,
+        steps,
+        traces,
+    )
 
     async def mem(s: Sizes) -> list[Row]:
         return await asyncio.to_thread(memory.memory_rows, s.memory_steps)
@@ -67,6 +79,8 @@ def benches() -> list[Bench]:
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
         ("cold", ["cold.import_run"], lambda s: asyncio.to_thread(coldstart.coldstart_rows, s.cold_reps)),
         ("recorded", ["recorded.import", "recorded.memory"], lambda s: asyncio.to_thread(recorded.recorded_rows, s.recorded_mb)),
+        ("guard", ["guard.counts_25", "guard.counts_50", "guard.counts_100", "guard.counts_1000"],
+         lambda s: guard.guard_rows(s.guard_steps)),
         ("experiments", ["exp.runs_per_s", "exp.overhead", "exp.peak_rss", "exp.ray_overhead"],
          lambda s: experiments.experiment_rows(s.exp_runs, s.exp_reps, s.exp_ray_cells)),
     ]

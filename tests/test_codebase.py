@@ -8,7 +8,7 @@ from pathlib import Path
 
 import agentlab
 
-ENGINE_LINE_BUDGET = 570
+ENGINE_LINE_BUDGET = 575
 
 
 def test_engine_stays_short_enough_to_read_in_one_sitting():

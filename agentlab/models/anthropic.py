@@ -200,6 +200,17 @@ class AnthropicModel:
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
 
 
+    async def count_tokens(self, request: ModelRequest) -> int:
+        """The exact input tokens of ``request`` (the API's free ``count_tokens``), for the hard cost guard."""
+        from .counting import count_input_tokens
+
+        check_url(str(self.client.base_url))
+        timeout = self.timeout if request.timeout is None else max(request.timeout, 0.001)
+        return await count_input_tokens(
+            self._client_here(), self.build_params(request), timeout=timeout, secrets=_secrets(self.client),
+            api_error=api_error, scrub=_scrub,
+        )
+
     def _client_here(self) -> Any:
         """The client for the running event loop, with its own connection pool.
 

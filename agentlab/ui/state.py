@@ -126,6 +126,7 @@ class PanelState:
         self.outcome: str | None = None
         self.reason = ""
         self.detail = ""
+        self.guard_note = ""
         self.answer = ""
         self.error = ""
         self.modes: dict[str, str] = {}
@@ -225,6 +226,7 @@ class PanelState:
     def _run_finished(self, e: Any, d: dict[str, Any]) -> None:
         self.outcome = d.get("outcome")
         self.reason, self.detail = d.get("reason", ""), d.get("detail", "")
+        self.guard_note = d.get("guard_note", "") or ""
         self.answer = d.get("text", "") or ""
         self.steps = d.get("steps", self.steps)
         self.spent = d.get("spent", self.spent)
@@ -293,10 +295,11 @@ class PanelState:
 
     def status_line(self) -> str:
         """One line: where the run is, and if it ended, why (with the numbers)."""
+        note = f" · {self.guard_note}" if self.guard_note else ""
         if self.outcome == "done":
-            return "done"
+            return "done" + note
         if self.outcome == "stopped":
-            return f"stopped: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+            return f"stopped: {self.reason}" + (f" ({self.detail})" if self.detail else "") + note
         return self.phase
 
     def take_dirty_steps(self) -> list[int]:
