@@ -22,11 +22,18 @@ this list equal to the vocabulary and to what the engine emits:
                     count failed)
 ``model_retry``     attempt, error, wait (request="count_tokens" when an
                     exact count was retried)
+``model_delta``     index, type (text | thinking | tool_input), text: one
+                    fragment of a streamed reply; sent to subscribers only
+                    while someone listens, and not written to trace files
+                    unless ``TraceWriter(deltas=True)``
 ``model_called``    content, stop_reason, usage {...}, estimated (usage was
-                    estimated, not reported), cost, spent, latency,
-                    request_id, context_tokens, max_tokens, model (the
-                    reply's own model id, if it gave one); a malformed reply
-                    has raw, error and latency instead
+                    estimated, not reported), cost, server_tool_cost, spent,
+                    latency, request_id, context_tokens, max_tokens, model
+                    (the reply's own model id, if it gave one), and
+                    stop_details when the API gave them; a malformed reply
+                    has raw, error and latency instead; a stream cut short
+                    by Stop or the deadline has partial=True and the
+                    content received so far, charged by estimate
 ``tool_started``    call_id, tool, mode, args, index
 ``approval_requested``  call_id, tool, args (a write waits for a human:
                     see :mod:`agentlab.approval`)

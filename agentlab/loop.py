@@ -51,6 +51,7 @@ from .messages import (
     text_of,
 )
 from .models.base import Model, ModelRequest
+from .models.streaming import Fragments, cut_short
 from .pricing import Prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
@@ -316,24 +317,26 @@ class Run:
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._input.billed(usage, estimated, self.prices, getattr(self.model, "caches", False))
-        self._append({"role": "assistant", "content": reply.content}, tokens=usage.output_tokens)
+        if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
+            self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
-            estimated=estimated, cost=cost, spent=self.spent, latency=latency, request_id=reply.request_id,
-            context_tokens=usage.context_tokens, max_tokens=max_tokens, model=reply.model,
+            estimated=estimated, cost=cost, server_tool_cost=self.prices.server_tool_cost(usage) if self.prices else 0.0,
+            spent=self.spent, latency=latency, request_id=reply.request_id, context_tokens=usage.context_tokens,
+            max_tokens=max_tokens, model=reply.model, **({"stop_details": reply.stop_details} if reply.stop_details else {}),
         )
 
         # 4. Why the model stopped decides what happens next.
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence"):
-            return self._finish_done(reply.text)
+            return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content")
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
         if why == "max_tokens":
             lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
             return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}")
         if why == "refusal":
-            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}")
+            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}{reply.stop_note}")
         if why == "model_context_window_exceeded":
             return self._stop(StopReason.CONTEXT_WINDOW, f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}")
         if why != "tool_use":
@@ -359,12 +362,23 @@ class Run:
         )
 
     async def _call_model(self, max_tokens: int) -> Reply:
-        async def attempt() -> Reply:
-            return normalize_reply(await self.model.complete(self._request(max_tokens)))
-        return await self._retrying(attempt, "messages")
+        t_call, parts = self.clock.now(), Fragments()
 
-    def _request(self, max_tokens: int) -> ModelRequest:
-        return ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
+        async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
+            nonlocal parts
+            parts = Fragments(lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel)
+            return normalize_reply(await self.model.complete(self._request(max_tokens, parts)))
+        try:
+            return await self._retrying(attempt, "messages")
+        except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
+            if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
+                why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
+                self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
+                self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
+            raise
+
+    def _request(self, max_tokens: int, on_delta: Any = None) -> ModelRequest:
+        return ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), on_delta)
 
     async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
         """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
@@ -431,10 +445,10 @@ class Run:
         return None
 
     # --------------------------------------------------------------- endings
-    def _finish_done(self, text: str) -> None:
-        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self._input.report(self.budget, self.spent), text=text)
+    def _finish_done(self, text: str, note: str = "") -> None:
+        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self._input.report(self.budget, self.spent), text=text, detail=note)
         self.phase = "done"
-        self._emit_end("done", "done", "", text, None)
+        self._emit_end("done", "done", note, text, None)
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self.result = Stopped(

@@ -66,9 +66,11 @@ class _Result:
 
 @dataclass(frozen=True)
 class Done(_Result):
-    """The model finished: ``text`` is its answer."""
+    """The model finished: ``text`` is its answer; ``detail`` a note when there is one
+    (e.g. the model ended its turn with no content at all)."""
 
     text: str = ""
+    detail: str = ""
     outcome = "done"
     reason = "done"
 

@@ -32,6 +32,7 @@ class Sizes:
     cache_steps: int = 20
     cold_reps: int = 9
     recorded_mb: float = 50.0
+    stream_reps: int = 21
     guard_steps: int = 20
     exp_runs: int = 1000
     exp_reps: int = 3
@@ -42,7 +43,7 @@ FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
     trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
-    recorded_mb=0.5, guard_steps=8, exp_runs=8, exp_reps=1, exp_ray_cells=0,
+    recorded_mb=0.5, stream_reps=2, guard_steps=8, exp_runs=8, exp_reps=1, exp_ray_cells=0,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -60,6 +61,7 @@ def benches() -> list[Bench]:
         parallel,
         recorded,
         steps,
+        streaming,
         traces,
     )
 
@@ -83,6 +85,7 @@ def benches() -> list[Bench]:
          lambda s: guard.guard_rows(s.guard_steps)),
         ("experiments", ["exp.runs_per_s", "exp.overhead", "exp.peak_rss", "exp.ray_overhead"],
          lambda s: experiments.experiment_rows(s.exp_runs, s.exp_reps, s.exp_ray_cells)),
+        ("streaming", ["stream.overhead", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
     ]
 
 

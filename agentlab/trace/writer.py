@@ -31,8 +31,13 @@ class TraceWriter:
     holds no file handles between runs.
     """
 
-    def __init__(self, path: str | os.PathLike[str] | None = None, *, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str] | None = None, *, redactor: Redactor | None = None, deltas: bool = False
+    ) -> None:
+        """``deltas=True`` also writes each ``model_delta`` (a streamed reply's fragments, with
+        their timing); by default only the assembled reply is stored, once."""
         self.dir = runs_dir(path)
+        self.deltas = deltas
         self.redactor = redactor or Redactor()
         self._files: dict[str, Any] = {}
 
@@ -41,6 +46,8 @@ class TraceWriter:
         return self.dir / f"{run_id}{SUFFIX}"
 
     def __call__(self, event: Event) -> None:
+        if event.kind == "model_delta" and not self.deltas:
+            return
         record = event.as_record()
         line = dumps(record)
         if event.kind not in PLAIN_KINDS and self.redactor.needs_redaction(line):
