@@ -665,6 +665,103 @@ grid[["max_steps", "max_cost", "outcome", "reason", "steps", "spent", "saved"]].
 ]
 
 
+NOTEBOOKS["08-experiments"] = [
+    md("""
+# 8 · Experiments: many runs, one total budget, one table
+
+One run answers "what did the agent do?". The questions worth a notebook are
+about many runs: *does caching pay off? how often does a tight budget stop a
+run that would have finished? how much do repeats vary?* An experiment runs a
+grid of **tasks × configurations × repeats** as ordinary runs, at most
+`concurrency` at a time, under one hard **total** budget, and gives back one
+DataFrame. Each model call reserves its worst case against the shared total
+before it is sent, so the total is never passed, however many runs are in flight.
+
+The shipped shop study asks 12 support questions (one, two or three lookups
+each) under five configurations that each change one thing the article
+teaches: prompt caching, a small `max_tokens`, a tight per-run budget checked
+before each call (`hard`) or after each step (`after`).
+"""),
+    code(SETUP),
+    code("""
+import shutil
+from agentlab.experiments.shop_study import CONFIGS, shop_experiment
+
+folder = os.path.join(os.environ["AGENTLAB_RUNS"], "experiments")
+shutil.rmtree(folder, ignore_errors=True)  # start fresh each time the notebook runs
+pd.DataFrame(CONFIGS).T"""),
+    md("""
+## Run the grid
+
+The widget counts done / running / stopped / not-run cells, the dollars spent
+of the total and the time left; **Stop** ends every run at its next safe point
+and keeps what finished. Running the same cell again later skips finished
+cells and runs only what is missing (new tasks, new configs, more repeats).
+"""),
+    code("""
+exp = shop_experiment(folder=folder, repeats=2, max_total_cost=3.00)
+result = await exp.arun()
+result"""),
+    code("""
+result.runs[["task_id", "config", "repeat", "outcome", "reason", "steps", "cost", "cache_read_tokens", "score"]].head(12)"""),
+    md("""
+## The summary
+
+Per config: how many runs, how many succeeded (the `includes` scorer checks the
+answer against the task's target), cost mean / median / p90 with a bootstrap
+95 % interval of the mean, steps, and how the runs ended.
+"""),
+    code("""
+result.summary()"""),
+    md("""
+## Cost against success
+
+Caching keeps every answer and costs less per run: after the first call, the
+policy and the earlier turns are read back from the cache at a tenth of the
+price. The tight budget is cheap because it stops the two- and three-lookup
+questions before they finish; checked only *after* each step, the same limit
+lets runs overshoot it, so they cost more and succeed more.
+"""),
+    code("""
+ax = result.plot_cost_vs_success()
+ax.figure"""),
+    code("""
+ax = result.plot_cost_distribution()
+ax.figure"""),
+    md("""
+## How the runs ended
+
+A small `max_tokens` cuts the answers off before their verdict, which comes
+last (`max_tokens`): those runs cost as much as the baseline's and score
+nothing. The tight budget stops runs before a call it cannot afford (`budget`).
+"""),
+    code("""
+ax = result.plot_stop_reasons()
+ax.figure"""),
+    md("""
+## Context growth per step
+
+Every step sends the whole conversation again; the band is the spread
+between runs of a config. This is the curve that makes long runs expensive.
+"""),
+    code("""
+ax = result.plot_context_growth()
+ax.figure"""),
+    md("""
+## A total that runs out
+
+With a total of $0.40 the runs in flight stop with `experiment budget` when
+the next call's worst case no longer fits, and cells that never started are
+rows with outcome `not run`. The spend never passes the total.
+"""),
+    code("""
+small = shop_experiment(folder=folder, name="small-total", max_total_cost=0.40, progress=False)
+r = await small.arun()
+print(f"spent ${r.runs.cost.sum():.4f} of $0.40")
+r.runs.groupby(["outcome", "reason"]).size()"""),
+]
+
+
 # --------------------------------------------------------------------------- 9 (issue 17)
 NOTEBOOKS["09-real-runs"] = [
     md("""

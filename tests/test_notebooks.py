@@ -175,4 +175,4 @@ def test_notebook_runs_end_to_end_in_a_fresh_kernel(path, tmp_path):
         assert "image/png" in mimes, f"{path.name} draws a plot that did not render"
     if WIDGET_VIEW in mimes:
         assert all(p["phase"] != "ready" for p in _panels(nb.metadata["widgets"][WIDGET_STATE]))
-    assert list((tmp_path / "runs" / path.stem).glob("*.jsonl")), "the runs left no traces in the notebook's folder"
+    assert list((tmp_path / "runs" / path.stem).rglob("*.jsonl")), "the runs left no traces in the notebook's folder"
