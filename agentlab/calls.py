@@ -26,7 +26,7 @@ from .errors import Policy, ToolError, UnknownTool, classify, describe
 from .messages import Block
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .threads import run_on_daemon_thread
-from .tools import Tool, result_text
+from .tools import Tool
 from .vocab import EventKind, Outcome, StopReason
 
 
@@ -141,7 +141,7 @@ class CallRunner:
             kwargs = tool.validate(args)
             self.calls_per_tool[name] = used + 1
             value, attempts = await self._invoke(tool, kwargs, call_id)
-            text = result_text(value)
+            text = tool.result_text(value)  # issue 14: capped at tool.max_result_chars
             finished(Outcome.OK if attempts == 1 else Outcome.RETRIED, text, False)
             return CallOutcome(index, result_block(call_id, text, False))
         except asyncio.CancelledError:

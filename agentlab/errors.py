@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .redact import scrub
+
 Kind = Literal["recoverable", "retryable", "fatal"]
 
 
@@ -133,6 +135,7 @@ def classify(exc: BaseException, policy: Policy) -> Kind:
 def describe(exc: BaseException) -> str:
     """A one-line ``Type: message`` for results, traces and the model."""
     if isinstance(exc, ToolError):
-        return exc.for_model()
-    text = str(exc) or exc.__class__.__name__
-    return f"{exc.__class__.__name__}: {text}"
+        text = exc.for_model()
+    else:
+        text = f"{exc.__class__.__name__}: {str(exc) or exc.__class__.__name__}"
+    return scrub(text)  # issue 14: a secret quoted in an error reaches neither the trace nor the model

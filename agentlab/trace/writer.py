@@ -20,6 +20,10 @@ from .files import SUFFIX, remember, runs_dir
 
 # Kinds whose fields are numbers and limits only: nothing in them can be a secret.
 PLAIN_KINDS = frozenset({"model_request", "step_finished", "paused", "resumed"})
+STORE_ONCE_CHARS = 2048
+"""A tool result at least this long is written once, in ``tool_finished``: the
+``tool_results`` block that hands it to the model says ``"content_ref":
+"tool_finished"`` instead of repeating it (the reader puts it back)."""
 
 
 # ------------------------------------------------------------------ writing
@@ -35,6 +39,7 @@ class TraceWriter:
         self.dir = runs_dir(path)
         self.redactor = redactor or Redactor()
         self._files: dict[str, Any] = {}
+        self._long_results: dict[tuple[str, str], str] = {}
 
     def file_of(self, run_id: str) -> Path:
         """Where this writer puts the events of ``run_id``."""
@@ -42,6 +47,12 @@ class TraceWriter:
 
     def __call__(self, event: Event) -> None:
         record = event.as_record()
+        if event.kind == "tool_finished":
+            result = record.get("result")
+            if isinstance(result, str) and len(result) >= STORE_ONCE_CHARS:
+                self._long_results[(event.run_id, record.get("call_id", ""))] = result
+        elif event.kind == "tool_results" and self._long_results:
+            record["content"] = [self._once(event.run_id, b) for b in record.get("content") or []]
         line = dumps(record)
         if event.kind not in PLAIN_KINDS and self.redactor.needs_redaction(line):
             line = dumps(self.redactor.redact(record))
@@ -51,6 +62,15 @@ class TraceWriter:
         f.write(line)  # one unbuffered write: the OS has the whole line now
         if event.kind == "run_finished":
             self._files.pop(event.run_id).close()
+
+    def _once(self, run_id: str, block: Any) -> Any:
+        """A tool_result block without its content when ``tool_finished`` already holds it."""
+        if not isinstance(block, dict):
+            return block
+        held = self._long_results.pop((run_id, block.get("tool_use_id", "")), None)
+        if held is None or block.get("content") != held:
+            return block
+        return {k: v for k, v in block.items() if k != "content"} | {"content_ref": "tool_finished"}
 
     def _open(self, run_id: str) -> Any:
         if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
