@@ -25,7 +25,7 @@ from .tools import Retry, Tool, tool
 __all__ = [
     "AnthropicModel", "AuthenticationFailed", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "load_run", "load_runs", "reply", "resolve_model", "run", "tool",
+    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "import_recorded", "load_recorded", "load_run", "load_runs", "replay", "reply", "resolve_model", "run", "tool",
 ]
 
 
@@ -47,7 +47,19 @@ def __getattr__(name: str) -> object:
         from .models.resolve import resolve_model
 
         return resolve_model
-    if name in ("analysis", "plots", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
+    if name in ("load_recorded", "import_recorded"):
+        from . import recorded
+
+        return getattr(recorded, name)
+    if name in ("fork", "replay"):
+        from . import forking
+
+        return getattr(forking, name)
+    if name == "ReplayModel":
+        from .models.replay import ReplayModel
+
+        return ReplayModel
+    if name in ("analysis", "datasets", "plots", "recorded", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

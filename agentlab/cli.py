@@ -275,6 +275,21 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Write recorded runs (Claude Code, mini-swe-agent, SWE-agent, Messages API logs) as native traces."""
+    from .recorded import UnrecognizedFormat, import_recorded
+
+    try:
+        files = import_recorded(args.path, args.out, args.format)
+    except (FileNotFoundError, UnrecognizedFormat) as exc:
+        print(f"agentlab import: {exc}", file=err)
+        return 2
+    for f in files:
+        print(f"  {f}", file=out)
+    print(f"{len(files)} run(s) written; read one: agentlab report {files[0].stem if files else 'RUN_ID'} --runs {files[0].parent if files else args.out}", file=out)
+    return 0
+
+
 def cmd_scenarios(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from . import scenarios
 
@@ -336,6 +351,14 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--notebook", metavar="OUT.ipynb", help="write the report as a notebook instead")
     rep.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
     rep.set_defaults(fn=cmd_report)
+
+    im = sub.add_parser("import", help="turn recorded runs (Claude Code, mini-swe-agent, SWE-agent, API logs) into traces",
+                        description="Read recorded runs from a file or folder and write them as native trace files.")
+    im.add_argument("path", metavar="PATH", help="a recorded file or a folder of them")
+    im.add_argument("--out", metavar="DIR", help="traces folder to write (default: $AGENTLAB_RUNS or ./runs)")
+    im.add_argument("--format", default="auto", choices=["auto", "claude-code", "mini-swe-agent", "swe-agent", "messages-log"],
+                    help="the records' format (default: recognised from the content)")
+    im.set_defaults(fn=cmd_import)
 
     sc = sub.add_parser("scenarios", help="list the offline scenarios and what each one teaches")
     sc.add_argument("-v", "--verbose", action="store_true", help="also print each lesson and task")

@@ -11,7 +11,9 @@ this list equal to the vocabulary and to what the engine emits:
 ``run_started``     task, started_at, model, model_name, system, budget
                     {max_steps, max_cost, deadline_s, cost_guard}, max_tokens,
                     tools [{name, mode, description, input_schema}], prices,
-                    caches, messages (the initial history)
+                    caches, messages (the initial history); a fork or an
+                    imported run also has parent {run_id, step} and an
+                    import has recorded {format, source, notes, ...}
 ``model_request``   max_tokens (after the cost guard), estimated_input_tokens
 ``model_retry``     attempt, error, wait
 ``model_called``    content, stop_reason, usage {...}, estimated (usage was

@@ -91,6 +91,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
+        parent: dict[str, Any] | None = None,
     ) -> None:
         self.config = c = RunConfig.create(
             task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
@@ -127,6 +128,7 @@ class Run:
         self._t0: float | None = None
         self._step_task: asyncio.Task[Any] | None = None
         self._started = False
+        self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
         # Token estimate of the next request, kept incrementally (no history scans):
         # the last call's context plus what was appended since.
         self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
@@ -480,6 +482,7 @@ class Run:
             prices=None if self.prices is None else asdict(self.prices),
             caches=bool(getattr(self.model, "caches", False)),
             messages=list(self.messages),  # a copy: the live history keeps growing
+            **({"parent": self.parent} if self.parent is not None else {}),
         )
 
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:

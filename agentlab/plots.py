@@ -363,3 +363,35 @@ def whatif_grid(grid: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
               loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize="small")
     ax.set_title(f"Budget what-if — {len(runs)} recorded runs × {len(budget_list)} budgets", loc="left")
     return ax
+
+
+def fork_curve(parent: Any, *forks: Any, ax: Axes | None = None) -> Axes:
+    """A run and its forks on one cumulative-cost curve.
+
+    ``parent`` and each fork are :class:`~agentlab.trace.Trace` objects; a
+    fork's ``run_started.parent`` says at which step it left the parent. A
+    fork's curve starts from the parent's spend at that step (its history cost
+    that much to build) and continues with what the fork spent.
+    """
+    ax = _axes(ax)
+    _label(ax, "Cumulative cost: a run and its forks", "step", "cumulative cost (USD)")
+    rows = an.step_costs(parent.steps)
+    if rows.empty:
+        return _empty(ax, "the parent run has no steps")
+    ax.plot(rows["step"], rows["cumulative_cost"], "o-", color="#4c72b0", label=f"{_short(parent.run_id)} (recorded)", zorder=3)
+    colors = ["#c44e52", "#55a868", "#8172b3", "#dd8452", "#937860"]
+    for i, f in enumerate(forks):
+        where = (f.started or {}).get("parent") or {}
+        k = where.get("step")
+        if where.get("run_id") != parent.run_id or not isinstance(k, int):
+            raise ValueError(f"run {f.run_id} is not a fork of {parent.run_id} (its run_started.parent is {where or 'missing'})")
+        base = float(rows.loc[rows["step"] <= k, "cost"].sum())
+        fr = an.step_costs(f.steps)
+        xs = [k, *(fr["step"] + k).tolist()]
+        ys = [base, *(fr["cumulative_cost"] + base).tolist()]
+        c = colors[i % len(colors)]
+        ax.plot(xs, ys, "s--", color=c, label=f"fork at step {k}: {f.started.get('model', '')}")
+        ax.axvline(k, color=c, lw=0.8, ls=":")
+    _integer_steps(ax)
+    ax.set_ylim(bottom=0)
+    return _cost_axes_done(ax)

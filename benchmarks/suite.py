@@ -31,12 +31,14 @@ class Sizes:
     memory_steps: int = 200
     cache_steps: int = 20
     cold_reps: int = 9
+    recorded_mb: float = 50.0
 
 
 FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
     trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
+    recorded_mb=0.5,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -44,7 +46,7 @@ Bench = tuple[str, list[str], Callable[[Sizes], Awaitable[list[Row]]]]
 
 
 def benches() -> list[Bench]:
-    from . import caching, coldstart, memory, panel, parallel, steps, traces
+    from . import caching, coldstart, memory, panel, parallel, recorded, steps, traces
 
     async def mem(s: Sizes) -> list[Row]:
         return await asyncio.to_thread(memory.memory_rows, s.memory_steps)
@@ -61,6 +63,7 @@ def benches() -> list[Bench]:
         ("memory", ["memory.peak_rss", "memory.trace_linear"], mem),
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
         ("cold", ["cold.import_run"], lambda s: asyncio.to_thread(coldstart.coldstart_rows, s.cold_reps)),
+        ("recorded", ["recorded.import", "recorded.memory"], lambda s: asyncio.to_thread(recorded.recorded_rows, s.recorded_mb)),
     ]
 
 

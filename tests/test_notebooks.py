@@ -29,7 +29,7 @@ def test_there_are_seven_lessons_in_the_articles_order():
     """One notebook per lesson, numbered in order, each opening with a markdown title."""
     assert [p.stem for p in NOTEBOOKS] == [
         "01-the-loop-step-by-step", "02-three-budgets", "03-three-kinds-of-failure", "04-loop-detection",
-        "05-parallel-tool-calls", "06-traces-step-four", "07-cost-analysis",
+        "05-parallel-tool-calls", "06-traces-step-four", "07-cost-analysis", "09-real-runs",
     ]
     for path in NOTEBOOKS:
         nb = nbformat.read(path, as_version=4)

@@ -1,0 +1,160 @@
+"""Replay a recorded run offline, or fork it at a step and continue live.
+
+- :func:`replay` builds a :class:`~agentlab.Run` that answers with the
+  record: :class:`~agentlab.models.replay.ReplayModel` gives the recorded
+  replies (and usage, so the spend is the recorded spend) and, with
+  ``replay_tools=True`` (the default), :func:`recorded_tools` the recorded
+  tool results; nothing is executed.
+- :func:`fork` builds a Run whose history is the record's first ``k`` steps and
+  which continues live with whatever you change (model, tools, budgets,
+  system prompt). Its ``run_started`` names the parent run and step, and
+  :func:`agentlab.plots.fork_curve` draws parent and fork on one cost curve.
+
+A replay runs the engine's loop unchanged, so it stops where a native run
+would: at the first reply that ends the turn (a Claude Code session in which
+the user spoke again after such a reply replays up to there).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from typing import Any
+
+import orjson
+
+from .errors import ToolError
+from .loop import Run
+from .models.replay import ReplayModel
+from .pricing import Prices
+from .tools import Tool
+
+_FOREVER = 10**9
+
+
+def _key(args: Any) -> bytes:
+    return orjson.dumps(args, option=orjson.OPT_SORT_KEYS, default=str)
+
+
+class RecordedTool(Tool):
+    """A tool that answers with recorded results and runs nothing.
+
+    Calls are answered in recorded order per tool; a call whose arguments the
+    record holds is answered with that call's result. A call the record never
+    saw (a fork's model asked something new) gets a recoverable error saying so.
+    """
+
+    def __init__(self, name: str, results: list[tuple[Any, str, bool]], *, description: str = "", schema: dict[str, Any] | None = None, mode: str | None = None) -> None:
+        async def answer() -> str:  # replaced below; the signature only gives Tool an (empty) schema
+            return ""
+
+        super().__init__(answer, name=name, description=description or f"{name} (recorded results)", mode="read" if mode == "read" else "write")
+        self.input_schema = schema or {"type": "object", "properties": {}, "additionalProperties": True}
+        self._queue: deque[tuple[Any, str, bool]] = deque(results)
+        self._by_args: dict[bytes, deque[tuple[str, bool]]] = defaultdict(deque)
+        for args, text, err in results:
+            self._by_args[_key(args)].append((text, err))
+        self.fn = self._answer
+        self.is_async = True
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        return dict(args)
+
+    async def _answer(self, **kwargs: Any) -> str:
+        same = self._by_args.get(_key(kwargs))
+        if same:
+            text, err = same.popleft()
+            for i, (a, t, _) in enumerate(self._queue):  # keep the order queue in step
+                if _key(a) == _key(kwargs) and t == text:
+                    del self._queue[i]
+                    break
+        else:
+            raise ToolError(f"{self.name} was not recorded with these arguments: a replayed tool runs nothing")
+        if err:
+            raise ToolError(text)
+        return text
+
+
+def recorded_tools(trace: Any, *, after_step: int = 0) -> list[Tool]:
+    """One :class:`RecordedTool` per tool the record used, answering with its results."""
+    found: dict[str, list[tuple[Any, str, bool]]] = defaultdict(list)
+    for e in trace.records:
+        if e.get("kind") == "tool_finished" and e.get("step", 0) > after_step:
+            found[e.get("tool", "")].append((e.get("args") or {}, str(e.get("result") or ""), bool(e.get("is_error"))))
+    defs = {t.get("name"): t for t in (trace.started.get("tools") or []) if isinstance(t, dict)}
+    names = list(dict.fromkeys([*defs, *found]))
+    return [
+        RecordedTool(
+            n, found.get(n, []), description=(defs.get(n) or {}).get("description") or "",
+            schema=(defs.get(n) or {}).get("input_schema"), mode=(defs.get(n) or {}).get("mode"),
+        )
+        for n in names if n
+    ]
+
+
+def replay_setup(trace: Any, *, tools: Any = None, replay_tools: bool = True, **options: Any) -> dict[str, Any]:
+    """The arguments of a Run (or a :class:`~agentlab.Lab`) that replays ``trace``:
+    ``agentlab.Lab(**replay_setup(trace))`` steps through a recorded run in the panel.
+
+    Budgets are off unless given; the loop guard is off (the record decides
+    what was repeated); prices are the record's, so the gauges show its spend.
+    """
+    model = ReplayModel(trace)
+    started = trace.started
+    if tools is None and replay_tools:
+        tools = recorded_tools(trace)
+    setup: dict[str, Any] = {
+        "task": list(started.get("messages") or []), "tools": tools, "model": model,
+        "max_steps": None, "max_cost": None, "deadline_s": None, "loop_nudge_at": _FOREVER,
+        "system": started.get("system"), "prices": model.prices, "max_tokens": started.get("max_tokens") or 4096,
+        "run_id": f"{trace.run_id}-replay",
+    }
+    setup.update(options)
+    return setup
+
+
+def replay(trace: Any, *, tools: Any = None, replay_tools: bool = True, **options: Any) -> Run:
+    """A Run that replays ``trace``: recorded replies and (by default) recorded tool results.
+
+    ``options`` go to :class:`~agentlab.Run` (see :func:`replay_setup`).
+    """
+    setup = replay_setup(trace, tools=tools, replay_tools=replay_tools, **options)
+    return Run(setup.pop("task"), setup.pop("tools"), **setup)
+
+
+def fork(trace: Any, at_step: int, *, task: str | None = None, **overrides: Any) -> Run:
+    """A Run whose history is ``trace``'s first ``at_step`` steps, continuing live with ``overrides``.
+
+    The fork's first model call receives exactly what the record's model had
+    seen after ``at_step`` steps (its replies and the answers to them). Give
+    ``model=`` (an id or a model) to try another model, ``tools=`` to run real
+    tools (by default the record's tools answer with recorded results where
+    the call matches and a recoverable error where it does not), budgets,
+    ``system=`` and so on as for :class:`~agentlab.Run`. ``task`` adds a user
+    message, needed when the history ends with the model's reply.
+    """
+    steps = trace.step_numbers
+    if isinstance(at_step, bool) or not isinstance(at_step, int) or not 0 <= at_step <= len(steps):
+        raise ValueError(f"at_step must be an int in 0..{len(steps)} (the record has {len(steps)} steps), got {at_step!r}")
+    if at_step < len(steps):
+        messages = trace.messages_at(steps[at_step])
+    else:
+        messages = trace.messages
+    if task is not None:
+        messages.append({"role": "user", "content": task})
+    if not messages or messages[-1].get("role") != "user":
+        raise ValueError(
+            f"after step {at_step} the history of run {trace.run_id} ends with the model's reply: "
+            "pass task='...' to say what the fork should do next"
+        )
+    started = trace.started
+    opts: dict[str, Any] = {
+        "model": started.get("model") or "", "system": started.get("system"),
+        "run_id": f"{trace.run_id}-fork{at_step}", "max_tokens": started.get("max_tokens") or 1024,
+    }
+    opts.update(overrides)
+    if "model" not in overrides and "prices" not in overrides and isinstance(started.get("prices"), dict):
+        opts["prices"] = Prices(**started["prices"])
+    tools = opts.pop("tools", None)
+    if tools is None:
+        tools = recorded_tools(trace, after_step=at_step)
+    return Run(messages, tools, parent={"run_id": trace.run_id, "step": at_step}, **opts)

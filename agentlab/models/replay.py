@@ -1,0 +1,61 @@
+"""A model that answers with a recorded run's replies, in order.
+
+``ReplayModel(trace)`` lets a recorded run (native or imported) be stepped
+through offline, in the panel or a script: each call returns the next recorded
+reply with its recorded usage, so the engine prices it exactly as the record
+did and the gauges show the recorded spend. It does not look at the request:
+a replay is the record, not a simulation. Asking for more replies than the
+record holds stops the run with a ``model error`` that says so.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ModelError
+from ..pricing import Prices
+from .base import ModelRequest
+
+
+class ReplayModel:
+    """The recorded replies of ``trace`` (a :class:`~agentlab.trace.Trace`), one per call.
+
+    ``prices`` are the record's (``run_started.prices``), so a run built with
+    ``prices=model.prices`` spends exactly what the record spent. ``start``
+    skips that many recorded replies (a fork replays from there).
+    """
+
+    def __init__(self, trace: Any, *, start: int = 0) -> None:
+        started = trace.started or {}
+        self.run_id: str = trace.run_id
+        self.model: str = started.get("model") or "replay"
+        self.name = f"replay of {trace.run_id}"
+        self.caches = bool(started.get("caches"))
+        p = started.get("prices")
+        self.prices: Prices | None = Prices(**p) if isinstance(p, dict) else None
+        self.replies: list[dict[str, Any]] = [
+            {"content": e["content"], "stop_reason": e.get("stop_reason"), "usage": e.get("usage"), "id": e.get("request_id")}
+            for e in trace.records
+            if e.get("kind") == "model_called" and "content" in e
+        ]
+        self.calls = start
+
+    @property
+    def remaining(self) -> int:
+        """Recorded replies not yet given."""
+        return max(len(self.replies) - self.calls, 0)
+
+    async def complete(self, request: ModelRequest) -> dict[str, Any]:
+        if self.calls >= len(self.replies):
+            raise ModelError(
+                f"the record of run {self.run_id} has {len(self.replies)} replies and call {self.calls + 1} "
+                "asked for another: a replay cannot go beyond what was recorded (fork the run to continue live)",
+            )
+        reply = dict(self.replies[self.calls])
+        self.calls += 1
+        if reply.get("usage") is None:
+            reply.pop("usage")
+        return reply
+
+    def __repr__(self) -> str:
+        return f"<ReplayModel {self.run_id}: {self.calls}/{len(self.replies)} replies given>"

@@ -1,0 +1,398 @@
+"""Recorded calls -> the event records a native run writes (pure logic, no I/O).
+
+Every importer reads its format into :class:`RecordedStep` values (one per
+model call: the reply, its usage in Anthropic's shape, what the user or the
+tools answered, timestamps) and hands them to :func:`build_run`, which emits
+the same kinds and fields the engine emits (``agentlab/events.py``). A trace
+built here is therefore read, plotted, reported and replayed by the same code
+as a native one, and nothing downstream needs to know where it came from.
+
+What cannot be known from a record is said, not invented: a step whose model
+has no known price gets ``cost: None`` (NaN in the frames, not $0) and the run
+says so in ``run_started.recorded.notes``; usage that was not recorded is
+estimated from the text and marked ``estimated``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field, replace
+from datetime import datetime
+from typing import Any
+
+from ..messages import Block, Message, Usage, estimate_tokens
+from ..pricing import Prices, resolve_prices
+from ..redact import Redactor
+from ..trace.writer import dumps
+from ..vocab import EventKind, Outcome
+
+TOOL_RESULT = "tool_result"
+
+
+@dataclass
+class RecordedStep:
+    """One recorded model call and what answered it.
+
+    ``usage`` is Anthropic-shaped (``input_tokens`` excludes cached tokens) or
+    ``None`` when the record has none; ``after`` is the content of the user
+    message that followed (tool results and/or text), ``None`` when nothing did.
+    Times are seconds since the run's first record, ``None`` when unknown.
+    """
+
+    content: list[Block]
+    usage: dict[str, int] | None
+    model: str
+    stop_reason: str | None = None
+    requested_at: float | None = None
+    replied_at: float | None = None
+    recorded_cost: float | None = None
+    request_id: str | None = None
+    after: list[Block] | None = None
+    after_at: float | None = None
+    cache_write_by_ttl: dict[str, int] | None = None
+    tool_times: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+
+
+@dataclass
+class RecordedRun:
+    """A recorded run, before it becomes events."""
+
+    run_id: str
+    format: str
+    source: str
+    messages: list[Message]
+    steps: list[RecordedStep]
+    task: str = ""
+    system: str | None = None
+    model: str = ""
+    started_at: str | None = None
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    outcome: str = "done"
+    reason: str = ""
+    detail: str = ""
+    recorded_cost: float | None = None
+    parent: dict[str, Any] | None = None
+    meta: dict[str, Any] = field(default_factory=dict)
+    skipped: Counter[str] = field(default_factory=Counter)
+    ended_at: float | None = None
+    tool_steps: dict[str, int] = field(default_factory=dict)
+
+
+# ------------------------------------------------------------------ usage
+def usage_from_anthropic(u: dict[str, Any] | None) -> dict[str, int] | None:
+    """Anthropic usage as the engine keeps it (extra fields dropped)."""
+    if not isinstance(u, dict):
+        return None
+    return Usage(
+        input_tokens=int(u.get("input_tokens") or 0),
+        output_tokens=int(u.get("output_tokens") or 0),
+        cache_creation_input_tokens=int(u.get("cache_creation_input_tokens") or 0),
+        cache_read_input_tokens=int(u.get("cache_read_input_tokens") or 0),
+    ).as_dict()
+
+
+def cache_ttl(u: dict[str, Any] | None) -> dict[str, int] | None:
+    """Cache writes split by time-to-live (``{"5m": n, "1h": n}``) where the record says."""
+    cc = (u or {}).get("cache_creation")
+    if not isinstance(cc, dict):
+        return None
+    return {
+        "5m": int(cc.get("ephemeral_5m_input_tokens") or 0),
+        "1h": int(cc.get("ephemeral_1h_input_tokens") or 0),
+    }
+
+
+def usage_from_openai(u: dict[str, Any] | None) -> dict[str, int] | None:
+    """OpenAI-form usage (``prompt_tokens`` includes cached tokens) in Anthropic's shape.
+
+    Cached tokens come from ``prompt_tokens_details.cached_tokens``, or the
+    provider fields DeepSeek (``prompt_cache_hit_tokens``) and Anthropic-via-proxy
+    (``cache_read_input_tokens``/``cache_creation_input_tokens``) write.
+    """
+    if not isinstance(u, dict):
+        return None
+    if "prompt_tokens" not in u and "input_tokens" in u:
+        return usage_from_anthropic(u)
+    prompt = int(u.get("prompt_tokens") or 0)
+    details = u.get("prompt_tokens_details") or {}
+    read = int(
+        (details.get("cached_tokens") if isinstance(details, dict) else 0)
+        or u.get("prompt_cache_hit_tokens") or u.get("cache_read_input_tokens") or 0
+    )
+    write = int(u.get("cache_creation_input_tokens") or 0)
+    return Usage(
+        input_tokens=max(prompt - read - write, 0),
+        output_tokens=int(u.get("completion_tokens") or 0),
+        cache_creation_input_tokens=write,
+        cache_read_input_tokens=read,
+    ).as_dict()
+
+
+# ------------------------------------------------------------------ prices
+_PREFIXES = ("anthropic/", "openrouter/", "google/", "deepseek/", "openai/", "litellm/", "bedrock/", "vertex_ai/")
+
+
+def prices_for(model: str) -> Prices | None:
+    """Prices for a recorded model id: Anthropic's table first, then any provider genai-prices knows."""
+    if not model or model == "<synthetic>":
+        return None
+    found = resolve_prices(model, None)
+    if found is not None:
+        return found
+    return _any_provider(model)
+
+
+def _any_provider(model: str) -> Prices | None:
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    name = model
+    for p in _PREFIXES:
+        if name.startswith(p):
+            name = name[len(p):]
+    try:
+        calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=name)
+    except (LookupError, ValueError):
+        return None
+    mp = calc.model_price
+    inp, out = _rate(mp.input_mtok), _rate(mp.output_mtok)
+    if inp is None or out is None:
+        return None
+    return Prices(input=inp, output=out, cache_read=_rate(mp.cache_read_mtok), cache_write=_rate(mp.cache_write_mtok))
+
+
+def _rate(price: Any) -> float | None:
+    """USD per million tokens from a genai-prices price (a number, or tiered with a ``base``)."""
+    if price is None:
+        return None
+    base: Any = getattr(price, "base", price)
+    try:
+        return float(base)
+    except (TypeError, ValueError):
+        return None
+
+
+# ------------------------------------------------------------------ events
+def build_run(
+    run: RecordedRun,
+    *,
+    prices: Prices | dict[str, Prices] | None = None,
+    redactor: Redactor | None = None,
+) -> list[dict[str, Any]]:
+    """The event records of a native trace for ``run`` (redacted like a native trace)."""
+    redactor = redactor or Redactor()
+    out: list[dict[str, Any]] = []
+    seq = 0
+
+    def emit(kind: str, step: int, t: float | None, **data: Any) -> None:
+        nonlocal seq
+        seq += 1
+        out.append({"v": 1, "run_id": run.run_id, "seq": seq, "step": step, "t": round(t or 0.0, 6), "kind": kind, **data})
+
+    price_cache: dict[str, Prices | None] = {}
+
+    def price(model: str) -> Prices | None:
+        if isinstance(prices, Prices):
+            return prices
+        if isinstance(prices, dict) and model in prices:
+            return prices[model]
+        if model not in price_cache:
+            price_cache[model] = prices_for(model)
+        return price_cache[model]
+
+    # Claude Code writes its cache with a one-hour TTL (2x the input rate, where the
+    # table's cache_write is the 5-minute 1.25x). When every cache write of the run is
+    # one-hour, the run's prices say so, and a replay of it spends exactly the same.
+    writes = sum((s.usage or {}).get("cache_creation_input_tokens", 0) for s in run.steps)
+    long_writes = sum((s.cache_write_by_ttl or {}).get("1h", 0) for s in run.steps)
+    all_long = writes > 0 and long_writes == writes
+    if all_long:
+        base = price
+        def price(model: str) -> Prices | None:  # noqa: E306
+            p = base(model)
+            return None if p is None else replace(p, cache_write=2 * p.input, tier_cache_write=None if p.tier_input is None else 2 * p.tier_input)
+
+    run_prices = price(run.model)
+    unpriced: Counter[str] = Counter()
+    estimated_steps = 0
+    notes: list[str] = []
+    recorded = {
+        "format": run.format, "source": run.source, "skipped_lines": dict(run.skipped),
+        "recorded_cost": run.recorded_cost, **run.meta,
+    }
+    start: dict[str, Any] = {
+        "task": run.task, "started_at": run.started_at, "model": run.model, "model_name": None,
+        "system": run.system, "budget": {"max_steps": None, "max_cost": None, "deadline_s": None, "cost_guard": "off"},
+        # the agent's max_tokens is not in its records: the largest recorded reply stands in,
+        # so a budget what-if never cuts off a reply the real run received whole
+        "max_tokens": max([(st.usage or {}).get("output_tokens", 0) for st in run.steps] + [1]),
+        "tools": run.tools or _used_tools(run.steps), "prices": None if run_prices is None else _asdict(run_prices),
+        "caches": any((s.usage or {}).get("cache_read_input_tokens") for s in run.steps),
+        "messages": run.messages, "recorded": recorded,
+    }
+    if run.parent is not None:
+        start["parent"] = run.parent
+    emit(EventKind.RUN_STARTED, 0, 0.0, **start)
+    spent = 0.0
+    recorded_spent = 0.0
+    history_tokens = estimate_tokens(run.system or "") + sum(estimate_tokens(m) for m in run.messages)
+    t = 0.0
+    for k, s in enumerate(run.steps, 1):
+        t_req = s.requested_at if s.requested_at is not None else t
+        estimated = s.usage is None
+        usage = s.usage or Usage(input_tokens=history_tokens, output_tokens=estimate_tokens(s.content)).as_dict()
+        # the record knows the input exactly, so it is also the "estimate" a what-if's cost guard reads
+        context = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+        emit(EventKind.MODEL_REQUEST, k, t_req, max_tokens=start["max_tokens"], estimated_input_tokens=context)
+        estimated_steps += estimated
+        p = price(s.model)
+        cost: float | None
+        if p is None:
+            cost = None
+            unpriced[s.model] += 1
+        else:
+            cost = p.cost(Usage(**usage)) + (0.0 if all_long else _long_ttl_extra(p, s.cache_write_by_ttl))
+            spent += cost
+        if s.recorded_cost is not None:
+            recorded_spent += s.recorded_cost
+        t_rep = s.replied_at if s.replied_at is not None else t_req
+        ctx = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+        called: dict[str, Any] = {
+            "content": s.content, "stop_reason": s.stop_reason, "usage": usage, "estimated": estimated,
+            "cost": cost, "spent": spent, "latency": max(t_rep - t_req, 0.0), "request_id": s.request_id,
+            "context_tokens": ctx, "max_tokens": start["max_tokens"], "model": s.model,
+        }
+        if s.recorded_cost is not None:
+            called["recorded_cost"] = s.recorded_cost
+        if s.cache_write_by_ttl is not None:
+            called["cache_write_by_ttl"] = s.cache_write_by_ttl
+        emit(EventKind.MODEL_CALLED, k, t_rep, **called)
+        history_tokens = ctx + usage["output_tokens"]
+        uses = [b for b in s.content if isinstance(b, dict) and b.get("type") == "tool_use"]
+        results = {b.get("tool_use_id"): b for b in (s.after or []) if isinstance(b, dict) and b.get("type") == TOOL_RESULT}
+        t_end = s.after_at if s.after_at is not None else t_rep
+        for i, b in enumerate(uses):
+            cid = b.get("id", "")
+            start_t, end_t = s.tool_times.get(cid, (t_rep, t_end))
+            start_t = t_rep if start_t is None else start_t
+            emit(EventKind.TOOL_STARTED, k, start_t, call_id=cid, tool=b.get("name", ""), mode=None, args=b.get("input") or {}, index=i)
+            res = results.get(cid)
+            if res is None:
+                continue  # asked for, never answered: the calls frame shows it "unfinished"
+            end_t = t_end if end_t is None else end_t
+            is_error = bool(res.get("is_error"))
+            emit(
+                EventKind.TOOL_FINISHED, k, end_t, call_id=cid, tool=b.get("name", ""), mode=None,
+                args=b.get("input") or {}, index=i, outcome=Outcome.RECOVERABLE if is_error else Outcome.OK,
+                attempts=1, result=_result_text(res.get("content")), is_error=is_error, start=start_t, end=end_t, error=None,
+            )
+        if s.after is not None:
+            emit(EventKind.TOOL_RESULTS, k, t_end, content=s.after)
+            history_tokens += estimate_tokens(s.after)
+        t = max(t, t_rep, t_end)
+        emit(EventKind.STEP_FINISHED, k, t, spent=spent, elapsed=t, budget=start["budget"])
+    if unpriced:
+        which = ", ".join(f"{m or '(no model named)'!r} ({n} step{'s' * (n != 1)})" for m, n in unpriced.items())
+        notes.append(f"no known price for {which}: those steps have no cost (NaN), not $0")
+    if estimated_steps:
+        notes.append(f"{estimated_steps} step(s) had no recorded usage: their tokens are estimated from the text")
+    if run.recorded_cost is None and recorded_spent:
+        recorded["recorded_cost"] = recorded_spent
+    recorded["notes"] = notes
+    recorded["unpriced_steps"] = sum(unpriced.values())
+    if run.ended_at is not None:
+        t = max(t, run.ended_at)
+    last = run.steps[-1] if run.steps else None
+    text = "".join(b.get("text", "") for b in (last.content if last else []) if isinstance(b, dict) and b.get("type") == "text")
+    emit(
+        EventKind.RUN_FINISHED, len(run.steps), t, outcome=run.outcome, reason=run.reason, detail=run.detail,
+        text=text, steps=len(run.steps), spent=spent, elapsed=t, model_calls=len(run.steps), nudges=0, error=None,
+    )
+    return [_redacted(r, redactor) for r in out]
+
+
+def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
+    """``record`` with secrets redacted, checked block by block: a long session holds
+    many blocks and few secrets, and redacting only the blocks that need it keeps
+    an import of tens of megabytes within seconds."""
+    if record["kind"] in (EventKind.MODEL_REQUEST, EventKind.STEP_FINISHED):
+        return record
+    out = dict(record)
+    for k, v in record.items():
+        if isinstance(v, list):
+            out[k] = [redactor.redact(x) if redactor.needs_redaction(dumps(x)) else x for x in v]
+        elif isinstance(v, (dict, str)) and redactor.needs_redaction(dumps({k: v})):
+            out.update(redactor.redact({k: v}))
+    return out
+
+
+def _long_ttl_extra(p: Prices, by_ttl: dict[str, int] | None) -> float:
+    """What one-hour cache writes cost beyond the five-minute rate the price table gives.
+
+    Anthropic prices a five-minute cache write at 1.25x the input rate and a
+    one-hour write at 2x; the table's ``cache_write`` is the five-minute one.
+    """
+    if not by_ttl or not by_ttl.get("1h") or p.cache_write is None:
+        return 0.0
+    return by_ttl["1h"] * (2 * p.input - p.cache_write) / 1_000_000
+
+
+def _used_tools(steps: list[RecordedStep]) -> list[dict[str, Any]]:
+    """The tools a record's replies called, in first-use order (the record lists no definitions)."""
+    names = dict.fromkeys(b.get("name", "") for s in steps for b in s.content if isinstance(b, dict) and b.get("type") == "tool_use")
+    return [{"name": n, "mode": None, "description": "", "input_schema": {"type": "object", "properties": {}}} for n in names if n]
+
+
+def _asdict(p: Prices) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(p)
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(b.get("text", "") if isinstance(b, dict) else str(b) for b in content)
+    return "" if content is None else str(content)
+
+
+# ------------------------------------------------------------------ helpers for importers
+def seconds(ts: Any) -> float | None:
+    """Seconds since the epoch from an ISO-8601 string or a number, ``None`` if neither."""
+    if isinstance(ts, (int, float)) and not isinstance(ts, bool):
+        return float(ts)
+    if isinstance(ts, str) and ts:
+        try:
+            return datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return None
+    return None
+
+
+def blocks(content: Any) -> list[Block]:
+    """Message content as a list of blocks (a string becomes one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list):
+        return [b if isinstance(b, dict) else {"type": "text", "text": str(b)} for b in content]
+    return []
+
+
+def stop_reason_of(content: list[Block], recorded: str | None) -> str:
+    """The recorded stop reason, else the one the content implies (streamed lines often record none)."""
+    if recorded:
+        return recorded
+    return "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+
+
+def first_text(messages: list[Message]) -> str:
+    for m in messages:
+        if m.get("role") == "user":
+            c = m.get("content")
+            if isinstance(c, str):
+                return c
+            for b in c or []:
+                if isinstance(b, dict) and b.get("type") == "text":
+                    return str(b.get("text", ""))
+    return ""

@@ -1,0 +1,326 @@
+"""Claude Code session files (``~/.claude/projects/<project>/<session>.jsonl``).
+
+What the files hold, as found in real sessions (not only as documented):
+
+- one line per *content block*: a model call that wrote text, then two tool
+  calls, is three ``assistant`` lines sharing ``message.id``, each repeating
+  the call's usage; the last line has the final output count. They are merged
+  into one step, counted once, with the last line's usage;
+- tool results (``user`` lines with ``tool_result`` blocks) may arrive
+  *between* lines of the same call; they are matched to their call by id;
+- ``model: "<synthetic>"`` lines are written by Claude Code itself (errors,
+  "no response requested"): no API call, no usage; they are skipped;
+- a ``system`` line with subtype ``compact_boundary`` ends one context: the
+  next segment starts from the compaction summary, so the context size drops.
+  A model switch also starts a segment (one model, one price list per run).
+  Segments are separate runs of the same session, linked in
+  ``run_started.recorded`` (``session``, ``segment``, ``boundary``, ``previous``);
+- sidechains (``isSidechain``, the ``subagents/*.jsonl`` files) are their own
+  runs, with ``parent`` naming the session run and step that started them;
+- ``progress``, ``file-history-snapshot``, ``queue-operation``, ``summary`` and
+  other ``system`` lines are not model calls: counted as ignored; line types
+  this importer does not know are skipped and counted as unknown.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections import Counter
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ..trace.reader import TruncatedTraceWarning
+from .build import (
+    RecordedRun,
+    RecordedStep,
+    blocks,
+    cache_ttl,
+    first_text,
+    seconds,
+    stop_reason_of,
+    usage_from_anthropic,
+)
+
+FORMAT = "claude-code"
+KNOWN_IGNORED = frozenset({
+    "progress", "file-history-snapshot", "queue-operation", "summary", "custom-title", "last-prompt",
+    "attachment", "tag", "agent-name",
+})
+SYNTHETIC = "<synthetic>"
+
+
+def looks_like(first: dict[str, Any]) -> bool:
+    """True for a line only Claude Code writes (session id plus a Claude Code line type)."""
+    t = first.get("type")
+    if t in ("file-history-snapshot", "queue-operation", "summary") and ("messageId" in first or "sessionId" in first or "leafUuid" in first):
+        return True
+    return "sessionId" in first and t in ("user", "assistant", "system", "progress") and "uuid" in first
+
+
+def read_lines(file: Path) -> tuple[list[dict[str, Any]], int]:
+    """The JSON objects of a JSONL file, in order, and how many lines were not JSON.
+
+    A last line cut short (the session was being written) is skipped with a
+    :class:`~agentlab.trace.TruncatedTraceWarning`; everything before it is kept.
+    """
+    data = file.read_bytes()
+    lines = data.splitlines()
+    out: list[dict[str, Any]] = []
+    bad: list[int] = []
+    loads = orjson.loads
+    for n, line in enumerate(lines, 1):
+        if not line or line.isspace():
+            continue
+        try:
+            obj = loads(line)
+        except orjson.JSONDecodeError:
+            bad.append(n)
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+        else:
+            bad.append(n)
+    if bad:
+        last = len(lines)
+        where = "the last line" if bad == [last] else f"line(s) {', '.join(map(str, bad[:5]))}"
+        warnings.warn(
+            f"{file}: skipped {where} (not complete JSON; was the file still being written?); "
+            f"kept the {len(out)} complete lines before and around it",
+            TruncatedTraceWarning, stacklevel=3,
+        )
+    return out, len(bad)
+
+
+class _Segment:
+    def __init__(self, run_id: str, messages: list[dict[str, Any]], boundary: str | None, t0: float | None) -> None:
+        self.run_id = run_id
+        self.messages = messages
+        self.steps: list[RecordedStep] = []
+        self.ids: list[str] = []
+        self.model = ""
+        self.boundary = boundary
+        self.t0 = t0
+        self.meta: dict[str, Any] = {}
+        self.last_t: float | None = None
+        self.tool_step: dict[str, int] = {}
+        self.tool_start: dict[str, float | None] = {}
+
+    def rel(self, ts: float | None) -> float | None:
+        if ts is None:
+            return None
+        if self.t0 is None:
+            self.t0 = ts
+        return ts - self.t0
+
+    def history(self) -> list[dict[str, Any]]:
+        """Everything this segment's model saw and said, as messages (for the next segment)."""
+        out = list(self.messages)
+        for s in self.steps:
+            out.append({"role": "assistant", "content": s.content})
+            if s.after is not None:
+                out.append({"role": "user", "content": s.after})
+        return out
+
+
+def _clean_block(b: dict[str, Any]) -> dict[str, Any]:
+    """A block as the Messages API takes it back (Claude Code adds fields such as ``caller``)."""
+    t = b.get("type")
+    if t == "tool_use":
+        return {"type": "tool_use", "id": b.get("id", ""), "name": b.get("name", ""), "input": b.get("input") or {}}
+    if t == "tool_result":
+        out = {"type": "tool_result", "tool_use_id": b.get("tool_use_id", ""), "content": b.get("content", "")}
+        if b.get("is_error"):
+            out["is_error"] = True
+        return out
+    return b
+
+
+def parse_stream(
+    lines: list[dict[str, Any]], run_id: str, source: str, *, skipped: Counter[str], ignored: Counter[str],
+) -> list[RecordedRun]:
+    """One conversation's lines (a main session or one sidechain) -> its segments as runs."""
+    segments: list[_Segment] = []
+    seg: _Segment | None = None
+    pending_boundary: tuple[str, dict[str, Any]] | None = None
+    synthetic = 0
+    session_id = ""
+    for d in lines:
+        kind = d.get("type")
+        ts = seconds(d.get("timestamp"))
+        session_id = session_id or d.get("sessionId") or ""
+        if kind == "system":
+            if d.get("subtype") == "compact_boundary":
+                pending_boundary = ("compact", {"pre_tokens": (d.get("compactMetadata") or {}).get("preTokens"), "trigger": (d.get("compactMetadata") or {}).get("trigger")})
+            else:
+                ignored[f"system/{d.get('subtype')}"] += 1
+            continue
+        if kind not in ("user", "assistant"):
+            if kind in KNOWN_IGNORED:
+                ignored[str(kind)] += 1
+            else:
+                skipped[str(kind)] += 1
+            continue
+        msg = d.get("message") or {}
+        if kind == "user":
+            content = [_clean_block(b) for b in blocks(msg.get("content"))]
+            if not content:
+                continue
+            if seg is None or pending_boundary is not None:
+                boundary, info = pending_boundary or (None, {})
+                seg = _new_segment(segments, run_id, [], boundary, ts, info)
+                pending_boundary = None
+            t = seg.rel(ts)
+            if not seg.steps:
+                seg.messages.append({"role": "user", "content": content})
+            else:
+                last = seg.steps[-1]
+                last.after = (last.after or []) + content
+                last.after_at = t
+                for b in content:
+                    if b.get("type") == "tool_result":
+                        cid = b.get("tool_use_id", "")
+                        if cid in seg.tool_start:
+                            last.tool_times[cid] = (seg.tool_start.pop(cid), t)
+            seg.last_t = t
+            continue
+        # an assistant line
+        model = msg.get("model") or ""
+        if model == SYNTHETIC:
+            synthetic += 1
+            continue
+        mid = msg.get("id") or d.get("uuid") or ""
+        content = [_clean_block(b) for b in blocks(msg.get("content"))]
+        same_call = seg is not None and seg.ids and seg.ids[-1] == mid and pending_boundary is None
+        if same_call and seg is not None:
+            step = seg.steps[-1]
+            step.content.extend(content)
+            step.usage = usage_from_anthropic(msg.get("usage")) or step.usage
+            step.cache_write_by_ttl = cache_ttl(msg.get("usage")) or step.cache_write_by_ttl
+            step.stop_reason = msg.get("stop_reason") or step.stop_reason
+            step.replied_at = seg.rel(ts)
+        else:
+            if seg is None or pending_boundary is not None:
+                boundary, info = pending_boundary or (None, {})
+                seg = _new_segment(segments, run_id, [] if boundary == "compact" else (seg.history() if seg else []), boundary, ts, info)
+                pending_boundary = None
+            elif seg.model and model and model != seg.model and seg.steps:
+                seg = _new_segment(segments, run_id, seg.history(), "model switch", ts, {"from_model": seg.model})
+            seg.model = seg.model or model
+            t = seg.rel(ts)
+            step = RecordedStep(
+                content=content, usage=usage_from_anthropic(msg.get("usage")), model=model,
+                stop_reason=msg.get("stop_reason"), requested_at=seg.last_t, replied_at=t,
+                request_id=d.get("requestId"), cache_write_by_ttl=cache_ttl(msg.get("usage")),
+            )
+            seg.steps.append(step)
+            seg.ids.append(mid)
+        t = seg.rel(ts)
+        for b in content:
+            if b.get("type") == "tool_use":
+                seg.tool_step[b.get("id", "")] = len(seg.steps)
+                seg.tool_start[b.get("id", "")] = t
+        seg.last_t = t
+    runs: list[RecordedRun] = []
+    previous = None
+    for n, s in enumerate(segments):
+        if not s.steps:
+            continue
+        for st in s.steps:
+            st.stop_reason = stop_reason_of(st.content, st.stop_reason)
+        started = None if s.t0 is None else datetime.fromtimestamp(s.t0, UTC).isoformat()
+        meta = {"session": session_id, "segment": n, "boundary": s.boundary, "previous": previous, **s.meta}
+        if synthetic and n == 0:
+            meta["synthetic_lines"] = synthetic
+        runs.append(RecordedRun(
+            run_id=s.run_id, format=FORMAT, source=source, messages=s.messages, steps=s.steps,
+            task=first_text(s.messages)[:500], model=s.model, started_at=started, meta=meta,
+            skipped=Counter(skipped) if n == 0 else Counter(), ended_at=s.last_t,
+            detail="" if n + 1 == len(segments) else "the context ended at a boundary; the session continues in the next segment",
+        ))
+        runs[-1].meta["ignored_lines"] = dict(ignored) if n == 0 else {}
+        runs[-1].tool_steps = s.tool_step
+        previous = s.run_id
+    return runs
+
+
+def _new_segment(
+    segments: list[_Segment], run_id: str, messages: list[dict[str, Any]], boundary: str | None, ts: float | None,
+    info: dict[str, Any],
+) -> _Segment:
+    n = len(segments)
+    seg = _Segment(run_id if n == 0 else f"{run_id}-seg{n}", messages, boundary, ts)
+    seg.meta.update({k: v for k, v in info.items() if v is not None})
+    segments.append(seg)
+    return seg
+
+
+def parse_file(file: Path, *, run_prefix: str = "") -> tuple[list[RecordedRun], dict[str, str]]:
+    """Every run in one Claude Code JSONL file (the session's segments, then its
+    sidechains), and which tool call started each subagent (:func:`agent_links`)."""
+    lines, _ = read_lines(file)
+    if not lines:
+        return [], {}
+    streams: dict[tuple[bool, str], list[dict[str, Any]]] = {}
+    seen: set[str] = set()
+    dupes = 0
+    for d in lines:
+        uid = d.get("uuid")
+        if isinstance(uid, str):
+            if uid in seen:
+                dupes += 1
+                continue
+            seen.add(uid)
+        key = (bool(d.get("isSidechain")), str(d.get("agentId") or "") if d.get("isSidechain") else "")
+        streams.setdefault(key, []).append(d)
+    stem = run_prefix + file.name.removesuffix(".jsonl")
+    runs: list[RecordedRun] = []
+    skipped: Counter[str] = Counter()
+    for (side, agent), stream in streams.items():
+        if not side or (agent and stem.endswith(agent)):
+            rid = stem  # the session itself, or a subagents/agent-<id>.jsonl file
+        else:  # sidechain lines inside a session file (older Claude Code versions)
+            rid = f"{stem}-{agent or 'sidechain'}"
+        got = parse_stream(stream, rid, str(file), skipped=skipped, ignored=Counter())
+        for r in got:
+            r.meta["sidechain"] = side
+            if side:
+                r.meta["agent_id"] = agent or file.name.removesuffix(".jsonl").removeprefix("agent-")
+            if dupes:
+                r.meta["duplicate_lines"] = dupes
+        runs.extend(got)
+    return runs, agent_links(lines)
+
+
+def agent_links(lines: list[dict[str, Any]]) -> dict[str, str]:
+    """agentId -> the tool_use id of the Task call that started it, from a main session's lines."""
+    links: dict[str, str] = {}
+    for d in lines:
+        r = d.get("toolUseResult")
+        if isinstance(r, dict) and r.get("agentId"):
+            for b in (d.get("message") or {}).get("content") or []:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    links[str(r["agentId"])] = b.get("tool_use_id", "")
+        data = d.get("data")
+        if d.get("type") == "progress" and isinstance(data, dict) and data.get("agentId") and d.get("parentToolUseID"):
+            links.setdefault(str(data["agentId"]), d["parentToolUseID"])
+    return links
+
+
+def link_sidechains(runs: list[RecordedRun], links: dict[str, str]) -> None:
+    """Set ``parent`` (run id and step of the spawning call) on every sidechain run."""
+    owner: dict[str, tuple[str, int]] = {}
+    main = [r for r in runs if not r.meta.get("sidechain")]
+    for r in main:
+        for cid, step in r.tool_steps.items():
+            owner[cid] = (r.run_id, step)
+    for r in runs:
+        if r.meta.get("sidechain"):
+            call = links.get(str(r.meta.get("agent_id")))
+            if call and call in owner:
+                rid, step = owner[call]
+                r.parent = {"run_id": rid, "step": step, "tool_use_id": call}
+            elif main:
+                r.parent = {"run_id": main[0].run_id, "step": None}

@@ -1,0 +1,130 @@
+"""Importing recorded runs: a 50 MB folder of Claude Code sessions, time and memory.
+
+The folder is synthesised from the real session in
+``tests/fixtures/recorded/claude_code`` (a Claude Code file from marot/spotter):
+its lines are repeated with fresh ids, and tool results are padded back to the
+size real ones have (the fixture's were trimmed), so each session has the
+real shapes: calls spread over several lines, interleaved results, a model
+switch, a compaction, progress lines, and a subagent file beside it.
+
+The import runs in a fresh interpreter (``python -m benchmarks.recorded``) so
+its peak memory is its own: the extra resident memory at the peak (VmHWM minus
+the RSS before loading) is compared with the folder's size on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .report import Row, fmt, judged
+
+FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "recorded" / "claude_code"
+SESSION = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"
+TIME_GOAL_S = 3.0
+MEMORY_GOAL = 3.0
+RESULT_PAD = 2400  # characters of tool output per result: real sessions average ~1.5 KB a line
+
+
+def _renamed(line: dict[str, Any], tag: str) -> dict[str, Any]:
+    """The line with every id made unique to this copy (uuids, message ids, tool ids, session)."""
+    text = json.dumps(line)
+    for key in ("toolu_", "msg_", "req_"):
+        text = text.replace(key, f"{key}{tag}")
+    d = json.loads(text)
+    for k in ("uuid", "parentUuid", "logicalParentUuid", "sessionId"):
+        if isinstance(d.get(k), str):
+            d[k] = f"{tag}-{d[k]}"
+    return d
+
+
+def _padded(d: dict[str, Any]) -> dict[str, Any]:
+    content = (d.get("message") or {}).get("content")
+    if d.get("type") == "user" and isinstance(content, list):
+        for b in content:
+            if isinstance(b, dict) and b.get("type") == "tool_result" and isinstance(b.get("content"), str):
+                b["content"] = (b["content"] + " ") * max(1, RESULT_PAD // max(len(b["content"]), 1))
+                d["toolUseResult"] = {"stdout": b["content"], "stderr": "", "interrupted": False}
+    return d
+
+
+def synthesise(folder: Path, megabytes: float) -> int:
+    """Write Claude Code sessions into ``folder`` until it holds ``megabytes``; return its bytes."""
+    lines = [json.loads(x) for x in (FIXTURE / f"{SESSION}.jsonl").read_text().splitlines()]
+    sub = [json.loads(x) for x in (FIXTURE / SESSION / "subagents" / "agent-aac57f5.jsonl").read_text().splitlines()]
+    total, n = 0, 0
+    while total < megabytes * 1e6:
+        tag = f"s{n:04d}"
+        main = folder / f"{tag}-{SESSION}.jsonl"
+        with open(main, "w") as f:
+            for copy in range(3):  # three passes: a longer session, the same shapes
+                for d in lines:
+                    f.write(json.dumps(_padded(_renamed(d, f"{tag}c{copy}"))) + "\n")
+        subdir = folder / main.stem / "subagents"
+        subdir.mkdir(parents=True)
+        with open(subdir / "agent-aac57f5.jsonl", "w") as f:
+            for d in sub:
+                f.write(json.dumps(_padded(_renamed(d, f"{tag}c0"))) + "\n")
+        total += main.stat().st_size + (subdir / "agent-aac57f5.jsonl").stat().st_size
+        n += 1
+    return total
+
+
+def _rss_kib(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def _measure(folder: Path) -> dict[str, Any]:
+    import agentlab as al
+
+    al.load_recorded(FIXTURE / "tool_heavy.jsonl")  # warm-up: imports, price lookups
+    al.load_recorded(FIXTURE / f"{SESSION}.jsonl")
+    before = _rss_kib("VmRSS")
+    t0 = time.perf_counter()
+    traces = al.load_recorded(folder)
+    seconds = time.perf_counter() - t0
+    peak = _rss_kib("VmHWM")
+    return {"seconds": seconds, "extra_kib": peak - before, "runs": len(traces), "steps": int(len(traces.steps))}
+
+
+def measure_in_child(megabytes: float) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="agentlab-bench-recorded-") as d:
+        folder = Path(d) / "sessions"
+        folder.mkdir()
+        size = synthesise(folder, megabytes)
+        out = subprocess.run(
+            [sys.executable, "-m", "benchmarks.recorded", str(folder)],
+            capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parent.parent,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"benchmarks.recorded failed: {out.stderr.strip()[-400:]}")
+        data: dict[str, Any] = json.loads(out.stdout.strip().splitlines()[-1])
+        data["bytes"] = size
+        return data
+
+
+def recorded_rows(megabytes: float) -> list[Row]:
+    m = measure_in_child(megabytes)
+    mb = m["bytes"] / 1e6
+    secs = m["seconds"]
+    ratio = m["extra_kib"] * 1024 / m["bytes"]
+    return [
+        Row("recorded.import", f"import a {mb:.0f} MB Claude Code folder", secs, "s",
+            f"{fmt(secs)} s ({m['runs']} runs, {m['steps']:,} steps, {mb / secs:.0f} MB/s)",
+            f"<= {TIME_GOAL_S:g} s for 50 MB", judged(secs <= TIME_GOAL_S * mb / 50), ""),
+        Row("recorded.memory", "peak extra memory / folder size", ratio, "x",
+            f"{ratio:.2f}x ({m['extra_kib'] / 1024:.0f} MiB for {mb:.0f} MB)",
+            f"<= {MEMORY_GOAL:g}x", judged(ratio <= MEMORY_GOAL), ""),
+    ]
+
+
+if __name__ == "__main__":  # the child: load the folder, print the figures as one JSON line
+    print(json.dumps(_measure(Path(sys.argv[1]))))

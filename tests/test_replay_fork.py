@@ -1,0 +1,151 @@
+"""Replaying a recorded run offline and forking it at a step."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+
+import pytest
+
+from agentlab import FunctionModel, Run, ScriptedModel, Stopped, load_run, reply, tool
+from agentlab.forking import fork, recorded_tools, replay
+from agentlab.models.replay import ReplayModel
+from agentlab.recorded import load_recorded
+from agentlab.trace import TraceWriter
+
+FIX = Path(__file__).parent / "fixtures" / "recorded"
+SUBAGENT = FIX / "claude_code" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04" / "subagents" / "agent-aac57f5.jsonl"
+TOOL_HEAVY = FIX / "claude_code" / "tool_heavy.jsonl"
+MINI = FIX / "mini_swe_agent" / "django__django-16255.traj.json"
+
+
+def _run(r: Run):
+    return asyncio.run(r.run())
+
+
+@pytest.mark.parametrize("path", [SUBAGENT, TOOL_HEAVY, MINI], ids=["claude-subagent", "claude-session", "mini-swe-agent"])
+def test_a_replay_spends_exactly_what_the_record_spent_step_by_step(path, tmp_path):
+    recorded = load_recorded(path)
+    r = replay(recorded, subscribers=[TraceWriter(tmp_path)])
+    result = _run(r)
+    assert r.model_calls == len(recorded)
+    assert r.spent == recorded.summary["cost"]  # exactly, not approximately
+    if recorded.step(len(recorded)).tool_uses:  # the record stops mid-turn (the user interrupted)
+        assert result.reason == "model error" and "beyond what was recorded" in result.detail
+    again = load_run(r.run_id, tmp_path)
+    assert list(again.steps["cost"]) == list(recorded.steps["cost"])
+    assert list(again.steps["context_tokens"]) == list(recorded.steps["context_tokens"])
+
+
+def test_replayed_tools_answer_with_the_recorded_results_and_run_nothing(tmp_path):
+    recorded = load_recorded(TOOL_HEAVY)
+    r = replay(recorded, subscribers=[TraceWriter(tmp_path)])
+    _run(r)
+    again = load_run(r.run_id, tmp_path)
+    assert list(again.calls["tool"]) == list(recorded.calls["tool"])
+    assert list(again.calls["result_preview"]) == list(recorded.calls["result_preview"])
+
+
+def test_asking_a_replay_for_more_than_the_record_stops_with_a_clear_reason():
+    recorded = load_recorded(MINI)
+    model = ReplayModel(recorded)
+    model.calls = len(model.replies)  # every recorded reply already given
+    r = Run("go on", model=model, max_cost=None, max_steps=3)
+    result = _run(r)
+    assert isinstance(result, Stopped) and result.reason == "model error"
+    assert "cannot go beyond what was recorded" in result.detail
+    assert f"has {len(recorded)} replies" in result.detail
+
+
+def test_a_fork_at_step_k_sends_the_model_exactly_the_first_k_steps_of_history(tmp_path):
+    recorded = load_recorded(MINI)
+    k = 5
+    seen = []
+
+    def model(messages, tools):
+        seen.append(copy.deepcopy(messages))  # the engine hands over its live history
+        return reply("I will stop here.")
+
+    f = fork(recorded, at_step=k, model=FunctionModel(model), max_cost=None, subscribers=[TraceWriter(tmp_path)])
+    _run(f)
+    assert seen[0] == recorded.messages_at(k + 1)
+    assert [m["role"] for m in seen[0]].count("assistant") == k
+    forked = load_run(f.run_id, tmp_path)
+    assert forked.started["parent"] == {"run_id": recorded.run_id, "step": k}
+    assert forked.started["system"] == recorded.started["system"]
+
+
+def test_a_fork_continues_live_with_other_tools_and_budgets():
+    recorded = load_recorded(MINI)
+
+    @tool(mode="read")
+    def bash(command: str) -> str:
+        """Run a shell command (a stub)."""
+        return f"ran {command}"
+
+    model = ScriptedModel([reply(None, ("bash", {"command": "ls"})), reply(None, ("bash", {"command": "pwd"})), reply("done")])
+    f = fork(recorded, at_step=3, model=model, tools=[bash], max_steps=2, max_cost=None)
+    result = _run(f)
+    assert isinstance(result, Stopped) and result.reason == "step limit"
+    assert f.messages[-1]["content"][0]["content"] == "ran pwd"
+
+
+def test_a_fork_by_default_answers_recorded_calls_and_refuses_new_ones():
+    recorded = load_recorded(TOOL_HEAVY)
+    tools = {t.name: t for t in recorded_tools(recorded)}
+    first = recorded.step(1).tool_uses[0]
+    assert asyncio.run(tools["Bash"].fn(**first["input"])).startswith("Command running in background")
+    with pytest.raises(Exception, match="not recorded"):
+        asyncio.run(tools["Bash"].fn(command="rm -rf /"))
+
+
+def test_a_fork_after_the_last_reply_needs_a_new_task():
+    recorded = load_recorded(MINI)
+    recorded_steps = len(recorded)
+    f = fork(recorded, at_step=recorded_steps, model=ScriptedModel([reply("ok")]), max_cost=None)
+    assert f.messages[-1]["role"] == "user"  # the record ended with the submission's output
+    with pytest.raises(ValueError, match="out of range|0..17"):
+        fork(recorded, at_step=recorded_steps + 1)
+
+
+def test_fork_curve_draws_the_parent_and_the_fork_from_the_fork_point(tmp_path):
+    pytest.importorskip("matplotlib")
+    from agentlab import plots
+
+    recorded = load_recorded(MINI)
+    f = fork(recorded, at_step=4, model=ScriptedModel([reply("done")]), max_cost=None, subscribers=[TraceWriter(tmp_path)])
+    _run(f)
+    forked = load_run(f.run_id, tmp_path)
+    ax = plots.fork_curve(recorded, forked)
+    lines = ax.get_lines()
+    parent_line, fork_line = lines[0], lines[1]
+    assert len(parent_line.get_xdata()) == len(recorded)
+    assert fork_line.get_xdata()[0] == 4
+    assert fork_line.get_ydata()[0] == pytest.approx(recorded.steps["cost"].iloc[:4].sum())
+    with pytest.raises(ValueError, match="not a fork"):
+        plots.fork_curve(forked, recorded)
+
+
+def test_a_fork_after_a_final_reply_asks_what_to_do_next():
+    recorded = load_recorded(SUBAGENT)  # ends with the subagent's answer
+    with pytest.raises(ValueError, match="task="):
+        fork(recorded, at_step=len(recorded), model=ScriptedModel([reply("ok")]), max_cost=None)
+    f = fork(recorded, at_step=len(recorded), task="Now summarise it in one line.", model=ScriptedModel([reply("ok")]), max_cost=None)
+    assert f.messages[-1] == {"role": "user", "content": "Now summarise it in one line."}
+
+
+def test_replay_tools_false_runs_the_tools_you_give_instead_of_the_record():
+    recorded = load_recorded(MINI)
+    ran = []
+
+    @tool(mode="read")
+    def bash(command: str) -> str:
+        """Run a shell command (a stub that records what it was asked)."""
+        ran.append(command)
+        return "stub output"
+
+    r = replay(recorded, replay_tools=False, tools=[bash])
+    _run(r)
+    assert ran == [c["args"]["command"] for c in recorded.calls.to_dict("records")][: len(ran)] and len(ran) == len(recorded)
+    assert r.spent == recorded.summary["cost"]  # the replies, and so the spend, are still the record's
