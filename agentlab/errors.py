@@ -132,6 +132,11 @@ def classify(exc: BaseException, policy: Policy) -> Kind:
     return policy.unclassified
 
 
+class TraceWriteError(OSError):
+    """The trace could not be written (disk full, file too large, permission lost, another writer):
+    the run stops with reason ``"trace write failed"`` (raised by :class:`agentlab.trace.TraceWriter`)."""
+
+
 def describe(exc: BaseException) -> str:
     """A one-line ``Type: message`` for results, traces and the model."""
     if isinstance(exc, ToolError):

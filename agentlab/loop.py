@@ -34,7 +34,7 @@ from .budget import (
 from .calls import CallContext, CallRunner, bounded, format_error, result_block
 from .clock import Clock, wall_time
 from .config import RunConfig
-from .errors import ModelError, Policy, classify, describe
+from .errors import ModelError, Policy, TraceWriteError, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
 from .messages import (
@@ -123,6 +123,7 @@ class Run:
         )
         self._last_cost = self._last_latency = 0.0
         self._cancel = False
+        self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
         self._seq = 0
         self._worked = 0.0
         self._t0: float | None = None
@@ -223,6 +224,7 @@ class Run:
         changes: dict[str, Any] = {k: v for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s)) if v is not ...}
         self.budget = replace(self.budget, **changes)
         self.result, self._cancel, self.phase = None, False, "ready"
+        self._trace_error = None  # issue 14: a resumed run tries its trace again
         self._emit(EventKind.RESUMED, limits=self._limits())
 
     async def run(self) -> Result:
@@ -420,11 +422,17 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str) -> None:
+        if self._trace_error is not None:  # issue 14: never Done over an incomplete trace
+            return self._stop(StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error)
         self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text)
         self.phase = "done"
         self._emit_end("done", "done", "", text, None)
+        if self._trace_error is not None:  # issue 14: run_finished itself could not be written
+            self._stop(StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error)
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
+        if self._trace_error is not None and reason == StopReason.CANCELLED:  # issue 14: the cancel was the trace's
+            reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
             reason=reason, detail=detail, error=error,
@@ -471,6 +479,9 @@ class Run:
         for callback in list(self._subscribers):
             try:
                 callback(event)
+            except TraceWriteError as exc:  # issue 14 (trace faults): a trace that cannot be written stops the run
+                if self._trace_error is None:
+                    self._trace_error, self._cancel = exc, True
             except Exception:  # a broken subscriber must not break the run
                 warnings.warn(f"agentlab: subscriber {callback!r} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
 
@@ -523,7 +534,7 @@ async def arun(task: str | Sequence[Message], tools: Any = None, *, trace: Any =
     if trace is not False and trace is not None:
         from .trace import TraceWriter
 
-        writer = TraceWriter(None if trace is True else trace)
+        writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
         run.subscribe(writer)
         try:
             return await run.run()

@@ -45,6 +45,7 @@ class StopReason(StrEnum):
     MODEL_ERROR = "model error"
     MALFORMED_REPLY = "malformed reply"
     UNEXPECTED_STOP = "unexpected stop reason"
+    TRACE_WRITE_FAILED = "trace write failed"
 
 
 RESUMABLE = frozenset({StopReason.BUDGET, StopReason.STEP_LIMIT, StopReason.DEADLINE, StopReason.CANCELLED})
