@@ -223,8 +223,7 @@ class Run:
             )
         changes: dict[str, Any] = {k: v for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s)) if v is not ...}
         self.budget = replace(self.budget, **changes)
-        self.result, self._cancel, self.phase = None, False, "ready"
-        self._trace_error = None  # issue 14: a resumed run tries its trace again
+        self.result, self._cancel, self.phase, self._trace_error = None, False, "ready", None
         self._emit(EventKind.RESUMED, limits=self._limits())
 
     async def run(self) -> Result:
@@ -422,16 +421,15 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str) -> None:
-        if self._trace_error is not None:  # issue 14: never Done over an incomplete trace
-            return self._stop(StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error)
-        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text)
-        self.phase = "done"
-        self._emit_end("done", "done", "", text, None)
-        if self._trace_error is not None:  # issue 14: run_finished itself could not be written
-            self._stop(StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error)
+        if self._trace_error is None:  # issue 14: never Done over an incomplete trace
+            self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text)
+            self.phase = "done"
+            self._emit_end("done", "done", "", text, None)
+        if self._trace_error is not None:  # (run_finished itself may be what failed)
+            self._stop(StopReason.CANCELLED, "")
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
-        if self._trace_error is not None and reason == StopReason.CANCELLED:  # issue 14: the cancel was the trace's
+        if self._trace_error is not None and reason == StopReason.CANCELLED:  # issue 14: the trace asked to stop
             reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
@@ -479,9 +477,8 @@ class Run:
         for callback in list(self._subscribers):
             try:
                 callback(event)
-            except TraceWriteError as exc:  # issue 14 (trace faults): a trace that cannot be written stops the run
-                if self._trace_error is None:
-                    self._trace_error, self._cancel = exc, True
+            except TraceWriteError as exc:  # issue 14: a trace that cannot be written stops the run
+                self._trace_error, self._cancel = self._trace_error or exc, True
             except Exception:  # a broken subscriber must not break the run
                 warnings.warn(f"agentlab: subscriber {callback!r} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
 

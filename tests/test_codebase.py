@@ -8,7 +8,7 @@ from pathlib import Path
 
 import agentlab
 
-ENGINE_LINE_BUDGET = 560
+ENGINE_LINE_BUDGET = 568  # +8 for issue 14: a failing trace writer stops the run (lead: fold back when merging)
 
 
 def test_engine_stays_short_enough_to_read_in_one_sitting():
