@@ -251,6 +251,7 @@ class Redactor:
     def _refresh(self) -> None:
         self._gen = _generation[0]
         self._patterns = self.patterns + list(_user_patterns)
+        self._names = tuple(self.names | _user_names)
         values = self._own | self._learned | _user_values
         self.secrets = tuple(sorted(values, key=len, reverse=True))
 
@@ -276,7 +277,7 @@ class Redactor:
             return True
         if "://" in low and "@" in low:
             return True
-        if self.names and any(n in low.replace("_", "").replace("-", "") for n in self.names):
+        if self._names and any(n in low.replace("_", "").replace("-", "").replace(".", "") for n in self._names):
             return True
         return any(p.search(line) for p in self._patterns)
 

@@ -182,6 +182,15 @@ def test_users_add_secret_names_and_patterns():
     assert r.redact(record) == {"args": {"vault_ticket": REDACTED, "note": f"ticket {REDACTED} issued"}}
     assert "ACME-" not in describe(ValueError("bad ticket ACME-7f3a9c21d0"))
     assert Redactor(env=False, names=["shopPin"]).redact({"shop_pin": "4242-9"}) == {"shop_pin": REDACTED}
+    assert Redactor(env=False).needs_redaction(json.dumps({"args": {"vault_ticket": "vt-0042"}}))  # the name alone
+
+
+def test_a_user_added_name_alone_keeps_its_value_out_of_a_real_trace(tmp_path):
+    add_secret_names("vault_ticket")
+    lookup = al.tool(mode="read", name="lookup")(lambda vault_ticket: "ok")
+    model = al.ScriptedModel([reply(None, ("lookup", {"vault_ticket": "vt-0042-abcdef"})), reply("done")])
+    result = al.run("q", [lookup], model=model, trace=tmp_path, max_cost=None)
+    assert "vt-0042-abcdef" not in (tmp_path / f"{result.run_id}.jsonl").read_text()
 
 
 def test_redaction_keeps_ordinary_data_readable():
