@@ -119,12 +119,12 @@ def summarize(
             tokens[1] += o
             tokens[2] += cw
             tokens[3] += cr
-            spent = float(e.get("spent", spent))
+            spent = _num(e.get("spent", spent))
             content = e.get("content") or []
             n_calls = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
             steps.append((
-                run_id, e["step"], i, o, cw, cr, i + cw + cr, float(e.get("cost", 0.0)), spent,
-                float(e.get("latency", 0.0)), n_calls, str(e.get("stop_reason") or ""), bool(e.get("estimated")),
+                run_id, e["step"], i, o, cw, cr, i + cw + cr, _num(e.get("cost", 0.0)), spent,
+                _num(e.get("latency", 0.0)), n_calls, str(e.get("stop_reason") or ""), bool(e.get("estimated")),
                 float(e["t"]),
             ))
         elif kind == "tool_started":
