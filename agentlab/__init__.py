@@ -25,7 +25,7 @@ from .tools import Retry, Tool, tool
 __all__ = [
     "AnthropicModel", "AuthenticationFailed", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "import_recorded", "load_recorded", "load_run", "load_runs", "replay", "reply", "resolve_model", "run", "tool",
+    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "import_recorded", "load_recorded", "load_run", "load_runs", "mcp_tools", "replay", "reply", "resolve_model", "run", "tool",
 ]
 
 
@@ -47,6 +47,10 @@ def __getattr__(name: str) -> object:
         from .models.resolve import resolve_model
 
         return resolve_model
+    if name == "mcp_tools":
+        from .mcp import mcp_tools
+
+        return mcp_tools
     if name in ("load_recorded", "import_recorded"):
         from . import recorded
 
@@ -59,7 +63,7 @@ def __getattr__(name: str) -> object:
         from .models.replay import ReplayModel
 
         return ReplayModel
-    if name in ("analysis", "datasets", "plots", "recorded", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
+    if name in ("analysis", "datasets", "mcp", "otel", "plots", "recorded", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
+    COST_GUARDS,
     MIN_REPLY_TOKENS,
     Budget,
     CostGuard,
@@ -37,6 +38,7 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     check_after_step,
     check_before_call,
     guard_call,
+    guard_input,
 )
 from .messages import Usage
 from .pricing import Prices, lookup_prices
@@ -415,7 +417,7 @@ class _Verdict:
 def _replay(
     rows: list[dict[str, Any]], run: dict[str, Any], *, max_steps: int | None, max_cost: float | None,
     deadline_s: float | None, guard: CostGuard, prices: Prices | None, caches: bool, max_tokens: int,
-    estimates: Mapping[int, int],
+    requests: Mapping[int, Mapping[str, Any]],
 ) -> _Verdict:
     """Walk one recorded run step by step under other limits, in the engine's order of checks."""
     spent = 0.0
@@ -423,6 +425,10 @@ def _replay(
     if max_cost is not None and prices is None:
         return _Verdict("unknown", "no prices known for this run's model: max_cost cannot be checked", 0, 0.0)
     budget = Budget(max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s, cost_guard=guard)
+
+    def rates(n: int) -> tuple[float, float]:
+        return prices.worst_rates(n, caches) if prices is not None else (0.0, 0.0)
+
     for i, r in enumerate(rows):
         k = i + 1
         # Before the call: the engine's own rules (budget.py), in its order.
@@ -431,10 +437,21 @@ def _replay(
             return _Verdict("stopped", str(stop.reason), k - 1, spent)
         allowed = max_tokens
         if prices is not None:
-            est = int(estimates.get(int(r["step"]), r["context_tokens"]))
-            in_rate, out_rate = prices.worst_rates(est, caches)
-            guarded = guard_call(budget, steps=k - 1, spent=spent, est_input_tokens=est, input_rate=in_rate,
-                                 output_rate=out_rate, max_tokens=max_tokens)
+            # The engine's own choice of input (budget.guard_input), on what the trace recorded;
+            # an exact count would have returned the billed context.
+            step = int(r["step"])
+            rec = requests.get(step, {})
+            est = int(rec.get("estimate", r["context_tokens"]))
+            tokens, basis, ask = guard_input(
+                budget, spent=spent, estimate=est, bound=int(rec.get("bound", r["context_tokens"])),
+                billed_by_estimate=bool(i and rows[i - 1].get("estimated")), fees=0.0,
+                rates=rates, max_tokens=max_tokens,
+            )
+            if ask and rec.get("can_count", True):
+                tokens, basis = int(r["context_tokens"]), "exact"
+            in_rate, out_rate = prices.worst_rates(tokens, caches)
+            guarded = guard_call(budget, steps=k - 1, spent=spent, est_input_tokens=tokens, input_rate=in_rate,
+                                 output_rate=out_rate, max_tokens=max_tokens, basis=basis)
             if isinstance(guarded, Stop):
                 return _Verdict("stopped", str(guarded.reason), k - 1, spent)
             allowed = guarded
@@ -496,8 +513,9 @@ def budget_whatif(
 
     Computed from the traces alone, replaying the engine's rules in its order:
     before each call the step limit, the deadline (working time ``t``) and,
-    with ``cost_guard="hard"``, the worst-case pre-call check (the recorded
-    input estimate plus a minimal reply must fit what is left; a clamped
+    with ``cost_guard="hard"``, the worst-case pre-call check (the exact
+    input, as billed, plus a minimal reply must fit what is left; with
+    ``"estimate"`` the recorded input estimate instead; a clamped
     ``max_tokens`` shorter than the recorded reply cuts it off, reason
     ``"max_tokens"``); the deadline during the call and the tools; after the
     step the spent-vs-``max_cost`` check (the only cost check of
@@ -511,8 +529,8 @@ def budget_whatif(
     """
     import pandas as pd
 
-    if cost_guard not in ("hard", "after"):
-        raise ValueError(f"cost_guard must be 'hard' or 'after', got {cost_guard!r}")
+    if cost_guard not in COST_GUARDS:
+        raise ValueError(f"cost_guard must be 'hard', 'estimate' or 'after', got {cost_guard!r}")
     runs, steps, _, events = _frames(traces)
     _need(runs, "runs", (*RUN_COLUMNS, "model", "seconds"))
     _need(steps, "steps", (*STEP_COLUMNS, "latency", "t"))
@@ -521,7 +539,8 @@ def budget_whatif(
     ))
     started = _run_started(events)
     requests = _request_estimates(events)
-    per = step_costs(steps).merge(steps[["run_id", "step", "latency", "t"]], on=["run_id", "step"], how="left")
+    extra = [c for c in ("latency", "t", "estimated") if c in steps.columns]
+    per = step_costs(steps).merge(steps[["run_id", "step", *extra]], on=["run_id", "step"], how="left")
     by_run = {rid: g.to_dict("records") for rid, g in per.groupby("run_id", sort=False)}
     out = []
     for run in runs.to_dict("records"):
@@ -534,7 +553,7 @@ def budget_whatif(
         recorded = sum(r["cost"] for r in rows)
         for ms, mc, dl in grid:
             v = _replay(rows, run, max_steps=ms, max_cost=mc, deadline_s=dl, guard=cost_guard, prices=prices,
-                        caches=caches, max_tokens=max_tokens, estimates=requests.get(rid, {}))
+                        caches=caches, max_tokens=max_tokens, requests=requests.get(rid, {}))
             out.append({
                 "run_id": rid, "max_steps": ms, "max_cost": mc, "deadline_s": dl, "outcome": v.outcome,
                 "reason": v.reason, "steps": v.steps, "spent": v.spent, "recorded_spent": recorded,
@@ -572,15 +591,20 @@ def _run_started(events: Any) -> dict[str, dict[str, Any]]:
     return {rid: (d if isinstance(d, dict) else {}) for rid, d in zip(sel["run_id"], sel["data"], strict=True)}
 
 
-def _request_estimates(events: Any) -> dict[str, dict[int, int]]:
+def _request_estimates(events: Any) -> dict[str, dict[int, dict[str, Any]]]:
+    """Per run and step, what the guard had before the call: the estimate, the bound, whether it could count."""
     if events is None:
         return {}
     _need(events, "events", ("run_id", "step", "kind", "data"))
     sel = events[events["kind"] == EventKind.MODEL_REQUEST]
-    out: dict[str, dict[int, int]] = {}
+    out: dict[str, dict[int, dict[str, Any]]] = {}
     for rid, step, d in zip(sel["run_id"], sel["step"], sel["data"], strict=True):
         if isinstance(d, dict) and d.get("estimated_input_tokens") is not None:
-            out.setdefault(rid, {})[int(step)] = int(d["estimated_input_tokens"])
+            rec: dict[str, Any] = {"estimate": int(d["estimated_input_tokens"])}
+            if d.get("input_bound") is not None:
+                rec["bound"] = int(d["input_bound"])
+                rec["can_count"] = bool(d.get("can_count"))
+            out.setdefault(rid, {})[int(step)] = rec
     return out
 
 

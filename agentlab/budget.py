@@ -12,13 +12,21 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Literal
+from typing import Any, Literal
+
+import orjson
 
 from .vocab import StopReason
 
-CostGuard = Literal["hard", "after"]
+CostGuard = Literal["hard", "estimate", "after"]
+COST_GUARDS: tuple[CostGuard, ...] = ("hard", "estimate", "after")
+
+GuardBasis = Literal["exact", "bounded", "estimated"]
+"""What the input side of a call's worst case rested on: the API's own count,
+a bound the input cannot exceed, or an estimate that it can."""
 
 MIN_REPLY_TOKENS = 32
 """The hard cost guard stops the run when it cannot afford even this many output tokens."""
@@ -80,8 +88,13 @@ class Budget:
             age; from a script this is wall-clock time). Bounds model calls,
             tools and retry waits alike.
         cost_guard: ``"hard"`` checks the worst case *before* each call and
-            never lets ``spent`` pass ``max_cost``; ``"after"`` is the article's
-            sketch (check once spent), kept to show the overshoot it allows.
+            never lets ``spent`` pass ``max_cost``: the input side is the
+            API's exact count near the limit, else a bound the input cannot
+            exceed (docs/cost-guard.md); ``"estimate"`` makes the same check
+            on a token *estimate* (no extra requests, no guarantee: the
+            result says by how much the estimate was off); ``"after"`` is the
+            article's sketch (check once spent), kept to show the overshoot
+            it allows.
     """
 
     max_steps: int | None = 8
@@ -94,8 +107,8 @@ class Budget:
         object.__setattr__(self, "max_steps", _check_limit("max_steps", self.max_steps, integer=True))
         object.__setattr__(self, "max_cost", _check_limit("max_cost", self.max_cost))
         object.__setattr__(self, "deadline_s", _check_limit("deadline_s", self.deadline_s))
-        if self.cost_guard not in ("hard", "after"):
-            raise ValueError(f"cost_guard must be 'hard' or 'after', got {self.cost_guard!r}")
+        if self.cost_guard not in COST_GUARDS:
+            raise ValueError(f"cost_guard must be 'hard', 'estimate' or 'after', got {self.cost_guard!r}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,36 +181,158 @@ def check_before_call(budget: Budget, steps: int, elapsed: float) -> Stop | None
     return None
 
 
-def worst_case_cost(est_input_tokens: int, input_rate: float, output_rate: float, max_tokens: int) -> float:
-    """The most a call can cost: its input at the dearest rate plus every allowed output token."""
-    return est_input_tokens * input_rate + max_tokens * output_rate
+def worst_case_cost(
+    est_input_tokens: int, input_rate: float, output_rate: float, max_tokens: int, fees: float = 0.0
+) -> float:
+    """The most a call can cost: its input at the dearest rate, every allowed output token, and its server-tool fees."""
+    return est_input_tokens * input_rate + max_tokens * output_rate + fees
 
 
 def guard_call(
     budget: Budget, *, steps: int, spent: float, est_input_tokens: int, input_rate: float, output_rate: float,
-    max_tokens: int,
+    max_tokens: int, fees: float = 0.0, basis: GuardBasis = "estimated",
 ) -> int | Stop:
-    """The hard cost guard: the ``max_tokens`` the next call may use, or why it may not be made.
+    """The pre-call cost guard: the ``max_tokens`` the next call may use, or why it may not be made.
 
     The worst case of the call (:func:`worst_case_cost`) must fit what is
     left of ``max_cost``; ``max_tokens`` is lowered until it does, and the run
     stops when not even :data:`MIN_REPLY_TOKENS` of output fit. Rates are USD
-    per token. With no cost limit or ``cost_guard="after"`` the call is made
-    as asked (the after-step check is then the only cost check).
+    per token; ``fees`` the most the request's server tools can charge;
+    ``basis`` says what ``est_input_tokens`` is (exact, a bound, an estimate)
+    and only changes the wording. With no cost limit or ``cost_guard="after"``
+    the call is made as asked (the after-step check is then the only cost check).
     """
-    if budget.max_cost is None or budget.cost_guard != "hard":
+    if budget.max_cost is None or budget.cost_guard == "after":
         return max_tokens
-    remaining = budget.max_cost - spent
+    remaining = budget.max_cost - spent - fees
     smallest = min(MIN_REPLY_TOKENS, max_tokens)
     allowed = affordable_max_tokens(remaining, est_input_tokens, input_rate, output_rate, max_tokens)
     if allowed >= smallest:
         return allowed
-    worst = worst_case_cost(est_input_tokens, input_rate, output_rate, smallest)
+    worst = worst_case_cost(est_input_tokens, input_rate, output_rate, smallest, fees)
+    what = {"exact": "counted", "bounded": "at most", "estimated": "~"}[basis]
+    sep = "" if basis == "estimated" else " "
     return Stop(
         StopReason.BUDGET,
         f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}; the next call would cost "
-        f"at least ${worst:.4f} (~{est_input_tokens} input tokens), more than the ${remaining:.4f} left",
+        f"at least ${worst:.4f} ({what}{sep}{est_input_tokens} input tokens), more than the "
+        f"${budget.max_cost - spent:.4f} left",
     )
+
+
+# ------------------------------------------------- what the input may be
+# The guard needs the input of the next call. Three sources, best first:
+# the API's count of the exact request (free, one round trip: asked only
+# when the bound below cannot clear the call), a bound the input cannot
+# exceed (a token is never shorter than one byte), and an estimate (what
+# cost_guard="estimate" uses, never checked against anything).
+
+MESSAGE_OVERHEAD_TOKENS = 16
+"""Tokens of framing the API may add per message (role markers, turn separators)."""
+BLOCK_OVERHEAD_TOKENS = 8
+"""Tokens of framing the API may add per content block (a tool_result's wrapper, say)."""
+TOOL_PROMPT_TOKENS = 1024
+"""The API's hidden tool-use system prompt (a few hundred tokens); counted once, in the first bound."""
+
+
+def input_bound(obj: Any) -> int:
+    """Tokens ``obj`` (a message, a block list, a string, tool definitions) cannot exceed as input.
+
+    Its UTF-8 JSON length (no tokenizer yields a token shorter than a byte)
+    plus the framing the API may add per message and per block. Exact-as-a-
+    bound for text; images and documents are billed by their own rules, which
+    their base64 size exceeds for any real file.
+    """
+    if isinstance(obj, str):
+        return len(obj.encode()) + BLOCK_OVERHEAD_TOKENS
+    try:
+        n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
+    except TypeError:  # e.g. an int too large for orjson
+        import json
+
+        n = len(json.dumps(obj, separators=(",", ":"), default=str, ensure_ascii=False).encode())
+    return n + _framing(obj)
+
+
+def _framing(obj: Any) -> int:
+    if isinstance(obj, Mapping) and "role" in obj:
+        content = obj.get("content")
+        blocks = len(content) if isinstance(content, list) else 1
+        return MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS * blocks
+    if isinstance(obj, list):
+        return sum(_framing(x) for x in obj)
+    return BLOCK_OVERHEAD_TOKENS
+
+
+def request_input_bound(system: str | None, tools: list[dict[str, Any]], messages: Iterable[Any]) -> int:
+    """:func:`input_bound` of a whole request, with the hidden tool prompt when tools are offered."""
+    total = (input_bound(system) if system else 0) + sum(input_bound(m) for m in messages)
+    if tools:
+        total += sum(input_bound(t) for t in tools) + TOOL_PROMPT_TOKENS
+    return total
+
+
+def needs_exact_count(
+    budget: Budget, *, spent: float, bound_tokens: int, input_rate: float, output_rate: float, max_tokens: int,
+    fees: float = 0.0,
+) -> bool:
+    """Should the hard guard ask the API for the exact input count before this call?
+
+    Only when the provable bound cannot clear the call as asked: its worst
+    case at the bound does not fit what is left. Far from the limit the bound
+    clears it and no extra request is made; near it, one count per call.
+    """
+    if budget.max_cost is None or budget.cost_guard != "hard":
+        return False
+    worst = worst_case_cost(bound_tokens, input_rate, output_rate, max_tokens, fees)
+    return worst > budget.max_cost - spent
+
+
+def guard_input(
+    budget: Budget, *, spent: float, estimate: int, bound: int, billed_by_estimate: bool, fees: float | None,
+    rates: Callable[[int], tuple[float, float]], max_tokens: int,
+) -> tuple[int, GuardBasis, bool]:
+    """What the guard takes as the next call's input: (tokens, basis, ask the model for an exact count?).
+
+    ``"estimate"``: the running estimate. ``"hard"``: the bound, and a count
+    is asked when the bound cannot clear the call (:func:`needs_exact_count`);
+    a model that reports no usage is billed at the estimate, so the estimate
+    is then exact. Uncapped server-tool fees (``fees is None``) leave only an
+    estimate. ``rates(tokens)`` gives (input, output) USD per token.
+    """
+    if budget.cost_guard != "hard" or fees is None:
+        return estimate, "estimated", False
+    if billed_by_estimate:
+        return estimate, "exact", False
+    in_rate, out_rate = rates(bound)
+    ask = needs_exact_count(
+        budget, spent=spent, bound_tokens=bound, input_rate=in_rate, output_rate=out_rate, max_tokens=max_tokens, fees=fees
+    )
+    return bound, "bounded", ask
+
+
+DEFAULT_SERVER_TOOL_FEES: Mapping[str, float] = {"web_search": 10 / 1000}
+"""USD per use of the server tools that charge a fee (web search: $10 per 1,000 searches)."""
+
+
+def server_tool_fees(tools: Iterable[Mapping[str, Any]], per_use: Mapping[str, float]) -> float | None:
+    """The most the request's server tools can charge in fees: ``max_uses`` x the fee per use.
+
+    ``per_use`` maps a tool type prefix (``"web_search"``) to USD per use.
+    ``None`` when a fee-charging tool has no ``max_uses``: nothing then caps
+    its fees, and the guard cannot be hard for that call.
+    """
+    total = 0.0
+    for tool in tools:
+        kind = str(tool.get("type") or "")
+        fee = next((usd for prefix, usd in per_use.items() if kind.startswith(prefix)), 0.0)
+        if fee <= 0:
+            continue
+        uses = tool.get("max_uses")
+        if not isinstance(uses, int) or isinstance(uses, bool):
+            return None
+        total += uses * fee
+    return total
 
 
 def check_after_step(budget: Budget, steps: int, spent: float, elapsed: float) -> Stop | None:
@@ -209,3 +344,38 @@ def check_after_step(budget: Budget, steps: int, spent: float, elapsed: float) -
     if budget.max_steps is not None and steps >= budget.max_steps:
         return Stop(StopReason.STEP_LIMIT, f"used all {budget.max_steps} steps without a final answer")
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class GuardReport:
+    """What a run's cost guard rested on, for the result and the panel.
+
+    ``calls`` counts guarded calls by basis (exact / bounded / estimated);
+    ``input_counts`` the exact counts asked of the model; ``estimate_short``
+    the USD by which ``"estimate"`` guesses of the input fell short of the
+    bill; ``over`` how far ``spent`` passed ``max_cost`` (0 when it did not).
+    """
+
+    mode: CostGuard
+    calls: Mapping[str, int]
+    input_counts: int = 0
+    estimate_short: float = 0.0
+    over: float = 0.0
+
+    @property
+    def guarantee(self) -> GuardBasis | None:
+        """The weakest basis any call was guarded on (``None``: nothing was guarded)."""
+        return next((b for b in ("estimated", "bounded", "exact") if self.calls.get(b)), None)
+
+    def note(self) -> str:
+        """A sentence for the result and the panel; empty when the guard was exact or bounded throughout."""
+        if self.mode == "after" or self.guarantee != "estimated":
+            return ""
+        over = f"; spent ${self.over:.4f} past max_cost" if self.over > 0 else "; spend stayed within max_cost"
+        return f"cost guard was an estimate: input estimates fell ${self.estimate_short:.4f} short of the bill{over}"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode, "calls": dict(self.calls), "input_counts": self.input_counts,
+            "estimate_short": self.estimate_short, "over": self.over, "guarantee": self.guarantee,
+        }

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from .approval import Approver
 from .clock import Clock
 from .errors import Policy, ToolError, UnknownTool, classify, describe
 from .messages import Block
@@ -43,6 +44,9 @@ class CallContext:
     time_left: Callable[[], float | None]  # before the deadline; None: no deadline
     deadline_s: Callable[[], float | None]  # the limit itself, for messages
     step: Callable[[], int]
+    approve: Any = None  # who approves writes: a callback, True, None or an approval.Ask
+    approval_stops_clock: bool = False  # an approval wait is not working time (and not bounded)
+    credit: Callable[[float], None] | None = None  # give seconds back to the run's working time
 
 
 @dataclass(slots=True)
@@ -93,6 +97,10 @@ class CallRunner:
         self.ctx = ctx
         self.sem = asyncio.Semaphore(max_concurrency)
         self.calls_per_tool: dict[str, int] = {}
+        self.approver = Approver(
+            ctx.approve, stops_clock=ctx.approval_stops_clock, emit=ctx.emit, time_left=ctx.time_left,
+            now=ctx.clock.now, credit=ctx.credit or (lambda s: None), step=ctx.step,
+        )
 
     async def batch(self, calls: list[Block], indices: list[int]) -> list[CallOutcome]:
         """Run the calls at ``indices`` together; on a fatal outcome cancel the rest."""
@@ -139,6 +147,7 @@ class CallRunner:
                     hint="answer with what you have, or use another tool.",
                 )
             kwargs = tool.validate(args)
+            kwargs = await self.approver(tool, kwargs, call_id)  # a human may say no, or edit
             self.calls_per_tool[name] = used + 1
             value, attempts = await self._invoke(tool, kwargs, call_id)
             text = tool.result_text(value)  # issue 14: capped at tool.max_result_chars

@@ -14,13 +14,31 @@ this list equal to the vocabulary and to what the engine emits:
                     caches, messages (the initial history); a fork or an
                     imported run also has parent {run_id, step} and an
                     import has recorded {format, source, notes, ...}
-``model_request``   max_tokens (after the cost guard), estimated_input_tokens
-``model_retry``     attempt, error, wait
+``model_request``   max_tokens (after the cost guard), estimated_input_tokens,
+                    input_bound, can_count; when a cost guard ran:
+                    guard_basis (exact | bounded | estimated),
+                    guard_input_tokens, guard_fees, and, when it asked for
+                    an exact count, count_latency (and count_error if the
+                    count failed)
+``model_retry``     attempt, error, wait (request="count_tokens" when an
+                    exact count was retried)
+``model_delta``     index, type (text | thinking | tool_input), text: one
+                    fragment of a streamed reply; sent to subscribers only
+                    while someone listens, and not written to trace files
+                    unless ``TraceWriter(deltas=True)``
 ``model_called``    content, stop_reason, usage {...}, estimated (usage was
-                    estimated, not reported), cost, spent, latency,
-                    request_id, context_tokens, max_tokens; a malformed reply
-                    has raw, error and latency instead
+                    estimated, not reported), cost, server_tool_cost, spent,
+                    latency, request_id, context_tokens, max_tokens, model
+                    (the reply's own model id, if it gave one), and
+                    stop_details when the API gave them; a malformed reply
+                    has raw, error and latency instead; a stream cut short
+                    by Stop or the deadline has partial=True and the
+                    content received so far, charged by estimate
 ``tool_started``    call_id, tool, mode, args, index
+``approval_requested``  call_id, tool, args (a write waits for a human:
+                    see :mod:`agentlab.approval`)
+``approval_answered``   call_id, tool, answer (approve | deny | edit), args
+                    (the edited ones, else None), reason (a denial's), waited
 ``tool_retry``      call_id, tool, attempt, error, wait
 ``tool_finished``   call_id, tool, mode, args, index, outcome
                     (:class:`~agentlab.vocab.Outcome`), attempts, result,
@@ -33,7 +51,11 @@ this list equal to the vocabulary and to what the engine emits:
 ``resumed``         limits (the raised budget)
 ``run_finished``    outcome (done | stopped), reason
                     (:class:`~agentlab.vocab.StopReason`), detail, text,
-                    steps, spent, elapsed, model_calls, nudges, error
+                    steps, spent, elapsed, model_calls, nudges, error,
+                    guard (:class:`~agentlab.budget.GuardReport` as a dict),
+                    guard_note, last_guard_check (the model_request fields
+                    of the last pre-call check: a check that stopped the run
+                    has no model_request)
 
 Messages sent at step k are rebuilt from ``run_started.messages`` plus each
 earlier step's ``model_called.content`` (as the assistant) and

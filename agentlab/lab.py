@@ -25,6 +25,7 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from .approval import Ask
 from .events import Event
 from .loop import Run
 from .results import Result, Stopped
@@ -94,6 +95,8 @@ class Lab:
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)
         subscribers.append(self._on_event)
+        approve = run_options.pop("approve", None)  # a callback of the user's, or the panel's buttons
+        run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
         s = self.state
@@ -104,6 +107,8 @@ class Lab:
         self.panel = Panel(s, on_click=self._clicked, pause_before_tools=pause_before_tools,
                            refresh_s=refresh_s, log_limit=log_limit, chart=chart)
         self.error: BaseException | None = None
+        self.pending_approval: Any = None
+        """The call waiting for Approve / Deny in the panel, if one is."""
         self._task: asyncio.Task[Any] | concurrent.futures.Future[Any] | None = None
         self._pause = False
         self._busy = False
@@ -197,7 +202,31 @@ class Lab:
         return load_run(self.engine.run_id, self._trace_dir)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
-        return self.panel.widget._repr_mimebundle_(**kwargs)
+        """The widget, plus a text fallback for where widgets cannot render."""
+        from .ui.text import panel_text
+
+        bundle = self.panel.widget._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            data["text/plain"] = panel_text(self.state, pending=self.pending_approval)
+        return bundle
+
+    async def _ask_in_panel(self, request: Any) -> Any:
+        """Approval through the panel: show the call and wait for Approve or Deny."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def answer(value: Any) -> None:
+            if not future.done():
+                future.set_result(value)
+
+        self.pending_approval = request
+        self.panel.ask(request, answer)
+        self.panel.flush()  # the gauges as they are while it waits
+        try:
+            return await future
+        finally:
+            self.pending_approval = None
+            self.panel.ask(None, None)
 
     def __repr__(self) -> str:
         return f"<Lab run {self.engine.run_id} · {self.state.status_line()} · {self.engine.snapshot}>"

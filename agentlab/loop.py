@@ -21,7 +21,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from .budget import (
+from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     Budget,
     BudgetSnapshot,
@@ -29,11 +29,11 @@ from .budget import (
     Stop,
     check_after_step,
     check_before_call,
-    guard_call,
 )
 from .calls import CallContext, CallRunner, bounded, format_error, result_block
 from .clock import Clock, wall_time
 from .config import RunConfig
+from .costguard import InputTracker
 from .errors import ModelError, Policy, TraceWriteError, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
@@ -48,6 +48,7 @@ from .messages import (
     text_of,
 )
 from .models.base import Model, ModelRequest
+from .models.streaming import Fragments, cut_short
 from .pricing import Prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
@@ -91,7 +92,7 @@ class Run:
         rng: random.Random | None = None,
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
-        parent: dict[str, Any] | None = None,
+        parent: dict[str, Any] | None = None, approve: Any = None, approval_stops_clock: bool = False,
     ) -> None:
         self.config = c = RunConfig.create(
             task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
@@ -118,6 +119,7 @@ class Run:
                 tools=c.tools, policy=c.policy, clock=c.clock, rng=c.rng, emit=self._emit,
                 elapsed=lambda: self.elapsed, time_left=self._time_left,
                 deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps,
+                approve=approve, approval_stops_clock=approval_stops_clock, credit=lambda s: setattr(self, "_worked", self._worked - s),
             ),
             c.max_concurrency,
         )
@@ -130,11 +132,8 @@ class Run:
         self._step_task: asyncio.Task[Any] | None = None
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
-        # Token estimate of the next request, kept incrementally (no history scans):
-        # the last call's context plus what was appended since.
-        self._est_context = estimate_tokens(c.system or "") + estimate_tokens(self._tool_defs) + sum(
-            estimate_tokens(m) for m in self.messages
-        )
+        # The next request's input as the cost guard sees it: estimate, bound, exact count.
+        self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -270,14 +269,14 @@ class Run:
             return self._stop(StopReason.CANCELLED, f"cancelled before step {self.steps + 1}")
         if stop := check_before_call(self.budget, self.steps, self.elapsed):
             return self._stop(stop.reason, stop.detail)
-        max_tokens = self._guard_call()
+        max_tokens = await self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
 
         # 2. The model call.
         self.steps += 1
         self.phase = "calling model"
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._est_context)
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info)
         t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens)
@@ -300,31 +299,33 @@ class Run:
         # 3. What it cost (reported usage, or the same estimate the guard used).
         estimated = reply.usage is None
         usage = reply.usage or Usage(
-            input_tokens=self._est_context, output_tokens=min(estimate_tokens(reply.content), max_tokens)
+            input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
-        self._est_context = usage.context_tokens
-        self._append({"role": "assistant", "content": reply.content}, tokens=usage.output_tokens)
+        self._input.billed(usage, estimated, self.prices, getattr(self.model, "caches", False))
+        if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
+            self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
-            estimated=estimated, cost=cost, spent=self.spent, latency=latency, request_id=reply.request_id,
-            context_tokens=usage.context_tokens, max_tokens=max_tokens,
+            estimated=estimated, cost=cost, server_tool_cost=self.prices.server_tool_cost(usage) if self.prices else 0.0,
+            spent=self.spent, latency=latency, request_id=reply.request_id, context_tokens=usage.context_tokens,
+            max_tokens=max_tokens, model=reply.model, **({"stop_details": reply.stop_details} if reply.stop_details else {}),
         )
 
         # 4. Why the model stopped decides what happens next.
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence"):
-            return self._finish_done(reply.text)
+            return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content")
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
         if why == "max_tokens":
             lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
             return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}")
         if why == "refusal":
-            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}")
+            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}{reply.stop_note}")
         if why == "model_context_window_exceeded":
             return self._stop(StopReason.CONTEXT_WINDOW, f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}")
         if why != "tool_use":
@@ -340,31 +341,44 @@ class Run:
             return None
         return await self._tools_phase(reply.tool_calls)
 
-    def _guard_call(self) -> int | Stop:
-        """The hard cost guard (budget.guard_call) at this model's worst-case rates."""
-        if self.prices is None:
-            return self.max_tokens
-        in_rate, out_rate = self.prices.worst_rates(self._est_context, bool(getattr(self.model, "caches", False)))
-        return guard_call(
-            self.budget, steps=self.steps, spent=self.spent, est_input_tokens=self._est_context,
-            input_rate=in_rate, output_rate=out_rate, max_tokens=self.max_tokens,
+    async def _guard_call(self) -> int | Stop:
+        """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
+        count = lambda: self._retrying(lambda: self.model.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[attr-defined]  # noqa: E731
+        return await self._input.check(
+            self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=getattr(self.model, "caches", False),
+            tools=[*self._tool_defs, *getattr(self.model, "server_tools", ())], max_tokens=self.max_tokens, count=count,
+            retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
         )
 
     async def _call_model(self, max_tokens: int) -> Reply:
-        async def attempt() -> Reply:
-            req = ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left())
-            return normalize_reply(await bounded(self.model.complete(req), self._time_left(), None, self.budget.deadline_s))
+        t_call, parts = self.clock.now(), Fragments()
 
-        reply, _ = await retrying(
-            attempt,
-            is_retryable=lambda e: classify(e, self.policy) == "retryable" and not isinstance(e, MalformedReply),
-            max_attempts=self.policy.max_attempts,
-            wait_for=lambda n, e: backoff(n, self.policy.base_delay, self.policy.max_delay, self.policy.jitter, self.rng),
-            sleep=self.clock.sleep,
-            time_left=self._time_left,
-            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w),
+        async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
+            nonlocal parts
+            parts = Fragments(lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel)
+            return normalize_reply(await self.model.complete(self._request(max_tokens, parts)))
+        try:
+            return await self._retrying(attempt, "messages")
+        except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
+            if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
+                why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
+                self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
+                self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
+            raise
+
+    def _request(self, max_tokens: int, on_delta: Any = None) -> ModelRequest:
+        return ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), on_delta)
+
+    async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
+        """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
+        p, tag = self.policy, {} if request == "messages" else {"request": request}
+        value, _ = await retrying(
+            lambda: bounded(call(), self._time_left(), None, self.budget.deadline_s),
+            is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply), max_attempts=p.max_attempts,
+            wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng), sleep=self.clock.sleep, time_left=self._time_left,
+            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
         )
-        return reply
+        return value
 
     # ------------------------------------------------------------ the tools
     async def _tools_phase(self, calls: list[Block]) -> None:
@@ -420,11 +434,11 @@ class Run:
         return None
 
     # --------------------------------------------------------------- endings
-    def _finish_done(self, text: str) -> None:
+    def _finish_done(self, text: str, note: str = "") -> None:
         if self._trace_error is None:  # issue 14: never Done over an incomplete trace
-            self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, text=text)
+            self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self._input.report(self.budget, self.spent), text=text, detail=note)
             self.phase = "done"
-            self._emit_end("done", "done", "", text, None)
+            self._emit_end("done", "done", note, text, None)
         if self._trace_error is not None:  # (run_finished itself may be what failed)
             self._stop(StopReason.CANCELLED, "")
 
@@ -433,7 +447,7 @@ class Run:
             reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-            reason=reason, detail=detail, error=error,
+            self._input.report(self.budget, self.spent), reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
@@ -446,7 +460,7 @@ class Run:
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""
         self.messages.append(message)
-        self._est_context += estimate_tokens(message) if tokens is None else tokens
+        self._input.appended(message, tokens)
 
     def _limits(self) -> dict[str, Any]:
         b = self.budget
@@ -498,6 +512,8 @@ class Run:
             EventKind.RUN_FINISHED, outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
+            guard=self._input.report(self.budget, self.spent).as_dict(), guard_note=self._input.report(self.budget, self.spent).note(),
+            last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
         )
 
 

@@ -46,12 +46,22 @@ class MalformedReply(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Usage:
-    """Token counts of one call, in Anthropic's shape (input excludes cache)."""
+    """Token counts of one call, in Anthropic's shape (input excludes cache).
+
+    ``cache_creation_1h_input_tokens`` is the part of the cache writes made
+    with a one-hour TTL (``usage.cache_creation.ephemeral_1h_input_tokens``),
+    dearer than five-minute writes. ``web_search_requests`` and
+    ``web_fetch_requests`` are the server-tool requests the API ran for this
+    call (``usage.server_tool_use``), billed per request, not per token.
+    """
 
     input_tokens: int = 0
     output_tokens: int = 0
     cache_creation_input_tokens: int = 0
     cache_read_input_tokens: int = 0
+    cache_creation_1h_input_tokens: int = 0
+    web_search_requests: int = 0
+    web_fetch_requests: int = 0
 
     @property
     def context_tokens(self) -> int:
@@ -59,12 +69,18 @@ class Usage:
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     def as_dict(self) -> dict[str, int]:
-        return {
+        """The four token counts, plus the TTL split and server-tool requests when there are any."""
+        out = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_creation_input_tokens": self.cache_creation_input_tokens,
             "cache_read_input_tokens": self.cache_read_input_tokens,
         }
+        for name in ("cache_creation_1h_input_tokens", "web_search_requests", "web_fetch_requests"):
+            value = getattr(self, name)
+            if value:
+                out[name] = value
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +96,8 @@ class Reply:
     usage: Usage | None = None
     model: str | None = None
     request_id: str | None = None
+    container: str | None = None
+    stop_details: dict[str, Any] | None = None
 
     @property
     def text(self) -> str:
@@ -88,6 +106,16 @@ class Reply:
     @property
     def tool_calls(self) -> list[Block]:
         return [b for b in self.content if b.get("type") == "tool_use"]
+
+    @property
+    def kept(self) -> list[Block]:
+        """The blocks the history keeps (see :func:`sendable`): valid to send back later."""
+        return sendable(self.content)
+
+    @property
+    def stop_note(self) -> str:
+        """``": category (explanation)"`` from a refusal's ``stop_details``, or ``""``."""
+        return refusal_note(self.stop_details)
 
 
 def _to_dict(raw: Any) -> dict[str, Any]:
@@ -104,12 +132,23 @@ def _usage(raw: Any) -> Usage | None:
         return None
     if not isinstance(raw, dict):
         raise MalformedReply("'usage' must be an object", raw)
+    split = raw.get("cache_creation")
+    split = split if isinstance(split, dict) else {}
+    server = raw.get("server_tool_use")
+    server = server if isinstance(server, dict) else {}
     try:
+        one_hour = int(split.get("ephemeral_1h_input_tokens") or 0)
+        writes = int(raw.get("cache_creation_input_tokens") or 0)
+        if split and not writes:  # only the breakdown was given
+            writes = one_hour + int(split.get("ephemeral_5m_input_tokens") or 0)
         return Usage(
             input_tokens=int(raw.get("input_tokens") or 0),
             output_tokens=int(raw.get("output_tokens") or 0),
-            cache_creation_input_tokens=int(raw.get("cache_creation_input_tokens") or 0),
+            cache_creation_input_tokens=writes,
             cache_read_input_tokens=int(raw.get("cache_read_input_tokens") or 0),
+            cache_creation_1h_input_tokens=min(one_hour, writes),
+            web_search_requests=int(server.get("web_search_requests") or 0),
+            web_fetch_requests=int(server.get("web_fetch_requests") or 0),
         )
     except (TypeError, ValueError) as exc:
         raise MalformedReply(f"'usage' has a non-integer count: {exc}", raw) from None
@@ -119,7 +158,8 @@ def normalize_reply(raw: Any) -> Reply:
     """Check a reply's shape and return it as a :class:`Reply`."""
     data = _to_dict(raw)
     content = data.get("content")
-    if not isinstance(content, list) or not content:
+    if not isinstance(content, list) or (not content and data.get("stop_reason") != "end_turn"):
+        # `content: []` with `end_turn` is valid: the model had nothing to add.
         raise MalformedReply("the reply has no content blocks", data)
     blocks: list[Block] = []
     for i, block in enumerate(content):
@@ -147,7 +187,34 @@ def normalize_reply(raw: Any) -> Reply:
         usage=_usage(data.get("usage")),
         model=data.get("model"),
         request_id=data.get("_request_id") or data.get("request_id"),
+        container=_container_id(data.get("container")),
+        stop_details=data.get("stop_details") if isinstance(data.get("stop_details"), dict) else None,
     )
+
+
+def _container_id(raw: Any) -> str | None:
+    """The id of the reply's code-execution container (an object with ``id``, or a bare id)."""
+    if isinstance(raw, dict) and isinstance(raw.get("id"), str):
+        return raw["id"]
+    return raw if isinstance(raw, str) and raw else None
+
+
+def sendable(content: list[Block]) -> list[Block]:
+    """A reply's blocks as the history keeps them: without empty text blocks at the end,
+    which the API refuses in a later request (a refusal may end with one)."""
+    end = len(content)
+    while end and content[end - 1].get("type") == "text" and not content[end - 1].get("text"):
+        end -= 1
+    return content if end == len(content) else content[:end]
+
+
+def refusal_note(details: dict[str, Any] | None) -> str:
+    """``": category (explanation)"`` from a refusal's ``stop_details``, or ``""``."""
+    if not details:
+        return ""
+    category = details.get("category") or "no category"
+    explanation = details.get("explanation")
+    return f": {category}" + (f" ({explanation})" if explanation else "")
 
 
 # --- token estimates ------------------------------------------------------

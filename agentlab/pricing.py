@@ -19,6 +19,23 @@ from functools import lru_cache
 from .messages import Usage
 
 PER_MTOK = 1_000_000
+WEB_SEARCH_USD = 10 / 1000
+"""Web search is billed $10 per 1,000 requests, on every Claude model."""
+ONE_HOUR_WRITE = 2.0
+"""A one-hour cache write costs 2x base input (a five-minute write 1.25x)."""
+
+FALLBACK_ALIASES = {
+    "claude-mythos-5-1": "claude-fable-5-1",
+    "claude-mythos-5": "claude-fable-5",
+    "claude-mythos-preview": "claude-mythos-5-2",
+}
+"""SDK model ids genai-prices 0.2.3 lacks, priced as the model it documents the same rates for.
+
+genai-prices notes that each Mythos release is the same model and pricing as
+the Fable release of its number (limited availability, so its importer skips
+them); ``claude-mythos-preview`` is priced as the newest Mythos. Used only when
+the table has no entry of its own: a newer genai-prices wins.
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +45,11 @@ class Prices:
     ``tier_start``/``tier_*`` describe long-context pricing: when a request's
     whole input (uncached + cache read + cache write) exceeds ``tier_start``
     tokens, every token of that call is priced at the tier's rates.
+
+    ``cache_write`` is the five-minute write rate; ``cache_write_1h`` the
+    one-hour one (2x base input where the table lacks it). ``web_search`` and
+    ``web_fetch`` are USD *per request* of those server tools (web fetch has
+    no fee beyond its tokens).
     """
 
     input: float
@@ -39,6 +61,9 @@ class Prices:
     tier_output: float | None = None
     tier_cache_read: float | None = None
     tier_cache_write: float | None = None
+    cache_write_1h: float | None = None
+    web_search: float = WEB_SEARCH_USD
+    web_fetch: float = 0.0
 
     def __post_init__(self) -> None:
         for name in ("input", "output"):
@@ -55,25 +80,42 @@ class Prices:
         return inp, out, read if read is not None else inp, write if write is not None else inp
 
     def cost(self, usage: Usage) -> float:
-        """USD of one call with Anthropic-shaped ``usage``."""
+        """USD of one call with Anthropic-shaped ``usage``: tokens plus server-tool fees."""
         total_in = usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         inp, out, read, write = self._rates(total_in)
+        one_hour = min(usage.cache_creation_1h_input_tokens, usage.cache_creation_input_tokens)
         return (
             usage.input_tokens * inp
             + usage.output_tokens * out
             + usage.cache_read_input_tokens * read
-            + usage.cache_creation_input_tokens * write
-        ) / PER_MTOK
+            + (usage.cache_creation_input_tokens - one_hour) * write
+            + one_hour * self.write_1h_rate(total_in)
+        ) / PER_MTOK + self.server_tool_cost(usage)
 
-    def worst_rates(self, est_input_tokens: int, caching: bool) -> tuple[float, float]:
+    def write_1h_rate(self, total_input: int = 0) -> float:
+        """USD per million tokens of a one-hour cache write (the tier's base input x2 past the threshold)."""
+        tiered = self.tier_start is not None and total_input > self.tier_start
+        if self.cache_write_1h is not None and not tiered:
+            return self.cache_write_1h
+        return ONE_HOUR_WRITE * self._rates(total_input)[0]
+
+    def server_tool_cost(self, usage: Usage) -> float:
+        """USD of the server-tool requests in ``usage`` (web search, web fetch), billed per request."""
+        return usage.web_search_requests * self.web_search + usage.web_fetch_requests * self.web_fetch
+
+    def worst_rates(self, est_input_tokens: int, caching: bool | str) -> tuple[float, float]:
         """(input, output) USD per token at their dearest for a call of this size.
 
         For the hard cost guard. The long-context tier counts once the estimate
         is within 10% of its threshold; cache writes (dearer than plain input)
-        count only for a model that writes to the cache.
+        count only for a model that writes to the cache, at the one-hour rate
+        when ``caching == "1h"``.
         """
         tiered = self.tier_start is not None and est_input_tokens > 0.9 * self.tier_start
-        inp, out, _, write = self._rates(self.tier_start + 1 if tiered and self.tier_start is not None else 0)
+        total = self.tier_start + 1 if tiered and self.tier_start is not None else 0
+        inp, out, _, write = self._rates(total)
+        if caching == "1h":
+            write = max(write, self.write_1h_rate(total))
         return (max(inp, write) if caching else inp) / PER_MTOK, out / PER_MTOK
 
 
@@ -92,25 +134,35 @@ def _base(tp: object) -> tuple[float | None, int | None, float | None]:
 
 @lru_cache(maxsize=256)
 def lookup_prices(model_id: str) -> Prices | None:
-    """Prices of an Anthropic model id from genai-prices, or ``None`` if unknown."""
+    """Prices of an Anthropic model id from genai-prices (or its :data:`FALLBACK_ALIASES` entry), else ``None``."""
     from genai_prices import Usage as GUsage
     from genai_prices import calc_price
 
-    try:
-        calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=model_id, provider_id="anthropic")
-    except LookupError:
+    calc = None
+    for ref in (model_id, FALLBACK_ALIASES.get(model_id)):
+        if ref is None:
+            continue
+        try:
+            calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=ref, provider_id="anthropic")
+            break
+        except LookupError:
+            continue
+    if calc is None:
         return None
     mp = calc.model_price
     inp, start, t_inp = _base(mp.input_mtok)
     out, _, t_out = _base(mp.output_mtok)
     read, _, t_read = _base(mp.cache_read_mtok)
     write, _, t_write = _base(mp.cache_write_mtok)
+    write_1h, _, _ = _base(getattr(mp, "cache_write_1h_mtok", None))
+    searches, _, _ = _base(getattr(mp, "web_searches_kcount", None))
     if inp is None or out is None:
         return None
     return Prices(
         input=inp, output=out, cache_read=read, cache_write=write,
         tier_start=start, tier_input=t_inp, tier_output=t_out,
         tier_cache_read=t_read, tier_cache_write=t_write,
+        cache_write_1h=write_1h, web_search=searches / 1000 if searches is not None else WEB_SEARCH_USD,
     )
 
 

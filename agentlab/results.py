@@ -6,7 +6,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
-from .budget import BudgetSnapshot
+from .budget import BudgetSnapshot, GuardReport
 from .messages import Message, text_of
 
 
@@ -34,6 +34,7 @@ class _Result:
     messages: list[Message] = field(repr=False)
     budget: BudgetSnapshot
     model_calls: int = 0
+    guard: GuardReport | None = field(default=None, repr=False)
 
     @property
     def spent(self) -> float:
@@ -52,7 +53,8 @@ class _Result:
         return load_run(self.run_id)
 
     def _rows(self) -> list[tuple[str, str]]:
-        return [("run", self.run_id), ("budgets", str(self.budget))]
+        note = self.guard.note() if self.guard else ""
+        return [("run", self.run_id), ("budgets", str(self.budget)), *([("cost guard", note)] if note else [])]
 
     def _repr_html_(self) -> str:
         rows = "".join(
@@ -64,9 +66,11 @@ class _Result:
 
 @dataclass(frozen=True)
 class Done(_Result):
-    """The model finished: ``text`` is its answer."""
+    """The model finished: ``text`` is its answer; ``detail`` a note when there is one
+    (e.g. the model ended its turn with no content at all)."""
 
     text: str = ""
+    detail: str = ""
     outcome = "done"
     reason = "done"
 

@@ -21,6 +21,17 @@ write prefixes, later requests that start with a written prefix read it, and
 (about one token per three characters, as agentlab's estimates count).
 Simplifications: the cache never expires and any earlier block boundary can
 be a hit.
+
+A request with ``"stream": true`` is answered with the streaming protocol as
+documented: ``message_start``, a ``ping``, ``content_block_start`` /
+``content_block_delta`` / ``content_block_stop`` per block (text, thinking and
+its signature, tool input as partial JSON, citations), ``message_delta`` with
+the stop reason and usage, ``message_stop``. :func:`streamed` scripts how:
+fragment size, a pause, an ``error`` event or a dropped connection after a
+number of events.
+
+Routes are a table (:attr:`MessagesServer.routes`): a new endpoint is one
+method ``post_<name>(body, headers)`` on the handler and one entry there.
 """
 
 from __future__ import annotations
@@ -37,10 +48,19 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .messages import estimate_tokens
 from .models.offline import reply
+from .testing_tokens import (
+    Tokenizer,
+    cap_output,
+    count_segments,
+    tokenizer_for,
+    validate_count_request,
+)
 
-__all__ = ["Fault", "MessagesServer", "PromptCache", "Received", "Slow", "dropped", "fault", "reply", "slow"]
+__all__ = [
+    "Fault", "MessagesServer", "PromptCache", "Received", "Slow", "Streamed", "dropped", "fault", "html_error",
+    "reply", "slow", "stream_events", "streamed",
+]
 
 MAX_BREAKPOINTS = 4
 
@@ -62,8 +82,14 @@ class Fault:
     headers: Mapping[str, str] = field(default_factory=dict)
     error_code: str | None = None
     drop: bool = False
+    html: bool = False  # answer with an HTML page, as a proxy in front of the API does (502 Bad Gateway)
+    page: str | None = None  # the HTML page to send, when ``html``
 
-    def body(self) -> dict[str, Any]:
+    def body(self) -> Any:
+        if self.html and self.page is not None:
+            return self.page
+        if self.html:
+            return f"<html><head><title>{self.status} {self.message}</title></head><body><h1>{self.message}</h1></body></html>"
         error: dict[str, Any] = {"type": self.error_type, "message": self.message}
         if self.error_code:
             error["details"] = {"error_code": self.error_code}
@@ -100,6 +126,54 @@ def fault(
         headers["x-should-retry"] = "true" if should_retry else "false"
     kind = error_type or ERROR_TYPES.get(status) or ("api_error" if status >= 500 else "invalid_request_error")
     return Fault(status, message or f"{kind} ({status})", kind, headers, error_code)
+
+
+def html_error(status: int = 502, message: str = "Bad Gateway", page: str | None = None) -> Fault:
+    """An error answered with an HTML page instead of the API's JSON (a gateway's 502, say)."""
+    return Fault(status, message, "api_error", {}, None, html=True, page=page)
+
+
+@dataclass(frozen=True, slots=True)
+class Streamed:
+    """How to stream ``item`` when the request asks for a stream (see :func:`streamed`)."""
+
+    item: Any
+    chunk: int = 16
+    pause: float = 0.0
+    error: Fault | None = None
+    drop_after: int | None = None
+    hold_after: int | None = None
+    hold: float = 0.0
+    after: int = 0
+
+
+def streamed(
+    item: dict[str, Any] | list[dict[str, Any]],
+    *,
+    chunk: int = 16,
+    pause: float = 0.0,
+    error: Fault | str | None = None,
+    after: int = 0,
+    drop_after: int | None = None,
+    hold_after: int | None = None,
+    hold: float = 30.0,
+) -> Streamed:
+    """Stream ``item`` in fragments of ``chunk`` characters, ``pause`` real seconds apart.
+
+    ``item`` is a reply, or a list of stream events sent exactly as given.
+
+    ``error`` (a :class:`Fault` or an error type such as ``"overloaded_error"``)
+    is sent as an ``error`` event after ``after`` events; ``drop_after`` closes
+    the connection after that many events; ``hold_after`` stops sending for
+    ``hold`` seconds after that many events (for Stop and deadline tests; the
+    server's shutdown cuts the wait short).
+    """
+    if chunk < 1:
+        raise ValueError(f"chunk must be >= 1, got {chunk!r}")
+    if isinstance(error, str):
+        status = next((k for k, v in ERROR_TYPES.items() if v == error), 500)
+        error = Fault(status, f"{error} (inside the stream)", error)
+    return Streamed(item, chunk, pause, error, drop_after, hold_after, hold, after)
 
 
 def dropped() -> Fault:
@@ -146,6 +220,12 @@ def validate_request(body: Any) -> str | None:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         return "messages: at least one message is required"
+    programmatic = _programmatic_calls(messages)
+    if programmatic and not isinstance(body.get("container"), str):
+        return (
+            "container: the conversation has tool calls made from code execution "
+            f"({', '.join(programmatic)}); the request must send back the container id they ran in"
+        )
     for i, tool in enumerate(body.get("tools") or []):
         if not isinstance(tool, dict) or not tool.get("name"):
             return f"tools.{i}.name: Field required"
@@ -176,6 +256,10 @@ def validate_request(body: Any) -> str | None:
                 f"{', '.join(map(str, missing or uses))}. Each `tool_use` block must have a corresponding "
                 "`tool_result` block in the next message."
             )
+        if any(u in programmatic for u in uses) and any(
+            not (isinstance(b, dict) and b.get("type") == "tool_result") for b in blocks
+        ):
+            return f"messages.{i + 1}: the results of tool calls made from code execution must be the message's only content (tool_result blocks only)"
         extra = [r for r in results if r not in uses]
         if extra:
             return f"messages.{i + 1}: unexpected `tool_use_id` found in `tool_result` blocks: {', '.join(map(str, extra))}"
@@ -183,6 +267,18 @@ def validate_request(body: Any) -> str | None:
         if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks[first_other:]):
             return f"messages.{i + 1}: `tool_result` blocks must come before any other content"
     return None
+
+
+def _programmatic_calls(messages: list[Any]) -> list[str]:
+    """Ids of tool calls whose ``caller`` is the code-execution tool (programmatic tool calling)."""
+    out = []
+    for m in messages:
+        content = m.get("content") if isinstance(m, dict) else None
+        for b in content if isinstance(content, list) else []:
+            caller = b.get("caller") if isinstance(b, dict) and b.get("type") == "tool_use" else None
+            if isinstance(caller, dict) and str(caller.get("type", "")).startswith("code_execution"):
+                out.append(str(b.get("id")))
+    return out
 
 
 def _count_cache_control(body: dict[str, Any]) -> int:
@@ -205,15 +301,16 @@ class PromptCache:
     counted as agentlab estimates them (characters / 3).
     """
 
-    def __init__(self, *, min_tokens: int = 0) -> None:
+    def __init__(self, *, min_tokens: int = 0, tokenizer: Tokenizer | str = "plain") -> None:
         self.min_tokens = min_tokens
+        self.tokenizer = tokenizer_for(tokenizer)
         self._written: set[str] = set()
         self._lock = threading.Lock()
 
-    def usage(self, body: dict[str, Any]) -> dict[str, int]:
+    def usage(self, body: dict[str, Any]) -> dict[str, Any]:
         """``input_tokens`` / ``cache_creation_input_tokens`` / ``cache_read_input_tokens`` of ``body``."""
         segments, marks = _segments(body)
-        sizes = [estimate_tokens(s) for s in segments]
+        sizes = [self.tokenizer(s) for s in segments]
         cum = list(itertools.accumulate(sizes))
         total = cum[-1] if cum else 0
         if not marks:
@@ -224,6 +321,8 @@ class PromptCache:
             h.update(s.encode())
             hashes.append(h.copy().hexdigest())
         last = max(marks)
+        ttls = _mark_ttls(body, marks)
+        one_hour = 0
         with self._lock:
             hit = next((i for i in range(last, -1, -1) if hashes[i] in self._written), -1)
             read = cum[hit] if hit >= 0 else 0
@@ -231,7 +330,32 @@ class PromptCache:
             if last > hit and cum[last] >= self.min_tokens:
                 created = cum[last] - read
                 self._written.update(hashes[m] for m in marks if cum[m] >= self.min_tokens)
-        return {"input_tokens": total - read - created, "cache_creation_input_tokens": created, "cache_read_input_tokens": read}
+                done = read
+                for m in sorted(marks):  # each breakpoint writes the stretch before it with its own TTL
+                    if cum[m] > done:
+                        if ttls.get(m) == "1h":
+                            one_hour += cum[m] - done
+                        done = cum[m]
+        out: dict[str, Any] = {"input_tokens": total - read - created, "cache_creation_input_tokens": created, "cache_read_input_tokens": read}
+        if created:
+            out["cache_creation"] = {"ephemeral_5m_input_tokens": created - one_hour, "ephemeral_1h_input_tokens": one_hour}
+        return out
+
+
+def _mark_ttls(body: dict[str, Any], marks: list[int]) -> dict[int, str]:
+    """The TTL of each breakpoint, by segment index (blocks in the order :func:`_segments` walks)."""
+    blocks: list[Any] = list(body.get("tools") or [])
+    system = body.get("system")
+    blocks += system if isinstance(system, list) else ([None] if isinstance(system, str) and system else [])
+    for m in body.get("messages") or []:
+        content = m.get("content")
+        blocks += [None] if isinstance(content, str) else list(content or [])
+    out = {}
+    for i in marks:
+        block = blocks[i] if i < len(blocks) else None
+        mark = block.get("cache_control") if isinstance(block, dict) else body.get("cache_control")
+        out[i] = str(mark.get("ttl") or "5m") if isinstance(mark, dict) else "5m"
+    return out
 
 
 def _segments(body: dict[str, Any]) -> tuple[list[str], list[int]]:
@@ -274,7 +398,20 @@ class MessagesServer:
         min_cache_tokens: prefixes shorter than this are not cached (the API's
             minimum is 1024-4096 depending on the model).
         require_key: answer 401 when no ``x-api-key``/``authorization`` is sent.
+        max_request_bytes: answer 413 ``request_too_large`` to a bigger body
+            (the API's limit is 32 MB).
+        tokenizer: how ``usage`` and ``/v1/messages/count_tokens`` count:
+            ``"plain"`` (agentlab's estimate), ``"dense"`` (~1.7 bytes per
+            token, as code and JSON tokenize), or ``(text) -> tokens``.
+        count_endpoint: serve ``POST /v1/messages/count_tokens``; ``False``
+            answers 404 there, as a proxy without the endpoint does.
+
+    Replies longer than the request's ``max_tokens`` are cut off there, with
+    ``stop_reason="max_tokens"``, as the API does.
     """
+
+    routes: dict[str, str] = {"/v1/messages": "messages", "/v1/messages/count_tokens": "count_tokens"}
+    """Path -> handler method suffix: ``POST /v1/messages`` is ``_Handler.post_messages``."""
 
     def __init__(
         self,
@@ -283,10 +420,17 @@ class MessagesServer:
         cache: bool = True,
         min_cache_tokens: int = 0,
         require_key: bool = True,
+        max_request_bytes: int = 32 * 1024 * 1024,
+        tokenizer: Tokenizer | str = "plain",
+        count_endpoint: bool = True,
     ) -> None:
+        self.max_request_bytes = max_request_bytes
+        self.first_delta_sent: list[float] = []  # time.perf_counter() as each stream's first fragment was written
         self._queue: deque[Any] = deque(replies)
         self.requests: list[Received] = []
-        self.cache = PromptCache(min_tokens=min_cache_tokens) if cache else None
+        self.tokenizer = tokenizer_for(tokenizer)
+        self.count_endpoint = count_endpoint
+        self.cache = PromptCache(min_tokens=min_cache_tokens, tokenizer=self.tokenizer) if cache else None
         self.require_key = require_key
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -300,7 +444,10 @@ class MessagesServer:
             return self
         handler = type("Handler", (_Handler,), {"owner": self})
         self._httpd = _QuietServer(("127.0.0.1", 0), handler)
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="agentlab-messages-server", daemon=True)
+        httpd = self._httpd
+        self._thread = threading.Thread(
+            target=lambda: httpd.serve_forever(poll_interval=0.02), name="agentlab-messages-server", daemon=True
+        )
         self._thread.start()
         return self
 
@@ -346,6 +493,29 @@ class MessagesServer:
         options.setdefault("max_retries", 0)
         return anthropic.AsyncAnthropic(base_url=self.url, api_key=api_key, **options)
 
+    # in-process answers (the HTTP handler's logic, without the transport)
+    def respond(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The reply a ``POST /v1/messages`` with ``body`` gets, without HTTP (for fast property tests).
+
+        Same checks, script, prompt cache and tokenizer as over HTTP; a
+        scripted fault or a refused request raises ``ValueError``.
+        """
+        problem = validate_request(body)
+        if problem:
+            raise ValueError(problem)
+        item = self._next(body)
+        item = item.item if isinstance(item, Slow) else item
+        if not isinstance(item, dict):
+            raise ValueError(f"MessagesServer.respond serves replies only, got {item!r}")
+        return self._message(item, body)
+
+    def count(self, body: dict[str, Any]) -> int:
+        """What ``POST /v1/messages/count_tokens`` answers for ``body``, without HTTP."""
+        problem = validate_count_request(body)
+        if problem:
+            raise ValueError(problem)
+        return count_segments(_segments(body)[0], self.tokenizer)
+
     # serving (called from the handler thread)
     def _next(self, body: Any) -> Any:
         with self._lock:
@@ -368,11 +538,12 @@ class MessagesServer:
         usage = item.get("usage")
         if usage is None:
             usage = dict(self.cache.usage(body)) if self.cache else {
-                "input_tokens": sum(estimate_tokens(s) for s in _segments(body)[0]),
+                "input_tokens": count_segments(_segments(body)[0], self.tokenizer),
                 "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
             }
-            usage["output_tokens"] = estimate_tokens(content)
-        return {
+            content, usage["output_tokens"], cut = cap_output(content, body["max_tokens"], self.tokenizer)
+            stop = "max_tokens" if cut else stop
+        message = {
             "id": item.get("id") or f"msg_{next(self._ids):06d}",
             "type": "message",
             "role": "assistant",
@@ -382,6 +553,10 @@ class MessagesServer:
             "stop_sequence": item.get("stop_sequence"),
             "usage": usage,
         }
+        for key in ("stop_details", "container"):
+            if item.get(key) is not None:
+                message[key] = item[key]
+        return message
 
 
 class _QuietServer(ThreadingHTTPServer):
@@ -400,6 +575,11 @@ class _Handler(BaseHTTPRequestHandler):
     owner: MessagesServer
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        # Each stream event goes out when written, as the API's do (no Nagle batching of small writes).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - the stdlib's name
         return None
 
@@ -417,10 +597,24 @@ class _Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): v for k, v in self.headers.items()}
         with server._lock:
             server.requests.append(Received("POST", self.path, headers, body, time.monotonic()))
-        if self.path.split("?")[0] != "/v1/messages":
+        name = server.routes.get(self.path.split("?")[0])
+        if name is None or (name == "count_tokens" and not server.count_endpoint):
             return self._send(404, fault(404, f"no route {self.path}").body())
         if server.require_key and not (headers.get("x-api-key") or headers.get("authorization")):
             return self._send(401, fault(401, "x-api-key header is required").body())
+        if length > server.max_request_bytes:
+            return self._send(413, fault(413, f"Request exceeds the maximum allowed number of bytes ({server.max_request_bytes})").body())
+        getattr(self, f"post_{name}")(body, headers)
+
+    def post_count_tokens(self, body: Any, headers: dict[str, str]) -> None:
+        problem = validate_count_request(body)
+        if problem:
+            return self._send(400, fault(400, problem).body())
+        assert isinstance(body, dict)  # validate_count_request accepts only a JSON object
+        self._send(200, {"input_tokens": self.owner.count(body)})
+
+    def post_messages(self, body: Any, headers: dict[str, str]) -> None:
+        server = self.owner
         problem = validate_request(body)
         if problem:
             return self._send(400, fault(400, problem).body())
@@ -430,19 +624,61 @@ class _Handler(BaseHTTPRequestHandler):
             if server._closing.wait(item.seconds):
                 return self._drop()
             item = item.item
+        how = item if isinstance(item, Streamed) else Streamed(item)
+        item = how.item
         if isinstance(item, Fault):
             if item.drop:
                 return self._drop()
             return self._send(item.status, item.body(), item.headers)
+        if isinstance(item, list) and body.get("stream"):  # events given as they are (to test odd streams)
+            return self._stream(item, how)
         if not isinstance(item, dict):
             return self._send(500, fault(500, f"MessagesServer: cannot serve a {type(item).__name__}").body())
-        self._send(200, server._message(item, body))
+        message = server._message(item, body)
+        if body.get("stream"):
+            return self._stream(stream_events(message, how.chunk), how)
+        self._send(200, message)
+
+    def _stream(self, events: list[dict[str, Any]], how: Streamed) -> None:
+        """Send ``events`` as server-sent events over a chunked response, misbehaving as ``how`` says."""
+        closing, first = self.owner._closing, True
+        try:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("transfer-encoding", "chunked")
+            self.send_header("request-id", f"req_{next(self.owner._ids):08d}")
+            self.end_headers()
+            for n, event in enumerate(events):
+                if how.error is not None and n == how.after:
+                    err = how.error
+                    body = err.body() if not err.html else {"type": "error", "error": {"type": err.error_type, "message": err.message}}
+                    self._chunk(_sse("error", body))
+                    break
+                if how.drop_after is not None and n == how.drop_after:
+                    return self._drop()
+                if how.hold_after is not None and n == how.hold_after and closing.wait(how.hold):
+                    return self._drop()
+                if how.pause and n and closing.wait(how.pause):
+                    return self._drop()
+                if event.get("type") == "content_block_delta" and first:
+                    first = False
+                    self.owner.first_delta_sent.append(time.perf_counter())
+                self._chunk(_sse(event["type"], event))
+            self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+        except OSError:  # the client hung up (Stop, a deadline): nothing more to send
+            self.close_connection = True
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
 
     def _send(self, status: int, payload: Any, headers: Mapping[str, str] | None = None) -> None:
-        data = json.dumps(payload).encode()
+        data = payload.encode() if isinstance(payload, str) else json.dumps(payload).encode()
         try:
             self.send_response(status)
-            self.send_header("content-type", "application/json")
+            self.send_header("content-type", "text/html" if isinstance(payload, str) else "application/json")
             self.send_header("content-length", str(len(data)))
             self.send_header("request-id", f"req_{next(self.owner._ids):08d}")
             for k, v in (headers or {}).items():
@@ -460,3 +696,61 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
+
+
+# --------------------------------------------------------------- streaming
+def _sse(kind: str, payload: Any) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+def stream_events(message: dict[str, Any], chunk: int = 16) -> list[dict[str, Any]]:
+    """The events the streaming protocol carries for ``message``, fragments of ``chunk`` characters.
+
+    ``message_start`` holds the message without content, stop reason or output
+    usage; each block is opened, filled by deltas (text, thinking then its
+    signature, citations, tool input as partial JSON) or sent whole (redacted
+    thinking, server tool results), and closed; ``message_delta`` carries the
+    stop reason, stop details, container and final usage; ``message_stop`` ends it.
+    """
+    usage = dict(message.get("usage") or {})
+    start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
+    start_usage["output_tokens"] = 1
+    head = {k: v for k, v in message.items() if k not in ("content", "stop_reason", "stop_sequence", "stop_details", "container", "usage")}
+    events: list[dict[str, Any]] = [
+        {"type": "message_start", "message": {**head, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}},
+        {"type": "ping"},
+    ]
+
+    def pieces(text: str) -> list[str]:
+        return [text[i:i + chunk] for i in range(0, len(text), chunk)]
+
+    for index, block in enumerate(message.get("content") or []):
+        kind = block.get("type")
+        if kind == "text":
+            opened = {**block, "text": ""}
+            if isinstance(block.get("citations"), list):
+                opened["citations"] = []
+            events.append({"type": "content_block_start", "index": index, "content_block": opened})
+            for citation in block.get("citations") or []:
+                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "citations_delta", "citation": citation}})
+            for part in pieces(block.get("text", "")):
+                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": part}})
+        elif kind == "thinking":
+            events.append({"type": "content_block_start", "index": index, "content_block": {**block, "thinking": "", "signature": ""}})
+            for part in pieces(block.get("thinking", "")):
+                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": part}})
+            events.append({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": block.get("signature", "")}})
+        elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
+            events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
+            for part in pieces(json.dumps(block.get("input", {}), separators=(",", ":"))):
+                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}})
+        else:  # redacted thinking, server tool results...: sent whole
+            events.append({"type": "content_block_start", "index": index, "content_block": block})
+        events.append({"type": "content_block_stop", "index": index})
+    delta = {"stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence")}
+    for key in ("stop_details", "container"):
+        if message.get(key) is not None:
+            delta[key] = message[key]
+    events.append({"type": "message_delta", "delta": delta, "usage": usage})
+    events.append({"type": "message_stop"})
+    return events

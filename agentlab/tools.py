@@ -14,6 +14,7 @@ safe default is to serialize.
 from __future__ import annotations
 
 import inspect
+import json
 import math
 import numbers
 import re
@@ -65,6 +66,7 @@ class Tool:
         timeout: float | None = None,
         retry: Retry | None = None,
         max_calls: int | None = None,
+        approve: bool = False,
         max_result_chars: int | None = MAX_RESULT_CHARS,
     ) -> None:
         if not callable(fn):
@@ -96,6 +98,8 @@ class Tool:
         self.retry = retry
         self.max_calls = max_calls
         self.max_result_chars = max_result_chars
+        self.approve = bool(approve)
+        """Ask a human before each call (see :mod:`agentlab.approval`)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self._model, doc = _arguments_model(fn, self.name)
         self.description = description or doc or self.name
@@ -199,6 +203,7 @@ def tool(
     timeout: float | None = None,
     retry: Retry | None = None,
     max_calls: int | None = None,
+    approve: bool = False,
 ) -> Callable[[Callable[..., Any]], Tool]: ...
 def tool(fn: Callable[..., Any] | None = None, /, **options: Any) -> Any:
     """Make a function a tool: ``@tool`` or ``@tool(mode="read", timeout=5)``."""
@@ -270,3 +275,32 @@ def _generator_call(fn: Any) -> bool:
 def _defined_in_class(fn: Callable[..., Any]) -> bool:
     parts = getattr(fn, "__qualname__", "").split(".")
     return inspect.isfunction(fn) and len(parts) >= 2 and parts[-2] != "<locals>"
+
+
+class SchemaTool(Tool):
+    """A tool described by an explicit JSON schema rather than a Python signature.
+
+    For tools that live elsewhere (an MCP server): ``fn`` receives the
+    model's arguments as keywords and checks them itself (the remote side
+    validates and answers with an error the model can read).
+    """
+
+    def __init__(
+        self, fn: Callable[..., Any], *, name: str, description: str, input_schema: dict[str, Any],
+        mode: Mode = "write", timeout: float | None = None, retry: Retry | None = None, max_calls: int | None = None,
+        approve: bool = False,
+    ) -> None:
+        if not isinstance(input_schema, dict):
+            raise TypeError(f"tool {name!r}: input_schema must be a JSON schema object (a dict)")
+        super().__init__(lambda: None, name=name, description=description or name, mode=mode, timeout=timeout,
+                         retry=retry, max_calls=max_calls, approve=approve)
+        self.fn = fn
+        self.is_async = inspect.iscoroutinefunction(fn)
+        self.input_schema = _clean_schema(json.loads(json.dumps(input_schema)))
+        self.__doc__ = description
+        self.__wrapped__ = fn
+
+    def validate(self, args: dict[str, Any]) -> dict[str, Any]:
+        if not isinstance(args, dict):
+            raise ToolError(f"Invalid arguments for {self.name}: expected an object, got {type(args).__name__}.")
+        return dict(args)

@@ -18,8 +18,11 @@ class EventKind(StrEnum):
     RUN_STARTED = "run_started"
     MODEL_REQUEST = "model_request"
     MODEL_RETRY = "model_retry"
+    MODEL_DELTA = "model_delta"  # a fragment of a streamed reply; to subscribers, not the trace file
     MODEL_CALLED = "model_called"
     TOOL_STARTED = "tool_started"
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_ANSWERED = "approval_answered"
     TOOL_RETRY = "tool_retry"
     TOOL_FINISHED = "tool_finished"
     NUDGED = "nudged"
@@ -42,6 +45,7 @@ class StopReason(StrEnum):
     MAX_TOKENS = "max_tokens"
     REFUSAL = "refusal"
     CONTEXT_WINDOW = "context window"
+    REQUEST_TOO_LARGE = "request too large"  # HTTP 413: the request's bytes, not its tokens
     MODEL_ERROR = "model error"
     MALFORMED_REPLY = "malformed reply"
     UNEXPECTED_STOP = "unexpected stop reason"

@@ -32,13 +32,15 @@ class Sizes:
     cache_steps: int = 20
     cold_reps: int = 9
     recorded_mb: float = 50.0
+    stream_reps: int = 21
+    guard_steps: int = 20
 
 
 FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
     trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
-    recorded_mb=0.5,
+    recorded_mb=0.5, stream_reps=2, guard_steps=8,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -46,7 +48,18 @@ Bench = tuple[str, list[str], Callable[[Sizes], Awaitable[list[Row]]]]
 
 
 def benches() -> list[Bench]:
-    from . import caching, coldstart, memory, panel, parallel, recorded, steps, traces
+    from . import (
+        caching,
+        coldstart,
+        guard,
+        memory,
+        panel,
+        parallel,
+        recorded,
+        steps,
+        streaming,
+        traces,
+    )
 
     async def mem(s: Sizes) -> list[Row]:
         return await asyncio.to_thread(memory.memory_rows, s.memory_steps)
@@ -64,6 +77,9 @@ def benches() -> list[Bench]:
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
         ("cold", ["cold.import_run"], lambda s: asyncio.to_thread(coldstart.coldstart_rows, s.cold_reps)),
         ("recorded", ["recorded.import", "recorded.memory"], lambda s: asyncio.to_thread(recorded.recorded_rows, s.recorded_mb)),
+        ("guard", ["guard.counts_25", "guard.counts_50", "guard.counts_100", "guard.counts_1000"],
+         lambda s: guard.guard_rows(s.guard_steps)),
+        ("streaming", ["stream.overhead", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
     ]
 
 

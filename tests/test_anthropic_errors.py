@@ -122,7 +122,7 @@ def test_a_bad_request_stops_with_model_error_and_the_api_message(server):
 
 @pytest.mark.parametrize(
     "item",
-    [fault(400, "prompt is too long: 212000 tokens > 200000 maximum"), fault(413, "Request exceeds the maximum allowed size")],
+    [fault(400, "prompt is too long: 212000 tokens > 200000 maximum")],
 )
 def test_a_request_too_large_for_the_context_stops_with_context_window(server, item):
     """A prompt longer than the model's window stops the run with "context window", not a generic error."""

@@ -37,7 +37,7 @@ def body(message: str, error_type: str = "api_error", code: str | None = None) -
         (402, {}, "billing_error", None, al.FatalError, None),
         (400, {}, "invalid_request_error", None, al.ModelError, "model error"),
         (404, {}, "not_found_error", None, al.ModelError, "model error"),
-        (413, {}, "request_too_large", None, al.ModelError, "context window"),
+        (413, {}, "request_too_large", None, al.ModelError, "request too large"),
     ],
 )
 def test_every_api_status_maps_to_one_kind_of_failure(status, headers, error_type, code, kind, reason):

@@ -94,7 +94,7 @@ def test_script_running_out_is_a_model_error_not_an_index_error():
 @pytest.mark.parametrize(
     ("raw", "problem"),
     [
-        ({"content": [], "stop_reason": "end_turn"}, "no content blocks"),
+        ({"content": [], "stop_reason": "tool_use"}, "no content blocks"),  # empty + end_turn is valid (Done)
         ({"content": [{"type": "tool_use", "name": "lookup", "input": {}}], "stop_reason": "tool_use"}, "has no 'id'"),
         ({"content": [{"type": "tool_use", "id": "t1", "input": {}}], "stop_reason": "tool_use"}, "has no 'name'"),
         ({"content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": [1]}]}, "'input' is not an object"),

@@ -58,3 +58,88 @@ def test_anthropic_message_objects_travel_the_same_path():
     assert r.stop_reason == "tool_use" and r.text == "hi"
     assert r.tool_calls == [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}]
     assert r.usage == Usage(10, 5, 0, 7)
+
+
+@pytest.mark.parametrize("model_id", ["claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"])
+def test_one_hour_cache_writes_and_web_searches_cost_what_genai_prices_says(model_id):
+    """1h writes at their own (2x input) rate, 5m writes at 1.25x, and $10 per 1,000 web searches."""
+    usage = Usage(10_000, 300, cache_creation_input_tokens=3000, cache_creation_1h_input_tokens=2000, web_search_requests=3)
+    expected = calc_price(
+        GUsage(input_tokens=13_000, output_tokens=300, cache_write_tokens=3000, cache_write_1h_tokens=2000, web_searches=3),
+        model_ref=model_id, provider_id="anthropic",
+    ).total_price
+    prices = lookup_prices(model_id)
+    assert prices.cost(usage) == pytest.approx(float(expected), rel=1e-9)
+    assert prices.server_tool_cost(usage) == pytest.approx(0.03)
+    five_minute_only = Usage(10_000, 300, cache_creation_input_tokens=3000)
+    assert prices.cost(usage) - prices.cost(five_minute_only) == pytest.approx(2000 * (2 * prices.input - prices.cache_write) / 1e6 + 0.03)
+
+
+def test_every_model_id_the_sdk_lists_has_a_price():
+    """A new Claude id in anthropic.types.Model without a price fails here, not in a user's run."""
+    import typing
+
+    from anthropic.types import Model
+
+    literal = next(a for a in typing.get_args(Model) if typing.get_origin(a) is typing.Literal)
+    missing = [m for m in typing.get_args(literal) if lookup_prices(m) is None]
+    assert not missing, f"no price for {missing}: add them to pricing.FALLBACK_ALIASES (with the source) or upgrade genai-prices"
+    for m in typing.get_args(literal):
+        p = lookup_prices(m)
+        assert p.input > 0 and p.output > p.input and p.cache_read is not None and p.write_1h_rate() >= p.input
+
+
+def test_usage_reads_the_ttl_split_and_server_tool_requests_from_the_api_shape():
+    reply = normalize_reply({
+        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
+        "usage": {"input_tokens": 5, "output_tokens": 2, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 0,
+                  "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200},
+                  "server_tool_use": {"web_search_requests": 4, "web_fetch_requests": 1}},
+    })
+    assert reply.usage == Usage(5, 2, 300, 0, cache_creation_1h_input_tokens=200, web_search_requests=4, web_fetch_requests=1)
+    assert reply.usage.as_dict()["web_search_requests"] == 4
+
+
+def test_the_hard_guard_reserves_web_search_fees_bounded_by_max_uses():
+    """Offering web search with max_uses=5 reserves 5 x $0.01 before the call: a run that can afford the
+    tokens but not the searches stops before spending anything."""
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, reply
+
+    prices = al.Prices(input=3.0, output=15.0, web_search=0.01)
+    search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
+    with MessagesServer([reply("unused")]) as server:
+        model = AnthropicModel(client=server.client(), server_tools=[search])
+        result = al.run("Search.", model=model, max_cost=0.04, prices=prices, max_tokens=256, clock=al.FakeClock(), trace=False)
+        assert isinstance(result, al.Stopped) and result.reason == "budget"
+        assert [r for r in server.requests if r.path == "/v1/messages"] == [] and result.cost == 0  # a token count at most
+    with MessagesServer([reply("Found.")]) as server:
+        model = AnthropicModel(client=server.client(), server_tools=[search])
+        result = al.run("Search.", model=model, max_cost=0.06, prices=prices, max_tokens=256, clock=al.FakeClock(), trace=False)
+        assert isinstance(result, al.Done)
+        sent = next(r for r in server.requests if r.path == "/v1/messages")
+        assert sent.body["tools"][-1]["name"] == "web_search"
+
+
+def test_cache_1h_marks_the_breakpoints_with_the_one_hour_ttl_and_those_writes_cost_twice_the_input_rate():
+    """cache="1h": the prefix and the latest message carry ttl=1h; the server reports them as 1h writes;
+    the call costs them at 2x base input, and the hard guard reserves input at that rate."""
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, reply
+
+    prices = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75, cache_write_1h=6.0)
+    events: list = []
+    with MessagesServer([reply("Done.")]) as server:
+        model = AnthropicModel(client=server.client(), cache="1h")
+        result = al.run("Summarise.", model=model, system="You are terse. " * 50, prices=prices,
+                        clock=al.FakeClock(), trace=False, subscribers=[events.append])
+    body = server.requests[0].body
+    assert body["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    usage = next(e.data["usage"] for e in events if e.kind == "model_called")
+    assert usage["cache_creation_1h_input_tokens"] == usage["cache_creation_input_tokens"] > 0
+    expected = (usage["input_tokens"] * 3 + usage["output_tokens"] * 15 + usage["cache_creation_input_tokens"] * 6) / 1e6
+    assert result.cost == pytest.approx(expected)
+    assert model.caches == "1h" and prices.worst_rates(1000, "1h")[0] == pytest.approx(6.0 / 1e6)
+    with pytest.raises(ValueError, match="'5m', '1h'"):
+        AnthropicModel(client=model.client, cache="2h")

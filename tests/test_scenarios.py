@@ -34,10 +34,10 @@ def test_every_scenario_ends_with_its_expected_reason(name):
 
 
 def test_the_registry_covers_the_ten_lessons_in_order():
-    """Twelve scenarios (two lessons have a contrasting variant), in the article's order."""
+    """Thirteen scenarios (lessons with a contrasting variant), in the article's order."""
     assert scenarios.names() == [
         "parallel-lookups", "ping-pong", "growing-context", "hanging-tool", "repeat-recovers", "repeat-forever",
-        "permission-denied", "permission-probing", "flaky-upstream", "not-found-hint", "parallel-writes", "truncated",
+        "permission-denied", "permission-probing", "approval-denied", "flaky-upstream", "not-found-hint", "parallel-writes", "truncated",
     ]
     for s in scenarios.all():
         assert s.lesson.endswith(".") and s.title and s.task
@@ -203,3 +203,11 @@ def test_scenario_run_writes_a_trace_to_the_runs_folder(tmp_path):
     trace = tmp_path / "runs" / f"{result.run_id}.jsonl"
     kinds = [json.loads(line)["kind"] for line in trace.read_text().splitlines()]
     assert result.run_id.startswith("truncated-") and kinds[0] == "run_started" and kinds[-1] == "run_finished"
+
+
+def test_a_write_the_manager_denies_is_never_run_and_never_told_to_the_model():
+    """approval-denied: the refund is asked about, denied, and the run stops before it touches the shop."""
+    result, _, setup = run_scenario("approval-denied", clock=al.FakeClock())
+    assert result.reason == "fatal" and "need a manager's sign-off" in result.detail
+    assert setup.model.calls == 2  # read the order, asked to refund; never called again
+    assert setup.shop.query("SELECT COUNT(*) AS n FROM refunds WHERE order_id = 1042")[0]["n"] == 0

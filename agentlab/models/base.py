@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -15,6 +16,11 @@ class ModelRequest:
     ``timeout`` is the time left before the run's deadline: an adapter passes
     it to its transport so no call outlives the run. ``max_tokens`` may be
     lower than configured when the hard cost guard clamped it.
+
+    ``on_delta(index, kind, text)``, when set, is called for each fragment of
+    the reply as it arrives (``kind`` is ``"text"``, ``"thinking"`` or
+    ``"tool_input"``); a model that streams calls it, one that does not may
+    ignore it. The engine sets it to emit ``model_delta`` events.
     """
 
     system: str | None
@@ -22,6 +28,7 @@ class ModelRequest:
     tools: list[dict[str, Any]]
     max_tokens: int
     timeout: float | None = None
+    on_delta: Callable[[int, str, str], None] | None = None
 
 
 @runtime_checkable

@@ -7,6 +7,11 @@ so an offline run's cost grows with its context just as a real run's does.
 
 Like a real model, an offline model honours ``max_tokens``: a reply longer
 than the request allows comes back cut off with ``stop_reason="max_tokens"``.
+
+With ``stream=N`` an offline model streams as Claude does: each reply is
+handed to the engine in fragments of ``N`` characters, ``chunk_delay``
+seconds apart on the given clock (a ``FakeClock`` makes that instant in
+tests, a real one makes the offline notebooks show text growing).
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ import itertools
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ..clock import Clock, SystemClock
 from ..messages import CHARS_PER_TOKEN, Message, estimate_tokens
 from .base import ModelRequest
+from .streaming import chunk_reply
 
 DEFAULT_PRICED_AS = "claude-sonnet-4-5"
 
@@ -52,12 +59,29 @@ class FunctionModel:
 
     ``fn`` may also take a third argument, the full :class:`ModelRequest`.
     ``model`` is the id whose prices the run is charged at (offline runs
-    cost what the same tokens would cost on that model).
+    cost what the same tokens would cost on that model). ``stream`` (chars
+    per fragment), ``chunk_delay`` and ``clock`` make it stream its replies.
     """
 
-    def __init__(self, fn: Callable[..., Any], *, model: str = DEFAULT_PRICED_AS, name: str | None = None) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        *,
+        model: str = DEFAULT_PRICED_AS,
+        name: str | None = None,
+        stream: int | None = None,
+        chunk_delay: float = 0.0,
+        clock: Clock | None = None,
+    ) -> None:
         if not callable(fn):
             raise TypeError(f"FunctionModel needs a function, got {type(fn).__name__}")
+        if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream < 1):
+            raise ValueError(f"stream must be a number of characters per fragment (>= 1) or None, got {stream!r}")
+        if not isinstance(chunk_delay, (int, float)) or chunk_delay < 0:
+            raise ValueError(f"chunk_delay must be seconds >= 0, got {chunk_delay!r}")
+        self.stream = stream
+        self.chunk_delay = float(chunk_delay)
+        self.clock: Clock = clock or SystemClock()
         self.fn = fn
         self.model = model
         self.name = name or getattr(fn, "__name__", "function")
@@ -78,6 +102,11 @@ class FunctionModel:
         if isinstance(out, dict):
             out = self._fill_ids(out)
             out = _truncate(out, request.max_tokens)
+            if self.stream and request.on_delta is not None and isinstance(out.get("content"), list):
+                for delta in chunk_reply(out["content"], self.stream):
+                    if self.chunk_delay:
+                        await self.clock.sleep(self.chunk_delay)
+                    request.on_delta(*delta)
         return out
 
     def _fill_ids(self, out: dict[str, Any]) -> dict[str, Any]:
@@ -117,9 +146,18 @@ class ScriptedModel(FunctionModel):
     with reason ``"model error"``), never an ``IndexError`` from deep inside.
     """
 
-    def __init__(self, replies: Iterable[Any], *, model: str = DEFAULT_PRICED_AS, name: str = "scripted") -> None:
+    def __init__(
+        self,
+        replies: Iterable[Any],
+        *,
+        model: str = DEFAULT_PRICED_AS,
+        name: str = "scripted",
+        stream: int | None = None,
+        chunk_delay: float = 0.0,
+        clock: Clock | None = None,
+    ) -> None:
         self.replies: Sequence[Any] = list(replies)
-        super().__init__(self._next, model=model, name=name)
+        super().__init__(self._next, model=model, name=name, stream=stream, chunk_delay=chunk_delay, clock=clock)
 
     def _next(self, messages: list[Message], tools: list[dict[str, Any]]) -> Any:
         from ..errors import ModelError

@@ -295,3 +295,10 @@ class ShopAssistant(Behaviour):
                          *[("get_order", {"order_id": i}) for i in ids])
         parts = [explain_lateness(o.data) if o.data else o.text for o in h.latest()]
         return reply(" ".join(parts) or "I found nothing to report.")
+
+
+def manager_approves(request: Any) -> Any:
+    """A scripted manager for the approval scenario: notes and status changes yes, refunds over £10 no."""
+    if request.tool == "refund_order" and float(request.args.get("amount", 0)) > 10:
+        return f"refunds over £10 need a manager's sign-off; this one was for £{request.args.get('amount')}"
+    return True

@@ -80,6 +80,15 @@ SCENARIOS: dict[str, Scenario] = {
                      "policy": Policy(permission_denied="recoverable")},
         ),
         Scenario(
+            "approval-denied", "a person says no to a refund",
+            "Writes wait for a person: the agent may refund, but a manager approves each write first. "
+            "Told no, the run stops at once; the model never hears it, so it cannot try another route.",
+            "Order 1042 arrived late. Refund the customer £20 as a goodwill gesture.", "fatal",
+            lambda rng: b.Refunder(rng),
+            options={"max_steps": 10, "max_cost": 0.20, "deadline_s": 30, "approve": b.manager_approves},
+            shop={"role": "billing"},
+        ),
+        Scenario(
             "flaky-upstream", "503, 503, then an answer",
             "A flaky upstream is retried inside the loop with backoff; the model sees only the answer, "
             "never the two 503s.",

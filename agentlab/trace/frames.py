@@ -126,6 +126,7 @@ def summarize(
                 run_id, e["step"], i, o, cw, cr, i + cw + cr, _num(e.get("cost", 0.0)), spent,
                 _num(e.get("latency", 0.0)), n_calls, str(e.get("stop_reason") or ""), bool(e.get("estimated")),
                 float(e["t"]),
+                _num(e.get("server_tool_cost", 0.0)),  # web searches etc., billed per request; included in cost
             ))
         elif kind == "tool_started":
             open_calls[e["call_id"]] = e
@@ -197,7 +198,7 @@ STEPS_COLUMNS = {
     "run_id": "str", "step": "int64", "input_tokens": "int64", "output_tokens": "int64",
     "cache_write_tokens": "int64", "cache_read_tokens": "int64", "context_tokens": "int64",
     "cost": "float64", "cumulative_cost": "float64", "latency": "float64", "tool_calls": "int64",
-    "stop_reason": "str", "estimated": "bool", "t": "float64",
+    "stop_reason": "str", "estimated": "bool", "t": "float64", "server_tool_cost": "float64",
 }
 CALLS_COLUMNS = {
     "run_id": "str", "step": "int64", "call_id": "str", "index": "int64", "tool": "str", "mode": "str",

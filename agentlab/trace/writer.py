@@ -83,11 +83,15 @@ class TraceWriter:
         path: str | os.PathLike[str] | None = None,
         *,
         redactor: Redactor | None = None,
+        deltas: bool = False,
         on_error: Literal["stop", "warn"] = "stop",
     ) -> None:
+        """``deltas=True`` also writes each ``model_delta`` (a streamed reply's fragments, with
+        their timing); by default only the assembled reply is stored, once."""
         if on_error not in ("stop", "warn"):
             raise ValueError(f"on_error must be 'stop' or 'warn', got {on_error!r}")
         self.dir = runs_dir(path)
+        self.deltas = deltas
         self.redactor = redactor or Redactor()
         self.on_error = on_error
         self._files: dict[str, _File] = {}
@@ -99,6 +103,8 @@ class TraceWriter:
         return self.dir / f"{run_id}{SUFFIX}"
 
     def __call__(self, event: Event) -> None:
+        if event.kind == "model_delta" and not self.deltas:
+            return
         record = event.as_record()
         if event.kind == "tool_finished":
             result = record.get("result")

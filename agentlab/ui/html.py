@@ -101,8 +101,20 @@ def step_html(entry: StepEntry) -> str:
         bits.append(f"stop_reason={entry.stop_reason}")
     head = bits[0] + ("" if len(bits) == 1 else " · " + esc(" · ".join(bits[1:])))
     out = [f"<div class='agentlab-step-head' style='color:#57606a'>{head}</div>"]
+    if entry.thinking:
+        out.append(
+            "<details class='agentlab-thinking' style='margin-left:1em;color:#57606a'>"
+            f"<summary style='cursor:pointer'><i>thinking</i> ({len(entry.thinking):,} chars)</summary>"
+            f"<div style='white-space:pre-wrap'>{esc(entry.thinking)}</div></details>"
+        )
     if entry.text:
-        out.append(f"<div class='agentlab-text' style='white-space:pre-wrap;margin-left:1em'><i>said</i> {esc(entry.text)}</div>")
+        cursor = "<span class='agentlab-cursor'>▍</span>" if entry.streaming else ""
+        out.append(f"<div class='agentlab-text' style='white-space:pre-wrap;margin-left:1em'><i>said</i> {esc(entry.text)}{cursor}</div>")
+    for index in sorted(entry.forming):
+        out.append(
+            f"<div class='agentlab-forming' style='margin-left:1em;color:#57606a'><i>tool call forming</i> "
+            f"<code>{esc(entry.forming[index])}</code></div>"
+        )
     if entry.error:
         out.append(f"<div style='color:#cf222e;margin-left:1em'>{esc(entry.error)}</div>")
     out.extend(call_html(c) for c in entry.calls)

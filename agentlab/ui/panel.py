@@ -142,8 +142,21 @@ class Panel:
         self.log.add_class("agentlab-log")
         self._step_html: dict[int, str] = {}
 
+        # A write waiting for a human: the call and Approve / Deny (hidden otherwise).
+        self.approval_text = w.HTML()
+        self.approve_button = w.Button(description="Approve", icon="check", button_style="success",
+                                       layout=w.Layout(width="110px"))
+        self.deny_button = w.Button(description="Deny", icon="times", button_style="danger", layout=w.Layout(width="110px"))
+        self.approve_button.add_class("agentlab-approve")
+        self.deny_button.add_class("agentlab-deny")
+        self._answer: Any = None
+        self.approve_button.on_click(lambda _b: self._answer and self._answer(True))
+        self.deny_button.on_click(lambda _b: self._answer and self._answer("denied in the panel"))
+        self.approval = w.VBox([self.approval_text, w.HBox([self.approve_button, self.deny_button])],
+                               layout=w.Layout(display="none", border="2px solid #d4a72c", padding="4px"))
+        self.approval.add_class("agentlab-approval")
         top = [w.HBox([*self.buttons.values(), self.pause_before_tools]), w.HBox(list(self.limit_fields.values())),
-               self.message, self.status]
+               self.message, self.status, self.approval]
         middle = w.HBox([w.VBox(rows), *([self.chart_image] if self.chart_image is not None else [])])
         self.widget = w.VBox([*top, middle, self.log], layout=w.Layout(border="1px solid #d0d7de", padding="6px"))
         self.widget.add_class("agentlab-panel")
@@ -250,6 +263,27 @@ class Panel:
     def limits(self) -> dict[str, int | float | None]:
         """The limit fields, parsed (``ValueError`` naming the field if one is bad)."""
         return {key: parse_limit(key, f.value) for key, f in self.limit_fields.items()}
+
+    def ask(self, request: Any, answer: Any) -> None:
+        """Show a call waiting for approval (``request``), or hide the box (``None``).
+
+        ``answer(value)`` gets ``True`` (Approve) or a reason string (Deny).
+        The other buttons and the gauges keep working meanwhile.
+        """
+        import html as _html
+        import json
+
+        self._answer = answer
+        if request is None:
+            self.approval.layout.display = "none"
+            self.approval_text.value = ""
+            return
+        args = json.dumps(request.args, ensure_ascii=False, indent=1, default=str)
+        self.approval_text.value = (
+            f"<b>approve this write?</b> step {request.step}: <code>{_html.escape(request.tool)}</code>"
+            f"<pre style='margin:2px 0'>{_html.escape(args)}</pre>"
+        )
+        self.approval.layout.display = "flex"
 
     def say(self, text: str, *, error: bool = False) -> None:
         from .html import esc

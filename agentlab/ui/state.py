@@ -102,6 +102,9 @@ class StepEntry:
     model_retries: int = 0
     error: str | None = None
     end: float | None = None
+    thinking: str = ""  # shown folded
+    forming: dict[int, str] = field(default_factory=dict)  # tool input arriving, by block index
+    streaming: bool = False  # fragments are arriving; the reply is not complete yet
 
 
 class PanelState:
@@ -126,6 +129,7 @@ class PanelState:
         self.outcome: str | None = None
         self.reason = ""
         self.detail = ""
+        self.guard_note = ""
         self.answer = ""
         self.error = ""
         self.modes: dict[str, str] = {}
@@ -162,7 +166,22 @@ class PanelState:
         self._entry(e.step)
 
     def _model_retry(self, e: Any, d: dict[str, Any]) -> None:
-        self._entry(e.step).model_retries += 1
+        entry = self._entry(e.step)
+        entry.model_retries += 1
+        entry.text, entry.thinking, entry.forming, entry.streaming = "", "", {}, False  # the retry streams anew
+
+    def _model_delta(self, e: Any, d: dict[str, Any]) -> None:
+        """A fragment of the reply: the text grows, thinking grows (folded), tool input forms."""
+        entry = self._entry(e.step)
+        entry.streaming = True
+        kind, text = d.get("type"), d.get("text", "")
+        if kind == "text":
+            entry.text += text
+        elif kind == "thinking":
+            entry.thinking += text
+        elif kind == "tool_input":
+            index = int(d.get("index", 0))
+            entry.forming[index] = entry.forming.get(index, "") + text
 
     def _model_called(self, e: Any, d: dict[str, Any]) -> None:
         entry = self._entry(e.step)
@@ -170,7 +189,9 @@ class PanelState:
             entry.error = f"malformed reply: {d['error']}"
             return
         usage = d.get("usage") or {}
+        entry.streaming, entry.forming = False, {}
         entry.text = "".join(b.get("text", "") for b in d.get("content") or () if b.get("type") == "text")
+        entry.thinking = "".join(b.get("thinking", "") for b in d.get("content") or () if b.get("type") == "thinking")
         entry.stop_reason = d.get("stop_reason")
         entry.input_tokens = usage.get("input_tokens", 0)
         entry.output_tokens = usage.get("output_tokens", 0)
@@ -225,6 +246,7 @@ class PanelState:
     def _run_finished(self, e: Any, d: dict[str, Any]) -> None:
         self.outcome = d.get("outcome")
         self.reason, self.detail = d.get("reason", ""), d.get("detail", "")
+        self.guard_note = d.get("guard_note", "") or ""
         self.answer = d.get("text", "") or ""
         self.steps = d.get("steps", self.steps)
         self.spent = d.get("spent", self.spent)
@@ -293,10 +315,11 @@ class PanelState:
 
     def status_line(self) -> str:
         """One line: where the run is, and if it ended, why (with the numbers)."""
+        note = f" · {self.guard_note}" if self.guard_note else ""
         if self.outcome == "done":
-            return "done"
+            return "done" + note
         if self.outcome == "stopped":
-            return f"stopped: {self.reason}" + (f" ({self.detail})" if self.detail else "")
+            return f"stopped: {self.reason}" + (f" ({self.detail})" if self.detail else "") + note
         return self.phase
 
     def take_dirty_steps(self) -> list[int]:
@@ -309,6 +332,7 @@ _HANDLERS = {
     EventKind.RUN_STARTED: PanelState._run_started,
     EventKind.MODEL_REQUEST: PanelState._model_request,
     EventKind.MODEL_RETRY: PanelState._model_retry,
+    EventKind.MODEL_DELTA: PanelState._model_delta,
     EventKind.MODEL_CALLED: PanelState._model_called,
     EventKind.TOOL_STARTED: PanelState._tool_started,
     EventKind.TOOL_RETRY: PanelState._tool_retry,

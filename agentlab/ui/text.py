@@ -1,0 +1,36 @@
+"""The panel as plain text: what a terminal IPython or a plain export shows.
+
+Widgets render only where a widget manager runs (JupyterLab, Notebook 7,
+VS Code). Everywhere else the ``text/plain`` part of the display is all a
+reader gets, so it says what the panel would: the phase, the three gauges
+and the last step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .state import PanelState
+
+
+def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> str:
+    """A few lines: run and model, phase, gauges, the last step's calls and text.
+
+    ``pending``: a call waiting for approval (an ``ApprovalRequest``), shown first.
+    """
+    lines = [f"agentlab run {state.run_id} ({state.model}): {state.status_line()}"]
+    if pending is not None:
+        waiting = f"  waiting for approval: {pending}"
+        lines.append(waiting if len(waiting) <= width else waiting[: width - 3] + "...")
+    lines.append("  " + " | ".join(f"{g.name} {g.text}" for g in state.gauges()))
+    if state.log:
+        entry = state.log[max(state.log)]
+        calls = ", ".join(f"{c.tool} [{c.outcome}]" for c in entry.calls)
+        last = f"  last step {entry.step}: " + (calls or "no tool calls")
+        if entry.text:
+            last += f"; said: {entry.text.strip()}"
+        lines.append(last if len(last) <= width else last[: width - 3] + "...")
+    if state.answer:
+        answer = f"  answer: {state.answer.strip()}"
+        lines.append(answer if len(answer) <= width else answer[: width - 3] + "...")
+    return "\n".join(lines)
