@@ -117,6 +117,7 @@ class Tool:
         return Tool(
             self.fn.__get__(obj, owner), name=self.name, description=self.description, mode=self.mode,
             timeout=self.timeout, retry=self.retry, max_calls=self.max_calls, max_result_chars=self.max_result_chars,
+            approve=self.approve,
         )
 
     def result_text(self, value: Any) -> str:
