@@ -27,7 +27,7 @@ from .errors import Escaped, Policy, ToolError, UnknownTool, classify, describe,
 from .isolate import inline, settle, start, unwrap
 from .messages import Block
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
-from .tools import Tool, result_text
+from .tools import Tool
 from .vocab import EventKind, Outcome, StopReason
 
 
@@ -173,7 +173,7 @@ class CallRunner:
             kwargs = await self.approver(tool, kwargs, call_id)  # a human may say no, or edit
             self.calls_per_tool[name] = used + 1
             value, attempts = await self._invoke(tool, kwargs, call_id)
-            text = result_text(value)
+            text = tool.result_text(value)  # issue 14: capped at tool.max_result_chars
             finished(Outcome.OK if attempts == 1 else Outcome.RETRIED, text, False)
             return CallOutcome(index, result_block(call_id, text, False))
         except asyncio.CancelledError:

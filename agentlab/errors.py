@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .redact import scrub
+
 Kind = Literal["recoverable", "retryable", "fatal"]
 
 
@@ -175,11 +177,17 @@ def classify(exc: BaseException, policy: Policy) -> Kind:
     return policy.unclassified
 
 
+class TraceWriteError(OSError):
+    """The trace could not be written (disk full, file too large, permission lost, another writer):
+    the run stops with reason ``"trace write failed"`` (raised by :class:`agentlab.trace.TraceWriter`)."""
+
+
 def describe(exc: BaseException) -> str:
     """A one-line ``Type: message`` for results, traces and the model."""
     if isinstance(exc, ToolError):
-        return safe_str(exc.for_model())
-    if isinstance(exc, Escaped):
-        return safe_str(exc)
-    text = safe_str(exc) or exc.__class__.__name__
-    return f"{exc.__class__.__name__}: {text}"
+        text = safe_str(exc.for_model())
+    elif isinstance(exc, Escaped):
+        text = safe_str(exc)
+    else:
+        text = f"{exc.__class__.__name__}: {safe_str(exc) or exc.__class__.__name__}"
+    return scrub(text)  # issue 14: a secret quoted in an error reaches neither the trace nor the model

@@ -40,7 +40,7 @@ from .clock import Clock, SystemClock, wall_time
 from .config import RunConfig
 from .costguard import InputTracker
 from .driver import run_to_end
-from .errors import ModelError, Policy, classify, describe
+from .errors import ModelError, Policy, TraceWriteError, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
 from .messages import (
@@ -140,6 +140,7 @@ class Run:
         )
         self._last_cost = self._last_latency = 0.0
         self._cancel = False
+        self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
         self._seq = 0
         self._worked = 0.0
         self._t0: float | None = None
@@ -251,7 +252,7 @@ class Run:
             )
         changes: dict[str, Any] = {k: v for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s)) if v is not ...}
         self.budget = replace(self.budget, **changes)
-        self.result, self._cancel, self.phase = None, False, "ready"
+        self.result, self._cancel, self.phase, self._trace_error = None, False, "ready", None
         self._emit(EventKind.RESUMED, limits=self._limits())
 
     async def run(self) -> Result:
@@ -504,14 +505,19 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str, note: str = "") -> None:
-        self.result = Done(
-            self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-            self._input.report(self.budget, self.spent), **self._overrun(), text=text, detail=note,
-        )
-        self.phase = "done"
-        self._emit_end("done", "done", note, text, None)
+        if self._trace_error is None:  # issue 14: never Done over an incomplete trace
+            self.result = Done(
+                self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
+                self._input.report(self.budget, self.spent), **self._overrun(), text=text, detail=note,
+            )
+            self.phase = "done"
+            self._emit_end("done", "done", note, text, None)
+        if self._trace_error is not None:  # (run_finished itself may be what failed)
+            self._stop(StopReason.CANCELLED, "")
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
+        if self._trace_error is not None and reason == StopReason.CANCELLED:  # issue 14: the trace asked to stop
+            reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
             self._input.report(self.budget, self.spent), **self._overrun(), reason=reason, detail=detail, error=error,
@@ -567,6 +573,8 @@ class Run:
         for callback in list(self._subscribers):
             try:
                 callback(event)
+            except TraceWriteError as exc:  # issue 14: a trace that cannot be written stops the run
+                self._trace_error, self._cancel = self._trace_error or exc, True
             except Exception:  # a broken subscriber must not break the run
                 warnings.warn(f"agentlab: subscriber {callback!r} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
 
@@ -646,7 +654,7 @@ def _prepare(task: str | Sequence[Message], tools: Any, trace: Any, options: dic
     if trace is not False and trace is not None:
         from .trace import TraceWriter
 
-        writer = TraceWriter(None if trace is True else trace)
+        writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
         subscribers.append(writer)
     try:
         return Run(task, tools, subscribers=subscribers, **options), writer

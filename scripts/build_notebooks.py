@@ -483,7 +483,7 @@ the same time:
     code("""
 from agentlab.shop import Shop
 
-shop = Shop(write_latency=0.3)
+shop = Shop(write_latency=0.3, transactions=False)  # the naive read-then-write
 add_note = al.Tool(next(t for t in shop.tools() if t.name == "add_note").fn, name="add_note", mode="read")
 model = al.ScriptedModel([al.reply(None, ("add_note", {"order_id": 1042, "note": "first"}),
                                           ("add_note", {"order_id": 1042, "note": "second"})),
