@@ -131,6 +131,7 @@ class Run:
         self._step_task: asyncio.Task[Any] | None = None
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
+        self._said: Callable[[], list[Block] | None] | None = getattr(c.model, "user_turn", None)  # a replay's recorded user turns
         # The next request's input as the cost guard sees it: estimate, bound, exact count.
         self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
 
@@ -317,6 +318,9 @@ class Run:
         # 4. Why the model stopped decides what happens next.
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence"):
+            if self._said and (said := self._said()):  # a replayed record: the user spoke again, so the run goes on
+                self._append({"role": "user", "content": said})
+                return self._emit(EventKind.TOOL_RESULTS, content=said)
             return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content")
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
@@ -420,6 +424,7 @@ class Run:
                 if modes[out.index] == "write" and not out.block.get("is_error"):
                     self.guard.reset()  # a successful write changed the world
         self.pending_calls = []
+        results += (self._said and self._said()) or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
         self._emit(EventKind.TOOL_RESULTS, content=results)
         return None
