@@ -34,13 +34,14 @@ class Sizes:
     recorded_mb: float = 50.0
     stream_reps: int = 21
     guard_steps: int = 20
+    chaos_runs: int = 1000
 
 
 FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
     trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
-    recorded_mb=0.5, stream_reps=2, guard_steps=8,
+    recorded_mb=0.5, stream_reps=2, guard_steps=8, chaos_runs=12,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -50,6 +51,7 @@ Bench = tuple[str, list[str], Callable[[Sizes], Awaitable[list[Row]]]]
 def benches() -> list[Bench]:
     from . import (
         caching,
+        chaos,
         coldstart,
         guard,
         memory,
@@ -80,6 +82,8 @@ def benches() -> list[Bench]:
         ("guard", ["guard.counts_25", "guard.counts_50", "guard.counts_100", "guard.counts_1000"],
          lambda s: guard.guard_rows(s.guard_steps)),
         ("streaming", ["stream.overhead", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
+        ("chaos", ["chaos.hangs", "chaos.escaped", "chaos.lost_steps", "chaos.overrun", "chaos.blocked_loop"],
+         lambda s: chaos.chaos_rows(s.chaos_runs)),
     ]
 
 
