@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -345,3 +345,62 @@ class GuardReport:
             "mode": self.mode, "calls": dict(self.calls), "input_counts": self.input_counts,
             "estimate_short": self.estimate_short, "over": self.over, "guarantee": self.guarantee,
         }
+
+
+# --------------------------------------------------- a total shared by runs
+class Ledger(Protocol):
+    """A spending total shared by many runs (an experiment's ``max_total_cost``).
+
+    Before each model call a run reserves the call's worst case; after the
+    call it settles that reservation to what the call really cost. ``reserve``
+    grants at most ``amount``, at least ``minimum``, or 0 when not even
+    ``minimum`` is left. A call that fails is never settled: the owner of the
+    ledger releases what a run still holds when the run ends.
+    """
+
+    def reserve(self, run_id: str, amount: float, minimum: float) -> float: ...
+
+    def settle(self, run_id: str, reserved: float, actual: float) -> None: ...
+
+
+class _Unlimited:
+    """The ledger of a run on its own: every reservation granted, nothing kept."""
+
+    def reserve(self, run_id: str, amount: float, minimum: float) -> float:
+        return amount
+
+    def settle(self, run_id: str, reserved: float, actual: float) -> None:
+        return None
+
+
+NO_LEDGER: Ledger = _Unlimited()
+
+
+def reserve_call(
+    ledger: Ledger, run_id: str, est_input_tokens: int, rates: tuple[float, float], max_tokens: int,
+) -> tuple[int, float] | Stop:
+    """Reserve a call's worst case against a shared ledger: ``(max_tokens, reserved)`` or why not.
+
+    The same rule as :func:`guard_call`, against what the ledger grants
+    (``rates``: input and output USD per token at their dearest): a partial
+    grant lowers ``max_tokens`` until the worst case fits it, and the run
+    stops when not even :data:`MIN_REPLY_TOKENS` of output fit.
+    """
+    if ledger is NO_LEDGER:
+        return max_tokens, 0.0
+    input_rate, output_rate = rates
+    smallest = min(MIN_REPLY_TOKENS, max_tokens)
+    want = worst_case_cost(est_input_tokens, input_rate, output_rate, max_tokens)
+    least = worst_case_cost(est_input_tokens, input_rate, output_rate, smallest)
+    granted = ledger.reserve(run_id, want, least)
+    if granted < least or (granted <= 0 < want):
+        if granted > 0:
+            ledger.settle(run_id, granted, 0.0)
+        return Stop(
+            StopReason.EXPERIMENT_BUDGET,
+            f"the experiment's total budget cannot cover the next call (at least ${least:.4f})",
+        )
+    if granted >= want:
+        return max_tokens, granted
+    allowed = affordable_max_tokens(granted, est_input_tokens, input_rate, output_rate, max_tokens)
+    return max(allowed, smallest), granted

@@ -25,12 +25,15 @@ from typing import Any, Literal
 from . import watchdog
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
+    NO_LEDGER,
     Budget,
     BudgetSnapshot,
     CostGuard,
+    Ledger,
     Stop,
     check_after_step,
     check_before_call,
+    reserve_call,
 )
 from .calls import CallContext, CallOutcome, CallRunner, bounded, format_error, result_block
 from .clock import Clock, SystemClock, wall_time
@@ -97,6 +100,7 @@ class Run:
         subscribers: Iterable[Subscriber] = (),
         parent: dict[str, Any] | None = None, approve: Any = None, approval_stops_clock: bool = False,
         counted_from: float | None = None,
+        ledger: Ledger = NO_LEDGER,
     ) -> None:
         # The deadline counts set-up too: from ``counted_from`` (run()/arun() pass the moment
         # they were called, on the same clock) or from now.
@@ -123,6 +127,7 @@ class Run:
         self.abandoned: list[str] = []  # work left running past a deadline or a cancel (named in the result)
         self._kept: dict[int, Block] = {}  # results of pending_calls that finished before an interruption
         self._subscribers: list[Subscriber] = list(subscribers)
+        self._ledger = ledger  # a total shared with other runs (an experiment's); by default unlimited
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(
             CallContext(
@@ -315,6 +320,12 @@ class Run:
         max_tokens = await self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
+        tokens = max(self._input.estimate, self._input.info.get("guard_input_tokens", 0))  # what the guard priced, or more
+        rates = self.prices.worst_rates(tokens, getattr(self.model, "caches", False)) if self.prices else (0.0, 0.0)
+        held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
+        if isinstance(held, Stop):
+            return self._stop(held.reason, held.detail)
+        max_tokens, reserved = held
 
         # 2. The model call.
         self.steps += 1
@@ -346,6 +357,7 @@ class Run:
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
+        self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._input.billed(usage, estimated, self.prices, getattr(self.model, "caches", False))

@@ -49,6 +49,7 @@ class StopReason(StrEnum):
     MODEL_ERROR = "model error"
     MALFORMED_REPLY = "malformed reply"
     UNEXPECTED_STOP = "unexpected stop reason"
+    EXPERIMENT_BUDGET = "experiment budget"  # an experiment's shared total could not cover the next call
 
 
 RESUMABLE = frozenset({StopReason.BUDGET, StopReason.STEP_LIMIT, StopReason.DEADLINE, StopReason.CANCELLED})
