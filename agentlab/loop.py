@@ -150,6 +150,7 @@ class Run:
         self._watch: watchdog.Watch | None = None
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
+        self._said: Callable[[], list[Block] | None] | None = getattr(c.model, "user_turn", None)  # a replay's recorded user turns
         # The next request's input as the cost guard sees it: estimate, bound, exact count.
         self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
         self._worked = self._setup_s = max(0.0, self.clock.now() - since)
@@ -373,6 +374,9 @@ class Run:
         # 4. Why the model stopped decides what happens next.
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence"):
+            if self._said and (said := self._said()):  # a replayed record: the user spoke again, so the run goes on
+                self._append({"role": "user", "content": said})
+                return self._emit(EventKind.TOOL_RESULTS, content=said)
             return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content")
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
@@ -480,6 +484,7 @@ class Run:
                     return self._stop(*out.stop)
                 results[out.index] = out.block
         self.pending_calls, self._kept = [], {}
+        results += (self._said and self._said()) or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
         self._emit(EventKind.TOOL_RESULTS, content=results, **({"reused": reused} if reused else {}))
         return None
