@@ -117,8 +117,17 @@ def analyst(task: Task, seed: int, *, cache: bool = False) -> FunctionModel:
         prev_total = total
         return {**out, "usage": usage}
 
+    async def count_tokens(request: ModelRequest) -> int:
+        """The exact input of a request, counted as ``usage`` will report it (the API's
+        ``count_tokens`` does the same for Claude): near the limit the hard guard asks for it
+        instead of its byte-level bound, as it would with the real API."""
+        return estimate_tokens(request.system or "") + estimate_tokens(request.tools) + sum(
+            estimate_tokens(m) for m in request.messages
+        )
+
     model = FunctionModel(fn, name="offline analyst" + (" (cached)" if cache else ""))
     model.caches = cache  # type: ignore[attr-defined]  # the hard cost guard prices cache writes when set
+    model.count_tokens = count_tokens  # type: ignore[attr-defined]
     return model
 
 
