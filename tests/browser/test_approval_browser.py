@@ -8,17 +8,12 @@ never a fixed sleep.
 
 from __future__ import annotations
 
-import os
-import secrets
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
-from .test_lab_browser import CHROMIUM, REPO, WAIT_MS, free_port, quiet_settings
+from .jupyter_server import jupyter_server
+from .test_lab_browser import CHROMIUM, WAIT_MS
 
 pytestmark = [
     pytest.mark.browser,
@@ -67,57 +62,9 @@ def frontend(request, tmp_path):
     root = tmp_path / "root"
     root.mkdir()
     write_notebook(root)
-    quiet_settings(tmp_path / "settings", tmp_path / "config")
-    token = secrets.token_hex(16)
-    env = {
-        **os.environ,
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "PYTHONPATH": str(REPO),
-    }
-    log = open(tmp_path / f"{app}.log", "w")  # noqa: SIM115 - closed below
-    proc = None
-    for _attempt in range(3):
-        port = free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", app, "--no-browser", "--allow-root", f"--ServerApp.port={port}",
-             "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-             f"--ServerApp.root_dir={root}"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root,
-        )
-        if ready(proc, port, token):
-            break
-        proc.terminate()
-        proc.wait(timeout=30)
-    else:
-        log.close()
-        pytest.fail(f"{app} did not start: " + (tmp_path / f"{app}.log").read_text()[-3000:])
     path = "lab/tree/approve.ipynb" if app == "jupyterlab" else "notebooks/approve.ipynb"
-    try:
+    with jupyter_server(app, root, tmp_path) as (port, token):
         yield {"app": app, "url": f"http://127.0.0.1:{port}/{path}?token={token}"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-        log.close()
-
-
-def ready(proc: subprocess.Popen, port: int, token: str, timeout: float = 120) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=5) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.2)  # polling a server that is starting; not a synchronisation of the test itself
-    return False
 
 
 def wait_text(page, selector: str, pattern: str) -> str:

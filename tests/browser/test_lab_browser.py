@@ -9,24 +9,18 @@ docs/img/panel.png, the README's).
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import secrets
 import shutil
-import socket
-import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 
+from .jupyter_server import REPO, jupyter_server
+
 pytestmark = pytest.mark.browser
 
 CHROMIUM = "/usr/bin/chromium"
-REPO = Path(__file__).resolve().parents[2]
 WAIT_MS = int(os.environ.get("AGENTLAB_BROWSER_WAIT_MS", "90000"))
 
 NOTEBOOK_CODE = """\
@@ -57,12 +51,6 @@ lab
 """
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def write_notebook(root: Path, runs: Path) -> Path:
     import nbformat
 
@@ -74,73 +62,14 @@ def write_notebook(root: Path, runs: Path) -> Path:
     return path
 
 
-def quiet_settings(settings: Path, config: Path) -> None:
-    """No news or update pop-ups over the panel, and no network calls for them."""
-    notif = settings / "@jupyterlab" / "apputils-extension"
-    notif.mkdir(parents=True)
-    (notif / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
-    config.mkdir(parents=True)
-    (config / "jupyter_server_config.json").write_text(json.dumps({"LabApp": {"news_url": None}}))
-
-
 @pytest.fixture
 def jupyterlab(tmp_path):
     """A JupyterLab server on a free 127.0.0.1 port, with everything under tmp_path."""
     root, runs = tmp_path / "root", tmp_path / "runs"
     root.mkdir()
     write_notebook(root, runs)
-    quiet_settings(tmp_path / "settings", tmp_path / "config")
-    token = secrets.token_hex(16)
-    env = {
-        **os.environ,
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
-        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
-        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "AGENTLAB_RUNS": str(runs),
-        "PYTHONPATH": str(REPO),
-    }
-    log = open(tmp_path / "jupyterlab.log", "w")  # noqa: SIM115 - closed below
-    for _attempt in range(3):  # a free port can be taken between our check and the server's bind
-        port = free_port()
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--allow-root", f"--ServerApp.port={port}",
-             "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-             f"--ServerApp.root_dir={root}"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root,
-        )
-        if _wait_ready(proc, port, token):
-            break
-        proc.terminate()
-        proc.wait(timeout=30)
-    else:
-        log.close()
-        pytest.fail("JupyterLab did not start: " + (tmp_path / "jupyterlab.log").read_text()[-3000:])
-    try:
+    with jupyter_server("jupyterlab", root, tmp_path, {"AGENTLAB_RUNS": str(runs)}) as (port, token):
         yield {"url": f"http://127.0.0.1:{port}", "token": token, "runs": runs}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=30)
-        log.close()
-
-
-def _wait_ready(proc: subprocess.Popen, port: int, token: str, timeout: float = 120) -> bool:
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if proc.poll() is not None:
-            return False
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/api/status?token={token}", timeout=5) as r:
-                if r.status == 200:
-                    return True
-        except OSError:
-            pass
-        time.sleep(0.2)  # polling a server that is starting; not a synchronisation of the test itself
-    return False
 
 
 def steps_shown(page) -> int:
