@@ -79,7 +79,7 @@ def benches() -> list[Bench]:
         ("recorded", ["recorded.import", "recorded.memory"], lambda s: asyncio.to_thread(recorded.recorded_rows, s.recorded_mb)),
         ("guard", ["guard.counts_25", "guard.counts_50", "guard.counts_100", "guard.counts_1000"],
          lambda s: guard.guard_rows(s.guard_steps)),
-        ("streaming", ["stream.overhead", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
+        ("streaming", ["stream.overhead", "stream.paced", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
     ]
 
 
