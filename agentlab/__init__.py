@@ -23,9 +23,9 @@ from .results import Done, StepRecord, Stopped
 from .tools import Retry, Tool, tool
 
 __all__ = [
-    "AnthropicModel", "AuthenticationFailed", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
+    "AnthropicModel", "AuthenticationFailed", "Experiment", "ExperimentResult", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "import_recorded", "load_recorded", "load_run", "load_runs", "mcp_tools", "replay", "reply", "resolve_model", "run", "tool",
+    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "grid", "import_recorded", "load_recorded", "load_run", "load_runs", "mcp_tools", "replay", "reply", "resolve_model", "run", "tool",
 ]
 
 
@@ -39,6 +39,10 @@ def __getattr__(name: str) -> object:
         from .lab import Lab
 
         return Lab
+    if name in ("Experiment", "ExperimentResult", "grid"):
+        from . import experiments
+
+        return getattr(experiments, name)
     if name == "AnthropicModel":
         from .models.anthropic import AnthropicModel
 
@@ -63,7 +67,7 @@ def __getattr__(name: str) -> object:
         from .models.replay import ReplayModel
 
         return ReplayModel
-    if name in ("analysis", "datasets", "mcp", "otel", "plots", "recorded", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
+    if name in ("analysis", "datasets", "experiments", "mcp", "otel", "plots", "recorded", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
         import importlib
 
         return importlib.import_module(f".{name}", __name__)

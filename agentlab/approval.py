@@ -162,9 +162,9 @@ class Approver:
         if inspect.iscoroutinefunction(callback):
             work: Awaitable[Any] = callback(request)
         else:
-            from .threads import run_on_daemon_thread
+            from .isolate import in_thread
 
-            work = run_on_daemon_thread(lambda: callback(request))
+            work = in_thread(lambda: callback(request), "the approval callback")
         left = None if self.stops_clock else self.time_left()
         if left is None:
             out = await work

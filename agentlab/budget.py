@@ -11,9 +11,11 @@ Nothing here reads a clock or calls a model: the engine passes the numbers in.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from decimal import Decimal
+from typing import Any, Literal, Protocol
 
 import orjson
 
@@ -30,15 +32,48 @@ MIN_REPLY_TOKENS = 32
 """The hard cost guard stops the run when it cannot afford even this many output tokens."""
 
 
-def _check_limit(name: str, value: object, *, integer: bool = False) -> None:
+def _check_limit(name: str, value: object, *, integer: bool = False) -> int | float | None:
+    """``value`` as a plain int (``integer``) or float, or a clear error naming ``name``.
+
+    Any real number type is accepted (numpy scalars, ``Decimal``, ``Fraction``);
+    infinities, NaN, values a float cannot hold and values <= 0 are refused:
+    ``None`` is how to say "no limit".
+    """
     if value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    if isinstance(value, bool) or not isinstance(value, (numbers.Real, Decimal)):
         raise TypeError(f"{name} must be a number or None, got {type(value).__name__}")
-    if integer and not isinstance(value, int):
-        raise TypeError(f"{name} must be a whole number, got {value!r}")
-    if math.isnan(value) or value <= 0:
+    try:
+        as_float = float(value)
+    except OverflowError:
+        raise ValueError(f"{name} is too large to be a limit (got {_short(value)}); use None for no limit") from None
+    except ValueError:  # Decimal('sNaN')
+        raise ValueError(f"{name} must be a number > 0 (or None for no limit), got {value!r}") from None
+    if math.isnan(as_float):
         raise ValueError(f"{name} must be > 0 (or None for no limit), got {value!r}")
+    if math.isinf(as_float):
+        raise ValueError(f"{name} must be finite (use None for no limit), got {value!r}")
+    if as_float <= 0 or (value <= 0):
+        raise ValueError(f"{name} must be > 0 (or None for no limit), got {value!r}")
+    if not integer:
+        return as_float if not isinstance(value, int) else value
+    if isinstance(value, numbers.Integral):
+        whole = int(value)
+    elif as_float.is_integer() and value == int(as_float):
+        whole = int(as_float)
+    else:
+        raise TypeError(f"{name} must be a whole number, got {value!r}")
+    if whole > _MAX_INT:
+        raise ValueError(f"{name} is too large to be a limit (got {_short(value)}); use None for no limit")
+    return whole
+
+
+_MAX_INT = 2**63 - 1
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,11 +103,10 @@ class Budget:
     cost_guard: CostGuard = "hard"
 
     def __post_init__(self) -> None:
-        _check_limit("max_steps", self.max_steps, integer=True)
-        _check_limit("max_cost", self.max_cost)
-        _check_limit("deadline_s", self.deadline_s)
-        if self.max_cost is not None and math.isinf(self.max_cost):
-            raise ValueError("max_cost must be finite (use None for no limit)")
+        # Normalized in place (a frozen dataclass): numpy, Decimal and Fraction limits become int/float.
+        object.__setattr__(self, "max_steps", _check_limit("max_steps", self.max_steps, integer=True))
+        object.__setattr__(self, "max_cost", _check_limit("max_cost", self.max_cost))
+        object.__setattr__(self, "deadline_s", _check_limit("deadline_s", self.deadline_s))
         if self.cost_guard not in COST_GUARDS:
             raise ValueError(f"cost_guard must be 'hard', 'estimate' or 'after', got {self.cost_guard!r}")
 
@@ -345,3 +379,62 @@ class GuardReport:
             "mode": self.mode, "calls": dict(self.calls), "input_counts": self.input_counts,
             "estimate_short": self.estimate_short, "over": self.over, "guarantee": self.guarantee,
         }
+
+
+# --------------------------------------------------- a total shared by runs
+class Ledger(Protocol):
+    """A spending total shared by many runs (an experiment's ``max_total_cost``).
+
+    Before each model call a run reserves the call's worst case; after the
+    call it settles that reservation to what the call really cost. ``reserve``
+    grants at most ``amount``, at least ``minimum``, or 0 when not even
+    ``minimum`` is left. A call that fails is never settled: the owner of the
+    ledger releases what a run still holds when the run ends.
+    """
+
+    def reserve(self, run_id: str, amount: float, minimum: float) -> float: ...
+
+    def settle(self, run_id: str, reserved: float, actual: float) -> None: ...
+
+
+class _Unlimited:
+    """The ledger of a run on its own: every reservation granted, nothing kept."""
+
+    def reserve(self, run_id: str, amount: float, minimum: float) -> float:
+        return amount
+
+    def settle(self, run_id: str, reserved: float, actual: float) -> None:
+        return None
+
+
+NO_LEDGER: Ledger = _Unlimited()
+
+
+def reserve_call(
+    ledger: Ledger, run_id: str, est_input_tokens: int, rates: tuple[float, float], max_tokens: int,
+) -> tuple[int, float] | Stop:
+    """Reserve a call's worst case against a shared ledger: ``(max_tokens, reserved)`` or why not.
+
+    The same rule as :func:`guard_call`, against what the ledger grants
+    (``rates``: input and output USD per token at their dearest): a partial
+    grant lowers ``max_tokens`` until the worst case fits it, and the run
+    stops when not even :data:`MIN_REPLY_TOKENS` of output fit.
+    """
+    if ledger is NO_LEDGER:
+        return max_tokens, 0.0
+    input_rate, output_rate = rates
+    smallest = min(MIN_REPLY_TOKENS, max_tokens)
+    want = worst_case_cost(est_input_tokens, input_rate, output_rate, max_tokens)
+    least = worst_case_cost(est_input_tokens, input_rate, output_rate, smallest)
+    granted = ledger.reserve(run_id, want, least)
+    if granted < least or (granted <= 0 < want):
+        if granted > 0:
+            ledger.settle(run_id, granted, 0.0)
+        return Stop(
+            StopReason.EXPERIMENT_BUDGET,
+            f"the experiment's total budget cannot cover the next call (at least ${least:.4f})",
+        )
+    if granted >= want:
+        return max_tokens, granted
+    allowed = affordable_max_tokens(granted, est_input_tokens, input_rate, output_rate, max_tokens)
+    return max(allowed, smallest), granted

@@ -23,11 +23,11 @@ from typing import Any
 
 from .approval import Approver
 from .clock import Clock
-from .errors import Policy, ToolError, UnknownTool, classify, describe
+from .errors import Escaped, Policy, ToolError, UnknownTool, classify, describe, safe_str
+from .isolate import inline, settle, start, unwrap
 from .messages import Block
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
-from .threads import run_on_daemon_thread
-from .tools import Tool, result_text
+from .tools import Tool
 from .vocab import EventKind, Outcome, StopReason
 
 
@@ -47,6 +47,7 @@ class CallContext:
     approve: Any = None  # who approves writes: a callback, True, None or an approval.Ask
     approval_stops_clock: bool = False  # an approval wait is not working time (and not bounded)
     credit: Callable[[float], None] | None = None  # give seconds back to the run's working time
+    abandon: Callable[[str], None] = lambda what: None  # name work left running past a deadline or cancel
 
 
 @dataclass(slots=True)
@@ -64,30 +65,36 @@ def result_block(call_id: str, text: str, is_error: bool) -> Block:
 
 
 def format_error(exc: BaseException) -> dict[str, str]:
-    """An exception as trace data: type, message and the full traceback."""
-    return {"type": type(exc).__name__, "message": str(exc), "traceback": "".join(traceback.format_exception(exc))}
+    """An exception as trace data: type, message and the full traceback (of the original, if carried)."""
+    if isinstance(exc, Escaped):
+        exc = exc.original
+    return {"type": type(exc).__name__, "message": safe_str(exc), "traceback": "".join(traceback.format_exception(exc))}
 
 
-async def bounded(work: Any, time_left: float | None, own_timeout: float | None, deadline_s: float | None) -> Any:
-    """Await ``work`` within the time left before the deadline and the tool's own timeout.
+async def bounded(
+    work: Callable[[], Any], *, is_async: bool, where: str, time_left: float | None, own_timeout: float | None,
+    deadline_s: float | None, on_abandon: Callable[[], None], trusted: bool = False,
+) -> Any:
+    """Run ``work()`` (see :mod:`agentlab.isolate`) within the time left and the tool's own timeout.
 
     The run's deadline expiring raises :class:`DeadlineExceeded` (the run
     stops); the tool's own, shorter timeout raises ``TimeoutError``, which
-    the policy table calls retryable.
+    the policy table calls retryable. Work that ignores its cancellation is
+    abandoned (``on_abandon``), never waited for past the limit. ``trusted``
+    async code (the model adapters) runs in the caller's task instead, which
+    is cheaper and still turns whatever it raises into an outcome.
     """
+    if time_left is not None and time_left <= 0:
+        raise DeadlineExceeded(f"not started: the {deadline_s:g}s deadline had passed")
     limits = [x for x in (time_left, own_timeout) if x is not None]
-    if not limits:
-        return await work
-    wait = max(0.0, min(limits))
+    wait = max(0.0, min(limits)) if limits else None
     try:
-        async with asyncio.timeout(wait) as cm:
-            return await work
+        outcome = await (inline(work, wait) if trusted and is_async else settle(start(work, is_async), wait, on_abandon))
     except TimeoutError:
-        if not cm.expired():
-            raise  # the work raised TimeoutError itself
-        if time_left is not None and time_left <= wait:
+        if time_left is not None and wait is not None and time_left <= wait:
             raise DeadlineExceeded(f"still running when the {deadline_s:g}s deadline passed") from None
         raise TimeoutError(f"no answer within its own {own_timeout:g}s timeout") from None
+    return unwrap(outcome, where)
 
 
 class CallRunner:
@@ -102,11 +109,27 @@ class CallRunner:
             now=ctx.clock.now, credit=ctx.credit or (lambda s: None), step=ctx.step,
         )
 
-    async def batch(self, calls: list[Block], indices: list[int]) -> list[CallOutcome]:
-        """Run the calls at ``indices`` together; on a fatal outcome cancel the rest."""
+    async def batch(
+        self, calls: list[Block], indices: list[int], on_done: Callable[[CallOutcome], None] = lambda out: None
+    ) -> list[CallOutcome]:
+        """Run the calls at ``indices`` together; on a fatal outcome cancel the rest.
+
+        ``on_done`` hears of each call the moment it finishes, so a step
+        interrupted halfway still knows which calls ran (and keeps their results).
+        """
         if len(indices) <= 1:
-            return [await self.call(calls[i], i) for i in indices]
-        tasks = [asyncio.ensure_future(self._limited(calls[i], i)) for i in indices]
+            outs = []
+            for i in indices:
+                outs.append(await self.call(calls[i], i))
+                on_done(outs[-1])
+            return outs
+
+        async def one(i: int) -> CallOutcome:
+            out = await self._limited(calls[i], i)
+            on_done(out)
+            return out
+
+        tasks = [asyncio.ensure_future(one(i)) for i in indices]
         pending = set(tasks)
         try:
             while pending:
@@ -150,7 +173,7 @@ class CallRunner:
             kwargs = await self.approver(tool, kwargs, call_id)  # a human may say no, or edit
             self.calls_per_tool[name] = used + 1
             value, attempts = await self._invoke(tool, kwargs, call_id)
-            text = result_text(value)
+            text = tool.result_text(value)  # issue 14: capped at tool.max_result_chars
             finished(Outcome.OK if attempts == 1 else Outcome.RETRIED, text, False)
             return CallOutcome(index, result_block(call_id, text, False))
         except asyncio.CancelledError:
@@ -181,9 +204,13 @@ class CallRunner:
         cap = r.max_delay if r and r.max_delay is not None else p.max_delay
 
         def attempt() -> Any:
-            # Sync tools go to daemon threads the run can abandon (see threads.py).
-            work = tool.fn(**kwargs) if tool.is_async else run_on_daemon_thread(lambda: tool.fn(**kwargs))
-            return bounded(work, ctx.time_left(), tool.timeout, ctx.deadline_s())
+            # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
+            how = "task" if tool.is_async else "thread"
+            return bounded(
+                lambda: tool.fn(**kwargs), is_async=tool.is_async, where=f"tool {tool.name}",
+                time_left=ctx.time_left(), own_timeout=tool.timeout, deadline_s=ctx.deadline_s(),
+                on_abandon=lambda: ctx.abandon(f"tool {tool.name} (call {call_id}, still running in its {how})"),
+            )
 
         return await retrying(
             attempt,

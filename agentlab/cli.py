@@ -4,6 +4,7 @@
     agentlab run TASK --tools shop     one run, step by step as it happens
     agentlab report RUN_ID             read a finished (or failed) run
     agentlab scenarios                 what each scenario teaches
+    agentlab experiment SPEC.toml      many runs under one total budget (--resume continues)
 
 The formatting here is plain functions of values (:func:`format_table`,
 :func:`describe_event`); ``main`` only wires them to argparse and streams.
@@ -159,7 +160,23 @@ def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     for f in files:
         print(f"plot:     {f}", file=out)
     print("notebooks: make lab   (or: .venv/bin/jupyter lab notebooks/)", file=out)
+    if not args.only:  # and one small experiment: 6 questions x 3 configs under a $0.50 total
+        from .experiments.demo import demo_experiment
+
+        demo_experiment(runs / "experiments", out)
     return 1 if unexpected else 0
+
+
+def cmd_experiment(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from .experiments.spec import load_spec, summary_text
+
+    exp = load_spec(args.spec, name=args.name, progress=False if args.quiet else "tqdm")
+    if exp.folder.rows.exists() and not args.resume:
+        raise ValueError(f"{exp.folder.path} already holds runs: pass --resume to continue it, or --name NEW for a new one")
+    result = exp.run()
+    print(summary_text(result), file=out)
+    print(f"\n{result!r}\nrows: {exp.folder.rows}", file=out)
+    return 0
 
 
 def _demo_plots(results: dict[str, Any], runs: Path, folder: Path, err: TextIO) -> list[Path]:
@@ -363,6 +380,15 @@ def build_parser() -> argparse.ArgumentParser:
     sc = sub.add_parser("scenarios", help="list the offline scenarios and what each one teaches")
     sc.add_argument("-v", "--verbose", action="store_true", help="also print each lesson and task")
     sc.set_defaults(fn=cmd_scenarios)
+
+    ex = sub.add_parser("experiment", help="run a grid of tasks x configs under one total budget (TOML spec)",
+                        description="Run the experiment a TOML spec describes (see docs/experiments.md), printing "
+                                    "progress and the summary table. Finished runs are kept in its folder.")
+    ex.add_argument("spec", metavar="SPEC", help="the experiment's .toml file")
+    ex.add_argument("--resume", action="store_true", help="continue an experiment whose folder already holds runs")
+    ex.add_argument("--name", help="run it under a new name (a new folder)")
+    ex.add_argument("--quiet", action="store_true", help="no progress bar")
+    ex.set_defaults(fn=cmd_experiment)
     return p
 
 

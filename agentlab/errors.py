@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from .redact import scrub
+
 Kind = Literal["recoverable", "retryable", "fatal"]
 
 
@@ -66,6 +68,43 @@ class UnknownTool(FatalError):
     """The model asked for a tool that is not registered."""
 
 
+class Escaped(AgentlabError):
+    """A tool (or model) raised something that must not travel as itself.
+
+    ``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``, a
+    ``CancelledError`` the code raised on its own, and ``StopIteration``
+    (which a coroutine or a future cannot carry) would end the program, hang a
+    future or be mistaken for a cancellation of the step. The engine catches
+    them where the code runs and carries them as this ordinary exception;
+    ``original`` is what was raised. :func:`classify` gives the original's
+    kind (``Policy.base_exceptions`` for the ``BaseException`` family).
+    """
+
+    def __init__(self, original: BaseException, where: str = "the tool") -> None:
+        self.original = original
+        self.where = where
+        super().__init__(f"{where} raised {type(original).__name__}{_args_of(original)}")
+
+
+def _args_of(exc: BaseException) -> str:
+    if isinstance(exc, SystemExit):
+        return f" (exit code {safe_str(exc.code)})"
+    text = safe_str(exc)
+    return f": {text}" if text else ""
+
+
+def safe_str(value: object) -> str:
+    """``str(value)``, or a note saying it failed: an exception's own ``__str__`` may raise."""
+    try:
+        return str(value)
+    except BaseException as exc:  # noqa: BLE001 - whatever a user's __str__ does, we must say something
+        try:
+            name = type(exc).__name__
+        except BaseException:  # noqa: BLE001
+            name = "an exception"
+        return f"<{type(value).__name__} whose str() raised {name}>"
+
+
 class ModelError(AgentlabError):
     """The model endpoint refused the request for a reason a retry cannot fix.
 
@@ -91,6 +130,10 @@ class Policy:
             then spends steps probing for another route to the same data.
         unclassified: kind of any other exception: a bug in a tool, so fatal
             unless you say otherwise.
+        base_exceptions: kind of what a tool raises outside the ``Exception``
+            family (``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``,
+            its own ``CancelledError``): fatal unless you say otherwise, and
+            never allowed to end the program or the event loop.
         max_attempts: attempts per call, the first included, for retryables.
         base_delay: first backoff wait in seconds; doubled each attempt.
         max_delay: cap on a single backoff wait, in seconds.
@@ -100,13 +143,14 @@ class Policy:
     unknown_tool: Kind = "fatal"
     permission_denied: Kind = "fatal"
     unclassified: Kind = "fatal"
+    base_exceptions: Kind = "fatal"
     max_attempts: int = 3
     base_delay: float = 0.5
     max_delay: float = 8.0
     jitter: float = 0.5
 
     def __post_init__(self) -> None:
-        for name in ("unknown_tool", "permission_denied", "unclassified"):
+        for name in ("unknown_tool", "permission_denied", "unclassified", "base_exceptions"):
             if getattr(self, name) not in ("recoverable", "retryable", "fatal"):
                 raise ValueError(f"Policy.{name} must be 'recoverable', 'retryable' or 'fatal'")
         if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
@@ -117,6 +161,9 @@ class Policy:
 
 def classify(exc: BaseException, policy: Policy) -> Kind:
     """The policy table: which kind of failure ``exc`` is."""
+    if isinstance(exc, Escaped):
+        inner = exc.original
+        return classify(inner, policy) if isinstance(inner, Exception) else policy.base_exceptions
     if isinstance(exc, (PermissionDenied, PermissionError)):
         return policy.permission_denied
     if isinstance(exc, UnknownTool):
@@ -130,9 +177,17 @@ def classify(exc: BaseException, policy: Policy) -> Kind:
     return policy.unclassified
 
 
+class TraceWriteError(OSError):
+    """The trace could not be written (disk full, file too large, permission lost, another writer):
+    the run stops with reason ``"trace write failed"`` (raised by :class:`agentlab.trace.TraceWriter`)."""
+
+
 def describe(exc: BaseException) -> str:
     """A one-line ``Type: message`` for results, traces and the model."""
     if isinstance(exc, ToolError):
-        return exc.for_model()
-    text = str(exc) or exc.__class__.__name__
-    return f"{exc.__class__.__name__}: {text}"
+        text = safe_str(exc.for_model())
+    elif isinstance(exc, Escaped):
+        text = safe_str(exc)
+    else:
+        text = f"{exc.__class__.__name__}: {safe_str(exc) or exc.__class__.__name__}"
+    return scrub(text)  # issue 14: a secret quoted in an error reaches neither the trace nor the model

@@ -45,7 +45,8 @@ this list equal to the vocabulary and to what the engine emits:
                     is_error, start, end, error
 ``nudged``          call_id, tool, args, count
 ``tool_results``    content (the user message of tool_result blocks appended
-                    to the history)
+                    to the history), reused (call ids whose results were kept
+                    from an interrupted attempt of the step; absent if none)
 ``step_finished``   spent, elapsed, budget {...}
 ``paused``          emitted by a driver (the panel) through ``Run.note``
 ``resumed``         limits (the raised budget)
@@ -55,7 +56,8 @@ this list equal to the vocabulary and to what the engine emits:
                     guard (:class:`~agentlab.budget.GuardReport` as a dict),
                     guard_note, last_guard_check (the model_request fields
                     of the last pre-call check: a check that stopped the run
-                    has no model_request)
+                    has no model_request), overrun_s, overrun_cause,
+                    abandoned (docs/reliability.md)
 
 Messages sent at step k are rebuilt from ``run_started.messages`` plus each
 earlier step's ``model_called.content`` (as the assistant) and

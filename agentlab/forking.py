@@ -10,9 +10,18 @@
   system prompt). Its ``run_started`` names the parent run and step, and
   :func:`agentlab.plots.fork_curve` draws parent and fork on one cost curve.
 
-A replay runs the engine's loop unchanged, so it stops where a native run
-would: at the first reply that ends the turn (a Claude Code session in which
-the user spoke again after such a reply replays up to there).
+A recorded session has more than one turn when its user spoke again: after a
+reply that ended the turn (a new prompt) or on top of tool results (an
+interruption). The replay model also holds those words
+(:meth:`~agentlab.models.replay.ReplayModel.user_turn`) and the engine asks it
+after each reply: it appends them to the history where the record has them, and
+a reply that ended the turn is followed by the next user message instead of
+ending the run. A multi-turn session therefore replays whole, in one Run whose
+steps are numbered on across turns as recorded, and spends exactly the recorded
+spend; it ends ``done`` after the last recorded reply. A live model has no
+``user_turn``, so a native run (and a fork) ends at its first ``end_turn``.
+:func:`fork` at a step after a human turn sends that turn too: its history is
+the record's, up to the step.
 """
 
 from __future__ import annotations

@@ -133,14 +133,18 @@ class Lab:
         return self._start(single=False, limits=limits)
 
     def pause(self) -> None:
-        """Pause after the step in flight (the panel says "pausing" until then)."""
+        """Pause after the step in flight (the panel says "pausing" until then). From any thread."""
+        if self._hop(self.pause):
+            return
         if self.running and self.state.control == "running":
             self._pause = True
             self.state.control = "pausing"
             self.panel.render()
 
     def stop(self) -> Any:
-        """Cancel the run: it ends ``Stopped("cancelled")``, interrupting a step in flight."""
+        """Cancel the run: it ends ``Stopped("cancelled")``, interrupting a step in flight. From any thread."""
+        if self._hop(self.stop):
+            return None
         if self.engine.finished:
             return None
         self.engine.cancel()
@@ -149,6 +153,21 @@ class Lab:
             self.panel.render()
             return self._task
         return self._start(single=True, limits={})  # one (empty) step records the stop
+
+    def _hop(self, method: Callable[[], Any]) -> bool:
+        """Called from another thread than the notebook loop's: redo the call there (widgets live there)."""
+        loop = self._loop
+        if loop is None or not loop.is_running():
+            return False
+        try:
+            if asyncio.get_running_loop() is loop:
+                return False
+        except RuntimeError:
+            pass
+        if method == self.stop:
+            self.engine.cancel()  # at once: the loop may be busy for a while
+        loop.call_soon_threadsafe(method)
+        return True
 
     async def wait(self) -> Result | None:
         """Wait for the step or run in flight to pause or finish; the result, if finished.

@@ -12,6 +12,7 @@ panel and the CLI subscribe, and none of them is special-cased here.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import random
 import threading
 import traceback
@@ -21,20 +22,25 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+from . import watchdog
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
+    NO_LEDGER,
     Budget,
     BudgetSnapshot,
     CostGuard,
+    Ledger,
     Stop,
     check_after_step,
     check_before_call,
+    reserve_call,
 )
-from .calls import CallContext, CallRunner, bounded, format_error, result_block
-from .clock import Clock, wall_time
+from .calls import CallContext, CallOutcome, CallRunner, bounded, format_error, result_block
+from .clock import Clock, SystemClock, wall_time
 from .config import RunConfig
 from .costguard import InputTracker
-from .errors import ModelError, Policy, classify, describe
+from .driver import run_to_end
+from .errors import ModelError, Policy, TraceWriteError, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
 from .messages import (
@@ -93,7 +99,13 @@ class Run:
         run_id: str | None = None,
         subscribers: Iterable[Subscriber] = (),
         parent: dict[str, Any] | None = None, approve: Any = None, approval_stops_clock: bool = False,
+        counted_from: float | None = None,
+        ledger: Ledger = NO_LEDGER,
     ) -> None:
+        # The deadline counts set-up too: from ``counted_from`` (run()/arun() pass the moment
+        # they were called, on the same clock) or from now.
+        clock = clock or SystemClock()
+        since = clock.now() if counted_from is None else counted_from
         self.config = c = RunConfig.create(
             task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
             cost_guard=cost_guard, system=system, max_tokens=max_tokens, policy=policy,
@@ -112,27 +124,36 @@ class Run:
         self.pending_calls: list[Block] = []
         self.nudges = 0
         self.last_usage: Usage | None = None
+        self.abandoned: list[str] = []  # work left running past a deadline or a cancel (named in the result)
+        self._kept: dict[int, Block] = {}  # results of pending_calls that finished before an interruption
         self._subscribers: list[Subscriber] = list(subscribers)
+        self._ledger = ledger  # a total shared with other runs (an experiment's); by default unlimited
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(
             CallContext(
                 tools=c.tools, policy=c.policy, clock=c.clock, rng=c.rng, emit=self._emit,
                 elapsed=lambda: self.elapsed, time_left=self._time_left,
-                deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps,
+                deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps, abandon=self.abandoned.append,
                 approve=approve, approval_stops_clock=approval_stops_clock, credit=lambda s: setattr(self, "_worked", self._worked - s),
             ),
             c.max_concurrency,
         )
         self._last_cost = self._last_latency = 0.0
         self._cancel = False
+        self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
         self._seq = 0
         self._worked = 0.0
         self._t0: float | None = None
         self._step_task: asyncio.Task[Any] | None = None
+        self._step_loop: asyncio.AbstractEventLoop | None = None
+        self._step_lock = threading.Lock()  # one step at a time, whatever task or thread asks
+        self._watch: watchdog.Watch | None = None
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
+        self._said: Callable[[], list[Block] | None] | None = getattr(c.model, "user_turn", None)  # a replay's recorded user turns
         # The next request's input as the cost guard sees it: estimate, bound, exact count.
         self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
+        self._worked = self._setup_s = max(0.0, self.clock.now() - since)
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -198,13 +219,24 @@ class Run:
     def cancel(self) -> None:
         """Stop with "cancelled": between steps at once, and a step in flight is interrupted.
 
-        A model call or tool in flight is cancelled (a sync tool's thread is
-        abandoned); the turn's calls stay in ``pending_calls``, so a resumed
-        run runs them again.
+        Safe from any thread (a widget callback, a signal handler, a watchdog):
+        the interruption is handed to the loop the step runs on. A model call
+        or tool in flight is cancelled (a sync tool's thread is abandoned);
+        calls of the turn that had finished keep their results, and a resumed
+        run runs only the others.
         """
         self._cancel = True
-        task = self._step_task
-        if task is not None and task is not asyncio.current_task() and not task.done():
+        task, loop = self._step_task, self._step_loop
+        if task is None or loop is None:
+            return
+        with contextlib.suppress(RuntimeError):  # no running loop here, or the step's loop has closed
+            if asyncio.get_running_loop() is loop and asyncio.current_task() is task:
+                return  # called from inside the step (a subscriber): it stops at the next check
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(self._interrupt, task)
+
+    def _interrupt(self, task: asyncio.Task[Any]) -> None:
+        if self._cancel and task is self._step_task and not task.done():
             task.cancel()
 
     def note(self, kind: str, **data: Any) -> None:
@@ -221,7 +253,7 @@ class Run:
             )
         changes: dict[str, Any] = {k: v for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s)) if v is not ...}
         self.budget = replace(self.budget, **changes)
-        self.result, self._cancel, self.phase = None, False, "ready"
+        self.result, self._cancel, self.phase, self._trace_error = None, False, "ready", None
         self._emit(EventKind.RESUMED, limits=self._limits())
 
     async def run(self) -> Result:
@@ -240,8 +272,15 @@ class Run:
         """
         if self.result is not None:
             raise RuntimeError(f"run {self.run_id} has finished: {self.result!r}")
+        if not self._step_lock.acquire(blocking=False):
+            raise RuntimeError(
+                f"run {self.run_id} is already in a step (started by another task or thread): "
+                "await that step before starting the next"
+            )
         self._t0 = self.clock.now()
-        self._step_task = asyncio.current_task()
+        self._step_task, self._step_loop = asyncio.current_task(), asyncio.get_running_loop()
+        left = self._time_left()
+        self._watch = None if left is None else watchdog.arm(left)
         try:
             if not self._started:
                 self._started = True
@@ -253,13 +292,24 @@ class Run:
             if self.result is None and self.phase != "awaiting tools":
                 self._after_step_checks()
         except asyncio.CancelledError:
+            if self.result is None:
+                how = "cancelled" if self._cancel else "interrupted (the task running it was cancelled: Ctrl-C?)"
+                self._stop(StopReason.CANCELLED, f"{how} during step {self.steps} ({self.phase})")
             if not self._cancel or self._step_task is None:
-                raise  # cancelled from outside (the loop shutting down): not ours to swallow
+                raise  # cancelled from outside: recorded above, then passed on
             self._step_task.uncancel()
-            self._stop(StopReason.CANCELLED, f"cancelled during step {self.steps} ({self.phase})")
+        except BaseException as exc:  # a real Ctrl-C, or a bug: the run still ends, and says so
+            if self.result is None:
+                ctrl_c = isinstance(exc, KeyboardInterrupt)
+                what = "interrupted by Ctrl-C" if ctrl_c else describe(exc)
+                self._stop(StopReason.CANCELLED if ctrl_c else StopReason.FATAL, f"{what} during step {self.steps} ({self.phase})", exc)
+            raise
         finally:
             self._worked += self.clock.now() - self._t0
-            self._t0, self._step_task = None, None
+            self._t0, self._step_task, self._step_loop = None, None, None
+            if self._watch is not None:
+                watchdog.disarm(self._watch)
+            self._step_lock.release()
         return self._record()
 
     async def _model_phase(self, pause_before_tools: bool) -> None:
@@ -271,6 +321,12 @@ class Run:
         max_tokens = await self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
+        tokens = max(self._input.estimate, self._input.info.get("guard_input_tokens", 0))  # what the guard priced, or more
+        rates = self.prices.worst_rates(tokens, getattr(self.model, "caches", False)) if self.prices else (0.0, 0.0)
+        held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
+        if isinstance(held, Stop):
+            return self._stop(held.reason, held.detail)
+        max_tokens, reserved = held
 
         # 2. The model call.
         self.steps += 1
@@ -302,6 +358,7 @@ class Run:
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
+        self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
         self._input.billed(usage, estimated, self.prices, getattr(self.model, "caches", False))
@@ -317,6 +374,9 @@ class Run:
         # 4. Why the model stopped decides what happens next.
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence"):
+            if self._said and (said := self._said()):  # a replayed record: the user spoke again, so the run goes on
+                self._append({"role": "user", "content": said})
+                return self._emit(EventKind.TOOL_RESULTS, content=said)
             return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content")
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
@@ -331,6 +391,9 @@ class Run:
             return self._stop(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
         if not reply.tool_calls:
             return self._stop(StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}")
+        ids = [c["id"] for c in reply.tool_calls]
+        if dup := next((i for i in ids if ids.count(i) > 1), None):
+            return self._stop(StopReason.MALFORMED_REPLY, f"{ids.count(dup)} tool_use blocks share the id {dup!r} at step {self.steps}: each call needs its own id for its result")
         if self._cancel:
             self.pending_calls = reply.tool_calls
             return self._stop(StopReason.CANCELLED, f"cancelled after the model call of step {self.steps}, before its tools")
@@ -372,7 +435,8 @@ class Run:
         """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
         p, tag = self.policy, {} if request == "messages" else {"request": request}
         value, _ = await retrying(
-            lambda: bounded(call(), self._time_left(), None, self.budget.deadline_s),
+            lambda: bounded(call, is_async=True, where="the model", time_left=self._time_left(), own_timeout=None,
+                            deadline_s=self.budget.deadline_s, trusted=True, on_abandon=lambda: None),
             is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply), max_attempts=p.max_attempts,
             wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng), sleep=self.clock.sleep, time_left=self._time_left,
             on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
@@ -387,12 +451,16 @@ class Run:
         left = self._time_left()
         if left is not None and left <= 0:
             return self._stop(StopReason.DEADLINE, f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools")
-        results: list[Block | None] = [None] * len(calls)
+        # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
+        results: list[Block | None] = [self._kept.get(i) for i in range(len(calls))]
+        reused = [calls[i]["id"] for i, r in enumerate(results) if r is not None]
         keys = [call_key(c["name"], c["input"]) for c in calls]
         modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
         for batch in plan_batches(modes):
             to_run = []
             for i in batch:
+                if results[i] is not None:
+                    continue
                 if self._cancel:
                     return self._stop(StopReason.CANCELLED, f"cancelled during the tools of step {self.steps}")
                 call, key = calls[i], keys[i]
@@ -406,23 +474,31 @@ class Run:
                     previous, is_error = self.guard.results[key]
                     self.nudges += 1
                     text = nudge_text(call["name"], previous, count)
-                    results[i] = result_block(call["id"], text, is_error)
+                    results[i] = self._kept[i] = result_block(call["id"], text, is_error)
                     self._emit(EventKind.NUDGED, call_id=call["id"], tool=call["name"], args=call["input"], count=count)
                     self._calls.report(call, i, Outcome.NUDGED, 0, text, is_error, self.elapsed)
                     continue
                 to_run.append(i)
-            for out in await self._calls.batch(calls, to_run):
+            for out in await self._calls.batch(calls, to_run, self._keep):
                 if out.stop is not None:
                     return self._stop(*out.stop)
-                assert out.block is not None
                 results[out.index] = out.block
-                self.guard.remember(keys[out.index], out.block["content"], out.block.get("is_error", False))
-                if modes[out.index] == "write" and not out.block.get("is_error"):
-                    self.guard.reset()  # a successful write changed the world
-        self.pending_calls = []
+        self.pending_calls, self._kept = [], {}
+        results += (self._said and self._said()) or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
-        self._emit(EventKind.TOOL_RESULTS, content=results)
+        self._emit(EventKind.TOOL_RESULTS, content=results, **({"reused": reused} if reused else {}))
         return None
+
+    def _keep(self, out: CallOutcome) -> None:
+        """A call finished: keep its result at once, so an interrupted step never runs it again."""
+        if out.block is None:
+            return
+        self._kept[out.index] = out.block
+        call = self.pending_calls[out.index]
+        self.guard.remember(call_key(call["name"], call["input"]), out.block["content"], out.block.get("is_error", False))
+        tool = self.tools.get(call["name"])
+        if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
+            self.guard.reset()  # a successful write changed the world
 
     # ------------------------------------------------------- after each step
     def _after_step_checks(self) -> None:
@@ -434,17 +510,34 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str, note: str = "") -> None:
-        self.result = Done(self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls, self._input.report(self.budget, self.spent), text=text, detail=note)
-        self.phase = "done"
-        self._emit_end("done", "done", note, text, None)
+        if self._trace_error is None:  # issue 14: never Done over an incomplete trace
+            self.result = Done(
+                self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
+                self._input.report(self.budget, self.spent), **self._overrun(), text=text, detail=note,
+            )
+            self.phase = "done"
+            self._emit_end("done", "done", note, text, None)
+        if self._trace_error is not None:  # (run_finished itself may be what failed)
+            self._stop(StopReason.CANCELLED, "")
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
+        if self._trace_error is not None and reason == StopReason.CANCELLED:  # issue 14: the trace asked to stop
+            reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-            self._input.report(self.budget, self.spent), reason=reason, detail=detail, error=error,
+            self._input.report(self.budget, self.spent), **self._overrun(), reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
+
+    def _overrun(self) -> dict[str, Any]:
+        """By how much the deadline was overrun, why (the watchdog's sample), and what was left running."""
+        d = self.budget.deadline_s
+        over = 0.0 if d is None else max(0.0, self.elapsed - d)
+        cause = self._watch.cause if over > 0 and self._watch is not None else ""
+        if over > 0 and not cause and d is not None and self._setup_s >= d:
+            cause = f"set-up (building the run: imports, tool schemas, prices) took {self._setup_s:.2f}s of the {d:g}s"
+        return {"overrun_s": over, "overrun_cause": cause, "abandoned": tuple(self.abandoned)}
 
     # ------------------------------------------------------------- plumbing
     def _time_left(self) -> float | None:
@@ -485,6 +578,8 @@ class Run:
         for callback in list(self._subscribers):
             try:
                 callback(event)
+            except TraceWriteError as exc:  # issue 14: a trace that cannot be written stops the run
+                self._trace_error, self._cancel = self._trace_error or exc, True
             except Exception:  # a broken subscriber must not break the run
                 warnings.warn(f"agentlab: subscriber {callback!r} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
 
@@ -506,6 +601,7 @@ class Run:
             error=None if error is None else format_error(error),
             guard=self._input.report(self.budget, self.spent).as_dict(), guard_note=self._input.report(self.budget, self.spent).note(),
             last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
+            **self._overrun(),
         )
 
 
@@ -533,43 +629,49 @@ async def arun(task: str | Sequence[Message], tools: Any = None, *, trace: Any =
     ``max_steps=8``, ``max_cost=0.50``, ``deadline_s=60``, ``system``,
     ``max_tokens``, ``cost_guard``, ``policy``, ``prices``, ``clock``... ``trace``
     writes the events to the runs folder (``True``: ``$AGENTLAB_RUNS`` or
-    ``./runs``; a path; or ``False``).
+    ``./runs``; a path; or ``False``). Cancelling the awaiting task records the
+    run as ``Stopped("cancelled")`` (trace complete), then passes the
+    cancellation on, as asyncio expects.
     """
-    run = Run(task, tools, **options)
+    return await _to_end(*_prepare(task, tools, trace, options))
+
+
+def run(
+    task: str | Sequence[Message], tools: Any = None, *, trace: Any = True, reraise_interrupt: bool = False,
+    **options: Any,
+) -> Result:
+    """Run to the end, from a script *or* inside Jupyter (see :mod:`agentlab.driver`).
+
+    Ctrl-C ends the run as ``Stopped("cancelled")`` with its trace complete,
+    and returns that result; ``reraise_interrupt=True`` raises
+    ``KeyboardInterrupt`` instead, once the run has recorded its end.
+    """
+    r, writer = _prepare(task, tools, trace, options)
+    return run_to_end(_to_end(r, writer), cancel=r.cancel, result=lambda: r.result, reraise_interrupt=reraise_interrupt)
+
+
+def _prepare(task: str | Sequence[Message], tools: Any, trace: Any, options: dict[str, Any]) -> tuple[Run, Any]:
+    """The run and its trace writer; the deadline counts from here (set-up included)."""
+    options["clock"] = clock = options.get("clock") or SystemClock()
+    options.setdefault("counted_from", clock.now())
+    subscribers = list(options.pop("subscribers", ()))
+    writer = None
     if trace is not False and trace is not None:
         from .trace import TraceWriter
 
-        writer = TraceWriter(None if trace is True else trace)
-        run.subscribe(writer)
-        try:
-            return await run.run()
-        finally:
-            writer.close()
-    return await run.run()
-
-
-def run(task: str | Sequence[Message], tools: Any = None, **options: Any) -> Result:
-    """Run to the end, from a script *or* inside Jupyter.
-
-    ``asyncio.run`` refuses to start inside a running event loop (a Jupyter
-    kernel has one), so there the run goes to a private thread with its own
-    loop, and this call waits for it.
-    """
+        writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
+        subscribers.append(writer)
     try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        return asyncio.run(arun(task, tools, **options))
-    box: dict[str, Any] = {}
+        return Run(task, tools, subscribers=subscribers, **options), writer
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        raise
 
-    def target() -> None:
-        try:
-            box["result"] = asyncio.run(arun(task, tools, **options))
-        except BaseException as exc:  # re-raised in the caller's thread
-            box["error"] = exc
 
-    worker = threading.Thread(target=target, name="agentlab-run", daemon=True)
-    worker.start()
-    worker.join()
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
+async def _to_end(r: Run, writer: Any) -> Result:
+    try:
+        return await r.run()
+    finally:
+        if writer is not None:
+            writer.close()

@@ -236,6 +236,10 @@ def compare_runs(
 
 
 # --------------------------------------------------------------------- time
+VISIBLE_FRACTION = 0.005
+"""A tool timeline bar narrower than this share of the axis is drawn as a tick mark as well."""
+
+
 def tool_timeline(
     calls: pd.DataFrame, run_id: str | None = None, *, steps: pd.DataFrame | None = None, ax: Axes | None = None
 ) -> Axes:
@@ -260,8 +264,11 @@ def tool_timeline(
     widths = (rows["end"].astype(float) - rows["start"].astype(float)).tolist()
     colors = [MODE_COLORS[m if m in ("read", "write") else None] for m in modes]
     ax.barh(ys, widths, left=rows["start"].astype(float), color=colors, height=0.6, edgecolor="white")
-    instant = [(x, y, c) for x, y, w, c in zip(rows["start"].astype(float), ys, widths, colors, strict=True) if w <= 0]
-    if instant:  # a nudge is answered from memory and takes no time: mark it so it is not invisible
+    span = max([float(rows["end"].astype(float).max()), 1e-9]
+               + ([float(steps["t"].astype(float).max())] if steps is not None and "t" in steps.columns else []))
+    visible = span * VISIBLE_FRACTION
+    instant = [(x, y, c) for x, y, w, c in zip(rows["start"].astype(float), ys, widths, colors, strict=True) if w < visible]
+    if instant:  # a nudge (no time) or a 1 ms read would be an invisible bar: mark where it happened
         ax.scatter([x for x, _, _ in instant], [y for _, y, _ in instant], marker="|", s=150,
                    c=[c for _, _, c in instant], zorder=3)
     labels = [f"step {s} · {t}" for s, t in zip(rows["step"], rows["tool"], strict=True)]
@@ -279,12 +286,15 @@ def tool_timeline(
         y_model = len(rows) + 1
         ax.barh([y_model] * len(model), model["latency"].astype(float), left=(model["t"] - model["latency"]).astype(float),
                 color="#b0b0b0", height=0.6, edgecolor="#808080", lw=0.5)
+        short = model[model["latency"].astype(float) < visible]
+        if len(short):  # an offline model answers in microseconds: a marker, not an invisible bar
+            ax.scatter(short["t"].astype(float), [y_model] * len(short), marker="|", s=150, c="#808080", zorder=3)
         ticks.insert(0, y_model)
         ticklabels.insert(0, "model calls")
         handles.append(Patch(color="#b0b0b0", label="model call"))
     ax.set_yticks(ticks, ticklabels, fontsize="small")
     ax.set_title(f"Tool calls over time — run {_short(rows['run_id'].iloc[0])}", loc="left")
-    ax.set_xlim(left=0)
+    ax.set_xlim(left=-span * 0.02)  # a call or model reply at t=0 stays inside the frame
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize="small")
     ax.grid(axis="x", alpha=0.3)
     return ax

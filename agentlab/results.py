@@ -35,6 +35,12 @@ class _Result:
     budget: BudgetSnapshot
     model_calls: int = 0
     guard: GuardReport | None = field(default=None, repr=False)
+    overrun_s: float = 0.0
+    """Seconds past ``deadline_s`` when the run ended (0.0 within it, or with no deadline)."""
+    overrun_cause: str = ""
+    """Why the deadline was overrun, when the watchdog saw the event loop blocked (see agentlab.watchdog)."""
+    abandoned: tuple[str, ...] = ()
+    """Work left running when the run ended: a sync tool's thread, a task that ignored its cancellation."""
 
     @property
     def spent(self) -> float:
@@ -54,7 +60,12 @@ class _Result:
 
     def _rows(self) -> list[tuple[str, str]]:
         note = self.guard.note() if self.guard else ""
-        return [("run", self.run_id), ("budgets", str(self.budget)), *([("cost guard", note)] if note else [])]
+        rows = [("run", self.run_id), ("budgets", str(self.budget)), *([("cost guard", note)] if note else [])]
+        if self.overrun_s > 0:
+            rows.append(("deadline overrun", f"{self.overrun_s:.3f}s {self.overrun_cause}".rstrip()))
+        if self.abandoned:
+            rows.append(("abandoned", "; ".join(self.abandoned)))
+        return rows
 
     def _repr_html_(self) -> str:
         rows = "".join(

@@ -12,7 +12,7 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from .errors import RetryableError
+from .errors import RetryableError, safe_str
 
 T = TypeVar("T")
 
@@ -25,7 +25,7 @@ class RetriesExhausted(Exception):
     """Internal: every attempt failed with a retryable error."""
 
     def __init__(self, last: BaseException, attempts: int) -> None:
-        super().__init__(str(last))
+        super().__init__(safe_str(last))
         self.last = last
         self.attempts = attempts
 
@@ -64,7 +64,7 @@ async def retrying(
             left = time_left()
             if left is not None and wait >= left:
                 raise DeadlineExceeded(
-                    f"a retry wait of {wait:.1f}s after {type(exc).__name__}: {exc} would pass the deadline "
+                    f"a retry wait of {wait:.1f}s after {type(exc).__name__}: {safe_str(exc)} would pass the deadline "
                     f"({left:.1f}s left)"
                 ) from exc
             on_retry(n, exc, wait)

@@ -31,7 +31,7 @@ import time
 import weakref
 from importlib import resources
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, NoReturn
 
 from .errors import PermissionDenied, RetryableError, ToolError
 from .tools import Retry, Tool
@@ -111,6 +111,11 @@ class Shop:
             window in which concurrent writers would race.
         role: the agent's role; refunds need ``"billing"``.
         carrier: the carrier API ``carrier_status`` calls.
+        transactions: ``add_note`` reads and writes back inside one
+            ``BEGIN IMMEDIATE`` transaction, so notes added at once by two runs
+            (or processes) on one database file are all kept. ``False`` reads
+            and writes in two steps, the race a lesson shows (two notes at once:
+            one is lost).
     """
 
     def __init__(
@@ -121,6 +126,7 @@ class Shop:
         write_latency: float = 0.0,
         role: str = "support_agent",
         carrier: CarrierAPI | None = None,
+        transactions: bool = True,
     ) -> None:
         self.latency = _check_seconds("latency", latency)
         self.write_latency = _check_seconds("write_latency", write_latency)
@@ -129,6 +135,7 @@ class Shop:
         if carrier is not None and not isinstance(carrier, CarrierAPI):
             raise TypeError(f"carrier must be a CarrierAPI, got {type(carrier).__name__}")
         self.role = role
+        self.transactions = bool(transactions)
         self.carrier = carrier or CarrierAPI()
         if path is None:
             tmp = tempfile.mkdtemp(prefix="agentlab-shop-")
@@ -168,6 +175,11 @@ class Shop:
         con = self.connect()
         try:
             return [dict(r) for r in con.execute(sql, params)]
+        except OverflowError:  # a number beyond SQLite's 64-bit integers: the model's mistake, not a crash
+            raise ToolError(
+                "A number in the request is too large (ids here are small whole numbers).",
+                hint="check the id and call again.",
+            ) from None
         finally:
             con.close()
 
@@ -193,14 +205,18 @@ class Shop:
             time.sleep(self.latency)
 
     def _order_or_hint(self, order_id: int) -> dict[str, Any]:
-        rows = self.query("SELECT * FROM orders WHERE id = ?", (order_id,))
+        rows = self.query("SELECT * FROM orders WHERE id = ?", (order_id,)) if _fits(order_id) else []
         if rows:
             return rows[0]
+        self._no_order(order_id)
+
+    def _no_order(self, order_id: int) -> NoReturn:
         lo, hi = self.query("SELECT min(id) AS lo, max(id) AS hi FROM orders")[0].values()
         near = _digit_swaps(order_id, {r["id"] for r in self.query("SELECT id FROM orders")})
         guess = f" An order with the same digits exists: {', '.join(map(str, near))}." if near else ""
+        shown = order_id if _fits(order_id) else "with an id that large"
         raise ToolError(
-            f"No order {order_id}. Order ids run from {lo} to {hi}.{guess}",
+            f"No order {shown}. Order ids run from {lo} to {hi}.{guess}",
             hint="search_orders(customer_id=...) lists a customer's orders; then get_order on the right id.",
         )
 
@@ -232,8 +248,10 @@ class Shop:
             where.append("status = ?")
             params.append(status)
         if text:
-            where.append("(items LIKE ? OR notes LIKE ?)")
-            params += [f"%{text}%", f"%{text}%"]
+            # The model's text is matched literally: its % and _ are not wildcards.
+            where.append("(items LIKE ? ESCAPE '\\' OR notes LIKE ? ESCAPE '\\')")
+            literal = "%" + text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_") + "%"
+            params += [literal, literal]
         clause = " WHERE " + " AND ".join(where) if where else ""
         total = self.query(f"SELECT count(*) AS n FROM orders{clause}", tuple(params))[0]["n"]
         rows = self.query(
@@ -245,7 +263,7 @@ class Shop:
         return {"page": page, "pages": pages, "total": total, "orders": rows}
 
     def get_customer(self, customer_id: int) -> dict[str, Any]:
-        rows = self.query("SELECT * FROM customers WHERE id = ?", (customer_id,))
+        rows = self.query("SELECT * FROM customers WHERE id = ?", (customer_id,)) if _fits(customer_id) else []
         if not rows:
             n = self.query("SELECT count(*) AS n FROM customers")[0]["n"]
             raise ToolError(
@@ -276,12 +294,37 @@ class Shop:
     def add_note(self, order_id: int, note: str) -> dict[str, Any]:
         if not note.strip():
             raise ToolError("The note is empty.", hint="call add_note with the text to record.")
-        # Read, think, write back: exactly the window two concurrent writers race in.
-        notes = self._order_or_hint(order_id)["notes"]
-        if self.write_latency:
-            time.sleep(self.write_latency)
-        updated = f"{notes}\n{note}" if notes else note
-        self.write(("UPDATE orders SET notes = ? WHERE id = ?", (updated, order_id)))
+        if not self.transactions:
+            # Read, think, write back in two steps: exactly the window two concurrent writers race in.
+            notes = self._order_or_hint(order_id)["notes"]
+            if self.write_latency:
+                time.sleep(self.write_latency)
+            updated = f"{notes}\n{note}" if notes else note
+            self.write(("UPDATE orders SET notes = ? WHERE id = ?", (updated, order_id)))
+            return {"order_id": order_id, "notes": updated.split("\n")}
+        if not _fits(order_id):
+            self._no_order(order_id)
+        con = self.connect()
+        con.isolation_level = None  # explicit transactions below
+        try:
+            # BEGIN IMMEDIATE takes the write lock before the read, so a second writer
+            # (another thread, run or process) waits here and then sees this note.
+            con.execute("BEGIN IMMEDIATE")
+            row = con.execute("SELECT notes FROM orders WHERE id = ?", (order_id,)).fetchone()
+            if row is None:
+                con.execute("ROLLBACK")
+                self._no_order(order_id)
+            if self.write_latency:
+                time.sleep(self.write_latency)
+            updated = f"{row['notes']}\n{note}" if row["notes"] else note
+            con.execute("UPDATE orders SET notes = ? WHERE id = ?", (updated, order_id))
+            con.execute("COMMIT")
+        except BaseException:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+        finally:
+            con.close()
         return {"order_id": order_id, "notes": updated.split("\n")}
 
     def refund_order(self, order_id: int, amount: float, reason: str) -> dict[str, Any]:
@@ -380,11 +423,16 @@ class Shop:
         ]
 
 
+def _fits(n: int) -> bool:
+    """Whether ``n`` fits SQLite's 64-bit integers (a larger one cannot be any id)."""
+    return -(2**63) <= n < 2**63
+
+
 def _digit_swaps(n: int, existing: set[int]) -> list[int]:
     """Existing ids made of the same digits as ``n`` (a typist's transposition)."""
-    digits = str(n)
-    if len(digits) > 7:
+    if not 0 <= n < 10**7:
         return []
+    digits = str(n)
     found = {int("".join(p)) for p in itertools.permutations(digits)}
     return sorted(x for x in found & existing if x != n)
 

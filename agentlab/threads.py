@@ -7,6 +7,11 @@ sync tool would hold ``run()`` far past its deadline (DESIGN.md measured a 1 s
 small pool of *daemon* workers that nobody joins: at the deadline the engine
 stops waiting, the worker stays stuck until the function returns (or the
 process exits), and a fresh worker serves the next call.
+
+The future's result is always an ``(ok, value)`` pair, never an exception
+set on the future: ``Future.set_exception`` refuses ``StopIteration`` (the
+future would never resolve), and ``SystemExit`` or ``KeyboardInterrupt``
+raised by a tool must reach the engine as data, not end the caller.
 """
 
 from __future__ import annotations
@@ -25,12 +30,8 @@ _idle = 0
 
 
 def _deliver(fut: asyncio.Future[Any], ok: bool, value: Any) -> None:
-    if fut.cancelled():
-        return
-    if ok:
-        fut.set_result(value)
-    else:
-        fut.set_exception(value)
+    if not fut.done():
+        fut.set_result((ok, value))
 
 
 def _worker() -> None:
@@ -39,7 +40,7 @@ def _worker() -> None:
         fn, loop, fut = _jobs.get()
         try:
             ok, value = True, fn()
-        except BaseException as exc:  # handed to the awaiting coroutine
+        except BaseException as exc:  # handed to the awaiting coroutine as data (SystemExit too)
             ok, value = False, exc
         try:
             loop.call_soon_threadsafe(_deliver, fut, ok, value)
@@ -50,7 +51,7 @@ def _worker() -> None:
 
 
 def run_on_daemon_thread(fn: Callable[[], Any]) -> asyncio.Future[Any]:
-    """Run ``fn()`` on a daemon worker; return a future for its result."""
+    """Run ``fn()`` on a daemon worker; return a future of ``(True, value)`` or ``(False, exception)``."""
     global _idle
     loop = asyncio.get_running_loop()
     fut: asyncio.Future[Any] = loop.create_future()

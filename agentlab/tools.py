@@ -16,6 +16,8 @@ from __future__ import annotations
 import inspect
 import json
 import math
+import numbers
+import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
@@ -27,6 +29,11 @@ if TYPE_CHECKING:
 
 Mode = Literal["read", "write"]
 
+NAME_RULE = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""The Messages API's rule for tool names."""
+MAX_RESULT_CHARS = 1_000_000
+"""Default cap on the text of one tool result (the model sees a notice when it is cut)."""
+
 
 @dataclass(frozen=True, slots=True)
 class Retry:
@@ -35,6 +42,15 @@ class Retry:
     max_attempts: int | None = None
     base_delay: float | None = None
     max_delay: float | None = None
+
+    def __post_init__(self) -> None:
+        m = self.max_attempts
+        if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1):
+            raise ValueError(f"Retry: max_attempts must be an int >= 1 (1 = no retry) or None, got {m!r}")
+        for field in ("base_delay", "max_delay"):
+            v = getattr(self, field)
+            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0):
+                raise ValueError(f"Retry: {field} must be a finite number of seconds >= 0 or None, got {v!r}")
 
 
 class Tool:
@@ -51,21 +67,37 @@ class Tool:
         retry: Retry | None = None,
         max_calls: int | None = None,
         approve: bool = False,
+        max_result_chars: int | None = MAX_RESULT_CHARS,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"tool: expected a function, got {type(fn).__name__}")
+        name = _checked_name(fn, name)
         if mode not in ("read", "write"):
-            raise ValueError(f"tool {name or fn.__name__!r}: mode must be 'read' or 'write', got {mode!r}")
-        if timeout is not None and (not isinstance(timeout, (int, float)) or math.isnan(timeout) or timeout <= 0):
-            raise ValueError(f"tool {name or fn.__name__!r}: timeout must be a number of seconds > 0")
-        if max_calls is not None and (not isinstance(max_calls, int) or max_calls < 1):
-            raise ValueError(f"tool {name or fn.__name__!r}: max_calls must be an int >= 1")
+            raise ValueError(f"tool {name!r}: mode must be 'read' or 'write', got {mode!r}")
+        if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn) or _generator_call(fn):
+            raise TypeError(
+                f"tool {name!r}: a generator cannot be a tool (its result would be an unfinished iterator); "
+                "return a list or a string instead"
+            )
+        if timeout is not None:
+            if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not math.isfinite(timeout) or timeout <= 0:
+                raise ValueError(f"tool {name!r}: timeout must be a finite number of seconds > 0 or None, got {timeout!r}")
+            timeout = float(timeout)
+        if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
+            raise ValueError(f"tool {name!r}: max_calls must be an int >= 1, got {max_calls!r}")
+        if retry is not None and not isinstance(retry, Retry):
+            raise TypeError(f"tool {name!r}: retry must be a Retry(...) or None, got {type(retry).__name__}")
+        if max_result_chars is not None and (
+            isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) or max_result_chars < 1
+        ):
+            raise ValueError(f"tool {name!r}: max_result_chars must be an int >= 1 or None, got {max_result_chars!r}")
         self.fn = fn
-        self.name = name or fn.__name__
+        self.name = name
         self.mode: Mode = mode
         self.timeout = timeout
         self.retry = retry
         self.max_calls = max_calls
+        self.max_result_chars = max_result_chars
         self.approve = bool(approve)
         """Ask a human before each call (see :mod:`agentlab.approval`)."""
         self.is_async = inspect.iscoroutinefunction(fn)
@@ -77,6 +109,20 @@ class Tool:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn(*args, **kwargs)
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        """``@tool`` on a method: ``instance.method`` is a tool bound to that instance."""
+        if obj is None or inspect.ismethod(self.fn):
+            return self
+        return Tool(
+            self.fn.__get__(obj, owner), name=self.name, description=self.description, mode=self.mode,
+            timeout=self.timeout, retry=self.retry, max_calls=self.max_calls, max_result_chars=self.max_result_chars,
+            approve=self.approve,
+        )
+
+    def result_text(self, value: Any) -> str:
+        """What the model sees of this tool's return value, cut to ``max_result_chars``."""
+        return result_text(value, self.max_result_chars)
 
     def __repr__(self) -> str:
         return f"<tool {self.name} ({self.mode})>"
@@ -118,7 +164,10 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.B
     except Exception:  # unresolvable forward refs: fall back to raw annotations
         hints = {}
     fields: dict[str, Any] = {}
-    for pname, param in inspect.signature(fn).parameters.items():
+    params = list(inspect.signature(fn).parameters.items())
+    if params and params[0][0] in ("self", "cls") and _defined_in_class(fn):
+        params = params[1:]  # a method decorated in its class: bound later, never shown to the model
+    for pname, param in params:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             raise TypeError(f"tool {name!r}: *args/**kwargs cannot be described to a model; name each argument")
         annotation = hints.get(pname, param.annotation)
@@ -181,18 +230,52 @@ def as_tools(tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None)
     return registry
 
 
-def result_text(value: Any) -> str:
-    """What the model sees of a tool's return value."""
+def result_text(value: Any, max_chars: int | None = MAX_RESULT_CHARS) -> str:
+    """What the model sees of a tool's return value; longer than ``max_chars``, it is cut with a notice."""
     if isinstance(value, str):
-        return value
-    if value is None:
-        return "(no output)"
-    try:
-        import json
+        text = value
+    elif value is None:
+        text = "(no output)"
+    else:
+        try:
+            import json
 
-        return json.dumps(value, ensure_ascii=False, default=str)
-    except (TypeError, ValueError):
-        return str(value)
+            text = json.dumps(value, ensure_ascii=False, default=str)
+        except (TypeError, ValueError):
+            text = str(value)
+    if max_chars is not None and len(text) > max_chars:
+        text = (
+            text[:max_chars] + f"\n[agentlab: this result was cut to its first {max_chars:,} of {len(text):,} characters "
+            "(the tool's max_result_chars). Next step: ask for less, e.g. a narrower query or one page at a time.]"
+        )
+    return text
+
+
+def _checked_name(fn: Callable[..., Any], name: Any) -> str:
+    """The tool's name, checked against the API's rule now rather than failing at the first request."""
+    if name is None:
+        name = getattr(fn, "__name__", None)
+        if name is None:
+            raise TypeError(f"tool: {type(fn).__name__} objects have no __name__; pass name=")
+    if not isinstance(name, str):
+        raise TypeError(f"tool name must be a string, got {type(name).__name__} {name!r}")
+    if not NAME_RULE.match(name):
+        why = "a lambda has no usable name; pass name=" if name == "<lambda>" else (
+            f"{len(name)} characters, at most 64" if len(name) > 64 else "only letters, digits, '_' and '-'")
+        raise ValueError(f"tool name {name!r} breaks the API's rule ^[a-zA-Z0-9_-]{{1,64}}$ ({why})")
+    return name
+
+
+def _generator_call(fn: Any) -> bool:
+    call = inspect.getattr_static(type(fn), "__call__", None)
+    return not inspect.isfunction(fn) and not inspect.ismethod(fn) and (
+        inspect.isgeneratorfunction(call) or inspect.isasyncgenfunction(call)
+    )
+
+
+def _defined_in_class(fn: Callable[..., Any]) -> bool:
+    parts = getattr(fn, "__qualname__", "").split(".")
+    return inspect.isfunction(fn) and len(parts) >= 2 and parts[-2] != "<locals>"
 
 
 class SchemaTool(Tool):

@@ -49,6 +49,8 @@ class StopReason(StrEnum):
     MODEL_ERROR = "model error"
     MALFORMED_REPLY = "malformed reply"
     UNEXPECTED_STOP = "unexpected stop reason"
+    EXPERIMENT_BUDGET = "experiment budget"  # an experiment's shared total could not cover the next call
+    TRACE_WRITE_FAILED = "trace write failed"
 
 
 RESUMABLE = frozenset({StopReason.BUDGET, StopReason.STEP_LIMIT, StopReason.DEADLINE, StopReason.CANCELLED})

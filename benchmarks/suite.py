@@ -34,13 +34,17 @@ class Sizes:
     recorded_mb: float = 50.0
     stream_reps: int = 21
     guard_steps: int = 20
+    chaos_runs: int = 1000
+    exp_runs: int = 1000
+    exp_reps: int = 3
+    exp_ray_cells: int = 100
 
 
 FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
     trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
-    recorded_mb=0.5, stream_reps=2, guard_steps=8,
+    recorded_mb=0.5, stream_reps=2, guard_steps=8, chaos_runs=12, exp_runs=8, exp_reps=1, exp_ray_cells=0,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -50,7 +54,9 @@ Bench = tuple[str, list[str], Callable[[Sizes], Awaitable[list[Row]]]]
 def benches() -> list[Bench]:
     from . import (
         caching,
+        chaos,
         coldstart,
+        experiments,
         guard,
         memory,
         panel,
@@ -79,7 +85,11 @@ def benches() -> list[Bench]:
         ("recorded", ["recorded.import", "recorded.memory"], lambda s: asyncio.to_thread(recorded.recorded_rows, s.recorded_mb)),
         ("guard", ["guard.counts_25", "guard.counts_50", "guard.counts_100", "guard.counts_1000"],
          lambda s: guard.guard_rows(s.guard_steps)),
+        ("experiments", ["exp.runs_per_s", "exp.overhead", "exp.peak_rss", "exp.ray_overhead"],
+         lambda s: experiments.experiment_rows(s.exp_runs, s.exp_reps, s.exp_ray_cells)),
         ("streaming", ["stream.overhead", "stream.paced", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
+        ("chaos", ["chaos.hangs", "chaos.escaped", "chaos.lost_steps", "chaos.overrun", "chaos.blocked_loop"],
+         lambda s: chaos.chaos_rows(s.chaos_runs)),
     ]
 
 

@@ -6,6 +6,11 @@ cells here, then run
     .venv/bin/python scripts/build_notebooks.py            # cells only
     .venv/bin/python scripts/build_notebooks.py --execute  # and store outputs (plots, tables)
 
+With ``--execute`` each notebook runs in a fresh kernel (in notebooks/, its
+traces in notebooks/runs/NAME/, which git ignores) and is saved with its
+widget state as it is after the last cell, so a panel shows the finished run
+on GitHub, nbviewer and in a static HTML export.
+
 Each notebook is one lesson of the article, in its order, and runs offline
 in a fresh kernel; tests/test_notebooks.py executes every one.
 """
@@ -21,16 +26,34 @@ import nbformat
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "notebooks"
 
+NOTEBOOK = "__NOTEBOOK__"
+"""Written in a cell's source, replaced by the notebook's own name when it is built."""
+
 SETUP = """\
 %matplotlib inline
 import os
+import shutil
 import pandas as pd
 import agentlab as al
 from agentlab import analysis, plots, scenarios
 from agentlab.trace import load_run, load_runs
 
-os.environ.setdefault("AGENTLAB_RUNS", "runs")  # where this notebook's traces go
-pd.set_option("display.max_colwidth", 90)"""
+RUNS = os.path.join("runs", "__NOTEBOOK__")  # this notebook's traces, and only this notebook's
+shutil.rmtree(RUNS, ignore_errors=True)      # start empty, so every table below is this run's
+os.environ["AGENTLAB_RUNS"] = RUNS
+pd.set_option("display.max_colwidth", None)  # never cut a detail or an argument mid-word
+pd.set_option("display.width", 250)"""
+
+OFFLINE = """
+**Runs offline.** No API key is needed: the model is a scripted offline
+*behaviour* (it reacts to the tool results it reads) priced as Claude Sonnet,
+so token counts and dollars are estimates of what the same tokens would cost.
+"""
+
+
+def offline_note(with_a_key: str) -> str:
+    """The first cell's paragraph: offline, and what a real key changes in this lesson."""
+    return OFFLINE.strip() + "\nWith `ANTHROPIC_API_KEY` set, " + with_a_key.strip()
 
 
 def md(text: str) -> nbformat.NotebookNode:
@@ -49,18 +72,62 @@ NOTEBOOKS["01-the-loop-step-by-step"] = [
 # 1 · The loop, one step at a time
 
 An agent is a loop: call the model, run the tools it asks for, hand the results
-back, repeat until it answers or a budget runs out. `agentlab.Run` is that loop
-with the steps exposed: `await run.step()` does exactly one model call and that
-turn's tools, then stops, so you can look at everything in between.
+back, repeat until it answers or a budget runs out. This lesson first writes
+that loop by hand, then runs the same task through `agentlab.Run`, whose
+`await run.step()` does exactly one model call and that turn's tools, then
+stops, so you can look at everything in between.
 
-Everything here runs offline. The model is a scripted *behaviour* that reacts to
-the tool results it receives; the tools work on a real SQLite shop.
-"""),
+""" + offline_note("""
+`al.AnthropicModel()` (or `model="claude-sonnet-4-5"`) takes the scripted
+model's place: the replies, and so the number of steps, are Claude's own and
+vary from run to run, and the costs are what Anthropic bills. The tools still
+work on the same local SQLite shop.
+""")),
     code(SETUP),
     md("""
+## The loop by hand
+
 The scenario: a customer says order **1402** was late. There is no such order;
-the tool's error says which orders have the same digits and how to list the
-customer's orders. Watch the model use that hint.
+the tool's error says which orders share its digits and how to list the
+customer's orders. Here is the whole loop, written out once, against the
+scenario's offline model and its tools (plain Python functions):
+"""),
+    code("""
+import json
+from agentlab.models.base import ModelRequest
+
+bare = scenarios.get("not-found-hint").setup()
+functions = {t.name: t.fn for t in bare.tools}
+messages = [{"role": "user", "content": bare.task}]
+for turn in range(1, 7):                                   # a step limit, and nothing else
+    reply = await bare.model.complete(ModelRequest(None, messages, [], max_tokens=1024))
+    messages.append({"role": "assistant", "content": reply["content"]})
+    calls = [b for b in reply["content"] if b["type"] == "tool_use"]
+    print(f"turn {turn}:", ", ".join(f"{c['name']}({c['input']})" for c in calls) or "answers")
+    if not calls:
+        break
+    results = []
+    for c in calls:                                        # one at a time, in order
+        try:
+            out, failed = json.dumps(functions[c["name"]](**c["input"]), default=str), False
+        except Exception as e:                             # every failure goes back to the model
+            out, failed = e.for_model() if isinstance(e, al.ToolError) else f"{type(e).__name__}: {e}", True
+        results.append({"type": "tool_result", "tool_use_id": c["id"], "content": out, "is_error": failed})
+    messages.append({"role": "user", "content": results})
+print(messages[-1]["content"][-1]["text"])"""),
+    md("""
+About fifteen lines of loop, and it works: four model calls, three tools, an answer
+(a `ToolError` carries a hint, `for_model()` puts it in the text). It is
+also what every lesson after this one improves on. It counts turns but not
+dollars or seconds; a hung tool hangs it; every exception, a 503 or a denied
+refund alike, goes back to the model; a model asking the same thing forever
+only meets the turn limit; the calls of one turn run one after the other; and
+once the cell ends nothing is left but `messages`.
+
+## The same task through `Run.step()`
+
+`setup.engine()` builds an `agentlab.Run` for the same task, model and tools.
+Each `await run.step()` is one pass of the `for` loop above.
 """),
     code("""
 setup = scenarios.get("not-found-hint").setup()
@@ -90,27 +157,41 @@ while not run.finished:
     await run.step()
 run.result"""),
     md("""
-Each step's numbers are plain values. Here is the run as a table: what each
+The same four model calls and the same answer as the loop by hand. What
+`Run.step()` adds, line by line of that loop:
+
+| the loop by hand | `Run.step()` |
+|---|---|
+| `for turn in range(1, 7)` | three budgets, steps, dollars and wall clock, checked before every call (lesson 2) |
+| `except Exception` → back to the model | three kinds of failure: recoverable goes back, retryable is retried with backoff, fatal stops the run (lesson 3) |
+| nothing | a third identical call is answered with a nudge; a fourth stops the run (lesson 4) |
+| `for c in calls` | reads run together, writes alone, results in the order asked (lesson 5) |
+| `print` | every event to a JSONL trace, keyed by run id (lesson 6) |
+| `break` | a `Done` or `Stopped` that says why, with numbers |
+
+Each step's numbers are plain values. Here is a fresh run as a table: what each
 call cost, how the spending added up, and the budget snapshot after it.
 """),
     code("""
 steps = []
-s2 = scenarios.get("not-found-hint").setup()
-r2 = s2.engine()
+r2 = scenarios.get("not-found-hint").setup().engine()
 while not r2.finished:
     rec = await r2.step()
     steps.append({"step": rec.step, "asked for": ", ".join(c["name"] for c in rec.tool_calls) or "(answer)",
-                  "cost": rec.cost, "spent": rec.spent, "budget": str(rec.budget)})
+                  "cost": round(rec.cost, 4), "spent": round(rec.spent, 4), "budget": str(rec.budget)})
 pd.DataFrame(steps)"""),
     md("""
-## The same run in the panel
+## The panel
 
-`agentlab.Lab` wraps the same `Run` in a control panel: **step**, **run**,
-**pause**, **stop**, the three budgets as gauges, and a live chart. The panel is
-only a subscriber to the engine's events; nothing in the loop knows it is there.
+`agentlab.Lab` wraps a `Run` in a control panel: **step**, **run**, **pause**,
+**stop**, the three budgets as gauges, a live chart and a log of every step.
+The panel is only a subscriber to the engine's events; nothing in the loop
+knows it is there. Here it drives the same scenario once more. The notebook was
+saved after the run, so the panel below shows the finished run even before you
+execute anything.
 """),
     code("""
-lab = scenarios.get("parallel-lookups").setup().lab()
+lab = scenarios.get("not-found-hint").setup().lab()
 lab.run()
 lab"""),
     code("""
@@ -129,25 +210,45 @@ NOTEBOOKS["02-three-budgets"] = [
 
 They fail independently, so each one is checked, and the result says which one
 ran out, with the numbers.
-"""),
+
+""" + offline_note("""
+the model is Claude and the dollars are billed; the budgets work the same way,
+but which one stops a run depends on what the model does. The hanging tool and
+the growing context are properties of the tools, so they stop a real model too.
+""")),
     code(SETUP),
     code("""
 results = {name: await scenarios.get(name).setup().arun()
            for name in ["ping-pong", "growing-context", "hanging-tool"]}
 pd.DataFrame([{"scenario": n, "reason": r.reason, "steps": r.steps, "cost": round(r.cost, 4),
-               "seconds": round(r.elapsed, 2), "detail": r.detail} for n, r in results.items()])"""),
+               "seconds": round(r.elapsed, 2)} for n, r in results.items()])"""),
     md("""
-`ping-pong` never repeats a call, so loop detection cannot help, and each step
-is cheap: only the step limit stops it. `hanging-tool` calls a carrier API that
-never answers; the deadline bounds every tool, so the run ends at 1.5 s instead
-of hanging with it.
+## Never the same call twice
+
+`ping-pong` changes its arguments on every call, so loop detection, which
+counts *identical* calls, never fires. The calls of that run, counted:
+"""),
+    code("""
+pp = results["ping-pong"].trace.calls
+keys = pp["tool"] + " " + pp["args"].astype(str)
+print(f"{len(pp)} tool calls, {keys.nunique()} different (tool, arguments) pairs; "
+      f"the most repeated was asked for {keys.value_counts().max()} time(s)")
+pp[["step", "tool", "args"]]"""),
+    md("""
+Each of its steps is cheap too, so only the step limit stops it.
+`hanging-tool` calls a carrier API that never answers; the deadline bounds
+every tool, so the run ends at 1.5 s instead of hanging with it.
 
 ## The hard cost guard, and the after-the-fact check
 
 The article's sketch checks the cost *after* spending it. With a growing context
 that overshoots: the step that crosses the line is the most expensive one yet.
-agentlab's default, `cost_guard="hard"`, checks the worst case *before* each
-call (estimated input plus `max_tokens` of output) and stops when it cannot fit.
+agentlab's default, `cost_guard="hard"`, checks *before* each call. It
+estimates the input's cost from the context about to be sent; if the input plus
+the configured `max_tokens` of reply would not fit in what is left, it lowers
+`max_tokens` for that call to what does fit, and it stops the run only when not
+even a minimal reply (32 output tokens) fits. That is why the stop detail below
+quotes the input plus a minimal reply, not the input plus `max_tokens`.
 """),
     code("""
 hard = await scenarios.get("growing-context").setup().arun()
@@ -160,7 +261,8 @@ pd.DataFrame([{"guard": g, "reason": r.reason, "steps": r.steps, "spent": round(
 runs = load_runs()
 labels = {hard.run_id: "hard guard", after.run_id: "after-the-fact check", free.run_id: "no limit"}
 ax = plots.compare_runs(runs.steps, [free.run_id, after.run_id, hard.run_id], labels=labels)
-ax.axhline(0.10, color="black", lw=1)
+ax.axhline(0.10, color="black", lw=1, ls="--", label="the budget (0.10 USD)")
+ax.legend()
 ax.figure"""),
     md("""
 The hard guard stopped with money left, because the next call *could* have
@@ -187,27 +289,62 @@ NOTEBOOKS["03-three-kinds-of-failure"] = [
 | fatal | permission denied, auth failure, unknown tool | stop the run; the model is not told |
 
 One policy table (`agentlab.Policy`) decides which is which.
-"""),
+
+""" + offline_note("""
+the model's own errors go through the same table: a 429 or 529 from the
+Messages API is retried with backoff, a refused key is an authentication
+failure and stops the run at its first call.
+""")),
     code(SETUP),
     md("## Recoverable: an error that names the next step"),
     code("""
 r = await scenarios.get("not-found-hint").setup().arun()
 calls = r.trace.calls
-calls[["step", "tool", "args", "outcome", "result_preview"]]"""),
+calls[["step", "tool", "args", "outcome"]]"""),
+    code("""print(r.trace.step(1).calls[0]["result"])"""),
     md("""
 The first call failed, and its message said what to do; the model did it, found
 that 1042 was the order with the same digits, and answered:
 """),
-    code("r.text"),
+    code("print(r.text)"),
     md("## Retryable: the model never hears about the 503s"),
     code("""
 r = await scenarios.get("flaky-upstream").setup().arun()
 t = r.trace
-t.calls[["step", "tool", "outcome", "attempts", "duration"]]"""),
+t.calls[["step", "tool", "outcome", "attempts"]]"""),
     code("""
-retries = t.events[t.events["kind"] == "tool_retry"]
-print(retries["data"].map(lambda d: f"attempt {d['attempt']}: {d['error']} → wait {d['wait']:.2f}s").to_string(index=False))
+for d in t.events[t.events["kind"] == "tool_retry"]["data"]:
+    print(f"attempt {d['attempt']} failed, waiting {d['wait']:.2f}s before the next: {d['error']}")
 print("503 anywhere in what the model saw:", "503" in str(r.messages))"""),
+    md("""
+Two failures, two waits (the backoff doubles, with jitter), and the third
+attempt answered; the model's history holds only that answer.
+
+## Fatal: unknown tool, authentication failure
+
+The article's prose lists an unknown tool as fatal, while its code sketch hands
+"unknown tool" back to the model as an error to read. agentlab follows the
+prose by default: a model asking for a tool that does not exist is either
+confused about its instructions or being steered by something it read, and
+another step rarely fixes either. `Policy(unknown_tool="recoverable")` gives the
+sketch's behaviour for anyone who wants it.
+"""),
+    code("""
+ghost = al.ScriptedModel([al.reply(None, ("delete_customer", {"customer_id": 7})), al.reply("Done.")])
+shop_tools = scenarios.get("not-found-hint").setup().tools
+unknown = await al.arun("Remove customer 7.", shop_tools, model=ghost)
+lenient = await al.arun("Remove customer 7.", shop_tools, policy=al.Policy(unknown_tool="recoverable"),
+                        model=al.ScriptedModel([al.reply(None, ("delete_customer", {"customer_id": 7})),
+                                                al.reply("There is no tool to delete customers.")]))
+print("default:    ", unknown.reason, "-", unknown.detail)
+print("recoverable:", lenient.reason, "-", lenient.text)"""),
+    md("A refused API key is fatal too: retrying a 401 only repeats it."),
+    code("""
+def refused(messages, tools):
+    raise al.AuthenticationFailed("401 invalid x-api-key")
+
+auth = await al.arun("Where is order 1042?", shop_tools, model=al.FunctionModel(refused))
+print(auth.reason, "-", auth.detail, f"(steps: {auth.steps})")"""),
     md("""
 ## Fatal: a permission denial stops the run
 
@@ -223,9 +360,12 @@ pd.DataFrame([{"policy": "fatal (default)", "reason": rf.reason, "steps": rf.ste
               {"policy": "recoverable", "reason": rp.reason, "steps": rp.steps, "cost": round(rp.cost, 4)}])"""),
     code("""rp.trace.calls[["step", "tool", "args", "outcome"]]"""),
     md("""
-With the denial treated as recoverable the model tried a smaller refund, a
-status change, a search for refunded orders, and finally wrote a note *marking
-the refund as approved*. The database shows it:
+With the denial treated as recoverable the model tried a smaller refund
+(step 3), set the order's status to "refunded" (step 4), searched for orders
+that had been refunded (step 5) and then asked for a full refund of £86.40,
+"to match order 1077's", a refund nobody asked for, larger than the one that
+was denied (step 6). The refund tool denied that too. Finally it wrote a note
+*marking the refund as approved* (step 7). The database shows it:
 """),
     code("""probing.shop.get_order(1042)["notes"], fatal.shop.get_order(1042)["notes"]"""),
 ]
@@ -241,30 +381,60 @@ of its arguments, and counts. Two identical calls are allowed (a retry after a
 blip is legitimate). The third is **not run**: the model gets the earlier result
 and a nudge to try something else. One more after the nudge stops the run with
 `"loop detected"`.
-"""),
+
+""" + offline_note("""
+whether a nudged model changes course is Claude's decision, not a script's:
+that is the number worth measuring on your own runs (the last section).
+""")),
     code(SETUP),
     code("""
 recovers = await scenarios.get("repeat-recovers").setup().arun()
 forever = await scenarios.get("repeat-forever").setup().arun()
-recovers, forever"""),
-    md("This is what the model read in place of its third call:"),
+print(recovers.reason, "-", recovers.text)
+print(forever.reason, "-", forever.detail)"""),
+    md("This is what the model read in place of its third call, the earlier result and then the nudge:"),
     code("""
 nudge = forever.trace.calls.query("outcome == 'nudged'").iloc[0]
-print(nudge["result_preview"])
-print("...")
-print(forever.trace.step(int(nudge["step"])).calls[0]["result"][-260:])"""),
+print(forever.trace.step(int(nudge["step"])).calls[0]["result"])"""),
     code("""forever.trace.calls[["step", "tool", "args", "outcome"]]"""),
+    md("""
+The table has three `carrier_status` rows, and the stop detail says the call
+was requested four times. Both are right: the calls table lists calls that were
+run or answered (steps 2 and 3 ran, step 4 was answered with the nudge); the
+fourth request, at step 5, was never run, because the loop stopped the run
+instead. It is in the trace as that step's reply:
+"""),
+    code("""forever.trace.step(5)"""),
     md("""
 ## How often does the nudge work?
 
-The article's estimate is "roughly half the time". Across a batch of runs, the
-recovery rate comes straight from the traces:
+The article's estimate is "roughly half the time". An offline model cannot
+check it: `repeat-recovers` is scripted to change course after the nudge and
+`repeat-forever` is scripted not to, so a batch of three of each recovers
+exactly half by construction, and says nothing about real models:
 """),
     code("""
 batch = [await scenarios.get(name).setup(seed=seed).arun()
          for seed in range(3) for name in ("repeat-recovers", "repeat-forever")]
 runs = load_runs().runs
-print(analysis.loop_recovery(runs[runs["run_id"].isin([r.run_id for r in batch])]))"""),
+print(analysis.loop_recovery(runs[runs["run_id"].isin([r.run_id for r in batch])]), "- built into the mix, not measured")"""),
+    md("""
+On your own runs the same helper measures it. Point `load_runs` at the folder
+your real runs write their traces to (`$AGENTLAB_RUNS`, `./runs` by default, or
+traces imported with `agentlab import`), and count the nudged runs that still
+ended with an answer:
+
+```python
+real = load_runs("path/to/your/runs").runs
+print(analysis.loop_recovery(real))        # "k of n nudged runs finished (p%)"
+```
+
+Only runs that were nudged count, so the rate needs a fair number of them
+before it means much. Here, the runs this notebook made:
+"""),
+    code("""
+mine = load_runs(RUNS).runs
+mine[["run_id", "outcome", "reason", "nudges"]]"""),
 ]
 
 # --------------------------------------------------------------------------- 5
@@ -277,35 +447,43 @@ three 0.4 s lookups take about 0.4 s, not 1.2 s. Results go back in one
 message, in the order requested. Writes are the trap: two writes to the same
 record, run at once, race. Tools are marked `read` or `write`; reads run
 together, writes run alone.
-"""),
+
+""" + offline_note("""
+Claude decides whether to ask for several tools in one turn; when it does, the
+engine runs them exactly as here. The latencies are the shop's simulated ones.
+""")),
     code(SETUP),
     code("""
 lookups = await scenarios.get("parallel-lookups").setup().arun()
 t = lookups.trace
 ax = plots.tool_timeline(t.calls, steps=t.steps)
 ax.figure"""),
-    code("""analysis.parallel_speedup(t.calls)"""),
+    code("""analysis.parallel_speedup(t.calls).round(3)"""),
     md("The results came back in the order they were asked for:"),
     code("""
-asked = [b["name"] for b in lookups.messages[1]["content"] if b["type"] == "tool_use"]
+asked = [(b["id"], b["name"]) for b in lookups.messages[1]["content"] if b["type"] == "tool_use"]
 answered = [b["tool_use_id"] for b in lookups.messages[2]["content"]]
-asked, answered"""),
+for (use_id, name), result_id in zip(asked, answered):
+    print(f"asked {use_id} {name:14} answered {result_id}  {'same' if use_id == result_id else 'DIFFERENT'}")"""),
     md("## Two writes to one record"),
     code("""
 notes = scenarios.get("parallel-writes").setup()
 r = await notes.arun()
-ax = plots.tool_timeline(r.trace.calls, steps=r.trace.steps)
 print(notes.shop.get_order(1042)["notes"])
+r.trace.calls[["step", "tool", "args", "outcome", "start", "end"]].round(3)"""),
+    code("""
+ax = plots.tool_timeline(r.trace.calls, steps=r.trace.steps)
 ax.figure"""),
     md("""
-`add_note` reads the order's notes, adds one, and writes them back. Run one after
-the other, each sees the other's note. Here is what happens if the same tool is
-(wrongly) declared a read, so the two calls run at the same time:
+The two `add_note` calls ran one after the other, each 0.2 s between reading
+the notes and writing them back, so both notes are there. Here is what
+happens if the same tool is (wrongly) declared a read, so the two calls run at
+the same time:
 """),
     code("""
 from agentlab.shop import Shop
 
-shop = Shop(write_latency=0.3)
+shop = Shop(write_latency=0.3, transactions=False)  # the naive read-then-write
 add_note = al.Tool(next(t for t in shop.tools() if t.name == "add_note").fn, name="add_note", mode="read")
 model = al.ScriptedModel([al.reply(None, ("add_note", {"order_id": 1042, "note": "first"}),
                                           ("add_note", {"order_id": 1042, "note": "second"})),
@@ -324,7 +502,11 @@ agentlab run writes a trace as it goes: one JSON line per event (the messages
 sent, each tool call with its full arguments and result, token usage, timing),
 keyed by the run id. Each step's *new* messages are stored once, and "what was
 sent at step k" is rebuilt exactly.
-"""),
+
+""" + offline_note("""
+the trace also records Claude's own token counts (instead of estimates), its
+cache reads and writes, and the API's request ids; reading it works the same.
+""")),
     code(SETUP),
     code("""
 failed = await scenarios.get("repeat-forever").setup().arun()
@@ -340,6 +522,10 @@ sent, what it replied, and what each tool did.
 """),
     code("trace.step(4)"),
     md("""
+The times are milliseconds and less: an offline model answers in microseconds,
+and the nudged call was answered from memory without running the tool. With a
+real model a step takes seconds, and the same line shows them.
+
 At step four the model asked for the same carrier lookup a third time; the
 loop did not run it and sent the nudge instead. At step five it asked again
 and the run stopped. The exact messages the model received at step four:
@@ -352,12 +538,25 @@ len(sent), sent[-1]"""),
 
 `load_runs()` reads a whole folder of traces into DataFrames: one row per run,
 per step, per tool call, per event. The columns are documented in
-`docs/traces.md`.
+`docs/traces.md`. This notebook writes to its own folder, so the table holds
+its runs only: the failed one above, and two more made here.
 """),
     code("""
+for name in ("not-found-hint", "flaky-upstream"):
+    await scenarios.get(name).setup().arun()
 runs = load_runs()
-runs.runs[["run_id", "outcome", "reason", "steps", "cost", "seconds", "nudges"]].tail()"""),
-    md("A trace can also be exported as a notebook to share: `agentlab report RUN_ID --notebook out.ipynb`."),
+runs.runs[["run_id", "outcome", "reason", "steps", "cost", "nudges"]]"""),
+    md("""
+## Sharing one run
+
+`agentlab report RUN_ID` prints a run's summary from its trace; with
+`--notebook out.ipynb` it writes the run as a notebook to share. Here it is on
+the failed run, called in-process (in a terminal: `agentlab report RUN_ID`):
+"""),
+    code("""
+from agentlab.cli import main as agentlab_command   # the same function the `agentlab` command runs
+
+status = agentlab_command(["report", failed.run_id, "--runs", RUNS])"""),
 ]
 
 # --------------------------------------------------------------------------- 7
@@ -366,15 +565,34 @@ NOTEBOOKS["07-cost-analysis"] = [
 # 7 · Cost: the quadratic curve, caching, what-ifs
 
 Every step re-sends the whole conversation. If each step adds about the same
-amount, step *k* sends about *k* times as much as step one, so the cost of a run
-grows with the **square** of its length. The `growing-context` scenario audits
-orders a page at a time; each page stays in the context.
-"""),
+amount, the context at step *k* is a constant (the task, the tool definitions)
+plus *k − 1* times that growth, so the cost of one step grows linearly and the
+cost of a run grows with the **square** of its length. The `growing-context`
+scenario audits orders a page at a time; each page stays in the context.
+
+""" + offline_note("""
+the token counts are Claude's own (the offline ones are estimated from the
+characters sent) and the dollars are billed; the shape of the curve is the same.
+""")),
     code(SETUP),
     code("""
 free = await scenarios.get("growing-context").setup(max_cost=None).arun()
 steps = load_run(free.run_id).steps
-steps[["step", "context_tokens", "output_tokens", "cost", "cumulative_cost"]]"""),
+steps[["step", "context_tokens", "output_tokens", "cost", "cumulative_cost"]].round(4)"""),
+    code("""
+import numpy as np
+growth, start = np.polyfit(steps["step"], steps["context_tokens"], 1)
+first, last = steps["context_tokens"].iloc[0], steps["context_tokens"].iloc[-1]
+print(f"context at step k ≈ {first:,} + {growth:,.0f}·(k − 1) tokens")
+print(f"step {len(steps)} sends {last:,} tokens, {last / first:.1f}× step 1: "
+      f"each page ({growth:,.0f} tokens) is {growth / first:.1f}× the whole first request")"""),
+    md("""
+So "step *k* sends *k* times step one" holds only when each step adds as much
+as the first request held. Here each page adds more than twice that, so step 9
+sends about 19× step 1; a run whose steps add little (short tool results) grows
+far slower. Either way the per-step cost is a straight line and the total a
+parabola:
+"""),
     code("""
 ax = plots.token_growth(steps)
 ax.figure"""),
@@ -388,13 +606,44 @@ ax.figure"""),
 ## The article's numbers
 
 "Step one sends 2,000 tokens, step eight sends 25,000." A projection with those
-numbers, at Claude Sonnet's prices, with and without prompt caching:
+numbers, at Claude Sonnet 4.5's prices, with and without prompt caching. It
+assumes each reply is 400 output tokens (and that the reply is part of what the
+next step adds); change `output_per_step=` to try others.
 """),
     code("""
 paper = analysis.CostProjection.growing(first_input=2000, reaches=25000, at_step=8)
+print(f"adds {paper.added_per_step:,} tokens a step, of which {paper.output_per_step} are the model's reply")
 pd.DataFrame({"steps": n, "no caching": round(paper.total_cost(n), 3),
               "with caching": round(paper.with_caching().total_cost(n), 3)} for n in (1, 4, 8, 16))"""),
     md("""
+With caching, one step costs *more* than without: the first request writes the
+prompt to the cache, and a cache write is billed at 1.25× the input price
+($3.75 instead of $3 per million tokens on Sonnet 4.5). Every later step reads
+that prefix back at a tenth of the input price, so from the second step on
+caching wins, and by step 16 it costs under a third.
+
+## The article's four dollars
+
+"Eight legitimate steps, each with a 30,000-token context, spend four dollars."
+Eight steps of 30,000 input tokens are 240,000 input tokens, plus the replies
+(400 tokens each, as above). At today's list prices:
+"""),
+    code("""
+from agentlab.pricing import lookup_prices
+
+rows = []
+for model in ("claude-haiku-4-5", "claude-sonnet-4-5", "claude-opus-4-5", "claude-opus-4-1"):
+    p = lookup_prices(model)
+    rows.append({"model": model, "input $/Mtok": p.input, "output $/Mtok": p.output,
+                 "8 steps × 30,000 tokens": round((8 * 30_000 * p.input + 8 * 400 * p.output) / 1e6, 2)})
+pd.DataFrame(rows)"""),
+    md("""
+About $0.77 on Sonnet 4.5 and $1.28 on Opus 4.5: the four dollars hold only at
+Opus 4.1's $15 per million input tokens ($3.84), with no caching. The point
+stands at today's prices too: on Sonnet 4.5 those eight ordinary steps cost
+about nineteen times a four-cent question's worth, and no step limit of eight
+would have stopped them.
+
 ## Caching the same run
 
 Re-price the recorded steps as if each request had read the previous one back
@@ -412,7 +661,104 @@ have saved.
 """),
     code("""
 grid = analysis.budget_whatif(load_run(free.run_id), max_cost=[0.05, 0.10, 0.20, None], max_steps=[6, None])
-grid[["max_steps", "max_cost", "outcome", "reason", "steps", "spent", "saved"]]"""),
+grid[["max_steps", "max_cost", "outcome", "reason", "steps", "spent", "saved"]].round(4)"""),
+]
+
+
+NOTEBOOKS["08-experiments"] = [
+    md("""
+# 8 · Experiments: many runs, one total budget, one table
+
+One run answers "what did the agent do?". The questions worth a notebook are
+about many runs: *does caching pay off? how often does a tight budget stop a
+run that would have finished? how much do repeats vary?* An experiment runs a
+grid of **tasks × configurations × repeats** as ordinary runs, at most
+`concurrency` at a time, under one hard **total** budget, and gives back one
+DataFrame. Each model call reserves its worst case against the shared total
+before it is sent, so the total is never passed, however many runs are in flight.
+
+The shipped shop study asks 12 support questions (one, two or three lookups
+each) under five configurations that each change one thing the article
+teaches: prompt caching, a small `max_tokens`, a tight per-run budget checked
+before each call (`hard`) or after each step (`after`).
+"""),
+    code(SETUP),
+    code("""
+import shutil
+from agentlab.experiments.shop_study import CONFIGS, shop_experiment
+
+folder = os.path.join(os.environ["AGENTLAB_RUNS"], "experiments")
+shutil.rmtree(folder, ignore_errors=True)  # start fresh each time the notebook runs
+pd.DataFrame(CONFIGS).T"""),
+    md("""
+## Run the grid
+
+The widget counts done / running / stopped / not-run cells, the dollars spent
+of the total and the time left; **Stop** ends every run at its next safe point
+and keeps what finished. Running the same cell again later skips finished
+cells and runs only what is missing (new tasks, new configs, more repeats).
+"""),
+    code("""
+exp = shop_experiment(folder=folder, repeats=2, max_total_cost=3.00)
+result = await exp.arun()
+result"""),
+    code("""
+result.runs[["task_id", "config", "repeat", "outcome", "reason", "steps", "cost", "cache_read_tokens", "score"]].head(12)"""),
+    md("""
+## The summary
+
+Per config: how many runs, how many succeeded (the `includes` scorer checks the
+answer against the task's target), cost mean / median / p90 with a bootstrap
+95 % interval of the mean, steps, and how the runs ended.
+"""),
+    code("""
+result.summary()"""),
+    md("""
+## Cost against success
+
+Caching keeps every answer and costs less per run: after the first call, the
+policy and the earlier turns are read back from the cache at a tenth of the
+price. The tight budget is cheap because it stops the two- and three-lookup
+questions before they finish; checked only *after* each step, the same limit
+lets runs overshoot it, so they cost more and succeed more.
+"""),
+    code("""
+ax = result.plot_cost_vs_success()
+ax.figure"""),
+    code("""
+ax = result.plot_cost_distribution()
+ax.figure"""),
+    md("""
+## How the runs ended
+
+A small `max_tokens` cuts the answers off before their verdict, which comes
+last (`max_tokens`): those runs cost as much as the baseline's and score
+nothing. The tight budget stops runs before a call it cannot afford (`budget`).
+"""),
+    code("""
+ax = result.plot_stop_reasons()
+ax.figure"""),
+    md("""
+## Context growth per step
+
+Every step sends the whole conversation again; the band is the spread
+between runs of a config. This is the curve that makes long runs expensive.
+"""),
+    code("""
+ax = result.plot_context_growth()
+ax.figure"""),
+    md("""
+## A total that runs out
+
+With a total of $0.40 the runs in flight stop with `experiment budget` when
+the next call's worst case no longer fits, and cells that never started are
+rows with outcome `not run`. The spend never passes the total.
+"""),
+    code("""
+small = shop_experiment(folder=folder, name="small-total", max_total_cost=0.40, progress=False)
+r = await small.arun()
+print(f"spent ${r.runs.cost.sum():.4f} of $0.40")
+r.runs.groupby(["outcome", "reason"]).size()"""),
 ]
 
 
@@ -572,7 +918,7 @@ await lab.step()
 lab"""),
     code("""
 await lab.run()
-print(lab.result)
+print(f"{lab.result.reason}: {lab.result.text}")  # the whole answer, not a repr cut at 60 characters
 print(f"replayed spend ${lab.engine.spent:.4f}; recorded ${session.summary['cost']:.4f}")"""),
     md("""
 ## Fork it: same history, another model
@@ -592,20 +938,81 @@ ax.figure"""),
 ]
 
 
-def build(execute: bool = False, names: list[str] | None = None) -> list[Path]:
-    """Write every notebook (or ``names``); with ``execute``, run each and keep the outputs."""
+def cells_of(name: str) -> list[nbformat.NotebookNode]:
+    """Notebook ``name``'s cells as written to disk (its own name filled in where a cell says __NOTEBOOK__)."""
+    return [nbformat.from_dict({**cell, "source": cell.source.replace(NOTEBOOK, name)}) for cell in NOTEBOOKS[name]]
+
+
+WIDGET_STATE_PROBE = """\
+import asyncio as _asyncio, json as _json
+await _asyncio.sleep(0.5)  # let a panel's coalesced last redraw land
+_texts = {}  # a displayed object's text fallback as it is now, by its widget's model id
+for _v in list(get_ipython().user_ns.values()):
+    try:
+        _b = _v._repr_mimebundle_() if hasattr(type(_v), "_repr_mimebundle_") else None
+        _d = _b[0] if isinstance(_b, tuple) else _b
+        _texts[_d["application/vnd.jupyter.widget-view+json"]["model_id"]] = _d["text/plain"]
+    except Exception:
+        pass
+try:
+    import ipywidgets as _w
+    print(_json.dumps({**_w.Widget.get_manager_state(drop_defaults=False), "texts": _texts}))
+except ImportError:
+    print("{}")"""
+"""Run after a notebook's last cell, in its kernel: every live widget's *current* state.
+
+nbclient records widget state from the comm messages it sees while a cell
+runs; a panel updated by a run in the background (``lab.run()``) sends its
+updates while *other* cells run, so nbclient keeps the panel as it was first
+shown. Asking the kernel at the end saves what JupyterLab's "save widget state
+automatically" saves: the widgets as they are now.
+"""
+
+
+def widget_state(nb: nbformat.NotebookNode) -> dict | None:
+    """The saved widget state of ``nb`` (``None`` when it has none)."""
+    return nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json")
+
+
+def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 300) -> nbformat.NotebookNode:
+    """Run every cell of ``nb`` in a fresh kernel (in folder ``cwd``) and save its widgets as they end up."""
+    import json
+
+    from nbclient import NotebookClient
+
+    probe = nbformat.v4.new_code_cell(WIDGET_STATE_PROBE)
+    nb.cells.append(probe)
+    try:
+        NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
+                       resources={"metadata": {"path": str(cwd)}}).execute()
+    finally:
+        nb.cells.remove(probe)
+    text = "".join(o.get("text", "") for o in probe.outputs if o.output_type == "stream" and o.name == "stdout")
+    state = json.loads(text or "{}")
+    texts = state.pop("texts", {})
+    for cell in nb.cells:  # a widget's text fallback (where widgets cannot render) as of the end, too
+        for out in cell.get("outputs", []):
+            view = out.get("data", {}).get("application/vnd.jupyter.widget-view+json")
+            if view and view.get("model_id") in texts:
+                out["data"]["text/plain"] = texts[view["model_id"]]
+    nb.metadata.pop("widgets", None)
+    if state.get("state"):
+        nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": state}
+    return nb
+
+
+def build(execute_cells: bool = False, names: list[str] | None = None) -> list[Path]:
+    """Write every notebook (or ``names``); with ``execute_cells``, run each and keep outputs and widget state."""
     OUT.mkdir(exist_ok=True)
     written = []
-    for name, cells in NOTEBOOKS.items():
+    for name in NOTEBOOKS:
         if names and name not in names:
             continue
-        nb = nbformat.v4.new_notebook(cells=cells)
+        nb = nbformat.v4.new_notebook(cells=cells_of(name))
         nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
         nb.metadata["language_info"] = {"name": "python"}
-        if execute:
-            from nbclient import NotebookClient
-
-            NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(OUT)}}).execute()
+        if execute_cells:
+            execute(nb, OUT)
         path = OUT / f"{name}.ipynb"
         nbformat.write(nb, path)
         written.append(path)

@@ -1,8 +1,11 @@
-"""The teaching notebooks: each one runs end to end, offline, in a fresh real Jupyter kernel."""
+"""The teaching notebooks: each one runs end to end, offline, in a fresh real Jupyter kernel,
+and what is committed is what a reader sees without running anything (GitHub, nbviewer, an HTML export)."""
 
 from __future__ import annotations
 
+import html
 import importlib.util
+import re
 import sys
 from pathlib import Path
 
@@ -11,6 +14,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
+LESSONS = [
+    "01-the-loop-step-by-step", "02-three-budgets", "03-three-kinds-of-failure", "04-loop-detection",
+    "05-parallel-tool-calls", "06-traces-step-four", "07-cost-analysis",
+]
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
+CUT_MID_WORD = re.compile(r"\w(?:…|\.\.\.)(?=\W|$)(?!\s*\(\+[\d,]+ char)")
+"""A word that ends in an ellipsis: text cut by a display width ("was p...", "carrier_stat…").
+A cut that says how much it hides ("… (+141 chars)", a trace summary's task line) is a summary, not a cut."""
 
 
 def _builder():
@@ -21,49 +33,146 @@ def _builder():
     return module
 
 
-def _sources(nb) -> list[tuple[str, str]]:
-    return [(c.cell_type, c.source) for c in nb.cells]
+def _sources(cells) -> list[tuple[str, str]]:
+    return [(c.cell_type, c.source) for c in cells]
 
 
-def test_there_are_seven_lessons_in_the_articles_order():
-    """One notebook per lesson, numbered in order, each opening with a markdown title."""
-    assert [p.stem for p in NOTEBOOKS] == [
-        "01-the-loop-step-by-step", "02-three-budgets", "03-three-kinds-of-failure", "04-loop-detection",
-        "05-parallel-tool-calls", "06-traces-step-four", "07-cost-analysis", "09-real-runs",
-    ]
+def _read(path: Path):
+    return nbformat.read(path, as_version=4)
+
+
+def _shown_text(output) -> str:
+    """What a reader sees of one output: the HTML if there is some, else the plain text (widgets aside)."""
+    if output.output_type == "stream":
+        return output.text
+    data = output.get("data", {})
+    if WIDGET_VIEW in data:
+        return ""  # drawn from the saved widget state, checked below
+    if "text/html" in data:
+        return html.unescape(re.sub(r"<[^>]+>", " ", data["text/html"]))
+    return data.get("text/plain", "")
+
+
+def test_the_seven_lessons_come_first_in_the_articles_order():
+    """The article's seven lessons are 01-07, in order; later notebooks (08, 09, ...) follow, numbered uniquely."""
+    stems = [p.stem for p in NOTEBOOKS]
+    assert stems[:7] == LESSONS
+    numbers = [int(s[:2]) for s in stems]
+    assert numbers == sorted(set(numbers)), f"notebook numbers repeat or skip order: {stems}"
     for path in NOTEBOOKS:
-        nb = nbformat.read(path, as_version=4)
+        nb = _read(path)
         nbformat.validate(nb)
         assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
         assert sum(c.cell_type == "markdown" for c in nb.cells) >= 3, f"{path.name} explains too little"
 
 
+@pytest.mark.parametrize("name", LESSONS)
+def test_each_lesson_opens_saying_it_runs_offline_and_what_a_real_key_changes(name):
+    first = _read(ROOT / "notebooks" / f"{name}.ipynb").cells[0].source
+    assert "offline" in first.lower(), f"{name}: the first cell does not say it runs offline"
+    assert "ANTHROPIC_API_KEY" in first, f"{name}: the first cell does not say what a real API key changes"
+
+
 def test_committed_notebooks_match_the_build_script():
     """The notebooks are generated: their cells equal scripts/build_notebooks.py's, so they never drift."""
-    built = _builder().NOTEBOOKS
+    builder = _builder()
     for path in NOTEBOOKS:
-        committed = nbformat.read(path, as_version=4)
-        expected = nbformat.v4.new_notebook(cells=built[path.stem])
-        assert _sources(committed) == _sources(expected), f"{path.name}: run scripts/build_notebooks.py"
+        assert path.stem in builder.NOTEBOOKS, f"{path.name} is not in scripts/build_notebooks.py"
+        assert _sources(_read(path).cells) == _sources(builder.cells_of(path.stem)), \
+            f"{path.name}: run scripts/build_notebooks.py"
+
+
+def test_the_first_lesson_writes_the_loop_by_hand_before_using_run_step():
+    sources = [c.source for c in _read(ROOT / "notebooks" / f"{LESSONS[0]}.ipynb").cells if c.cell_type == "code"]
+    by_hand = next(i for i, s in enumerate(sources) if "model.complete(" in s and "tool_result" in s)
+    uses_step = next(i for i, s in enumerate(sources) if "run.step()" in s)
+    assert by_hand < uses_step
+    assert len(sources[by_hand].splitlines()) <= 22, "the bare loop should stay about fifteen lines"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_committed_outputs_are_whole_and_clean(path):
+    """Every code cell ran; no error, no stderr or warning, no text cut mid-word by a display width."""
+    nb = _read(path)
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code":
+            continue
+        assert cell.execution_count is not None, f"{path.name} c{i} was not executed: build with --execute"
+        for out in cell.outputs:
+            assert out.output_type != "error", f"{path.name} c{i}: {out.get('ename')}: {out.get('evalue')}"
+            assert not (out.output_type == "stream" and out.name == "stderr"), f"{path.name} c{i} wrote to stderr: {out.text[:200]}"
+            text = _shown_text(out)
+            assert "Warning:" not in text, f"{path.name} c{i} shows a warning: {text[:200]}"
+            cut = CUT_MID_WORD.search(text)
+            assert cut is None, f"{path.name} c{i} shows text cut mid-word: ...{text[max(0, cut.start() - 60):cut.end()]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_each_notebook_writes_its_runs_to_its_own_folder(path):
+    """No notebook reads a shared runs/ folder whose content depends on what ran before."""
+    setup = next(c.source for c in _read(path).cells if c.cell_type == "code")
+    own = f'os.path.join("runs", "{path.stem}")'
+    assert own in setup and 'os.environ["AGENTLAB_RUNS"] = RUNS' in setup, f"{path.name} does not use runs/{path.stem}"
+
+
+def _panels(state: dict) -> list[dict]:
+    """Each agentlab panel in a saved widget state: its phase text and its gauges' values."""
+    models = state["state"]
+
+    def walk(model_id: str):
+        model = models[model_id.removeprefix("IPY_MODEL_")]
+        yield model
+        for child in model["state"].get("children", []):
+            yield from walk(child)
+
+    panels = []
+    for model_id, model in models.items():
+        if "agentlab-panel" in model["state"].get("_dom_classes", []):
+            inside = list(walk(model_id))
+            status = next(m["state"]["value"] for m in inside if "agentlab-status-box" in m["state"].get("_dom_classes", []))
+            phase = re.search(r"class='agentlab-phase'[^>]*>([^<]*)<", status).group(1)
+            gauges = [m["state"]["value"] for m in inside if m["model_name"] == "FloatProgressModel"]
+            panels.append({"phase": phase, "gauges": gauges})
+    return panels
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_saved_widgets_show_the_finished_run_not_the_initial_panel(path):
+    """Every widget a cell displays is in the saved state, and every panel was saved after its run."""
+    nb = _read(path)
+    shown = [o["data"][WIDGET_VIEW]["model_id"] for c in nb.cells if c.cell_type == "code"
+             for o in c.outputs if WIDGET_VIEW in o.get("data", {})]
+    if not shown:
+        return
+    state = nb.metadata.get("widgets", {}).get(WIDGET_STATE)
+    assert state, f"{path.name} displays widgets but saved no widget state"
+    missing = [m for m in shown if m not in state["state"]]
+    assert not missing, f"{path.name}: displayed widgets {missing} are not in the saved state (they render as errors)"
+    fallbacks = [o["data"].get("text/plain", "") for c in nb.cells if c.cell_type == "code"
+                 for o in c.outputs if WIDGET_VIEW in o.get("data", {})]
+    stale = [t.splitlines()[0] for t in fallbacks if t.startswith("agentlab run") and t.splitlines()[0].endswith(": ready")]
+    assert not stale, f"{path.name}: a panel's text fallback was saved before its run: {stale}"
+    for panel in _panels(state):
+        assert not (panel["phase"].startswith("ready") and not any(panel["gauges"])), \
+            f"{path.name}: a panel was saved in its initial state ({panel}); build with --execute"
 
 
 @pytest.mark.kernel
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_notebook_runs_end_to_end_in_a_fresh_kernel(path, tmp_path, monkeypatch):
-    """Every cell executes without error offline, and the lesson's plots and tables are in the outputs."""
-    from nbclient import NotebookClient
-
-    monkeypatch.setenv("AGENTLAB_RUNS", str(tmp_path / "runs"))
-    nb = nbformat.read(path, as_version=4)
+def test_notebook_runs_end_to_end_in_a_fresh_kernel(path, tmp_path):
+    """Every cell executes without error offline, the plots render, and the runs land in the notebook's own folder."""
+    nb = _read(path)
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    _builder().execute(nb, tmp_path)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
     mimes = {m for o in outputs for m in o.get("data", {})}
     assert "text/html" in mimes or "text/plain" in mimes
     if any("plots." in c.source for c in nb.cells if c.cell_type == "code"):
         assert "image/png" in mimes, f"{path.name} draws a plot that did not render"
-    assert list((tmp_path / "runs").glob("*.jsonl")) or path.stem.startswith("01"), "the runs left no traces"
+    if WIDGET_VIEW in mimes:
+        assert all(p["phase"] != "ready" for p in _panels(nb.metadata["widgets"][WIDGET_STATE]))
+    assert list((tmp_path / "runs" / path.stem).rglob("*.jsonl")), "the runs left no traces in the notebook's folder"

@@ -261,7 +261,7 @@ def test_a_messages_api_log_becomes_one_run_per_conversation(tmp_path):
 # ------------------------------------------------------------ folders, CLI, native files
 def test_import_writes_native_trace_files_that_load_run_reads_back(tmp_path):
     files = import_recorded(CC, tmp_path / "runs")
-    assert len(files) == 6
+    assert len(files) == 7  # the session (3 segments, 2 subagents), tool_heavy, multi_turn
     native = load_run("tool_heavy", tmp_path / "runs")
     imported = load_recorded(TOOL_HEAVY)
     assert native.records == json.loads(json.dumps(imported.records))

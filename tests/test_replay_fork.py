@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from agentlab import FunctionModel, Run, ScriptedModel, Stopped, load_run, reply, tool
-from agentlab.forking import fork, recorded_tools, replay
+from agentlab import Done, FunctionModel, Run, ScriptedModel, Stopped, load_run, reply, tool
+from agentlab.forking import fork, recorded_tools, replay, replay_setup
 from agentlab.models.replay import ReplayModel
 from agentlab.recorded import load_recorded
 from agentlab.trace import TraceWriter
@@ -17,6 +17,7 @@ from agentlab.trace import TraceWriter
 FIX = Path(__file__).parent / "fixtures" / "recorded"
 SUBAGENT = FIX / "claude_code" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04" / "subagents" / "agent-aac57f5.jsonl"
 TOOL_HEAVY = FIX / "claude_code" / "tool_heavy.jsonl"
+MULTI_TURN = FIX / "claude_code" / "multi_turn.jsonl"  # the user speaks again after replies that end the turn
 MINI = FIX / "mini_swe_agent" / "django__django-16255.traj.json"
 
 
@@ -149,3 +150,112 @@ def test_replay_tools_false_runs_the_tools_you_give_instead_of_the_record():
     _run(r)
     assert ran == [c["args"]["command"] for c in recorded.calls.to_dict("records")][: len(ran)] and len(ran) == len(recorded)
     assert r.spent == recorded.summary["cost"]  # the replies, and so the spend, are still the record's
+
+
+# ---------------------------------------------------------------- multi-turn sessions
+def _said_by_user(messages):
+    """The user's own words in a history (text blocks and strings, not tool results), in order."""
+    out = []
+    for m in messages:
+        if m["role"] != "user":
+            continue
+        content = m["content"]
+        if isinstance(content, str):
+            out.append(content)
+        else:
+            out.extend(b["text"] for b in content if b.get("type") == "text")
+    return out
+
+
+def _ends_turn_then_user_speaks(trace):
+    """Steps whose reply ended the turn and after which the user spoke again."""
+    ended = {e["step"] for e in trace.records if e["kind"] == "model_called" and e.get("stop_reason") == "end_turn"}
+    return [e["step"] for e in trace.records if e["kind"] == "tool_results" and e["step"] in ended]
+
+
+def test_a_multi_turn_session_replays_every_turn_with_the_recorded_spend(tmp_path):
+    recorded = load_recorded(MULTI_TURN)
+    assert _ends_turn_then_user_speaks(recorded) == [47, 49]  # the fixture: two more turns after the first end_turn
+    r = replay(recorded, subscribers=[TraceWriter(tmp_path)])
+    result = _run(r)
+    assert isinstance(result, Done), result
+    assert r.steps == r.model_calls == len(recorded) == 50
+    assert r.spent == recorded.summary["cost"]  # exactly
+    assert result.text.startswith("Yes")  # the answer to "did you push?", the session's last reply
+    again = load_run(r.run_id, tmp_path)
+    assert list(again.steps["step"]) == list(recorded.steps["step"])  # numbered on across turns
+    assert list(again.steps["cost"]) == list(recorded.steps["cost"])
+    assert again.outcome == "done" and len(again) == 50
+
+
+@pytest.mark.parametrize("path", [MULTI_TURN, TOOL_HEAVY], ids=["after-end-turn", "with-tool-results"])
+def test_human_turns_appear_in_the_replayed_history_at_the_recorded_steps(path, tmp_path):
+    recorded = load_recorded(path)
+    r = replay(recorded, subscribers=[TraceWriter(tmp_path)])
+    _run(r)
+    again = load_run(r.run_id, tmp_path)
+    for k in recorded.step_numbers:
+        assert _said_by_user(again.messages_at(k)) == _said_by_user(recorded.messages_at(k)), f"step {k}"
+    if path == MULTI_TURN:
+        assert "did you push?" not in _said_by_user(again.messages_at(49))
+        assert again.messages_at(50)[-1] == {"role": "user", "content": [{"type": "text", "text": "did you push?"}]}
+        assert again.messages_at(50)[-2]["role"] == "assistant"  # step 49's reply, which ended its turn
+    else:  # the user interrupted step 2's tool call and asked something new in the same message
+        sent = again.messages_at(3)[-1]["content"]
+        assert sent[0]["type"] == "tool_result" and sent[-1]["text"].startswith("scrolling back in xterm.js")
+
+
+def test_a_replay_ends_done_when_the_users_last_words_got_no_recorded_reply():
+    recorded = load_recorded(MULTI_TURN)
+    model = ReplayModel(recorded)
+    model.calls = 47  # step 47 ended its turn and the user spoke; one reply is left to give after it
+    assert model.user_turn()[0]["text"].startswith("<task-notification>")
+    model.calls = 50
+    assert model.user_turn() is None  # nothing recorded after the last reply: the replay finishes
+
+
+def test_a_live_model_still_ends_the_run_at_end_turn():
+    r = Run("hi", model=ScriptedModel([reply("Hello."), reply("never asked")]), max_cost=None)
+    result = _run(r)
+    assert isinstance(result, Done) and r.steps == 1 and result.text == "Hello."
+
+
+def test_a_fork_after_a_human_turn_sends_what_the_user_said(tmp_path):
+    recorded = load_recorded(MULTI_TURN)
+    seen = []
+
+    def model(messages, tools):
+        seen.append(copy.deepcopy(messages))
+        return reply("Yes, pushed.")
+
+    f = fork(recorded, at_step=49, model=FunctionModel(model), max_cost=None)
+    result = _run(f)
+    assert seen[0] == recorded.messages_at(50)
+    assert seen[0][-1]["content"][0]["text"] == "did you push?"
+    assert _said_by_user(seen[0]).count("did you push?") == 1
+    assert isinstance(result, Done) and f.steps == 1  # a fork is live: it ends at its own end_turn
+
+
+def test_the_panel_steps_a_multi_turn_replay_to_its_last_recorded_reply(tmp_path):
+    pytest.importorskip("ipywidgets", reason="the panel needs ipywidgets (the 'lab' extra)")
+    from agentlab import Lab
+
+    recorded = load_recorded(MULTI_TURN)
+
+    async def main():
+        lab = Lab(**replay_setup(recorded), trace=tmp_path, chart=False)
+        clicks = 0
+        while not lab.engine.finished:
+            lab.panel.buttons["step"].click()
+            await lab.wait()
+            clicks += 1
+            assert clicks <= len(recorded) + 1, "the replay should have finished"
+        return lab, clicks
+
+    lab, clicks = asyncio.run(main())
+    assert clicks == len(recorded) == 50  # one click per recorded step, across all three turns
+    assert isinstance(lab.engine.result, Done)
+    assert "done" in lab.panel.status.value
+    assert lab.trace.outcome == "done" and len(lab.trace) == 50
+    assert lab.trace.summary["cost"] == recorded.summary["cost"]
+    assert lab.trace.messages_at(50)[-1]["content"][0]["text"] == "did you push?"

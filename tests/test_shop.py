@@ -160,11 +160,12 @@ def test_flaky_carrier_is_retried_invisibly_in_a_run():
 
 
 def test_serialized_notes_keep_both_but_notes_run_as_reads_lose_one():
-    """The race the scheduler prevents: the same two notes, declared write, both survive; declared read, one is lost."""
+    """The race the scheduler prevents (on the lesson's shop without transactions): the same two notes,
+    declared write, both survive; declared read, one is lost."""
     calls = [("add_note", {"order_id": 1042, "note": "first"}), ("add_note", {"order_id": 1042, "note": "second"})]
 
     def notes_after(mode: str) -> list[str]:
-        shop = Shop(write_latency=0.5)
+        shop = Shop(write_latency=0.5, transactions=False)
         add_note = al.Tool(tools_by_name(shop)["add_note"].fn, name="add_note", mode=mode)
         model = al.ScriptedModel([reply(None, *calls), reply("done")])
         al.run("note it", [add_note], model=model, prices=PRICES, trace=False)
@@ -196,3 +197,79 @@ def test_a_temporary_shop_is_removed_on_close():
     assert shop.path.exists()
     shop.close()
     assert not shop.path.exists()
+
+
+def test_search_text_is_matched_literally_not_as_a_like_pattern(tmp_path):
+    """'%' and '_' typed by the model are characters to find, not wildcards matching every order."""
+    shop = Shop(tmp_path / "shop.sqlite")
+    assert shop.search_orders(text="%")["total"] == 0
+    assert shop.search_orders(text="_")["total"] == 0
+    assert shop.search_orders(text="\\")["total"] == 0
+    shop.add_note(1042, "code SAVE_50% applied")
+    shop.add_note(1043, "code SAVEX50 applied")
+    found = shop.search_orders(text="SAVE_50%")
+    assert [o["id"] for o in found["orders"]] == [1042]
+    assert shop.search_orders(text="mug")["total"] > 0  # plain text still finds items
+
+
+@pytest.mark.parametrize("order_id", [10**30, -(10**30), 2**63])
+def test_an_out_of_range_order_number_is_a_recoverable_error(tmp_path, order_id):
+    """The model sees 'no such order' and can try again; the run is not stopped by an OverflowError."""
+    shop = Shop(tmp_path / "shop.sqlite")
+    for call in (lambda: shop.get_order(order_id), lambda: shop.add_note(order_id, "x"),
+                 lambda: shop.update_order_status(order_id, "packed")):
+        with pytest.raises(al.ToolError, match="No order with an id that large"):
+            call()
+    with pytest.raises(al.ToolError, match="No customer"):
+        shop.get_customer(10**30)
+    with pytest.raises(al.ToolError, match="too large"):
+        shop.search_orders(customer_id=10**30)
+    model = al.ScriptedModel([reply(None, ("get_order", {"order_id": order_id})), reply("sorry, no such order")])
+    result = al.run("find it", shop.tools(), model=model, prices=PRICES, trace=False)
+    assert isinstance(result, al.Done)
+    assert last_tool_results(result.messages[:-1])[0]["is_error"]
+
+
+def test_notes_added_at_once_from_two_connections_are_all_kept(tmp_path):
+    """Two runs (here two Shop objects on one file, on threads) adding notes at the same time lose none."""
+    path = tmp_path / "shop.sqlite"
+    Shop(path)
+    shops = [Shop(path, write_latency=0.02), Shop(path, write_latency=0.02)]
+    start = threading.Barrier(len(shops))
+
+    def add(i: int) -> None:
+        start.wait()
+        for k in range(4):
+            shops[i].add_note(1042, f"run{i}-note{k}")
+
+    threads = [threading.Thread(target=add, args=(i,)) for i in range(len(shops))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=30)
+    notes = Shop(path).get_order(1042)["notes"]
+    assert sorted(notes) == sorted(f"run{i}-note{k}" for i in range(2) for k in range(4))
+
+
+def test_notes_added_by_two_processes_on_one_file_are_all_kept(tmp_path):
+    """The same with two real processes, each running its own agent loop on the shop."""
+    import subprocess
+    import sys
+    import textwrap
+
+    path = tmp_path / "shop.sqlite"
+    Shop(path)
+    script = textwrap.dedent(f"""
+        import sys
+        import agentlab as al
+        from agentlab.shop import Shop
+        tag = sys.argv[1]
+        shop = Shop({str(path)!r}, write_latency=0.02)
+        calls = [al.reply(None, ("add_note", {{"order_id": 1042, "note": f"{{tag}}-{{k}}"}})) for k in range(4)]
+        r = al.run("note", shop.tools(), model=al.ScriptedModel(calls + [al.reply("done")]), trace=False, max_cost=None)
+        assert isinstance(r, al.Done), r
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", script, tag]) for tag in ("a", "b")]
+    assert [p.wait(timeout=60) for p in procs] == [0, 0]
+    notes = Shop(path).get_order(1042)["notes"]
+    assert sorted(notes) == sorted(f"{t}-{k}" for t in "ab" for k in range(4))

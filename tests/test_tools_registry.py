@@ -93,7 +93,7 @@ def test_max_calls_limits_a_tool_per_run():
 def test_bad_tool_options_are_refused_at_definition(options, match):
     """A wrong option fails where the tool is defined, naming it."""
     with pytest.raises(ValueError, match=match):
-        al.tool(lambda x: x, **options)
+        al.tool(lambda x: x, name="echo", **options)
 
 
 def test_star_args_cannot_be_described_to_a_model():

@@ -6,6 +6,13 @@ reply with its recorded usage, so the engine prices it exactly as the record
 did and the gauges show the recorded spend. It does not look at the request:
 a replay is the record, not a simulation. Asking for more replies than the
 record holds stops the run with a ``model error`` that says so.
+
+A recorded conversation has two sides: :meth:`ReplayModel.user_turn` gives
+what the user said after the reply last given (a new prompt after a final
+reply, an interruption appended to tool results), and the engine appends it to
+the history as the record did. A session in which the user spoke again after
+an ``end_turn`` reply therefore replays whole, turn after turn, with the steps
+numbered on as they were recorded.
 """
 
 from __future__ import annotations
@@ -13,8 +20,11 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ModelError
+from ..messages import Block
 from ..pricing import Prices
 from .base import ModelRequest
+
+TOOL_RESULT = "tool_result"
 
 
 class ReplayModel:
@@ -33,11 +43,17 @@ class ReplayModel:
         self.caches = bool(started.get("caches"))
         p = started.get("prices")
         self.prices: Prices | None = Prices(**p) if isinstance(p, dict) else None
-        self.replies: list[dict[str, Any]] = [
-            {"content": e["content"], "stop_reason": e.get("stop_reason"), "usage": e.get("usage"), "id": e.get("request_id")}
-            for e in trace.records
-            if e.get("kind") == "model_called" and "content" in e
-        ]
+        answered: dict[int, list[Block]] = {}  # step -> the user message that followed its reply
+        for e in trace.records:
+            if e.get("kind") == "tool_results":
+                answered[e.get("step", 0)] = list(e.get("content") or [])
+        self.replies: list[dict[str, Any]] = []
+        self.said: list[list[Block]] = []
+        """For each recorded reply, what the user (not the tools) said after it; usually nothing."""
+        for e in trace.records:
+            if e.get("kind") == "model_called" and "content" in e:
+                self.replies.append({"content": e["content"], "stop_reason": e.get("stop_reason"), "usage": e.get("usage"), "id": e.get("request_id")})
+                self.said.append([b for b in answered.get(e.get("step", 0), []) if not (isinstance(b, dict) and b.get("type") == TOOL_RESULT)])
         self.calls = start
 
     @property
@@ -56,6 +72,25 @@ class ReplayModel:
         if reply.get("usage") is None:
             reply.pop("usage")
         return reply
+
+    def user_turn(self) -> list[Block] | None:
+        """What the user said after the reply last given, as recorded; ``None`` when nothing.
+
+        The engine asks after each reply: after tool results, the blocks are
+        added to the results' user message; after a reply that ended the turn,
+        they are the next user message and the run goes on (only while the record
+        holds another reply: a session whose last words were the user's ends done,
+        as its record does).
+        """
+        if self.calls == 0 or self.calls > len(self.replies):
+            return None
+        said = self.said[self.calls - 1]
+        if not said:
+            return None
+        ended = self.replies[self.calls - 1].get("stop_reason") != "tool_use"
+        if ended and self.remaining == 0:
+            return None
+        return [dict(b) for b in said]
 
     def __repr__(self) -> str:
         return f"<ReplayModel {self.run_id}: {self.calls}/{len(self.replies)} replies given>"

@@ -108,6 +108,7 @@ def load_recorded(
     or a dict by model id) for models it does not know; without a price a
     step's cost is left empty (NaN) and the run's ``recorded.notes`` say so.
     """
+    path = Path(path).expanduser()  # "~/.claude/projects/..." as users write it
     redactor = redactor or Redactor()
     traces = [Trace(build_run(r, prices=prices, redactor=redactor), None) for r in recorded_runs(path, format)]
     if not traces:
@@ -126,6 +127,7 @@ def import_recorded(
     prices: Prices | dict[str, Prices] | None = None,
 ) -> list[Path]:
     """Write each recorded run in ``path`` as a native trace file in ``out`` (default ``./runs``); return the files."""
+    path = Path(path).expanduser()
     writer = TraceWriter(out)
     redactor = writer.redactor
     written: list[Path] = []

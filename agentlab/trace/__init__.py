@@ -19,10 +19,10 @@ from .files import RUNS_ENV, SUFFIX, find_run_file, runs_dir, trace_files
 from .frames import CALLS_COLUMNS, EVENTS_COLUMNS, RUNS_COLUMNS, STEPS_COLUMNS, Rows
 from .reader import TruncatedTraceWarning, load_run, load_runs, read_events
 from .records import StepView, Trace, Traces
-from .writer import TraceWriter, dumps
+from .writer import TraceWriteError, TraceWriter, TraceWriteWarning, dumps
 
 __all__ = [
     "CALLS_COLUMNS", "EVENTS_COLUMNS", "RUNS_COLUMNS", "RUNS_ENV", "STEPS_COLUMNS", "SUFFIX", "Rows", "StepView",
-    "Trace", "TraceWriter", "Traces", "TruncatedTraceWarning", "dumps", "find_run_file", "load_run", "load_runs",
+    "Trace", "TraceWriteError", "TraceWriteWarning", "TraceWriter", "Traces", "TruncatedTraceWarning", "dumps", "find_run_file", "load_run", "load_runs",
     "read_events", "runs_dir", "trace_files",
 ]

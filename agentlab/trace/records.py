@@ -124,17 +124,21 @@ class Trace(Frames):
     @cached_property
     def _history(self) -> tuple[list[dict[str, Any]], dict[int, int]]:
         """The full history once, and for each step how much of it was sent."""
-        history = list(self.started.get("messages") or [])
+        first = self.started.get("messages")
+        history = list(first) if isinstance(first, list) else []
         sent: dict[int, int] = {}
+        results: dict[str, Any] = {}
         for e in self.records:
             kind = e.get("kind")
+            if kind == EventKind.TOOL_FINISHED and isinstance(e.get("call_id"), str):
+                results[e["call_id"]] = e.get("result")
             if kind == EventKind.MODEL_REQUEST:
                 sent[e["step"]] = len(history)
             elif kind == EventKind.MODEL_CALLED and "content" in e:
                 sent.setdefault(e["step"], len(history))
                 history.append({"role": "assistant", "content": e["content"]})
-            elif kind == EventKind.TOOL_RESULTS:
-                history.append({"role": "user", "content": e["content"]})
+            elif kind == EventKind.TOOL_RESULTS and isinstance(e.get("content"), list):
+                history.append({"role": "user", "content": [_with_content(b, results) for b in e["content"]]})
         return history, sent
 
     def messages_at(self, step: int) -> list[dict[str, Any]]:
@@ -246,3 +250,12 @@ class Traces(Frames):
     def _repr_html_(self) -> str:
         return display.traces_html(self)
 
+
+
+def _with_content(block: Any, results: dict[str, Any]) -> Any:
+    """A tool_result block with its content back, when the writer stored it once in ``tool_finished``."""
+    if isinstance(block, dict) and block.get("content_ref") == "tool_finished":
+        block = {k: v for k, v in block.items() if k != "content_ref"}
+        tid = block.get("tool_use_id")
+        block["content"] = results.get(tid, "") if isinstance(tid, str) else ""
+    return block

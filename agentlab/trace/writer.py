@@ -3,23 +3,65 @@
 Each event is handed to the operating system at once (one unbuffered
 ``write``), so a process killed by SIGKILL or a kernel restart leaves every
 finished event readable. Secrets are redacted before a line is written.
+
+A write that fails (disk full, file size limit, permission lost) raises
+:class:`TraceWriteError`, which the engine turns into a stop with reason
+``"trace write failed"`` (``on_error="warn"``: warn once and go on). A line cut
+short by the failure is truncated away, or, when even that fails, the next
+line starts on a fresh line, so a partial line is never glued to an event.
+One writer per run: the file is locked while a run writes it.
 """
 
 from __future__ import annotations
 
+import errno
 import json
+import math
 import os
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
+from ..errors import TraceWriteError
 from ..events import Event
 from ..redact import Redactor
 from .files import SUFFIX, remember, runs_dir
 
+try:  # POSIX advisory locks; elsewhere a second writer is not detected
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
 # Kinds whose fields are numbers and limits only: nothing in them can be a secret.
 PLAIN_KINDS = frozenset({"model_request", "step_finished", "paused", "resumed"})
+STORE_ONCE_CHARS = 2048
+"""A tool result at least this long is written once, in ``tool_finished``: the
+``tool_results`` block that hands it to the model says ``"content_ref":
+"tool_finished"`` instead of repeating it (the reader puts it back)."""
+FLOAT_TAG = "$float"
+"""NaN and infinities are written as ``{"$float": "NaN" | "Infinity" | "-Infinity"}``
+(valid JSON; the reader turns them back into floats)."""
+
+
+class TraceWriteWarning(UserWarning):
+    """A trace write failed and the writer was told to warn and go on (``on_error="warn"``)."""
+
+
+class _File:
+    """One run's open trace file: where its last complete line ends, and whether a partial line may follow it."""
+
+    __slots__ = ("f", "good", "ragged")
+
+    def __init__(self, f: Any) -> None:
+        self.f = f
+        self.good = os.fstat(f.fileno()).st_size
+        self.ragged = False
+        if self.good:  # a previous writer may have died mid-line
+            with open(f.name, "rb") as r:
+                r.seek(self.good - 1)
+                self.ragged = r.read(1) != b"\n"
 
 
 # ------------------------------------------------------------------ writing
@@ -29,17 +71,32 @@ class TraceWriter:
     One writer may serve many runs. A run's file is closed when the run
     finishes (and reopened if the run is resumed), so a long-lived writer
     holds no file handles between runs.
+
+    ``on_error``: ``"stop"`` (default) raises :class:`TraceWriteError` when a
+    line cannot be written, and the run stops; ``"warn"`` warns once per run
+    and goes on (the trace then misses events: its runs row says so only if
+    ``run_finished`` is missing).
     """
 
     def __init__(
-        self, path: str | os.PathLike[str] | None = None, *, redactor: Redactor | None = None, deltas: bool = False
+        self,
+        path: str | os.PathLike[str] | None = None,
+        *,
+        redactor: Redactor | None = None,
+        deltas: bool = False,
+        on_error: Literal["stop", "warn"] = "stop",
     ) -> None:
         """``deltas=True`` also writes each ``model_delta`` (a streamed reply's fragments, with
         their timing); by default only the assembled reply is stored, once."""
+        if on_error not in ("stop", "warn"):
+            raise ValueError(f"on_error must be 'stop' or 'warn', got {on_error!r}")
         self.dir = runs_dir(path)
         self.deltas = deltas
         self.redactor = redactor or Redactor()
-        self._files: dict[str, Any] = {}
+        self.on_error = on_error
+        self._files: dict[str, _File] = {}
+        self._long_results: dict[tuple[str, str], str] = {}
+        self._warned: set[str] = set()
 
     def file_of(self, run_id: str) -> Path:
         """Where this writer puts the events of ``run_id``."""
@@ -49,29 +106,98 @@ class TraceWriter:
         if event.kind == "model_delta" and not self.deltas:
             return
         record = event.as_record()
+        if event.kind == "tool_finished":
+            result = record.get("result")
+            if isinstance(result, str) and len(result) >= STORE_ONCE_CHARS:
+                self._long_results[(event.run_id, record.get("call_id", ""))] = result
+        elif event.kind == "tool_results" and self._long_results:
+            record["content"] = [self._once(event.run_id, b) for b in record.get("content") or []]
         line = dumps(record)
         if event.kind not in PLAIN_KINDS and self.redactor.needs_redaction(line):
             line = dumps(self.redactor.redact(record))
-        f = self._files.get(event.run_id)
-        if f is None:
-            f = self._open(event.run_id)
-        f.write(line)  # one unbuffered write: the OS has the whole line now
-        if event.kind == "run_finished":
-            self._files.pop(event.run_id).close()
+        try:
+            out = self._files.get(event.run_id)
+            if out is None:
+                out = self._open(event.run_id)
+            self._write(out, line)
+        except OSError as exc:
+            self._failed(event, exc)
+        finally:
+            if event.kind == "run_finished" and event.run_id in self._files:
+                self._close(event.run_id)
 
-    def _open(self, run_id: str) -> Any:
+    def _write(self, out: _File, line: bytes) -> None:
+        """Write ``line`` whole, or leave the file ending at its last complete line."""
+        data = b"\n" + line if out.ragged else line
+        view, done = memoryview(data), 0
+        try:
+            while done < len(data):
+                n = out.f.write(view[done:])
+                if not n:
+                    raise OSError(errno.EIO, "the file accepted no bytes")
+                done += n
+        except OSError:
+            if done:
+                try:  # take the partial line back: the file ends at an event again
+                    out.f.truncate(out.good)
+                except OSError:
+                    out.ragged = True  # could not: the next line starts on a fresh line
+            raise
+        out.good += done
+        out.ragged = False
+
+    def _failed(self, event: Event, exc: OSError) -> None:
+        why = exc.strerror or str(exc) or type(exc).__name__
+        code = f" ({errno.errorcode[exc.errno]})" if exc.errno is not None and exc.errno in errno.errorcode else ""
+        message = (
+            f"trace write failed for run {event.run_id} at {self.file_of(event.run_id)}: {why}{code}; "
+            f"the trace holds the events before {event.kind} #{event.seq}"
+        )
+        if isinstance(exc, TraceWriteError):
+            message = str(exc)
+        if self.on_error == "warn":
+            if event.run_id not in self._warned:
+                self._warned.add(event.run_id)
+                warnings.warn(message + " (on_error='warn': the run goes on)", TraceWriteWarning, stacklevel=3)
+            return
+        raise TraceWriteError(exc.errno or errno.EIO, message) from exc
+
+    def _once(self, run_id: str, block: Any) -> Any:
+        """A tool_result block without its content when ``tool_finished`` already holds it."""
+        if not isinstance(block, dict):
+            return block
+        held = self._long_results.pop((run_id, block.get("tool_use_id", "")), None)
+        if held is None or block.get("content") != held:
+            return block
+        return {k: v for k, v in block.items() if k != "content"} | {"content_ref": "tool_finished"}
+
+    def _open(self, run_id: str) -> _File:
         if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
             raise ValueError(f"run_id {run_id!r} cannot name a trace file")
         self.dir.mkdir(parents=True, exist_ok=True)
-        f = self._files[run_id] = open(self.file_of(run_id), "ab", buffering=0)
+        file = self.file_of(run_id)
+        f = open(file, "ab", buffering=0)
+        if fcntl is not None:
+            try:
+                fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                f.close()
+                raise TraceWriteError(
+                    errno.EBUSY,
+                    f"run {run_id} is already being written to {file} by another writer (another Run or "
+                    "process with the same run id): one writer per run",
+                ) from None
+        out = self._files[run_id] = _File(f)
         remember(run_id, self.dir)
-        return f
+        return out
+
+    def _close(self, run_id: str) -> None:
+        self._files.pop(run_id).f.close()  # closing releases the lock
 
     def close(self) -> None:
         """Close every open trace file (events already written stay on disk)."""
-        for f in self._files.values():
-            f.close()
-        self._files.clear()
+        for run_id in list(self._files):
+            self._close(run_id)
 
     def __del__(self) -> None:  # a paused run left behind still closes its file
         files = getattr(self, "_files", None)
@@ -89,9 +215,36 @@ def dumps(record: dict[str, Any]) -> bytes:
     """One JSON line (UTF-8, newline included). orjson is about ten times faster than
     ``json.dumps`` here (1 µs against 12 µs for a typical event), which matters
     inside a step budget of ~0.15 ms; values it cannot encode fall back to the
-    standard library, anything unknown becomes its ``str``."""
+    standard library, anything unknown becomes its ``str``. NaN and infinities
+    (which orjson would write as ``null``) become ``{"$float": "NaN"}``."""
     try:
-        return orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+        line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
     except (TypeError, orjson.JSONEncodeError):
-        return (json.dumps(record, ensure_ascii=False, default=str) + "\n").encode("utf-8")
+        # ensure_ascii: a lone surrogate (text cut from a UTF-16 source) is kept as an escape, not dropped
+        return (json.dumps(_finite(record), ensure_ascii=True, default=str, allow_nan=False) + "\n").encode("ascii")
+    if b"null" in line and _has_nonfinite(record):
+        return orjson.dumps(_finite(record), default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    return line
 
+
+def _has_nonfinite(value: Any) -> bool:
+    if type(value) is float:
+        return value != value or value in (math.inf, -math.inf)
+    if isinstance(value, dict):
+        return any(_has_nonfinite(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nonfinite(v) for v in value)
+    if isinstance(value, float):  # numpy floats and other float subclasses
+        return not math.isfinite(value)
+    return False
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with NaN and infinities tagged as ``{"$float": ...}`` (valid JSON)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return {FLOAT_TAG: "NaN" if value != value else ("Infinity" if value > 0 else "-Infinity")}
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,20 @@
+"""Experiments: many runs (tasks × configs × repeats) under one hard total budget.
+
+``agentlab.grid`` builds configurations, ``agentlab.Experiment`` runs them
+(locally or on Ray), and :class:`ExperimentResult` gives one DataFrame out.
+See ``docs/experiments.md``.
+"""
+
+from .cells import Cell
+from .experiment import Experiment
+from .grid import Config, grid
+from .ledger import TotalLedger
+from .progress import ExperimentEvent, ProgressState, ProgressWidget, TqdmProgress
+from .results import ExperimentResult
+from .scorers import exact_match, includes, model_graded
+from .tasks import Task, load_tasks
+
+__all__ = [
+    "Cell", "Config", "Experiment", "ExperimentEvent", "ExperimentResult", "ProgressState", "ProgressWidget", "Task",
+    "TotalLedger", "TqdmProgress", "exact_match", "grid", "includes", "load_tasks", "model_graded",
+]

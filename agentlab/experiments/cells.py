@@ -1,0 +1,187 @@
+"""One cell of an experiment (task × config × repeat) run as an ordinary :class:`~agentlab.Run`.
+
+Everything here is what a worker needs, local or on Ray: the cell's seed and
+run id come from its task, config and repeat (so a rerun gives the same
+run), its trace goes to the experiment folder, and whatever goes wrong
+becomes the cell's row instead of an exception.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import traceback
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..budget import NO_LEDGER, Ledger
+from ..events import Event
+from ..loop import Run
+from ..vocab import EventKind, StopReason
+from .grid import Config, describe, is_factory
+from .tasks import Task
+
+ROW_COLUMNS = [
+    "task_id", "config", "repeat", "outcome", "reason", "steps", "cost", "input_tokens", "output_tokens",
+    "cache_read_tokens", "seconds", "score", "score_cost", "run_id", "error",
+]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One run to make: a task under a config, the ``repeat``-th time."""
+
+    task: Task
+    config: Config
+    repeat: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.task.id}\x1f{self.config.name}\x1f{self.repeat}"
+
+    @property
+    def seed(self) -> int:
+        """Derived from task, config and repeat: the same cell always gets the same seed."""
+        return int(hashlib.sha256(self.key.encode()).hexdigest()[:8], 16)
+
+    @property
+    def run_id(self) -> str:
+        return "x" + hashlib.sha256(self.key.encode()).hexdigest()[:14]
+
+
+class _Tokens:
+    """A subscriber summing a run's token usage (the row's token columns)."""
+
+    __slots__ = ("cache_read", "input", "output")
+
+    def __init__(self) -> None:
+        self.input = self.output = self.cache_read = 0
+
+    def __call__(self, e: Event) -> None:
+        if e.kind == EventKind.MODEL_CALLED and e.data.get("usage"):
+            u = e.data["usage"]
+            self.input += u.get("input_tokens", 0)
+            self.output += u.get("output_tokens", 0)
+            self.cache_read += u.get("cache_read_input_tokens", 0)
+
+
+def base_row(cell: Cell) -> dict[str, Any]:
+    return {
+        "task_id": cell.task.id, "config": cell.config.name, "repeat": cell.repeat, "run_id": cell.run_id,
+        **{f"task_{k}" if k in ROW_COLUMNS else k: v for k, v in cell.task.meta.items()},
+    }
+
+
+def not_run_row(cell: Cell, reason: str) -> dict[str, Any]:
+    """The row of a cell that never started (the total ran out, or the experiment was stopped)."""
+    return {
+        **base_row(cell), "outcome": "not run", "reason": reason, "steps": 0, "cost": 0.0, "input_tokens": 0,
+        "output_tokens": 0, "cache_read_tokens": 0, "seconds": 0.0, "score": None, "score_cost": 0.0, "error": "",
+    }
+
+
+@dataclass
+class CellRunner:
+    """Builds and runs one cell. Picklable (Ray ships it to workers) when its parts are."""
+
+    tools: Any
+    model: Any
+    scorer: Callable[..., Any] | None
+    traces: Path | None
+
+    def run_options(self, cell: Cell) -> dict[str, Any]:
+        params = dict(cell.config.params)
+        model = params.pop("model", self.model)
+        if is_factory(model):
+            keys = {k: params.pop(k) for k in list(params) if k not in _run_keys()}
+            model = model(cell.task, cell.seed, **keys)
+        return {**params, "model": model, "rng": random.Random(cell.seed), "run_id": cell.run_id}
+
+    def make_tools(self, task: Task) -> Sequence[Any]:
+        return self.tools(task) if callable(self.tools) and not isinstance(self.tools, (list, tuple, dict)) else self.tools
+
+    async def run(self, cell: Cell, ledger: Ledger = NO_LEDGER, before: Callable[[Run], None] | None = None) -> dict[str, Any]:
+        """Run the cell to its end and return its row; never raises for the cell's own trouble."""
+        from ..trace import TraceWriter
+
+        row = base_row(cell)
+        writer = TraceWriter(self.traces) if self.traces is not None else None
+        tokens = _Tokens()
+        try:
+            if writer is not None:
+                writer.file_of(cell.run_id).unlink(missing_ok=True)  # an unfinished earlier attempt
+            tools = self.make_tools(cell.task)
+            subs: list[Any] = [tokens] + ([writer] if writer is not None else [])
+            run = Run(cell.task.input, tools, subscribers=subs, ledger=ledger, **self.run_options(cell))
+            if before is not None:
+                before(run)
+            try:
+                result = await run.run()
+            finally:
+                _release_held(ledger, cell.run_id)
+        except Exception as exc:  # a broken tool factory, model factory or option: this cell's row says so
+            if writer is not None:
+                writer.close()
+            return {
+                **row, "outcome": "error", "reason": "setup failed", "steps": 0, "cost": 0.0, "input_tokens": 0,
+                "output_tokens": 0, "cache_read_tokens": 0, "seconds": 0.0, "score": None, "score_cost": 0.0,
+                "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
+            }
+        finally:
+            _release(locals().get("tools"))
+        if writer is not None:
+            writer.close()
+        score, score_cost, error = None, 0.0, ""
+        err = getattr(result, "error", None)
+        if err is not None:
+            error = f"{type(err).__name__}: {err}"
+        if self.scorer is not None and str(getattr(result, "reason", "")) not in (StopReason.EXPERIMENT_BUDGET, StopReason.CANCELLED):
+            try:
+                ascore = getattr(self.scorer, "ascore", None)
+                if ascore is not None:
+                    try:
+                        score, score_cost = await ascore(result, cell.task, ledger=ledger, run_id=cell.run_id + "-grade")
+                    finally:
+                        _release_held(ledger, cell.run_id + "-grade")
+                else:
+                    score = self.scorer(result, cell.task)
+            except Exception as exc:
+                error = (error + "; " if error else "") + f"scorer failed: {type(exc).__name__}: {exc}"
+        if isinstance(score, bool):
+            score = float(score)
+        return {
+            **row, "outcome": result.outcome, "reason": str(result.reason), "steps": result.steps, "cost": result.cost,
+            "input_tokens": tokens.input, "output_tokens": tokens.output, "cache_read_tokens": tokens.cache_read,
+            "seconds": result.elapsed, "score": score, "score_cost": score_cost, "error": error,
+        }
+
+
+def _release_held(ledger: Ledger, run_id: str) -> None:
+    release = getattr(ledger, "release", None)
+    if callable(release):
+        release(run_id)
+
+
+def _run_keys() -> frozenset[str]:
+    from .grid import RUN_KEYS
+
+    return RUN_KEYS
+
+
+def _release(tools: Any) -> None:
+    """Close what a tool factory opened, if it says how (``tools.close()``)."""
+    close = getattr(tools, "close", None)
+    if callable(close):
+        close()
+
+
+def config_columns(configs: Sequence[Config]) -> list[str]:
+    """Every option that appears in some config: each becomes its own column."""
+    cols: list[str] = []
+    for c in configs:
+        for k in describe(c.params):
+            if k not in cols:
+                cols.append(k)
+    return cols

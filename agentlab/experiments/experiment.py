@@ -1,0 +1,280 @@
+"""An experiment: tasks × configurations × repeats, run under one hard total budget.
+
+Many runs are one more subscriber level, not a second engine: each cell is
+an ordinary :class:`agentlab.Run` with a trace writer and a shared
+:class:`~.ledger.TotalLedger`; the experiment schedules them (locally on one
+event loop, or on Ray), saves each finished row at once, and reports progress
+as its own event stream.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import threading
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from ..loop import Run
+from ..pricing import resolve_prices
+from ..vocab import StopReason
+from .cells import Cell, CellRunner, config_columns
+from .folder import Folder, row_line, spec_of
+from .grid import Config, check_config, describe, factory_keys, is_factory, load_configs
+from .ledger import TotalLedger
+from .progress import (
+    ExperimentEvent,
+    ExperimentSubscriber,
+    LineProgress,
+    ProgressWidget,
+    TqdmProgress,
+    terminal_progress,
+)
+from .results import ExperimentResult
+from .scorers import BUILT_IN
+from .tasks import Task, load_tasks
+
+BACKENDS = ("local", "ray")
+
+
+class Experiment:
+    """A grid of tasks × configs × repeats with one total budget, saved to a folder.
+
+    Args:
+        tasks: strings, dicts (``id``, ``input``, optional ``target`` and
+            metadata), a DataFrame, or a ``.jsonl`` path.
+        configs: :func:`agentlab.grid` output, ``{name: options}``, or a list of option dicts.
+        tools: a list of tools shared by every run, or ``tools(task) -> list``
+            for fresh state per run.
+        model: the model of configs that name none (an id, a model, or a
+            factory ``model(task, seed, **options)``; offline factories use
+            the seed, so a rerun gives identical rows).
+        scorer: ``scorer(result, task) -> float | bool | None``, or a built-in name.
+        max_total_cost: dollars all runs together may spend; never exceeded.
+        folder: where the manifest, rows and traces go (default ``./experiments``);
+            the experiment lives in ``folder / name``.
+        backend: ``"local"`` (one event loop) or ``"ray"`` (cells as Ray tasks).
+    """
+
+    def __init__(
+        self,
+        tasks: Any,
+        configs: Any,
+        *,
+        tools: Any = None,
+        model: Any = None,
+        scorer: Callable[..., Any] | str | None = None,
+        repeats: int = 1,
+        concurrency: int = 8,
+        max_total_cost: float | None = None,
+        deadline_s: float | None = None,
+        folder: str | Path | None = None,
+        name: str | None = None,
+        backend: str = "local",
+        progress: bool | str = "auto",
+        subscribers: Iterable[ExperimentSubscriber] = (),
+    ) -> None:
+        self.tasks = load_tasks(tasks)
+        self.configs = load_configs(configs)
+        for c in self.configs:
+            check_config(c, model)
+        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
+            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
+        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+            raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+        if max_total_cost is not None and (not isinstance(max_total_cost, (int, float)) or math.isnan(max_total_cost) or max_total_cost <= 0):
+            raise ValueError(f"max_total_cost must be a number > 0 (or None), got {max_total_cost!r}")
+        if deadline_s is not None and (not isinstance(deadline_s, (int, float)) or deadline_s <= 0):
+            raise ValueError(f"deadline_s must be a number > 0 (or None), got {deadline_s!r}")
+        if backend not in BACKENDS:
+            raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
+        if isinstance(scorer, str):
+            if scorer not in BUILT_IN:
+                raise ValueError(f"unknown scorer {scorer!r}; built in: {', '.join(BUILT_IN)}")
+            scorer = BUILT_IN[scorer]
+        if max_total_cost is not None:
+            for c in self.configs:
+                _check_priced(c, c.params.get("model", model), c.params.get("prices"), self.tasks[0])
+        self.model = model
+        self.tools = tools
+        self.scorer = scorer
+        self.repeats = repeats
+        self.concurrency = concurrency
+        self.max_total_cost = None if max_total_cost is None else float(max_total_cost)
+        self.deadline_s = deadline_s
+        self.name = name or "experiment"
+        self.folder = Folder(Path(folder or "experiments") / self.name)
+        self.backend = backend
+        self.progress = progress
+        self._subscribers: list[ExperimentSubscriber] = list(subscribers)
+        self._stop = threading.Event()
+        self._live: dict[str, Run] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self.ledger: TotalLedger | None = None
+
+    # ------------------------------------------------------------- the grid
+    @property
+    def cells(self) -> list[Cell]:
+        """Every cell, config-major (so early rows cover every task of the first config)."""
+        return [Cell(t, c, r) for c in self.configs for t in self.tasks for r in range(self.repeats)]
+
+    def subscribe(self, callback: ExperimentSubscriber) -> Callable[[], None]:
+        """Call ``callback(ExperimentEvent)`` for the experiment's events; returns an unsubscribe function."""
+        self._subscribers.append(callback)
+        return lambda: self._subscribers.remove(callback) if callback in self._subscribers else None
+
+    def stop(self) -> None:
+        """Stop every run at its next safe point (thread-safe); finished runs are kept."""
+        self._stop.set()
+        loop = self._loop
+        for r in list(self._live.values()):
+            if loop is not None and loop.is_running():
+                loop.call_soon_threadsafe(r.cancel)
+            else:
+                r.cancel()
+
+    def _emit(self, kind: str, **kw: Any) -> None:
+        event = ExperimentEvent(kind, **kw)
+        for s in list(self._subscribers):
+            try:
+                s(event)
+            except Exception:  # a broken progress view must not break the experiment
+                import traceback
+                import warnings
+
+                warnings.warn(f"agentlab: experiment subscriber {s!r} failed:\n{traceback.format_exc()}", stacklevel=2)
+
+    # ------------------------------------------------------------- running
+    def run(self) -> ExperimentResult:
+        """Run every unfinished cell, from a script or inside Jupyter (like :func:`agentlab.run`)."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.arun())
+        box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = asyncio.run(self.arun())
+            except BaseException as exc:
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, name="agentlab-experiment", daemon=True)
+        worker.start()
+        try:
+            while worker.is_alive():
+                worker.join(0.1)
+        except KeyboardInterrupt:  # Ctrl-C / interrupt kernel: stop at safe points, keep what finished
+            self.stop()
+            worker.join()
+        if "error" in box:
+            raise box["error"]
+        return box["result"]
+
+    async def arun(self) -> ExperimentResult:
+        """Run every unfinished cell on the current event loop; returns the result of all cells."""
+        self._stop.clear()
+        self._loop = asyncio.get_running_loop()
+        spec = spec_of(self.tasks, self.configs, self.repeats)
+        self.folder.open(spec, name=self.name, limits={"max_total_cost": self.max_total_cost, "concurrency": self.concurrency, "backend": self.backend})
+        kept = self.folder.finished_rows()
+        cells = self.cells
+        wanted = {(c.task.id, c.config.name, c.repeat) for c in cells}
+        kept = {k: v for k, v in kept.items() if k in wanted}
+        todo = [c for c in cells if (c.task.id, c.config.name, c.repeat) not in kept]
+        spent_before = sum(r.get("cost", 0.0) + r.get("score_cost", 0.0) for r in kept.values())
+        self.ledger = ledger = TotalLedger(self.max_total_cost, spent_before)
+        self._attach_progress()
+        rows: dict[tuple[str, str, int], dict[str, Any]] = dict(kept)
+        out = self.folder.appender()
+        self._emit("experiment_started", spent=ledger.spent, data={"cells": len(cells), "skipped": len(kept), "max_total_cost": self.max_total_cost})
+        loop = asyncio.get_running_loop()
+        deadline = None if self.deadline_s is None else loop.call_later(self.deadline_s, self.stop)
+
+        def started(cell: Cell) -> None:
+            self._emit("cell_started", cell=cell.key)
+
+        def finished(cell: Cell, row: dict[str, Any]) -> None:
+            rows[(cell.task.id, cell.config.name, cell.repeat)] = row
+            out.write(row_line(row))  # one unbuffered write: a SIGKILL after this loses nothing
+            self._emit("cell_finished", cell=cell.key, row=row, spent=self._spent())
+
+        def exhausted() -> bool:
+            left = ledger.left
+            return left is not None and (left <= 0 or ledger.refused > 0)
+
+        runner = CellRunner(self.tools, self.model, self.scorer, self.folder.traces)
+        try:
+            if self.backend == "ray":
+                from .ray import run_ray
+
+                await run_ray(todo, runner, ledger, self.concurrency, started, finished, exhausted, self._stop.is_set)
+            else:
+                from .local import run_local
+
+                await run_local(todo, runner, ledger, self.concurrency, started, finished, exhausted, self._stop.is_set, self._live)
+        except asyncio.CancelledError:
+            self.stop()
+            raise
+        finally:
+            if deadline is not None:
+                deadline.cancel()
+            out.close()
+            self._emit("experiment_finished", spent=self._spent())
+            self._loop = None
+        ordered = [rows[(c.task.id, c.config.name, c.repeat)] for c in cells if (c.task.id, c.config.name, c.repeat) in rows]
+        return ExperimentResult(ordered, self.configs, self.folder.path, self.max_total_cost)
+
+    def _spent(self) -> float:
+        return 0.0 if self.ledger is None else self.ledger.spent
+
+    def _attach_progress(self) -> None:
+        if self.progress is False or any(isinstance(s, (TqdmProgress, LineProgress, ProgressWidget)) for s in self._subscribers):
+            return
+        if _in_notebook():
+            widget = ProgressWidget(on_stop=self.stop)
+            from IPython.display import display
+
+            display(widget)
+            self._subscribers.append(widget)
+        elif self.progress is True or self.progress == "tqdm":
+            self._subscribers.append(terminal_progress())
+
+    def result(self) -> ExperimentResult:
+        """What the folder holds now (finished cells only), without running anything."""
+        kept = self.folder.finished_rows()
+        rows = [kept[(c.task.id, c.config.name, c.repeat)] for c in self.cells if (c.task.id, c.config.name, c.repeat) in kept]
+        return ExperimentResult(rows, self.configs, self.folder.path, self.max_total_cost)
+
+    def __repr__(self) -> str:
+        return (
+            f"<Experiment {self.name}: {len(self.tasks)} tasks × {len(self.configs)} configs × {self.repeats} "
+            f"= {len(self.cells)} runs; total {'∞' if self.max_total_cost is None else f'${self.max_total_cost:.2f}'}>"
+        )
+
+
+def _check_priced(config: Config, model: Any, prices: Any, task: Task) -> None:
+    if model is None or prices is not None:
+        return
+    if is_factory(model):  # build one (offline factories are cheap) to learn which model it prices as
+        model = model(task, 0, **{k: v for k, v in config.params.items() if k in factory_keys(model)})
+    model_id = model if isinstance(model, str) else getattr(model, "model", None)
+    if not isinstance(model_id, str) or resolve_prices(model_id, None) is None:
+        raise ValueError(
+            f"config {config.name!r}: max_total_cost is set but model {model_id!r} has no known price; "
+            "pass prices=agentlab.Prices(...) in the config or drop max_total_cost"
+        )
+
+
+def _in_notebook() -> bool:
+    try:
+        from IPython import get_ipython
+
+        shell = get_ipython()
+    except ImportError:
+        return False
+    return shell is not None and type(shell).__name__ == "ZMQInteractiveShell"
+
+
+__all__ = ["Experiment", "config_columns", "describe", "StopReason"]

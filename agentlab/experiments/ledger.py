@@ -1,0 +1,75 @@
+"""The shared total budget: one ledger that every run of an experiment reserves from.
+
+Each model call reserves its worst case before it is sent and settles to
+its real cost after (:func:`agentlab.budget.reserve_call`), so the total is
+never passed however many runs are in flight: spent + reserved <= limit.
+"""
+
+from __future__ import annotations
+
+import threading
+
+
+class TotalLedger:
+    """Spent and reserved dollars against ``limit`` (``None``: no limit, only counting).
+
+    Implements :class:`agentlab.budget.Ledger`. Thread-safe, so runs on
+    other threads (or a Ray actor) may share it.
+    """
+
+    def __init__(self, limit: float | None, spent: float = 0.0) -> None:
+        self.limit = limit
+        self.spent = spent
+        self.reserved = 0.0
+        self.refused = 0
+        self._held: dict[str, float] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def left(self) -> float | None:
+        """Dollars neither spent nor reserved (``None`` without a limit)."""
+        return None if self.limit is None else self.limit - self.spent - self.reserved
+
+    def reserve(self, run_id: str, amount: float, minimum: float) -> float:
+        with self._lock:
+            if self.limit is None:
+                self.reserved += amount
+                self._held[run_id] = self._held.get(run_id, 0.0) + amount
+                return amount
+            left = self.limit - self.spent - self.reserved
+            if left < minimum or left <= 0 < amount:
+                self.refused += 1
+                return 0.0
+            granted = min(amount, left)
+            self.reserved += granted
+            self._held[run_id] = self._held.get(run_id, 0.0) + granted
+            return granted
+
+    def settle(self, run_id: str, reserved: float, actual: float) -> None:
+        with self._lock:
+            self.reserved = max(0.0, self.reserved - reserved)
+            held = self._held.get(run_id, 0.0) - reserved
+            if held > 1e-15:
+                self._held[run_id] = held
+            else:
+                self._held.pop(run_id, None)
+            self.spent += actual
+
+    def release(self, run_id: str) -> None:
+        """Free what a finished run still holds (a call that failed or was cancelled cost nothing)."""
+        with self._lock:
+            self.reserved = max(0.0, self.reserved - self._held.pop(run_id, 0.0))
+
+    def charge(self, amount: float) -> None:
+        """Count spending that was made outside a reservation (none in the engine)."""
+        with self._lock:
+            self.spent += amount
+
+    def state(self) -> tuple[float, float | None, int]:
+        """(spent, left, refused reservations): one call, for a remote copy (the Ray actor)."""
+        with self._lock:
+            return self.spent, self.left, self.refused
+
+    def __repr__(self) -> str:
+        lim = "∞" if self.limit is None else f"${self.limit:.4f}"
+        return f"<TotalLedger spent ${self.spent:.4f} reserved ${self.reserved:.4f} of {lim}>"

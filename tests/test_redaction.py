@@ -1,0 +1,208 @@
+"""Secrets never reach a trace file, whatever shape they arrive in (issue 14)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import agentlab as al
+from agentlab import reply
+from agentlab.errors import describe
+from agentlab.redact import (
+    REDACTED,
+    Redactor,
+    add_secret_names,
+    add_secret_patterns,
+    clear_user_rules,
+)
+
+# Secrets recognizable by their format alone: they may appear anywhere, bare.
+FORMAT_SECRETS = [
+    "sk-ant-api03-Zq8vK2mP4xR7tY1uW3eN6bH9cJ0dL5fG8hA2sD4fG6hJ8kL0zX2cV4bN6mQ8wE0rT2y-AbCdEfAA",
+    "sk-proj-T3stOnlyK3yAbcdefghijklmnopqrstuvwxyz0123456789ABCD",
+    "sk-1234567890abcdefghijklmnopqrstuvwxyzABCDEFGH",
+    "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly12345",
+    "gho_16C7e42F292c6912E7710c838347Ae178B4a",
+    "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ012345",
+    "AKIAIOSFODNN7EXAMPLE",
+    "ASIAY34FZKBOKMUTVV7A",
+    "xoxb-1234567890-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "xoxp-2234567890-2234567890123-2234567890123-abcdef0123456789abcdef0123456789",
+    "eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwibmFtZSI6IkFkYSJ9.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "AIzaSyD-9tSrke72PouQMnMX-a7eZSW0jkFMBWY",
+    "glpat-xK9mZ2pQ7vR4tY8wN3bJ",
+    "hf_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "sk_live_51HqLyjWDarjtT1zdp7dc0123456789",
+    "rk_test_4eC39HqLyjWDarjtT1zdp7dc",
+    "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",
+    "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX",
+    "pypi-AgEIcHlwaS5vcmcCJGE0ZTA5ZGM4LTk1NzQtNGRhYy04ZTg3LWQ4NTliYjI3OTYzNgACJXsicGVybWlzc2lvbnMiOiAidXNlciJ9",
+]
+PEM = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEowIBAAKCAQEAtestonlykeymaterialnotrealAbCdEfGhIjKlMnOpQrStUvWx\n"
+    "yz0123456789PemBodyLineTwoForTheRedactionCorpusOnly+/=\n"
+    "-----END RSA PRIVATE KEY-----"
+)
+PEM_BODY = "MIIEowIBAAKCAQEAtestonlykeymaterialnotrealAbCdEfGhIjKlMnOpQrStUvWx"
+# Secrets that look like any text: only their field name (or a label) says what they are.
+NAMED_SECRETS = {
+    "password": "Tr0ub4dor&3xyz",
+    "passwd": "qwerty-Secret-77",
+    "db_pass": "pg-admin-4471",
+    "user_pwd": "letmein-2026!",
+    "passphrase": "correct horse battery staple",
+    "api_key": "live_a1b2c3d4e5f6",
+    "apiKey": "k-99887766554433",
+    "x-api-key": "xk-55667788aabb",
+    "access_token": "at.8f7e6d5c4b3a",
+    "refresh_token": "rt_0a9b8c7d6e5f4",
+    "id_token": "idt-77aa88bb99cc",
+    "client_secret": "cs_5550001112223",
+    "aws_secret_access_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+    "private_key": "pk-material-0099887766",
+    "session_id": "sess-4f4f4f4f4f4f",
+    "Authorization": "Basic YWRhOmh1bnRlcjI=",
+    "cookie": "sessionid=9a8b7c6d5e4f3a2b",
+    "Set-Cookie": "remember_token=zz11yy22xx33; HttpOnly",
+    "webhook_secret": "whsec_77665544332211",
+    "signing_key": "sgk-0f1e2d3c4b5a",
+    "otp": "913462",
+    "DATABASE_PASSWORD": "Pr0d-DB-p4ss",
+}
+URL_SECRETS = {
+    "postgres://app:Sup3rS3cretPg@db.internal:5432/shop": "Sup3rS3cretPg",
+    "redis://:r3d1sP4ssw0rd@cache:6379/0": "r3d1sP4ssw0rd",
+    "https://deploy:gh-d3ploy-pw@git.example.com/repo.git": "gh-d3ploy-pw",
+}
+BEARER = "Bearer ya29.a0AfH6SMBexampleOAuthAccessToken0123"
+ALL = (
+    FORMAT_SECRETS + [PEM_BODY] + [v for v in NAMED_SECRETS.values() if len(v) >= 6]
+    + list(URL_SECRETS.values()) + ["ya29.a0AfH6SMBexampleOAuthAccessToken0123"]
+)
+
+
+def test_the_corpus_is_large_enough():
+    assert len(set(ALL)) >= 40
+
+
+@pytest.fixture(autouse=True)
+def _forget_user_rules():
+    yield
+    clear_user_rules()
+
+
+def _everywhere() -> dict:
+    """Every secret as an object: format secrets bare, named ones under their names, URLs, a PEM block."""
+    return {
+        **NAMED_SECRETS,
+        "notes": " ".join(FORMAT_SECRETS),
+        "dsn": list(URL_SECRETS),
+        "headers": {"auth": BEARER, "extra": f"Authorization: {BEARER}"},
+        "cert": {"pem": PEM},
+    }
+
+
+def test_no_secret_in_any_position_reaches_the_trace_bytes(tmp_path):
+    """Args, result dict, result JSON string, nested, model text and error messages: none of 40+ secrets is written."""
+    payload = _everywhere()
+
+    @al.tool(mode="read")
+    def fetch_config(section: str) -> dict:
+        """Read the deployment config."""
+        return {"config": payload}
+
+    @al.tool(mode="read")
+    def fetch_config_json(section: str) -> str:
+        """Read it as JSON text."""
+        return json.dumps({"section": section, "deep": [{"inner": payload}]})
+
+    @al.tool(mode="read")
+    def fetch_env(section: str) -> str:
+        """Read it as an env file."""
+        lines = [f"{k}={v}" for k, v in NAMED_SECRETS.items() if " " not in v]
+        lines += [f'{k}: "{v}"' for k, v in NAMED_SECRETS.items() if " " in v]
+        return "\n".join(lines + list(URL_SECRETS) + FORMAT_SECRETS + [PEM])
+
+    @al.tool(mode="write")
+    def login(section: str) -> str:
+        """Log in (fails, quoting what it was given)."""
+        raise ConnectionError(
+            f"login failed for {list(URL_SECRETS)[0]} password={NAMED_SECRETS['password']} "
+            f"token {FORMAT_SECRETS[0]} header Authorization: {BEARER}"
+        )
+
+    @al.tool(mode="write")
+    def login2(section: str) -> str:
+        """Log in again (a recoverable error that quotes a key)."""
+        raise al.ToolError(f"key {FORMAT_SECRETS[3]} rejected; api_key={NAMED_SECRETS['api_key']}")
+
+    fetch_config_kw = al.tool(mode="read", name="fetch_config_kw")(lambda section, config: "ok")
+    repeat = " ".join(v for v in NAMED_SECRETS.values())
+    model = al.ScriptedModel([
+        reply(f"Using {FORMAT_SECRETS[1]} and password: {NAMED_SECRETS['password']}",
+              ("fetch_config_kw", {"section": "prod", "config": payload}), ("fetch_config_json", {"section": "prod"})),
+        reply(None, ("fetch_env", {"section": "prod"}), ("login2", {"section": "prod"}),
+              ("fetch_config", {"section": "prod"})),
+        reply("the password is hunter2-ish", ("login", {"section": "prod"})),
+        reply(f"Done. For the record the secrets were: {repeat} {' '.join(URL_SECRETS)} {PEM}"),
+    ])
+    result = al.run("deploy", [fetch_config, fetch_config_json, fetch_env, login, login2, fetch_config_kw],
+                    model=model, trace=tmp_path, max_cost=None, clock=al.FakeClock())
+    data = (tmp_path / f"{result.run_id}.jsonl").read_bytes()
+    text = data.decode("utf-8")
+    found = [s for s in ALL if s in text or json.dumps(s)[1:-1] in text]
+    assert found == []
+    assert "hunter2-ish" not in text
+    assert text.count(REDACTED) > 40
+    trace = al.load_run(result.run_id, tmp_path)
+    assert trace.calls["tool"].tolist()[:2] == ["fetch_config_kw", "fetch_config_json"]
+    assert trace.calls["args"].iloc[0]["section"] == "prod"  # what is not secret stays readable
+
+
+def test_an_error_message_that_quotes_a_secret_is_redacted_before_the_model_sees_it():
+    """describe() is the one path from an exception to the trace and the model."""
+    exc = RuntimeError("connect postgres://svc:pw-Xy7781@db/x failed; header x-api-key: raw-1234abcd")
+    text = describe(exc)
+    assert "pw-Xy7781" not in text and "raw-1234abcd" not in text
+    assert text.startswith("RuntimeError: connect postgres://svc:") and REDACTED in text
+
+
+def test_users_add_secret_names_and_patterns():
+    """A company's own field names and token formats are redacted once registered."""
+    r = Redactor(env=False)
+    record = {"args": {"vault_ticket": "vt-0042-abcdef", "note": "ticket ACME-7f3a9c21d0 issued"}}
+    assert r.redact(record) == record
+    add_secret_names("vault_ticket")
+    add_secret_patterns(r"ACME-[0-9a-f]{10}")
+    r = Redactor(env=False)
+    assert r.needs_redaction(json.dumps(record))
+    assert r.redact(record) == {"args": {"vault_ticket": REDACTED, "note": f"ticket {REDACTED} issued"}}
+    assert "ACME-" not in describe(ValueError("bad ticket ACME-7f3a9c21d0"))
+    assert Redactor(env=False, names=["shopPin"]).redact({"shop_pin": "4242-9"}) == {"shop_pin": REDACTED}
+    assert Redactor(env=False).needs_redaction(json.dumps({"args": {"vault_ticket": "vt-0042"}}))  # the name alone
+
+
+def test_a_user_added_name_alone_keeps_its_value_out_of_a_real_trace(tmp_path):
+    add_secret_names("vault_ticket")
+    lookup = al.tool(mode="read", name="lookup")(lambda vault_ticket: "ok")
+    model = al.ScriptedModel([reply(None, ("lookup", {"vault_ticket": "vt-0042-abcdef"})), reply("done")])
+    result = al.run("q", [lookup], model=model, trace=tmp_path, max_cost=None)
+    assert "vt-0042-abcdef" not in (tmp_path / f"{result.run_id}.jsonl").read_text()
+
+
+def test_redaction_keeps_ordinary_data_readable():
+    """Token counts, a bare key, ids and prose are not secrets."""
+    r = Redactor(env=False)
+    record = {"usage": {"input_tokens": 12, "max_tokens": 1024}, "key": "order-7", "text": "The password reset page",
+              "url": "https://example.com/a@b", "email": "ada@example.com", "keys": ["a", "b"]}
+    assert r.redact(record) == record
+
+
+def test_a_bad_user_pattern_is_a_clear_error():
+    with pytest.raises(ValueError, match="not a valid regular expression"):
+        add_secret_patterns("(unclosed")
+    with pytest.raises(ValueError, match="does not match empty text"):
+        add_secret_patterns("x*")
