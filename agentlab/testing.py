@@ -426,6 +426,7 @@ class MessagesServer:
     ) -> None:
         self.max_request_bytes = max_request_bytes
         self.first_delta_sent: list[float] = []  # time.perf_counter() as each stream's first fragment was written
+        self.streams_sent: list[tuple[float, float]] = []  # time.perf_counter() before each stream's first event and after its last
         self._queue: deque[Any] = deque(replies)
         self.requests: list[Received] = []
         self.tokenizer = tokenizer_for(tokenizer)
@@ -641,7 +642,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _stream(self, events: list[dict[str, Any]], how: Streamed) -> None:
         """Send ``events`` as server-sent events over a chunked response, misbehaving as ``how`` says."""
-        closing, first = self.owner._closing, True
+        closing, first, began = self.owner._closing, True, time.perf_counter()
         try:
             self.send_response(200)
             self.send_header("content-type", "text/event-stream")
@@ -667,6 +668,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self._chunk(_sse(event["type"], event))
             self.wfile.write(b"0\r\n\r\n")
             self.wfile.flush()
+            self.owner.streams_sent.append((began, time.perf_counter()))
         except OSError:  # the client hung up (Stop, a deadline): nothing more to send
             self.close_connection = True
 

@@ -87,7 +87,7 @@ def benches() -> list[Bench]:
          lambda s: guard.guard_rows(s.guard_steps)),
         ("experiments", ["exp.runs_per_s", "exp.overhead", "exp.peak_rss", "exp.ray_overhead"],
          lambda s: experiments.experiment_rows(s.exp_runs, s.exp_reps, s.exp_ray_cells)),
-        ("streaming", ["stream.overhead", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
+        ("streaming", ["stream.overhead", "stream.paced", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
         ("chaos", ["chaos.hangs", "chaos.escaped", "chaos.lost_steps", "chaos.overrun", "chaos.blocked_loop"],
          lambda s: chaos.chaos_rows(s.chaos_runs)),
     ]

@@ -56,7 +56,7 @@ from ..errors import (
 from ..messages import Block, MalformedReply, Message
 from ..netguard import NetworkBlocked, check_url
 from .base import ModelRequest
-from .streaming import StreamAssembler, StreamError, sse_data
+from .streaming import StreamAssembler, StreamError, feed_batch, sse_batches
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_TIMEOUT = 600.0
@@ -274,11 +274,9 @@ class AnthropicModel:
         try:
             async with client.messages.with_streaming_response.create(**params, stream=True, timeout=timeout) as resp:
                 request_id = resp.request_id
-                async with contextlib.aclosing(sse_data(resp.http_response.aiter_bytes())) as events:
-                    async for data in events:  # closed on any exit, inside this event loop
-                        delta = acc.feed(orjson.loads(data))
-                        if delta is not None and on_delta is not None:
-                            on_delta(*delta)
+                async with contextlib.aclosing(sse_batches(resp.http_response.aiter_bytes())) as reads:
+                    async for batch in reads:  # closed on any exit, inside this event loop
+                        feed_batch(acc, batch, on_delta)
             if not acc.stopped:
                 raise httpx2.RemoteProtocolError("the stream ended before message_stop")
             return {**acc.result(), "request_id": request_id}

@@ -24,6 +24,8 @@ import json
 from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
 from typing import Any
 
+import orjson
+
 from ..messages import Block, MalformedReply, Usage, estimate_tokens
 from ..pricing import Prices
 
@@ -38,25 +40,106 @@ Delta = tuple[int, DeltaKind, str]
 """``(index, kind, text)``: one fragment of content block ``index``."""
 
 
-async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
-    """The ``data`` of each server-sent event in a byte stream (``ping`` and comments skipped).
+async def sse_batches(chunks: AsyncIterator[bytes]) -> AsyncGenerator[list[bytes], None]:
+    """The ``data`` of the server-sent events in a byte stream, one list per chunk read
+    (``ping`` and comments skipped; chunks that finish no event yield nothing).
 
     A small parser of the SSE framing (events end with a blank line; ``data:``
     lines of one event are joined by newlines), several times cheaper per event
-    than a general decoder: a 2,000-token reply is some 500 events.
+    than a general decoder: a 2,000-token reply is some 500 events. Events that
+    came in one read are handed back together, so the caller pays the generator's
+    step once per read, not once per event.
     """
     buf = b""
     async for chunk in chunks:
-        buf = buf + chunk if buf else chunk
-        if b"\n\n" not in buf and b"\r\n\r\n" not in buf:
+        if buf:
+            chunk = buf + chunk
+        if b"\n\n" not in chunk and b"\r\n\r\n" not in chunk:
+            buf = chunk
             continue
-        if b"\r" in buf:
-            buf = buf.replace(b"\r\n", b"\n")
-        *events, buf = buf.split(b"\n\n")
-        for event in events:
-            data = [line[5:].lstrip(b" ") if line[5:6] == b" " else line[5:] for line in event.split(b"\n") if line.startswith(b"data:")]
-            if data and b'"type":"ping"' not in data[0]:
-                yield b"\n".join(data)
+        if b"\r" in chunk:
+            chunk = chunk.replace(b"\r\n", b"\n")
+        end = chunk.find(b"\n\n")
+        if end == len(chunk) - 2:  # the usual read: exactly one whole event
+            buf = b""
+            data = event_data(chunk[:end])
+            if data is not None:
+                yield [data]
+            continue
+        *events, buf = chunk.split(b"\n\n")
+        out = [d for d in map(event_data, events) if d is not None]
+        if out:
+            yield out
+
+
+async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
+    """The ``data`` of each server-sent event in a byte stream, one at a time (see :func:`sse_batches`)."""
+    async for batch in sse_batches(chunks):
+        for data in batch:
+            yield data
+
+
+def event_data(event: bytes) -> bytes | None:
+    """The ``data`` of one server-sent event (its lines, without the blank line that ends it);
+    ``None`` for a ``ping``, a comment, or an event without data.
+
+    The common case (one ``data:`` line) is two ``find`` calls and a slice.
+    """
+    if event.startswith(b"data:"):
+        i = 0
+    else:
+        i = event.find(b"\ndata:") + 1
+        if not i:
+            return None
+    j = event.find(b"\n", i)
+    if j < 0:
+        line = event[i + 5:]
+    elif event.find(b"\ndata:", j) < 0:
+        line = event[i + 5:j]
+    else:  # several data lines: joined by newlines, as the SSE spec says
+        lines = [ln[5:].lstrip(b" ") if ln[5:6] == b" " else ln[5:] for ln in event.split(b"\n") if ln.startswith(b"data:")]
+        return None if b'"type":"ping"' in lines[0] else b"\n".join(lines)
+    if line[:1] == b" ":
+        line = line.lstrip(b" ")
+    return None if b'"type":"ping"' in line else line
+
+
+def feed_batch(acc: StreamAssembler, batch: list[bytes], on_delta: OnDelta | None) -> None:
+    """Feed the events of one read to ``acc``; hand their fragments to ``on_delta``.
+
+    Consecutive fragments of one content block in the same read go out as one
+    fragment (the watcher sees the same characters in the same order, with one
+    call instead of many); a read that carries a single fragment, like the
+    stream's first, goes out at once. Fragments are handed on before any other
+    event is taken, so an ``error`` event cannot hide what came before it.
+    """
+    loads = orjson.loads
+    if len(batch) == 1 or on_delta is None:
+        for data in batch:
+            delta = acc.feed(loads(data))
+            if delta is not None and on_delta is not None:
+                on_delta(*delta)
+        return
+    index, kind, texts = -1, "", []
+    for data in batch:
+        event = loads(data)
+        if event.get("type") == "content_block_delta":
+            delta = acc.feed(event)
+            if delta is None:
+                continue
+            if delta[0] == index and delta[1] == kind:
+                texts.append(delta[2])
+                continue
+            if texts:
+                on_delta(index, kind, "".join(texts))
+            index, kind, texts = delta[0], delta[1], [delta[2]]
+            continue
+        if texts:
+            on_delta(index, kind, "".join(texts))
+            index, kind, texts = -1, "", []
+        acc.feed(event)
+    if texts:
+        on_delta(index, kind, "".join(texts))
 
 
 class StreamError(Exception):
@@ -78,6 +161,7 @@ class StreamAssembler:
         self.message: dict[str, Any] = {}
         self.blocks: dict[int, Block] = {}
         self._json: dict[int, list[str]] = {}
+        self._text: dict[tuple[int, str], list[str]] = {}  # (index, "text" | "thinking") -> fragments
         self.stopped = False  # message_stop seen
         self.deltas = 0
         self.broken: dict[int, tuple[str, str]] = {}  # tool input that did not parse: (problem, raw text)
@@ -111,20 +195,22 @@ class StreamAssembler:
         return None
 
     def _delta(self, event: dict[str, Any]) -> Delta | None:
-        index = int(event["index"])
+        index = event["index"]
+        if type(index) is not int:
+            index = int(index)
         delta = event.get("delta") or {}
-        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
         dt = delta.get("type")
-        if dt == "text_delta":
-            text = delta.get("text", "")
-            block["text"] = block.get("text", "") + text
+        if dt == "text_delta" or dt == "thinking_delta":
+            kind = "text" if dt == "text_delta" else "thinking"
+            text = delta.get(kind, "")
+            parts = self._text.get((index, kind))
+            if parts is None:  # text kept as parts, joined once at the end (not copied per fragment)
+                self.blocks.setdefault(index, {"type": "text", "text": ""})
+                parts = self._text[(index, kind)] = []
+            parts.append(text)
             self.deltas += 1
-            return (index, "text", text)
-        if dt == "thinking_delta":
-            text = delta.get("thinking", "")
-            block["thinking"] = block.get("thinking", "") + text
-            self.deltas += 1
-            return (index, "thinking", text)
+            return (index, kind, text)
+        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
         if dt == "input_json_delta":
             text = delta.get("partial_json", "")
             self._json.setdefault(index, []).append(text)
@@ -164,6 +250,10 @@ class StreamAssembler:
         """The assembled message (call after ``message_stop``)."""
         for index in list(self._json):  # a tool block never closed: parse what came
             self._close(index)
+        for (index, key), parts in self._text.items():
+            block = self.blocks[index]
+            block[key] = block.get(key, "") + "".join(parts)
+        self._text.clear()
         message = {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
         if self.broken and message.get("stop_reason") != "max_tokens":
             problem, raw = next(iter(self.broken.values()))
@@ -172,7 +262,7 @@ class StreamAssembler:
 
     def partial_text(self) -> str:
         """The text received so far (for a stream cut short)."""
-        return "".join(b.get("text", "") for _, b in sorted(self.blocks.items()) if b.get("type") == "text")
+        return "".join(b.get("text", "") + "".join(self._text.get((i, "text"), ())) for i, b in sorted(self.blocks.items()) if b.get("type") == "text")
 
 
 class Fragments:
