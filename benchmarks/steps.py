@@ -20,8 +20,8 @@ from .workload import (
     script,
 )
 
-W1_GOAL_MS = 0.2
-W1_GOAL_RATIO = 40
+W1_GOAL_MS = 0.15  # issue 13: a sync tool, tracing to disk (was 0.2 ms)
+W1_ASYNC_GOAL_MS = 0.10  # issue 13: an async tool, tracing to disk
 W3_GOAL = 1.2
 
 
@@ -55,9 +55,13 @@ async def per_step_overhead(steps: int, reps: int, bare_inner: int) -> list[Row]
         Row("w1.bare", "W1 bare loop (in the benchmark)", ms["bare"], "ms/step", f"{fmt(ms['bare'])} ms/step",
             note="", extra={"samples_ms": [x * 1e3 for x in times["bare"]], "size": size}),
         row("off", "W1 agentlab, tracing off"),
-        row("on", "W1 agentlab, tracing on", f"≤ {W1_GOAL_MS} ms (~{W1_GOAL_RATIO}× a 0.005 ms bare loop)",
-            judged(on_ok), "" if on_ok else "limits: JSON encoding + flush of ~6 events/step, a thread hop per sync tool"),
-        row("on_async", "W1 tracing on, async tool (no thread hop)"),
+        row("on", "W1 agentlab, tracing on, sync tool", f"≤ {W1_GOAL_MS} ms", judged(on_ok),
+            "" if on_ok else "limits: a thread hop per sync call (~0.1 ms here) so a hanging tool can be abandoned, "
+            "and ~6 traced events per step"),
+        row("on_async", "W1 tracing on, async tool (no thread hop)", f"≤ {W1_ASYNC_GOAL_MS} ms",
+            judged(ms["on_async"] <= W1_ASYNC_GOAL_MS),
+            "" if ms["on_async"] <= W1_ASYNC_GOAL_MS else "limits: each call runs as its own task (so a tool that "
+            "swallows cancellation can be abandoned) and ~6 traced events per step"),
     ]
 
 
