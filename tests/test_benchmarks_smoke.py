@@ -60,7 +60,7 @@ def test_the_doc_table_is_replaced_between_markers_and_the_prose_kept(quick_run)
     """--doc swaps only the table between the bench markers."""
     _, doc = quick_run
     assert "prose before" in doc and "prose after" in doc and "old table" not in doc
-    assert "| W1 agentlab, tracing on |" in doc and "Machine: cpu:" in doc
+    assert "| W1 agentlab, tracing on, sync tool |" in doc and "Machine: cpu:" in doc
 
 
 def test_bare_loop_runs_the_same_script_to_its_answer():
