@@ -210,7 +210,7 @@ def test_a_deadline_passing_while_counting_stops_the_run_with_deadline():
 
     with MessagesServer(plan([40000], [10]), tokenizer="dense") as server:
         result = al.run("Read.", [fetch], model=Hanging(client=server.client()), trace=False, prices=PRICES,
-                        max_steps=None, max_cost=0.002, deadline_s=0.3)
+                        max_steps=None, max_cost=0.002, deadline_s=1.0)  # room for set-up, which the deadline counts
     assert result.reason == "deadline" and "counting the input of step 1" in result.detail
 
 

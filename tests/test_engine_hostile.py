@@ -172,11 +172,11 @@ def test_an_async_tool_that_blocks_the_event_loop_is_blamed_by_the_watchdog():
     @al.tool
     async def freezer() -> str:
         """Block the loop."""
-        time.sleep(1.0)  # long enough for the watchdog to look even on a loaded machine
+        time.sleep(1.5)  # long enough for the watchdog to look even on a loaded machine
         return "thawed"
 
     result = within(20, lambda: al.run("q", [freezer], model=al.ScriptedModel([reply(None, ("freezer", {}))]),
-                                       trace=False, deadline_s=0.1))
+                                       trace=False, deadline_s=0.3))
     assert result.reason == "deadline" and result.overrun_s > 0
     assert "freezer" in result.overrun_cause and "blocked the event loop" in result.overrun_cause
 
@@ -186,7 +186,7 @@ def test_a_blocking_subscriber_is_named_as_the_cause_of_the_overrun():
 
     def slow_display(event):
         if event.kind == "tool_started":
-            time.sleep(1.0)
+            time.sleep(1.5)
 
     @al.tool
     def quick() -> str:
@@ -194,7 +194,7 @@ def test_a_blocking_subscriber_is_named_as_the_cause_of_the_overrun():
         return "ok"
 
     result = within(20, lambda: al.run("q", [quick], model=al.ScriptedModel([reply(None, ("quick", {}))]),
-                                       trace=False, deadline_s=0.1, subscribers=[slow_display]))
+                                       trace=False, deadline_s=0.3, subscribers=[slow_display]))
     assert result.reason == "deadline" and result.overrun_s > 0
     assert "a subscriber, slow_display" in result.overrun_cause
 
