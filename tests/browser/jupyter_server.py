@@ -89,3 +89,14 @@ def jupyter_server(app: str, root: Path, tmp_path: Path, extra_env: dict[str, st
             proc.kill()
             proc.wait(timeout=30)
         log.close()
+
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+"""Debian's Chromium, headless, with no background calls to a network this machine does not have."""
+
+
+def launch_chromium(p) -> object:
+    """Debian's Chromium through Playwright (never a browser Playwright downloads)."""
+    return p.chromium.launch(executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS)

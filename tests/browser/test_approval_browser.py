@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from .jupyter_server import jupyter_server
-from .test_lab_browser import CHROMIUM, WAIT_MS
+from .jupyter_server import CHROMIUM, jupyter_server, launch_chromium
+from .test_lab_browser import WAIT_MS
 
 pytestmark = [
     pytest.mark.browser,
@@ -81,11 +81,7 @@ def test_approve_and_deny_in_the_browser(frontend, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )
+        browser = launch_chromium(p)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1100})
             page.set_default_timeout(WAIT_MS)

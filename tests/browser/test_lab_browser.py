@@ -16,11 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from .jupyter_server import REPO, jupyter_server
+from .jupyter_server import CHROMIUM, REPO, jupyter_server, launch_chromium
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
 WAIT_MS = int(os.environ.get("AGENTLAB_BROWSER_WAIT_MS", "90000"))
 
 NOTEBOOK_CODE = """\
@@ -101,11 +100,7 @@ def test_panel_buttons_drive_the_run_in_a_real_browser(jupyterlab, tmp_path):
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
-        browser = p.chromium.launch(
-            executable_path=CHROMIUM, headless=True,
-            args=["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--no-first-run"],
-        )
+        browser = launch_chromium(p)
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 1100})
             page.set_default_timeout(WAIT_MS)
