@@ -78,6 +78,7 @@ def wait_text(page, selector: str, pattern: str) -> str:
 
 def test_approve_and_deny_in_the_browser(frontend, tmp_path):
     """The first refund is approved and runs; the second is denied and the run stops, fatal."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
@@ -87,9 +88,18 @@ def test_approve_and_deny_in_the_browser(frontend, tmp_path):
             page.set_default_timeout(WAIT_MS)
             page.goto(frontend["url"])
             # Run the cell from the keyboard (the same in both front-ends); a request sent before
-            # the kernel is up waits for it.
-            page.locator(".jp-Cell .cm-content").first.click()
-            page.keyboard.press("Shift+Enter")
+            # the kernel is up waits for it. A key pressed before the editor is ready is lost, so
+            # press again only while the prompt shows the cell was never queued (never twice).
+            prompt = page.locator(".jp-Cell .jp-InputPrompt").first
+            for _attempt in range(5):
+                page.locator(".jp-Cell .cm-content").first.click()
+                page.keyboard.press("Shift+Enter")
+                try:
+                    page.wait_for_function(
+                        r"""el => /\[(\*|\d+)\]/.test(el.textContent)""", arg=prompt.element_handle(), timeout=15000)
+                    break
+                except PlaywrightTimeout:
+                    continue
             page.locator(".jp-OutputArea .agentlab-panel").wait_for(state="visible")
             assert wait_text(page, ".jp-OutputArea .agentlab-phase", "^ready$") == "ready"
             approval = page.locator(".jp-OutputArea .agentlab-approval")
