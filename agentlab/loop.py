@@ -22,7 +22,13 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from . import watchdog
+from ._engine.calls import CallContext, CallOutcome, CallRunner, bounded, format_error, result_block
+from ._engine.config import RunConfig
+from ._engine.costguard import InputTracker
+from ._engine.loopguard import LoopGuard, call_key, nudge_text
+from ._engine.scheduling import plan_batches
+from ._runtime import watchdog
+from ._runtime.driver import run_to_end
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     NO_LEDGER,
@@ -35,14 +41,9 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     check_before_call,
     reserve_call,
 )
-from .calls import CallContext, CallOutcome, CallRunner, bounded, format_error, result_block
 from .clock import Clock, SystemClock, wall_time
-from .config import RunConfig
-from .costguard import InputTracker
-from .driver import run_to_end
 from .errors import ModelError, Policy, TraceWriteError, classify, describe
 from .events import Event, Subscriber
-from .loopguard import LoopGuard, call_key, nudge_text
 from .messages import (
     Block,
     MalformedReply,
@@ -58,7 +59,6 @@ from .models.streaming import Fragments, cut_short
 from .pricing import Prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
-from .scheduling import plan_batches
 from .tools import Tool
 from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
@@ -640,7 +640,7 @@ def run(
     task: str | Sequence[Message], tools: Any = None, *, trace: Any = True, reraise_interrupt: bool = False,
     **options: Any,
 ) -> Result:
-    """Run to the end, from a script *or* inside Jupyter (see :mod:`agentlab.driver`).
+    """Run to the end, from a script *or* inside Jupyter (see :mod:`agentlab._runtime.driver`).
 
     Ctrl-C ends the run as ``Stopped("cancelled")`` with its trace complete,
     and returns that result; ``reraise_interrupt=True`` raises

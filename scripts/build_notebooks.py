@@ -685,7 +685,7 @@ before each call (`hard`) or after each step (`after`).
     code(SETUP),
     code("""
 import shutil
-from agentlab.experiments.shop_study import CONFIGS, shop_experiment
+from agentlab.scenarios.shop_study import CONFIGS, shop_experiment
 
 folder = os.path.join(os.environ["AGENTLAB_RUNS"], "experiments")
 shutil.rmtree(folder, ignore_errors=True)  # start fresh each time the notebook runs

@@ -32,10 +32,10 @@ def test_importing_agentlab_loads_no_heavy_library():
 PACKAGE = Path(agentlab.__file__).parent
 UPPER = ("agentlab.lab", "agentlab.ui", "agentlab.report", "agentlab.plots", "agentlab.cli", "agentlab.analysis",
          "agentlab.scenarios", "agentlab.trace.display")
-ENGINE = ("agentlab.loop", "agentlab.calls", "agentlab.config", "agentlab.budget", "agentlab.loopguard",
-          "agentlab.scheduling", "agentlab.retry", "agentlab.errors", "agentlab.events", "agentlab.vocab",
-          "agentlab.messages", "agentlab.tools", "agentlab.pricing", "agentlab.clock", "agentlab.threads",
-          "agentlab.isolate", "agentlab.watchdog", "agentlab.driver",
+ENGINE = ("agentlab.loop", "agentlab._engine.calls", "agentlab._engine.config", "agentlab.budget", "agentlab._engine.loopguard",
+          "agentlab._engine.scheduling", "agentlab.retry", "agentlab.errors", "agentlab.events", "agentlab.vocab",
+          "agentlab.messages", "agentlab.tools", "agentlab.pricing", "agentlab.clock", "agentlab._runtime.threads",
+          "agentlab._runtime.isolate", "agentlab._runtime.watchdog", "agentlab._runtime.driver",
           "agentlab.models")
 
 

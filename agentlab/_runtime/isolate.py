@@ -4,7 +4,7 @@ A tool may raise anything, ignore its cancellation, or never return. The
 engine therefore never awaits such code directly:
 
 * :func:`start` runs it as its own task (async code) or on an abandonable
-  daemon thread (sync code, :mod:`agentlab.threads`), and either way turns
+  daemon thread (sync code, :mod:`agentlab._runtime.threads`), and either way turns
   whatever it raises into data: an ``(ok, value)`` pair. ``SystemExit`` or
   ``KeyboardInterrupt`` raised inside a task would otherwise leave the event
   loop itself; ``StopIteration`` cannot cross a coroutine or a future.
@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .errors import Escaped
+from ..errors import Escaped
 from .threads import run_on_daemon_thread
 
 GRACE_S = 0.02
