@@ -657,7 +657,7 @@ def _prepare(task: str | Sequence[Message], tools: Any, trace: Any, options: dic
     subscribers = list(options.pop("subscribers", ()))
     writer = None
     if trace is not False and trace is not None:
-        from .trace import TraceWriter
+        from .trace.writer import TraceWriter
 
         writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
         subscribers.append(writer)

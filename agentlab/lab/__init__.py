@@ -90,7 +90,7 @@ class Lab:
         self._writer = None
         subscribers = list(run_options.pop("subscribers", ()))
         if trace is not False:
-            from ..trace import TraceWriter
+            from ..trace.writer import TraceWriter
 
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)
