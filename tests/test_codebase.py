@@ -8,6 +8,7 @@ from pathlib import Path
 
 import agentlab
 
+
 def test_importing_agentlab_loads_no_heavy_library():
     """import agentlab stays cheap: widgets, plots, pandas and the HTTP client load when used."""
     code = (
