@@ -185,3 +185,26 @@ def test_the_import_contracts_catch_an_indirect_violation(tmp_path):
     assert "agentlab._engine is not allowed to import pandas" in report
     assert "agentlab.loop is not allowed to import pandas" in report  # through the loop guard it imports
     assert "agentlab._engine.loopguard -> agentlab.trace" in report
+
+
+def test_every_error_the_lab_raises_is_an_agentlab_error():
+    """One exception tree: ``except agentlab.errors.AgentlabError`` catches every error class the
+    package defines (warnings aside), whatever builtin it also is."""
+    import importlib
+    import inspect
+
+    from agentlab.errors import AgentlabError
+
+    outside = []
+    for name in sorted(_modules()):
+        if name.endswith("__main__"):
+            continue
+        try:
+            module = importlib.import_module(name)
+        except ImportError:  # an optional extra that is not installed
+            continue
+        for attr, obj in vars(module).items():
+            if (inspect.isclass(obj) and obj.__module__ == name and issubclass(obj, BaseException)
+                    and not issubclass(obj, Warning) and not issubclass(obj, AgentlabError)):
+                outside.append(f"{name}.{attr}")
+    assert outside == []
