@@ -570,6 +570,7 @@ class Run:
             finished=self.finished,
         )
 
+    @watchdog.handoff("subscriber")
     def _emit(self, kind: str, **data: Any) -> None:
         if not self._subscribers:
             return

@@ -27,6 +27,7 @@ from typing import Any
 
 from ..errors import Escaped
 from .threads import run_on_daemon_thread
+from .watchdog import handoff
 
 GRACE_S = 0.02
 """How long cancelled work may take to finish before it is abandoned (seconds)."""
@@ -35,6 +36,7 @@ _abandoned: set[asyncio.Future[Any]] = set()
 """Abandoned tasks, kept referenced so the garbage collector does not complain about them."""
 
 
+@handoff("code")
 async def _capture(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
     try:
         return True, await coro
