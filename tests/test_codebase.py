@@ -208,3 +208,17 @@ def test_every_error_the_lab_raises_is_an_agentlab_error():
                     and not issubclass(obj, Warning) and not issubclass(obj, AgentlabError)):
                 outside.append(f"{name}.{attr}")
     assert outside == []
+
+
+def test_the_architecture_page_and_the_readme_show_every_module():
+    """docs/architecture.md and the README's design tree name every module of the package."""
+    import re
+
+    root = PACKAGE.parent
+    for doc in (root / "docs" / "architecture.md", root / "README.md"):
+        text = doc.read_text()
+        tree = text[text.index("```\nagentlab/"):]
+        words = set(re.findall(r"\w+", tree[: tree.index("```\n", 4)]))
+        missing = sorted(str(f.relative_to(PACKAGE)) for f in PACKAGE.rglob("*.py")
+                         if f.name != "__init__.py" and f.stem not in words)
+        assert missing == [], f"{doc.name} does not show {missing}"
