@@ -54,7 +54,7 @@ from .messages import (
     normalize_reply,
     text_of,
 )
-from .models.base import Model, ModelRequest
+from .models.base import Model, ModelRequest, capabilities
 from .models.streaming import Fragments, cut_short
 from .pricing import Prices
 from .results import Done, Result, StepRecord, Stopped
@@ -150,9 +150,10 @@ class Run:
         self._watch: watchdog.Watch | None = None
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
-        self._said: Callable[[], list[Block] | None] | None = getattr(c.model, "user_turn", None)  # a replay's recorded user turns
+        self._caps = capabilities(c.model)  # the model's optional parts, read once
+        self._said: Callable[[], list[Block] | None] | None = self._caps.user_turn  # a replay's recorded user turns
         # The next request's input as the cost guard sees it: estimate, bound, exact count.
-        self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
+        self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=self._caps.count_tokens is not None)
         self._worked = self._setup_s = max(0.0, self.clock.now() - since)
 
     # ------------------------------------------------- the inputs (config)
@@ -322,7 +323,7 @@ class Run:
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
         tokens = max(self._input.estimate, self._input.info.get("guard_input_tokens", 0))  # what the guard priced, or more
-        rates = self.prices.worst_rates(tokens, getattr(self.model, "caches", False)) if self.prices else (0.0, 0.0)
+        rates = self.prices.worst_rates(tokens, self._caps.caches) if self.prices else (0.0, 0.0)
         held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
         if isinstance(held, Stop):
             return self._stop(held.reason, held.detail)
@@ -361,7 +362,7 @@ class Run:
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
-        self._input.billed(usage, estimated, self.prices, getattr(self.model, "caches", False))
+        self._input.billed(usage, estimated, self.prices, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
@@ -405,10 +406,10 @@ class Run:
 
     async def _guard_call(self) -> int | Stop:
         """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
-        count = lambda: self._retrying(lambda: self.model.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[attr-defined]  # noqa: E731
+        count = lambda: self._retrying(lambda: self._caps.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[misc]  # noqa: E731
         return await self._input.check(
-            self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=getattr(self.model, "caches", False),
-            tools=[*self._tool_defs, *getattr(self.model, "server_tools", ())], max_tokens=self.max_tokens, count=count,
+            self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=self._caps.caches,
+            tools=[*self._tool_defs, *self._caps.server_tools], max_tokens=self.max_tokens, count=count,
             retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
         )
 
@@ -586,11 +587,11 @@ class Run:
 
     def _emit_start(self) -> None:
         self._emit(
-            EventKind.RUN_STARTED, task=self.task, started_at=datetime.fromtimestamp(wall_time(self.clock), UTC).isoformat(), model=self.model.model, model_name=getattr(self.model, "name", None),
+            EventKind.RUN_STARTED, task=self.task, started_at=datetime.fromtimestamp(wall_time(self.clock), UTC).isoformat(), model=self.model.model, model_name=self._caps.name,
             system=self.system, budget=self._limits(), max_tokens=self.max_tokens,
             tools=[{"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema} for t in self.tools.values()],
             prices=None if self.prices is None else asdict(self.prices),
-            caches=bool(getattr(self.model, "caches", False)),
+            caches=self._caps.caches,
             messages=list(self.messages),  # a copy: the live history keeps growing
             **({"parent": self.parent} if self.parent is not None else {}),
         )

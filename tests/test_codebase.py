@@ -222,3 +222,14 @@ def test_the_architecture_page_and_the_readme_show_every_module():
         missing = sorted(str(f.relative_to(PACKAGE)) for f in PACKAGE.rglob("*.py")
                          if f.name != "__init__.py" and f.stem not in words)
         assert missing == [], f"{doc.name} does not show {missing}"
+
+
+def test_the_engine_reads_a_models_optional_parts_only_through_capabilities():
+    """The Model protocol's optional parts are declared once (models.base.Capabilities); the engine
+    never probes a model with getattr."""
+    from agentlab.models.base import Capabilities, capabilities
+
+    assert "getattr(self.model" not in (PACKAGE / "loop.py").read_text()
+    assert "getattr(c.model" not in (PACKAGE / "loop.py").read_text()
+    assert capabilities(agentlab.ScriptedModel([agentlab.reply("hi")])).count_tokens is None
+    assert set(Capabilities.__dataclass_fields__) == {"name", "caches", "server_tools", "count_tokens", "user_turn"}
