@@ -106,8 +106,7 @@ import json
 from agentlab.models.base import ModelRequest
 
 bare = scenarios.get("not-found-hint").setup()
-functions = {t.name: t.fn for t in bare.tools}
-definitions = [t.definition() for t in bare.tools]          # what the model may call, sent every time
+functions, definitions = {t.name: t.fn for t in bare.tools}, [t.definition() for t in bare.tools]
 messages = [{"role": "user", "content": bare.task}]
 for turn in range(1, 7):                                   # a step limit, and nothing else
     reply = await bare.model.complete(ModelRequest(None, messages, definitions, max_tokens=1024))
@@ -124,10 +123,10 @@ for turn in range(1, 7):                                   # a step limit, and n
             out, failed = e.for_model() if isinstance(e, al.ToolError) else f"{type(e).__name__}: {e}", True
         results.append({"type": "tool_result", "tool_use_id": c["id"], "content": out, "is_error": failed})
     messages.append({"role": "user", "content": results})
-last = messages[-1]
-print(last["content"][-1]["text"] if last["role"] == "assistant" else "the turn limit ran out before an answer")"""),
+print(messages[-1]["content"][-1]["text"] if messages[-1]["role"] == "assistant" else "no answer within six turns")"""),
     md("""
-About fifteen lines of loop, and it works: four model calls, three tools, an answer
+About fifteen lines of loop (the tools' definitions go with every request, so
+the model knows what it may call), and it works: four model calls, three tools, an answer
 (a `ToolError` carries a hint, `for_model()` puts it in the text). It is
 also what every lesson after this one improves on. It counts turns but not
 dollars or seconds; a hung tool hangs it; every exception, a 503 or a denied
@@ -704,8 +703,8 @@ for model in ("claude-haiku-4-5", "claude-sonnet-4-5", "claude-opus-4-5", "claud
                  "8 steps × 30,000 tokens": round((8 * 30_000 * p.input + 8 * 400 * p.output) / 1e6, 2)})
 pd.DataFrame(rows)"""),
     md("""
-About $0.77 on Sonnet 4.5 and $1.28 on Opus 4.5: the four dollars hold only at
-Opus 4.1's $15 per million input tokens ($3.84), with no caching. The point
+About $<span class="claim">0.77</span> on Sonnet 4.5 and $<span class="claim">1.28</span> on Opus 4.5: the four dollars hold only at
+Opus 4.1's $15 per million input tokens ($<span class="claim">3.84</span>), with no caching. The point
 stands at today's prices too: on Sonnet 4.5 those eight ordinary steps cost
 about nineteen times a four-cent question's worth, and no step limit of eight
 would have stopped them.
@@ -728,6 +727,17 @@ have saved.
     code("""
 grid = analysis.budget_whatif(load_run(free.run_id), max_cost=[0.05, 0.10, 0.20, None], max_steps=[6, None])
 grid[["max_steps", "max_cost", "outcome", "reason", "steps", "spent", "saved"]].round(4)"""),
+    md("""
+Read the grid as a menu of limits for this run, which spent
+$<span class="claim">0.2768</span> unchecked over <span class="claim">9</span> steps. A $0.05 budget
+stops it after <span class="claim">3</span> steps at $<span class="claim">0.0315</span>; $0.10 after
+<span class="claim">5</span> at $<span class="claim">0.0863</span>, which is where the hard guard stopped the
+live run in notebook 2. A step limit of 6 binds before a $0.20 budget does
+($<span class="claim">0.1239</span>), but with no step limit a $0.20 budget lets it run to step
+<span class="claim">7</span> ($<span class="claim">0.1682</span>). Each stop leaves money unspent: the
+"saved" column is what the rest of the run would have cost. None of these runs was
+wrong to continue; a budget says how much of a legitimate run you are willing to pay for.
+"""),
 ]
 
 

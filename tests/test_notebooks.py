@@ -190,3 +190,31 @@ def test_notebook_runs_end_to_end_in_a_fresh_kernel(path, tmp_path):
     if WIDGET_VIEW in mimes:
         assert all(p["phase"] != "ready" for p in _panels(nb.metadata["widgets"][WIDGET_STATE]))
     assert list((tmp_path / "runs" / path.stem).rglob("*.jsonl")), "the runs left no traces in the notebook's folder"
+
+
+CLAIM = re.compile(r'<span class="claim">(.*?)</span>')
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_marked_claim_is_what_the_output_beside_it_shows(path):
+    """A number the prose states is marked ``<span class="claim">…</span>`` and must appear in the
+    output of the code cell just before or just after it: prose cannot drift from what ran."""
+    cells = _read(path).cells
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "markdown":
+            continue
+        claims = CLAIM.findall(cell.source)
+        if not claims:
+            continue
+        near = [c for c in (_code_before(cells, i), _code_after(cells, i)) if c is not None]
+        shown = " ".join(_shown_text(o) for c in near for o in c.get("outputs", []))
+        missing = [c for c in claims if c not in shown]
+        assert not missing, f"{path.name} c{i} claims {missing}, which no output beside it shows"
+
+
+def _code_before(cells, i):
+    return next((c for c in reversed(cells[:i]) if c.cell_type == "code"), None)
+
+
+def _code_after(cells, i):
+    return next((c for c in cells[i + 1:] if c.cell_type == "code"), None)
