@@ -1262,22 +1262,22 @@ import itertools as _it
 _illegible = []
 def _legibility(fig):
     \"\"\"Problems a reader would see in a figure about to be shown: text over text, too many labels.\"\"\"
-    renderer = fig.canvas.get_renderer()
+    fig.draw_without_rendering()  # lays the text out, on any canvas (a standalone Figure has no renderer of its own)
     found = []
+    def crowded(texts, what, title):
+        if len(texts) > 40:  # past that a reader cannot tell them apart, whatever the layout
+            found.append(f"{len(texts)} {what} in {title!r}")
+            return
+        boxes = [(t.get_text(), t.get_window_extent()) for t in texts]
+        for (ta, a), (tb, b) in _it.combinations(boxes, 2):
+            if a.width and b.width and a.overlaps(b):
+                found.append(f"{what} {ta!r} and {tb!r} overlap in {title!r}")
+                return
     for ax in fig.axes:
+        title = ax.get_title() or ax.get_title(loc="left")
         for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")):
-            labels = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
-            if len(labels) > 40:
-                found.append(f"{len(labels)} labels on the {name} axis of {ax.get_title()!r}")
-            boxes = [t.get_window_extent(renderer) for t in labels]
-            for (a, ta), (b, tb) in _it.combinations(zip(boxes, labels), 2):
-                if a.overlaps(b) and a.width and b.width:
-                    found.append(f"{name} labels {ta.get_text()!r} and {tb.get_text()!r} overlap in {ax.get_title()!r}")
-                    break
-        texts = [t for t in ax.texts if t.get_visible() and t.get_text().strip()]
-        for ta, tb in _it.combinations(texts, 2):
-            if ta.get_window_extent(renderer).overlaps(tb.get_window_extent(renderer)):
-                found.append(f"texts {ta.get_text()!r} and {tb.get_text()!r} overlap in {ax.get_title()!r}")
+            crowded([t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()], f"{name} labels", title)
+        crowded([t for t in ax.texts if t.get_visible() and t.get_text().strip()], "texts", title)
     return found
 _png = get_ipython().display_formatter.formatters["image/png"]
 _draw = _png.lookup_by_type(_Figure)
