@@ -22,11 +22,18 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import random
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from ._options import DEFAULTS, collect, documented
 from .approval import Ask
-from .events import Event
+from .budget import CostGuard
+from .clock import Clock
+from .errors import Policy
+from .events import Event, Subscriber
+from .models.base import Model
+from .pricing import Prices
 from .loop import Run
 from .results import Result, Stopped
 from .tools import Tool
@@ -47,11 +54,12 @@ def _require_ipywidgets() -> None:
         ) from exc
 
 
+@documented
 class Lab:
     """An agent run with a live control panel. Display it (last line of a cell) to see it.
 
-    ``task``, ``tools``, ``model`` and any other keyword (``max_steps``,
-    ``max_cost``, ``deadline_s``, ``clock``, ...) go to :class:`agentlab.Run`.
+    ``task``, ``tools``, ``model`` and the run options (listed below) go to
+    :class:`agentlab.Run`.
 
     Args:
         pause_before_tools: start with "pause before tools" ticked: after the
@@ -68,13 +76,28 @@ class Lab:
         task: str | Sequence[dict[str, Any]],
         tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
         *,
-        model: Any,
         pause_before_tools: bool = False,
         trace: bool | str | os.PathLike[str] = True,
         refresh_s: float = 0.2,
         log_limit: int = 50,
         chart: bool = True,
-        **run_options: Any,
+        model: Model | str,
+        max_steps: int | None = DEFAULTS.max_steps,
+        max_cost: float | None = DEFAULTS.max_cost,
+        deadline_s: float | None = DEFAULTS.deadline_s,
+        cost_guard: CostGuard = DEFAULTS.cost_guard,
+        system: str | None = DEFAULTS.system,
+        max_tokens: int = DEFAULTS.max_tokens,
+        policy: Policy | None = DEFAULTS.policy,
+        max_concurrency: int = DEFAULTS.max_concurrency,
+        loop_nudge_at: int = DEFAULTS.loop_nudge_at,
+        prices: Prices | None = DEFAULTS.prices,
+        clock: Clock | None = DEFAULTS.clock,
+        rng: random.Random | None = DEFAULTS.rng,
+        run_id: str | None = DEFAULTS.run_id,
+        subscribers: Iterable[Subscriber] = DEFAULTS.subscribers,
+        approve: Any = DEFAULTS.approve,
+        approval_stops_clock: bool = DEFAULTS.approval_stops_clock,
     ) -> None:
         _require_ipywidgets()
         if isinstance(refresh_s, bool) or not isinstance(refresh_s, (int, float)) or not refresh_s >= 0:
@@ -88,14 +111,15 @@ class Lab:
         self.state = PanelState()
         self._trace_dir = None if trace is True or trace is False else trace
         self._writer = None
-        subscribers = list(run_options.pop("subscribers", ()))
+        run_options = collect(locals())
+        subscribers = list(run_options.pop("subscribers"))
         if trace is not False:
             from .trace import TraceWriter
 
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)
         subscribers.append(self._on_event)
-        approve = run_options.pop("approve", None)  # a callback of the user's, or the panel's buttons
+        approve = run_options.pop("approve")  # a callback of the user's, or the panel's buttons
         run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""

@@ -37,6 +37,7 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
 )
 from .calls import CallContext, CallOutcome, CallRunner, bounded, format_error, result_block
 from .clock import Clock, SystemClock, wall_time
+from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from .config import RunConfig
 from .costguard import InputTracker
 from .driver import run_to_end
@@ -67,6 +68,7 @@ Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "do
 __all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run", "arun", "run"]  # the first two now live in budget/vocab
 
 
+@documented
 class Run:
     """One agent run that you advance yourself: ``await run.step()``.
 
@@ -84,21 +86,23 @@ class Run:
         tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
         *,
         model: Model | str,
-        max_steps: int | None = 8,
-        max_cost: float | None = 0.50,
-        deadline_s: float | None = 60.0,
-        cost_guard: CostGuard = "hard",
-        system: str | None = None,
-        max_tokens: int = 1024,
-        policy: Policy | None = None,
-        max_concurrency: int = 8,
-        loop_nudge_at: int = 3,
-        prices: Prices | None = None,
-        clock: Clock | None = None,
-        rng: random.Random | None = None,
-        run_id: str | None = None,
-        subscribers: Iterable[Subscriber] = (),
-        parent: dict[str, Any] | None = None, approve: Any = None, approval_stops_clock: bool = False,
+        max_steps: int | None = DEFAULTS.max_steps,
+        max_cost: float | None = DEFAULTS.max_cost,
+        deadline_s: float | None = DEFAULTS.deadline_s,
+        cost_guard: CostGuard = DEFAULTS.cost_guard,
+        system: str | None = DEFAULTS.system,
+        max_tokens: int = DEFAULTS.max_tokens,
+        policy: Policy | None = DEFAULTS.policy,
+        max_concurrency: int = DEFAULTS.max_concurrency,
+        loop_nudge_at: int = DEFAULTS.loop_nudge_at,
+        prices: Prices | None = DEFAULTS.prices,
+        clock: Clock | None = DEFAULTS.clock,
+        rng: random.Random | None = DEFAULTS.rng,
+        run_id: str | None = DEFAULTS.run_id,
+        subscribers: Iterable[Subscriber] = DEFAULTS.subscribers,
+        approve: Any = DEFAULTS.approve,
+        approval_stops_clock: bool = DEFAULTS.approval_stops_clock,
+        parent: dict[str, Any] | None = None,
         counted_from: float | None = None,
         ledger: Ledger = NO_LEDGER,
     ) -> None:
@@ -106,12 +110,9 @@ class Run:
         # they were called, on the same clock) or from now.
         clock = clock or SystemClock()
         since = clock.now() if counted_from is None else counted_from
-        self.config = c = RunConfig.create(
-            task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
-            cost_guard=cost_guard, system=system, max_tokens=max_tokens, policy=policy,
-            max_concurrency=max_concurrency, loop_nudge_at=loop_nudge_at, prices=prices, clock=clock, rng=rng,
-            run_id=run_id,
-        )
+        given = collect(locals())
+        given["clock"] = clock
+        self.config = c = RunConfig.create(task, tools, model=model, **{k: given[k] for k in CONFIG_NAMES})
         # State: what has happened. The budget is state too: resume() raises it.
         self.budget: Budget = c.budget
         self.messages: list[Message] = list(c.messages)
@@ -622,38 +623,83 @@ def _short(raw: Any, n: int = 300) -> str:
 
 
 # ----------------------------------------------------------- the façades
-async def arun(task: str | Sequence[Message], tools: Any = None, *, trace: Any = True, **options: Any) -> Result:
+@documented
+async def arun(
+    task: str | Sequence[Message],
+    tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
+    *,
+    trace: Any = True,
+    model: Model | str,
+    max_steps: int | None = DEFAULTS.max_steps,
+    max_cost: float | None = DEFAULTS.max_cost,
+    deadline_s: float | None = DEFAULTS.deadline_s,
+    cost_guard: CostGuard = DEFAULTS.cost_guard,
+    system: str | None = DEFAULTS.system,
+    max_tokens: int = DEFAULTS.max_tokens,
+    policy: Policy | None = DEFAULTS.policy,
+    max_concurrency: int = DEFAULTS.max_concurrency,
+    loop_nudge_at: int = DEFAULTS.loop_nudge_at,
+    prices: Prices | None = DEFAULTS.prices,
+    clock: Clock | None = DEFAULTS.clock,
+    rng: random.Random | None = DEFAULTS.rng,
+    run_id: str | None = DEFAULTS.run_id,
+    subscribers: Iterable[Subscriber] = DEFAULTS.subscribers,
+    approve: Any = DEFAULTS.approve,
+    approval_stops_clock: bool = DEFAULTS.approval_stops_clock,
+) -> Result:
     """Run to the end on the current event loop (``await`` it in a notebook).
 
-    ``options`` are :class:`Run`'s keywords: ``model`` (required),
-    ``max_steps=8``, ``max_cost=0.50``, ``deadline_s=60``, ``system``,
-    ``max_tokens``, ``cost_guard``, ``policy``, ``prices``, ``clock``... ``trace``
-    writes the events to the runs folder (``True``: ``$AGENTLAB_RUNS`` or
-    ``./runs``; a path; or ``False``). Cancelling the awaiting task records the
-    run as ``Stopped("cancelled")`` (trace complete), then passes the
-    cancellation on, as asyncio expects.
+    ``trace`` writes the events to the runs folder (``True``: ``$AGENTLAB_RUNS``
+    or ``./runs``; a path; or ``False``). Cancelling the awaiting task records
+    the run as ``Stopped("cancelled")`` (trace complete), then passes the
+    cancellation on, as asyncio expects. ``model`` is required: a model id
+    (Claude; needs ``ANTHROPIC_API_KEY``), ``"offline"``, or a model object.
     """
-    return await _to_end(*_prepare(task, tools, trace, options))
+    return await _to_end(*_prepare(task, tools, trace, model, collect(locals())))
 
 
+@documented
 def run(
-    task: str | Sequence[Message], tools: Any = None, *, trace: Any = True, reraise_interrupt: bool = False,
-    **options: Any,
+    task: str | Sequence[Message],
+    tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
+    *,
+    trace: Any = True,
+    reraise_interrupt: bool = False,
+    model: Model | str,
+    max_steps: int | None = DEFAULTS.max_steps,
+    max_cost: float | None = DEFAULTS.max_cost,
+    deadline_s: float | None = DEFAULTS.deadline_s,
+    cost_guard: CostGuard = DEFAULTS.cost_guard,
+    system: str | None = DEFAULTS.system,
+    max_tokens: int = DEFAULTS.max_tokens,
+    policy: Policy | None = DEFAULTS.policy,
+    max_concurrency: int = DEFAULTS.max_concurrency,
+    loop_nudge_at: int = DEFAULTS.loop_nudge_at,
+    prices: Prices | None = DEFAULTS.prices,
+    clock: Clock | None = DEFAULTS.clock,
+    rng: random.Random | None = DEFAULTS.rng,
+    run_id: str | None = DEFAULTS.run_id,
+    subscribers: Iterable[Subscriber] = DEFAULTS.subscribers,
+    approve: Any = DEFAULTS.approve,
+    approval_stops_clock: bool = DEFAULTS.approval_stops_clock,
 ) -> Result:
     """Run to the end, from a script *or* inside Jupyter (see :mod:`agentlab.driver`).
 
     Ctrl-C ends the run as ``Stopped("cancelled")`` with its trace complete,
     and returns that result; ``reraise_interrupt=True`` raises
     ``KeyboardInterrupt`` instead, once the run has recorded its end.
+    ``trace`` and ``model`` are as in :func:`arun`.
     """
-    r, writer = _prepare(task, tools, trace, options)
+    r, writer = _prepare(task, tools, trace, model, collect(locals()))
     return run_to_end(_to_end(r, writer), cancel=r.cancel, result=lambda: r.result, reraise_interrupt=reraise_interrupt)
 
 
-def _prepare(task: str | Sequence[Message], tools: Any, trace: Any, options: dict[str, Any]) -> tuple[Run, Any]:
+def _prepare(
+    task: str | Sequence[Message], tools: Any, trace: Any, model: Model | str, options: dict[str, Any]
+) -> tuple[Run, Any]:
     """The run and its trace writer; the deadline counts from here (set-up included)."""
     options["clock"] = clock = options.get("clock") or SystemClock()
-    options.setdefault("counted_from", clock.now())
+    since = clock.now()
     subscribers = list(options.pop("subscribers", ()))
     writer = None
     if trace is not False and trace is not None:
@@ -662,7 +708,7 @@ def _prepare(task: str | Sequence[Message], tools: Any, trace: Any, options: dic
         writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
         subscribers.append(writer)
     try:
-        return Run(task, tools, subscribers=subscribers, **options), writer
+        return Run(task, tools, model=model, subscribers=subscribers, counted_from=since, **options), writer
     except BaseException:
         if writer is not None:
             writer.close()
