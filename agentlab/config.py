@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import uuid
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -90,12 +89,10 @@ class RunConfig:
 
 def _resolve_model(model: Model | str) -> Model:
     resolved: Model
-    if isinstance(model, str):  # a model id: Claude when a key is set, else offline (and say so)
+    if isinstance(model, str):  # a model id (Claude: needs a key) or "offline"; never a silent stand-in
         from .models.resolve import resolve_model
 
-        resolved, notice = resolve_model(model)
-        if notice:
-            warnings.warn(notice, stacklevel=4)
+        resolved = resolve_model(model).model
     else:
         resolved = model
     if not isinstance(getattr(resolved, "model", None), str) or not callable(getattr(resolved, "complete", None)):

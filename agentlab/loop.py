@@ -116,10 +116,13 @@ class Run:
         # State: what has happened. The budget is state too: resume() raises it.
         self.budget: Budget = c.budget
         self.messages: list[Message] = list(c.messages)
-        self.guard = LoopGuard(nudge_at=c.loop_nudge_at)
+        self.loop_guard = LoopGuard(nudge_at=c.loop_nudge_at)
+        """Repeated calls seen so far (the nudge, then the stop); the cost guard's report is ``result.cost_check``."""
         self.steps = 0
         self.model_calls = 0
         self.spent = 0.0
+        self.input_tokens = 0  # everything the model calls read (cache included) ...
+        self.output_tokens = 0  # ... and wrote, for the reprs and the result
         self.phase: Phase = "ready"
         self.result: Result | None = None
         self.pending_calls: list[Block] = []
@@ -196,6 +199,19 @@ class Run:
     @property
     def run_id(self) -> str:
         return self.config.run_id
+
+    @property
+    def guard(self) -> LoopGuard:
+        """Deprecated: ``run.loop_guard`` (``result.cost_check`` is the cost guard's report)."""
+        warnings.warn("run.guard is now run.loop_guard (the loop guard)", DeprecationWarning, stacklevel=2)
+        return self.loop_guard
+
+    def __repr__(self) -> str:
+        model = getattr(self.model, "name", None) or self.model.model
+        return (
+            f"<Run {self.run_id} {self.phase} · {model} · {self.input_tokens:,} in / {self.output_tokens:,} out "
+            f"tokens · {self.snapshot}>"
+        )
 
     # ----------------------------------------------------------- public state
     @property
@@ -359,6 +375,8 @@ class Run:
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
+        self.input_tokens += usage.context_tokens
+        self.output_tokens += usage.output_tokens
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
@@ -426,6 +444,8 @@ class Run:
             if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
                 why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
                 self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
+                self.input_tokens += cut["usage"]["input_tokens"]
+                self.output_tokens += cut["usage"]["output_tokens"]
                 self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
             raise
 
@@ -465,14 +485,14 @@ class Run:
                 if self._cancel:
                     return self._stop(StopReason.CANCELLED, f"cancelled during the tools of step {self.steps}")
                 call, key = calls[i], keys[i]
-                verdict, count = self.guard.check(key)
+                verdict, count = self.loop_guard.check(key)
                 if verdict == "stop":
                     return self._stop(
                         StopReason.LOOP_DETECTED,
                         f"{call['name']} was requested {count} times with the same arguments, after a nudge, at step {self.steps}",
                     )
                 if verdict == "nudge":
-                    previous, is_error = self.guard.results[key]
+                    previous, is_error = self.loop_guard.results[key]
                     self.nudges += 1
                     text = nudge_text(call["name"], previous, count)
                     results[i] = self._kept[i] = result_block(call["id"], text, is_error)
@@ -496,10 +516,10 @@ class Run:
             return
         self._kept[out.index] = out.block
         call = self.pending_calls[out.index]
-        self.guard.remember(call_key(call["name"], call["input"]), out.block["content"], out.block.get("is_error", False))
+        self.loop_guard.remember(call_key(call["name"], call["input"]), out.block["content"], out.block.get("is_error", False))
         tool = self.tools.get(call["name"])
         if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
-            self.guard.reset()  # a successful write changed the world
+            self.loop_guard.reset()  # a successful write changed the world
 
     # ------------------------------------------------------- after each step
     def _after_step_checks(self) -> None:
@@ -514,7 +534,7 @@ class Run:
         if self._trace_error is None:  # issue 14: never Done over an incomplete trace
             self.result = Done(
                 self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-                self._input.report(self.budget, self.spent), **self._overrun(), text=text, detail=note,
+                self._input.report(self.budget, self.spent), **self._overrun(), **self._tokens(), text=text, detail=note,
             )
             self.phase = "done"
             self._emit_end("done", "done", note, text, None)
@@ -526,7 +546,7 @@ class Run:
             reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-            self._input.report(self.budget, self.spent), **self._overrun(), reason=reason, detail=detail, error=error,
+            self._input.report(self.budget, self.spent), **self._overrun(), **self._tokens(), reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
@@ -539,6 +559,9 @@ class Run:
         if over > 0 and not cause and d is not None and self._setup_s >= d:
             cause = f"set-up (building the run: imports, tool schemas, prices) took {self._setup_s:.2f}s of the {d:g}s"
         return {"overrun_s": over, "overrun_cause": cause, "abandoned": tuple(self.abandoned)}
+
+    def _tokens(self) -> dict[str, int]:
+        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
     # ------------------------------------------------------------- plumbing
     def _time_left(self) -> float | None:
