@@ -25,7 +25,18 @@ from .results import Done, StepRecord, Stopped
 from .tools import Retry, Tool, tool
 
 if TYPE_CHECKING:  # the lazily loaded names, typed for editors and mypy (``__getattr__`` loads them)
-    from . import analysis, datasets, experiments, mcp, otel, plots, recorded, scenarios, shop, testing
+    from . import (  # noqa: F401 (submodules loaded on first use)
+        analysis,
+        datasets,
+        experiments,
+        mcp,
+        otel,
+        plots,
+        recorded,
+        scenarios,
+        shop,
+        testing,
+    )
     from .experiments import Experiment, ExperimentResult
     from .experiments.grid import grid
     from .forking import fork, replay

@@ -32,9 +32,9 @@ from .budget import CostGuard
 from .clock import Clock
 from .errors import Policy
 from .events import Event, Subscriber
+from .loop import Run
 from .models.base import Model
 from .pricing import Prices
-from .loop import Run
 from .results import Result, Stopped
 from .tools import Tool
 from .ui.state import PanelState

@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal
 
 from . import watchdog
+from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     NO_LEDGER,
@@ -37,7 +38,6 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
 )
 from .calls import CallContext, CallOutcome, CallRunner, bounded, format_error, result_block
 from .clock import Clock, SystemClock, wall_time
-from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from .config import RunConfig
 from .costguard import InputTracker
 from .driver import run_to_end

@@ -8,8 +8,8 @@ import math
 import pytest
 
 import agentlab as al
-from agentlab.models.resolve import MissingAPIKey
 from agentlab import reply
+from agentlab.models.resolve import MissingAPIKey
 
 from .helpers import Recorder
 
