@@ -534,7 +534,8 @@ class Run:
         if self._trace_error is None:  # issue 14: never Done over an incomplete trace
             self.result = Done(
                 self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-                self._input.report(self.budget, self.spent), **self._overrun(), **self._tokens(), text=text, detail=note,
+                self._input.report(self.budget, self.spent), **self._overrun(),
+                input_tokens=self.input_tokens, output_tokens=self.output_tokens, text=text, detail=note,
             )
             self.phase = "done"
             self._emit_end("done", "done", note, text, None)
@@ -546,7 +547,8 @@ class Run:
             reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-            self._input.report(self.budget, self.spent), **self._overrun(), **self._tokens(), reason=reason, detail=detail, error=error,
+            self._input.report(self.budget, self.spent), **self._overrun(),
+            input_tokens=self.input_tokens, output_tokens=self.output_tokens, reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
@@ -559,9 +561,6 @@ class Run:
         if over > 0 and not cause and d is not None and self._setup_s >= d:
             cause = f"set-up (building the run: imports, tool schemas, prices) took {self._setup_s:.2f}s of the {d:g}s"
         return {"overrun_s": over, "overrun_cause": cause, "abandoned": tuple(self.abandoned)}
-
-    def _tokens(self) -> dict[str, int]:
-        return {"input_tokens": self.input_tokens, "output_tokens": self.output_tokens}
 
     # ------------------------------------------------------------- plumbing
     def _time_left(self) -> float | None:
