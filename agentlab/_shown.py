@@ -20,5 +20,5 @@ class ShownAxes(Axes):
 
     def _repr_png_(self) -> bytes:
         buf = io.BytesIO()
-        self.figure.savefig(buf, format="png", bbox_inches="tight")
+        self.figure.savefig(buf, format="png", bbox_inches="tight")  # type: ignore[union-attr]  # a Figure: made by plots._axes
         return buf.getvalue()

@@ -22,7 +22,8 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from . import watchdog
+from . import _subruns, watchdog
+from ._subruns import ParentLedger
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
@@ -110,6 +111,11 @@ class Run:
         # they were called, on the same clock) or from now.
         clock = clock or SystemClock()
         since = clock.now() if counted_from is None else counted_from
+        # Made inside a tool of a running run: a sub-run, linked to that call, reserving from that run's budget.
+        link = _subruns.current() if parent is None else None
+        if link is not None:
+            parent = link.as_dict()
+            ledger = link.parent.sub_run_ledger if ledger is NO_LEDGER else ledger
         given = collect(locals())
         given["clock"] = clock
         self.config = c = RunConfig.create(task, tools, model=model, **{k: given[k] for k in CONFIG_NAMES})
@@ -131,7 +137,10 @@ class Run:
         self.abandoned: list[str] = []  # work left running past a deadline or a cancel (named in the result)
         self._kept: dict[int, Block] = {}  # results of pending_calls that finished before an interruption
         self._subscribers: list[Subscriber] = list(subscribers)
-        self._ledger = ledger  # a total shared with other runs (an experiment's); by default unlimited
+        self._ledger = ledger  # a total shared with other runs (an experiment's, a parent run's); by default unlimited
+        self._link = link  # the tool call of the parent run this is a sub-run of (None: not a sub-run)
+        self._sub_runs: ParentLedger | None = None  # what this run's own sub-runs reserve from (made when first asked)
+        self._reported = (0.0, 0, 0)  # cost and tokens already reported to the parent
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(
             CallContext(
@@ -139,6 +148,7 @@ class Run:
                 elapsed=lambda: self.elapsed, time_left=self._time_left,
                 deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps, abandon=self.abandoned.append,
                 approve=approve, approval_stops_clock=approval_stops_clock, credit=lambda s: setattr(self, "_worked", self._worked - s),
+                parent=self,
             ),
             c.max_concurrency,
         )
@@ -205,6 +215,13 @@ class Run:
         """Deprecated: ``run.loop_guard`` (``result.cost_check`` is the cost guard's report)."""
         warnings.warn("run.guard is now run.loop_guard (the loop guard)", DeprecationWarning, stacklevel=2)
         return self.loop_guard
+
+    @property
+    def sub_run_ledger(self) -> ParentLedger:
+        """What runs started inside this run's tools reserve from: this run's budget (see :mod:`agentlab._subruns`)."""
+        if self._sub_runs is None:
+            self._sub_runs = ParentLedger(self, lambda: self.budget.max_cost, self._ledger)
+        return self._sub_runs
 
     def __repr__(self) -> str:
         model = getattr(self.model, "name", None) or self.model.model
@@ -342,6 +359,9 @@ class Run:
         rates = self.prices.worst_rates(tokens, getattr(self.model, "caches", False)) if self.prices else (0.0, 0.0)
         held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
         if isinstance(held, Stop):
+            if isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is the one that is short
+                p = self._ledger.parent_id
+                return self._stop(StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to parent run {p}"))
             return self._stop(held.reason, held.detail)
         max_tokens, reserved = held
 
@@ -505,6 +525,7 @@ class Run:
                     return self._stop(*out.stop)
                 results[out.index] = out.block
         self.pending_calls, self._kept = [], {}
+        self._record_sub_runs()
         results += (self._said and self._said()) or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
         self._emit(EventKind.TOOL_RESULTS, content=results, **({"reused": reused} if reused else {}))
@@ -512,6 +533,7 @@ class Run:
 
     def _keep(self, out: CallOutcome) -> None:
         """A call finished: keep its result at once, so an interrupted step never runs it again."""
+        self._record_sub_runs()
         if out.block is None:
             return
         self._kept[out.index] = out.block
@@ -561,6 +583,32 @@ class Run:
         if over > 0 and not cause and d is not None and self._setup_s >= d:
             cause = f"set-up (building the run: imports, tool schemas, prices) took {self._setup_s:.2f}s of the {d:g}s"
         return {"overrun_s": over, "overrun_cause": cause, "abandoned": tuple(self.abandoned)}
+
+    # -------------------------------------------------------------- sub-runs
+    def _record_sub_runs(self) -> None:
+        """Record the sub-runs that ended (on this run's loop): a ``sub_run`` event each; their tokens count here too."""
+        if self._sub_runs is None:
+            return
+        for summary in self._sub_runs.take_finished():
+            self.input_tokens += summary["input_tokens"]
+            self.output_tokens += summary["output_tokens"]
+            self._emit(EventKind.SUB_RUN, **summary, spent=self.spent)
+
+    def _report_to_parent(self) -> None:
+        """A sub-run ended: tell the parent what it cost (what is new since the last report, after a resume)."""
+        if self._link is None:
+            return
+        ledger: ParentLedger = self._link.parent.sub_run_ledger
+        if self._ledger is ledger:
+            ledger.release(self.run_id)
+        cost, i, o = self._reported
+        self._reported = (self.spent, self.input_tokens, self.output_tokens)
+        result = self.result
+        ledger.ended({
+            "run_id": self.run_id, "tool_use_id": self._link.tool_use_id, "model": self.model.model,
+            "outcome": getattr(result, "outcome", ""), "reason": str(getattr(result, "reason", "")), "steps": self.steps,
+            "cost": self.spent - cost, "input_tokens": self.input_tokens - i, "output_tokens": self.output_tokens - o,
+        })
 
     # ------------------------------------------------------------- plumbing
     def _time_left(self) -> float | None:
@@ -626,6 +674,7 @@ class Run:
             last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
             **self._overrun(),
         )
+        self._report_to_parent()
 
 
 # ---------------------------------------------------------------- helpers
