@@ -6,6 +6,7 @@ Anthropic client load when first used.
 
 from typing import TYPE_CHECKING
 
+from ._facades import arun, run
 from .budget import Budget, BudgetSnapshot
 from .clock import FakeClock
 from .errors import (
@@ -18,7 +19,7 @@ from .errors import (
     ToolError,
 )
 from .events import Event
-from .loop import Run, arun, run
+from .loop import Run
 from .models import FunctionModel, ScriptedModel, reply
 from .pricing import Prices
 from .results import Done, StepRecord, Stopped

@@ -40,7 +40,7 @@ class Link:
 _CALL: ContextVar[Link | None] = ContextVar("agentlab_tool_call", default=None)
 
 
-def current() -> Link | None:
+def current_call() -> Link | None:
     """The tool call running here, if any: where a run made now is a sub-run of."""
     return _CALL.get()
 
@@ -127,10 +127,22 @@ class ParentLedger:
             if held > 0:
                 self._outer.settle(self._parent.run_id, held, 0.0)
 
-    def ended(self, summary: dict[str, Any]) -> None:
-        """A sub-run finished: keep its summary until the parent records it (on the parent's own loop)."""
+    def ended(self, child: Any, link: Link, reported: tuple[float, int, int], *, holds: bool) -> tuple[float, int, int]:
+        """A sub-run finished: free what it still holds and keep its summary until the parent records it
+        (on the parent's own loop). ``reported`` is what earlier ends reported (a resumed sub-run ends again);
+        returns what has now been reported. ``holds``: the sub-run reserved from this ledger."""
+        if holds:
+            self.release(child.run_id)
+        cost, i, o = reported
+        result = child.result
+        summary = {
+            "run_id": child.run_id, "tool_use_id": link.tool_use_id, "model": child.model.model,
+            "outcome": getattr(result, "outcome", ""), "reason": str(getattr(result, "reason", "")), "steps": child.steps,
+            "cost": child.spent - cost, "input_tokens": child.input_tokens - i, "output_tokens": child.output_tokens - o,
+        }
         with self._lock:
             self.finished.append(summary)
+        return child.spent, child.input_tokens, child.output_tokens
 
     def take_finished(self) -> list[dict[str, Any]]:
         with self._lock:

@@ -269,7 +269,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if offline:
             print(f"model: offline ({getattr(resolved.model, 'name', OFFLINE)}, priced as {resolved.model.model})", file=err)
         print(f"task: {args.task}", file=err, flush=True)
-        from .loop import run
+        from ._facades import run
 
         result = run(args.task, tools, model=resolved.model, trace=runs, subscribers=[progress], **limits)
     print(describe_result(result), file=out)

@@ -6,7 +6,7 @@ call, the reply's stop reason, the turn's tools, and the checks after. Every
 fact is emitted as an :class:`~agentlab.events.Event`; traces, the notebook
 panel and the CLI subscribe, and none of them is special-cased here.
 
-``run()``/``arun()`` step until finished: one code path.
+``run()``/``arun()`` (in :mod:`agentlab._facades`) step until finished: one code path.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from . import _subruns, watchdog
-from ._subruns import ParentLedger
+from . import watchdog
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
+from ._subruns import ParentLedger, current_call
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     NO_LEDGER,
@@ -41,7 +41,6 @@ from .calls import CallContext, CallOutcome, CallRunner, bounded, format_error, 
 from .clock import Clock, SystemClock, wall_time
 from .config import RunConfig
 from .costguard import InputTracker
-from .driver import run_to_end
 from .errors import ModelError, Policy, TraceWriteError, classify, describe
 from .events import Event, Subscriber
 from .loopguard import LoopGuard, call_key, nudge_text
@@ -66,7 +65,7 @@ from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
 
-__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run", "arun", "run"]  # the first two now live in budget/vocab
+__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run"]  # the first two now live in budget/vocab
 
 
 @documented
@@ -112,7 +111,7 @@ class Run:
         clock = clock or SystemClock()
         since = clock.now() if counted_from is None else counted_from
         # Made inside a tool of a running run: a sub-run, linked to that call, reserving from that run's budget.
-        link = _subruns.current() if parent is None else None
+        link = current_call() if parent is None else None
         if link is not None:
             parent = link.as_dict()
             ledger = link.parent.sub_run_ledger if ledger is NO_LEDGER else ledger
@@ -596,19 +595,9 @@ class Run:
 
     def _report_to_parent(self) -> None:
         """A sub-run ended: tell the parent what it cost (what is new since the last report, after a resume)."""
-        if self._link is None:
-            return
-        ledger: ParentLedger = self._link.parent.sub_run_ledger
-        if self._ledger is ledger:
-            ledger.release(self.run_id)
-        cost, i, o = self._reported
-        self._reported = (self.spent, self.input_tokens, self.output_tokens)
-        result = self.result
-        ledger.ended({
-            "run_id": self.run_id, "tool_use_id": self._link.tool_use_id, "model": self.model.model,
-            "outcome": getattr(result, "outcome", ""), "reason": str(getattr(result, "reason", "")), "steps": self.steps,
-            "cost": self.spent - cost, "input_tokens": self.input_tokens - i, "output_tokens": self.output_tokens - o,
-        })
+        if self._link is not None:
+            ledger = self._link.parent.sub_run_ledger
+            self._reported = ledger.ended(self, self._link, self._reported, holds=self._ledger is ledger)
 
     # ------------------------------------------------------------- plumbing
     def _time_left(self) -> float | None:
@@ -691,104 +680,3 @@ def _jsonable(raw: Any) -> Any:
 def _short(raw: Any, n: int = 300) -> str:
     s = repr(raw)
     return s if len(s) <= n else s[: n - 3] + "..."
-
-
-# ----------------------------------------------------------- the façades
-@documented
-async def arun(
-    task: str | Sequence[Message],
-    tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
-    *,
-    trace: Any = True,
-    model: Model | str,
-    max_steps: int | None = DEFAULTS.max_steps,
-    max_cost: float | None = DEFAULTS.max_cost,
-    deadline_s: float | None = DEFAULTS.deadline_s,
-    cost_guard: CostGuard = DEFAULTS.cost_guard,
-    system: str | None = DEFAULTS.system,
-    max_tokens: int = DEFAULTS.max_tokens,
-    policy: Policy | None = DEFAULTS.policy,
-    max_concurrency: int = DEFAULTS.max_concurrency,
-    loop_nudge_at: int = DEFAULTS.loop_nudge_at,
-    prices: Prices | None = DEFAULTS.prices,
-    clock: Clock | None = DEFAULTS.clock,
-    rng: random.Random | None = DEFAULTS.rng,
-    run_id: str | None = DEFAULTS.run_id,
-    subscribers: Iterable[Subscriber] = DEFAULTS.subscribers,
-    approve: Any = DEFAULTS.approve,
-    approval_stops_clock: bool = DEFAULTS.approval_stops_clock,
-) -> Result:
-    """Run to the end on the current event loop (``await`` it in a notebook).
-
-    ``trace`` writes the events to the runs folder (``True``: ``$AGENTLAB_RUNS``
-    or ``./runs``; a path; or ``False``). Cancelling the awaiting task records
-    the run as ``Stopped("cancelled")`` (trace complete), then passes the
-    cancellation on, as asyncio expects. ``model`` is required: a model id
-    (Claude; needs ``ANTHROPIC_API_KEY``), ``"offline"``, or a model object.
-    """
-    return await _to_end(*_prepare(task, tools, trace, model, collect(locals())))
-
-
-@documented
-def run(
-    task: str | Sequence[Message],
-    tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
-    *,
-    trace: Any = True,
-    reraise_interrupt: bool = False,
-    model: Model | str,
-    max_steps: int | None = DEFAULTS.max_steps,
-    max_cost: float | None = DEFAULTS.max_cost,
-    deadline_s: float | None = DEFAULTS.deadline_s,
-    cost_guard: CostGuard = DEFAULTS.cost_guard,
-    system: str | None = DEFAULTS.system,
-    max_tokens: int = DEFAULTS.max_tokens,
-    policy: Policy | None = DEFAULTS.policy,
-    max_concurrency: int = DEFAULTS.max_concurrency,
-    loop_nudge_at: int = DEFAULTS.loop_nudge_at,
-    prices: Prices | None = DEFAULTS.prices,
-    clock: Clock | None = DEFAULTS.clock,
-    rng: random.Random | None = DEFAULTS.rng,
-    run_id: str | None = DEFAULTS.run_id,
-    subscribers: Iterable[Subscriber] = DEFAULTS.subscribers,
-    approve: Any = DEFAULTS.approve,
-    approval_stops_clock: bool = DEFAULTS.approval_stops_clock,
-) -> Result:
-    """Run to the end, from a script *or* inside Jupyter (see :mod:`agentlab.driver`).
-
-    Ctrl-C ends the run as ``Stopped("cancelled")`` with its trace complete,
-    and returns that result; ``reraise_interrupt=True`` raises
-    ``KeyboardInterrupt`` instead, once the run has recorded its end.
-    ``trace`` and ``model`` are as in :func:`arun`.
-    """
-    r, writer = _prepare(task, tools, trace, model, collect(locals()))
-    return run_to_end(_to_end(r, writer), cancel=r.cancel, result=lambda: r.result, reraise_interrupt=reraise_interrupt)
-
-
-def _prepare(
-    task: str | Sequence[Message], tools: Any, trace: Any, model: Model | str, options: dict[str, Any]
-) -> tuple[Run, Any]:
-    """The run and its trace writer; the deadline counts from here (set-up included)."""
-    options["clock"] = clock = options.get("clock") or SystemClock()
-    since = clock.now()
-    subscribers = list(options.pop("subscribers", ()))
-    writer = None
-    if trace is not False and trace is not None:
-        from .trace import TraceWriter
-
-        writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
-        subscribers.append(writer)
-    try:
-        return Run(task, tools, model=model, subscribers=subscribers, counted_from=since, **options), writer
-    except BaseException:
-        if writer is not None:
-            writer.close()
-        raise
-
-
-async def _to_end(r: Run, writer: Any) -> Result:
-    try:
-        return await r.run()
-    finally:
-        if writer is not None:
-            writer.close()
