@@ -95,3 +95,13 @@ def test_dir_lists_the_lazily_loaded_names() -> None:
     for name in ("Lab", "Experiment", "Trace", "load_run", "plots", "run", "Run"):
         assert name in names
     assert set(al.__all__) <= set(names)
+
+
+def test_an_experiments_configs_take_the_same_options_and_its_model_is_typed_like_a_runs():
+    from agentlab.experiments.grid import RESERVED, RUN_KEYS
+
+    assert set(NAMES) - RESERVED <= RUN_KEYS
+    model = inspect.signature(al.Experiment).parameters["model"]
+    assert model.annotation == "Model | str | Callable[..., Model] | None" and model.default is None
+    with pytest.raises(ValueError, match="max_stepz"):
+        al.Experiment(["q"], [{"max_stepz": 3}], model="offline")
