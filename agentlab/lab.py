@@ -24,6 +24,7 @@ import concurrent.futures
 import os
 import random
 from collections.abc import Callable, Iterable, Sequence
+from types import EllipsisType
 from typing import Any
 
 from ._options import DEFAULTS, collect, documented
@@ -147,14 +148,22 @@ class Lab:
         """One step, then pause. In a notebook returns the task (awaitable); in a script, the result."""
         return self._start(single=True, limits={})
 
-    def run(self, **limits: Any) -> Any:
+    def run(
+        self,
+        *,
+        max_steps: int | None | EllipsisType = ...,
+        max_cost: float | None | EllipsisType = ...,
+        deadline_s: float | None | EllipsisType = ...,
+    ) -> Any:
         """Step until the run finishes or is paused.
 
         On a run stopped by a budget (or cancelled), continues it; pass raised
-        limits (``max_cost=1.0``, ``max_steps=20``, ``deadline_s=120``) to
-        give it room. In a notebook returns the task; in a script, the result.
+        limits (``max_cost=1.0``, ``max_steps=20``, ``deadline_s=120``; ``None``
+        for no limit) to give it room. In a notebook returns the task; in a
+        script, the result.
         """
-        return self._start(single=False, limits=limits)
+        given = (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s))
+        return self._start(single=False, limits={k: v for k, v in given if v is not ...})
 
     def pause(self) -> None:
         """Pause after the step in flight (the panel says "pausing" until then). From any thread."""
@@ -303,9 +312,6 @@ class Lab:
         if self.engine.finished:
             if not self._resumable():
                 raise RuntimeError(f"the run has finished ({self.engine.result!r}); make a new Lab to run again")
-            unknown = set(limits) - {"max_steps", "max_cost", "deadline_s"}
-            if unknown:
-                raise TypeError(f"run() takes only max_steps, max_cost and deadline_s, got {sorted(unknown)}")
             self.engine.resume(**limits)
         elif limits:
             raise ValueError(

@@ -77,6 +77,7 @@ def test_mypy_types_a_user_script(tmp_path: Path) -> None:
         "reveal_type(al.Lab)\n"
         "al.run('hi', model='offline', max_stepz=3)\n"
         "al.run('hi', model='offline', max_cost='cheap')\n"
+        "al.Lab('hi', model='offline').run(max_cost=1.0, max_stepz=3)\n"
     )
     env = {**os.environ, "MYPYPATH": str(ROOT)}
     out = subprocess.run(
@@ -88,6 +89,7 @@ def test_mypy_types_a_user_script(tmp_path: Path) -> None:
     assert "-> agentlab.lab.Lab" in out  # a lazily loaded name is typed too
     assert 'Unexpected keyword argument "max_stepz" for "run"; did you mean "max_steps"?' in out
     assert 'Argument "max_cost" to "run" has incompatible type "str"; expected "float | None"' in out
+    assert 'Unexpected keyword argument "max_stepz" for "run" of "Lab"' in out
 
 
 def test_dir_lists_the_lazily_loaded_names() -> None:
