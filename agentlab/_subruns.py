@@ -96,8 +96,14 @@ class ParentLedger:
     def reserved(self) -> float:
         return sum(self._held.values())
 
+    @property
+    def parent_ended(self) -> bool:
+        return self._parent.result is not None
+
     def reserve(self, run_id: str, amount: float, minimum: float) -> float:
         with self._lock:
+            if self.parent_ended:  # its cost is final: a sub-run left running (or started late) may not add to it
+                return 0.0
             limit = self._limit()
             if limit is not None:
                 left = limit - self._parent.spent - self.reserved

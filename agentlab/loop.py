@@ -359,8 +359,8 @@ class Run:
         held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
         if isinstance(held, Stop):
             if isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is the one that is short
-                p = self._ledger.parent_id
-                return self._stop(StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to parent run {p}"))
+                p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
+                return self._stop(StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}"))
             return self._stop(held.reason, held.detail)
         max_tokens, reserved = held
 
@@ -552,6 +552,7 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str, note: str = "") -> None:
+        self._record_sub_runs()
         if self._trace_error is None:  # issue 14: never Done over an incomplete trace
             self.result = Done(
                 self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
@@ -564,6 +565,7 @@ class Run:
             self._stop(StopReason.CANCELLED, "")
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
+        self._record_sub_runs()
         if self._trace_error is not None and reason == StopReason.CANCELLED:  # issue 14: the trace asked to stop
             reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(

@@ -113,3 +113,43 @@ def test_sub_runs_reserve_through_the_parents_own_ledger(tmp_path):
 def test_a_run_made_outside_any_tool_is_not_a_sub_run(tmp_path):
     first = al.run("hi", model=al.ScriptedModel([al.reply("a")]), trace=tmp_path, clock=al.FakeClock())
     assert "parent" not in load_run(first.run_id, tmp_path).started
+
+
+def test_a_sub_run_cannot_spend_once_its_parent_has_ended(tmp_path):
+    """A sub-run made in a tool but run after the parent finished would change a final bill: it is refused."""
+    made: list[al.Run] = []
+
+    @al.tool(mode="read")
+    def ask_later(question: str) -> str:
+        """Make a sub-agent and leave it for later."""
+        made.append(al.Run(CHILD_TASK, [lookup], model=child_model(), prices=PRICES, clock=al.FakeClock()))
+        return "queued"
+
+    result = al.run("Why late?", [ask_later], model=parent_model("ask_later"), prices=PRICES, trace=False,
+                    clock=al.FakeClock(), run_id="gone")
+    late = asyncio.run(made[0].run())
+    assert (late.reason, late.cost, late.steps) == ("budget", 0.0, 0)
+    assert late.detail.startswith("the budget left to parent run gone (which has ended) cannot cover the next call")
+    assert result.cost > 0
+
+
+def test_sub_runs_started_by_parallel_calls_of_one_turn_all_add_up(tmp_path):
+    children: list[al.Done | al.Stopped] = []
+
+    @al.tool(mode="read")
+    async def ask_agent(question: str) -> str:
+        """Ask a sub-agent."""
+        result = await al.arun(CHILD_TASK + question, [lookup], model=child_model(), prices=PRICES, trace=tmp_path,
+                               clock=al.FakeClock())
+        children.append(result)
+        return result.text
+
+    model = al.ScriptedModel([al.reply(None, ("ask_agent", {"question": "a"}), ("ask_agent", {"question": "b"})),
+                              al.reply("Both answered.")])
+    result = al.run("Ask twice.", [ask_agent], model=model, prices=PRICES, trace=tmp_path, clock=al.FakeClock(), run_id="two")
+    trace = load_run("two", tmp_path)
+    subs = [e for e in trace.records if e["kind"] == "sub_run"]
+    assert sorted(e["tool_use_id"] for e in subs) == ["toolu_0001", "toolu_0002"] and len(children) == 2
+    own = sum(e["cost"] for e in trace.records if e["kind"] == "model_called")
+    assert result.cost == pytest.approx(own + sum(c.cost for c in children))
+    assert trace.steps["sub_run_cost"].tolist() == [pytest.approx(sum(c.cost for c in children)), 0.0]
