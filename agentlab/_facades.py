@@ -96,11 +96,20 @@ def run(
     ``trace`` and ``model`` are as in :func:`arun`.
     """
     r, writer = _prepare(task, tools, trace, model, collect(locals()))
-    return run_to_end(_to_end(r, writer), cancel=r.cancel, result=lambda: r.result, reraise_interrupt=reraise_interrupt)
+    return run_to_end(
+        _to_end(r, writer),
+        cancel=r.cancel,
+        result=lambda: r.result,
+        reraise_interrupt=reraise_interrupt,
+    )
 
 
 def _prepare(
-    task: str | Sequence[Message], tools: Any, trace: Any, model: Model | str, options: dict[str, Any]
+    task: str | Sequence[Message],
+    tools: Any,
+    trace: Any,
+    model: Model | str,
+    options: dict[str, Any],
 ) -> tuple[Run, Any]:
     """The run and its trace writer; the deadline counts from here (set-up included)."""
     options["clock"] = clock = options.get("clock") or SystemClock()
@@ -110,10 +119,16 @@ def _prepare(
     if trace is not False and trace is not None:
         from .trace import TraceWriter
 
-        writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
+        writer = (
+            trace
+            if isinstance(trace, TraceWriter)
+            else TraceWriter(None if trace is True else trace)
+        )
         subscribers.append(writer)
     try:
-        return Run(task, tools, model=model, subscribers=subscribers, counted_from=since, **options), writer
+        return Run(
+            task, tools, model=model, subscribers=subscribers, counted_from=since, **options
+        ), writer
     except BaseException:
         if writer is not None:
             writer.close()

@@ -36,23 +36,43 @@ OPTION_TYPES = {name: ann for name, ann in inspect.get_annotations(RunOptions).i
         ("RunConfig.create", RunConfig.create, CONFIG_NAMES),
     ],
 )
-def test_every_way_of_starting_a_run_takes_the_same_typed_options(where: str, fn: object, names: tuple[str, ...]) -> None:
+def test_every_way_of_starting_a_run_takes_the_same_typed_options(
+    where: str, fn: object, names: tuple[str, ...]
+) -> None:
     params = inspect.signature(fn).parameters  # type: ignore[arg-type]
-    assert not [p for p in params.values() if p.kind is p.VAR_KEYWORD], f"{where} hides options behind **kwargs"
+    assert not [p for p in params.values() if p.kind is p.VAR_KEYWORD], (
+        f"{where} hides options behind **kwargs"
+    )
     for name in names:
         assert name in params, f"{where} does not take {name}"
         p = params[name]
         assert p.kind is p.KEYWORD_ONLY, f"{where}: {name} must be keyword-only"
-        assert p.annotation == OPTION_TYPES[name], f"{where}: {name} is typed {p.annotation}, the options say {OPTION_TYPES[name]}"
-        assert p.default == getattr(DEFAULTS, name), f"{where}: {name} defaults to {p.default!r}, not {getattr(DEFAULTS, name)!r}"
-    assert params["model"].annotation == "Model | str" and params["model"].default is inspect.Parameter.empty
+        assert p.annotation == OPTION_TYPES[name], (
+            f"{where}: {name} is typed {p.annotation}, the options say {OPTION_TYPES[name]}"
+        )
+        assert p.default == getattr(DEFAULTS, name), (
+            f"{where}: {name} defaults to {p.default!r}, not {getattr(DEFAULTS, name)!r}"
+        )
+    assert (
+        params["model"].annotation == "Model | str"
+        and params["model"].default is inspect.Parameter.empty
+    )
 
 
 def test_the_limits_default_to_the_budget_defaults() -> None:
     b = al.Budget()
-    assert (DEFAULTS.max_steps, DEFAULTS.max_cost, DEFAULTS.deadline_s) == (b.max_steps, b.max_cost, b.deadline_s) == (8, 0.50, 60.0)
+    assert (
+        (DEFAULTS.max_steps, DEFAULTS.max_cost, DEFAULTS.deadline_s)
+        == (b.max_steps, b.max_cost, b.deadline_s)
+        == (8, 0.50, 60.0)
+    )
     r = Run("hi", model="offline")
-    assert (r.budget.max_steps, r.budget.max_cost, r.budget.deadline_s, r.max_tokens) == (8, 0.50, 60.0, 1024)
+    assert (r.budget.max_steps, r.budget.max_cost, r.budget.deadline_s, r.max_tokens) == (
+        8,
+        0.50,
+        60.0,
+        1024,
+    )
 
 
 def test_help_lists_every_option_with_its_default() -> None:
@@ -81,14 +101,29 @@ def test_mypy_types_a_user_script(tmp_path: Path) -> None:
     )
     env = {**os.environ, "MYPYPATH": str(ROOT)}
     out = subprocess.run(
-        [sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "cache"), "--follow-imports=silent",
-         "--no-error-summary", "--hide-error-context", script.name],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "mypy",
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--follow-imports=silent",
+            "--no-error-summary",
+            "--hide-error-context",
+            script.name,
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
     ).stdout
     assert 'Revealed type is "agentlab.results.Done | agentlab.results.Stopped"' in out
     assert "-> agentlab.lab.Lab" in out  # a lazily loaded name is typed too
     assert 'Unexpected keyword argument "max_stepz" for "run"; did you mean "max_steps"?' in out
-    assert 'Argument "max_cost" to "run" has incompatible type "str"; expected "float | None"' in out
+    assert (
+        'Argument "max_cost" to "run" has incompatible type "str"; expected "float | None"' in out
+    )
     assert 'Unexpected keyword argument "max_stepz" for "run" of "Lab"' in out
 
 
