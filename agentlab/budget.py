@@ -212,6 +212,14 @@ def guard_call(
     worst = worst_case_cost(est_input_tokens, input_rate, output_rate, smallest, fees)
     what = {"exact": "counted", "bounded": "at most", "estimated": "~"}[basis]
     sep = "" if basis == "estimated" else " "
+    if basis == "bounded":  # a bound, not a count: say so, and how to get an exact check
+        return Stop(
+            StopReason.BUDGET,
+            f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}; the next call could cost "
+            f"up to ${worst:.4f} (at most {est_input_tokens} input tokens: a bound, not a count), more than the "
+            f"${budget.max_cost - spent:.4f} left. For an exact check use a model that counts tokens "
+            "(AnthropicModel), FunctionModel(count_tokens=...), or cost_guard='estimate'",
+        )
     return Stop(
         StopReason.BUDGET,
         f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}; the next call would cost "

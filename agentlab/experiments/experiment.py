@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from ..loop import Run
+from ..models.base import Model
 from ..pricing import resolve_prices
 from ..vocab import StopReason
 from .cells import Cell, CellRunner, config_columns
@@ -63,7 +64,7 @@ class Experiment:
         configs: Any,
         *,
         tools: Any = None,
-        model: Any = None,
+        model: Model | str | Callable[..., Model] | None = None,
         scorer: Callable[..., Any] | str | None = None,
         repeats: int = 1,
         concurrency: int = 8,

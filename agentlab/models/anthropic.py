@@ -150,7 +150,7 @@ class AnthropicModel:
         if client is None:
             advice = (
                 "set ANTHROPIC_API_KEY, or pass client=anthropic.AsyncAnthropic(api_key=...) "
-                "(agentlab.resolve_model falls back to an offline model instead)"
+                "(or run offline: model='offline')"
             )
             try:
                 client = anthropic.AsyncAnthropic(max_retries=0)
