@@ -225,7 +225,7 @@ class Run:
         return self._sub_runs
 
     def __repr__(self) -> str:
-        model = getattr(self.model, "name", None) or self.model.model
+        model = self._caps.name or self.model.model
         return (
             f"<Run {self.run_id} {self.phase} · {model} · {self.input_tokens:,} in / {self.output_tokens:,} out "
             f"tokens · {self.snapshot}>"

@@ -115,7 +115,7 @@ class Lab:
         run_options = collect(locals())
         subscribers = list(run_options.pop("subscribers"))
         if trace is not False:
-            from ...trace.writer import TraceWriter
+            from ..trace.writer import TraceWriter
 
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)

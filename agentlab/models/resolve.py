@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ..errors import AgentlabError
 from .base import ModelRequest
 from .offline import DEFAULT_PRICED_AS, FunctionModel
 
@@ -22,7 +23,7 @@ OFFLINE = "offline"
 """``model="offline"`` (or ``"offline:claude-haiku-4-5"`` to price it as that model)."""
 
 
-class MissingAPIKey(ValueError):
+class MissingAPIKey(AgentlabError, ValueError):
     """A Claude model id was given but no ``ANTHROPIC_API_KEY`` is set (the message says how to go offline)."""
 
 
