@@ -26,6 +26,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from .approval import Ask
+from .driver import run_to_end
 from .events import Event
 from .loop import Run
 from .results import Result, Stopped
@@ -302,7 +303,8 @@ class Lab:
         if self._loop is not None and self._loop.is_running():  # called from another thread
             self._task = asyncio.run_coroutine_threadsafe(self._drive(single), self._loop)
             return self._task
-        return asyncio.run(self._drive(single))
+        # A script: the one driver (agentlab.driver) runs it, like agentlab.run(); a Ctrl-C stops the run.
+        return run_to_end(self._drive(single), cancel=self.engine.cancel, result=lambda: self.engine.result)
 
     async def _drive(self, single: bool) -> Result | None:
         run = self.engine

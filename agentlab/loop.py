@@ -633,7 +633,13 @@ async def arun(task: str | Sequence[Message], tools: Any = None, *, trace: Any =
     run as ``Stopped("cancelled")`` (trace complete), then passes the
     cancellation on, as asyncio expects.
     """
-    return await _to_end(*_prepare(task, tools, trace, options))
+    r, writer = _prepare(task, tools, trace, options)
+    try:
+        return await _to_end(r, writer)
+    finally:  # the caller's loop may be closed next, cancelling nothing: close what the run opened on it
+        close_pool = getattr(r.model, "close_pool", None)
+        if close_pool is not None:
+            await close_pool()
 
 
 def run(

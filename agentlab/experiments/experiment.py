@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from ..driver import run_to_end
 from ..loop import Run
 from ..pricing import resolve_prices
 from ..vocab import StopReason
@@ -147,30 +148,14 @@ class Experiment:
 
     # ------------------------------------------------------------- running
     def run(self) -> ExperimentResult:
-        """Run every unfinished cell, from a script or inside Jupyter (like :func:`agentlab.run`)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arun())
-        box: dict[str, Any] = {}
+        """Run every unfinished cell, from a script or inside Jupyter (like :func:`agentlab.run`).
 
-        def target() -> None:
-            try:
-                box["result"] = asyncio.run(self.arun())
-            except BaseException as exc:
-                box["error"] = exc
-
-        worker = threading.Thread(target=target, name="agentlab-experiment", daemon=True)
-        worker.start()
-        try:
-            while worker.is_alive():
-                worker.join(0.1)
-        except KeyboardInterrupt:  # Ctrl-C / interrupt kernel: stop at safe points, keep what finished
-            self.stop()
-            worker.join()
-        if "error" in box:
-            raise box["error"]
-        return box["result"]
+        The same driver as :func:`agentlab.run` (:mod:`agentlab.driver`): a
+        task a run left behind (a tool that ignores its cancellation) cannot
+        hold this call, and Ctrl-C (or interrupting the kernel) stops every run
+        at its next safe point and returns what the folder holds.
+        """
+        return run_to_end(self.arun(), cancel=self.stop, result=self.result)
 
     async def arun(self) -> ExperimentResult:
         """Run every unfinished cell on the current event loop; returns the result of all cells."""

@@ -47,7 +47,14 @@ class RemoteLedger:
 
 
 def _cell_task(runner: CellRunner, cell: Cell, actor: Any) -> dict[str, Any]:
-    return asyncio.run(runner.run(cell, NO_LEDGER if actor is None else RemoteLedger(actor)))
+    """One cell in a worker, on the same driver as :func:`agentlab.run` (a stubborn tool cannot hold the worker)."""
+    from ..driver import run_to_end
+
+    live: list[Any] = []
+    return run_to_end(
+        runner.run(cell, NO_LEDGER if actor is None else RemoteLedger(actor), before=live.append),
+        cancel=lambda: [r.cancel() for r in live], result=lambda: None,
+    )
 
 
 async def run_ray(
