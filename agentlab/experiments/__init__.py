@@ -7,6 +7,7 @@ See ``docs/experiments.md``.
 
 from .cells import Cell
 from .experiment import Experiment
+from .folder import FolderInUse
 from .grid import Config, grid
 from .ledger import TotalLedger
 from .progress import ExperimentEvent, ProgressState, ProgressWidget, TqdmProgress
@@ -15,6 +16,6 @@ from .scorers import exact_match, includes, model_graded
 from .tasks import Task, load_tasks
 
 __all__ = [
-    "Cell", "Config", "Experiment", "ExperimentEvent", "ExperimentResult", "ProgressState", "ProgressWidget", "Task",
+    "Cell", "Config", "Experiment", "ExperimentEvent", "ExperimentResult", "FolderInUse", "ProgressState", "ProgressWidget", "Task",
     "TotalLedger", "TqdmProgress", "exact_match", "grid", "includes", "load_tasks", "model_graded",
 ]

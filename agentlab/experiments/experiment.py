@@ -113,6 +113,8 @@ class Experiment:
         self._live: dict[str, Run] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.ledger: TotalLedger | None = None
+        self.spent_before = 0.0
+        """What the folder's runs had spent when the last ``run()`` began (counted against ``max_total_cost``)."""
 
     # ------------------------------------------------------------- the grid
     @property
@@ -158,7 +160,15 @@ class Experiment:
         return run_to_end(self.arun(), cancel=self.stop, result=self.result)
 
     async def arun(self) -> ExperimentResult:
-        """Run every unfinished cell on the current event loop; returns the result of all cells."""
+        """Run every unfinished cell on the current event loop; returns the result of all cells.
+
+        The folder is this process's while it runs: another process (or a
+        second run of it here) gets :class:`~.folder.FolderInUse` at once.
+        """
+        with self.folder.own():
+            return await self._arun()
+
+    async def _arun(self) -> ExperimentResult:
         self._stop.clear()
         self._loop = asyncio.get_running_loop()
         spec = spec_of(self.tasks, self.configs, self.repeats)
@@ -168,8 +178,9 @@ class Experiment:
         wanted = {(c.task.id, c.config.name, c.repeat) for c in cells}
         kept = {k: v for k, v in kept.items() if k in wanted}
         todo = [c for c in cells if (c.task.id, c.config.name, c.repeat) not in kept]
-        spent_before = sum(r.get("cost", 0.0) + r.get("score_cost", 0.0) for r in kept.values())
-        self.ledger = ledger = TotalLedger(self.max_total_cost, spent_before)
+        # Everything the folder's runs spent, a call in flight at a crash included (its reservation, from its trace).
+        self.spent_before = self.folder.spent(kept).total
+        self.ledger = ledger = TotalLedger(self.max_total_cost, self.spent_before)
         self._attach_progress()
         rows: dict[tuple[str, str, int], dict[str, Any]] = dict(kept)
         out = self.folder.appender()
@@ -194,7 +205,7 @@ class Experiment:
             if self.backend == "ray":
                 from .ray import run_ray
 
-                await run_ray(todo, runner, ledger, self.concurrency, started, finished, exhausted, self._stop.is_set)
+                await run_ray(todo, runner, ledger, self.concurrency, started, finished, exhausted, self._stop.is_set, self.folder.traces)
             else:
                 from .local import run_local
 
