@@ -119,8 +119,18 @@ class Experiment:
     # ------------------------------------------------------------- the grid
     @property
     def cells(self) -> list[Cell]:
-        """Every cell, config-major (so early rows cover every task of the first config)."""
+        """Every cell, config-major: the order of the rows (cells run in :attr:`schedule` order)."""
         return [Cell(t, c, r) for c in self.configs for t in self.tasks for r in range(self.repeats)]
+
+    @property
+    def schedule(self) -> list[Cell]:
+        """The order cells run in: round-robin, every config on a task before the next task.
+
+        A grid cut short (by the total, the deadline or Stop) then leaves
+        every config with about as many runs, on the same tasks, so the
+        configs can still be compared (``cells`` keeps the rows' order).
+        """
+        return [Cell(t, c, r) for r in range(self.repeats) for t in self.tasks for c in self.configs]
 
     def subscribe(self, callback: ExperimentSubscriber) -> Callable[[], None]:
         """Call ``callback(ExperimentEvent)`` for the experiment's events; returns an unsubscribe function."""
@@ -177,7 +187,7 @@ class Experiment:
         cells = self.cells
         wanted = {(c.task.id, c.config.name, c.repeat) for c in cells}
         kept = {k: v for k, v in kept.items() if k in wanted}
-        todo = [c for c in cells if (c.task.id, c.config.name, c.repeat) not in kept]
+        todo = [c for c in self.schedule if (c.task.id, c.config.name, c.repeat) not in kept]
         # Everything the folder's runs spent, a call in flight at a crash included (its reservation, from its trace).
         self.spent_before = self.folder.spent(kept).total
         self.ledger = ledger = TotalLedger(self.max_total_cost, self.spent_before)
