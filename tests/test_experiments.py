@@ -501,3 +501,24 @@ def test_repeat_spread_separates_repeats_of_a_task_from_differences_between_task
     assert spread.loc["a", "cost_sd_within"] == pytest.approx(0.001)
     assert spread.loc["a", "cost_sd_between"] > 50 * spread.loc["a", "cost_sd_within"]
     assert spread.loc["a", "success_sd_within"] == 0.0
+
+
+def test_a_stream_cut_short_by_stop_is_charged_to_the_shared_total():
+    """The part of a streamed reply that arrived before Stop was paid for: the experiment's ledger counts it."""
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, streamed
+
+    ledger = TotalLedger(1.0)
+    with MessagesServer([streamed(reply("word " * 400), chunk=10, hold_after=6, hold=30)]) as server:
+
+        async def main():
+            run = agentlab.Run("Where?", model=AnthropicModel(client=server.client()), prices=PRICES, ledger=ledger)
+            run.subscribe(lambda e: run.cancel() if e.kind == "model_delta" else None)
+            try:
+                return await run.run()
+            finally:
+                ledger.release(run.run_id)  # what an experiment does as a run ends
+
+        result = asyncio.run(main())
+    assert result.reason == "cancelled" and result.cost > 0
+    assert ledger.spent == pytest.approx(result.cost) and ledger.reserved == pytest.approx(0.0, abs=1e-12)
