@@ -16,6 +16,11 @@ Counted, per round, with the goals of issue 24:
 * **overspend**: all the folder's traces together spent more than ``max_total_cost``;
 * **cells run twice / lost**: after the resume, each cell has exactly one
   finished row, and no cell that had finished before the kill ran again.
+
+:func:`ray_rows` does the same for Ray workers killed mid-call (real local
+Ray; skipped at the quick size, since starting Ray takes seconds): the lost
+cell's row must cost what its trace shows, nothing may stay reserved, the
+ledger must equal the traces, and a resume must finish every cell.
 """
 
 from __future__ import annotations
@@ -34,7 +39,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .report import Row, judged
+from .report import Row, judged, missing
 
 CHILD = textwrap.dedent('''
     import asyncio, os, sys
@@ -92,19 +97,8 @@ class Tally:
 
 
 def _trace_money(folder: Path) -> float:
-    """Dollars the folder's trace files show: calls' costs, plus a reservation with no reply and no run end."""
-    total = 0.0
-    for f in [*(folder / "traces").glob("*.jsonl"), *(folder / "attempts").glob("*.jsonl")]:
-        events = []
-        for line in f.read_bytes().splitlines():
-            try:
-                events.append(json.loads(line))
-            except ValueError:
-                continue
-        total += sum(e.get("cost", 0.0) for e in events if e.get("kind") == "model_called")
-        if events and events[-1].get("kind") == "model_request":
-            total += events[-1].get("reserved", 0.0)
-    return total
+    """Dollars the folder's trace files show (earlier attempts included)."""
+    return _trace_money_files([*(folder / "traces").glob("*.jsonl"), *(folder / "attempts").glob("*.jsonl")])
 
 
 def _round(seed: int, base: Path, script: Path, tally: Tally) -> None:
@@ -196,3 +190,107 @@ async def folder_rows(rounds: int) -> list[Row]:
             f"{tally.twice} run twice · {tally.lost} rounds with a cell lost", "0", judged(tally.twice + tally.lost == 0),
             extra={"size": size}),
     ]
+
+
+def _ray_round(seed: int, base: Path, tally: Tally) -> None:
+    import agentlab as al
+
+    rnd = random.Random(seed)
+    folder = base / f"ray{seed}"
+    folder.mkdir()
+    n = rnd.randint(3, 6)
+    doomed = {f"t{i}": rnd.randint(1, 2) for i in rnd.sample(range(n), rnd.randint(1, 2))}  # task -> call it dies in
+
+    def factory(task: Any, seed: int) -> Any:
+        def fn(messages: Any, tools: Any) -> Any:
+            calls = sum(1 for m in messages if m["role"] == "assistant") + 1
+            marker = folder / f"killed-{task.id}"
+            if doomed.get(task.id) == calls and not marker.exists():
+                marker.write_text("x")
+                os.kill(os.getpid(), signal.SIGKILL)  # the worker dies with this call in flight
+            words = 10 + (seed + calls * 7) % 90
+            return al.reply("x " * words, ("lookup", {"key": "k"})) if calls < 3 else al.reply("done " * words)
+
+        return al.FunctionModel(fn)
+
+    @al.tool
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        return "v " * 20
+
+    def build() -> Any:
+        return al.Experiment(
+            [{"id": f"t{i}", "input": f"q{i} {seed}"} for i in range(n)], {"a": {"prices": al.Prices(3, 15), "max_tokens": 300}},
+            tools=[lookup], model=factory, folder=folder, backend="ray", concurrency=2, progress=False,
+            max_total_cost=rnd.uniform(0.05, 0.2),
+        )
+
+    exp_folder = folder / "experiment"
+    first = build()
+    runs = first.run().runs
+    tally.rounds += 1
+    lost = runs[runs["reason"] == "worker failed"]
+    tally.kills_in_flight += len(lost)
+    for _, row in lost.iterrows():
+        shown = _trace_money_of(exp_folder / "traces" / f"{row['run_id']}.jsonl")
+        if abs(row["cost"] - shown) > 1e-9:
+            tally.forgotten.append(abs(row["cost"] - shown))
+            tally.notes.append(f"round {seed}: lost cell billed ${row['cost']:.6f}, trace shows ${shown:.6f}")
+    assert first.ledger is not None
+    if first.ledger.reserved > 1e-12 or abs(first.ledger.spent - _trace_money(exp_folder)) > 1e-9:
+        tally.forgotten.append(first.ledger.reserved + abs(first.ledger.spent - _trace_money(exp_folder)))
+    second = build()
+    again = second.run().runs.set_index("task_id")
+    for task in lost["task_id"]:  # each lost cell ran again: done, or refused by the total (never still "worker failed")
+        if task not in again.index or again.loc[task, "reason"] not in ("done", "experiment budget"):
+            tally.lost += 1
+    total = _trace_money(exp_folder)
+    if total > second.max_total_cost + 1e-9:
+        tally.overspend.append(total - second.max_total_cost)
+
+
+def _trace_money_of(path: Path) -> float:
+    return _trace_money_files([path])
+
+
+def _trace_money_files(files: list[Path]) -> float:
+    """Dollars these trace files show: calls' costs, plus a reservation with no reply and no run end."""
+    total = 0.0
+    for f in files:
+        events = []
+        for line in f.read_bytes().splitlines():
+            try:
+                events.append(json.loads(line))
+            except ValueError:
+                continue
+        total += sum(e.get("cost", 0.0) for e in events if e.get("kind") == "model_called")
+        if events and events[-1].get("kind") == "model_request":
+            total += events[-1].get("reserved", 0.0)
+    return total
+
+
+async def ray_rows(rounds: int) -> list[Row]:
+    """``rounds`` experiments on the real local Ray, each with one or two workers killed mid-call, then resumed."""
+    key, label, goal = "chaos.ray_workers", "chaos: Ray workers killed mid-call, money or cells lost", "0"
+    if rounds <= 0:
+        return [missing(key, label, goal, "n/a (skipped at quick size: starting Ray takes ~25 s)")]
+    try:
+        import ray
+    except ImportError:
+        return [missing(key, label, goal, "n/a (ray not installed: pip install 'agentlab[ray]')")]
+    started = not ray.is_initialized()
+    if started:
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    tally = Tally()
+    try:
+        with tempfile.TemporaryDirectory(prefix="agentlab-chaos-ray-") as d:
+            for seed in range(rounds):
+                await asyncio.to_thread(_ray_round, seed, Path(d), tally)
+    finally:
+        if started:
+            ray.shutdown()
+    bad = len(tally.forgotten) + len(tally.overspend) + tally.lost
+    return [Row(key, label, bad, "rounds",
+                f"{len(tally.forgotten)} money forgotten · {len(tally.overspend)} over the total · {tally.lost} cells lost, "
+                f"of {tally.rounds} rounds ({tally.kills_in_flight} workers killed)", goal, judged(bad == 0),
+                note="; ".join(tally.notes)[:300], extra={"rounds": tally.rounds, "killed": tally.kills_in_flight})]
