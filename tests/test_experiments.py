@@ -459,7 +459,7 @@ def test_success_means_done_and_scored_a_stopped_run_fails_and_a_cut_run_is_no_s
         ("t1", "b", 0, "error", "fatal", 0.0, None),
     ])
     assert list(success_of(r.runs).fillna(-1)) == [1.0, 0.0, 0.0, -1, -1, -1, 1.0, 0.0]
-    with pytest.warns(agentlab.experiments.results.UnequalSamples, match=r"unequal samples \(a 3, b 2\).*compare"):
+    with pytest.warns(agentlab.experiments.UnequalSamples, match=r"unequal samples \(a 3, b 2\).*compare"):
         s = r.summary()
     assert s.loc["a", "success"] == pytest.approx(1 / 3) and s.loc["a", "samples"] == 3
     assert s.loc["a", "cost_per_success"] == pytest.approx(0.05)  # every dollar a spent, over its one success
