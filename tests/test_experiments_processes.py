@@ -93,11 +93,19 @@ def load(script: Path):
     return mod
 
 
+def _parse(line: bytes) -> dict | None:
+    """One trace line, or None for a line a kill left torn (the lab's reader skips those too)."""
+    try:
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
 def trace_money(folder: Path) -> tuple[float, float]:
     """Read every trace file by hand: (dollars billed, dollars held by a call that has no reply and no run end)."""
     billed = held = 0.0
     for f in [*(folder / "traces").glob("*.jsonl"), *(folder / "attempts").glob("*.jsonl")]:
-        events = [json.loads(line) for line in f.read_bytes().splitlines() if line.strip()]
+        events = [e for e in map(_parse, f.read_bytes().splitlines()) if e is not None]
         billed += sum(e["cost"] for e in events if e["kind"] == "model_called")
         kinds = [e["kind"] for e in events]
         if "run_finished" not in kinds and kinds and kinds[-1] == "model_request":
