@@ -114,7 +114,7 @@ def test_a_ray_worker_returns_at_the_deadline_despite_a_stubborn_tool(local_ray,
     def factory(task, seed):
         return al.ScriptedModel([al.reply(None, ("stubborn", {})), al.reply("never")])
 
-    exp = al.Experiment([{"id": "t0", "input": "q"}], {"a": {"prices": PRICES, "deadline_s": 0.3}}, tools=[stubborn],
+    exp = al.Experiment([{"id": "t0", "input": "q"}], {"a": {"prices": PRICES, "deadline_s": 1.0}}, tools=[stubborn],
                         model=factory, folder=tmp_path, backend="ray", progress=False)
     box: dict = {}
     worker = threading.Thread(target=lambda: box.update(result=exp.run()), daemon=True)
@@ -122,4 +122,4 @@ def test_a_ray_worker_returns_at_the_deadline_despite_a_stubborn_tool(local_ray,
     worker.join(60)
     let_go.write_text("x")
     assert not worker.is_alive(), "the Ray cell waited for the abandoned tool"
-    assert list(box["result"].runs["reason"]) == ["deadline"]
+    assert list(box["result"].runs["reason"]) == ["deadline"] and list(box["result"].runs["steps"]) == [1]
