@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from agentlab import Prices
-from agentlab.experiments.shop_study import shop_experiment
+from agentlab.scenarios.shop_study import shop_experiment
 
 PRICES = Prices(input=3.0, output=15.0)
 

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from ..driver import run_to_end
+from .._runtime.driver import run_to_end
 from ..loop import Run
 from ..pricing import resolve_prices
 from ..vocab import StopReason

@@ -51,7 +51,7 @@ class RemoteLedger:
 
 def _cell_task(runner: CellRunner, cell: Cell, actor: Any) -> dict[str, Any]:
     """One cell in a worker, on the same driver as :func:`agentlab.run` (a stubborn tool cannot hold the worker)."""
-    from ..driver import run_to_end
+    from .._runtime.driver import run_to_end
 
     live: list[Any] = []
 

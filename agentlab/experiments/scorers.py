@@ -83,7 +83,7 @@ class ModelGraded:
 
     def __call__(self, result: Any, task: Task) -> float | None:
         """Grade from a script or a notebook, on the same driver as :func:`agentlab.run` (Ctrl-C stops the grading)."""
-        from ..driver import run_to_end
+        from .._runtime.driver import run_to_end
 
         run = self.grader(result, task)
         return run_to_end(_graded(run), cancel=run.cancel, result=lambda: None)[0]
