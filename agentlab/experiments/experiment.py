@@ -162,7 +162,7 @@ class Experiment:
     def run(self) -> ExperimentResult:
         """Run every unfinished cell, from a script or inside Jupyter (like :func:`agentlab.run`).
 
-        The same driver as :func:`agentlab.run` (:mod:`agentlab.driver`): a
+        The same driver as :func:`agentlab.run` (:mod:`agentlab._runtime.driver`): a
         task a run left behind (a tool that ignores its cancellation) cannot
         hold this call, and Ctrl-C (or interrupting the kernel) stops every run
         at its next safe point and returns what the folder holds.

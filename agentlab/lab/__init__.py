@@ -303,7 +303,7 @@ class Lab:
         if self._loop is not None and self._loop.is_running():  # called from another thread
             self._task = asyncio.run_coroutine_threadsafe(self._drive(single), self._loop)
             return self._task
-        # A script: the one driver (agentlab.driver) runs it, like agentlab.run(); a Ctrl-C stops the run.
+        # A script: the one driver (agentlab._runtime.driver) runs it, like agentlab.run(); a Ctrl-C stops the run.
         return run_to_end(self._drive(single), cancel=self.engine.cancel, result=lambda: self.engine.result)
 
     async def _drive(self, single: bool) -> Result | None:
