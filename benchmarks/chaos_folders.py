@@ -98,22 +98,41 @@ class Tally:
 
 def _trace_money(folder: Path) -> float:
     """Dollars the folder's trace files show (earlier attempts included)."""
-    return _trace_money_files([*(folder / "traces").glob("*.jsonl"), *(folder / "attempts").glob("*.jsonl")])
+    return _trace_money_files(
+        [*(folder / "traces").glob("*.jsonl"), *(folder / "attempts").glob("*.jsonl")]
+    )
 
 
 def _round(seed: int, base: Path, script: Path, tally: Tally) -> None:
     rnd = random.Random(seed)
     folder = base / f"r{seed}"
-    env = {**os.environ, "CHAOS_SEED": str(seed), "HOLD": f"t{rnd.randint(0, 3)}:{rnd.randint(1, 2)}"}
-    first = subprocess.Popen([sys.executable, str(script), str(folder)], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True, env=env)
+    env = {
+        **os.environ,
+        "CHAOS_SEED": str(seed),
+        "HOLD": f"t{rnd.randint(0, 3)}:{rnd.randint(1, 2)}",
+    }
+    first = subprocess.Popen(
+        [sys.executable, str(script), str(folder)],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     try:
         assert first.stdout is not None
-        in_flight = any(line.strip() == "IN FLIGHT" for line in first.stdout)  # blocks until the line (or the end)
+        in_flight = any(
+            line.strip() == "IN FLIGHT" for line in first.stdout
+        )  # blocks until the line (or the end)
         if in_flight:
             tally.kills_in_flight += 1
-            second = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True,
-                                    env={**env, "HOLD": ""}, timeout=120)
+            second = subprocess.run(
+                [sys.executable, str(script), str(folder)],
+                capture_output=True,
+                text=True,
+                env={**env, "HOLD": ""},
+                timeout=120,
+            )
             if second.returncode == 0 or "FolderInUse" not in second.stderr:
                 tally.second_owners += 1
                 tally.notes.append(f"round {seed}: second process exit {second.returncode}")
@@ -132,7 +151,9 @@ def _round(seed: int, base: Path, script: Path, tally: Tally) -> None:
     saved = {k: os.environ.get(k) for k in ("CHAOS_SEED", "HOLD")}
     os.environ["CHAOS_SEED"], os.environ["HOLD"] = str(seed), ""
     try:
-        spec.loader.exec_module(mod)  # the child's module, read here: HOLD is empty, so nothing is held
+        spec.loader.exec_module(
+            mod
+        )  # the child's module, read here: HOLD is empty, so nothing is held
     finally:
         for k, v in saved.items():
             if v is None:
@@ -145,7 +166,9 @@ def _round(seed: int, base: Path, script: Path, tally: Tally) -> None:
     gap = abs(exp.spent_before - spent_in_traces)
     if gap > 1e-6:
         tally.forgotten.append(gap)
-        tally.notes.append(f"round {seed}: resumed with ${exp.spent_before:.6f}, traces show ${spent_in_traces:.6f}")
+        tally.notes.append(
+            f"round {seed}: resumed with ${exp.spent_before:.6f}, traces show ${spent_in_traces:.6f}"
+        )
     total = _trace_money(exp_folder)
     if total > exp.max_total_cost + 1e-9:
         tally.overspend.append(total - exp.max_total_cost)
@@ -180,15 +203,41 @@ async def folder_rows(rounds: int) -> list[Row]:
     size = f"{tally.rounds} rounds ({tally.kills_in_flight} killed with a call in flight)"
     bad_money = len(tally.forgotten) + len(tally.overspend)
     return [
-        Row("chaos.folder_owners", "chaos: a second process ran a held folder", tally.second_owners, "rounds",
-            f"{tally.second_owners} of {tally.kills_in_flight}", "0", judged(tally.second_owners == 0),
-            note="; ".join(tally.notes)[:300], extra={"size": size}),
-        Row("chaos.folder_money", "chaos: SIGKILL then resume, money forgotten or overspent", bad_money, "rounds",
-            f"{len(tally.forgotten)} forgotten · {len(tally.overspend)} over the total, of {tally.rounds}", "0",
-            judged(bad_money == 0), extra={"size": size, "forgotten": tally.forgotten[:5], "overspend": tally.overspend[:5]}),
-        Row("chaos.folder_cells", "chaos: cells run twice or lost across kill and resume", tally.twice + tally.lost, "cells",
-            f"{tally.twice} run twice · {tally.lost} rounds with a cell lost", "0", judged(tally.twice + tally.lost == 0),
-            extra={"size": size}),
+        Row(
+            "chaos.folder_owners",
+            "chaos: a second process ran a held folder",
+            tally.second_owners,
+            "rounds",
+            f"{tally.second_owners} of {tally.kills_in_flight}",
+            "0",
+            judged(tally.second_owners == 0),
+            note="; ".join(tally.notes)[:300],
+            extra={"size": size},
+        ),
+        Row(
+            "chaos.folder_money",
+            "chaos: SIGKILL then resume, money forgotten or overspent",
+            bad_money,
+            "rounds",
+            f"{len(tally.forgotten)} forgotten · {len(tally.overspend)} over the total, of {tally.rounds}",
+            "0",
+            judged(bad_money == 0),
+            extra={
+                "size": size,
+                "forgotten": tally.forgotten[:5],
+                "overspend": tally.overspend[:5],
+            },
+        ),
+        Row(
+            "chaos.folder_cells",
+            "chaos: cells run twice or lost across kill and resume",
+            tally.twice + tally.lost,
+            "cells",
+            f"{tally.twice} run twice · {tally.lost} rounds with a cell lost",
+            "0",
+            judged(tally.twice + tally.lost == 0),
+            extra={"size": size},
+        ),
     ]
 
 
@@ -199,7 +248,9 @@ def _ray_round(seed: int, base: Path, tally: Tally) -> None:
     folder = base / f"ray{seed}"
     folder.mkdir()
     n = rnd.randint(3, 6)
-    doomed = {f"t{i}": rnd.randint(1, 2) for i in rnd.sample(range(n), rnd.randint(1, 2))}  # task -> call it dies in
+    doomed = {
+        f"t{i}": rnd.randint(1, 2) for i in rnd.sample(range(n), rnd.randint(1, 2))
+    }  # task -> call it dies in
 
     def factory(task: Any, seed: int) -> Any:
         def fn(messages: Any, tools: Any) -> Any:
@@ -209,7 +260,11 @@ def _ray_round(seed: int, base: Path, tally: Tally) -> None:
                 marker.write_text("x")
                 os.kill(os.getpid(), signal.SIGKILL)  # the worker dies with this call in flight
             words = 10 + (seed + calls * 7) % 90
-            return al.reply("x " * words, ("lookup", {"key": "k"})) if calls < 3 else al.reply("done " * words)
+            return (
+                al.reply("x " * words, ("lookup", {"key": "k"}))
+                if calls < 3
+                else al.reply("done " * words)
+            )
 
         return al.FunctionModel(fn)
 
@@ -220,8 +275,14 @@ def _ray_round(seed: int, base: Path, tally: Tally) -> None:
 
     def build() -> Any:
         return al.Experiment(
-            [{"id": f"t{i}", "input": f"q{i} {seed}"} for i in range(n)], {"a": {"prices": al.Prices(3, 15), "max_tokens": 300}},
-            tools=[lookup], model=factory, folder=folder, backend="ray", concurrency=2, progress=False,
+            [{"id": f"t{i}", "input": f"q{i} {seed}"} for i in range(n)],
+            {"a": {"prices": al.Prices(3, 15), "max_tokens": 300}},
+            tools=[lookup],
+            model=factory,
+            folder=folder,
+            backend="ray",
+            concurrency=2,
+            progress=False,
             max_total_cost=rnd.uniform(0.05, 0.2),
         )
 
@@ -235,14 +296,23 @@ def _ray_round(seed: int, base: Path, tally: Tally) -> None:
         shown = _trace_money_of(exp_folder / "traces" / f"{row['run_id']}.jsonl")
         if abs(row["cost"] - shown) > 1e-9:
             tally.forgotten.append(abs(row["cost"] - shown))
-            tally.notes.append(f"round {seed}: lost cell billed ${row['cost']:.6f}, trace shows ${shown:.6f}")
+            tally.notes.append(
+                f"round {seed}: lost cell billed ${row['cost']:.6f}, trace shows ${shown:.6f}"
+            )
     assert first.ledger is not None
     if first.ledger.reserved > 1e-12 or abs(first.ledger.spent - _trace_money(exp_folder)) > 1e-9:
-        tally.forgotten.append(first.ledger.reserved + abs(first.ledger.spent - _trace_money(exp_folder)))
+        tally.forgotten.append(
+            first.ledger.reserved + abs(first.ledger.spent - _trace_money(exp_folder))
+        )
     second = build()
     again = second.run().runs.set_index("task_id")
-    for task in lost["task_id"]:  # each lost cell ran again: done, or refused by the total (never still "worker failed")
-        if task not in again.index or again.loc[task, "reason"] not in ("done", "experiment budget"):
+    for task in lost[
+        "task_id"
+    ]:  # each lost cell ran again: done, or refused by the total (never still "worker failed")
+        if task not in again.index or again.loc[task, "reason"] not in (
+            "done",
+            "experiment budget",
+        ):
             tally.lost += 1
     total = _trace_money(exp_folder)
     if total > second.max_total_cost + 1e-9:
@@ -271,7 +341,11 @@ def _trace_money_files(files: list[Path]) -> float:
 
 async def ray_rows(rounds: int) -> list[Row]:
     """``rounds`` experiments on the real local Ray, each with one or two workers killed mid-call, then resumed."""
-    key, label, goal = "chaos.ray_workers", "chaos: Ray workers killed mid-call, money or cells lost", "0"
+    key, label, goal = (
+        "chaos.ray_workers",
+        "chaos: Ray workers killed mid-call, money or cells lost",
+        "0",
+    )
     if rounds <= 0:
         return [missing(key, label, goal, "n/a (skipped at quick size: starting Ray takes ~25 s)")]
     try:
@@ -290,7 +364,17 @@ async def ray_rows(rounds: int) -> list[Row]:
         if started:
             ray.shutdown()
     bad = len(tally.forgotten) + len(tally.overspend) + tally.lost
-    return [Row(key, label, bad, "rounds",
-                f"{len(tally.forgotten)} money forgotten · {len(tally.overspend)} over the total · {tally.lost} cells lost, "
-                f"of {tally.rounds} rounds ({tally.kills_in_flight} workers killed)", goal, judged(bad == 0),
-                note="; ".join(tally.notes)[:300], extra={"rounds": tally.rounds, "killed": tally.kills_in_flight})]
+    return [
+        Row(
+            key,
+            label,
+            bad,
+            "rounds",
+            f"{len(tally.forgotten)} money forgotten · {len(tally.overspend)} over the total · {tally.lost} cells lost, "
+            f"of {tally.rounds} rounds ({tally.kills_in_flight} workers killed)",
+            goal,
+            judged(bad == 0),
+            note="; ".join(tally.notes)[:300],
+            extra={"rounds": tally.rounds, "killed": tally.kills_in_flight},
+        )
+    ]

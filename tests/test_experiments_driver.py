@@ -53,7 +53,9 @@ def within(seconds: float, fn):
     t = threading.Thread(target=target, daemon=True)
     t.start()
     t.join(seconds)
-    assert not t.is_alive(), f"still running after {seconds} s: the entry point waited for an abandoned task"
+    assert not t.is_alive(), (
+        f"still running after {seconds} s: the entry point waited for an abandoned task"
+    )
     if "error" in box:
         raise box["error"]
     return box["value"]
@@ -83,7 +85,10 @@ def calls_stubborn(task=None, seed=0):
 
 
 def test_run_returns_at_the_deadline_despite_a_stubborn_tool(stubborn):
-    result = within(20, lambda: al.run("q", [stubborn], model=calls_stubborn(), trace=False, deadline_s=DEADLINE_S))
+    result = within(
+        20,
+        lambda: al.run("q", [stubborn], model=calls_stubborn(), trace=False, deadline_s=DEADLINE_S),
+    )
     assert result.reason == "deadline" and result.abandoned
 
 
@@ -96,11 +101,19 @@ def test_lab_run_from_a_script_returns_at_the_deadline_despite_a_stubborn_tool(s
 
 def test_experiment_run_returns_at_the_deadline_despite_a_stubborn_tool(stubborn, tmp_path):
     exp = al.Experiment(
-        [{"id": "t0", "input": "q"}, {"id": "t1", "input": "q"}], {"a": {"prices": PRICES, "deadline_s": DEADLINE_S}},
-        tools=[stubborn], model=calls_stubborn, folder=tmp_path, progress=False, concurrency=2,
+        [{"id": "t0", "input": "q"}, {"id": "t1", "input": "q"}],
+        {"a": {"prices": PRICES, "deadline_s": DEADLINE_S}},
+        tools=[stubborn],
+        model=calls_stubborn,
+        folder=tmp_path,
+        progress=False,
+        concurrency=2,
     )
     runs = within(20, exp.run).runs
-    assert list(runs["reason"]) == ["deadline", "deadline"] and list(runs["steps"]) == [1, 1]  # cut off in the tool
+    assert list(runs["reason"]) == ["deadline", "deadline"] and list(runs["steps"]) == [
+        1,
+        1,
+    ]  # cut off in the tool
 
 
 def test_model_graded_called_plainly_returns_despite_a_task_its_model_left_behind():
@@ -115,7 +128,9 @@ def test_model_graded_called_plainly_returns_despite_a_task_its_model_left_behin
                 pass
 
     async def grade(messages, tools):
-        asyncio.get_running_loop().create_task(stubborn())  # a telemetry flush, say, that never ends
+        asyncio.get_running_loop().create_task(
+            stubborn()
+        )  # a telemetry flush, say, that never ends
         return reply("PASS")
 
     scorer = model_graded("is it right?", model=FunctionModel(grade), prices=PRICES)
@@ -129,7 +144,8 @@ def test_model_graded_called_plainly_returns_despite_a_task_its_model_left_behin
 def test_a_loop_closed_by_the_caller_leaves_no_pending_task_at_exit(tmp_path):
     """``loop.run_until_complete(al.arun(...)); loop.close()`` with the real SDK: stderr stays empty at exit."""
     script = tmp_path / "own_loop.py"
-    script.write_text(textwrap.dedent('''
+    script.write_text(
+        textwrap.dedent("""
         import asyncio, gc
         import agentlab as al
         from agentlab.models.anthropic import AnthropicModel
@@ -144,8 +160,11 @@ def test_a_loop_closed_by_the_caller_leaves_no_pending_task_at_exit(tmp_path):
             del loop
             gc.collect()
         print("ok")
-    '''))
-    done = subprocess.run([sys.executable, "-X", "dev", str(script)], capture_output=True, text=True, timeout=120)
+    """)
+    )
+    done = subprocess.run(
+        [sys.executable, "-X", "dev", str(script)], capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert "Task was destroyed" not in done.stderr and "Traceback" not in done.stderr, done.stderr

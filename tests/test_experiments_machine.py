@@ -78,13 +78,22 @@ class FolderMachine(RuleBasedStateMachine):
                 await asyncio.sleep(0)  # let other cells and Stop in between calls
                 n = sum(1 for m in messages if m["role"] == "assistant")
                 size = words + (seed + n) % 50
-                return reply("x " * size, ("lookup", {"key": str(n)})) if n < 2 else reply("done " * size)
+                return (
+                    reply("x " * size, ("lookup", {"key": str(n)}))
+                    if n < 2
+                    else reply("done " * size)
+                )
 
             return FunctionModel(fn)
 
         return al.Experiment(
-            [{"id": f"t{i}", "input": f"q{i}"} for i in range(self.n)], {"a": {"prices": PRICES, "max_tokens": 300}},
-            tools=[lookup], model=factory, folder=self.base, concurrency=concurrency, progress=False,
+            [{"id": f"t{i}", "input": f"q{i}"} for i in range(self.n)],
+            {"a": {"prices": PRICES, "max_tokens": 300}},
+            tools=[lookup],
+            model=factory,
+            folder=self.base,
+            concurrency=concurrency,
+            progress=False,
             max_total_cost=self.total,
         )
 
@@ -96,7 +105,11 @@ class FolderMachine(RuleBasedStateMachine):
     def setup(self, total: float, n: int, words: int) -> None:
         self.total, self.n, self.words = total, n, words
 
-    @rule(concurrency=st.integers(1, 4), stop_after=st.one_of(st.none(), st.integers(0, 4)), contend=st.booleans())
+    @rule(
+        concurrency=st.integers(1, 4),
+        stop_after=st.one_of(st.none(), st.integers(0, 4)),
+        contend=st.booleans(),
+    )
     def run_again(self, concurrency: int, stop_after: int | None, contend: bool) -> None:
         exp = self.build(concurrency)
         before = trace_money(self.folder) if self.folder.exists() else 0.0
@@ -116,15 +129,23 @@ class FolderMachine(RuleBasedStateMachine):
                     refused.append(True)
             elif e.kind == "cell_finished":
                 finished += 1
-            if stop_after is not None and finished >= stop_after and e.kind in ("cell_started", "cell_finished"):
+            if (
+                stop_after is not None
+                and finished >= stop_after
+                and e.kind in ("cell_started", "cell_finished")
+            ):
                 exp.stop()
 
         exp.subscribe(watch)
         calls_before = len(self.calls)
         result = exp.run()
-        assert opening == [pytest.approx(before, abs=1e-9)]  # the ledger opened with everything spent so far
+        assert opening == [
+            pytest.approx(before, abs=1e-9)
+        ]  # the ledger opened with everything spent so far
         assert all(refused)
-        assert not set(self.calls[calls_before:]) & self.finished  # a finished cell never runs again
+        assert (
+            not set(self.calls[calls_before:]) & self.finished
+        )  # a finished cell never runs again
         after = trace_money(self.folder)
         assert after <= self.total + 1e-9
         assert exp.ledger is not None and exp.ledger.spent == pytest.approx(after, abs=1e-9)
