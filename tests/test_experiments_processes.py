@@ -223,3 +223,30 @@ def test_sigkill_mid_call_then_resume_counts_every_cent_the_traces_show(script, 
     )  # the ledger and the traces agree
     assert exp.ledger.spent <= total + 1e-12
     assert exp.ledger.reserved == pytest.approx(0.0, abs=1e-12)
+
+
+def test_ctrl_c_stops_an_experiment_at_safe_points_keeps_its_rows_and_a_rerun_finishes(
+    script, tmp_path
+):
+    """SIGINT mid-call: Experiment.run() (on the lab's driver) stops every run, saves every row, and returns."""
+    folder = tmp_path / "exp"
+    proc = start(script, folder, HOLD="t2:1")
+    try:
+        wait_in_flight(proc)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    assert "FINISHED" in out and "Traceback" not in err
+    rows = {r["task_id"]: r for r in rows_of(folder / "experiment")}
+    assert (
+        rows["t2"]["reason"] == "cancelled"
+    )  # the run in flight ended as Stopped("cancelled"), and says so
+    assert {r["reason"] for r in rows.values()} <= {"done", "cancelled"}
+    assert sorted(rows) == [
+        f"t{i}" for i in range(6)
+    ]  # every cell has its row: finished, cut, or not started
+
+    result = load(script).build(folder).run()
+    assert (result.runs["outcome"] == "done").all()
