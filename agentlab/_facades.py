@@ -60,7 +60,13 @@ async def arun(
     cancellation on, as asyncio expects. ``model`` is required: a model id
     (Claude; needs ``ANTHROPIC_API_KEY``), ``"offline"``, or a model object.
     """
-    return await _to_end(*_prepare(task, tools, trace, model, collect(locals())))
+    r, writer = _prepare(task, tools, trace, model, collect(locals()))
+    try:
+        return await _to_end(r, writer)
+    finally:  # the caller's loop may be closed next, cancelling nothing: close what the run opened on it
+        close_pool = getattr(r.model, "close_pool", None)
+        if close_pool is not None:
+            await close_pool()
 
 
 @documented

@@ -406,18 +406,31 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     if getattr(args, "fn", None) is None:
         parser.print_help(out)
         return 0
+    from .errors import AgentlabError
+
     try:
         return args.fn(args, out, err)
-    except (KeyError, ValueError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"agentlab {args.command}: {message}", file=err)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=err)
-        return 130
     except BrokenPipeError:  # `agentlab report X | head`: the reader left, which is fine
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
         return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=err)
+        return 130
+    except (KeyError, ValueError, TypeError, OSError, ImportError, AgentlabError) as exc:  # bad input: one line, exit 2
+        print(f"agentlab {args.command}: {error_line(exc)}", file=err)
+        return 2
+
+
+def error_line(exc: BaseException) -> str:
+    """An error as one line for a terminal: what failed and on which file, with no traceback."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+        text = f"{exc.strerror}: {where}" if where else exc.strerror
+    elif isinstance(exc, KeyError) and exc.args:
+        text = str(exc.args[0])
+    else:
+        text = str(exc) or type(exc).__name__
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,7 +21,9 @@ this list equal to the vocabulary and to what the engine emits:
                     guard_basis (exact | bounded | estimated),
                     guard_input_tokens, guard_fees, and, when it asked for
                     an exact count, count_latency (and count_error if the
-                    count failed)
+                    count failed); in a run sharing a total (an
+                    experiment), reserved: the dollars held for this call
+                    before it was sent
 ``model_retry``     attempt, error, wait (request="count_tokens" when an
                     exact count was retried)
 ``model_delta``     index, type (text | thinking | tool_input), text: one

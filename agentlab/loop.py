@@ -369,10 +369,12 @@ class Run:
         # 2. The model call.
         self.steps += 1
         self.phase = "calling model"
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info)
+        # The reservation is in the trace before the call is sent: a resumed experiment counts it if no cost follows.
+        held_extra = {"reserved": reserved} if reserved else {}
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info, **held_extra)
         t_call = self.clock.now()
         try:
-            reply = await self._call_model(max_tokens)
+            reply = await self._call_model(max_tokens, reserved)
         except DeadlineExceeded as exc:
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
@@ -452,7 +454,7 @@ class Run:
             retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
         )
 
-    async def _call_model(self, max_tokens: int) -> Reply:
+    async def _call_model(self, max_tokens: int, reserved: float = 0.0) -> Reply:
         t_call, parts = self.clock.now(), Fragments()
 
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
@@ -467,6 +469,7 @@ class Run:
                 self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
                 self.input_tokens += cut["usage"]["input_tokens"]
                 self.output_tokens += cut["usage"]["output_tokens"]
+                self._ledger.settle(self.run_id, reserved, cut["cost"])  # the shared total counts the part it paid for
                 self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
             raise
 

@@ -28,6 +28,7 @@ from types import EllipsisType
 from typing import Any
 
 from .._options import DEFAULTS, collect, documented
+from .._runtime.driver import run_to_end
 from ..approval import Ask
 from ..budget import CostGuard
 from ..clock import Clock
@@ -332,7 +333,8 @@ class Lab:
         if self._loop is not None and self._loop.is_running():  # called from another thread
             self._task = asyncio.run_coroutine_threadsafe(self._drive(single), self._loop)
             return self._task
-        return asyncio.run(self._drive(single))
+        # A script: the one driver (agentlab._runtime.driver) runs it, like agentlab.run(); a Ctrl-C stops the run.
+        return run_to_end(self._drive(single), cancel=self.engine.cancel, result=lambda: self.engine.result)
 
     async def _drive(self, single: bool) -> Result | None:
         run = self.engine
