@@ -206,11 +206,15 @@ def test_mini_swe_agent_usage_maps_openai_fields_and_keeps_the_recorded_cost():
     assert trace.step(1).calls[0]["result"].startswith("<returncode>")
 
 
-def test_steps_of_a_model_with_no_known_price_have_no_cost_and_say_so():
+def test_a_run_whose_model_has_no_known_price_costs_nan_everywhere_not_zero_and_says_so():
     trace = load_recorded(MINI_OLD)  # an early trajectory: no model name, no usage
     assert trace.steps["cost"].isna().all()
+    assert trace.steps["cumulative_cost"].isna().all()
+    assert math.isnan(trace.summary["cost"])
+    assert math.isnan(Traces([trace], FIX).runs["cost"].iloc[0])
+    assert trace.finished["spent"] is None  # unknown, not $0
     notes = " ".join(trace.started["recorded"]["notes"])
-    assert "no known price" in notes and "NaN" in notes
+    assert "no price for model" in notes and "NaN" in notes
     assert "estimated" in notes
     assert trace.steps["estimated"].all()
 

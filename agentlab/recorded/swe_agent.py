@@ -42,6 +42,9 @@ from .build import (
 
 MINI = "mini-swe-agent"
 SWE = "swe-agent"
+# SWE-agent writes these into the history itself when it stops on an error (context
+# window, cost limit...): an assistant message no model wrote, not an API call
+_EXIT = re.compile(r"^\s*(?:Exit due to|Exiting due to|Exiting agent due to) ")
 _BASH = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
 
 
@@ -104,10 +107,15 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
     initial: list[dict[str, Any]] = []
     steps: list[RecordedStep] = []
     t0: float | None = None
-    for m in messages:
+    last_assistant = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"), default=-1)
+    synthetic = 0
+    for n, m in enumerate(messages):
         if not isinstance(m, dict):
             continue
         role = m.get("role")
+        if role == "assistant" and n == last_assistant and _is_synthetic_exit(m):
+            synthetic += 1
+            continue
         if role == "system" and not steps and system is None:
             system = _text(m.get("content"))
             continue
@@ -163,14 +171,30 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
         "exit_status": exit_status, "api_calls": stats.get("api_calls"),
         "recorded_tokens_sent": stats.get("tokens_sent"), "recorded_tokens_received": stats.get("tokens_received"),
         "trajectory_format": doc.get("trajectory_format"), "instance_id": doc.get("instance_id"),
+        "synthetic_messages": synthetic or None,
+    }
+    totals = {
+        k: float(v) for k, v in (
+            ("model_calls", stats.get("api_calls")), ("cost", total),
+            ("input_tokens", stats.get("tokens_sent")), ("output_tokens", stats.get("tokens_received")),
+        ) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
     }
     return RecordedRun(
         run_id=_run_id(file), format=fmt, source=str(file), messages=initial, steps=steps,
         task=first_text(initial)[:500], system=system, model=model, outcome=outcome,
         reason="" if outcome == "done" else exit_status, detail=f"exit status: {exit_status}" if exit_status else "",
         recorded_cost=float(total) if isinstance(total, (int, float)) else None,
-        meta={k: v for k, v in meta.items() if v is not None},
+        meta={k: v for k, v in meta.items() if v is not None}, totals=totals,
     )
+
+
+def _is_synthetic_exit(m: dict[str, Any]) -> bool:
+    """SWE-agent's own "Exit due to context window" (and kin) message: no tool call, no model response."""
+    if m.get("tool_calls"):
+        return False
+    if (m.get("extra") or {}).get("response"):
+        return False
+    return bool(_EXIT.match(_text(m.get("content")) or str(m.get("thought") or "")))
 
 
 def _finish(reason: str) -> str:
