@@ -127,6 +127,7 @@ def summarize(
                 _num(e.get("latency", 0.0)), n_calls, str(e.get("stop_reason") or ""), bool(e.get("estimated")),
                 float(e["t"]),
                 _num(e.get("server_tool_cost", 0.0)),  # web searches etc., billed per request; included in cost
+                _num(e.get("recorded_cost")),  # what an imported record says the call cost, beside the repriced cost
             ))
         elif kind == "tool_started":
             open_calls[e["call_id"]] = e
@@ -166,6 +167,7 @@ def summarize(
         "nudges": nudges,
         "max_steps": _num(limits.get("max_steps")), "max_cost": _num(limits.get("max_cost")),
         "deadline_s": _num(limits.get("deadline_s")), "file": "" if file is None else str(file),
+        "recorded_cost": _num((started.get("recorded") or {}).get("recorded_cost")),
     }
     return run, steps, calls
 
@@ -193,12 +195,14 @@ RUNS_COLUMNS = {
     "output_tokens": "int64", "cache_write_tokens": "int64", "cache_read_tokens": "int64",
     "seconds": "float64", "started_at": "datetime64[ns, UTC]", "nudges": "int64",
     "max_steps": "float64", "max_cost": "float64", "deadline_s": "float64", "file": "str",
+    "recorded_cost": "float64",
 }
 STEPS_COLUMNS = {
     "run_id": "str", "step": "int64", "input_tokens": "int64", "output_tokens": "int64",
     "cache_write_tokens": "int64", "cache_read_tokens": "int64", "context_tokens": "int64",
     "cost": "float64", "cumulative_cost": "float64", "latency": "float64", "tool_calls": "int64",
     "stop_reason": "str", "estimated": "bool", "t": "float64", "server_tool_cost": "float64",
+    "recorded_cost": "float64",
 }
 CALLS_COLUMNS = {
     "run_id": "str", "step": "int64", "call_id": "str", "index": "int64", "tool": "str", "mode": "str",
