@@ -321,3 +321,260 @@ def test_top_level_names_reach_the_importer_replay_and_fork():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert not math.isnan(load_recorded(MINI).summary["cost"])
+
+
+# ------------------------------------------------------------ counted once
+SUB = CC / SESSION.stem / "subagents" / "agent-aac57f5.jsonl"
+
+
+def _session_folder(tmp_path: Path) -> Path:
+    """A project folder holding the real session, its real subagent, and a compaction helper
+    written the way Claude Code 2.1.8x writes one: copies of the parent's lines (same uuid,
+    same message.id), then the helper's own call."""
+    root = tmp_path / "project"
+    subs = root / SESSION.stem / "subagents"
+    subs.mkdir(parents=True)
+    shutil.copy(SESSION, root / SESSION.name)
+    shutil.copy(SUB, subs / SUB.name)
+    parent = [json.loads(x) for x in SESSION.read_text().splitlines()]
+    own = [json.loads(x) for x in (CC / SESSION.stem / "subagents" / "agent-acompact-946d2b.jsonl").read_text().splitlines()]
+    copies = [dict(d, isSidechain=True, agentId="acompact-946d2b") for d in parent[:120]]
+    (subs / "agent-acompact-946d2b.jsonl").write_text("\n".join(json.dumps(d) for d in copies + own) + "\n")
+    return root
+
+
+def test_a_compaction_helper_that_copies_its_parent_counts_each_call_once(tmp_path):
+    root = _session_folder(tmp_path)
+    traces = load_recorded(root)
+    helper = traces[f"{SESSION.stem}-agent-acompact-946d2b"]
+    own_calls = {json.loads(x)["message"]["id"] for x in (CC / SESSION.stem / "subagents" / "agent-acompact-946d2b.jsonl").read_text().splitlines() if '"assistant"' in x}
+    assert len(helper) == len(own_calls) == 1  # only the helper's own call is its run's
+    copies = [x for x in SESSION.read_text().splitlines()[:120] if '"uuid"' in x]
+    assert helper.started["recorded"]["copied_lines"] == len(copies) > 100
+    # every API call of the session is counted once across all its files
+    ids = [e["request_id"] for t in traces for e in t.records if e["kind"] == "model_called"]
+    assert len(ids) == len(set(ids))
+    main_calls = plain_claude_code_calls(SESSION)
+    assert sum(len(t) for t in traces if "agent-" not in t.run_id) == len(main_calls)
+
+
+def test_claude_code_2_0_subagents_beside_the_session_are_linked_in_both_layouts(tmp_path):
+    root = tmp_path / "p"
+    root.mkdir()
+    shutil.copy(SESSION, root / SESSION.name)
+    shutil.copy(SUB, root / "agent-aac57f5.jsonl")  # 2.0.x: beside the session, same sessionId
+    for path in (root, root / SESSION.name):  # the folder, and the session file alone
+        traces = load_recorded(path)
+        sub = traces[f"{SESSION.stem}-agent-aac57f5"]
+        assert sub.started["parent"]["run_id"] == SESSION.stem
+        assert sub.started["parent"]["tool_use_id"] in [b["id"] for b in traces[SESSION.stem].step(sub.started["parent"]["step"]).tool_uses]
+        assert len(sub) == len(load_recorded(SUB))
+
+
+def _sse(message: dict) -> str:
+    """The event stream the Messages API sends for ``message`` (the shapes of the SDK's stream events)."""
+    u = message["usage"]
+    start = {**message, "content": [], "stop_reason": None, "usage": {**u, "output_tokens": 1}}
+    events = [("message_start", {"type": "message_start", "message": start})]
+    for i, b in enumerate(message["content"]):
+        if b["type"] == "text":
+            events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": b["text"]}})]
+        elif b["type"] == "tool_use":
+            events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": {**b, "input": {}}}),
+                       ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}})]
+        events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
+    events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason") or "end_turn"}, "usage": {"output_tokens": u["output_tokens"]}}),
+               ("message_stop", {"type": "message_stop"})]
+    return "".join(f"event: {k}\ndata: {json.dumps(v)}\n\n" for k, v in events)
+
+
+@pytest.mark.parametrize("form", ["string", "spread"])
+def test_a_line_holding_an_sse_stream_as_a_string_gives_the_streams_real_usage(tmp_path, form):
+    lines = [json.loads(x) for x in TOOL_HEAVY.read_text().splitlines()]
+    expected = plain_claude_code_calls(TOOL_HEAVY)
+    out = []
+    for d in lines:
+        if d.get("type") == "assistant":
+            text = _sse(d["message"])
+            d = dict(d, message=text if form == "string" else {str(i): c for i, c in enumerate(text)})
+        out.append(d)
+    f = tmp_path / "proxied.jsonl"
+    f.write_text("\n".join(json.dumps(d) for d in out) + "\n")
+    trace = load_recorded(f)
+    assert len(trace) == len(expected)
+    assert list(trace.steps["output_tokens"]) == [c["usage"]["output_tokens"] for c in expected]
+    assert list(trace.steps["cache_read_tokens"]) == [c["usage"]["cache_read_input_tokens"] for c in expected]
+    assert not trace.steps["estimated"].any()
+    assert [c["tool"] for c in trace.step(3).calls] == ["WebSearch", "Glob"]
+
+
+def test_swe_agents_synthetic_exit_message_is_not_a_model_call(tmp_path):
+    doc = json.loads(SWE.read_text())
+    doc["history"].append({"role": "assistant", "content": "Exit due to context window", "thought": "Exit due to context window",
+                           "action": "", "agent": "main", "message_type": "action"})
+    doc["info"]["exit_status"] = "exit_context"
+    calls = [m for m in json.loads(SWE.read_text())["history"] if m["role"] == "assistant"]
+    f = tmp_path / "ctx.traj"
+    f.write_text(json.dumps(doc))
+    trace = load_recorded(f)
+    assert len(trace) == len(calls)  # the record's own exit message added no step
+    assert trace.started["recorded"]["synthetic_messages"] == 1
+
+
+def test_a_record_whose_counters_disagree_with_the_calls_found_says_so_and_uses_its_totals(tmp_path):
+    doc = json.loads(MINI.read_text())  # api_calls 17; drop five replies the way 2.x drops replies without a tool call
+    stats = doc["info"]["model_stats"]
+    kept, dropped = [], 0
+    for m in doc["messages"]:
+        if m["role"] == "assistant" and dropped < 5 and len(kept) > 4:
+            dropped += 1
+            continue
+        kept.append(m)
+    doc["messages"] = kept
+    f = tmp_path / "mini2.traj.json"
+    f.write_text(json.dumps(doc))
+    trace = load_recorded(f)
+    assert len(trace) == stats["api_calls"] - 5
+    notes = " ".join(trace.started["recorded"]["notes"])
+    assert f"counts {stats['api_calls']} API calls but holds {stats['api_calls'] - 5} replies" in notes
+    assert trace.summary["model_calls"] == stats["api_calls"]
+    assert trace.summary["cost"] == pytest.approx(stats["instance_cost"])
+
+
+# ------------------------------------------------------------ never a crash, never a silent guess
+def test_a_folder_of_good_files_stubs_empty_and_unknown_files_imports_every_good_run(tmp_path):
+    root = tmp_path / "mix"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    shutil.copy(TOOL_HEAVY, root / "a" / "tool_heavy.jsonl")
+    shutil.copy(MINI, root / "b" / MINI.name)
+    (root / "empty.jsonl").write_text("")
+    (root / "teleported.jsonl").write_text('{"type":"teleported-from"}\n')
+    (root / "notes.json").write_text('{"hello": "world"}')
+    (root / "broken.traj.json").write_text('{"messages": [')
+    # a real session whose first line is longer than 64 KiB (a big queue-operation)
+    first = json.loads(TOOL_HEAVY.read_text().splitlines()[0])
+    big = {"type": "queue-operation", "operation": "enqueue", "content": "x" * 80_000, "sessionId": first.get("sessionId")}
+    (root / "long_first.jsonl").write_text(json.dumps(big) + "\n" + TOOL_HEAVY.read_text())
+    from agentlab.recorded import ImportReport, SkippedFileWarning
+
+    report = ImportReport()
+    with pytest.warns(SkippedFileWarning) as caught:
+        traces = load_recorded(root, report=report)
+    assert sorted(t.run_id for t in traces) == ["django__django-16255", "long_first", "tool_heavy"]
+    assert len(traces["long_first"]) == len(traces["tool_heavy"]) == 4
+    skipped = {p.name: why for p, why in report.skipped}
+    assert set(skipped) == {"empty.jsonl", "teleported.jsonl", "notes.json", "broken.traj.json"}
+    assert "empty" in skipped["empty.jsonl"] and "not a recorded run" in skipped["teleported.jsonl"]
+    assert len(caught) == 4 and all(str(root) in str(w.message) for w in caught)
+    assert (report.files_read, report.runs) == (7, 3)
+
+
+def test_agentlab_import_reports_files_read_runs_made_and_files_skipped(tmp_path, capsys):
+    from agentlab.cli import main
+
+    root = tmp_path / "in"
+    root.mkdir()
+    shutil.copy(TOOL_HEAVY, root / "s.jsonl")
+    (root / "x.jsonl").write_text('{"type":"teleported-from"}\n')
+    assert main(["import", str(root), "--out", str(tmp_path / "runs")]) == 0
+    out = capsys.readouterr().out
+    assert "2 file(s) read, 1 run(s) made, 1 skipped" in out
+    assert f"skipped {root / 'x.jsonl'}: not a recorded run" in out
+
+
+def test_the_report_of_an_unpriced_imported_run_says_no_price_instead_of_crashing(tmp_path, capsys):
+    from agentlab.cli import main
+
+    assert main(["import", str(MINI_OLD), "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert main(["report", MINI_OLD.name.removesuffix(".traj.json"), "--runs", str(tmp_path)]) == 0
+    text = capsys.readouterr().out
+    assert "no price for model" in text and "$0.0000" not in text
+
+
+def test_the_recorded_cost_stays_beside_the_repriced_one_in_steps_and_runs():
+    trace = load_recorded(MINI)
+    doc = json.loads(MINI.read_text())
+    recorded = [m["extra"]["response"]["usage"]["cost"] for m in doc["messages"] if m["role"] == "assistant"]
+    assert list(trace.steps["recorded_cost"]) == pytest.approx(recorded)
+    runs = Traces([trace], FIX).runs
+    assert runs["recorded_cost"].iloc[0] == pytest.approx(doc["info"]["model_stats"]["instance_cost"])
+    assert runs["cost"].iloc[0] == pytest.approx(trace.steps["cost"].sum())  # repriced, beside it
+
+
+@pytest.mark.parametrize("model", ["openrouter/x-ai/grok-4-fast", "qwen/qwen3-coder"])
+def test_models_routed_through_openrouter_get_openrouters_prices(tmp_path, model):
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    doc = json.loads(MINI.read_text())
+    doc["info"]["config"]["model"]["model_name"] = model
+    for m in doc["messages"]:
+        if m["role"] == "assistant":
+            m["extra"]["response"]["model"] = model
+    f = tmp_path / "routed.traj.json"
+    f.write_text(json.dumps(doc))
+    trace = load_recorded(f)
+    assert not trace.steps["cost"].isna().any()
+    row = trace.steps.iloc[0]
+    ref = model.removeprefix("openrouter/")
+    expected = calc_price(GUsage(input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
+                                 cache_read_tokens=int(row["cache_read_tokens"])), model_ref=ref, provider_id="openrouter")
+    assert row["cost"] == pytest.approx(float(expected.total_price))
+
+
+def test_a_fork_of_a_record_without_usage_uses_the_run_default_max_tokens_not_one_derived_from_the_record():
+    from agentlab.forking import fork
+
+    trace = load_recorded(MINI_OLD)  # no usage recorded at all
+    branch = fork(trace, at_step=2, model=agentlab.ScriptedModel([agentlab.reply("done")]))
+    import inspect
+
+    assert branch.max_tokens == inspect.signature(agentlab.Run).parameters["max_tokens"].default
+    assert fork(trace, at_step=2, max_tokens=321, model=agentlab.ScriptedModel([agentlab.reply("ok")])).max_tokens == 321
+
+
+def test_a_one_line_subagent_file_replays_its_reply(tmp_path):
+    import asyncio
+
+    line = next(x for x in SUB.read_text().splitlines() if '"type":"assistant"' in x)
+    f = tmp_path / "agent-one.jsonl"
+    f.write_text(line + "\n")
+    trace = load_recorded(f)
+    run = agentlab.replay(trace)
+    result = asyncio.run(run.run())
+    assert type(result).__name__ == "Done" and run.steps == len(trace) == 1
+    assert run.spent == pytest.approx(trace.summary["cost"])
+
+
+def test_two_trajectories_with_the_same_stem_get_unique_ids_and_an_existing_run_is_never_overwritten(tmp_path):
+    root = tmp_path / "swebench"
+    for config in ("cfg_a", "cfg_b"):
+        (root / config / "django__django-16255").mkdir(parents=True)
+        shutil.copy(MINI, root / config / "django__django-16255" / MINI.name)
+    out = tmp_path / "runs"
+    written = import_recorded(root, out)
+    assert len(written) == 2 and len({p.name for p in written}) == 2
+    before = {p: p.read_bytes() for p in written}
+    again = import_recorded(root, out)
+    assert list(again) == [] and len(again.skipped) == 2 and "--force" in again.skipped[0][1]
+    assert {p: p.read_bytes() for p in written} == before
+    assert len(import_recorded(root, out, force=True)) == 2
+
+
+def test_a_session_with_only_synthetic_replies_fails_the_same_way_in_the_api_and_the_cli(tmp_path, capsys):
+    from agentlab.cli import main
+    from agentlab.recorded import NoCalls
+
+    first = json.loads(next(x for x in TOOL_HEAVY.read_text().splitlines() if '"type":"assistant"' in x))
+    user = json.loads(next(x for x in TOOL_HEAVY.read_text().splitlines() if '"type":"user"' in x))
+    synthetic = dict(first, message={**first["message"], "id": "msg_s", "model": "<synthetic>",
+                                     "content": [{"type": "text", "text": "No response requested."}]})
+    f = tmp_path / "synthetic.jsonl"
+    f.write_text(json.dumps(user) + "\n" + json.dumps(synthetic) + "\n")
+    with pytest.raises(NoCalls, match="no API calls"):
+        load_recorded(f)
+    assert main(["import", str(f), "--out", str(tmp_path / "runs")]) == 2
+    assert "no API calls" in capsys.readouterr().err
