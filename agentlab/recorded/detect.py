@@ -13,9 +13,11 @@ from typing import Any
 
 import orjson
 
-from . import claude_code, messages_log, swe_agent
+from . import claude_code, cline, codex, gemini, messages_log, stream_json, swe_agent
 
-FORMATS = ("claude-code", "mini-swe-agent", "swe-agent", "messages-log")
+FORMATS = (
+    "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "mini-swe-agent", "swe-agent", "messages-log",
+)
 SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json")
 
 
@@ -36,13 +38,22 @@ _LINES_LOOKED_AT = 200
 """JSONL lines read (however long each is) before a file is called unrecognised."""
 
 
-def _doc_format(doc: Any) -> str | None:
+def _doc_format(doc: Any, name: str) -> str | None:
+    # most specific first: a Cline history is also a list of chat messages
+    if cline.looks_like(doc, name):
+        return cline.FORMAT
+    if gemini.looks_like(doc):
+        return gemini.FORMAT
     return swe_agent.looks_like(doc)
 
 
 def _line_format(obj: dict[str, Any]) -> str | None:
     if claude_code.looks_like(obj):
         return claude_code.FORMAT
+    if stream_json.looks_like(obj):
+        return stream_json.FORMAT
+    if codex.looks_like(obj):
+        return codex.FORMAT
     if messages_log.looks_like(obj):
         return messages_log.FORMAT
     return None
@@ -64,7 +75,7 @@ def detect(file: Path) -> str:
         except orjson.JSONDecodeError:
             doc = None
         if doc is not None:
-            fmt = _doc_format(doc)
+            fmt = _doc_format(doc, file.name)
             if fmt:
                 return fmt
     first = b""

@@ -55,8 +55,10 @@ def looks_like(doc: Any) -> str | None:
             return MINI
         if isinstance(doc.get("trajectory"), list) and ("history" in doc or "info" in doc):
             return SWE
-    if isinstance(doc, list) and doc and all(isinstance(m, dict) and "role" in m and "content" in m for m in doc[:3]):
-        if not any("request" in m for m in doc[:3]):
+    # early mini-swe-agent: a bare list of chat messages with string content (a list of
+    # Anthropic blocks with ts/modelInfo is a Cline history, see cline.looks_like)
+    if isinstance(doc, list) and doc and all(isinstance(m, dict) and "role" in m and isinstance(m.get("content"), str) for m in doc[:3]):
+        if not any("request" in m or "ts" in m for m in doc[:3]):
             return MINI
     return None
 
