@@ -578,3 +578,125 @@ def test_a_session_with_only_synthetic_replies_fails_the_same_way_in_the_api_and
         load_recorded(f)
     assert main(["import", str(f), "--out", str(tmp_path / "runs")]) == 2
     assert "no API calls" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------ more agents
+CODEX = FIX / "codex" / "rollout-2025-11-02T10-00-00-0199a0a0-0000-7000-8000-000000000001.jsonl"
+GEMINI = FIX / "gemini_cli" / "session-2025-10-20T09-00-5f0c2a1e.json"
+CLINE = FIX / "cline" / "task-1714000000000" / "api_conversation_history.json"
+STREAM = FIX / "stream_json" / "claude-p-run.jsonl"
+
+
+def _steps_equal(trace: Trace, expected: list[dict]) -> None:
+    got = trace.steps[["input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"]].to_dict("records")
+    assert got == expected
+    assert not trace.steps["estimated"].any()
+    for col in ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens"):
+        assert trace.summary[col] == sum(e[col] for e in expected)
+
+
+def test_codex_rollout_steps_are_its_distinct_token_events_with_openai_usage_mapped():
+    lines = [json.loads(x) for x in CODEX.read_text().splitlines()]
+    expected, last = [], None
+    for d in lines:  # a plain reading: each token_count whose running total moved is one call
+        info = d["payload"].get("info") if d["payload"].get("type") == "token_count" else None
+        if info and info["total_token_usage"] != last:
+            last = info["total_token_usage"]
+            u = info["last_token_usage"]
+            expected.append({"input_tokens": u["input_tokens"] - u["cached_input_tokens"], "output_tokens": u["output_tokens"],
+                             "cache_read_tokens": u["cached_input_tokens"], "cache_write_tokens": 0})
+    assert load_recorded.__module__ == "agentlab.recorded"
+    trace = load_recorded(CODEX)
+    assert isinstance(trace, Trace) and trace.started["recorded"]["format"] == "codex"
+    _steps_equal(trace, expected)
+    assert trace.started["recorded"]["repeated_usage_events"] == 4
+    calls = [d["payload"] for d in lines if d["payload"].get("type") in ("function_call", "custom_tool_call")]
+    assert list(trace.calls["tool"]) == [c["name"] for c in calls]
+    assert (trace.calls["outcome"] == "ok").all()  # every call matched to its output by call_id
+    assert trace.steps["latency"].iloc[0] == pytest.approx(7.5 - 5.002, abs=1e-3)  # turn context -> token event
+    assert {"type": "text", "text": "and the test?"} in trace.messages_at(4)[-1]["content"]  # the user spoke after step 3
+    assert not math.isnan(trace.summary["cost"])  # gpt-5-codex is in genai-prices' OpenAI table
+
+
+def test_gemini_cli_session_maps_tokens_as_google_bills_them():
+    doc = json.loads(GEMINI.read_text())
+    calls = [m for m in doc["messages"] if m["type"] == "gemini"]
+    expected = [{"input_tokens": m["tokens"]["input"] - m["tokens"]["cached"] + m["tokens"]["tool"],
+                 "output_tokens": m["tokens"]["output"] + m["tokens"]["thoughts"],
+                 "cache_read_tokens": m["tokens"]["cached"], "cache_write_tokens": 0} for m in calls]
+    traces = load_recorded(GEMINI)  # the CLI fell back to flash: one model, one price list per run
+    pro, flash = traces.traces
+    assert [pro.started["model"], flash.started["model"]] == ["gemini-2.5-pro", "gemini-2.5-flash"]
+    assert flash.started["recorded"]["boundary"] == "model switch" and flash.started["recorded"]["previous"] == pro.run_id
+    _steps_equal(pro, expected[:2])
+    _steps_equal(flash, expected[2:])
+    assert flash.messages_at(1)[: len(pro.messages_at(2))] == pro.messages_at(2)  # the history goes on
+    assert pro.started["recorded"]["ignored_lines"] == {"info": 1, "error": 1}
+    calls = traces.calls
+    assert list(calls["tool"]) == ["read_file", "run_shell_command", "replace"]
+    assert list(calls["is_error"]) == [False, False, True]
+    assert calls.iloc[1]["args"] == {"command": "python -m pytest -q tests/test_parse.py"}  # a Python-repr args string
+    assert not traces.steps["cost"].isna().any()  # Google's prices
+
+
+def test_cline_task_reads_usage_from_ui_messages_or_the_messages_metrics_and_is_never_misread_as_mini_swe_agent():
+    from agentlab.recorded.detect import detect
+
+    assert detect(CLINE) == "cline"
+    hist = json.loads(CLINE.read_text())
+    ui = [json.loads(m["text"]) for m in json.loads((CLINE.parent / "ui_messages.json").read_text()) if m.get("say") == "api_req_started"]
+    expected = []
+    for i, m in enumerate(x for x in hist if x["role"] == "assistant"):
+        if "metrics" in m:
+            t = m["metrics"]["tokens"]
+            expected.append({"input_tokens": t["prompt"] - t["cached"], "output_tokens": t["completion"], "cache_read_tokens": t["cached"], "cache_write_tokens": 0})
+        else:
+            expected.append({"input_tokens": ui[i]["tokensIn"], "output_tokens": ui[i]["tokensOut"],
+                             "cache_read_tokens": ui[i]["cacheReads"], "cache_write_tokens": ui[i]["cacheWrites"]})
+    trace = load_recorded(CLINE)
+    _steps_equal(trace, expected)
+    assert trace.run_id == "task-1714000000000"
+    assert list(trace.calls["tool"]) == ["read_file", "replace_in_file", "attempt_completion"][: len(trace.calls)]
+    assert trace.started["recorded"]["recorded_cost"] == pytest.approx(ui[0]["cost"] + ui[1]["cost"] + hist[-1]["metrics"]["cost"])
+    # the task folder is one run: its ui_messages.json is not reported as a skipped file
+    from agentlab.recorded import ImportReport
+
+    report = ImportReport()
+    load_recorded(CLINE.parent, report=report)
+    assert report.skipped == [] and report.runs == 1
+
+
+def test_claude_code_stream_json_output_is_read_like_a_session_with_its_subagent_linked():
+    lines = [json.loads(x) for x in STREAM.read_text().splitlines()]
+    per_call: dict[tuple, dict] = {}
+    for d in lines:
+        if d["type"] == "assistant":
+            per_call[(d["parent_tool_use_id"], d["message"]["id"])] = d["message"]["usage"]  # the last line's usage wins
+    traces = load_recorded(STREAM)
+    main, sub = traces["claude-p-run"], traces["claude-p-run-agent-toolu_T1"]
+    for trace, parent in ((main, None), (sub, "toolu_T1")):
+        expected = [{"input_tokens": u["input_tokens"], "output_tokens": u["output_tokens"], "cache_read_tokens": u["cache_read_input_tokens"],
+                     "cache_write_tokens": u["cache_creation_input_tokens"]} for (p, _), u in per_call.items() if p == parent]
+        _steps_equal(trace, expected)
+    assert sub.started["parent"] == {"run_id": "claude-p-run", "step": 2, "tool_use_id": "toolu_T1"}
+    result = lines[-1]
+    assert main.started["recorded"]["recorded_cost"] == result["total_cost_usd"]
+    assert main.started["recorded"]["num_turns"] == result["num_turns"] == len(main) + len(sub)
+
+
+@pytest.mark.parametrize("path", [CODEX, GEMINI, CLINE, STREAM, MINI, SWE, TOOL_HEAVY, CC / "multi_turn.jsonl"], ids=lambda p: p.parent.name)
+def test_every_imported_fixture_replays_to_the_end_the_record_reached(path):
+    import asyncio
+
+    loaded = load_recorded(path)
+    traces = [loaded] if isinstance(loaded, Trace) else list(loaded)
+    for trace in traces:
+        run = agentlab.replay(trace)
+        result = asyncio.run(run.run())
+        if not math.isnan(trace.summary["cost"]) and trace.summary["model_calls"] == len(trace):
+            assert run.spent == pytest.approx(trace.summary["cost"]), trace.run_id  # every recorded call, once
+        if trace.step(len(trace)).reply.get("stop_reason") == "end_turn":
+            assert type(result).__name__ == "Done" and run.steps == len(trace), (trace.run_id, result)
+        else:  # the record stops after a tool call: the replay says it holds no further reply
+            assert result.reason == "model error", (trace.run_id, result)
+            assert f"has {len(trace)} replies" in result.detail

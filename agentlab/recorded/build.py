@@ -444,3 +444,36 @@ def first_text(messages: list[Message]) -> str:
                 if isinstance(b, dict) and b.get("type") == "text":
                     return str(b.get("text", ""))
     return ""
+
+
+def split_by_model(run: RecordedRun) -> list[RecordedRun]:
+    """``run`` cut where the model changes (a fallback model, a ``/model`` switch): one model,
+    one price list per run, as for Claude Code sessions. Each later part starts from
+    the whole history before it and names the part it follows (``recorded.previous``)."""
+    parts: list[list[RecordedStep]] = []
+    for s in run.steps:
+        if parts and s.model and parts[-1][-1].model and s.model != parts[-1][-1].model:
+            parts.append([s])
+        elif parts:
+            parts[-1].append(s)
+        else:
+            parts.append([s])
+    if len(parts) <= 1:
+        return [run]
+    out: list[RecordedRun] = []
+    history = list(run.messages)
+    for n, steps in enumerate(parts):
+        rid = run.run_id if n == 0 else f"{run.run_id}-seg{n}"
+        meta = {**run.meta, "segment": n, "boundary": None if n == 0 else "model switch",
+                "previous": out[-1].run_id if out else None}
+        part = replace(run, run_id=rid, messages=list(history), steps=steps, model=steps[0].model or run.model, meta=meta,
+                       recorded_cost=run.recorded_cost if n == 0 else None, totals=run.totals if n == 0 else {})
+        if n + 1 < len(parts):
+            part.outcome, part.reason = "done", ""
+            part.detail = "the model changed; the run continues in the next segment"
+        out.append(part)
+        for s in steps:
+            history.append({"role": "assistant", "content": s.content})
+            if s.after is not None:
+                history.append({"role": "user", "content": s.after})
+    return out

@@ -24,7 +24,15 @@ from typing import Any
 
 import orjson
 
-from .build import RecordedRun, RecordedStep, blocks, first_text, stop_reason_of, usage_from_openai
+from .build import (
+    RecordedRun,
+    RecordedStep,
+    blocks,
+    first_text,
+    split_by_model,
+    stop_reason_of,
+    usage_from_openai,
+)
 
 FORMAT = "cline"
 HISTORY = "api_conversation_history.json"
@@ -72,8 +80,8 @@ def parse_file(file: Path, consumed: set[Path] | None = None) -> list[RecordedRu
     if not looks_like(doc, file.name):
         raise ValueError(f"{file}: not a Cline / Roo Code api_conversation_history.json")
     ui = _ui_usage(file.parent)
-    if consumed is not None and ui:
-        consumed.add(file.parent / UI)
+    if consumed is not None:  # the task folder's other files are part of this run, not runs of their own
+        consumed.update(file.parent / n for n in (UI, "task_metadata.json") if (file.parent / n).is_file())
     t0: float | None = None
     messages: list[dict[str, Any]] = []
     steps: list[RecordedStep] = []
@@ -124,8 +132,8 @@ def parse_file(file: Path, consumed: set[Path] | None = None) -> list[RecordedRu
     for s in steps:
         s.stop_reason = stop_reason_of(s.content, None)
     task = file.parent.name if file.name == HISTORY else file.name.removesuffix(".json")
-    return [RecordedRun(
+    return split_by_model(RecordedRun(
         run_id=task, format=FORMAT, source=str(file), messages=messages, steps=steps,
         task=first_text(messages)[:500], model=steps[0].model, recorded_cost=recorded_cost if any_cost else None,
         meta={"usage_from": "metrics" if any(isinstance(m, dict) and isinstance(m.get("metrics"), dict) for m in doc) else (UI if ui else None)},
-    )]
+    ))

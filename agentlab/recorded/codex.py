@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .build import RecordedRun, RecordedStep, first_text, seconds, stop_reason_of
+from .build import RecordedRun, RecordedStep, first_text, seconds, split_by_model, stop_reason_of
 from .claude_code import read_lines
 
 FORMAT = "codex"
@@ -178,11 +178,11 @@ def parse_file(file: Path) -> list[RecordedRun]:
     for s in steps:
         s.stop_reason = stop_reason_of(s.content, None)
     if copies:
-        meta["repeated_token_events"] = copies
+        meta["repeated_usage_events"] = copies
     started = None if t0 is None else datetime.fromtimestamp(t0, UTC).isoformat()
     run_id = file.name.removesuffix(".jsonl")
-    return [RecordedRun(
+    return split_by_model(RecordedRun(
         run_id=run_id, format=FORMAT, source=str(file), messages=messages, steps=steps,
         task=first_text(messages)[:500], system=system, model=steps[0].model or model, started_at=started,
         meta={"session": meta.get("id"), **meta}, ended_at=last_t,
-    )]
+    ))

@@ -25,7 +25,7 @@ from typing import Any
 
 import orjson
 
-from .build import RecordedRun, RecordedStep, first_text, seconds, stop_reason_of
+from .build import RecordedRun, RecordedStep, first_text, seconds, split_by_model, stop_reason_of
 
 FORMAT = "gemini-cli"
 
@@ -150,9 +150,9 @@ def parse_file(file: Path) -> list[RecordedRun]:
     for s in steps:
         s.stop_reason = stop_reason_of(s.content, None)
     models = [s.model for s in steps if s.model]
-    return [RecordedRun(
+    return split_by_model(RecordedRun(
         run_id=file.name.removesuffix(".json"), format=FORMAT, source=str(file), messages=messages, steps=steps,
         task=first_text(messages)[:500], model=models[0] if models else "", started_at=doc.get("startTime"),
         meta={"session": doc.get("sessionId"), "ignored_lines": dict(ignored), "summary": doc.get("summary")},
         ended_at=last_t,
-    )]
+    ))
