@@ -365,6 +365,8 @@ def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     an import of tens of megabytes within seconds."""
     if record["kind"] in (EventKind.MODEL_REQUEST, EventKind.STEP_FINISHED):
         return record
+    if not redactor.needs_redaction(dumps(record)):  # most records: one serialization, one scan
+        return record
     out = dict(record)
     for k, v in record.items():
         if isinstance(v, list):
