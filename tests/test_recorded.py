@@ -700,3 +700,13 @@ def test_every_imported_fixture_replays_to_the_end_the_record_reached(path):
         else:  # the record stops after a tool call: the replay says it holds no further reply
             assert result.reason == "model error", (trace.run_id, result)
             assert f"has {len(trace)} replies" in result.detail
+
+
+def test_a_gemini_cli_session_written_as_jsonl_reads_like_the_json_one(tmp_path):
+    doc = json.loads(GEMINI.read_text())
+    meta = {k: v for k, v in doc.items() if k != "messages"}
+    f = tmp_path / "session-2025-10-20T09-00-5f0c2a1e.jsonl"
+    f.write_text("\n".join(json.dumps(x) for x in [meta, *doc["messages"]]) + "\n")
+    as_jsonl, as_json = load_recorded(f), load_recorded(GEMINI)
+    assert [t.run_id for t in as_jsonl] == [t.run_id for t in as_json]
+    assert as_jsonl.steps.drop(columns=["run_id"]).equals(as_json.steps.drop(columns=["run_id"]))

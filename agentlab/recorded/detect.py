@@ -54,6 +54,8 @@ def _line_format(obj: dict[str, Any]) -> str | None:
         return stream_json.FORMAT
     if codex.looks_like(obj):
         return codex.FORMAT
+    if gemini.looks_like_line(obj):
+        return gemini.FORMAT
     if messages_log.looks_like(obj):
         return messages_log.FORMAT
     return None

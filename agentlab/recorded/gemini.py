@@ -1,6 +1,7 @@
 """Gemini CLI chat sessions (``~/.gemini/tmp/<project hash>/chats/session-*.json``).
 
-One JSON document per session: ``sessionId``, ``projectHash``, ``startTime``,
+One JSON document per session (newer versions write the same as JSONL: a
+metadata line, then a line per message): ``sessionId``, ``projectHash``, ``startTime``,
 ``messages``. A message of type ``gemini`` is one model response, with
 ``tokens: {input, output, cached, thoughts, tool, total}`` (the Gemini API's
 ``usageMetadata``), ``model``, ``thoughts`` and ``toolCalls`` (each with its
@@ -28,6 +29,35 @@ import orjson
 from .build import RecordedRun, RecordedStep, first_text, seconds, split_by_model, stop_reason_of
 
 FORMAT = "gemini-cli"
+
+
+def looks_like_line(obj: dict[str, Any]) -> bool:
+    """The first line of a JSONL session (newer CLI versions): the session's metadata."""
+    return "sessionId" in obj and "projectHash" in obj and "uuid" not in obj and "messages" not in obj
+
+
+def _document(file: Path) -> Any:
+    """The session as one document: a JSON file, or a JSONL one (a metadata line, then one
+    line per message; a message written again under the same id replaces the earlier one)."""
+    data = file.read_bytes()
+    if not file.name.endswith(".jsonl"):
+        return orjson.loads(data)
+    meta: dict[str, Any] = {}
+    by_id: dict[str, dict[str, Any]] = {}
+    for n, line in enumerate(data.splitlines()):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if looks_like_line(obj) and not meta:
+            meta = obj
+        elif "type" in obj:
+            by_id[str(obj.get("id") or f"line-{n}")] = obj
+    return {**meta, "messages": list(by_id.values())}
 
 
 def looks_like(doc: Any) -> bool:
@@ -85,7 +115,7 @@ def _result_text(result: Any) -> str:
 
 
 def parse_file(file: Path) -> list[RecordedRun]:
-    doc = orjson.loads(file.read_bytes())
+    doc = _document(file)
     if not looks_like(doc):
         raise ValueError(f"{file}: not a Gemini CLI chat session")
     t0 = seconds(doc.get("startTime"))
@@ -151,7 +181,7 @@ def parse_file(file: Path) -> list[RecordedRun]:
         s.stop_reason = stop_reason_of(s.content, None)
     models = [s.model for s in steps if s.model]
     return split_by_model(RecordedRun(
-        run_id=file.name.removesuffix(".json"), format=FORMAT, source=str(file), messages=messages, steps=steps,
+        run_id=file.name.removesuffix(".jsonl").removesuffix(".json"), format=FORMAT, source=str(file), messages=messages, steps=steps,
         task=first_text(messages)[:500], model=models[0] if models else "", started_at=doc.get("startTime"),
         meta={"session": doc.get("sessionId"), "ignored_lines": dict(ignored), "summary": doc.get("summary")},
         ended_at=last_t,
