@@ -710,3 +710,32 @@ def test_a_gemini_cli_session_written_as_jsonl_reads_like_the_json_one(tmp_path)
     as_jsonl, as_json = load_recorded(f), load_recorded(GEMINI)
     assert [t.run_id for t in as_jsonl] == [t.run_id for t in as_json]
     assert as_jsonl.steps.drop(columns=["run_id"]).equals(as_json.steps.drop(columns=["run_id"]))
+
+
+def test_mini_swe_agent_2_tool_calling_trajectory_matches_tool_results_and_reads_the_exit_message(tmp_path):
+    import re
+
+    doc = json.loads(MINI.read_text())  # the real 1.x run, rewritten the way 2.x stores a tool-calling run
+    msgs, last_id = [], None
+    for i, m in enumerate(doc["messages"]):
+        if m["role"] == "assistant":
+            cmd = re.findall(r"```bash\s*\n(.*?)\n```", m["content"], re.DOTALL)[0]
+            last_id = f"call_{i}"
+            m = {**m, "tool_calls": [{"id": last_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}],
+                 "extra": {**m["extra"], "actions": [{"command": cmd, "tool_call_id": last_id}]}}
+        elif m["role"] == "user" and last_id:
+            m = {"role": "tool", "tool_call_id": last_id, "content": m["content"]}
+        msgs.append(m)
+    msgs.append({"role": "exit", "content": "Submitted", "extra": {"exit_status": "Submitted", "submission": "diff --git …"}})
+    doc["messages"] = msgs
+    doc["trajectory_format"] = "mini-swe-agent-1.1"
+    f = tmp_path / "v2.traj.json"
+    f.write_text(json.dumps(doc))
+    trace = load_recorded(f)
+    assert len(trace) == doc["info"]["model_stats"]["api_calls"]
+    calls = trace.calls
+    assert list(calls["call_id"]) == [f"call_{i}" for i, m in enumerate(json.loads(MINI.read_text())["messages"]) if m["role"] == "assistant"]
+    assert (calls["outcome"] == "ok").all()
+    answers = [b for e in trace.records if e["kind"] == "tool_results" for b in e["content"]]
+    assert {"type": "text", "text": "Submitted"} not in answers  # the exit message is no answer to the model
+    assert trace.started["recorded"]["exit_status"] == "Submitted" and trace.summary["outcome"] == "done"

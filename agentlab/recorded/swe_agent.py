@@ -86,6 +86,10 @@ def _tool_uses(m: dict[str, Any], k: int) -> list[dict[str, Any]]:
         out.append({"type": "tool_use", "id": c.get("id") or f"call-{k}-{len(out)}", "name": fn.get("name", ""), "input": args if isinstance(args, dict) else {"value": args}})
     if out:
         return out
+    actions = (m.get("extra") or {}).get("actions")  # mini-swe-agent 2.x: the parsed commands
+    if isinstance(actions, list) and actions and all(isinstance(a, dict) and a.get("command") for a in actions):
+        return [{"type": "tool_use", "id": str(a.get("tool_call_id") or f"call-{k}-{i}"), "name": "bash",
+                 "input": {"command": str(a["command"]).strip()}} for i, a in enumerate(actions)]
     action = m.get("action")
     found = _BASH.findall(_text(m.get("content")))
     if len(found) == 1:
@@ -109,6 +113,7 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
     initial: list[dict[str, Any]] = []
     steps: list[RecordedStep] = []
     t0: float | None = None
+    exit_extra: dict[str, Any] = {}
     last_assistant = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"), default=-1)
     synthetic = 0
     for n, m in enumerate(messages):
@@ -147,7 +152,10 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
                 request_id=resp.get("id") if isinstance(resp, dict) else None,
             ))
             continue
-        # user, tool or exit messages
+        if role == "exit":  # mini-swe-agent 2.x: how the run ended, not something the model was sent
+            exit_extra = m.get("extra") or {}
+            continue
+        # user or tool messages
         content = _answer(m, steps)
         if not steps:
             initial.append({"role": "user", "content": content})
@@ -166,7 +174,7 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
                 clock = s.replied_at + float(durations[i])
                 s.after_at = clock
     stats = info.get("model_stats") or {}
-    exit_status = str(info.get("exit_status") or "")
+    exit_status = str(info.get("exit_status") or exit_extra.get("exit_status") or "")
     outcome = "done" if exit_status.lower() in ("submitted", "") else "stopped"
     total = stats.get("instance_cost")
     meta = {
