@@ -684,7 +684,7 @@ def test_claude_code_stream_json_output_is_read_like_a_session_with_its_subagent
     assert main.started["recorded"]["num_turns"] == result["num_turns"] == len(main) + len(sub)
 
 
-@pytest.mark.parametrize("path", [CODEX, GEMINI, CLINE, STREAM, MINI, SWE, TOOL_HEAVY, CC / "multi_turn.jsonl"], ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", [CODEX, GEMINI, CLINE, STREAM, FIX / "inspect" / "add_tool.eval", MINI, SWE, TOOL_HEAVY, CC / "multi_turn.jsonl"], ids=lambda p: p.parent.name)
 def test_every_imported_fixture_replays_to_the_end_the_record_reached(path):
     import asyncio
 
@@ -739,3 +739,34 @@ def test_mini_swe_agent_2_tool_calling_trajectory_matches_tool_results_and_reads
     answers = [b for e in trace.records if e["kind"] == "tool_results" for b in e["content"]]
     assert {"type": "text", "text": "Submitted"} not in answers  # the exit message is no answer to the model
     assert trace.started["recorded"]["exit_status"] == "Submitted" and trace.summary["outcome"] == "done"
+
+
+INSPECT = FIX / "inspect" / "add_tool.eval"
+
+
+def test_an_inspect_eval_log_gives_one_run_per_sample_with_each_model_events_usage():
+    import zipfile
+
+    zstandard = pytest.importorskip("zstandard")  # the log's entries are zstd-compressed, as inspect 0.3.285 writes them
+    with zipfile.ZipFile(INSPECT) as z:
+        info = z.getinfo("samples/1_epoch_1.json")
+        with open(INSPECT, "rb") as f:  # a plain reading of the zip entry
+            f.seek(info.header_offset + 26)
+            n, m = int.from_bytes(f.read(2), "little"), int.from_bytes(f.read(2), "little")
+            f.seek(info.header_offset + 30 + n + m)
+            sample = json.loads(zstandard.ZstdDecompressor().decompressobj().decompress(f.read(info.compress_size)))
+    expected = []
+    for e in sample["events"]:
+        if e["event"] == "model":
+            u = e["output"]["usage"]
+            read, write = u.get("input_tokens_cache_read", 0), u.get("input_tokens_cache_write", 0)
+            inside = (read or write) and u["total_tokens"] == u["input_tokens"] + u["output_tokens"]  # cached counted in the input
+            expected.append({"input_tokens": u["input_tokens"] - (read + write if inside else 0), "output_tokens": u["output_tokens"],
+                             "cache_read_tokens": read, "cache_write_tokens": write})
+    trace = load_recorded(INSPECT)
+    _steps_equal(trace, expected)
+    tools = [e for e in sample["events"] if e["event"] == "tool"]
+    assert list(trace.calls["call_id"]) == [e["id"] for e in tools]
+    assert list(trace.calls["result_preview"]) == [str(e["result"]) for e in tools]
+    assert trace.summary["task"] == sample["input"]
+    assert trace.started["recorded"]["sample"] == sample["id"]

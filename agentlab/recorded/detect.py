@@ -13,12 +13,13 @@ from typing import Any
 
 import orjson
 
-from . import claude_code, cline, codex, gemini, messages_log, stream_json, swe_agent
+from . import claude_code, cline, codex, gemini, inspect_eval, messages_log, stream_json, swe_agent
 
 FORMATS = (
-    "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "mini-swe-agent", "swe-agent", "messages-log",
+    "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "inspect-eval", "mini-swe-agent", "swe-agent",
+    "messages-log",
 )
-SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json")
+SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json", ".eval")
 
 
 class UnrecognizedFormat(ValueError):
@@ -70,6 +71,8 @@ def detect(file: Path) -> str:
     """
     with open(file, "rb") as f:
         head = f.read(1 << 16)
+    if inspect_eval.looks_like(file, head):
+        return inspect_eval.FORMAT
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"[") and not file.name.endswith(".jsonl"):
         try:  # a whole-document JSON file (trajectories, chat sessions)
