@@ -684,7 +684,7 @@ def test_claude_code_stream_json_output_is_read_like_a_session_with_its_subagent
     assert main.started["recorded"]["num_turns"] == result["num_turns"] == len(main) + len(sub)
 
 
-@pytest.mark.parametrize("path", [CODEX, GEMINI, CLINE, STREAM, FIX / "inspect" / "add_tool.eval", MINI, SWE, TOOL_HEAVY, CC / "multi_turn.jsonl"], ids=lambda p: p.parent.name)
+@pytest.mark.parametrize("path", [CODEX, GEMINI, CLINE, STREAM, FIX / "inspect" / "add_tool.eval", FIX / "openhands" / "output.jsonl", MINI, SWE, TOOL_HEAVY, CC / "multi_turn.jsonl"], ids=lambda p: p.parent.name)
 def test_every_imported_fixture_replays_to_the_end_the_record_reached(path):
     import asyncio
 
@@ -770,3 +770,23 @@ def test_an_inspect_eval_log_gives_one_run_per_sample_with_each_model_events_usa
     assert list(trace.calls["result_preview"]) == [str(e["result"]) for e in tools]
     assert trace.summary["task"] == sample["input"]
     assert trace.started["recorded"]["sample"] == sample["id"]
+
+
+OPENHANDS = FIX / "openhands" / "output.jsonl"
+
+
+def test_openhands_output_gives_a_step_per_llm_response_with_its_token_usage_and_results():
+    line = json.loads(OPENHANDS.read_text().splitlines()[0])
+    usages = line["metrics"]["token_usages"]
+    expected = [{"input_tokens": u["prompt_tokens"] - u["cache_read_tokens"] - u["cache_write_tokens"], "output_tokens": u["completion_tokens"],
+                 "cache_read_tokens": u["cache_read_tokens"], "cache_write_tokens": u["cache_write_tokens"]} for u in usages]
+    trace = load_recorded(OPENHANDS)
+    assert trace.run_id == line["instance_id"]
+    _steps_equal(trace, expected)  # two actions of one response are one step
+    assert list(trace.steps["latency"]) == pytest.approx([x["latency"] for x in line["metrics"]["response_latencies"]])
+    assert list(trace.steps["recorded_cost"]) == pytest.approx([c["cost"] for c in line["metrics"]["costs"]])
+    assert trace.started["recorded"]["recorded_cost"] == pytest.approx(line["metrics"]["accumulated_cost"])
+    observed = {e["tool_call_metadata"]["tool_call_id"]: e["content"] for e in line["history"] if "observation" in e}
+    done = trace.calls[trace.calls["outcome"] == "ok"]
+    assert dict(zip(done["call_id"], done["result_preview"], strict=True)) == observed
+    assert trace.started["system"].startswith("You are OpenHands agent")

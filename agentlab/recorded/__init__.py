@@ -25,13 +25,23 @@ from ..pricing import Prices
 from ..redact import Redactor
 from ..trace import Trace, Traces, TraceWriter
 from ..trace.writer import dumps
-from . import claude_code, cline, codex, gemini, inspect_eval, messages_log, stream_json, swe_agent
+from . import (
+    claude_code,
+    cline,
+    codex,
+    gemini,
+    inspect_eval,
+    messages_log,
+    openhands,
+    stream_json,
+    swe_agent,
+)
 from .build import RecordedRun, build_run
 from .detect import FORMATS, SUFFIXES, UnrecognizedFormat, detect
 
 Format = Literal[
-    "auto", "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "inspect-eval", "mini-swe-agent",
-    "swe-agent", "messages-log",
+    "auto", "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "inspect-eval", "openhands",
+    "mini-swe-agent", "swe-agent", "messages-log",
 ]
 
 __all__ = [
@@ -205,7 +215,7 @@ _IMPORTERS: dict[str, Callable[[Path, set[Path]], list[RecordedRun]]] = {
     swe_agent.MINI: _one_run, swe_agent.SWE: _one_run, messages_log.FORMAT: _messages_log,
     codex.FORMAT: lambda f, _: codex.parse_file(f), gemini.FORMAT: lambda f, _: gemini.parse_file(f),
     cline.FORMAT: cline.parse_file, stream_json.FORMAT: lambda f, _: stream_json.parse_file(f),
-    inspect_eval.FORMAT: lambda f, _: inspect_eval.parse_file(f),
+    inspect_eval.FORMAT: lambda f, _: inspect_eval.parse_file(f), openhands.FORMAT: lambda f, _: openhands.parse_file(f),
 }
 
 

@@ -13,11 +13,21 @@ from typing import Any
 
 import orjson
 
-from . import claude_code, cline, codex, gemini, inspect_eval, messages_log, stream_json, swe_agent
+from . import (
+    claude_code,
+    cline,
+    codex,
+    gemini,
+    inspect_eval,
+    messages_log,
+    openhands,
+    stream_json,
+    swe_agent,
+)
 
 FORMATS = (
-    "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "inspect-eval", "mini-swe-agent", "swe-agent",
-    "messages-log",
+    "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "inspect-eval", "openhands", "mini-swe-agent",
+    "swe-agent", "messages-log",
 )
 SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json", ".eval")
 
@@ -57,6 +67,8 @@ def _line_format(obj: dict[str, Any]) -> str | None:
         return codex.FORMAT
     if gemini.looks_like_line(obj):
         return gemini.FORMAT
+    if openhands.looks_like(obj):
+        return openhands.FORMAT
     if messages_log.looks_like(obj):
         return messages_log.FORMAT
     return None
