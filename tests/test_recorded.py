@@ -790,3 +790,23 @@ def test_openhands_output_gives_a_step_per_llm_response_with_its_token_usage_and
     done = trace.calls[trace.calls["outcome"] == "ok"]
     assert dict(zip(done["call_id"], done["result_preview"], strict=True)) == observed
     assert trace.started["system"].startswith("You are OpenHands agent")
+
+
+def test_a_multi_agent_trajectory_is_a_run_per_agent_each_with_the_history_it_saw_linked_to_one_parent(tmp_path):
+    doc = json.loads(SWE.read_text())  # the real trajectory, its history split the CodeR way between two agents
+    hist = doc["history"]
+    manager = [dict(m, agent="Manager") for m in hist[:4]]
+    programmer = [{"role": "system", "content": "You are the Programmer.", "agent": "Programmer", "message_type": "system_prompt"},
+                  {"role": "user", "content": "Manager: fix the missing colon.", "agent": "Programmer", "message_type": "observation"},
+                  *[dict(m, agent="Programmer") for m in hist[4:]]]
+    doc["history"] = manager + programmer
+    f = tmp_path / "coder.traj"
+    f.write_text(json.dumps(doc))
+    traces = load_recorded(f)
+    boss, worker = traces["coder-Manager"], traces["coder-Programmer"]
+    assert [len(boss), len(worker)] == [sum(m["role"] == "assistant" for m in part) for part in (manager, programmer)]
+    assert worker.started["parent"]["run_id"] == boss.run_id
+    assert worker.started["system"] == "You are the Programmer." and boss.started["system"] == hist[0]["content"]
+    assert worker.messages_at(1) == [{"role": "user", "content": [{"type": "text", "text": "Manager: fix the missing colon."}]}]
+    assert boss.started["recorded"]["agents"] == ["Manager", "Programmer"]
+    assert boss.started["recorded"]["calls_found_all_agents"] == len(boss) + len(worker)

@@ -204,7 +204,7 @@ def _read(f: Path, format: str, session: Path | None, scan: _Scan, consumed: set
 
 
 def _one_run(f: Path, consumed: set[Path]) -> list[RecordedRun]:
-    return [swe_agent.parse_file(f)]
+    return swe_agent.parse_file(f)
 
 
 def _messages_log(f: Path, consumed: set[Path]) -> list[RecordedRun]:

@@ -255,9 +255,46 @@ def _run_id(file: Path) -> str:
     return file.stem
 
 
-def parse_file(file: Path) -> RecordedRun:
+def parse_file(file: Path) -> list[RecordedRun]:
+    """The run(s) of one trajectory file: one, or one per agent of a multi-agent trajectory."""
     doc = orjson.loads(file.read_bytes())
     fmt = looks_like(doc)
     if fmt is None:
         raise ValueError(f"{file}: not a mini-swe-agent or SWE-agent trajectory")
-    return parse(doc, file, fmt)
+    if fmt == SWE:
+        agents = _agents(doc)
+        if len(agents) > 1:
+            return _multi_agent(doc, file, agents)
+    return [parse(doc, file, fmt)]
+
+
+def _agents(doc: dict[str, Any]) -> list[str]:
+    """The agents whose messages a SWE-agent history interleaves, in order of appearance."""
+    names = [m.get("agent") for m in doc.get("history") or [] if isinstance(m, dict)]
+    return list(dict.fromkeys(str(n) for n in names if n))
+
+
+def _multi_agent(doc: dict[str, Any], file: Path, agents: list[str]) -> list[RecordedRun]:
+    """A CodeR-style trajectory (Manager, Reproducer, Programmer… in one history, each with
+    its own system prompt): a run per agent, holding only the messages that agent saw, the
+    later agents linked to the first one (the one that hands out the work).
+
+    The record's counters (``api_calls``, ``instance_cost``) cover all agents together, so
+    they stay on the first run's ``recorded`` and no single run takes its figures from them.
+    """
+    runs: list[RecordedRun] = []
+    for agent in agents:
+        part = {**doc, "history": [m for m in doc["history"] if isinstance(m, dict) and str(m.get("agent")) == agent]}
+        part["info"] = {k: v for k, v in (doc.get("info") or {}).items() if k != "model_stats"}
+        run = parse(part, file, SWE)
+        run.run_id = f"{_run_id(file)}-{agent}"
+        run.meta["agent"] = agent
+        if runs:
+            run.parent = {"run_id": runs[0].run_id, "step": None}
+        runs.append(run)
+    stats = (doc.get("info") or {}).get("model_stats") or {}
+    first = runs[0]
+    first.meta.update({"agents": agents, "api_calls": stats.get("api_calls"), "calls_found_all_agents": sum(len(r.steps) for r in runs)})
+    if isinstance(stats.get("instance_cost"), (int, float)):
+        first.meta["instance_cost_all_agents"] = stats["instance_cost"]
+    return runs
