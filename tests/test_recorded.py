@@ -810,3 +810,43 @@ def test_a_multi_agent_trajectory_is_a_run_per_agent_each_with_the_history_it_sa
     assert worker.messages_at(1) == [{"role": "user", "content": [{"type": "text", "text": "Manager: fix the missing colon."}]}]
     assert boss.started["recorded"]["agents"] == ["Manager", "Programmer"]
     assert boss.started["recorded"]["calls_found_all_agents"] == len(boss) + len(worker)
+
+
+def test_an_import_in_a_terminal_shows_a_progress_bar_once_it_takes_long_enough(tmp_path, monkeypatch):
+    import io
+    import sys
+
+    import agentlab.recorded as rec
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    root = tmp_path / "sessions"
+    root.mkdir()
+    for name in ("a", "b"):
+        shutil.copy(TOOL_HEAVY, root / f"{name}.jsonl")
+    shown = Terminal()
+    monkeypatch.setattr(sys, "stderr", shown)
+    monkeypatch.setattr(rec, "PROGRESS_AFTER_S", 0.0)  # "long enough" is now: no waiting in a test
+    load_recorded(root)
+    assert "importing" in shown.getvalue()
+    quiet = Terminal()
+    monkeypatch.setattr(sys, "stderr", quiet)
+    monkeypatch.setattr(rec, "PROGRESS_AFTER_S", 3600.0)
+    load_recorded(root)
+    assert "importing" not in quiet.getvalue()  # a quick import shows no bar
+
+
+def test_agentlab_import_never_overwrites_a_run_without_force(tmp_path, capsys):
+    from agentlab.cli import main
+
+    out = tmp_path / "runs"
+    assert main(["import", str(TOOL_HEAVY), "--out", str(out)]) == 0
+    (out / "tool_heavy.jsonl").write_text("my own edits\n")
+    assert main(["import", str(TOOL_HEAVY), "--out", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert "already in" in said and "--force" in said and "0 run(s) written" in said
+    assert (out / "tool_heavy.jsonl").read_text() == "my own edits\n"
+    assert main(["import", str(TOOL_HEAVY), "--out", str(out), "--force"]) == 0
+    assert load_run("tool_heavy", out).summary["steps"] == 4

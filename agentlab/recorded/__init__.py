@@ -284,6 +284,10 @@ def import_recorded(
     return report
 
 
+PROGRESS_AFTER_S = 1.0
+"""An import shows its progress bar once it has taken this long (a quick one shows none)."""
+
+
 @contextmanager
 def _progress(path: Path) -> Iterator[Callable[[Path], None] | None]:
     """A progress bar over the bytes of the files read: tqdm in a terminal, a widget in a
@@ -293,13 +297,11 @@ def _progress(path: Path) -> Iterator[Callable[[Path], None] | None]:
     except ImportError:  # the progress extra is not installed: no bar
         yield None
         return
-    from tqdm.notebook import tqdm as notebook_tqdm
-
     total = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else None
     # in a terminal only when stderr is one (never in CI logs); in a notebook always (its
     # output is not a TTY, and tqdm would otherwise hide the widget)
-    in_notebook = issubclass(tqdm, notebook_tqdm)
-    bar = tqdm(total=total, unit="B", unit_scale=True, desc="importing", delay=1.0, leave=False,
+    in_notebook = any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__)
+    bar = tqdm(total=total, unit="B", unit_scale=True, desc="importing", delay=PROGRESS_AFTER_S, leave=False,
                disable=False if in_notebook else None)
 
     def tick(f: Path) -> None:
