@@ -850,3 +850,13 @@ def test_agentlab_import_never_overwrites_a_run_without_force(tmp_path, capsys):
     assert (out / "tool_heavy.jsonl").read_text() == "my own edits\n"
     assert main(["import", str(TOOL_HEAVY), "--out", str(out), "--force"]) == 0
     assert load_run("tool_heavy", out).summary["steps"] == 4
+
+
+def test_the_whole_fixtures_folder_imports_every_format_at_once_with_unique_ids_and_nothing_skipped():
+    from agentlab.recorded import FORMATS, ImportReport
+
+    report = ImportReport()
+    traces = load_recorded(FIX, report=report)
+    assert report.skipped == []
+    assert {t.started["recorded"]["format"] for t in traces} == set(FORMATS) - {"messages-log"}  # no proxy log is shipped
+    assert len({t.run_id for t in traces}) == len(traces) == report.runs

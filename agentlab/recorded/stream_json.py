@@ -58,6 +58,8 @@ def parse_file(file: Path) -> list[RecordedRun]:
             rid, k = owner.get(parent, (stem, None))
             r.parent = {"run_id": rid, "step": k, "tool_use_id": parent}
             runs.append(r)
+    for r in runs:
+        r.format = FORMAT
     if runs and init:
         runs[0].tools = [{"name": str(n), "mode": None, "description": "", "input_schema": {"type": "object", "properties": {}}}
                          for n in init.get("tools") or [] if isinstance(n, str)] or runs[0].tools
