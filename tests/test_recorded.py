@@ -860,3 +860,26 @@ def test_the_whole_fixtures_folder_imports_every_format_at_once_with_unique_ids_
     assert report.skipped == []
     assert {t.started["recorded"]["format"] for t in traces} == set(FORMATS) - {"messages-log"}  # no proxy log is shipped
     assert len({t.run_id for t in traces}) == len(traces) == report.runs
+
+
+def test_a_codex_compaction_starts_a_new_segment_from_its_summary_and_old_rollouts_without_last_usage_still_count(tmp_path):
+    lines = [json.loads(x) for x in CODEX.read_text().splitlines()]
+    at = next(i for i, d in enumerate(lines) if d["payload"].get("message") == "and the test?")
+    summary = {"timestamp": lines[at]["timestamp"], "type": "compacted", "payload": {"message": "Summary: --verbose was added to cli.py."}}
+    f = tmp_path / "rollout-compacted.jsonl"
+    f.write_text("\n".join(json.dumps(d) for d in [*lines[: at + 1], summary, *lines[at + 1:]]) + "\n")
+    before, after = load_recorded(f).traces
+    whole = load_recorded(CODEX)
+    assert (len(before), len(after)) == (3, 2) and len(before) + len(after) == len(whole)
+    assert after.started["recorded"]["boundary"] == "compact" and after.started["recorded"]["previous"] == before.run_id
+    assert after.messages_at(1)[0]["content"][0]["text"].startswith("Summary:")
+    assert list(before.steps["output_tokens"]) + list(after.steps["output_tokens"]) == list(whole.steps["output_tokens"])
+    # an older rollout writes only the running total: each call is what the total grew by
+    for d in lines:
+        info = d["payload"].get("info") if d["payload"].get("type") == "token_count" else None
+        if info:
+            info.pop("last_token_usage")
+    g = tmp_path / "rollout-old.jsonl"
+    g.write_text("\n".join(json.dumps(d) for d in lines) + "\n")
+    assert load_recorded(g).steps[["input_tokens", "output_tokens", "cache_read_tokens"]].equals(
+        whole.steps[["input_tokens", "output_tokens", "cache_read_tokens"]])

@@ -21,6 +21,7 @@ What the files hold, as found in real rollouts (codex_cli_rs 0.4x-0.6x):
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,7 @@ def parse_file(file: Path) -> list[RecordedRun]:
     open_step: RecordedStep | None = None  # the call whose output items are arriving
     answered = False  # results or user words came after the open call's output
     tool_start: dict[str, float | None] = {}
+    cuts: list[tuple[int, str]] = []  # (index of the first step after a compaction, its summary)
     for d in lines:
         if not looks_like(d):
             continue
@@ -121,6 +123,9 @@ def parse_file(file: Path) -> list[RecordedRun]:
             inst = p.get("instructions") or (base.get("text") if isinstance(base, dict) else base)
             system = str(inst) if inst else None
             continue
+        if kind == "compacted":  # the context was summarised: the next call starts from the summary
+            cuts.append((len(steps), str(p.get("message") or "")))
+            continue
         if kind == "turn_context":
             model = str(p.get("model") or model)
             sent_t = t if t is not None else sent_t
@@ -132,8 +137,10 @@ def parse_file(file: Path) -> list[RecordedRun]:
                 if total is not None and total == last_total:
                     copies += 1  # written again after the tools ran: the same call
                     continue
+                last = info.get("last_token_usage")
+                if not isinstance(last, dict):  # older rollouts keep only the running total: the call is its growth
+                    last = {k: int((total or {}).get(k) or 0) - int((last_total or {}).get(k) or 0) for k in (total or {})}
                 last_total = total
-                last = info.get("last_token_usage") or {}
                 open_step = RecordedStep(content=[], usage=_usage(last), model=model, requested_at=sent_t, replied_at=t)
                 steps.append(open_step)
                 answered = False
@@ -181,8 +188,27 @@ def parse_file(file: Path) -> list[RecordedRun]:
         meta["repeated_usage_events"] = copies
     started = None if t0 is None else datetime.fromtimestamp(t0, UTC).isoformat()
     run_id = file.name.removesuffix(".jsonl")
-    return split_by_model(RecordedRun(
+    whole = RecordedRun(
         run_id=run_id, format=FORMAT, source=str(file), messages=messages, steps=steps,
         task=first_text(messages)[:500], system=system, model=steps[0].model or model, started_at=started,
         meta={"session": meta.get("id"), **meta}, ended_at=last_t,
-    ))
+    )
+    return [part for seg in _compactions(whole, cuts) for part in split_by_model(seg)]
+
+
+def _compactions(run: RecordedRun, cuts: list[tuple[int, str]]) -> list[RecordedRun]:
+    """``run`` cut at each compaction: the part after one starts from its summary (the context
+    drops there), as Claude Code sessions are cut at ``compact_boundary``."""
+    cuts = [(i, text) for i, text in cuts if 0 < i < len(run.steps)]
+    if not cuts:
+        return [run]
+    out: list[RecordedRun] = []
+    bounds = [(0, None), *cuts]
+    for n, (start, summary) in enumerate(bounds):
+        end = bounds[n + 1][0] if n + 1 < len(bounds) else len(run.steps)
+        msgs = run.messages if summary is None else [{"role": "user", "content": [{"type": "text", "text": summary}]}]
+        out.append(replace(
+            run, run_id=run.run_id if n == 0 else f"{run.run_id}-seg{n}", messages=msgs, steps=run.steps[start:end],
+            meta={**run.meta, "segment": n, "boundary": None if n == 0 else "compact", "previous": out[-1].run_id if out else None},
+        ))
+    return out
