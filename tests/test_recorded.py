@@ -883,3 +883,21 @@ def test_a_codex_compaction_starts_a_new_segment_from_its_summary_and_old_rollou
     g.write_text("\n".join(json.dumps(d) for d in lines) + "\n")
     assert load_recorded(g).steps[["input_tokens", "output_tokens", "cache_read_tokens"]].equals(
         whole.steps[["input_tokens", "output_tokens", "cache_read_tokens"]])
+
+
+def test_estimates_are_scaled_to_the_records_own_totals_and_labelled_estimated():
+    pytest.importorskip("matplotlib")
+    from agentlab import plots
+
+    doc = json.loads(SWE.read_text())
+    stats = doc["info"]["model_stats"]
+    trace = load_recorded(SWE)
+    steps = trace.steps
+    assert steps["estimated"].all()
+    # the record's tokens_sent counts every prompt sent; the estimated steps now add up to it
+    assert (steps["input_tokens"] + steps["cache_read_tokens"] + steps["cache_write_tokens"]).sum() == pytest.approx(stats["tokens_sent"], abs=len(steps))
+    assert steps["output_tokens"].sum() == pytest.approx(stats["tokens_received"], abs=len(steps))
+    notes = " ".join(trace.started["recorded"]["notes"])
+    assert "scaled x" in notes and f"({stats['tokens_sent']:,})" in notes
+    ax = plots.cost_curve(steps)
+    assert any("estimated" in t.get_text() for t in ax.get_legend().get_texts())
