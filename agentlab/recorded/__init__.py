@@ -1,11 +1,16 @@
 """Real runs in the lab: other agents' records read as native traces.
 
-``load_recorded(path)`` reads a Claude Code session, a mini-swe-agent or
-SWE-agent trajectory, or a Messages API log (recognised by content) and
+``load_recorded(path)`` reads a Claude Code session (or its ``stream-json``
+output), a Codex CLI rollout, a Gemini CLI chat, a Cline / Roo Code task, an
+inspect-ai ``.eval`` log, an OpenHands ``output.jsonl``, a mini-swe-agent or
+SWE-agent trajectory, or a Messages API log (each recognised by content) and
 returns the same :class:`~agentlab.trace.Trace` a native run produces, so
 every frame, plot, report, what-if, replay and fork works on it unchanged. A
 folder (or a file holding several runs: a session with compactions or
 subagents) gives :class:`~agentlab.trace.Traces`.
+
+A folder import never aborts: a file that holds no run is skipped with a
+:class:`SkippedFileWarning` and listed in the :class:`ImportReport`.
 
 Each importer turns its records into :class:`~.build.RecordedStep` values;
 :func:`~.build.build_run` turns those into the engine's event records,
