@@ -456,7 +456,8 @@ def test_a_folder_of_good_files_stubs_empty_and_unknown_files_imports_every_good
     # a real session whose first line is longer than 64 KiB (a big queue-operation)
     first = json.loads(TOOL_HEAVY.read_text().splitlines()[0])
     big = {"type": "queue-operation", "operation": "enqueue", "content": "x" * 80_000, "sessionId": first.get("sessionId")}
-    (root / "long_first.jsonl").write_text(json.dumps(big) + "\n" + TOOL_HEAVY.read_text())
+    other = TOOL_HEAVY.read_text().replace('"uuid":"', '"uuid":"other-').replace('"id":"msg_', '"id":"msg_other')  # another session
+    (root / "long_first.jsonl").write_text(json.dumps(big) + "\n" + other)
     from agentlab.recorded import ImportReport, SkippedFileWarning
 
     report = ImportReport()
@@ -824,8 +825,8 @@ def test_an_import_in_a_terminal_shows_a_progress_bar_once_it_takes_long_enough(
 
     root = tmp_path / "sessions"
     root.mkdir()
-    for name in ("a", "b"):
-        shutil.copy(TOOL_HEAVY, root / f"{name}.jsonl")
+    for name in ("a", "b"):  # two sessions (fresh ids for the second)
+        (root / f"{name}.jsonl").write_text(TOOL_HEAVY.read_text().replace('"uuid":"', f'"uuid":"{name}-').replace('"id":"msg_', f'"id":"msg_{name}'))
     shown = Terminal()
     monkeypatch.setattr(sys, "stderr", shown)
     monkeypatch.setattr(rec, "PROGRESS_AFTER_S", 0.0)  # "long enough" is now: no waiting in a test
@@ -901,3 +902,18 @@ def test_estimates_are_scaled_to_the_records_own_totals_and_labelled_estimated()
     assert "scaled x" in notes and f"({stats['tokens_sent']:,})" in notes
     ax = plots.cost_curve(steps)
     assert any("estimated" in t.get_text() for t in ax.get_legend().get_texts())
+
+
+def test_a_resumed_session_that_copies_the_lines_it_resumed_counts_each_call_once_in_the_session_that_made_it(tmp_path):
+    lines = TOOL_HEAVY.read_text().splitlines()
+    expected = plain_claude_code_calls(TOOL_HEAVY)
+    root = tmp_path / "project"
+    root.mkdir()
+    (root / "zz-first.jsonl").write_text("\n".join(lines[:25]) + "\n")  # the older session (named to sort last)
+    (root / "aa-resumed.jsonl").write_text("\n".join(lines) + "\n")  # resumed later: a copy of it, then more
+    traces = load_recorded(root)
+    ids = [e["request_id"] for t in traces for e in t.records if e["kind"] == "model_called"]
+    assert len(ids) == len(set(ids)) == len(expected)
+    first = traces["zz-first"]
+    assert len(first) == len(plain_claude_code_calls(root / "zz-first.jsonl"))  # its calls stay with the session that made them
+    assert traces["aa-resumed"].started["recorded"]["copied_lines"] > 0

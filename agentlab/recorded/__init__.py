@@ -100,7 +100,9 @@ class _Scan:
         self.ids: set[str] = set()
         self.links: dict[Path, dict[str, str]] = {}
         self.main_runs: dict[Path, list[RecordedRun]] = {}
-        self.seen: dict[Path, claude_code.Seen] = {}
+        # one for the whole import: a resumed session copies the lines of the session it
+        # resumed (same uuid, same message.id), and a call is still counted once
+        self.seen = claude_code.Seen()
         self.renamed: dict[Path, dict[str, str]] = {}
 
     def skip(self, file: Path, why: str) -> None:
@@ -147,7 +149,9 @@ def recorded_runs(
     # main session files first, so a subagent can be linked to the call that started it
     # and a helper's copies of its parent's lines are recognised as copies
     sessions = {f: claude_code.session_of(f) for f in files}
-    files.sort(key=lambda f: (sessions[f] is not None, str(f)))
+    # (and, of the main files, the one that ended first first: a call belongs to the session
+    # that made it, not to a later one that resumed it and copied its lines)
+    files.sort(key=lambda f: (sessions[f] is not None, claude_code.last_timestamp(f) if f.suffix == ".jsonl" else "", str(f)))
     scan = _Scan(report, root.is_dir(), progress)
     consumed: set[Path] = set()
     for f in files:
@@ -185,7 +189,7 @@ def _read(f: Path, format: str, session: Path | None, scan: _Scan, consumed: set
     fmt = detect(f) if format == "auto" else format
     if fmt == claude_code.FORMAT:
         group = session or f
-        seen = scan.seen.setdefault(group, claude_code.Seen())
+        seen = scan.seen
         if session is None:
             runs, found = claude_code.parse_file(f, seen=seen)
             claude_code.link_sidechains(runs, found)

@@ -377,6 +377,24 @@ def _session_id(file: Path) -> str | None:
     return m.group(1).decode("utf-8", "replace") if m else None
 
 
+_TIMESTAMP = re.compile(rb'"timestamp"\s*:\s*"([^"]+)"')
+
+
+def last_timestamp(file: Path) -> str:
+    """The latest ``timestamp`` in ``file``'s last 64 KiB ("" if none; ISO strings sort by time).
+
+    A resumed session starts with copies of the session it resumed (their original
+    timestamps too), so when sessions began cannot tell them apart; when they ended can.
+    """
+    with open(file, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(size - (1 << 16), 0))
+        tail = f.read()
+    found = _TIMESTAMP.findall(tail)
+    return max(found).decode("ascii", "replace") if found else ""
+
+
 def session_of(file: Path) -> Path | None:
     """The main session file a subagent file belongs to, in either layout.
 
