@@ -917,3 +917,12 @@ def test_a_resumed_session_that_copies_the_lines_it_resumed_counts_each_call_onc
     first = traces["zz-first"]
     assert len(first) == len(plain_claude_code_calls(root / "zz-first.jsonl"))  # its calls stay with the session that made them
     assert traces["aa-resumed"].started["recorded"]["copied_lines"] > 0
+
+
+def test_a_budget_whatif_of_a_record_without_usage_is_not_cut_off_at_a_max_tokens_derived_from_nothing():
+    from agentlab import analysis as an
+
+    trace = load_recorded(MINI_OLD)  # no usage recorded: every step estimated
+    grid = an.budget_whatif(Traces([trace], FIX), max_steps=[None])
+    assert list(grid["outcome"]) == ["done"] and list(grid["steps"]) == [len(trace)]
+    assert trace.started["max_tokens"] == trace.steps["output_tokens"].max() > 1
