@@ -519,11 +519,11 @@ def test_models_routed_through_openrouter_get_openrouters_prices(tmp_path, model
     f.write_text(json.dumps(doc))
     trace = load_recorded(f)
     assert not trace.steps["cost"].isna().any()
-    row = trace.steps.iloc[0]
     ref = model.removeprefix("openrouter/")
-    expected = calc_price(GUsage(input_tokens=int(row["input_tokens"]), output_tokens=int(row["output_tokens"]),
-                                 cache_read_tokens=int(row["cache_read_tokens"])), model_ref=ref, provider_id="openrouter")
-    assert row["cost"] == pytest.approx(float(expected.total_price))
+    for _, row in trace.steps.iterrows():  # genai-prices counts cache reads inside input_tokens
+        expected = calc_price(GUsage(input_tokens=int(row["input_tokens"] + row["cache_read_tokens"]), output_tokens=int(row["output_tokens"]),
+                                     cache_read_tokens=int(row["cache_read_tokens"])), model_ref=ref, provider_id="openrouter")
+        assert row["cost"] == pytest.approx(float(expected.total_price))
 
 
 def test_a_fork_of_a_record_without_usage_uses_the_run_default_max_tokens_not_one_derived_from_the_record():
@@ -637,7 +637,14 @@ def test_gemini_cli_session_maps_tokens_as_google_bills_them():
     assert list(calls["tool"]) == ["read_file", "run_shell_command", "replace"]
     assert list(calls["is_error"]) == [False, False, True]
     assert calls.iloc[1]["args"] == {"command": "python -m pytest -q tests/test_parse.py"}  # a Python-repr args string
-    assert not traces.steps["cost"].isna().any()  # Google's prices
+    assert not traces.steps["cost"].isna().any()
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    row = pro.steps.iloc[0]  # priced from genai-prices' Google table
+    google = calc_price(GUsage(input_tokens=int(row["input_tokens"] + row["cache_read_tokens"]), cache_read_tokens=int(row["cache_read_tokens"]),
+                               output_tokens=int(row["output_tokens"])), model_ref="gemini-2.5-pro", provider_id="google")
+    assert row["cost"] == pytest.approx(float(google.total_price))
 
 
 def test_cline_task_reads_usage_from_ui_messages_or_the_messages_metrics_and_is_never_misread_as_mini_swe_agent():
