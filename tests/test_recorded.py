@@ -933,3 +933,9 @@ def test_a_budget_whatif_of_a_record_without_usage_is_not_cut_off_at_a_max_token
     grid = an.budget_whatif(Traces([trace], FIX), max_steps=[None])
     assert list(grid["outcome"]) == ["done"] and list(grid["steps"]) == [len(trace)]
     assert trace.started["max_tokens"] == trace.steps["output_tokens"].max() > 1
+
+
+def test_a_folder_summary_adds_up_the_priced_runs_and_counts_the_unpriced_ones():
+    traces = load_recorded(FIX / "mini_swe_agent")  # one priced run, one with no model named
+    priced = load_recorded(MINI).summary["cost"]
+    assert f"${priced:.4f} + 1 run(s) with no price" in repr(traces)

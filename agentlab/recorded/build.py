@@ -331,13 +331,14 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
     est = [i for i, s in enumerate(run.steps) if s.usage is None]
     if not est:
         return out, []
+    known_steps = [i for i, s in enumerate(run.steps) if s.usage is not None]
     notes: list[str] = []
     factors: dict[str, float] = {}
     for key, total_key, label in (("input_tokens", "input_tokens", "tokens sent"), ("output_tokens", "output_tokens", "tokens received")):
         total = run.totals.get(total_key)
         if not isinstance(total, (int, float)) or total <= 0:
             continue
-        known = sum(out[i][key] for i in range(len(out)) if i not in set(est))
+        known = sum(out[i][key] for i in known_steps)
         guessed = sum(out[i][key] for i in est)
         if guessed > 0 and total > known:
             factors[key] = (total - known) / guessed
@@ -347,7 +348,7 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
         p = price(run.model)
         if p is not None:
             guessed_cost = sum(p.cost(Usage(**out[i])) for i in est)
-            known_cost = sum(p.cost(Usage(**out[i])) for i in range(len(out)) if i not in set(est))
+            known_cost = sum(p.cost(Usage(**out[i])) for i in known_steps)
             if guessed_cost > 0 and cost_total > known_cost:
                 f = (cost_total - known_cost) / guessed_cost
                 factors = {"input_tokens": f, "output_tokens": f}

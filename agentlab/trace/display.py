@@ -315,7 +315,9 @@ def traces_text(traces: Traces) -> str:
     for r in rows:
         by[r["outcome"] if r["outcome"] != "stopped" else f"stopped: {r['reason']}"] += 1
     counts = ", ".join(f"{n} {k}" for k, n in sorted(by.items()))
-    lines = [f"Traces: {len(rows)} runs in {traces.folder} ({counts or 'none'}) · {_money(sum(r['cost'] for r in rows))}"]
+    priced = [r["cost"] for r in rows if r["cost"] == r["cost"]]  # NaN: a run whose model has no known price
+    unpriced = f" + {len(rows) - len(priced)} run(s) with no price" if len(priced) < len(rows) else ""
+    lines = [f"Traces: {len(rows)} runs in {traces.folder} ({counts or 'none'}) · {_money(sum(priced))}{unpriced}"]
     lines += [
         f"  {r['run_id']}  {r['outcome']:<10} {r['reason']:<14} {r['steps']:>3} steps  {_money(r['cost'])}  {_one_line(r['task'], 50)}"
         for r in rows[-20:]
