@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from ..errors import AgentlabError
 from ..pricing import Prices
 from ..redact import Redactor
 from ..trace import Trace, Traces, TraceWriter
@@ -177,7 +178,7 @@ def recorded_runs(
         yield from runs
 
 
-class NoCalls(ValueError):
+class NoCalls(AgentlabError, ValueError):
     """A recorded file of a known format that holds no API call (only ``<synthetic>`` replies, or none)."""
 
     def __init__(self, file: Path, why: str) -> None:

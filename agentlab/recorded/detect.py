@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import AgentlabError
 from . import (
     claude_code,
     cline,
@@ -32,7 +33,7 @@ FORMATS = (
 SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json", ".eval")
 
 
-class UnrecognizedFormat(ValueError):
+class UnrecognizedFormat(AgentlabError, ValueError):
     """A file none of the importers recognises."""
 
     def __init__(self, message: str, why: str = "not a recorded run this lab can read") -> None:
