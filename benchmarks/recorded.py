@@ -25,6 +25,9 @@ from typing import Any
 from .report import Row, fmt, judged
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "recorded" / "claude_code"
+SOURCE_ENV = "AGENTLAB_BENCH_SESSIONS"
+"""A folder of real, untrimmed Claude Code sessions to join instead of the trimmed fixtures
+(e.g. marot/spotter's ``test/fixtures/transcripts``, 17 MB, MIT): ``AGENTLAB_BENCH_SESSIONS=DIR``."""
 SESSION = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"
 TIME_GOAL_S = 2.0
 MEMORY_GOAL = 2.0
@@ -54,12 +57,15 @@ def _padded(d: dict[str, Any]) -> dict[str, Any]:
 
 
 def _real_sessions() -> list[tuple[str, list[dict[str, Any]], dict[str, list[dict[str, Any]]]]]:
-    """Every real Claude Code session among the fixtures: (name, its lines, its subagent files' lines)."""
+    """Every real Claude Code session of the source folder: (name, its lines, its subagent files' lines)."""
+    import os
+
+    source = Path(os.environ.get(SOURCE_ENV) or FIXTURE)
     out = []
-    for main in sorted(FIXTURE.glob("*.jsonl")):
-        subs = {f.name: [json.loads(x) for x in f.read_text().splitlines()]
-                for f in sorted((FIXTURE / main.stem / "subagents").glob("*.jsonl"))}
-        out.append((main.stem, [json.loads(x) for x in main.read_text().splitlines()], subs))
+    for main in sorted(source.glob("*.jsonl")):
+        subs = {f.name: [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+                for f in sorted((source / main.stem / "subagents").glob("*.jsonl"))}
+        out.append((main.stem, [json.loads(x) for x in main.read_text().splitlines() if x.strip()], subs))
     return out
 
 
@@ -70,7 +76,10 @@ def synthesise(folder: Path, megabytes: float) -> int:
     in turn, each copy with fresh ids, so the folder holds their different shapes
     (long tool-heavy stretches, compactions, model switches, multi-turn sessions,
     subagents) rather than one session repeated."""
+    import os
+
     sessions = _real_sessions()
+    fix = (lambda d: _padded(d)) if not os.environ.get(SOURCE_ENV) else (lambda d: d)  # the fixtures' results were trimmed
     total, n = 0, 0
     while total < megabytes * 1e6:
         name, lines, subs = sessions[n % len(sessions)]
@@ -78,7 +87,7 @@ def synthesise(folder: Path, megabytes: float) -> int:
         main = folder / f"{tag}-{name}.jsonl"
         with open(main, "w") as f:
             for d in lines:
-                f.write(json.dumps(_padded(_renamed(d, tag))) + "\n")
+                f.write(json.dumps(fix(_renamed(d, tag))) + "\n")
         total += main.stat().st_size
         if subs:
             subdir = folder / main.stem / "subagents"
@@ -86,7 +95,7 @@ def synthesise(folder: Path, megabytes: float) -> int:
             for fname, sub in subs.items():
                 with open(subdir / fname, "w") as f:
                     for d in sub:
-                        f.write(json.dumps(_padded(_renamed(d, tag))) + "\n")
+                        f.write(json.dumps(fix(_renamed(d, tag))) + "\n")
                 total += (subdir / fname).stat().st_size
         n += 1
     return total
