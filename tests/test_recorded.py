@@ -939,3 +939,35 @@ def test_a_folder_summary_adds_up_the_priced_runs_and_counts_the_unpriced_ones()
     traces = load_recorded(FIX / "mini_swe_agent")  # one priced run, one with no model named
     priced = load_recorded(MINI).summary["cost"]
     assert f"${priced:.4f} + 1 run(s) with no price" in repr(traces)
+
+
+def test_a_folder_of_every_fixture_cut_in_half_beside_the_whole_ones_still_imports_every_whole_run(tmp_path):
+    """Files cut short anywhere (a copy interrupted, a session still being written) never stop a folder import."""
+    root = tmp_path / "mixed"
+    shutil.copytree(FIX, root / "whole")
+    whole = load_recorded(root / "whole")
+    cut = root / "cut"
+    for f in (root / "whole").rglob("*"):
+        if f.is_file() and f.suffix in (".jsonl", ".json", ".traj", ".eval"):
+            data = f.read_bytes()
+            for frac in (0.5, 0.97):
+                dest = cut / f"{frac}" / f.relative_to(root / "whole")
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                dest.write_bytes(data[: int(len(data) * frac)])
+    from agentlab.recorded import ImportReport
+
+    report = ImportReport()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # skipped and truncated files warn; that they do is tested above
+        traces = load_recorded(root, report=report)
+    def calls(ts, fmt):
+        return [e["request_id"] or e["content"][0].get("id", "") for t in ts if t.started["recorded"]["format"] == fmt
+                for e in t.records if e["kind"] == "model_called"]
+
+    # Claude Code: a call is counted once across all the copies, and none is lost
+    mixed = calls(traces, "claude-code")
+    assert len(mixed) == len(set(mixed)) and set(calls(whole, "claude-code")) <= set(mixed)
+    # every other format: each whole run is there, under its own id
+    assert {t.run_id for t in whole if t.started["recorded"]["format"] != "claude-code"} <= {t.run_id for t in traces}
+    assert report.files_read > len(list((root / "whole").rglob("*.json*")))
+    assert all(why for _, why in report.skipped)
