@@ -29,6 +29,7 @@ from ._engine.loopguard import LoopGuard, call_key, nudge_text
 from ._engine.scheduling import plan_batches
 from ._runtime import watchdog
 from ._runtime.driver import run_to_end
+from ._shorten import shorten
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     NO_LEDGER,
@@ -449,6 +450,10 @@ class Run:
         """Run one turn's calls, reads together and writes alone; results in request order."""
         self.phase = "running tools"
         self.pending_calls = calls
+        # One turn of the event loop per step: tools that answer at once run without a task of their
+        # own (_runtime.isolate.start), so without this a fast run would never let Stop, Pause or the
+        # panel's redraws in.
+        await asyncio.sleep(0)
         left = self._time_left()
         if left is not None and left <= 0:
             return self._stop(StopReason.DEADLINE, f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools")
@@ -619,8 +624,7 @@ def _jsonable(raw: Any) -> Any:
 
 
 def _short(raw: Any, n: int = 300) -> str:
-    s = repr(raw)
-    return s if len(s) <= n else s[: n - 3] + "..."
+    return shorten(repr(raw), n)
 
 
 # ----------------------------------------------------------- the façades

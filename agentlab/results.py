@@ -6,6 +6,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._shorten import shorten
 from .budget import BudgetSnapshot, GuardReport
 from .messages import Message, text_of
 
@@ -86,7 +87,7 @@ class Done(_Result):
     reason = "done"
 
     def __repr__(self) -> str:
-        short = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        short = shorten(self.text, 60)
         return f"Done({short!r}, steps={self.steps}, cost=${self.cost:.4f}, run_id={self.run_id!r}; {self.budget})"
 
     def _rows(self) -> list[tuple[str, str]]:

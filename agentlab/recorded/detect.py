@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from .._shorten import shorten
 from ..errors import AgentlabError
 from . import (
     claude_code,
@@ -43,7 +44,7 @@ class UnrecognizedFormat(AgentlabError, ValueError):
 
 def _preview(line: bytes, n: int = 160) -> str:
     text = line.decode("utf-8", "replace")
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return shorten(text, n)
 
 
 _LINES_LOOKED_AT = 200
