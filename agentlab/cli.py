@@ -298,18 +298,33 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _recorded_formats() -> tuple[str, ...]:
+    from .recorded.detect import FORMATS
+
+    return FORMATS
+
+
 def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Write recorded runs (Claude Code, mini-swe-agent, SWE-agent, Messages API logs) as native traces."""
-    from .recorded import UnrecognizedFormat, import_recorded
+    """Write recorded runs (Claude Code, Codex, Gemini, mini-swe-agent, SWE-agent, API logs…) as native traces:
+    what was read, the runs made, and every file skipped and why."""
+    import warnings
+
+    from .recorded import NoCalls, SkippedFileWarning, UnrecognizedFormat, import_recorded
 
     try:
-        files = import_recorded(args.path, args.out, args.format)
-    except (FileNotFoundError, UnrecognizedFormat) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SkippedFileWarning)  # listed below, once each
+            report = import_recorded(args.path, args.out, args.format, force=args.force)
+    except (FileNotFoundError, UnrecognizedFormat, NoCalls) as exc:
         print(f"agentlab import: {exc}", file=err)
         return 2
-    for f in files:
+    for f in report:
         print(f"  {f}", file=out)
-    print(f"{len(files)} run(s) written; read one: agentlab report {files[0].stem if files else 'RUN_ID'} --runs {files[0].parent if files else args.out}", file=out)
+    for f, why in report.skipped:
+        print(f"  skipped {f}: {why}", file=out)
+    print(f"{report.summary()}; {len(report)} run(s) written", file=out)
+    if report:
+        print(f"read one: agentlab report {report[0].stem} --runs {report[0].parent}", file=out)
     return 0
 
 
@@ -375,12 +390,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
     rep.set_defaults(fn=cmd_report)
 
-    im = sub.add_parser("import", help="turn recorded runs (Claude Code, mini-swe-agent, SWE-agent, API logs) into traces",
+    im = sub.add_parser("import", help="turn recorded runs (Claude Code, Codex, Gemini CLI, SWE-agent, API logs…) into traces",
                         description="Read recorded runs from a file or folder and write them as native trace files.")
     im.add_argument("path", metavar="PATH", help="a recorded file or a folder of them")
     im.add_argument("--out", metavar="DIR", help="traces folder to write (default: $AGENTLAB_RUNS or ./runs)")
-    im.add_argument("--format", default="auto", choices=["auto", "claude-code", "mini-swe-agent", "swe-agent", "messages-log"],
+    im.add_argument("--format", default="auto", choices=["auto", *_recorded_formats()],
                     help="the records' format (default: recognised from the content)")
+    im.add_argument("--force", action="store_true", help="overwrite runs already in the traces folder")
     im.set_defaults(fn=cmd_import)
 
     sc = sub.add_parser("scenarios", help="list the offline scenarios and what each one teaches")
