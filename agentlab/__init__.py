@@ -31,6 +31,10 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     """Heavy public names load on first use, so ``import agentlab`` stays light."""
+    if name == "__version__":  # package metadata is read only when asked for
+        from ._version import installed_version
+
+        return installed_version()
     if name in ("Trace", "Traces", "load_run", "load_runs"):  # the trace package loads when first used
         from . import trace
 
@@ -72,3 +76,8 @@ def __getattr__(name: str) -> object:
 
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'agentlab' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    """The lazily loaded names too, so tab completion in a notebook finds ``al.Lab``."""
+    return sorted(set(globals()) | set(__all__) | {"__version__"})
