@@ -45,8 +45,8 @@ try:
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "agentlab.otel needs OpenTelemetry: pip install 'agentlab[otel]' "
-        "(opentelemetry-api and opentelemetry-sdk)"
+        "agentlab.otel needs OpenTelemetry: pip install 'agentlab-loop[otel]' "
+        "(opentelemetry-api, opentelemetry-sdk and the OTLP exporter)"
     ) from exc
 
 __all__ = ["SpanBuilder", "TraceExporter", "export", "exporter"]

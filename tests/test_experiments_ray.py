@@ -7,7 +7,7 @@ import pytest
 
 from agentlab.experiments.shop_study import shop_experiment
 
-ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip install 'agentlab[ray]'")
+ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip install 'agentlab-loop[ray]'")
 
 
 @pytest.fixture(scope="session")

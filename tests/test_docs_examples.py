@@ -1,0 +1,120 @@
+"""Every code block in README.md and docs/ runs as written (executable documentation).
+
+The blocks are found and run by Sybil (a maintained tool for exactly this), one document at a
+time in a fresh folder, in order, sharing one namespace per document as a reader following the
+page would. Python blocks may ``await`` at the top level, as in a notebook. ``sh`` blocks run
+each ``agentlab ...`` line through the real command (``agentlab.cli.main``) and must exit 0.
+A block that cannot run here is preceded by ``<!-- skip: next "the reason" -->``: the reason is
+required, and printed with the skip.
+
+Blocks that name a Claude model run as written too: ``ANTHROPIC_API_KEY`` and
+``ANTHROPIC_BASE_URL`` point the real ``anthropic`` SDK at agentlab's local Messages API server
+on 127.0.0.1 (``agentlab.testing.MessagesServer``), which answers every request with a short
+final reply. No request leaves the machine (``AGENTLAB_LOCAL_ONLY=1``).
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import io
+import re
+import shlex
+from contextlib import redirect_stderr, redirect_stdout
+from pathlib import Path
+from unittest import SkipTest
+
+import pytest
+from sybil import Example, Sybil
+from sybil.parsers.markdown import CodeBlockParser, SkipParser
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+SKIP = re.compile(r"<!--\s*skip:\s*next(.*?)-->", re.S)
+
+
+def _loop(example: Example) -> asyncio.AbstractEventLoop:
+    """One event loop per document, kept between blocks like a notebook kernel's."""
+    ns = example.namespace
+    if "__docs_loop__" not in ns:
+        ns["__docs_loop__"] = asyncio.new_event_loop()
+    return ns["__docs_loop__"]
+
+
+def run_python(example: Example) -> None:
+    code = compile(example.parsed, f"{example.path}:{example.line}", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    result = eval(code, example.namespace)  # noqa: S307 - the documentation's own code
+    if asyncio.iscoroutine(result):
+        _loop(example).run_until_complete(result)
+
+
+def run_shell(example: Example) -> None:
+    """Each ``agentlab ...`` line through the real CLI; anything else is not ours to run."""
+    from agentlab.cli import main
+
+    for line in example.parsed.splitlines():
+        command = line.split("  #", 1)[0].strip()
+        if not command or command.startswith("#"):
+            continue
+        argv = shlex.split(command)
+        if argv[0] != "agentlab":
+            raise AssertionError(f"{example.path}:{example.line}: cannot run {command!r} here: mark the block "
+                                 "<!-- skip: next \"why\" --> or write it with agentlab commands only")
+        out, err = io.StringIO(), io.StringIO()
+        with redirect_stdout(out), redirect_stderr(err):
+            code = main(argv[1:], out=out, err=err)
+        assert code == 0, f"{command!r} exited {code}:\n{err.getvalue()}{out.getvalue()}"
+
+
+SYBIL = Sybil(parsers=[CodeBlockParser("python", run_python), CodeBlockParser("sh", run_shell), SkipParser()])
+
+
+def local_answer(body: dict) -> dict:
+    """What the local server says to any request: a final answer, so every run ends ``done``."""
+    from agentlab import reply
+
+    return reply("(an answer from the local test server)")
+
+
+@pytest.fixture
+def local_claude(monkeypatch):
+    from agentlab.testing import MessagesServer
+
+    with MessagesServer([local_answer] * 500) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-docs-local-test")
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        yield server
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_every_code_block_runs_as_written(document, tmp_path, monkeypatch, local_claude):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    parsed = SYBIL.parse(document)
+    ran, skipped = 0, []
+    try:
+        for example in parsed.examples():
+            try:
+                example.evaluate()
+            except SkipTest as why:
+                skipped.append(f"line {example.line}: {why}")
+                continue
+            ran += 1
+    finally:
+        loop = parsed.namespace.get("__docs_loop__")
+        if loop is not None:
+            loop.close()
+    print(f"{document.name}: {ran} examples ran; skipped: {skipped}")
+
+
+@pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_a_block_that_does_not_run_says_why(document):
+    for directive in SKIP.findall(document.read_text(encoding="utf-8")):
+        assert re.fullmatch(r'\s*"[^"]{10,}"\s*', directive), f"{document.name}: skip without a reason: {directive!r}"
+
+
+def test_every_fenced_block_is_one_the_runner_knows():
+    """A ```python, ```sh or ```toml/```text block: an unlabelled or other fence would be silently untested."""
+    for document in DOCUMENTS:
+        for label in re.findall(r"^```(\S*)\s*$", document.read_text(encoding="utf-8"), flags=re.M)[::2]:
+            assert label in ("python", "sh", "toml", "text"), f"{document.name}: fence ```{label}"
