@@ -18,8 +18,11 @@ from __future__ import annotations
 import ast
 import asyncio
 import io
+import os
 import re
 import shlex
+import sys
+import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 from unittest import SkipTest
@@ -46,6 +49,10 @@ def run_python(example: Example) -> None:
     result = eval(code, example.namespace)  # noqa: S307 - the documentation's own code
     if asyncio.iscoroutine(result):
         _loop(example).run_until_complete(result)
+    forgotten = [name for name, value in example.namespace.items() if asyncio.iscoroutine(value)]
+    for name in forgotten:
+        example.namespace[name].close()
+    assert not forgotten, f"{example.path}:{example.line}: {forgotten} hold coroutines never awaited (missing `await`?)"
 
 
 def run_shell(example: Example) -> None:
@@ -56,7 +63,7 @@ def run_shell(example: Example) -> None:
         command = line.split("  #", 1)[0].strip()
         if not command or command.startswith("#"):
             continue
-        argv = shlex.split(command)
+        argv = [os.path.expanduser(a) for a in shlex.split(command)]
         if argv[0] != "agentlab":
             raise AssertionError(f"{example.path}:{example.line}: cannot run {command!r} here: mark the block "
                                  "<!-- skip: next \"why\" --> or write it with agentlab commands only")
@@ -64,6 +71,12 @@ def run_shell(example: Example) -> None:
         with redirect_stdout(out), redirect_stderr(err):
             code = main(argv[1:], out=out, err=err)
         assert code == 0, f"{command!r} exited {code}:\n{err.getvalue()}{out.getvalue()}"
+
+
+def setup(namespace: dict) -> None:
+    """What every document starts with: the repository root (for invisible set-up blocks that
+    stand for the reader's own files) and nothing else, so each page must import what it uses."""
+    namespace["DOCS_ROOT"] = ROOT
 
 
 SYBIL = Sybil(parsers=[CodeBlockParser("python", run_python), CodeBlockParser("sh", run_shell), SkipParser()])
@@ -89,20 +102,31 @@ def local_claude(monkeypatch):
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_code_block_runs_as_written(document, tmp_path, monkeypatch, local_claude):
     monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # a page's own modules (mytools.py) import as they would for a reader
+    monkeypatch.setenv("HOME", str(tmp_path))
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # `python` = this one
     parsed = SYBIL.parse(document)
+    setup(parsed.namespace)
     ran, skipped = 0, []
     try:
         for example in parsed.examples():
             try:
+                t0 = time.perf_counter()
                 example.evaluate()
+                print(f"line {example.line}: {time.perf_counter() - t0:.2f}s")
             except SkipTest as why:
                 skipped.append(f"line {example.line}: {why}")
                 continue
             ran += 1
     finally:
         loop = parsed.namespace.get("__docs_loop__")
-        if loop is not None:
+        if loop is not None:  # as asyncio.run ends: cancel what is left, then close
+            left = asyncio.all_tasks(loop)
+            for task in left:
+                task.cancel()
+            loop.run_until_complete(asyncio.gather(*left, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
     print(f"{document.name}: {ran} examples ran; skipped: {skipped}")
 
