@@ -22,6 +22,7 @@ import os
 import re
 import shlex
 import sys
+import threading
 import time
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -79,7 +80,20 @@ def setup(namespace: dict) -> None:
     namespace["DOCS_ROOT"] = ROOT
 
 
-SYBIL = Sybil(parsers=[CodeBlockParser("python", run_python), CodeBlockParser("sh", run_shell), SkipParser()])
+def save_toml(example: Example) -> None:
+    """A TOML block whose first line names its file (``# exp.toml``) is saved there for the blocks
+    after it to use, after checking it parses; the ``sh`` block that follows runs it."""
+    import tomllib
+
+    text = example.parsed
+    tomllib.loads(text)
+    first = text.splitlines()[0]
+    if first.startswith("# ") and first.endswith(".toml"):
+        Path(first[2:].strip()).write_text(text, encoding="utf-8")
+
+
+SYBIL = Sybil(parsers=[CodeBlockParser("python", run_python), CodeBlockParser("sh", run_shell),
+                       CodeBlockParser("toml", save_toml), SkipParser()])
 
 
 def local_answer(body: dict) -> dict:
@@ -99,8 +113,43 @@ def local_claude(monkeypatch):
         yield server
 
 
+@pytest.fixture
+def local_collector(monkeypatch):
+    """An OTLP/HTTP endpoint on 127.0.0.1 that keeps what it is sent, for the OpenTelemetry recipe."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    received: list[tuple[str, int]] = []
+
+    class Collector(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the stdlib's name
+            received.append((self.path, len(self.rfile.read(int(self.headers.get("content-length", 0))))))
+            self.send_response(200)
+            self.send_header("content-type", "application/x-protobuf")
+            self.send_header("content-length", "0")
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Collector)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    monkeypatch.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", f"http://127.0.0.1:{server.server_address[1]}")
+    yield received
+    try:
+        from opentelemetry import trace
+
+        provider = trace.get_tracer_provider()
+        if hasattr(provider, "shutdown"):  # a page set the global provider: stop it before its endpoint goes
+            provider.shutdown()
+    except ImportError:
+        pass
+    server.shutdown()
+    server.server_close()
+
+
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
-def test_every_code_block_runs_as_written(document, tmp_path, monkeypatch, local_claude):
+def test_every_code_block_runs_as_written(document, tmp_path, monkeypatch, local_claude, local_collector):
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))  # a page's own modules (mytools.py) import as they would for a reader
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -129,6 +178,8 @@ def test_every_code_block_runs_as_written(document, tmp_path, monkeypatch, local
             loop.run_until_complete(loop.shutdown_asyncgens())
             loop.close()
     print(f"{document.name}: {ran} examples ran; skipped: {skipped}")
+    if "OTLPSpanExporter()" in document.read_text(encoding="utf-8"):  # the recipe really sent spans
+        assert any(path == "/v1/traces" and size > 0 for path, size in local_collector), local_collector
 
 
 @pytest.mark.parametrize("document", DOCUMENTS, ids=lambda p: str(p.relative_to(ROOT)))
