@@ -331,6 +331,7 @@ class TraceExporter:
         self.builders: dict[str, SpanBuilder] = {}
 
     def builder(self, run_id: str) -> SpanBuilder:
+        """The span builder of one run (made on its first event): runs feed the exporter interleaved."""
         b = self.builders.get(run_id)
         if b is None:
             b = self.builders[run_id] = SpanBuilder(
@@ -339,6 +340,7 @@ class TraceExporter:
         return b
 
     def feed(self, rec: dict[str, Any]) -> None:
+        """Advance the spans of the record's run by one event record."""
         self.builder(str(rec.get("run_id") or "")).feed(rec)
 
     def __call__(self, event: Event) -> None:

@@ -225,6 +225,7 @@ class AnthropicModel:
             self._containers[key] = cid
 
     async def complete(self, request: ModelRequest) -> dict[str, Any]:
+        """One Messages API call through the SDK (streamed unless ``stream=False``): the reply as a dict, usage and cost included."""
         import anthropic
 
         check_url(str(self.client.base_url))
