@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lab lint clean
+.PHONY: demo test docs bench lab lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -20,7 +20,13 @@ test: $(STAMP)
 	bash scripts/ensure-browser.sh
 	$(BIN)/ruff check agentlab tests
 	$(BIN)/mypy agentlab
+	$(MAKE) docs
 	$(BIN)/python -m pytest -q
+
+# The docs site (README as home, docs/*.md, the notebooks rendered, the API reference) in site/.
+# Strict: a broken link or reference, or a public name without a docstring, fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
@@ -33,4 +39,4 @@ lint: $(STAMP)
 	$(BIN)/mypy agentlab
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site .cache

@@ -126,5 +126,6 @@ def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "index.md", content=readme_as_index()))
     files.append(File.generated(config, "reference.md", content=reference_page()))
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        files.append(File.generated(config, f"notebooks/{notebook.name}", abs_src_path=str(notebook)))
+        files.append(File(f"notebooks/{notebook.name}", src_dir=str(ROOT), dest_dir=config["site_dir"],
+                          use_directory_urls=config["use_directory_urls"]))
     return files
