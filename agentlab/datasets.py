@@ -82,7 +82,7 @@ def _run_id(name: str) -> str:
     return base.replace("#", "-")
 
 
-SESSIONS = {"multi-turn": "claude_code_multi_turn.jsonl", "subagent": "claude_code_subagent.jsonl"}
+SESSIONS = {"multi-turn": "claude_code_multi_turn.jsonl", "subagent": "ae4a77f8-aedd-4bc1-888f-c94edc91af04/subagents/agent-aac57f5.jsonl"}
 
 
 def claude_code_session(which: Literal["multi-turn", "subagent"] = "multi-turn") -> Path:

@@ -903,14 +903,13 @@ ax.figure"""),
 ## One real session, step by step
 
 `load_recorded` reads a Claude Code session file (here a subagent's run from a
-public repository, in the test fixtures) into the same `Trace` a native run
+public repository, shipped with the package) into the same `Trace` a native run
 gives. `replay_setup` drives it in the lab panel offline: the model answers with
 the recorded replies, the tools with the recorded results, and the gauges show
 the recorded spend. Click *Step* to go one step at a time.
 """),
     code("""
-fixtures = Path(al.__file__).resolve().parent.parent / "tests" / "fixtures" / "recorded"
-session = al.load_recorded(fixtures / "claude_code" / "ae4a77f8-aedd-4bc1-888f-c94edc91af04" / "subagents" / "agent-aac57f5.jsonl")
+session = al.load_recorded(al.datasets.claude_code_session("subagent"))
 session"""),
     code("""
 lab = al.Lab(**replay_setup(session), chart=False)

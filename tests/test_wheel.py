@@ -74,7 +74,7 @@ def test_the_wheel_carries_licence_notice_types_notebooks_and_their_data(install
     wheel, = installed.parent.parent.glob("dist/agentlab_loop-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {"agentlab/py.typed", "agentlab/data/NOTICE.md", "agentlab/data/recorded/claude_code_multi_turn.jsonl",
-            "agentlab/data/recorded/claude_code_subagent.jsonl", "agentlab/data/shop.sql"} <= names
+            "agentlab/data/recorded/ae4a77f8-aedd-4bc1-888f-c94edc91af04/subagents/agent-aac57f5.jsonl", "agentlab/data/shop.sql"} <= names
     assert f"agentlab_loop-{VERSION}.dist-info/licenses/LICENSE" in names
     assert len([n for n in names if n.startswith("agentlab/_notebooks/") and n.endswith(".ipynb")]) == 9
     metadata = zipfile.ZipFile(wheel).read(f"agentlab_loop-{VERSION}.dist-info/METADATA").decode()
