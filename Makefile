@@ -26,7 +26,7 @@ test: $(STAMP)
 # The docs site (README as home, docs/*.md, the notebooks rendered, the API reference) in site/.
 # Strict: a broken link or reference, or a public name without a docstring, fails the build.
 docs: $(STAMP)
-	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # not --quiet: it hides the warnings strict counts
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
