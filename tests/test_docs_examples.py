@@ -169,7 +169,7 @@ def test_every_code_block_runs_as_written(document, tmp_path, monkeypatch, local
             except SkipTest as why:
                 skipped.append(f"line {example.line}: {why}")
                 continue
-            ran += 1
+            ran += example.region.evaluator in (run_python, run_shell, save_toml)
     finally:
         loop = parsed.namespace.get("__docs_loop__")
         if loop is not None:  # as asyncio.run ends: cancel what is left, then close
@@ -184,6 +184,9 @@ def test_every_code_block_runs_as_written(document, tmp_path, monkeypatch, local
             if str(getattr(sys.modules[name], "__file__", "") or "").startswith(str(tmp_path)):
                 del sys.modules[name]
     print(f"{document.name}: {ran} examples ran; skipped: {skipped}")
+    text = document.read_text(encoding="utf-8")
+    blocks = len(re.findall(r"^```(?:python|sh|toml)\s*$", text, flags=re.M)) + text.count("<!-- invisible-code-block:")
+    assert ran + len(skipped) == blocks, f"{document.name}: {blocks} runnable blocks, {ran} ran, {len(skipped)} skipped"
     if "OTLPSpanExporter()" in document.read_text(encoding="utf-8"):  # the recipe really sent spans
         assert any(path == "/v1/traces" and size > 0 for path, size in local_collector), local_collector
 
