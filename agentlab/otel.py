@@ -62,12 +62,10 @@ def _capture_from_env() -> bool:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    """agentlab's installed version (the distribution is agentlab-loop), for the tracer's scope."""
+    from ._version import installed_version
 
-        return version("agentlab")
-    except Exception:
-        return "0"
+    return installed_version()
 
 
 class SpanBuilder:
