@@ -487,8 +487,9 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_demo)
 
     r = sub.add_parser("run", help="run one task (or one scenario), printing each step as it happens",
-                       description="Run one task with the shop's tools, or one offline scenario, and print each "
-                                   "step as it happens. Without ANTHROPIC_API_KEY the model is offline.")
+                       description="Run one task with the shop's tools (or your own: --tools module:attr), or one "
+                                   "offline scenario, and print each step as it happens. Without ANTHROPIC_API_KEY "
+                                   "the model is offline.")
     r.add_argument("task", nargs="?", help="what to ask, e.g. \"Why was order 1042 late?\"")
     r.add_argument("--tools", default="shop", metavar="shop|none|MODULE:ATTR",
                    help="the toolset: the example shop (default), none, or module:attr naming a tool, a list of "
