@@ -156,12 +156,17 @@ class Shop:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(self.path.name + ".partial")
         partial.unlink(missing_ok=True)
+        # Built in memory and copied in one transaction: the script's statements each commit, and on
+        # a file each commit is a sync to disk (~0.3 s a shop on a busy machine, paid by every run
+        # that gets a fresh shop).
+        memory = sqlite3.connect(":memory:")
         con = sqlite3.connect(partial)
         try:
-            con.executescript(schema_sql())
-            con.commit()
+            memory.executescript(schema_sql())
+            memory.backup(con)
         finally:
             con.close()
+            memory.close()
         os.replace(partial, self.path)  # never leave a half-made database behind
 
     def connect(self) -> sqlite3.Connection:
