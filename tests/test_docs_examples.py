@@ -3,7 +3,8 @@
 The blocks are found and run by Sybil (a maintained tool for exactly this), one document at a
 time in a fresh folder, in order, sharing one namespace per document as a reader following the
 page would. Python blocks may ``await`` at the top level, as in a notebook. ``sh`` blocks run
-each ``agentlab ...`` line through the real command (``agentlab.cli.main``) and must exit 0.
+each ``agentlab ...`` line through the real command (``agentlab.cli.main``) and must exit 0
+(or the N its comment announces with "exits N").
 A block that cannot run here is preceded by ``<!-- skip: next "the reason" -->``: the reason is
 required, and printed with the skip.
 
@@ -64,7 +65,8 @@ def run_shell(example: Example) -> None:
     from agentlab.cli import main
 
     for line in example.parsed.splitlines():
-        command = line.split("  #", 1)[0].strip()
+        command, _, comment = (part.strip() for part in line.partition("  #"))
+        expected = int(m.group(1)) if (m := re.search(r"\bexits (\d+)", comment)) else 0
         if not command or command.startswith("#"):
             continue
         argv = [os.path.expanduser(a) for a in shlex.split(command)]
@@ -73,8 +75,11 @@ def run_shell(example: Example) -> None:
                                  "<!-- skip: next \"why\" --> or write it with agentlab commands only")
         out, err = io.StringIO(), io.StringIO()
         with redirect_stdout(out), redirect_stderr(err):
-            code = main(argv[1:], out=out, err=err)
-        assert code == 0, f"{command!r} exited {code}:\n{err.getvalue()}{out.getvalue()}"
+            try:
+                code = main(argv[1:], out=out, err=err)
+            except SystemExit as exit_:  # argparse's own exits: --help, --version, a bad flag
+                code = exit_.code if isinstance(exit_.code, int) else 2
+        assert code == expected, f"{command!r} exited {code}, not {expected}:\n{err.getvalue()}{out.getvalue()}"
 
 
 def setup(namespace: dict) -> None:
