@@ -99,7 +99,7 @@ def test_experiment_json_has_the_summary_and_a_row_per_run(tmp_path):
     assert {"outcome", "cost", "config"} <= set(doc["runs"][0])
 
 
-def test_run_tools_accepts_module_attr_like_the_experiment_spec(tmp_path, monkeypatch):
+def test_run_tools_accepts_module_attr_like_the_experiment_spec(tmp_path, monkeypatch, request):
     """A list, a single tool and a factory tools(task) all work; a bad reference is exit 2, named."""
     (tmp_path / "mytools.py").write_text(textwrap.dedent('''
         import agentlab as al
@@ -119,6 +119,7 @@ def test_run_tools_accepts_module_attr_like_the_experiment_spec(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "mytools", raising=False)
+    request.addfinalizer(lambda: sys.modules.pop("mytools", None))  # this file's mytools is no other test's
     for ref in ("mytools:TOOLS", "mytools:lookup", "mytools:make"):
         code, _, err = cli("run", "what is x?", "--tools", ref, "--runs", str(tmp_path / "runs"))
         assert code == 0, err

@@ -23,6 +23,7 @@ import os
 import re
 import shlex
 import sys
+import tempfile
 import threading
 from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
@@ -165,6 +166,10 @@ def test_every_code_block_runs_as_written(document, tmp_path, monkeypatch, local
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}")  # `python` = this one
     parsed = SYBIL.parse(document)
     setup(parsed.namespace)
+    for name, module in list(sys.modules.items()):  # a module another test made in a temporary folder
+        file = str(getattr(module, "__file__", "") or "")
+        if file.startswith(tempfile.gettempdir()) and not file.startswith(str(ROOT)) and not file.startswith(sys.prefix):
+            del sys.modules[name]
     before = set(sys.modules)
     ran, skipped = 0, []
     try:
