@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from ._shorten import shorten
 from .vocab import StopReason
 
 CostGuard = Literal["hard", "estimate", "after"]
@@ -72,8 +73,7 @@ _MAX_INT = 2**63 - 1
 
 
 def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+    return shorten(repr(value), 40)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._shorten import shorten
 from .vocab import EventKind
 
 DESCRIPTION = """\
@@ -68,12 +69,11 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: S
 
 def _args_text(args: dict[str, Any], limit: int = 60) -> str:
     text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(text, limit)
 
 
 def _short(text: str, limit: int = 90) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(text, limit, flat=True)
 
 
 def describe_event(kind: str, step: int, data: dict[str, Any]) -> str | None:
@@ -173,7 +173,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"plot:     {f}", file=out)
     print(NOTEBOOKS_HINT, file=out)
     if not args.only:  # and one small experiment: 6 questions x 3 configs under a $0.50 total
-        from .experiments.demo import demo_experiment
+        from .scenarios.demo import demo_experiment
 
         demo_experiment(runs / "experiments", out)
     return 1 if unexpected else 0

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import analysis as an
+from ._shorten import shorten
 from .pricing import Prices
 
 if TYPE_CHECKING:
@@ -102,8 +103,7 @@ def _integer_steps(ax: Axes) -> None:
 
 
 def _short(run_id: Any, n: int = 24) -> str:
-    s = str(run_id)
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return shorten(run_id, n)
 
 
 # ------------------------------------------------------------------- tokens

@@ -6,6 +6,7 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._shorten import shorten
 from .budget import BudgetSnapshot, GuardReport
 from .messages import Message, text_of
 
@@ -38,7 +39,7 @@ class _Result:
     overrun_s: float = 0.0
     """Seconds past ``deadline_s`` when the run ended (0.0 within it, or with no deadline)."""
     overrun_cause: str = ""
-    """Why the deadline was overrun, when the watchdog saw the event loop blocked (see agentlab.watchdog)."""
+    """Why the deadline was overrun, when the watchdog saw the event loop blocked (see agentlab._runtime.watchdog)."""
     abandoned: tuple[str, ...] = ()
     """Work left running when the run ended: a sync tool's thread, a task that ignored its cancellation."""
 
@@ -86,7 +87,7 @@ class Done(_Result):
     reason = "done"
 
     def __repr__(self) -> str:
-        short = self.text if len(self.text) <= 60 else self.text[:57] + "..."
+        short = shorten(self.text, 60)
         return f"Done({short!r}, steps={self.steps}, cost=${self.cost:.4f}, run_id={self.run_id!r}; {self.budget})"
 
     def _rows(self) -> list[tuple[str, str]]:

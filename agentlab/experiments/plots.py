@@ -8,10 +8,12 @@ import numpy as np
 
 
 def _ax(ax: Any, size: tuple[float, float] = (7, 4)) -> Any:
+    """``ax``, or the Axes of a new standalone Figure: never pyplot's, which a notebook would show a
+    second time beside the returned figure."""
     if ax is None:
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
 
-        _, ax = plt.subplots(figsize=size)
+        ax = Figure(figsize=size, layout="constrained").add_subplot()
     return ax
 
 

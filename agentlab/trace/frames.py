@@ -13,6 +13,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._shorten import shorten
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -175,8 +177,7 @@ def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
     end = e.get("end") if outcome != "unfinished" else None
     result = e.get("result")
     preview = "" if result is None else str(result)
-    if len(preview) > PREVIEW_CHARS:
-        preview = preview[: PREVIEW_CHARS - 1] + "…"
+    preview = shorten(preview, PREVIEW_CHARS)
     return {
         "run_id": run_id, "step": e.get("step", 0), "call_id": str(e.get("call_id", "")), "index": _i64(e.get("index", 0)),
         "tool": str(e.get("tool", "")), "mode": _str_or_none(e.get("mode")), "args": e.get("args") or {},
