@@ -528,7 +528,7 @@ def build_parser() -> argparse.ArgumentParser:
     ru.set_defaults(fn=cmd_runs)
 
     nb = sub.add_parser("notebooks", help="copy the teaching notebooks out of the installed package",
-                        description="Copy the nine teaching notebooks into a folder (files already there are kept), "
+                        description="Copy the teaching notebooks into a folder (files already there are kept), "
                                     "then open them with jupyter lab. Each runs offline.")
     nb.add_argument("folder", nargs="?", default="agentlab-notebooks", metavar="DIR",
                     help="where to put them (default: ./agentlab-notebooks)")

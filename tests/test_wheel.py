@@ -27,6 +27,7 @@ from sybil.parsers.markdown import CodeBlockParser
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ["agentlab", "notebooks", "pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE"]
+NOTEBOOKS = len(list((ROOT / "notebooks").glob("*.ipynb")))
 VERSION = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]
 
 pytest.importorskip("build", reason="the wheel test needs `build` (in the dev extra)")
@@ -76,7 +77,7 @@ def test_the_wheel_carries_licence_notice_types_notebooks_and_their_data(install
     assert {"agentlab/py.typed", "agentlab/data/NOTICE.md", "agentlab/data/recorded/claude_code_multi_turn.jsonl",
             "agentlab/data/recorded/ae4a77f8-aedd-4bc1-888f-c94edc91af04/subagents/agent-aac57f5.jsonl", "agentlab/data/shop.sql"} <= names
     assert f"agentlab_loop-{VERSION}.dist-info/licenses/LICENSE" in names
-    assert len([n for n in names if n.startswith("agentlab/_notebooks/") and n.endswith(".ipynb")]) == 9
+    assert len([n for n in names if n.startswith("agentlab/_notebooks/") and n.endswith(".ipynb")]) == NOTEBOOKS
     metadata = zipfile.ZipFile(wheel).read(f"agentlab_loop-{VERSION}.dist-info/METADATA").decode()
     assert "License-Expression: MIT" in metadata and "Project-URL: Documentation" in metadata
     assert "Classifier: Typing :: Typed" in metadata and "Provides-Extra: all" in metadata
@@ -97,7 +98,7 @@ def test_the_installed_command_knows_its_version_and_copies_the_notebooks_out(in
     assert version.stdout.strip() == f"agentlab {VERSION} (distribution agentlab-loop)"
     copied = run_in(tmp_path, installed / "agentlab", "notebooks", "nb")
     assert copied.returncode == 0, copied.stderr
-    assert len(list((tmp_path / "nb").glob("*.ipynb"))) == 9 and "jupyter lab nb" in copied.stdout
+    assert len(list((tmp_path / "nb").glob("*.ipynb"))) == NOTEBOOKS and "jupyter lab nb" in copied.stdout
     none = run_in(tmp_path, installed / "agentlab")
     assert none.returncode == 2 and "usage: agentlab" in none.stderr
 
