@@ -1087,22 +1087,18 @@ ax.figure"""),
 
 `load_recorded` reads a Claude Code session file into the same `Trace` a
 native run gives. The one used here is a subagent's run from a public
-repository, trimmed into the project's test fixtures, so this section needs a
-source checkout; to look at your own work instead, set `AGENTLAB_SESSION` to
-one of your files, `~/.claude/projects/<project>/<session>.jsonl` (or pass a
-whole project folder to `load_recorded` for a `Traces` of every session).
-`replay_setup` drives it in the lab panel offline: the model answers with the
-recorded replies, the tools with the recorded results. The replay runs under
-the article's budgets (8 steps, $0.50), so the gauges say how much of each the
-record used. Click *Step* to go one step at a time.
+repository, shipped with the package (`agentlab.datasets.claude_code_session()`);
+to look at your own work instead, set `AGENTLAB_SESSION` to one of your files,
+`~/.claude/projects/<project>/<session>.jsonl` (or pass a whole project folder
+to `load_recorded` for a `Traces` of every session). `replay_setup` drives it
+in the lab panel offline: the model answers with the recorded replies, the
+tools with the recorded results. The replay runs under the article's budgets
+(8 steps, $0.50), so the gauges say how much of each the record used. Click
+*Step* to go one step at a time.
 """),
     code("""
-fixture = (Path(al.__file__).resolve().parent.parent / "tests" / "fixtures" / "recorded" / "claude_code"
-           / "ae4a77f8-aedd-4bc1-888f-c94edc91af04" / "subagents" / "agent-aac57f5.jsonl")
-path = Path(os.environ.get("AGENTLAB_SESSION", fixture)).expanduser()
-if not path.exists():
-    raise FileNotFoundError(f"{path}: set AGENTLAB_SESSION to one of your ~/.claude/projects/<project>/<session>.jsonl files")
-session = al.load_recorded(path)
+mine = os.environ.get("AGENTLAB_SESSION")
+session = al.load_recorded(Path(mine).expanduser() if mine else al.datasets.claude_code_session("subagent"))
 session"""),
     code("""
 lab = al.Lab(**replay_setup(session, max_steps=8, max_cost=0.50), chart=False)

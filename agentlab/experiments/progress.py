@@ -134,7 +134,7 @@ class LineProgress:
 
 
 def terminal_progress() -> ExperimentSubscriber:
-    """A tqdm bar when tqdm is installed (``agentlab[progress]``), else a plain line."""
+    """A tqdm bar when tqdm is installed (``agentlab-loop[progress]``), else a plain line."""
     try:
         import tqdm  # noqa: F401
     except ImportError:
