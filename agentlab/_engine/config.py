@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._checks import whole
 from .._options import DEFAULTS
 from ..budget import Budget, CostGuard
 from ..clock import Clock, SystemClock
@@ -101,8 +102,7 @@ def _resolve_model(model: Model | str) -> Model:
 
 
 def _check_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    whole(name, value)
 
 
 def initial_messages(task: str | Sequence[Message]) -> list[Message]:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from .._checks import whole
 from .._runtime.driver import run_to_end
 from ..loop import Run
 from ..models.base import Model
@@ -81,10 +82,8 @@ class Experiment:
         self.configs = load_configs(configs)
         for c in self.configs:
             check_config(c, model)
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
-        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-            raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+        whole("concurrency", concurrency)
+        whole("repeats", repeats)
         if max_total_cost is not None and (not isinstance(max_total_cost, (int, float)) or math.isnan(max_total_cost) or max_total_cost <= 0):
             raise ValueError(f"max_total_cost must be a number > 0 (or None), got {max_total_cost!r}")
         if deadline_s is not None and (not isinstance(deadline_s, (int, float)) or deadline_s <= 0):

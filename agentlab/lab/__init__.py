@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from types import EllipsisType
 from typing import Any
 
+from .._checks import whole
 from .._options import DEFAULTS, collect, documented
 from .._runtime.driver import run_to_end
 from ..approval import Ask
@@ -104,8 +105,7 @@ class Lab:
         _require_ipywidgets()
         if isinstance(refresh_s, bool) or not isinstance(refresh_s, (int, float)) or not refresh_s >= 0:
             raise ValueError(f"refresh_s must be a number of seconds >= 0, got {refresh_s!r}")
-        if isinstance(log_limit, bool) or not isinstance(log_limit, int) or log_limit < 1:
-            raise ValueError(f"log_limit must be an int >= 1, got {log_limit!r}")
+        whole("log_limit", log_limit)
         if trace is not True and trace is not False and not isinstance(trace, (str, os.PathLike)):
             raise TypeError(f"trace must be True, False or a folder path, got {type(trace).__name__}")
         from ._panel import Panel
