@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._safe_text import for_terminal
 from .vocab import EventKind
 
 DESCRIPTION = """\
@@ -227,6 +228,7 @@ def _demo_plots(results: dict[str, Any], runs: Path, folder: Path, err: TextIO) 
 
 # -------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .trace import runs_dir
 
     runs = runs_dir(args.runs)
@@ -273,6 +275,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 # ----------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .trace import find_run_file, runs_dir
 
     runs = runs_dir(args.runs)
@@ -294,6 +297,7 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Write recorded runs (Claude Code, mini-swe-agent, SWE-agent, Messages API logs) as native traces."""
+    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .recorded import UnrecognizedFormat, import_recorded
 
     try:

@@ -6,11 +6,11 @@ the pieces :mod:`agentlab.report` assembles into a report or a notebook.
 
 from __future__ import annotations
 
-import html
 import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from .._safe_text import clean, html_text, md_code, md_text
 from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
 
@@ -171,7 +171,8 @@ def _traceback(call: dict[str, Any]) -> str:
 
 
 def fence(text: str) -> str:
-    """A fenced block that the text cannot close early."""
+    """A fenced block that the text cannot close early (inside it, nothing is markup)."""
+    text = clean(text)
     fence = "```"
     while fence in text:
         fence += "`"
@@ -180,7 +181,7 @@ def fence(text: str) -> str:
 
 def step_markdown(view: StepView, n: int = LONG) -> str:
     """One step as a notebook markdown cell: messages, the reply, calls and results."""
-    parts = [f"## Step {view.step}", f"**Reply:** {md_escape(_reply_head(view))}"]
+    parts = [f"## Step {md_escape(view.step)}", f"**Reply:** {md_escape(_reply_head(view))}"]
     if view.new:
         body = "\n".join(line for m in view.new for line in message_lines(m, n))
         parts.append(f"**Sent** {_sent(view)}:\n\n{fence(body)}")
@@ -192,8 +193,8 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
         for c in view.calls:
             secs = f"{c['end'] - c['start']:.3f}" if c.get("end") is not None and c.get("start") is not None else ""
             rows.append(
-                f"| {c.get('index', 0)} | {_cell(c.get('tool'))} | {c.get('mode') or ''} | {_cell(_args(c.get('args', {}), 300))} "
-                f"| {c.get('outcome')} | {c.get('attempts', 0)} | {secs} | {_cell(_one_line(c.get('result') or '', 300))} |"
+                f"| {_cell(c.get('index', 0))} | {_cell(c.get('tool'))} | {_cell(c.get('mode') or '')} | {_cell(_args(c.get('args', {}), 300))} "
+                f"| {_cell(c.get('outcome'))} | {_cell(c.get('attempts', 0))} | {secs} | {_cell(_one_line(c.get('result') or '', 300))} |"
             )
         parts.append("**Tool calls:**\n\n" + "\n".join(rows))
         for c in view.calls:
@@ -206,17 +207,18 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
 
 
 def md_escape(text: object) -> str:
-    return html.escape(str(text), quote=False).replace("*", "\\*").replace("_", "\\_").replace("`", "\\`")
+    """Foreign text in inline markdown: shown as written, never a link, an image or HTML (issue 24)."""
+    return md_text(text)
 
 
 def _cell(text: Any) -> str:
-    """Text safe inside a markdown table cell."""
-    return "`" + str(text).replace("|", "\\|").replace("`", "'").replace("\n", " ") + "`" if text else ""
+    """Text safe inside a markdown table cell: one literal code span."""
+    return md_code(text) if text or text == 0 else ""
 
 
 def step_html(view: StepView) -> str:
     """One step as HTML for a notebook output."""
-    e = html.escape
+    e = html_text
     sent = "".join(f"<li><code>{e(line)}</code></li>" for m in view.new for line in message_lines(m, LONG))
     reply = ""
     if view.reply and view.reply.get("content"):
@@ -227,7 +229,7 @@ def step_html(view: StepView) -> str:
     calls = "".join(f"<li><code>{e(_call_line(c, LONG))}</code></li>" for c in view.calls)
     extras = "".join(f"<li>{e(x)}</li>" for x in _step_extras(view))
     return (
-        f"<div class='agentlab-step'><b>Step {view.step}</b> of run <code>{e(view.run_id)}</code>"
+        f"<div class='agentlab-step'><b>Step {e(view.step)}</b> of run <code>{e(view.run_id)}</code>"
         f"<div>sent {e(_sent(view))}:</div><ul>{sent}</ul>"
         f"<div>reply: {e(_reply_head(view))}</div><ul>{reply}</ul>"
         + (f"<div>tools:</div><ul>{calls}</ul>" if calls else "")
@@ -287,7 +289,7 @@ def trace_text(trace: Trace) -> str:
 
 def trace_html(trace: Trace) -> str:
     """A run for a notebook: the headline and a table of steps."""
-    e = html.escape
+    e = html_text
     if not trace.records:
         return f"<div>Run <code>{e(trace.run_id)}</code>: empty trace</div>"
     head = "".join(f"<div>{e(x)}</div>" for x in headline(trace))
@@ -320,4 +322,4 @@ def traces_text(traces: Traces) -> str:
 
 
 def traces_html(traces: Traces) -> str:
-    return "<pre>" + html.escape(traces_text(traces)) + "</pre>"
+    return "<pre>" + html_text(traces_text(traces)) + "</pre>"
