@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._safe_text import html_text
 from .budget import BudgetSnapshot, GuardReport
 from .messages import Message, text_of
 
@@ -69,7 +69,7 @@ class _Result:
 
     def _repr_html_(self) -> str:
         rows = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+            f"<tr><th style='text-align:left'>{html_text(k)}</th><td style='text-align:left'>{html_text(v)}</td></tr>"
             for k, v in self._rows()
         )
         return f"<table class='agentlab-result'>{rows}</table>"
