@@ -22,6 +22,7 @@ from typing import Literal
 from ..pricing import Prices
 from ..redact import Redactor
 from ..trace import Trace, Traces, TraceWriter
+from ..trace.files import SUFFIX, inside, name_from, within
 from ..trace.writer import dumps
 from . import claude_code, messages_log, swe_agent
 from .build import RecordedRun, build_run
@@ -36,11 +37,12 @@ def _files(path: Path) -> list[Path]:
     if path.is_file():
         beside = path.with_suffix("") / "subagents"  # a Claude Code session brings its subagents
         if path.suffix == ".jsonl" and beside.is_dir():
-            return [path, *sorted(beside.glob("*.jsonl"))]
+            return [path, *sorted(p for p in beside.glob("*.jsonl") if within(beside, p))]
         return [path]
     if not path.is_dir():
         raise FileNotFoundError(f"no recorded run at {str(path)!r} (give a file or a folder)")
-    found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
+    # issue 24: a link pointing out of the folder is not followed (a foreign file is never read nor shown)
+    found = sorted(p for p in path.rglob("*") if p.name.endswith(SUFFIXES) and within(path, p) and p.is_file())
     if not found:
         raise FileNotFoundError(f"no recorded runs in {str(path)!r} (looked for files ending in {', '.join(SUFFIXES)})")
     return found
@@ -133,8 +135,11 @@ def import_recorded(
     written: list[Path] = []
     writer.dir.mkdir(parents=True, exist_ok=True)
     for r in recorded_runs(path, format):
+        r.run_id = name_from(r.run_id)  # issue 24: the file's name comes from us, never from the content
+        if r.parent is not None and isinstance(r.parent.get("run_id"), str):
+            r.parent = {**r.parent, "run_id": name_from(r.parent["run_id"])}  # the same mapping: the link holds
         records = build_run(r, prices=prices, redactor=redactor)
-        file = writer.file_of(r.run_id)
+        file = inside(writer.dir, f"{r.run_id}{SUFFIX}")
         with open(file, "wb") as f:
             for rec in records:
                 f.write(dumps(rec))
