@@ -28,7 +28,7 @@ RERUN_REASONS = frozenset({"experiment budget", "cancelled", "setup failed"})
 
 def spec_of(tasks: list[Task], configs: list[Config], repeats: int) -> dict[str, Any]:
     return {
-        "tasks": {t.id: hashlib.sha256(t.input.encode()).hexdigest()[:16] for t in tasks},
+        "tasks": {t.id: hashlib.sha256(t.input.encode("utf-8", "surrogatepass")).hexdigest()[:16] for t in tasks},
         "configs": {c.name: {"hash": c.digest(), "options": describe(c.params)} for c in configs},
         "repeats": repeats,
     }
