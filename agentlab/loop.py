@@ -591,7 +591,15 @@ class Run:
         if ending and self.result is not None:
             self.result = replace(self.result, **self._overrun())
         if interrupted is not None:
-            raise interrupted
+            if self._in_step_task():
+                raise interrupted  # step() ends the run cancelled ("interrupted by Ctrl-C"), trace complete
+            self.cancel()  # from a call's own task: raised there it would tear through the event loop
+
+    def _in_step_task(self) -> bool:
+        try:
+            return self._step_task is not None and asyncio.current_task() is self._step_task
+        except RuntimeError:  # no event loop in this thread
+            return False
 
     def _emit_start(self) -> None:
         self._emit(

@@ -60,16 +60,23 @@ def test_a_subscriber_raising_anything_leaves_the_run_a_result_and_the_trace_who
     assert any(f"failed on {kind}" in w and type(exc).__name__ in w for w in warned)
 
 
-def test_a_keyboard_interrupt_from_a_subscriber_ends_the_run_cancelled_after_every_subscriber_heard_the_event(tmp_path):
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_keyboard_interrupt_from_a_subscriber_ends_the_run_cancelled_after_every_subscriber_heard_the_event(tmp_path, kind):
+    """Taken as a Ctrl-C, at any event: from the step's own task or from a tool call's (where, raised, it
+    would tear through the event loop and out of run())."""
+
     def exporter(event):
-        if event.kind == "model_called":
+        if event.kind == kind:
             raise KeyboardInterrupt
 
     after = Recorder()
     result, _ = _run(tmp_path, exporter, after)
-    assert isinstance(result, al.Stopped) and result.reason == "cancelled"
+    if kind == "run_finished":  # the run had ended: the interrupt changes nothing
+        assert isinstance(result, al.Done)
+    else:
+        assert isinstance(result, al.Stopped) and result.reason == "cancelled"
     kinds = [r["kind"] for r in _trace(tmp_path)]
-    assert "model_called" in kinds and kinds[-1] == "run_finished"
+    assert kind in kinds and kinds[-1] == "run_finished"
     assert kinds == after.kinds()
 
 
