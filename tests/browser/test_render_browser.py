@@ -274,3 +274,53 @@ def test_no_output_of_the_lab_runs_a_script_or_fetches_anything_in_a_real_browse
                 browser.close()
         assert not failures, json.dumps(failures, indent=1)[:6000]
         assert listener.hits == [], listener.hits
+
+
+def test_the_exported_notebook_of_a_shared_trace_fetches_nothing_when_jupyterlab_opens_it(tmp_path):
+    """The issue's own reproduction: `agentlab report --notebook` of a shared, poisoned trace, opened in
+    JupyterLab (its markdown renderer and sanitizer, which lets ``<img src=http...>`` through)."""
+    import nbformat
+    from playwright.sync_api import sync_playwright
+
+    from agentlab.report import export_notebook
+
+    from .jupyter_server import jupyter_server
+
+    root = tmp_path / "root"
+    root.mkdir()
+    with Listener() as listener:
+        p = payloads(listener.port)
+        done, _ = hostile_runs(tmp_path / "runs", p)
+        shared = poisoned_trace(tmp_path / "runs" / f"{done.run_id}.jsonl", tmp_path / "shared.jsonl", p)
+        nb_path = export_notebook(str(shared), root / "report.ipynb", runs=tmp_path / "runs")
+        expected = sum(MARK in c.source for c in nbformat.read(str(nb_path), as_version=4).cells if c.cell_type == "markdown")
+        assert expected >= 3
+        with jupyter_server("jupyterlab", root, tmp_path) as (port, token), sync_playwright() as pw:
+            browser = launch_chromium(pw)
+            try:
+                page = browser.new_page(viewport={"width": 1280, "height": 4000})  # every cell on screen: all rendered
+                page.set_default_timeout(90_000)
+                requested: list[str] = []
+                page.on("request", lambda r: requested.append(r.url))
+                page.add_init_script("window.__ran = [];")  # JupyterLab fetches its own API: the listener counts ours
+                page.goto(f"http://127.0.0.1:{port}/lab/tree/report.ipynb?token={token}")
+                page.wait_for_function(
+                    """([mark, n]) => [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown')]
+                                        .filter(e => e.innerText.includes(mark)).length >= n""",
+                    arg=[MARK, expected])
+                found = page.evaluate("""() => {
+                    const bad = [];
+                    for (const el of document.querySelectorAll('.jp-RenderedMarkdown *')) {
+                        for (const a of el.attributes) {
+                            if (a.name.startsWith('on')) bad.push(el.tagName + ' ' + a.name);
+                            if (['href', 'src', 'data'].includes(a.name) && !a.value.startsWith('#'))
+                                bad.push(el.tagName + ' ' + a.name + '=' + a.value);
+                        }
+                        if (['IMG', 'IFRAME', 'OBJECT', 'SVG', 'SCRIPT', 'LINK'].includes(el.tagName)) bad.push(el.tagName);
+                    }
+                    return {ran: window.__ran, bad: bad};
+                }""")
+            finally:
+                browser.close()
+        leaked = [u for u in requested if f":{listener.port}/" in u]
+        assert found == {"ran": [], "bad": []} and leaked == [] and listener.hits == [], (found, leaked, listener.hits)
