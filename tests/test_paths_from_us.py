@@ -71,6 +71,14 @@ def test_a_second_run_with_an_existing_run_id_cannot_write_into_the_first_runs_t
     assert al.load_run("same", tmp_path).summary["task"] == "first task"
 
 
+def test_a_second_run_through_the_same_writer_cannot_write_into_the_first_runs_trace(tmp_path):
+    writer = TraceWriter(tmp_path)
+    first = al.run("first task", model=_model(), run_id="same", trace=writer, max_cost=None)
+    second = al.run("second task", model=_model(), run_id="same", trace=writer, max_cost=None)
+    assert isinstance(first, al.Done) and second.reason == "trace write failed"
+    assert al.load_run("same", tmp_path).summary["task"] == "first task"
+
+
 def test_a_resumed_run_still_appends_to_its_own_trace(tmp_path):
     run = al.Run("q", model=al.ScriptedModel([reply(None, ("echo", {})), reply("done")]), tools=[echo],
                  run_id="resumable", max_steps=1, max_cost=None, subscribers=[TraceWriter(tmp_path)])

@@ -119,6 +119,8 @@ class TraceWriter:
         try:
             out = self._files.get(event.run_id)
             if out is None:
+                if event.kind == "run_started":  # a new run: only a resumed one may append to its own file
+                    self._opened.discard(event.run_id)
                 out = self._open(event.run_id)
             self._write(out, line)
         except OSError as exc:
