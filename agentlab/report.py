@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._safe_text import clean, md_code
+from ._safe_text import clean, md_code, terminal_text
 from .trace import load_run
 from .trace.display import (
     LONG,
@@ -34,7 +34,7 @@ def report_text(run_id: str, runs: str | os.PathLike[str] | None = None) -> str:
     parts += [step_text(view) for view in trace]
     if trace.finished is None:
         parts.append(f"The trace ends without a run_finished event: {trace.summary['detail']}.")
-    return "\n\n".join(parts) + "\n"
+    return terminal_text("\n\n".join(parts) + "\n")  # issue 24: what a tool or model said cannot drive the terminal
 
 
 PLOT_CODE = """\

@@ -10,7 +10,7 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
-from .._safe_text import clean, html_text, md_code, md_text
+from .._safe_text import clean, html_text, md_code, md_text, terminal_text
 from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
 
@@ -148,7 +148,7 @@ def step_text(view: StepView, n: int = SHORT) -> str:
             lines.append(f"  {_call_line(c, n)}")
             lines += [f"    {line}" for line in _traceback(c).splitlines()]
     lines += _step_extras(view)
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))  # issue 24: a repr is printed to terminals too
 
 
 def _sent(view: StepView) -> str:
@@ -276,7 +276,7 @@ def _step_table(trace: Trace) -> list[tuple[int, str, str, str, str, str]]:
 def trace_text(trace: Trace) -> str:
     """A run for a terminal: the headline, then one line per step."""
     if not trace.records:
-        return f"Run {trace.run_id}: empty trace ({trace.file})"
+        return terminal_text(f"Run {trace.run_id}: empty trace ({trace.file})")
     lines = headline(trace)
     rows = _step_table(trace)
     if rows:
@@ -284,7 +284,7 @@ def trace_text(trace: Trace) -> str:
         lines += [f"{k:>4}  {c:>9}  {cum:>9}  {tok:>14}  {lat:>8}  {calls}" for k, c, cum, tok, lat, calls in rows]
         last = rows[-1][0]
         lines.append(f"trace.step({min(4, last)}) shows what happened at step {min(4, last)}; file: {trace.file}")
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))
 
 
 def trace_html(trace: Trace) -> str:
@@ -318,7 +318,7 @@ def traces_text(traces: Traces) -> str:
     ]
     if len(rows) > 20:
         lines.append(f"  ... {len(rows) - 20} earlier runs: see .runs")
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))
 
 
 def traces_html(traces: Traces) -> str:
