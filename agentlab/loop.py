@@ -590,16 +590,11 @@ class Run:
                 warnings.warn(f"agentlab: subscriber {safe_str(callback)} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
         if ending and self.result is not None:
             self.result = replace(self.result, **self._overrun())
-        if interrupted is not None:
-            if self._in_step_task():
-                raise interrupted  # step() ends the run cancelled ("interrupted by Ctrl-C"), trace complete
-            self.cancel()  # from a call's own task: raised there it would tear through the event loop
-
-    def _in_step_task(self) -> bool:
-        try:
-            return self._step_task is not None and asyncio.current_task() is self._step_task
-        except RuntimeError:  # no event loop in this thread
-            return False
+        if interrupted is not None:  # in the step's own task, step() ends the run cancelled; elsewhere (a call's
+            with contextlib.suppress(RuntimeError):  # task) it would tear through the event loop, so it cancels
+                if asyncio.current_task() is self._step_task is not None:
+                    raise interrupted
+            self.cancel()
 
     def _emit_start(self) -> None:
         self._emit(
