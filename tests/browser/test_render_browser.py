@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -295,19 +296,28 @@ def test_the_exported_notebook_of_a_shared_trace_fetches_nothing_when_jupyterlab
         nb_path = export_notebook(str(shared), root / "report.ipynb", runs=tmp_path / "runs")
         expected = sum(MARK in c.source for c in nbformat.read(str(nb_path), as_version=4).cells if c.cell_type == "markdown")
         assert expected >= 3
+        # Every cell rendered, on screen or not: no windowing, so the check cannot depend on the page's layout.
+        tracker = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
+        tracker.mkdir(parents=True)
+        (tracker / "tracker.jupyterlab-settings").write_text('{"windowingMode": "none"}')
         with jupyter_server("jupyterlab", root, tmp_path) as (port, token), sync_playwright() as pw:
             browser = launch_chromium(pw)
             try:
-                page = browser.new_page(viewport={"width": 1280, "height": 4000})  # every cell on screen: all rendered
-                page.set_default_timeout(90_000)
+                page = browser.new_page(viewport={"width": 1280, "height": 2000})
+                page.set_default_timeout(int(os.environ.get("AGENTLAB_BROWSER_WAIT_MS", "90000")))
                 requested: list[str] = []
                 page.on("request", lambda r: requested.append(r.url))
                 page.add_init_script("window.__ran = [];")  # JupyterLab fetches its own API: the listener counts ours
                 page.goto(f"http://127.0.0.1:{port}/lab/tree/report.ipynb?token={token}")
-                page.wait_for_function(
-                    """([mark, n]) => [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown')]
-                                        .filter(e => e.innerText.includes(mark)).length >= n""",
-                    arg=[MARK, expected])
+                try:
+                    page.wait_for_function(
+                        """([mark, n]) => [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown')]
+                                            .filter(e => e.textContent.includes(mark)).length >= n""",
+                        arg=[MARK, expected])
+                except Exception:
+                    page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
+                    shown = page.evaluate("() => document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown').length")
+                    raise AssertionError(f"{shown} markdown cells rendered, {expected} expected; see {tmp_path}") from None
                 found = page.evaluate("""() => {
                     const bad = [];
                     for (const el of document.querySelectorAll('.jp-RenderedMarkdown *')) {
