@@ -155,3 +155,13 @@ def test_every_file_the_lab_writes_is_placed_by_one_function_that_refuses_to_lea
     for name in ["../x.jsonl", "/etc/passwd", "link/passwd", "a\x00.jsonl", "", "."]:
         with pytest.raises(UnsafePath):
             inside(tmp_path / "runs", name)
+
+
+def test_a_link_planted_in_an_experiment_folder_cannot_send_its_writes_elsewhere(tmp_path):
+    target = tmp_path / "elsewhere.json"
+    (tmp_path / "exp" / "e").mkdir(parents=True)
+    os.symlink(target, tmp_path / "exp" / "e" / "manifest.json")
+    with pytest.raises(ValueError, match="would be written outside"):
+        al.Experiment(["q"], {"a": {}}, model=lambda task, seed, **o: _model(), folder=tmp_path / "exp", name="e",
+                      progress=False)
+    assert not target.exists()

@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from ..trace.files import inside
 from .grid import Config, describe
 from .tasks import Task
 
@@ -65,10 +66,10 @@ class Folder:
     """One experiment's folder on disk."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.manifest = path / "manifest.json"
-        self.rows = path / "rows.jsonl"
-        self.traces = path / "traces"
+        self.path = path  # issue 24: every file in it is placed by inside(), which refuses a way out (a planted link)
+        self.manifest = inside(path, "manifest.json")
+        self.rows = inside(path, "rows.jsonl")
+        self.traces = inside(path, "traces")
 
     def open(self, spec: dict[str, Any], *, name: str, limits: dict[str, Any]) -> None:
         """Create the folder, or check that it was made by a compatible spec, and record the spec."""
@@ -90,7 +91,7 @@ class Folder:
             merged = spec
         self.traces.mkdir(parents=True, exist_ok=True)
         manifest = {"name": name, "spec": merged, "limits": limits, "versions": dict(versions()), "argv": sys.argv[:1]}
-        tmp = self.manifest.with_suffix(".tmp")
+        tmp = inside(self.path, "manifest.tmp")
         tmp.write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
         tmp.replace(self.manifest)  # atomic: a kill leaves the old manifest or the new one
 
