@@ -71,15 +71,6 @@ def md_code(value: Any) -> str:
     return f"{ticks}{pad}{text}{pad}{ticks}"
 
 
-def md_fence(value: Any) -> str:
-    """A fenced code block the text cannot close early (inside it, nothing is markup)."""
-    text = clean(value)
-    fence = "```"
-    while fence in text:
-        fence += "`"
-    return f"{fence}text\n{text}\n{fence}"
-
-
 def terminal_text(value: Any) -> str:
     """Text for a terminal: every control character but tab and newline shown as ``\\xNN``.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -134,12 +135,15 @@ def test_a_connection_held_in_a_with_block_serves_runs_one_after_another(trusted
     assert "end kept" in _results(later)[0]  # the same server process: its log remembers
 
 
-def test_a_streamable_http_server_is_reached_by_its_url(tmp_path):
+@contextlib.contextmanager
+def http_server(tmp_path, env=None):
+    """tests/mcp_server.py over streamable HTTP on a free port; yields its URL, stops it at the end."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*SERVER, "--http", str(port)], stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen([*SERVER, "--http", str(port)], stdout=log, stderr=subprocess.STDOUT,
+                            env={**os.environ, **(env or {})})
     try:
         end = time.monotonic() + 60
         while time.monotonic() < end:  # polling a server that is starting, not timing the test
@@ -149,53 +153,32 @@ def test_a_streamable_http_server_is_reached_by_its_url(tmp_path):
             except OSError:
                 assert proc.poll() is None, (tmp_path / "server.log").read_text()
                 time.sleep(0.1)
-        with al.mcp_tools(f"http://127.0.0.1:{port}/mcp", trusted=True) as conn:
-            assert {t.name: t.mode for t in conn}["pair_a"] == "read"
-            result = _run(conn, reply(None, ("pair_a", {}), ("pair_b", {})))
-            assert _results(result) == ["together", "together"]
+        yield f"http://127.0.0.1:{port}/mcp"
     finally:
-        proc.terminate()
+        proc.kill()
         proc.wait(timeout=30)
         log.close()
 
 
+def test_a_streamable_http_server_is_reached_by_its_url(tmp_path):
+    with http_server(tmp_path) as url, al.mcp_tools(url, trusted=True) as conn:
+        assert {t.name: t.mode for t in conn}["pair_a"] == "read"
+        result = _run(conn, reply(None, ("pair_a", {}), ("pair_b", {})))
+        assert _results(result) == ["together", "together"]
+
+
 # ------------------------------------------------ issue 24: a write runs once
-def _http_server(tmp_path, env):
-    """tests/mcp_server.py over streamable HTTP on a free port; yields its URL, stops it at the end."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*SERVER, "--http", str(port)], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **env})
-    end = time.monotonic() + 60
-    while time.monotonic() < end:  # polling a server that is starting, not timing the test
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            assert proc.poll() is None, (tmp_path / "server.log").read_text()
-            time.sleep(0.1)
-    return f"http://127.0.0.1:{port}/mcp", proc, log
-
-
 @pytest.mark.parametrize("transport", ["stdio", "http"])
 def test_a_write_whose_server_dies_mid_call_is_sent_once_and_the_run_says_its_outcome_is_unknown(tmp_path, transport):
     ledger = tmp_path / "server-side.log"
     env = {"AGENTLAB_MCP_LOG": str(ledger)}
-    proc = log = None
-    if transport == "http":
-        target, proc, log = _http_server(tmp_path, env)
-    else:
-        target = SERVER
-    try:
-        with al.mcp_tools(target, trusted=True, **({"env": env} if transport == "stdio" else {})) as conn:
-            result = _run(conn, reply(None, ("record_then_die", {"item": "charge card"})),
-                          policy=al.Policy(max_attempts=5, base_delay=0.0), deadline_s=60)
-    finally:
-        if proc is not None:
-            proc.kill()
-            proc.wait(timeout=30)
-            log.close()
+    with contextlib.ExitStack() as stack:
+        if transport == "http":
+            conn = stack.enter_context(al.mcp_tools(stack.enter_context(http_server(tmp_path, env)), trusted=True))
+        else:
+            conn = stack.enter_context(al.mcp_tools(SERVER, trusted=True, env=env))
+        result = _run(conn, reply(None, ("record_then_die", {"item": "charge card"})),
+                      policy=al.Policy(max_attempts=5, base_delay=0.0), deadline_s=60)
     assert ledger.read_text().splitlines() == ["write charge card"]  # reached the server once, never again
     assert isinstance(result, al.Stopped) and result.reason == "fatal"
     assert "its outcome is unknown" in result.detail and "Not sent again" in result.detail
