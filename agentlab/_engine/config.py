@@ -23,6 +23,7 @@ from ..messages import Message
 from ..models.base import Model
 from ..pricing import Prices, resolve_prices
 from ..tools import Tool, as_tools
+from ..trace.files import check_name
 
 
 @dataclass(frozen=True)
@@ -84,7 +85,7 @@ class RunConfig:
             task=task if isinstance(task, str) else _first_text(messages), messages=tuple(messages),
             system=system, max_tokens=max_tokens, policy=policy or Policy(), max_concurrency=max_concurrency,
             loop_nudge_at=loop_nudge_at, prices=found, clock=clock or SystemClock(), rng=rng or random.Random(),
-            run_id=run_id or uuid.uuid4().hex[:12],
+            run_id=uuid.uuid4().hex[:12] if run_id is None else check_name(run_id),  # issue 24: before the run starts
         )
 
 

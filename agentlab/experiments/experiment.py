@@ -21,6 +21,7 @@ from .._runtime.driver import run_to_end
 from ..loop import Run
 from ..models.base import Model
 from ..pricing import resolve_prices
+from ..trace.files import check_name
 from ..vocab import StopReason
 from .cells import Cell, CellRunner, config_columns
 from .folder import Folder, row_line, spec_of
@@ -104,7 +105,7 @@ class Experiment:
         self.concurrency = concurrency
         self.max_total_cost = None if max_total_cost is None else float(max_total_cost)
         self.deadline_s = deadline_s
-        self.name = name or "experiment"
+        self.name = "experiment" if name is None else check_name(name, "experiment name")  # issue 24: stays inside folder=
         self.folder = Folder(Path(folder or "experiments") / self.name)
         self.backend = backend
         self.progress = progress

@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 import orjson
 
+from .._safe_text import without_lone_surrogates
 from ..errors import (
     AgentlabError,
     AuthenticationFailed,
@@ -213,7 +214,7 @@ class AnthropicModel:
         if container:
             params["container"] = container
         params.update(self.params)
-        return params
+        return without_lone_surrogates(params)  # issue 24: the SDK cannot encode them; the API gets U+FFFD
 
     def remember_container(self, messages: list[Message], reply: Mapping[str, Any]) -> None:
         """Keep the reply's container id for the request that follows it (history + this reply)."""

@@ -27,7 +27,7 @@ import orjson
 from ..errors import TraceWriteError
 from ..events import Event
 from ..redact import Redactor
-from .files import SUFFIX, remember, runs_dir
+from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
 
 try:  # POSIX advisory locks; elsewhere a second writer is not detected
     import fcntl
@@ -97,6 +97,7 @@ class TraceWriter:
         self._files: dict[str, _File] = {}
         self._long_results: dict[tuple[str, str], str] = {}
         self._warned: set[str] = set()
+        self._opened: set[str] = set()  # runs this writer started: only these may be appended to (a resumed run)
 
     def file_of(self, run_id: str) -> Path:
         """Where this writer puts the events of ``run_id``."""
@@ -118,6 +119,8 @@ class TraceWriter:
         try:
             out = self._files.get(event.run_id)
             if out is None:
+                if event.kind == "run_started":  # a new run: only a resumed one may append to its own file
+                    self._opened.discard(event.run_id)
                 out = self._open(event.run_id)
             self._write(out, line)
         except OSError as exc:
@@ -154,7 +157,7 @@ class TraceWriter:
             f"the trace holds the events before {event.kind} #{event.seq}"
         )
         if isinstance(exc, TraceWriteError):
-            message = str(exc)
+            message = exc.strerror or str(exc)  # its own message, without a second "[Errno N]"
         if self.on_error == "warn":
             if event.run_id not in self._warned:
                 self._warned.add(event.run_id)
@@ -172,10 +175,11 @@ class TraceWriter:
         return {k: v for k, v in block.items() if k != "content"} | {"content_ref": "tool_finished"}
 
     def _open(self, run_id: str) -> _File:
-        if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
-            raise ValueError(f"run_id {run_id!r} cannot name a trace file")
+        try:  # issue 24: a refusal is a TraceWriteError, so the run stops instead of going on with no trace
+            file = inside(self.dir, f"{check_name(run_id)}{SUFFIX}")
+        except UnsafePath as exc:
+            raise TraceWriteError(errno.EINVAL, f"trace write refused for run {run_id!r}: {exc}") from None
         self.dir.mkdir(parents=True, exist_ok=True)
-        file = self.file_of(run_id)
         f = open(file, "ab", buffering=0)
         if fcntl is not None:
             try:
@@ -187,6 +191,14 @@ class TraceWriter:
                     f"run {run_id} is already being written to {file} by another writer (another Run or "
                     "process with the same run id): one writer per run",
                 ) from None
+        if run_id not in self._opened and os.fstat(f.fileno()).st_size:  # issue 24: another run's trace
+            f.close()
+            raise TraceWriteError(
+                errno.EEXIST,
+                f"run {run_id} already has a trace at {file}: a run id names one run, so a second run cannot "
+                "write into it; pass another run_id= (or none, for a fresh one)",
+            )
+        self._opened.add(run_id)
         out = self._files[run_id] = _File(f)
         remember(run_id, self.dir)
         return out
