@@ -15,6 +15,8 @@ import os
 import re
 from pathlib import Path
 
+from ..errors import AgentlabError
+
 RUNS_ENV = "AGENTLAB_RUNS"
 SUFFIX = ".jsonl"
 
@@ -27,7 +29,7 @@ _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
 
-class UnsafePath(ValueError):
+class UnsafePath(AgentlabError, ValueError):
     """A name or path that would place a file outside its folder, or that breaks :data:`NAME_RULE`."""
 
 
