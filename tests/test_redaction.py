@@ -206,3 +206,93 @@ def test_a_bad_user_pattern_is_a_clear_error():
         add_secret_patterns("(unclosed")
     with pytest.raises(ValueError, match="does not match empty text"):
         add_secret_patterns("x*")
+
+
+# ------------------------------------------------------------ streamed fragments (issue 24)
+STREAM_KEY = "sk-ant-api03-StreamSplitK3yAbCdEfGhIjKlMnOpQrStUvWx-0123456789"
+STREAM_PASSWORD = "Zx9-Qw7!plm"
+STREAM_TEXT = (
+    f"Connecting now.\nUse the key {STREAM_KEY} for the API, and password: {STREAM_PASSWORD} for the db; "
+    "the dsn is postgres://app:Pg-Str3am-77@db:5432/x and then we are done."
+)
+STREAM_INPUT = json.dumps({"host": "db", "password": STREAM_PASSWORD, "note": f"key {STREAM_KEY}"})
+STREAM_SECRETS = [STREAM_KEY, STREAM_PASSWORD, "Pg-Str3am-77"]
+
+
+def _delta_lines(tmp_path, run_id, pieces, kind="text"):
+    """Feed ``pieces`` through a real TraceWriter(deltas=True) as one block, then the assembled reply; the lines."""
+    from agentlab.events import Event
+    from agentlab.trace import TraceWriter
+
+    writer = TraceWriter(tmp_path, deltas=True, redactor=Redactor(env=False))
+    seq = 0
+    for p in pieces:
+        seq += 1
+        writer(Event("model_delta", run_id, 1, seq, 0.1 * seq, {"index": 0, "type": kind, "text": p}))
+    writer(Event("model_called", run_id, 1, seq + 1, 9.0, {"content": [], "stop_reason": "end_turn"}))
+    writer.close()
+    return [json.loads(x) for x in (tmp_path / f"{run_id}.jsonl").read_text().splitlines()]
+
+
+def _leaks(lines):
+    joined = "".join(r.get("text") or "" for r in lines if r["kind"] == "model_delta")
+    raw = json.dumps(lines)
+    return [s for s in STREAM_SECRETS if s in joined or s in raw or json.dumps(s)[1:-1] in raw], joined
+
+
+@pytest.mark.parametrize("kind, text", [("text", STREAM_TEXT), ("tool_input", STREAM_INPUT)])
+def test_a_secret_split_across_two_fragments_at_every_position_never_reaches_the_file(tmp_path, kind, text):
+    """One line per fragment, in order; joined they are the redacted block; no split rebuilds a secret."""
+    for cut in range(1, len(text)):
+        lines = _delta_lines(tmp_path, f"{kind}-{cut}", [text[:cut], text[cut:]], kind)
+        assert [r["kind"] for r in lines] == ["model_delta", "model_delta", "model_called"]
+        leaks, joined = _leaks(lines)
+        assert leaks == [], (cut, joined)
+        assert joined.count(REDACTED) >= 2
+        if kind == "text":
+            assert joined.startswith("Connecting now.\nUse the key ") and joined.endswith(" and then we are done.")
+        else:
+            assert json.loads(joined)["host"] == "db"
+
+
+def test_a_secret_in_many_small_fragments_is_held_back_and_the_rest_flows(tmp_path):
+    """Three-character fragments: text before the secrets is released as it comes, the tail once the block ends."""
+    from agentlab.redact import StreamRedactor
+
+    pieces = [STREAM_TEXT[i : i + 3] for i in range(0, len(STREAM_TEXT), 3)]
+    lines = _delta_lines(tmp_path, "small", pieces)
+    leaks, joined = _leaks(lines)
+    assert leaks == [] and len([r for r in lines if r["kind"] == "model_delta"]) == len(pieces)
+    stream = StreamRedactor(Redactor(env=False))
+    prose = "A plain paragraph with nothing to hide, " * 40
+    released = "".join(stream.feed("b", prose[i : i + 7]) for i in range(0, len(prose), 7))
+    assert len(released) > len(prose) - 40 and prose.startswith(released)  # only the last word waits
+    assert released + stream.flush("b") == prose
+
+
+def test_a_streamed_run_with_a_key_and_a_password_keeps_them_out_of_the_delta_lines(tmp_path):
+    """The real SDK streaming from the local server in 3-character fragments, text and tool input."""
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, streamed
+    from agentlab.trace import TraceWriter
+
+    from .helpers import PRICES
+
+    login = al.tool(mode="read", name="login")(lambda host, password, note: "ok")
+    first = {"role": "assistant", "stop_reason": "tool_use", "content": [
+        {"type": "text", "text": STREAM_TEXT},
+        {"type": "tool_use", "id": "toolu_01", "name": "login", "input": json.loads(STREAM_INPUT)},
+    ]}
+    writer = TraceWriter(tmp_path, deltas=True)
+    with MessagesServer([streamed(first, chunk=3), streamed(reply(f"Logged in with {STREAM_PASSWORD}."), chunk=3)]) as server:
+        result = al.run("log in", [login], model=AnthropicModel(client=server.client()), subscribers=[writer],
+                        clock=al.FakeClock(), trace=False, prices=PRICES)
+    writer.close()
+    assert isinstance(result, al.Done), result
+    lines = [json.loads(x) for x in (tmp_path / f"{result.run_id}.jsonl").read_text().splitlines()]
+    deltas = [r for r in lines if r["kind"] == "model_delta"]
+    assert len(deltas) > 60
+    leaks, _ = _leaks(lines)
+    assert leaks == []
+    tool_input = "".join(r["text"] for r in deltas if r["type"] == "tool_input")
+    assert json.loads(tool_input)["password"] == REDACTED

@@ -26,7 +26,7 @@ import orjson
 
 from ..errors import TraceWriteError
 from ..events import Event
-from ..redact import Redactor
+from ..redact import Redactor, StreamRedactor
 from .files import SUFFIX, remember, runs_dir
 
 try:  # POSIX advisory locks; elsewhere a second writer is not detected
@@ -64,6 +64,16 @@ class _File:
                 self.ragged = r.read(1) != b"\n"
 
 
+class _Stream:
+    """One run's streamed fragments: the redactor holding back each block's tail, and the line not yet written."""
+
+    __slots__ = ("held", "redactor")
+
+    def __init__(self, redactor: StreamRedactor) -> None:
+        self.redactor = redactor
+        self.held: tuple[Event, Any, dict[str, Any]] | None = None
+
+
 # ------------------------------------------------------------------ writing
 class TraceWriter:
     """A subscriber that appends each event to ``<runs>/<run_id>.jsonl``.
@@ -97,14 +107,22 @@ class TraceWriter:
         self._files: dict[str, _File] = {}
         self._long_results: dict[tuple[str, str], str] = {}
         self._warned: set[str] = set()
+        self._streams: dict[str, _Stream] = {}
 
     def file_of(self, run_id: str) -> Path:
         """Where this writer puts the events of ``run_id``."""
         return self.dir / f"{run_id}{SUFFIX}"
 
     def __call__(self, event: Event) -> None:
-        if event.kind == "model_delta" and not self.deltas:
+        if event.kind == "model_delta":
+            if self.deltas:
+                self._delta(event)
             return
+        if event.run_id in self._streams:
+            self._end_stream(event.run_id)
+        self._put(event, self._line(event))
+
+    def _line(self, event: Event) -> bytes:
         record = event.as_record()
         if event.kind == "tool_finished":
             result = record.get("result")
@@ -115,6 +133,41 @@ class TraceWriter:
         line = dumps(record)
         if event.kind not in PLAIN_KINDS and self.redactor.needs_redaction(line):
             line = dumps(self.redactor.redact(record))
+        return line
+
+    def _delta(self, event: Event) -> None:
+        """A fragment, redacted over its block's assembled text (see :class:`~agentlab.redact.StreamRedactor`).
+
+        Each fragment's line is written when the next event of the run arrives, so the last
+        fragment of a block can carry the held-back tail: one line per fragment, none rebuilds a secret."""
+        stream = self._streams.get(event.run_id)
+        if stream is None:
+            stream = self._streams[event.run_id] = _Stream(StreamRedactor(self.redactor))
+        d = event.data
+        key = (event.step, d.get("index", 0), d.get("type"))
+        if stream.held is not None and stream.held[1] != key:
+            self._release(stream, flush=True)
+        text = d.get("text")
+        record = event.as_record()
+        record["text"] = stream.redactor.feed(key, text) if isinstance(text, str) else text
+        self._release(stream, flush=False)
+        stream.held = (event, key, record)
+
+    def _release(self, stream: _Stream, *, flush: bool) -> None:
+        if stream.held is None:
+            return
+        event, key, record = stream.held
+        stream.held = None
+        if flush:
+            record["text"] = (record.get("text") or "") + stream.redactor.flush(key)
+        self._put(event, dumps(record))
+
+    def _end_stream(self, run_id: str) -> None:
+        """The stream of a step is over (another event came): write the held fragment with its block's tail."""
+        stream = self._streams.pop(run_id)
+        self._release(stream, flush=True)
+
+    def _put(self, event: Event, line: bytes) -> None:
         try:
             out = self._files.get(event.run_id)
             if out is None:
@@ -196,6 +249,8 @@ class TraceWriter:
 
     def close(self) -> None:
         """Close every open trace file (events already written stay on disk)."""
+        for run_id in list(self._streams):
+            self._end_stream(run_id)
         for run_id in list(self._files):
             self._close(run_id)
 
