@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,8 @@ from agentlab.redact import (
     add_secret_patterns,
     clear_user_rules,
 )
+
+FIXTURES = Path(__file__).parent / "fixtures" / "recorded"
 
 # Secrets recognizable by their format alone: they may appear anywhere, bare.
 FORMAT_SECRETS = [
@@ -296,3 +299,53 @@ def test_a_streamed_run_with_a_key_and_a_password_keeps_them_out_of_the_delta_li
     assert leaks == []
     tool_input = "".join(r["text"] for r in deltas if r["type"] == "tool_input")
     assert json.loads(tool_input)["password"] == REDACTED
+
+
+# ------------------------------------------------------------ deep nesting (issue 24)
+def _deep(depth: int, leaf: str = '"x"') -> str:
+    return '{"a":' * depth + leaf + "}" * depth
+
+
+def test_a_tool_result_nested_1000_deep_keeps_its_tool_finished_in_the_trace(tmp_path):
+    """JSON too deep for the parser is redacted as text: the run ends Done and the trace has the result."""
+    deep = _deep(1000, '"password=Zq7-deep-Secret"')
+    dig = al.tool(mode="read", name="dig")(lambda where: deep)
+    model = al.ScriptedModel([reply(None, ("dig", {"where": "here"})), reply("done")])
+    result = al.run("dig", [dig], model=model, trace=tmp_path, max_cost=None, clock=al.FakeClock())
+    assert isinstance(result, al.Done), result
+    trace = al.load_run(result.run_id, tmp_path)
+    finished = [e for e in trace.records if e["kind"] == "tool_finished"]
+    assert len(finished) == 1 and finished[0]["result"].startswith('{"a":{"a":')
+    assert "Zq7-deep-Secret" not in (tmp_path / f"{result.run_id}.jsonl").read_text()
+
+
+def test_agentlab_import_of_a_tool_input_nested_1000_deep_does_not_crash(tmp_path):
+    """A Claude Code call whose input nests 1,000 levels: imported, readable, its password redacted."""
+    import io
+
+    from agentlab.cli import main
+
+    src = (FIXTURES / "claude_code" / "tool_heavy.jsonl").read_text().splitlines()
+    lines, done = [], False
+    for line in src:
+        d = json.loads(line)
+        content = (d.get("message") or {}).get("content")
+        if not done and d.get("type") == "assistant" and isinstance(content, list):
+            for b in content:
+                if b.get("type") == "tool_use":
+                    b["input"] = {"nested": "@DEEP@", "password": "Zq7-deep-Secret"}
+                    done = True
+                    break
+            line = json.dumps(d).replace('"@DEEP@"', _deep(1000))
+        lines.append(line)
+    session = tmp_path / "deep.jsonl"
+    session.write_text("\n".join(lines) + "\n")
+    out, err = io.StringIO(), io.StringIO()
+    assert main(["import", str(session), "--out", str(tmp_path / "runs")], out=out, err=err) == 0, err.getvalue()
+    text = (tmp_path / "runs" / "deep.jsonl").read_text()
+    assert "Zq7-deep-Secret" not in text
+    trace = al.load_run("deep", tmp_path / "runs")
+    args = [a for a in trace.calls["args"] if isinstance(a, dict) and "nested" in a]
+    assert len(args) == 1 and args[0]["password"] == REDACTED
+    flat = json.dumps(args[0]["nested"]).replace('\\"', '"')  # levels past the writer's depth are kept as JSON text
+    assert flat.count('"a"') == 1000

@@ -179,8 +179,10 @@ def build_run(
     prices: Prices | dict[str, Prices] | None = None,
     redactor: Redactor | None = None,
 ) -> list[dict[str, Any]]:
-    """The event records of a native trace for ``run`` (redacted like a native trace)."""
-    redactor = redactor or Redactor()
+    """The event records of a native trace for ``run`` (redacted like a native trace).
+
+    Values ``redactor`` learns while redacting this run apply to this run only."""
+    redactor = redactor.for_run() if redactor is not None else Redactor()
     out: list[dict[str, Any]] = []
     seq = 0
 

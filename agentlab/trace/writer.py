@@ -40,6 +40,10 @@ STORE_ONCE_CHARS = 2048
 """A tool result at least this long is written once, in ``tool_finished``: the
 ``tool_results`` block that hands it to the model says ``"content_ref":
 "tool_finished"`` instead of repeating it (the reader puts it back)."""
+MAX_DEPTH = 128
+"""Objects and lists nested deeper than this (a tool input 1,000 levels deep) are written
+as their JSON text, a string, so every reader (orjson stops at 1,024 levels, the standard
+library near Python's recursion limit) can read the line; nothing is dropped."""
 FLOAT_TAG = "$float"
 """NaN and infinities are written as ``{"$float": "NaN" | "Infinity" | "-Infinity"}``
 (valid JSON; the reader turns them back into floats)."""
@@ -276,6 +280,7 @@ def dumps(record: dict[str, Any]) -> bytes:
         line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
     except (TypeError, orjson.JSONEncodeError):
         # ensure_ascii: a lone surrogate (text cut from a UTF-16 source) is kept as an escape, not dropped
+        record = _shallow(record)
         return (json.dumps(_finite(record), ensure_ascii=True, default=str, allow_nan=False) + "\n").encode("ascii")
     if b"null" in line and _has_nonfinite(record):
         return orjson.dumps(_finite(record), default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
@@ -303,3 +308,63 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def _shallow(value: Any) -> Any:
+    """``value`` with every container deeper than :data:`MAX_DEPTH` replaced by its JSON text (no recursion)."""
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, Any, int]] = [(_items(value), root, 1)]
+    while stack:
+        items, out, depth = stack[-1]
+        nxt = next(items, None)
+        if nxt is None:
+            stack.pop()
+            continue
+        k, v = nxt
+        if isinstance(v, (dict, list, tuple)):
+            if depth >= MAX_DEPTH:
+                child: Any = _deep_json(v)
+            else:
+                child = {} if isinstance(v, dict) else []
+                stack.append((_items(v), child, depth + 1))
+        else:
+            child = v
+        if isinstance(out, dict):
+            out[k] = child
+        else:
+            out.append(child)
+    return root
+
+
+def _items(value: Any) -> Any:
+    return iter(value.items()) if isinstance(value, dict) else ((None, v) for v in value)
+
+
+def _deep_json(value: Any) -> str:
+    """JSON text of ``value`` at any depth, built with a stack instead of recursion."""
+    parts: list[str] = []
+    stack: list[tuple[bool, Any]] = [(False, value)]
+    while stack:
+        raw, v = stack.pop()
+        if raw:
+            parts.append(v)
+        elif isinstance(v, dict):
+            parts.append("{")
+            stack.append((True, "}"))
+            items = list(v.items())
+            for j in range(len(items) - 1, -1, -1):
+                k, x = items[j]
+                stack.append((False, x))
+                stack.append((True, ("," if j else "") + json.dumps(k if isinstance(k, str) else str(k)) + ":"))
+        elif isinstance(v, (list, tuple)):
+            parts.append("[")
+            stack.append((True, "]"))
+            for j in range(len(v) - 1, -1, -1):
+                stack.append((False, v[j]))
+                if j:
+                    stack.append((True, ","))
+        else:
+            parts.append(json.dumps(_finite(v), ensure_ascii=True, default=str, allow_nan=False))
+    return "".join(parts)
