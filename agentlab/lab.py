@@ -85,7 +85,6 @@ class Lab:
             raise TypeError(f"trace must be True, False or a folder path, got {type(trace).__name__}")
         from .ui.panel import Panel
 
-        self.state = PanelState()
         self._trace_dir = None if trace is True or trace is False else trace
         self._writer = None
         subscribers = list(run_options.pop("subscribers", ()))
@@ -94,6 +93,8 @@ class Lab:
 
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)
+        # the panel keeps what the trace keeps: the same redaction, the same learned values
+        self.state = PanelState(self._writer.redactor if self._writer is not None else None)
         subscribers.append(self._on_event)
         approve = run_options.pop("approve", None)  # a callback of the user's, or the panel's buttons
         run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)

@@ -349,3 +349,41 @@ def test_agentlab_import_of_a_tool_input_nested_1000_deep_does_not_crash(tmp_pat
     assert len(args) == 1 and args[0]["password"] == REDACTED
     flat = json.dumps(args[0]["nested"]).replace('\\"', '"')  # levels past the writer's depth are kept as JSON text
     assert flat.count('"a"') == 1000
+
+
+# ------------------------------------------------------------ the panel's saved widget state (issue 24)
+def test_the_panels_saved_widget_state_holds_no_streamed_key_or_password(tmp_path):
+    """A real panel over a streamed run (the SDK, 3-character fragments): the widget state a notebook saves,
+    taken at every event and at the end, holds neither the key nor the password; ordinary text stays."""
+    pytest.importorskip("ipywidgets")
+    import ipywidgets
+
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, streamed
+
+    from .helpers import PRICES
+
+    login = al.tool(mode="read", name="login")(lambda host, password, note: f"logged in; session token {STREAM_KEY}")
+    first = {"role": "assistant", "stop_reason": "tool_use", "content": [
+        {"type": "text", "text": STREAM_TEXT},
+        {"type": "tool_use", "id": "toolu_01", "name": "login", "input": json.loads(STREAM_INPUT)},
+    ]}
+    final = reply(f"Logged in with password {STREAM_PASSWORD} and key {STREAM_KEY}.")
+    states: list[str] = []
+
+    def snapshot(event):
+        if event.kind in ("model_delta", "model_called", "tool_finished", "run_finished"):
+            states.append(json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=False)))
+
+    with MessagesServer([streamed(first, chunk=3), streamed(final, chunk=3)]) as server:
+        lab = al.Lab("log in to the db", [login], model=AnthropicModel(client=server.client()), trace=tmp_path,
+                     refresh_s=0, subscribers=[snapshot], clock=al.FakeClock(), prices=PRICES)
+        result = lab.run()
+    assert isinstance(result, al.Done), result
+    lab.panel.render()
+    states.append(json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=False)))
+    assert len(states) > 60
+    for saved in states:
+        assert not [s for s in STREAM_SECRETS if s in saved or json.dumps(s)[1:-1] in saved]
+    assert "Connecting now." in states[-1] and "and then we are done." in states[-1]
+    lab.close()

@@ -278,7 +278,7 @@ class Panel:
             self.approval.layout.display = "none"
             self.approval_text.value = ""
             return
-        args = json.dumps(request.args, ensure_ascii=False, indent=1, default=str)
+        args = json.dumps(self.state.redactor.clean(request.args), ensure_ascii=False, indent=1, default=str)
         self.approval_text.value = (
             f"<b>approve this write?</b> step {request.step}: <code>{_html.escape(request.tool)}</code>"
             f"<pre style='margin:2px 0'>{_html.escape(args)}</pre>"
