@@ -58,6 +58,7 @@ import threading
 from collections.abc import Hashable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Literal
+from urllib.parse import unquote
 
 import ahocorasick_rs
 import orjson
@@ -96,7 +97,7 @@ _HINTS = _NAME_HINTS + _FORMAT_HINTS
 # Matches of these instead of "token"/"key" are harmless: usage counts ("input_tokens": ...) and a bare "key" field.
 _HARMLESS = ('tokens"', '"key"')
 _N_HINTS = len(_HINTS)
-_LABEL_WORDS = ("basic", "digest")  # "Basic <credential>" after an Authorization label
+_LABEL_WORDS = ("basic",)  # "Basic <base64 credential>"
 _FINDER = ahocorasick_rs.AhoCorasick(
     _HINTS + _HARMLESS + ("://",) + _LABEL_WORDS, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest
 )
@@ -137,12 +138,12 @@ _SEPARATOR = re.compile(
     r"[ \t]{0,16}(?::|=>|=)[ \t]{0,16}(?P<vq>[\"'])?(?:(?i:bearer|basic|token)[ \t]+)?"
 )
 _QUOTED_VALUE = re.compile(r"[^\"'\r\n]{1,4096}")
-_BARE_VALUE = re.compile(r"[^\s\"',;&)}\]]{1,4096}")
+_BARE_VALUE = re.compile(r"[^\s\"'`,;&)}\]]{1,4096}")
 _URL_CREDENTIAL = re.compile(r"://[^\s:/@\"'<>]{0,256}:(?P<pw>[^\s@/\"'<>]{1,256})@")
 _LABELLED: dict[str, re.Pattern[str]] = {
     # "Bearer <credential>", "Basic <credential>", "token <credential>"
     "bearer": re.compile(r"(?i:bearer)\s{1,16}(?P<v>[A-Za-z0-9._~+/=\-]{8,4096})"),
-    "basic": re.compile(r"(?i:basic|digest)\s{1,16}(?P<v>[A-Za-z0-9._~+/=\-]{8,4096})"),
+    "basic": re.compile(r"(?i:basic)\s{1,16}(?P<v>[A-Za-z0-9+/]{12,4096}={0,2})(?![A-Za-z0-9._~+/=\-])"),
     "token": re.compile(r"(?i:token)\s{1,16}(?P<v>[A-Za-z0-9._~+/=\-]{8,4096})"),
     # a whole Cookie / Set-Cookie header line
     "cookie": re.compile(r"(?i:cookie)[ \t]{0,16}:[ \t]{0,16}(?P<v>[^\r\n]{1,65536})"),
@@ -151,12 +152,20 @@ _LABELLED: dict[str, re.Pattern[str]] = {
         r"(?i:pass(?:word|phrase|code|wd))\s{1,16}(?i:is|was)\s{0,16}:?\s{0,16}[\"'`]?(?P<v>[^\s\"'`,;]{1,4096})"
     ),
 }
-_LABELLED["digest"] = _LABELLED["basic"]
 
 # Values that are no secret under any name.
 _NOT_VALUES = frozenset({"true", "false", "null", "none", "", "nan", "[redacted]", "undefined", "required", "optional"})
 _MASK = frozenset("*x.-_ #?")
-_WORDLIKE = re.compile(r"[A-Za-z_][A-Za-z_.\-]*")  # identifiers, attribute paths, kebab-case words: no digits
+_WORDLIKE = re.compile(r"\.?[A-Za-z_][A-Za-z_.\-]*")  # identifiers, attribute paths, kebab-case words, domains
+# Words that make up example credentials in docs and tests (``user:pass``, ``your_password``, ``my-secret-token``).
+_PLACEHOLDER_WORDS = frozenset({
+    "user", "username", "name", "pass", "password", "passwd", "pwd", "pw", "word", "secret", "token", "key", "apikey",
+    "api", "example", "sample", "test", "dummy", "fake", "foo", "bar", "baz", "xxx", "your", "my", "here", "value",
+    "host", "s", "x", "the", "a", "insert", "enter", "redacted",
+})
+_LETTERS = re.compile(r"[A-Za-z]+")
+_TRAILING_ESCAPES = re.compile(r"(?:\\[nrt\"'\\/])+$")  # "\n" and "\"" left by JSON quoted inside text
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _NUMBERLIKE = re.compile(r"[+\-]?[0-9][0-9.,:_/\-]*")
 _WINDOWS_PATH = re.compile(r"[A-Za-z]:[\\/]")
 # Fields the engine itself writes whose names merely mention a secret word.
@@ -276,13 +285,19 @@ def value_shape(value: str) -> Shape:
     credentials); ``path``; ``placeholder`` (``$TOKEN``, ``<key>``,
     ``{token}``); ``empty`` (``null``, ``****``).
     """
-    s = value.strip()
+    s = _TRAILING_ESCAPES.sub("", value.strip())
     if s.lower() in _NOT_VALUES or set(s) <= _MASK or s.startswith(REDACTED):
         return "empty"
+    plain = unquote(s)
+    if not any(c.isdigit() for c in plain):
+        parts = _LETTERS.findall(plain.lower())
+        if parts and all(p in _PLACEHOLDER_WORDS for p in parts):
+            return "placeholder"
     if s[0] in "$<{%" or s.endswith((">", "}")):
         return "placeholder"
     if s.endswith(":"):  # a label of its own (``username:``), not a value
         return "code"
+    s = s.rstrip(".,!?") or s  # the end of a sentence
     if s[0] in "/~\\" or s.startswith(("./", "../")) or _WINDOWS_PATH.match(s):
         return "path"
     if "://" in s:
@@ -306,12 +321,25 @@ def _secret_in_text(name: str, value: str, quoted: bool) -> bool:
     shape = value_shape(value)
     n = len(value.strip())
     if shape == "token":
-        return n >= 8 or (strength == 2 and n >= 4)
+        return n >= 8 or (strength == 2 and n >= 6)
     if shape == "number":
         return strength == 2 and _numeric_name(name) and n >= 4
     if shape in ("word", "prose"):  # a plain word after "password = " is code, a quoted one a hard-coded password
         return strength == 2 and quoted and n >= 4
     return False
+
+
+def _is_session_uuid(name: str, value: str) -> bool:
+    """A recorded session's id (Claude Code's ``sessionId``) is a UUID naming a file, not a login."""
+    return _normal(name).endswith("sessionid") and _UUID.fullmatch(value.strip()) is not None
+
+
+def _not_secret_here(text: str, at: int, name: str, value: str) -> bool:
+    """Values that a secret name labels in text but that are not secrets: a session's UUID, and
+    the ``signature`` of a thinking block quoted as JSON (the API's integrity check, kept in objects too)."""
+    if _is_session_uuid(name, value):
+        return True
+    return _normal(name) == "signature" and text.rfind('"thinking"', 0, at) >= 0
 
 
 def _secret_field(name: str, value: Any) -> bool:
@@ -320,6 +348,8 @@ def _secret_field(name: str, value: Any) -> bool:
     if not strength or value is None or isinstance(value, bool):
         return False
     if isinstance(value, str):
+        if _is_session_uuid(name, value):
+            return False
         shape = value_shape(value)
         if shape in ("empty", "placeholder"):
             return False
@@ -590,7 +620,7 @@ class Redactor:
             if i >= _N_HINTS:
                 if i == _URL_HINT:
                     m = _URL_CREDENTIAL.match(text, a)
-                    if m:
+                    if m and len(m.group("pw")) >= 4 and value_shape(m.group("pw")) not in ("empty", "placeholder"):
                         spans.append(m.span("pw"))
                 elif low[a:b] in _LABELLED and a >= label_done:
                     label_done = self._label(text, low[a:b], a, spans)
@@ -655,12 +685,15 @@ class Redactor:
         vm = (_QUOTED_VALUE if vq else _BARE_VALUE).match(text, sep.end())
         if not vm:
             return sep.end()
-        value = vm.group()
+        value = _TRAILING_ESCAPES.sub("", vm.group())
+        span = (vm.start(), vm.start() + len(value))
+        if not value or _not_secret_here(text, a, name, value):
+            return vm.end()
         if self._secret_name(name) and _secret_in_text(name, value, bool(vq)):
             self._remember(value, name)
-            spans.append(vm.span())
+            spans.append(span)
         elif self.names and _normal(name) in self.names and value_shape(value) not in ("empty", "placeholder"):
-            spans.append(vm.span())
+            spans.append(span)
         return vm.end()
 
     def _user_name_values(self, text: str) -> str:

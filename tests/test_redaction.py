@@ -387,3 +387,64 @@ def test_the_panels_saved_widget_state_holds_no_streamed_key_or_password(tmp_pat
         assert not [s for s in STREAM_SECRETS if s in saved or json.dumps(s)[1:-1] in saved]
     assert "Connecting now." in states[-1] and "and then we are done." in states[-1]
     lab.close()
+
+
+# ------------------------------------------------------------ precision (issue 26)
+CORPUS = Path(__file__).parent / "fixtures" / "redaction" / "precision.jsonl"
+
+
+def test_real_agent_records_pass_through_redaction_unchanged():
+    """3,000+ pieces of real, secret-free agent content (code, shell output, paths, auth code): nothing redacted."""
+    lines = [json.loads(x) for x in CORPUS.read_text(encoding="utf-8").splitlines()]
+    assert len(lines) >= 3000
+    base, runs = Redactor(env=False), {}
+    changed = []
+    for d in lines:
+        r = runs.setdefault(d["source"], base.for_run())  # one redactor per recorded run, as an import does
+        if r.redact(d["value"]) != d["value"]:
+            changed.append((d["source"], json.dumps(d["value"])[:120]))
+    assert changed == []
+    assert not any(r.learned for r in runs.values())
+
+
+def test_a_secret_word_before_an_identifier_learns_nothing_and_corrupts_nothing():
+    """SWE-agent's ``signature: scroll_down`` and ``self.cookies = cookies`` leave every later word alone."""
+    r = Redactor(env=False)
+    docs = "scroll_down:\n  docstring: moves the window down\n  signature: scroll_down\n"
+    code = "def __init__(self, cookies):\n    self.cookies = cookies\n    token = self.get_token()\n"
+    assert r.redact(docs) == docs and r.redact(code) == code
+    assert r.redact({"next": "call scroll_down, then read cookies"}) == {"next": "call scroll_down, then read cookies"}
+    assert r.learned == frozenset()
+    # a value that looks secret is still removed, learned, and removed where it is repeated
+    assert r.redact("password = 'Tr0ub4dor&3xyz'\nlater: Tr0ub4dor&3xyz") == f"password = '{REDACTED}'\nlater: {REDACTED}"
+
+
+def test_an_environment_variable_counts_only_when_its_name_and_value_look_secret():
+    """PWD is never a secret; SSH_AUTH_SOCK is a path; GITHUB_TOKEN and DB_PASSWORD values are."""
+    env = {"PWD": "/tmp/proj", "OLDPWD": "/tmp", "SSH_AUTH_SOCK": "/tmp/ssh-XXXX/agent.12", "AUTH_MODE": "oauth",
+           "GITHUB_TOKEN": "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly12345", "DB_PASSWORD": "Pr0d-DB-p4ss", "HOME": "/root"}
+    r = Redactor(env=env)
+    assert r.redact({"file_path": "/tmp/proj/src/a.py"}) == {"file_path": "/tmp/proj/src/a.py"}
+    assert r.redact("auth is oauth via /tmp/ssh-XXXX/agent.12") == "auth is oauth via /tmp/ssh-XXXX/agent.12"
+    assert r.redact("connect with Pr0d-DB-p4ss") == f"connect with {REDACTED}"
+    assert set(r.secrets) == {"ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly12345", "Pr0d-DB-p4ss"}
+
+
+def test_values_learned_in_one_run_apply_to_that_run_only(tmp_path):
+    """An import of many sessions: each run's redactor starts empty, so the last run costs what the first did."""
+    src = (FIXTURES / "claude_code" / "tool_heavy.jsonl").read_text().splitlines()
+    folder = tmp_path / "sessions"
+    folder.mkdir()
+    for i in range(30):  # each session types its own password into a tool call
+        lines = [x.replace("d6e0bada-1959-4eec-a9d2-0bfade768d8f", f"00000000-0000-4000-8000-{i:012d}") for x in src]
+        first_user = next(k for k, x in enumerate(lines) if '"type":"user"' in x)
+        d = json.loads(lines[first_user])
+        d["message"]["content"] = f"log in with password: Zq{i:02d}-pw-Secret then list the files"
+        lines[first_user] = json.dumps(d)
+        (folder / f"s{i:02d}.jsonl").write_text("\n".join(lines) + "\n")
+    shared = Redactor(env=False)
+    traces = al.load_recorded(folder, redactor=shared)
+    text = json.dumps([t.records for t in traces])
+    assert len(traces) == 30 and not any(f"Zq{i:02d}-pw-Secret" in text for i in range(30))
+    assert text.count("password: [redacted]") >= 30  # the task, and the history it starts
+    assert shared.learned == frozenset()  # the caller's redactor learned nothing: every run had its own
