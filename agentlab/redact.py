@@ -164,6 +164,8 @@ _PLACEHOLDER_WORDS = frozenset({
     "host", "s", "x", "the", "a", "insert", "enter", "redacted",
 })
 _LETTERS = re.compile(r"[A-Za-z]+")
+_DIGIT = re.compile(r"\d")
+_SPACE = re.compile(r"\s")
 _TRAILING_ESCAPES = re.compile(r"(?:\\[nrt\"'\\/])+$")  # "\n" and "\"" left by JSON quoted inside text
 _UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
 _NUMBERLIKE = re.compile(r"[+\-]?[0-9][0-9.,:_/\-]*")
@@ -181,8 +183,9 @@ _user_values: set[str] = set()
 _generation = [0]
 
 
-def _words(name: str) -> list[str]:
-    return [w for w in _SPLIT.split(_CAMEL.sub("_", name).lower()) if w]
+@lru_cache(maxsize=8192)
+def _words(name: str) -> tuple[str, ...]:
+    return tuple(w for w in _SPLIT.split(_CAMEL.sub("_", name).lower()) if w)
 
 
 def _normal(name: str) -> str:
@@ -275,6 +278,7 @@ def _numeric_name(name: str) -> bool:
     return _words(name)[-1] in _NUMERIC_NAMES
 
 
+@lru_cache(maxsize=8192)
 def value_shape(value: str) -> Shape:
     """What a candidate secret looks like; only a ``"token"`` is secret under any secret name.
 
@@ -288,8 +292,8 @@ def value_shape(value: str) -> Shape:
     s = _TRAILING_ESCAPES.sub("", value.strip())
     if s.lower() in _NOT_VALUES or set(s) <= _MASK or s.startswith(REDACTED):
         return "empty"
-    plain = unquote(s)
-    if not any(c.isdigit() for c in plain):
+    plain = unquote(s) if "%" in s else s
+    if not _DIGIT.search(plain):
         parts = _LETTERS.findall(plain.lower())
         if parts and all(p in _PLACEHOLDER_WORDS for p in parts):
             return "placeholder"
@@ -304,7 +308,7 @@ def value_shape(value: str) -> Shape:
         return "url"
     if _NUMBERLIKE.fullmatch(s):
         return "number"
-    if any(c.isspace() for c in s):
+    if _SPACE.search(s):
         return "prose"
     if _WORDLIKE.fullmatch(s):
         return "word"
@@ -615,7 +619,7 @@ class Redactor:
             return spans
         low = _lower(text)
         name_done = label_done = 0  # like re.sub: a rule resumes after its last match
-        pem_done = 0
+        pem_done = format_done = 0
         for i, a, b in _FINDER.find_matches_as_indexes(low):
             if i >= _N_HINTS:
                 if i == _URL_HINT:
@@ -637,10 +641,11 @@ class Redactor:
                     pem_done = self._pem(text, a, spans)
                 continue
             pattern = _FORMATS.get(hint)
-            if pattern is not None:
+            if pattern is not None and a >= format_done:
                 m = pattern.match(text, a)
                 if m:
                     spans.append(m.span())
+                    format_done = m.end()
         return spans
 
     def _label(self, text: str, word: str, at: int, spans: list[tuple[int, int]]) -> int:

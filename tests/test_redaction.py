@@ -448,3 +448,44 @@ def test_values_learned_in_one_run_apply_to_that_run_only(tmp_path):
     assert len(traces) == 30 and not any(f"Zq{i:02d}-pw-Secret" in text for i in range(30))
     assert text.count("password: [redacted]") >= 30  # the task, and the history it starts
     assert shared.learned == frozenset()  # the caller's redactor learned nothing: every run had its own
+
+
+# ------------------------------------------------------------ cost (issue 24)
+ADVERSARIAL = {
+    "hex": lambda n: "0123456789abcdef" * (n // 16),
+    "a": lambda n: "a" * n,
+    "url schemes": lambda n: "://" * (n // 3),
+    "alphanumeric run, then a scheme": lambda n: "x" * n + "://a:b@c",
+    "key=": lambda n: "key=" * (n // 4),
+    "api_key=": lambda n: "api_key=" * (n // 8),
+    "password is": lambda n: "password is " * (n // 12),
+    "token ": lambda n: "token " * (n // 6),
+    "PEM begins": lambda n: "-----BEGIN RSA PRIVATE KEY-----\n" * (n // 32),
+    "sk-": lambda n: "sk-" * (n // 3),
+    "deep list": lambda n: "[" * (n // 2) + "]" * (n // 2),
+    "deep object": lambda n: '{"password":' * (n // 12) + '"x"' + "}" * (n // 12),
+}
+
+
+@pytest.mark.parametrize("shape", list(ADVERSARIAL))
+def test_redaction_time_grows_linearly_on_adversarial_text(shape):
+    """4x the text takes < 8x the CPU time (+20 ms of slack for noise on tiny figures); quadratic would be 16x.
+
+    CPU time of this process, not wall time: other processes on a loaded machine do not count."""
+    import time
+
+    make = ADVERSARIAL[shape]
+    small, large = make(50_000), make(200_000)
+
+    def seconds(text):
+        r = Redactor(env=False)
+        t0 = time.process_time()
+        r.redact(text)
+        return time.process_time() - t0
+
+    t_small, t_large = seconds(small), seconds(large)
+    for _ in range(4):  # caches and frequency still vary: measure again before calling it superlinear
+        if t_large < 8 * t_small + 0.02:
+            break
+        t_small, t_large = min(t_small, seconds(small)), min(t_large, seconds(large))
+    assert t_large < 8 * t_small + 0.02, (shape, t_small, t_large)
