@@ -485,14 +485,36 @@ class Redactor:
         return any(p.search(line) for p in self._patterns)
 
     def clean(self, value: Any) -> Any:
-        """``value`` itself when the cheap test finds nothing to redact, else a redacted copy."""
+        """``value`` itself when nothing in it can be a secret, else a redacted copy.
+
+        The test walks the value (no serializing): each field name is checked and each
+        string gets :meth:`needs_redaction`, which is cheaper than dumping the value to
+        JSON first for content-heavy records (an import's blocks)."""
+        if self._gen != _generation[0]:
+            self._refresh()
         if isinstance(value, str):
             return self.redact(value) if value and self.needs_redaction(value) else value
-        try:
-            line: str | bytes = orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS)
-        except (TypeError, orjson.JSONEncodeError):  # too deep, or a value orjson cannot encode: walk it
-            return self.redact(value)
-        return self.redact(value) if self.needs_redaction(line) else value
+        if not isinstance(value, (dict, list, tuple)):
+            return value
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                for k, x in v.items():
+                    if not isinstance(k, str) or self._secret_name(k) or (
+                        isinstance(x, str) and x and self.needs_redaction(x)
+                    ):
+                        return self.redact(value)
+                    if isinstance(x, (dict, list, tuple)):
+                        stack.append(x)
+            else:
+                for x in v:
+                    if isinstance(x, str):
+                        if x and self.needs_redaction(x):
+                            return self.redact(value)
+                    elif isinstance(x, (dict, list, tuple)):
+                        stack.append(x)
+        return value
 
     def redact(self, value: Any) -> Any:
         """A copy of ``value`` (JSON-like) with every secret replaced; the input is not changed.
@@ -674,18 +696,12 @@ class Redactor:
         end = run.end() if run else b
         if end - a > 64:
             return a + 1
-        start = _name_before(text, a, end)
-        name = text[start:end]
-        at = end
-        q = text[start - 1] if start > 0 and text[start - 1] in "\"'" else ""
-        if q:
-            if text.startswith(q, at):
-                at += 1
-            else:
-                q = ""
-        sep = _SEPARATOR.match(text, at)
+        sep = _SEPARATOR.match(text, end)  # the cheap test first: most secret words are no label
+        if not sep and end < len(text) and text[end] in "\"'":
+            sep = _SEPARATOR.match(text, end + 1)
         if not sep:
             return a + 1
+        name = text[_name_before(text, a, end) : end]
         vq = sep.group("vq")
         vm = (_QUOTED_VALUE if vq else _BARE_VALUE).match(text, sep.end())
         if not vm:

@@ -23,7 +23,6 @@ from typing import Any
 from ..messages import Block, Message, Usage, estimate_tokens
 from ..pricing import Prices, resolve_prices
 from ..redact import Redactor
-from ..trace.writer import dumps
 from ..vocab import EventKind, Outcome
 
 TOOL_RESULT = "tool_result"
@@ -322,9 +321,9 @@ def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     out = dict(record)
     for k, v in record.items():
         if isinstance(v, list):
-            out[k] = [redactor.redact(x) if redactor.needs_redaction(dumps(x)) else x for x in v]
-        elif isinstance(v, (dict, str)) and redactor.needs_redaction(dumps({k: v})):
-            out.update(redactor.redact({k: v}))
+            out[k] = [redactor.clean(x) for x in v]
+        elif isinstance(v, (dict, str)):
+            out.update(redactor.clean({k: v}))
     return out
 
 
