@@ -496,25 +496,26 @@ class Redactor:
             return self.redact(value) if value and self.needs_redaction(value) else value
         if not isinstance(value, (dict, list, tuple)):
             return value
+        strings: list[str] = []
         stack = [value]
         while stack:
             v = stack.pop()
             if isinstance(v, dict):
                 for k, x in v.items():
-                    if not isinstance(k, str) or self._secret_name(k) or (
-                        isinstance(x, str) and x and self.needs_redaction(x)
-                    ):
+                    if not isinstance(k, str) or self._secret_name(k):
                         return self.redact(value)
-                    if isinstance(x, (dict, list, tuple)):
+                    if isinstance(x, str):
+                        strings.append(x)
+                    elif isinstance(x, (dict, list, tuple)) and k not in _SAFE_SUBTREES:
                         stack.append(x)
             else:
                 for x in v:
                     if isinstance(x, str):
-                        if x and self.needs_redaction(x):
-                            return self.redact(value)
+                        strings.append(x)
                     elif isinstance(x, (dict, list, tuple)):
                         stack.append(x)
-        return value
+        # one test over every string: no hint or secret contains the NUL that joins them
+        return self.redact(value) if strings and self.needs_redaction("\0".join(strings)) else value
 
     def redact(self, value: Any) -> Any:
         """A copy of ``value`` (JSON-like) with every secret replaced; the input is not changed.
