@@ -61,7 +61,6 @@ from typing import Any, Literal
 from urllib.parse import unquote
 
 import ahocorasick_rs
-import orjson
 
 REDACTED = "[redacted]"
 
@@ -172,7 +171,7 @@ _NUMBERLIKE = re.compile(r"[+\-]?[0-9][0-9.,:_/\-]*")
 _WINDOWS_PATH = re.compile(r"[A-Za-z]:[\\/]")
 # Fields the engine itself writes whose names merely mention a secret word.
 _SAFE_SUBTREES = frozenset({"input_schema"})
-_END = object()
+_END: Any = object()
 
 Shape = Literal["empty", "placeholder", "path", "url", "number", "prose", "word", "code", "token"]
 
@@ -534,7 +533,7 @@ class Redactor:
         stack: list[tuple[Any, Any, bool]] = [(self._items(value), root, _is_thinking(value))]
         while stack:
             items, out, thinking = stack[-1]
-            nxt = next(items, _END)
+            nxt: Any = next(items, _END)
             if nxt is _END:
                 stack.pop()
                 continue
