@@ -6,6 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import agentlab as al
 from agentlab import reply
@@ -489,3 +491,29 @@ def test_redaction_time_grows_linearly_on_adversarial_text(shape):
             break
         t_small, t_large = min(t_small, seconds(small)), min(t_large, seconds(large))
     assert t_large < 8 * t_small + 0.02, (shape, t_small, t_large)
+
+
+_PIECES = ["Connecting", "now.", "\n", "the", "db", "is", "up;", "password:", "api_key=", "token", "Bearer", "value",
+           "self.cookies = cookies", "http://", "@host", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----"]
+_SECRETS = [STREAM_KEY, STREAM_PASSWORD, "postgres://app:Pg-Str3am-77@db/x", "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly12345"]
+
+
+@settings(max_examples=100, deadline=None)
+@given(words=st.lists(st.sampled_from(_PIECES + _SECRETS), min_size=1, max_size=40),
+       seps=st.lists(st.sampled_from([" ", "\n", "  ", ""]), min_size=40, max_size=40),
+       cuts=st.lists(st.integers(min_value=1, max_value=2000), max_size=12))
+def test_no_split_of_any_text_rebuilds_a_secret_that_its_whole_text_hides(words, seps, cuts):
+    """Random text, random fragments: whatever redacting the whole block hides, the released fragments hide too;
+    text with nothing to hide comes out unchanged."""
+    from agentlab.redact import StreamRedactor
+
+    text = "".join(w + s for w, s in zip(words, seps))
+    points = sorted({c % len(text) for c in cuts if c % len(text)})
+    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+    whole = Redactor(env=False).redact_text(text)
+    stream = StreamRedactor(Redactor(env=False))
+    released = "".join(stream.feed("b", p) for p in pieces) + stream.flush("b")
+    hidden = [s for s in _SECRETS + ["Pg-Str3am-77"] if s in text and s not in whole]
+    assert [s for s in hidden if s in released] == []
+    if whole == text:
+        assert released == text
