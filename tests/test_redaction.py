@@ -357,7 +357,6 @@ def test_agentlab_import_of_a_tool_input_nested_1000_deep_does_not_crash(tmp_pat
 def test_the_panels_saved_widget_state_holds_no_streamed_key_or_password(tmp_path):
     """A real panel over a streamed run (the SDK, 3-character fragments): the widget state a notebook saves,
     taken at every event and at the end, holds neither the key nor the password; ordinary text stays."""
-    pytest.importorskip("ipywidgets")
     import ipywidgets
 
     from agentlab.models.anthropic import AnthropicModel
