@@ -277,7 +277,6 @@ def _numeric_name(name: str) -> bool:
     return _words(name)[-1] in _NUMERIC_NAMES
 
 
-@lru_cache(maxsize=8192)
 def value_shape(value: str) -> Shape:
     """What a candidate secret looks like; only a ``"token"`` is secret under any secret name.
 
@@ -288,6 +287,11 @@ def value_shape(value: str) -> Shape:
     credentials); ``path``; ``placeholder`` (``$TOKEN``, ``<key>``,
     ``{token}``); ``empty`` (``null``, ``****``).
     """
+    return _shape(value) if len(value) <= 256 else _shape.__wrapped__(value)  # cache short values only
+
+
+@lru_cache(maxsize=8192)
+def _shape(value: str) -> Shape:
     s = _TRAILING_ESCAPES.sub("", value.strip())
     if s.lower() in _NOT_VALUES or set(s) <= _MASK or s.startswith(REDACTED):
         return "empty"
@@ -337,12 +341,13 @@ def _is_session_uuid(name: str, value: str) -> bool:
     return _normal(name).endswith("sessionid") and _UUID.fullmatch(value.strip()) is not None
 
 
-def _not_secret_here(text: str, at: int, name: str, value: str) -> bool:
+def _not_secret_here(thinking_at: int, at: int, name: str, value: str) -> bool:
     """Values that a secret name labels in text but that are not secrets: a session's UUID, and
-    the ``signature`` of a thinking block quoted as JSON (the API's integrity check, kept in objects too)."""
+    the ``signature`` of a thinking block quoted as JSON (the API's integrity check, kept in objects too);
+    ``thinking_at`` is where the text first says ``"thinking"`` (-1: nowhere)."""
     if _is_session_uuid(name, value):
         return True
-    return _normal(name) == "signature" and text.rfind('"thinking"', 0, at) >= 0
+    return 0 <= thinking_at < at and _normal(name) == "signature"
 
 
 def _secret_field(name: str, value: Any) -> bool:
@@ -642,6 +647,7 @@ class Redactor:
         low = _lower(text)
         name_done = label_done = 0  # like re.sub: a rule resumes after its last match
         pem_done = format_done = 0
+        thinking_at = -2  # found on first need
         for i, a, b in _FINDER.find_matches_as_indexes(low):
             if i >= _N_HINTS:
                 if i == _URL_HINT:
@@ -654,7 +660,9 @@ class Redactor:
             hint = low[a:b]
             if i < len(_NAME_HINTS):
                 if a >= name_done:
-                    name_done = self._name_value(text, a, b, spans)
+                    if thinking_at == -2:
+                        thinking_at = text.find('"thinking"')
+                    name_done = self._name_value(text, a, b, spans, thinking_at)
                 if hint in _LABELLED and a >= label_done:
                     label_done = self._label(text, hint, a, spans)
                 continue
@@ -690,7 +698,7 @@ class Redactor:
         spans.append((at, stop))
         return stop
 
-    def _name_value(self, text: str, a: int, b: int, spans: list[tuple[int, int]]) -> int:
+    def _name_value(self, text: str, a: int, b: int, spans: list[tuple[int, int]], thinking_at: int) -> int:
         """At a secret word: ``name = value`` / ``"name": "value"`` around it; returns where the next try may start."""
         run = _NAME_RUN.match(text, b)
         end = run.end() if run else b
@@ -708,7 +716,7 @@ class Redactor:
             return sep.end()
         value = _TRAILING_ESCAPES.sub("", vm.group())
         span = (vm.start(), vm.start() + len(value))
-        if not value or _not_secret_here(text, a, name, value):
+        if not value or _not_secret_here(thinking_at, a, name, value):
             return vm.end()
         if self._secret_name(name) and _secret_in_text(name, value, bool(vq)):
             self._remember(value, name)

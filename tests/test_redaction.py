@@ -463,6 +463,7 @@ ADVERSARIAL = {
     "token ": lambda n: "token " * (n // 6),
     "PEM begins": lambda n: "-----BEGIN RSA PRIVATE KEY-----\n" * (n // 32),
     "sk-": lambda n: "sk-" * (n // 3),
+    "signatures after a thinking block": lambda n: '"thinking" ' + "signature=ab12cd34 " * (n // 19),
     "deep list": lambda n: "[" * (n // 2) + "]" * (n // 2),
     "deep object": lambda n: '{"password":' * (n // 12) + '"x"' + "}" * (n // 12),
 }
