@@ -93,13 +93,13 @@ class Lab:
 
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)
-        # the panel keeps what the trace keeps: the same redaction, the same learned values
-        self.state = PanelState(self._writer.redactor if self._writer is not None else None)
         subscribers.append(self._on_event)
         approve = run_options.pop("approve", None)  # a callback of the user's, or the panel's buttons
         run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
+        # the panel keeps what the trace keeps: the same redaction, the same learned values
+        self.state = PanelState(self._writer.redactor_for(self.engine.run_id) if self._writer is not None else None)
         s = self.state
         s.run_id, s.model, s.task = self.engine.run_id, self.engine.model.model, self.engine.task
         b = self.engine.budget

@@ -517,3 +517,21 @@ def test_no_split_of_any_text_rebuilds_a_secret_that_its_whole_text_hides(words,
     assert [s for s in hidden if s in released] == []
     if whole == text:
         assert released == text
+
+
+def test_a_writer_serving_many_runs_keeps_each_runs_learned_values_to_that_run(tmp_path):
+    """Three runs through one TraceWriter: each repeats its own password (removed), none inherits another's."""
+    from agentlab.trace import TraceWriter
+
+    writer = TraceWriter(tmp_path)
+    login = al.tool(mode="read", name="login")(lambda password: "ok")
+    ids = []
+    for i in range(3):
+        pw = f"Zq{i}-run-Secret"
+        model = al.ScriptedModel([reply(None, ("login", {"password": pw})), reply(f"I typed {pw} as asked.")])
+        ids.append(al.run("log in", [login], model=model, trace=writer, max_cost=None, clock=al.FakeClock()).run_id)
+    writer.close()
+    for i, run_id in enumerate(ids):
+        assert f"Zq{i}-run-Secret" not in (tmp_path / f"{run_id}.jsonl").read_text()
+        assert writer.redactor_for(run_id).learned == {f"Zq{i}-run-Secret"}
+    assert writer.redactor.learned == frozenset()

@@ -19,6 +19,7 @@ import json
 import math
 import os
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -44,6 +45,8 @@ MAX_DEPTH = 128
 """Objects and lists nested deeper than this (a tool input 1,000 levels deep) are written
 as their JSON text, a string, so every reader (orjson stops at 1,024 levels, the standard
 library near Python's recursion limit) can read the line; nothing is dropped."""
+RUN_MEMORIES = 64
+"""How many runs' redaction memories a writer keeps (see :meth:`TraceWriter.redactor_for`)."""
 FLOAT_TAG = "$float"
 """NaN and infinities are written as ``{"$float": "NaN" | "Infinity" | "-Infinity"}``
 (valid JSON; the reader turns them back into floats)."""
@@ -112,6 +115,20 @@ class TraceWriter:
         self._long_results: dict[tuple[str, str], str] = {}
         self._warned: set[str] = set()
         self._streams: dict[str, _Stream] = {}
+        self._run_redactors: OrderedDict[str, Redactor] = OrderedDict()
+
+    def redactor_for(self, run_id: str) -> Redactor:
+        """The redactor of one run: this writer's rules, and a memory of removed values that is that run's
+        alone (a writer serving thousands of runs neither slows down nor carries one run's values to the next).
+        The last :data:`RUN_MEMORIES` runs are remembered, so a paused or resumed run keeps its memory."""
+        r = self._run_redactors.get(run_id)
+        if r is None:
+            r = self._run_redactors[run_id] = self.redactor.for_run()
+            while len(self._run_redactors) > RUN_MEMORIES:
+                self._run_redactors.popitem(last=False)
+        else:
+            self._run_redactors.move_to_end(run_id)
+        return r
 
     def file_of(self, run_id: str) -> Path:
         """Where this writer puts the events of ``run_id``."""
@@ -135,8 +152,10 @@ class TraceWriter:
         elif event.kind == "tool_results" and self._long_results:
             record["content"] = [self._once(event.run_id, b) for b in record.get("content") or []]
         line = dumps(record)
-        if event.kind not in PLAIN_KINDS and self.redactor.needs_redaction(line):
-            line = dumps(self.redactor.redact(record))
+        if event.kind not in PLAIN_KINDS:
+            redactor = self.redactor_for(event.run_id)
+            if redactor.needs_redaction(line):
+                line = dumps(redactor.redact(record))
         return line
 
     def _delta(self, event: Event) -> None:
@@ -146,7 +165,7 @@ class TraceWriter:
         fragment of a block can carry the held-back tail: one line per fragment, none rebuilds a secret."""
         stream = self._streams.get(event.run_id)
         if stream is None:
-            stream = self._streams[event.run_id] = _Stream(StreamRedactor(self.redactor))
+            stream = self._streams[event.run_id] = _Stream(StreamRedactor(self.redactor_for(event.run_id)))
         d = event.data
         key = (event.step, d.get("index", 0), d.get("type"))
         if stream.held is not None and stream.held[1] != key:
