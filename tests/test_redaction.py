@@ -507,9 +507,9 @@ def test_no_split_of_any_text_rebuilds_a_secret_that_its_whole_text_hides(words,
     text with nothing to hide comes out unchanged."""
     from agentlab.redact import StreamRedactor
 
-    text = "".join(w + s for w, s in zip(words, seps))
+    text = "".join(w + s for w, s in zip(words, seps[: len(words)], strict=True))
     points = sorted({c % len(text) for c in cuts if c % len(text)})
-    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)])]
+    pieces = [text[a:b] for a, b in zip([0, *points], [*points, len(text)], strict=True)]
     whole = Redactor(env=False).redact_text(text)
     stream = StreamRedactor(Redactor(env=False))
     released = "".join(stream.feed("b", p) for p in pieces) + stream.flush("b")
