@@ -535,3 +535,15 @@ def test_a_writer_serving_many_runs_keeps_each_runs_learned_values_to_that_run(t
         assert f"Zq{i}-run-Secret" not in (tmp_path / f"{run_id}.jsonl").read_text()
         assert writer.redactor_for(run_id).learned == {f"Zq{i}-run-Secret"}
     assert writer.redactor.learned == frozenset()
+
+
+def test_the_messages_api_adapter_scrubs_errors_with_the_same_rules_as_the_trace():
+    """One owner for scrubbing (issue 23): an API error quoting any credential, not only the client's key, is clean."""
+    from agentlab.models.anthropic import api_error
+
+    body = {"type": "error", "error": {"type": "invalid_request_error", "message":
+            f"bad header x-api-key: {FORMAT_SECRETS[3]} from postgres://app:Sup3rS3cretPg@db/x, key own-key-5f3a9c7e"}}
+    text = str(api_error(400, {"request-id": "req_1"}, body, secrets=("own-key-5f3a9c7e",)))
+    assert FORMAT_SECRETS[3] not in text and "Sup3rS3cretPg" not in text and "own-key-5f3a9c7e" not in text
+    assert text.startswith("400 invalid_request_error: bad header x-api-key: ") and "req_1" in text
+    assert describe(RuntimeError(f"login with {FORMAT_SECRETS[3]}")) == f"RuntimeError: login with {REDACTED}"
