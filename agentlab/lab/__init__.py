@@ -110,7 +110,6 @@ class Lab:
             raise TypeError(f"trace must be True, False or a folder path, got {type(trace).__name__}")
         from ._panel import Panel
 
-        self.state = PanelState()
         self._trace_dir = None if trace is True or trace is False else trace
         self._writer = None
         run_options = collect(locals())
@@ -125,6 +124,8 @@ class Lab:
         run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
+        # the panel keeps what the trace keeps: the same redaction, the same learned values
+        self.state = PanelState(self._writer.redactor_for(self.engine.run_id) if self._writer is not None else None)
         s = self.state
         s.run_id, s.model, s.task = self.engine.run_id, self.engine.model.model, self.engine.task
         b = self.engine.budget

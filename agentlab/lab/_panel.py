@@ -279,7 +279,7 @@ class Panel:
             self.approval.layout.display = "none"
             self.approval_text.value = ""
             return
-        args = json.dumps(request.args, ensure_ascii=False, indent=1, default=str)
+        args = json.dumps(self.state.redactor.clean(request.args), ensure_ascii=False, indent=1, default=str)
         self.approval_text.value = (
             f"<b>approve this write?</b> step {esc(request.step)}: <code>{esc(request.tool)}</code>"
             f"<pre style='margin:2px 0'>{esc(args)}</pre>"

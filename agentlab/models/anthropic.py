@@ -56,6 +56,7 @@ from ..errors import (
 )
 from ..messages import Block, MalformedReply, Message
 from ..netguard import NetworkBlocked, check_url
+from ..redact import scrub as _scrub  # the one owner of scrubbing (issue 23)
 from .base import ModelRequest
 from .streaming import StreamAssembler, StreamError, feed_batch, sse_batches
 
@@ -581,13 +582,6 @@ def api_error(
 # ------------------------------------------------------------------ helpers
 def _secrets(client: Any) -> tuple[str, ...]:
     return tuple(s for s in (getattr(client, "api_key", None), getattr(client, "auth_token", None)) if s)
-
-
-def _scrub(text: str, secrets: tuple[str, ...]) -> str:
-    for s in secrets:
-        if s in text:
-            text = text.replace(s, "[redacted]")
-    return text
 
 
 def _host(url: str) -> str:
