@@ -436,8 +436,17 @@ def test_values_learned_in_one_run_apply_to_that_run_only(tmp_path):
     src = (FIXTURES / "claude_code" / "tool_heavy.jsonl").read_text().splitlines()
     folder = tmp_path / "sessions"
     folder.mkdir()
+    def own_copy(line: str, i: int) -> str:  # a session of its own: ids the importer will not take for copies
+        d = json.loads(line.replace("d6e0bada-1959-4eec-a9d2-0bfade768d8f", f"00000000-0000-4000-8000-{i:012d}"))
+        for key in ("uuid", "parentUuid"):
+            if d.get(key):
+                d[key] = f"{d[key][:-4]}{i:04d}"
+        if isinstance(d.get("message"), dict) and d["message"].get("id"):
+            d["message"]["id"] = f"{d['message']['id']}_{i:02d}"
+        return json.dumps(d, separators=(",", ":"))
+
     for i in range(30):  # each session types its own password into a tool call
-        lines = [x.replace("d6e0bada-1959-4eec-a9d2-0bfade768d8f", f"00000000-0000-4000-8000-{i:012d}") for x in src]
+        lines = [own_copy(x, i) for x in src if x.strip()]
         first_user = next(k for k, x in enumerate(lines) if '"type":"user"' in x)
         d = json.loads(lines[first_user])
         d["message"]["content"] = f"log in with password: Zq{i:02d}-pw-Secret then list the files"
