@@ -251,3 +251,13 @@ def test_whole_numbers_are_checked_by_one_rule():
     offenders = sorted(str(f.relative_to(PACKAGE)) for f in PACKAGE.rglob("*.py") if spelled.search(f.read_text()))
     # models/anthropic.py, models/counting.py, tools.py and analysis.py move to the rule as their owners change them
     assert set(offenders) <= {"models/anthropic.py", "models/counting.py", "tools.py", "analysis.py"}, offenders
+
+
+def test_test_modules_share_builders_through_helpers_not_each_other():
+    """A test module imports shared builders from a helpers module, never from another test module."""
+    import re
+
+    tests = PACKAGE.parent / "tests"
+    crossing = sorted(str(f.relative_to(tests)) for f in tests.rglob("test_*.py")
+                      if re.search(r"^from \.+test_\w+ import", f.read_text(), flags=re.M))
+    assert crossing == []

@@ -5,13 +5,12 @@ from __future__ import annotations
 import io
 import re
 
+import nbformat
 import pytest
 
 import agentlab as al
 from agentlab import reply
 from agentlab.report import export_notebook, report_text
-
-nbformat = pytest.importorskip("nbformat")
 
 
 @al.tool(mode="read")

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -26,7 +25,7 @@ import pytest
 import agentlab as al
 from agentlab import reply
 
-from .jupyter_server import CHROMIUM, launch_chromium
+from .jupyter_server import CHROMIUM, WAIT_MS, launch_chromium
 
 pytestmark = [
     pytest.mark.browser,
@@ -304,7 +303,7 @@ def test_the_exported_notebook_of_a_shared_trace_fetches_nothing_when_jupyterlab
             browser = launch_chromium(pw)
             try:
                 page = browser.new_page(viewport={"width": 1280, "height": 2000})
-                page.set_default_timeout(int(os.environ.get("AGENTLAB_BROWSER_WAIT_MS", "90000")))
+                page.set_default_timeout(WAIT_MS)
                 requested: list[str] = []
                 page.on("request", lambda r: requested.append(r.url))
                 page.add_init_script("window.__ran = [];")  # JupyterLab fetches its own API: the listener counts ours
