@@ -44,7 +44,17 @@ def go(server: MessagesServer, stream: bool, **kw):
     return result, events
 
 
+KNOWN_EXPECTATIONS = {
+    "citations", "cost", "detail_contains", "first_wait_at_least", "history_valid", "next_request_ends_with_assistant",
+    "next_request_has", "only_tool_results", "outcome", "reason", "requests", "retries", "sent_back_unchanged",
+    "server_tool_cost", "text", "tool_result_ids", "tools_run",
+}
+"""Every key a case's ``expect`` may hold: a misspelt key fails the case instead of checking nothing."""
+
+
 def _check(result, events, server, expect, replies=None):
+    unknown = set(expect) - KNOWN_EXPECTATIONS
+    assert not unknown, f"the case expects {sorted(unknown)}, which no check reads (a misspelling?)"
     assert result.outcome == expect["outcome"], result
     if "reason" in expect:
         assert result.reason == expect["reason"], result
