@@ -266,8 +266,13 @@ def test_lab_pause_and_stop_work_from_another_thread():
     """Lab.pause() from a plain thread pauses after the step in flight; Lab.stop() from one ends the run
     Stopped("cancelled"). Neither raises "no running event loop"."""
 
+    calls: list[int] = []
+    called = threading.Event()  # set by each model call: "the run is stepping", with no wait on a clock
+
     async def model(messages, tools):
-        await asyncio.sleep(0.005)
+        calls.append(1)
+        called.set()
+        await asyncio.sleep(0.005)  # a model call takes a moment, so Pause lands mid-run
         return reply(None, ("lookup", {"key": str(len(messages))}))
 
     @al.tool(mode="read")
@@ -285,13 +290,14 @@ def test_lab_pause_and_stop_work_from_another_thread():
         lab = al.Lab("q", [lookup], model=al.FunctionModel(model), trace=False, max_steps=10_000, max_cost=None,
                      deadline_s=None)
         task = lab.run()
-        await asyncio.sleep(0.05)
+        await asyncio.to_thread(called.wait, 10)  # until the run is under way
         t, errors = from_thread(lab.pause)
         await asyncio.to_thread(t.join, 10)
         await asyncio.wait_for(task, 10)
         paused = (lab.engine.finished, lab.state.control, errors)
+        called.clear()
         task = lab.run()
-        await asyncio.sleep(0.05)
+        await asyncio.to_thread(called.wait, 10)
         t, errors = from_thread(lab.stop)
         await asyncio.to_thread(t.join, 10)
         await asyncio.wait_for(lab.wait(), 10)
@@ -434,16 +440,19 @@ def test_ctrl_c_is_reraised_after_the_trace_is_complete_when_asked(tmp_path):
 def test_cancelling_arun_records_the_run_then_passes_the_cancellation_on(tmp_path):
     """asyncio cancellation of arun(): the trace is complete (Stopped cancelled), and CancelledError goes on."""
 
+    started = asyncio.Event()
+
     @al.tool
     async def hang() -> str:
         """Wait."""
+        started.set()
         await asyncio.Event().wait()
         return "never"
 
     async def go():
         task = asyncio.ensure_future(al.arun("q", [hang], model=al.ScriptedModel([reply(None, ("hang", {}))]),
                                              trace=tmp_path, deadline_s=None))
-        await asyncio.sleep(0.05)
+        await asyncio.wait_for(started.wait(), 10)  # the tool is running: cancel now, mid-step
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
