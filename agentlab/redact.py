@@ -392,10 +392,16 @@ def secrets_from_environment(env: Mapping[str, str] | None = None) -> list[str]:
     )
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
 def _lower(text: str) -> str:
-    """A lower-case copy with the same length (so hint positions index ``text``)."""
+    """A lower-case copy with the same length (so hint positions index ``text``); a lone surrogate
+    (text cut from a UTF-16 source) becomes U+FFFD, one character for one, which the matcher can read."""
     low = text.lower()
-    return low if len(low) == len(text) else "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    if len(low) != len(text):
+        low = "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
+    return _SURROGATE.sub("\ufffd", low) if not low.isascii() else low
 
 
 def _name_before(text: str, start: int, end: int) -> int:
@@ -476,7 +482,7 @@ class Redactor:
         for s in self.secrets:
             if s in line:
                 return True
-        low = line.lower()
+        low = _lower(line)
         url = False
         for i, _, _ in _FINDER.find_matches_as_indexes(low):
             if i < _N_HINTS:

@@ -51,3 +51,12 @@ def test_an_experiment_task_with_a_lone_surrogate_runs(tmp_path):
     result = exp.run()
     assert list(result.runs["outcome"]) == ["done"]
     assert "<table" in result._repr_html_()
+
+
+def test_redaction_reads_text_with_a_lone_surrogate():
+    """The secret scanner never trips on half an emoji: the text is checked, and a key beside it still goes."""
+    from agentlab.redact import Redactor
+
+    text = "cut emoji \ud83d then sk-ant-api03-" + "A" * 40
+    out = Redactor(env=False).redact(text)
+    assert "\ud83d" in out and "sk-ant-api03-" + "A" * 40 not in out
