@@ -32,8 +32,11 @@ MIN_REPLY_TOKENS = 32
 """The hard cost guard stops the run when it cannot afford even this many output tokens."""
 
 
-def _check_limit(name: str, value: object, *, integer: bool = False) -> int | float | None:
+def check_limit(name: str, value: object, *, integer: bool = False) -> int | float | None:
     """``value`` as a plain int (``integer``) or float, or a clear error naming ``name``.
+
+    The one rule for a limit: :class:`Budget` (so ``run``, ``Lab``, experiments)
+    and :func:`agentlab.analysis.budget_whatif` check every value through it.
 
     Any real number type is accepted (numpy scalars, ``Decimal``, ``Fraction``);
     infinities, NaN, values a float cannot hold and values <= 0 are refused:
@@ -68,6 +71,7 @@ def _check_limit(name: str, value: object, *, integer: bool = False) -> int | fl
     return whole
 
 
+_check_limit = check_limit  # the old private name
 _MAX_INT = 2**63 - 1
 
 
@@ -104,9 +108,9 @@ class Budget:
 
     def __post_init__(self) -> None:
         # Normalized in place (a frozen dataclass): numpy, Decimal and Fraction limits become int/float.
-        object.__setattr__(self, "max_steps", _check_limit("max_steps", self.max_steps, integer=True))
-        object.__setattr__(self, "max_cost", _check_limit("max_cost", self.max_cost))
-        object.__setattr__(self, "deadline_s", _check_limit("deadline_s", self.deadline_s))
+        object.__setattr__(self, "max_steps", check_limit("max_steps", self.max_steps, integer=True))
+        object.__setattr__(self, "max_cost", check_limit("max_cost", self.max_cost))
+        object.__setattr__(self, "deadline_s", check_limit("deadline_s", self.deadline_s))
         if self.cost_guard not in COST_GUARDS:
             raise ValueError(f"cost_guard must be 'hard', 'estimate' or 'after', got {self.cost_guard!r}")
 

@@ -49,13 +49,14 @@ from .messages import (
     Message,
     Reply,
     Usage,
+    billed_usage,
     estimate_tokens,
     normalize_reply,
     text_of,
 )
 from .models.base import Model, ModelRequest
 from .models.streaming import Fragments, cut_short
-from .pricing import Prices
+from .pricing import Prices, served_prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .scheduling import plan_batches
@@ -321,8 +322,9 @@ class Run:
         max_tokens = await self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
-        tokens = max(self._input.estimate, self._input.info.get("guard_input_tokens", 0))  # what the guard priced, or more
-        rates = self.prices.worst_rates(tokens, getattr(self.model, "caches", False)) if self.prices else (0.0, 0.0)
+        tokens = self._input.reserve_tokens  # what the guard priced, or more
+        terms = self._input.terms(getattr(self.model, "request_terms", None))
+        rates = self.prices.worst_rates(tokens, getattr(self.model, "caches", False), terms) if self.prices else (0.0, 0.0)
         held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
         if isinstance(held, Stop):
             return self._stop(held.reason, held.detail)
@@ -331,7 +333,7 @@ class Run:
         # 2. The model call.
         self.steps += 1
         self.phase = "calling model"
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info)
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.request_fields())
         t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens)
@@ -339,8 +341,9 @@ class Run:
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
             return self._stop(StopReason.MODEL_ERROR, f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}", exc.last)
-        except MalformedReply as exc:
-            self._emit(EventKind.MODEL_CALLED, raw=_jsonable(exc.raw), error=exc.problem, latency=self.clock.now() - t_call)
+        except MalformedReply as exc:  # refused here, but billed by the API when it came with usage
+            billed = self._charge(billed_usage(exc.raw), exc.raw, reserved)
+            self._emit(EventKind.MODEL_CALLED, raw=_jsonable(exc.raw), error=exc.problem, latency=self.clock.now() - t_call, **billed)
             return self._stop(StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc)
         except ModelError as exc:
             return self._stop(exc.reason, f"step {self.steps}: {exc.message}", exc)
@@ -356,7 +359,8 @@ class Run:
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
-        cost = self.prices.cost(usage) if self.prices else 0.0
+        prices = served_prices(self.prices, self.model.model, reply.model)  # a fallback model may have served it
+        cost = prices.cost(usage) if prices else 0.0
         self.spent += cost
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
@@ -366,9 +370,10 @@ class Run:
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
-            estimated=estimated, cost=cost, server_tool_cost=self.prices.server_tool_cost(usage) if self.prices else 0.0,
+            estimated=estimated, cost=cost, server_tool_cost=prices.server_tool_cost(usage) if prices else 0.0,
             spent=self.spent, latency=latency, request_id=reply.request_id, context_tokens=usage.context_tokens,
             max_tokens=max_tokens, model=reply.model, **({"stop_details": reply.stop_details} if reply.stop_details else {}),
+            **({"requested_model": self.model.model} if prices is not self.prices else {}),
         )
 
         # 4. Why the model stopped decides what happens next.
@@ -403,6 +408,19 @@ class Run:
             return None
         return await self._tools_phase(reply.tool_calls)
 
+    def _charge(self, usage: Usage | None, raw: Any, reserved: float) -> dict[str, Any]:
+        """Charge a reply the gate refused: the API billed what its usage says (fields for its event)."""
+        if usage is None:
+            return {}
+        served = raw.get("model") if isinstance(raw, dict) else None
+        prices = served_prices(self.prices, self.model.model, served if isinstance(served, str) else None)
+        cost = prices.cost(usage) if prices else 0.0
+        self.spent += cost
+        self.model_calls += 1
+        self._ledger.settle(self.run_id, reserved, cost)
+        self._input.billed(usage, False, prices, getattr(self.model, "caches", False))
+        return {"usage": usage.as_dict(), "cost": cost, "spent": self.spent, "context_tokens": usage.context_tokens}
+
     async def _guard_call(self) -> int | Stop:
         """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
         count = lambda: self._retrying(lambda: self.model.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[attr-defined]  # noqa: E731
@@ -410,6 +428,7 @@ class Run:
             self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=getattr(self.model, "caches", False),
             tools=[*self._tool_defs, *getattr(self.model, "server_tools", ())], max_tokens=self.max_tokens, count=count,
             retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
+            terms=getattr(self.model, "request_terms", None),
         )
 
     async def _call_model(self, max_tokens: int) -> Reply:
@@ -600,7 +619,7 @@ class Run:
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
             guard=self._input.report(self.budget, self.spent).as_dict(), guard_note=self._input.report(self.budget, self.spent).note(),
-            last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
+            last_guard_check=self._input.request_fields(),  # a check that stopped the run has no model_request
             **self._overrun(),
         )
 

@@ -288,11 +288,11 @@ def test_whatif_cannot_see_past_a_recording_that_a_budget_cut_short(tmp_path):
 
 
 def test_whatif_rejects_bad_budgets_by_name(growing):
-    """A negative or non-numeric budget is named in the error before any replay."""
+    """A negative or non-numeric budget is named in the error before any replay, worded as run() words it."""
     _, tr = growing
-    with pytest.raises(ValueError, match="max_cost values must be > 0"):
+    with pytest.raises(ValueError, match="max_cost must be > 0"):
         an.budget_whatif(tr, max_cost=[0.1, -1])
-    with pytest.raises(TypeError, match="max_steps values must be whole numbers"):
+    with pytest.raises(TypeError, match="max_steps must be a whole number"):
         an.budget_whatif(tr, max_steps=[2.5])
     with pytest.raises(TypeError, match="traces must be what agentlab.load_runs returns"):
         an.budget_whatif(42)
