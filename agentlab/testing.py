@@ -59,7 +59,7 @@ from .testing_tokens import (
 
 __all__ = [
     "Fault", "MessagesServer", "PromptCache", "Received", "Slow", "Streamed", "dropped", "fault", "html_error",
-    "reply", "slow", "stream_events", "streamed",
+    "recorded_stream", "reply", "slow", "stream_events", "streamed",
 ]
 
 MAX_BREAKPOINTS = 4
@@ -174,6 +174,15 @@ def streamed(
         status = next((k for k, v in ERROR_TYPES.items() if v == error), 500)
         error = Fault(status, f"{error} (inside the stream)", error)
     return Streamed(item, chunk, pause, error, drop_after, hold_after, hold, after)
+
+
+def recorded_stream(sse: bytes | str, **how: Any) -> Streamed:
+    """Serve a recorded server-sent event stream byte for byte (e.g. the SDK repository's fixtures),
+    one event per write; ``how`` as :func:`streamed` takes it (``pause``, ``drop_after``...)."""
+    raw = sse.encode() if isinstance(sse, str) else sse
+    raw = raw.replace(b"\r\n", b"\n")
+    events = [part + b"\n\n" for part in raw.split(b"\n\n") if part.strip()]
+    return streamed(events, **how)  # type: ignore[arg-type]
 
 
 def dropped() -> Fault:
@@ -554,7 +563,7 @@ class MessagesServer:
             "stop_sequence": item.get("stop_sequence"),
             "usage": usage,
         }
-        for key in ("stop_details", "container"):
+        for key in ("stop_details", "container", "context_management"):
             if item.get(key) is not None:
                 message[key] = item[key]
         return message
@@ -631,7 +640,7 @@ class _Handler(BaseHTTPRequestHandler):
             if item.drop:
                 return self._drop()
             return self._send(item.status, item.body(), item.headers)
-        if isinstance(item, list) and body.get("stream"):  # events given as they are (to test odd streams)
+        if isinstance(item, list) and body.get("stream"):  # events given as they are (recorded bytes, odd streams)
             return self._stream(item, how)
         if not isinstance(item, dict):
             return self._send(500, fault(500, f"MessagesServer: cannot serve a {type(item).__name__}").body())
@@ -651,6 +660,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("request-id", f"req_{next(self.owner._ids):08d}")
             self.end_headers()
             for n, event in enumerate(events):
+                if isinstance(event, bytes):  # a recorded event, sent byte for byte
+                    self._chunk(event)
+                    continue
                 if how.error is not None and n == how.after:
                     err = how.error
                     body = err.body() if not err.html else {"type": "error", "error": {"type": err.error_type, "message": err.message}}
@@ -715,9 +727,13 @@ def stream_events(message: dict[str, Any], chunk: int = 16) -> list[dict[str, An
     stop reason, stop details, container and final usage; ``message_stop`` ends it.
     """
     usage = dict(message.get("usage") or {})
-    start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
+    start_usage = {k: v for k, v in usage.items() if k not in ("output_tokens", "iterations")}
     start_usage["output_tokens"] = 1
-    head = {k: v for k, v in message.items() if k not in ("content", "stop_reason", "stop_sequence", "stop_details", "container", "usage")}
+    late = ("content", "stop_reason", "stop_sequence", "stop_details", "container", "usage", "context_management")
+    head = {k: v for k, v in message.items() if k not in late}
+    hops = [b for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "fallback"]
+    if hops:  # a server-side fallback: the stream opens as the requested model, its fallback block names the server
+        head["model"] = (hops[0].get("from") or {}).get("model", head.get("model"))
     events: list[dict[str, Any]] = [
         {"type": "message_start", "message": {**head, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}},
         {"type": "ping"},
@@ -746,13 +762,24 @@ def stream_events(message: dict[str, Any], chunk: int = 16) -> list[dict[str, An
             events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
             for part in pieces(json.dumps(block.get("input", {}), separators=(",", ":"))):
                 events.append({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}})
-        else:  # redacted thinking, server tool results...: sent whole
+        elif kind == "compaction":  # the summary arrives as one compaction_delta (the SDK's recorded shape)
+            opened = {**block, "content": None}
+            opened.pop("encrypted_content", None)
+            events.append({"type": "content_block_start", "index": index, "content_block": opened})
+            delta = {"type": "compaction_delta", "content": block.get("content")}
+            if "encrypted_content" in block:
+                delta["encrypted_content"] = block["encrypted_content"]
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        else:  # redacted thinking, server tool results, fallback blocks...: sent whole
             events.append({"type": "content_block_start", "index": index, "content_block": block})
         events.append({"type": "content_block_stop", "index": index})
     delta = {"stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence")}
     for key in ("stop_details", "container"):
         if message.get(key) is not None:
             delta[key] = message[key]
-    events.append({"type": "message_delta", "delta": delta, "usage": usage})
+    end: dict[str, Any] = {"type": "message_delta", "delta": delta, "usage": usage}
+    if message.get("context_management") is not None:
+        end["context_management"] = message["context_management"]
+    events.append(end)
     events.append({"type": "message_stop"})
     return events

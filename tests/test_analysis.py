@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import math
 import tempfile
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -229,6 +232,23 @@ def test_budget_whatif_matches_actually_rerunning_with_those_budgets(tmp_path, g
     assert {"done", "budget", "step limit"} <= checked
     if guard == "hard":  # only the hard guard lowers max_tokens, which can cut a long answer off
         assert "max_tokens" in checked
+
+
+@pytest.mark.parametrize("kind", [Decimal, Fraction, np.float64, float])
+def test_whatif_and_engine_agree_on_budgets_of_every_number_type(tmp_path, kind):
+    """budget_whatif(max_cost=Decimal("0.02")) works like run(max_cost=Decimal("0.02")): one rule checks both."""
+    record(tmp_path / "runs", SCRIPTS["long"], run_id="long")
+    traces = load_traces(tmp_path / "runs")
+    for cost, steps in [("0.004", 3), ("0.02", None), ("0.05", 6)]:
+        max_cost = kind(cost) if kind is not Fraction else Fraction(cost)
+        max_steps = None if steps is None else (np.int64(steps) if kind is np.float64 else steps)
+        row = an.budget_whatif(traces, max_cost=max_cost, max_steps=max_steps).iloc[0]
+        real = al.run("read everything", [fetch], model=al.ScriptedModel(SCRIPTS["long"]), trace=False, max_steps=max_steps,
+                      max_cost=max_cost, deadline_s=None, prices=PRICES, loop_nudge_at=1000)
+        assert (row.outcome, row.reason, row.steps) == (real.outcome, real.reason, real.steps)
+        assert row.max_cost == float(max_cost) and row.spent == pytest.approx(real.cost)
+    with pytest.raises(ValueError, match="max_cost must be finite"):
+        an.budget_whatif(traces, max_cost=Decimal("Infinity"))
 
 
 def test_after_the_fact_guard_overspends_where_the_hard_guard_does_not(tmp_path):

@@ -32,31 +32,29 @@ What this adapter decides, and why:
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import email.utils
 import hashlib
 import json
-import re
 import threading
-import time
 import weakref
 from collections.abc import Mapping
 from typing import Any, Literal
 
-import orjson
-
 from ..errors import (
     AgentlabError,
-    AuthenticationFailed,
-    FatalError,
     ModelError,
-    PermissionDenied,
-    RetryableError,
 )
 from ..messages import Block, MalformedReply, Message
-from ..netguard import NetworkBlocked, check_url
+from ..netguard import check_url
+from ._errors import (  # noqa: F401 (the policy table's old import path)
+    MAX_REQUEST_BYTES,
+    SPEND_LIMIT_CODES,
+    STREAM_ERROR_STATUS,
+    api_error,
+    retry_after,
+    sdk_error,
+)
 from .base import ModelRequest
-from .streaming import StreamAssembler, StreamError, feed_batch, sse_batches
+from .streaming import StreamAssembler
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_TIMEOUT = 600.0
@@ -66,31 +64,6 @@ EPHEMERAL = {"type": "ephemeral"}
 UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
 
 CacheMode = bool | Literal["5m", "1h", "automatic"]
-
-MAX_REQUEST_BYTES = 32 * 1024 * 1024
-"""The Messages API refuses a request body larger than this with HTTP 413."""
-
-STREAM_ERROR_STATUS = {
-    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
-    "not_found_error": 404, "timeout_error": 408, "conflict_error": 409, "request_too_large": 413,
-    "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529,
-}
-"""The HTTP status matching an ``error`` event's type, so a stream error is handled like that status."""
-
-
-SPEND_LIMIT_CODES = frozenset({
-    "enforced_spend_limit_reached",
-    "contract_spend_limit_reached",
-    "linked_organization_spend_limit_reached",
-    "linked_organization_billing_unavailable",
-})
-"""Error codes a retry cannot fix: the account has hit a spending or billing wall."""
-
-_TOO_LONG = re.compile(
-    r"prompt is too long|context (window|length|limit)|exceeds? (the )?(model'?s? )?context|too many (input )?tokens",
-    re.IGNORECASE,
-)
-
 
 class AnthropicModel:
     """Claude via ``anthropic.AsyncAnthropic``, usable wherever an offline model is.
@@ -225,7 +198,6 @@ class AnthropicModel:
             self._containers[key] = cid
 
     async def complete(self, request: ModelRequest) -> dict[str, Any]:
-        import anthropic
 
         check_url(str(self.client.base_url))
         client = self._client_here()
@@ -237,18 +209,10 @@ class AnthropicModel:
             self.remember_container(request.messages, reply)
             return reply
         try:
-            raw = await client.messages.with_raw_response.create(**params, timeout=timeout)
+            raw = await client.beta.messages.with_raw_response.create(**params, timeout=timeout)
             body = await raw.read()
-        except anthropic.APIStatusError as exc:
-            err = api_error(exc.response.status_code, exc.response.headers, exc.body, secrets=secrets, request_bytes=_size(params))
-        except anthropic.APITimeoutError:
-            err = RetryableError(f"no reply from the Messages API within {timeout:.1f}s")
-        except anthropic.APIConnectionError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, NetworkBlocked):  # a redirect off this machine, caught by _guard_request
-                raise NetworkBlocked(str(cause)) from None
-            why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
-            err = RetryableError(_scrub(f"connection to the Messages API failed ({why})", secrets))
+        except Exception as exc:
+            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params))
         else:
             try:
                 data = json.loads(body)
@@ -263,8 +227,8 @@ class AnthropicModel:
     async def _streamed(
         self, client: Any, params: dict[str, Any], timeout: float, request: ModelRequest, secrets: tuple[str, ...]
     ) -> dict[str, Any]:
-        """One streamed call: fragments to ``request.on_delta`` as they come, the assembled message at the end."""
-        import anthropic
+        """One streamed call through the SDK's stream: each fragment to ``request.on_delta`` as it arrives,
+        the SDK's assembled message at the end."""
         import httpx2
 
         on_delta = request.on_delta
@@ -272,33 +236,22 @@ class AnthropicModel:
         request_id = None
         err: AgentlabError
         try:
-            async with client.messages.with_streaming_response.create(**params, stream=True, timeout=timeout) as resp:
-                request_id = resp.request_id
-                async with contextlib.aclosing(sse_batches(resp.http_response.aiter_bytes())) as reads:
-                    async for batch in reads:  # closed on any exit, inside this event loop
-                        feed_batch(acc, batch, on_delta)
+            stream = await client.beta.messages.create(**params, stream=True, timeout=timeout)
+            request_id = stream.response.headers.get("request-id")
+            acc = StreamAssembler(stream.response.request.headers)
+            async with stream:  # closed on any exit, inside this event loop
+                async for event in stream:
+                    delta = acc.feed(event)
+                    if delta is not None and on_delta is not None:
+                        on_delta(*delta)
             if not acc.stopped:
                 raise httpx2.RemoteProtocolError("the stream ended before message_stop")
             return {**acc.result(), "request_id": request_id}
         except MalformedReply:
             raise
-        except StreamError as exc:
-            status = STREAM_ERROR_STATUS.get(exc.error_type, 500)
-            err = api_error(status, {"request-id": request_id or ""}, exc.body, secrets=secrets, request_bytes=_size(params))
-            err = _after_shown(err, acc.deltas, f"an {exc.error_type} event arrived inside the streamed reply")
-        except anthropic.APIStatusError as exc:
-            err = api_error(exc.response.status_code, exc.response.headers, _read_body(exc), secrets=secrets, request_bytes=_size(params))
-        except anthropic.APITimeoutError:
-            err = _after_shown(RetryableError(f"no reply from the Messages API within {timeout:.1f}s"), acc.deltas, "the stream timed out")
-        except (anthropic.APIConnectionError, httpx2.HTTPError, OSError, ValueError, orjson.JSONDecodeError) as exc:
-            cause = exc.__cause__ if isinstance(exc, anthropic.APIConnectionError) else exc
-            if isinstance(cause, NetworkBlocked):
-                raise NetworkBlocked(str(cause)) from None
-            why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
-            err = RetryableError(_scrub(f"connection to the Messages API failed ({why})", secrets))
-            err = _after_shown(err, acc.deltas, "the connection broke mid-stream")
+        except Exception as exc:
+            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), shown=acc.deltas)
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
-
 
     async def count_tokens(self, request: ModelRequest) -> int:
         """The exact input tokens of ``request`` (the API's free ``count_tokens``), for the hard cost guard."""
@@ -308,7 +261,6 @@ class AnthropicModel:
         timeout = self.timeout if request.timeout is None else max(request.timeout, 0.001)
         return await count_input_tokens(
             self._client_here(), self.build_params(request), timeout=timeout, secrets=_secrets(self.client),
-            api_error=api_error, scrub=_scrub,
         )
 
     def _client_here(self) -> Any:
@@ -414,37 +366,12 @@ def _turn_key(messages: list[Message]) -> str:
     return f"{at}:{mark}"
 
 
-def _after_shown(err: AgentlabError, shown: int, what: str) -> AgentlabError:
-    """A stream failure after fragments were shown is not retried: the watcher saw a reply that will not come."""
-    if shown == 0 or not isinstance(err, RetryableError):
-        return err
-    out = ModelError(
-        f"{what} after {shown} fragments of the reply were shown; not retried (a new reply would not match them): {err}",
-        reason="model error",
-    )
-    for attr in ("status_code", "request_id"):
-        if hasattr(err, attr):
-            setattr(out, attr, getattr(err, attr))
-    return out
-
-
 def _size(params: Mapping[str, Any]) -> int:
     """The request body's size in bytes, as the API measures it for its 413 limit."""
     try:
         return len(json.dumps(params, separators=(",", ":"), default=str).encode())
     except (TypeError, ValueError):
         return 0
-
-
-def _read_body(exc: Any) -> Any:
-    """The JSON body of an HTTP error raised while opening a stream (the SDK may leave it unread)."""
-    body = getattr(exc, "body", None)
-    if body is not None:
-        return body
-    try:
-        return json.loads(exc.response.text)
-    except Exception:
-        return None
 
 
 MIN_THINKING_BUDGET = 1024
@@ -463,80 +390,6 @@ def _fit_thinking(thinking: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     if max_tokens - 1 >= MIN_THINKING_BUDGET:
         return {**thinking, "budget_tokens": max_tokens - 1}
     return {"type": "disabled"}
-
-
-def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds the server asked us to wait: ``retry-after-ms``, else ``retry-after`` (seconds or a date)."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            value = float(ms) / 1000
-            return value if value > 0 else None
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if ra is None:
-        return None
-    try:
-        value = float(ra)
-    except ValueError:
-        parsed = email.utils.parsedate_tz(ra)
-        if parsed is None:
-            return None
-        value = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
-    return value if value > 0 else None
-
-
-def api_error(
-    status: int, headers: Mapping[str, str], body: Any, *, secrets: tuple[str, ...] = (), request_bytes: int | None = None
-) -> AgentlabError:
-    """The agentlab error for an HTTP error from the Messages API: the policy table for the model.
-
-    Billing/spend limits, 401 and 403 are fatal; HTTP 413 is the request's
-    *byte size* over the API's limit (stops with "request too large", the size
-    given); a prompt too long for the model's context stops with "context
-    window"; ``x-should-retry`` is obeyed; 408,
-    409, 429 and 5xx are retryable (with the server's ``retry-after``); any
-    other 4xx stops with "model error" and the API's message.
-    """
-    error = body.get("error") if isinstance(body, dict) else None
-    error = error if isinstance(error, dict) else {}
-    err_type = error.get("type") if isinstance(error.get("type"), str) else None
-    api_message = error.get("message") if isinstance(error.get("message"), str) else (body if isinstance(body, str) else "")
-    details = error.get("details")
-    details = details if isinstance(details, dict) else {}
-    code = details.get("error_code") if isinstance(details.get("error_code"), str) else None
-    request_id = headers.get("request-id")
-    what = " ".join(x for x in (str(status), err_type, f"[{code}]" if code else None) if x)
-    text = _scrub(f"{what}: {api_message or 'no message'}" + (f" (request {request_id})" if request_id else ""), secrets)
-
-    err: AgentlabError
-    should_retry = (headers.get("x-should-retry") or "").lower()
-    if status == 402 or err_type == "billing_error" or code in SPEND_LIMIT_CODES:
-        err = FatalError(f"billing: {text}; a retry cannot fix this")
-    elif status == 401:
-        err = AuthenticationFailed(f"the API key was refused: {text}")
-    elif status == 403:
-        err = PermissionDenied(f"permission denied by the Messages API: {text}")
-    elif status == 413 or err_type == "request_too_large":
-        size = f"the request is {request_bytes:,} bytes" if request_bytes else "the request body is too large"
-        err = ModelError(
-            f"{size}, over the Messages API's request size limit ({MAX_REQUEST_BYTES // (1024 * 1024)} MB): {text}; "
-            "send fewer or smaller documents/images (this is the byte size, not the context window)",
-            reason="request too large",
-        )
-    elif status == 400 and _TOO_LONG.search(api_message or ""):
-        err = ModelError(f"the request is too large for the model's context: {text}", reason="context window")
-    elif should_retry == "true" or (should_retry != "false" and (status in (408, 409, 429) or status >= 500)):
-        err = RetryableError(text, retry_after=retry_after(headers))
-    elif should_retry == "false" and status >= 500:
-        err = ModelError(f"{text} (the server said not to retry)", reason="model error")
-    else:
-        err = ModelError(text, reason="model error")
-    # Extra attributes ride on the error instance (as the SDK's do); no agentlab class declares them.
-    err.status_code = status  # type: ignore[union-attr]
-    err.request_id = request_id  # type: ignore[union-attr]
-    return err
 
 
 # ------------------------------------------------------------------ helpers
