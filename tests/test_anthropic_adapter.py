@@ -211,13 +211,15 @@ def test_adapter_max_tokens_caps_what_the_run_asks_for(server):
 
 
 def test_the_sdk_never_retries_on_its_own(server):
-    """Even a client built with SDK retries on is copied with max_retries=0: every attempt is the engine's."""
+    """Even a client built with SDK retries on is copied with max_retries=0 (with a warning that says so):
+    every attempt is the engine's."""
     from agentlab.testing import fault
 
     server.add(fault(503), fault(503), reply("Back."))
     client = server.client(api_key=KEY, max_retries=5)
     rec = Recorder()
-    model = AnthropicModel(client=client)
+    with pytest.warns(UserWarning, match=r"turns the SDK's own retries off \(the client set max_retries=5\)"):
+        model = AnthropicModel(client=client)
     assert model.client.max_retries == 0
     result = al.run("Hi", model=model, clock=al.FakeClock(), rng=__import__("random").Random(1), subscribers=[rec])
     assert isinstance(result, al.Done)

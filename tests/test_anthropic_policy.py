@@ -171,4 +171,7 @@ def test_a_thinking_budget_shrinks_with_a_clamped_max_tokens():
     params = lambda mt: model.build_params(ModelRequest(None, [{"role": "user", "content": "hi"}], [], mt))  # noqa: E731
     assert params(8000)["thinking"] == {"type": "enabled", "budget_tokens": 4000}
     assert params(3000)["thinking"] == {"type": "enabled", "budget_tokens": 2999}
-    assert params(900)["thinking"] == {"type": "disabled"}
+    with pytest.warns(UserWarning, match=r"max_tokens=900 .* thinking budget \(4000 tokens"):
+        assert params(900)["thinking"] == {"type": "disabled"}  # never silently: the warning names both numbers
+    with pytest.raises(ValueError, match="budget_tokens=4000 must be below max_tokens=2000"):
+        AnthropicModel(client=client, max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 4000})

@@ -35,8 +35,9 @@ import asyncio
 import hashlib
 import json
 import threading
+import warnings
 import weakref
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from ..errors import (
@@ -45,6 +46,7 @@ from ..errors import (
 )
 from ..messages import Block, MalformedReply, Message
 from ..netguard import check_url
+from ..pricing import RequestTerms
 from ._errors import (  # noqa: F401 (the policy table's old import path)
     MAX_REQUEST_BYTES,
     SPEND_LIMIT_CODES,
@@ -102,6 +104,13 @@ class AnthropicModel:
         name: str | None = None,
         stream: bool = True,
         server_tools: list[Mapping[str, Any]] | None = None,
+        betas: Sequence[str] | None = None,
+        temperature: float | None = None,
+        tool_choice: Mapping[str, Any] | None = None,
+        repeat_tool_choice: bool = False,
+        speed: Literal["standard", "fast"] | None = None,
+        inference_geo: str | None = None,
+        output_format: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"model must be a non-empty model id string, got {model!r}")
@@ -118,6 +127,12 @@ class AnthropicModel:
         reserved = {"model", "max_tokens", "messages", "system", "tools", "timeout", "stream"} & set(params or {})
         if reserved:
             raise ValueError(f"params must not set {sorted(reserved)}: the engine supplies them")
+        typed = _typed_params(betas, temperature, tool_choice, speed, inference_geo, output_format)
+        both = sorted(set(typed) & set(params or {}))
+        if both:
+            raise ValueError(f"{both} given both as arguments and in params=; give each once")
+        if thinking and max_tokens is not None:
+            _check_thinking(thinking, max_tokens)
         import anthropic
 
         if client is None:
@@ -131,9 +146,15 @@ class AnthropicModel:
                 raise ValueError(f"AnthropicModel could not load credentials ({exc}): {advice}") from None
             if not (client.api_key or client.auth_token or getattr(client, "credentials", None)):
                 raise ValueError(f"AnthropicModel found no credentials: {advice}")
-        elif not isinstance(client, anthropic.AsyncAnthropic):
-            raise TypeError(f"client must be an anthropic.AsyncAnthropic, got {type(client).__name__}")
-        elif client.max_retries != 0:
+        else:
+            client = _async_client(client)
+        if client.max_retries not in (0, anthropic.DEFAULT_MAX_RETRIES):
+            warnings.warn(
+                f"AnthropicModel turns the SDK's own retries off (the client set max_retries={client.max_retries}): "
+                "agentlab retries instead, each wait bounded by the run's deadline and recorded as an event; "
+                "set how many attempts with policy=agentlab.Policy(max_attempts=...)", UserWarning, stacklevel=2,
+            )
+        if client.max_retries != 0:
             client = client.with_options(max_retries=0)
         self.client = client
         # The SDK's default HTTP pool is bound to the event loop that first used it, and
@@ -147,7 +168,8 @@ class AnthropicModel:
         self.cache: CacheMode = cache
         self.timeout = float(timeout)
         self.thinking = dict(thinking) if thinking else None
-        self.params = dict(params or {})
+        self.params = {**typed, **dict(params or {})}
+        self.repeat_tool_choice = bool(repeat_tool_choice)
         self.stream = bool(stream)
         self.server_tools = [dict(t) for t in tools_given]
         self._containers: dict[str, str] = {}
@@ -157,6 +179,26 @@ class AnthropicModel:
         """Truthy when prompt caching is on (the hard cost guard then prices input as cache writes):
         ``"1h"`` for one-hour breakpoints, else ``True``."""
         return "1h" if self.cache == "1h" else self.cache is not False
+
+    @property
+    def request_terms(self) -> RequestTerms:
+        """What the requests ask for that changes their price (fast mode, geography, compaction,
+        fallback models), so the hard cost guard's worst case includes it."""
+        p = self.params
+        trigger = None
+        cm = p.get("context_management")
+        for edit in (cm.get("edits") or []) if isinstance(cm, Mapping) else []:
+            if isinstance(edit, Mapping) and str(edit.get("type") or "").startswith("compact_"):
+                t = edit.get("trigger")
+                value = t.get("value") if isinstance(t, Mapping) and t.get("type", "input_tokens") == "input_tokens" else None
+                trigger = int(value) if isinstance(value, int) and not isinstance(value, bool) else COMPACTION_TRIGGER
+        chain = p.get("fallbacks")
+        models = tuple(f["model"] for f in chain if isinstance(f, Mapping) and isinstance(f.get("model"), str)) if isinstance(chain, list) else ()
+        speed, geo = p.get("speed"), p.get("inference_geo")
+        return RequestTerms(
+            speed=speed if isinstance(speed, str) else None, inference_geo=geo if isinstance(geo, str) else None,
+            compaction_at=trigger, models=models,
+        )
 
     def __repr__(self) -> str:
         host = _host(str(self.client.base_url))
@@ -185,6 +227,11 @@ class AnthropicModel:
         if container:
             params["container"] = container
         params.update(self.params)
+        choice = params.get("tool_choice")
+        if (isinstance(choice, Mapping) and choice.get("type") in ("tool", "any") and not self.repeat_tool_choice
+                and _tool_ran(request.messages)):
+            # A forced choice made the model call the tool once; forcing it again would loop forever.
+            params["tool_choice"] = {"type": "auto", **{k: v for k, v in choice.items() if k == "disable_parallel_tool_use"}}
         return params
 
     def remember_container(self, messages: list[Message], reply: Mapping[str, Any]) -> None:
@@ -382,14 +429,112 @@ def _fit_thinking(thinking: dict[str, Any], max_tokens: int) -> dict[str, Any]:
 
     The hard cost guard may lower ``max_tokens`` under the configured budget;
     the budget then shrinks with it, down to the API's minimum, below which
-    the call runs without extended thinking rather than being refused.
+    the call runs without extended thinking rather than being refused, and a
+    warning names both numbers.
     """
     budget = thinking.get("budget_tokens")
     if thinking.get("type") != "enabled" or not isinstance(budget, int) or budget < max_tokens:
         return thinking
     if max_tokens - 1 >= MIN_THINKING_BUDGET:
         return {**thinking, "budget_tokens": max_tokens - 1}
+    warnings.warn(
+        f"this call runs without extended thinking: max_tokens={max_tokens} (lowered by the cost guard or the run) "
+        f"leaves no room for the thinking budget ({budget} tokens; the API's minimum is {MIN_THINKING_BUDGET})",
+        UserWarning, stacklevel=2,
+    )
     return {"type": "disabled"}
+
+
+def _check_thinking(thinking: Mapping[str, Any], max_tokens: int) -> None:
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") == "enabled" and isinstance(budget, int) and budget >= max_tokens:
+        raise ValueError(
+            f"thinking budget_tokens={budget} must be below max_tokens={max_tokens} (the API refuses it otherwise); "
+            "raise max_tokens or lower the budget"
+        )
+
+
+COMPACTION_TRIGGER = 150_000
+"""Input tokens at which the API compacts when a ``compact_*`` edit names no trigger (the SDK's documented default)."""
+
+
+def _typed_params(
+    betas: Sequence[str] | None, temperature: float | None, tool_choice: Mapping[str, Any] | None,
+    speed: str | None, inference_geo: str | None, output_format: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The typed request arguments as ``messages.create`` takes them, each checked."""
+    out: dict[str, Any] = {}
+    if betas is not None:
+        if isinstance(betas, str) or not all(isinstance(b, str) and b for b in betas):
+            raise TypeError(f"betas must be a list of beta names, got {betas!r}")
+        out["betas"] = list(betas)
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 1:
+            raise ValueError(f"temperature must be a number from 0 to 1, got {temperature!r}")
+        out["temperature"] = float(temperature)
+    if tool_choice is not None:
+        if not isinstance(tool_choice, Mapping) or tool_choice.get("type") not in ("auto", "any", "tool", "none"):
+            raise ValueError(f"tool_choice must be {{'type': 'auto' | 'any' | 'tool' | 'none', ...}}, got {tool_choice!r}")
+        if tool_choice.get("type") == "tool" and not tool_choice.get("name"):
+            raise ValueError("tool_choice {'type': 'tool'} needs the tool's 'name'")
+        out["tool_choice"] = dict(tool_choice)
+    if speed is not None:
+        if speed not in ("standard", "fast"):
+            raise ValueError(f"speed must be 'standard' or 'fast', got {speed!r}")
+        out["speed"] = speed
+    if inference_geo is not None:
+        if not isinstance(inference_geo, str) or not inference_geo:
+            raise ValueError(f"inference_geo must be a region name such as 'us' or 'global', got {inference_geo!r}")
+        out["inference_geo"] = inference_geo
+    if output_format is not None:
+        if not isinstance(output_format, Mapping) or output_format.get("type") != "json_schema" or not isinstance(output_format.get("schema"), Mapping):
+            raise ValueError(f"output_format must be {{'type': 'json_schema', 'schema': {{...}}}}, got {output_format!r}")
+        out["output_config"] = {"format": dict(output_format)}
+    return out
+
+
+def _tool_ran(messages: list[Message]) -> bool:
+    """Has a tool's result been sent in this conversation (after the model's first call)?"""
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        ):
+            return True
+    return False
+
+
+def _async_client(client: Any) -> Any:
+    """The async client to use for ``client``: an async one as is; a sync ``Anthropic`` as its async twin."""
+    import anthropic
+
+    if isinstance(client, (anthropic.AsyncAnthropic, anthropic.AsyncAnthropicBedrock, anthropic.AsyncAnthropicVertex)):
+        return client
+    if isinstance(client, anthropic.Anthropic):
+        if not _owns_sync_default_pool(client):
+            warnings.warn(
+                "the sync client's custom http_client cannot be used from asyncio; AnthropicModel makes an "
+                "anthropic.AsyncAnthropic with the same key, URL, headers and timeout (pass an AsyncAnthropic "
+                "with http_client=httpx2.AsyncClient(...) to keep proxies or CA settings)", UserWarning, stacklevel=3,
+            )
+        return anthropic.AsyncAnthropic(
+            api_key=client.api_key, auth_token=client.auth_token, base_url=client.base_url,
+            default_headers=dict(client._custom_headers), timeout=client.timeout, max_retries=client.max_retries,
+        )
+    sync_twins = {"AnthropicBedrock": "AsyncAnthropicBedrock", "AnthropicVertex": "AsyncAnthropicVertex"}
+    twin = sync_twins.get(type(client).__name__)
+    if twin:
+        raise TypeError(f"client: agentlab calls Claude from asyncio; pass anthropic.{twin}(...) instead of {type(client).__name__}")
+    raise TypeError(
+        "client must be an anthropic client (AsyncAnthropic, Anthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex, "
+        f"AsyncAnthropicFoundry), got {type(client).__name__}"
+    )
+
+
+def _owns_sync_default_pool(client: Any) -> bool:
+    from anthropic._base_client import SyncHttpxClientWrapper
+
+    return type(getattr(client, "_client", None)) is SyncHttpxClientWrapper
 
 
 # ------------------------------------------------------------------ helpers
