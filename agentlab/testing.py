@@ -537,6 +537,40 @@ class MessagesServer:
             item = item(body)
         return item
 
+    def _billing_terms(
+        self, body: dict[str, Any], content: list[dict[str, Any]], usage: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """What the request asked for that the API reports in ``usage``: fast mode (``speed``), the
+        inference region (``inference_geo``) and, past a ``compact_*`` edit's trigger, a compaction pass.
+
+        The compaction pass reads the whole input and writes a summary of at most ``max_tokens`` (a
+        compaction block first in the reply); as the SDK's ``BetaIterationsUsage`` documents, its tokens are
+        an iteration of their own, not in the top-level counts.
+        """
+        if body.get("speed") == "fast":
+            usage["speed"] = "fast"
+        if isinstance(body.get("inference_geo"), str):
+            usage["inference_geo"] = body["inference_geo"]
+        edits = (body.get("context_management") or {}).get("edits") or []
+        compact = next((e for e in edits if isinstance(e, dict) and str(e.get("type", "")).startswith("compact_")), None)
+        read = usage.get("input_tokens", 0) + usage.get("cache_read_input_tokens", 0) + usage.get("cache_creation_input_tokens", 0)
+        trigger = ((compact or {}).get("trigger") or {}).get("value", 150_000)
+        if compact is not None and read >= trigger:
+            summary = f"Summary of {read} tokens of conversation. " * 4
+            if self.tokenizer(summary) > body["max_tokens"]:
+                summary = summary[: body["max_tokens"]]  # no token is shorter than a character
+            written = min(self.tokenizer(summary), body["max_tokens"])
+            block = {"type": "compaction", "content": summary}
+            passes = [
+                {"type": "compaction", "input_tokens": read, "output_tokens": written,
+                 "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+                {"type": "message", **{k: usage.get(k, 0) for k in (
+                    "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")}},
+            ]
+            usage = {**usage, "iterations": passes}
+            content = [block, *content]
+        return content, usage
+
     def _message(self, item: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         content = []
         for block in item.get("content") or []:
@@ -553,6 +587,7 @@ class MessagesServer:
             }
             content, usage["output_tokens"], cut = cap_output(content, body["max_tokens"], self.tokenizer)
             stop = "max_tokens" if cut else stop
+            content, usage = self._billing_terms(body, content, usage)
         message = {
             "id": item.get("id") or f"msg_{next(self._ids):06d}",
             "type": "message",
