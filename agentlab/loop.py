@@ -374,6 +374,7 @@ class Run:
             spent=self.spent, latency=latency, request_id=reply.request_id, context_tokens=usage.context_tokens,
             max_tokens=max_tokens, model=reply.model, **({"stop_details": reply.stop_details} if reply.stop_details else {}),
             **({"requested_model": self.model.model} if prices is not self.prices else {}),
+            **({"context_management": reply.context_management} if reply.context_management else {}),
         )
 
         # 4. Why the model stopped decides what happens next.
@@ -387,7 +388,9 @@ class Run:
             return None  # the API paused a long turn: send the history back as is
         if why == "max_tokens":
             lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
-            return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}")
+            last = reply.content[-1] if reply.content else {}
+            inside = f", inside the input of {last.get('name')} (kept as far as it arrived)" if "input" in last else ""
+            return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}{inside}")
         if why == "refusal":
             return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}{reply.stop_note}")
         if why == "model_context_window_exceeded":

@@ -146,6 +146,8 @@ class Reply:
     request_id: str | None = None
     container: str | None = None
     stop_details: dict[str, Any] | None = None
+    context_management: dict[str, Any] | None = None
+    """The API's account of the context edits it applied (``applied_edits``: cleared tool uses, thinking)."""
 
     @property
     def text(self) -> str:
@@ -289,6 +291,7 @@ def normalize_reply(raw: Any) -> Reply:
         request_id=data.get("_request_id") or data.get("request_id"),
         container=_container_id(data.get("container")),
         stop_details=data.get("stop_details") if isinstance(data.get("stop_details"), dict) else None,
+        context_management=data.get("context_management") if isinstance(data.get("context_management"), dict) else None,
     )
 
 

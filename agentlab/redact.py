@@ -112,6 +112,11 @@ _NAME_VALUE = re.compile(
 )
 # Fields the engine itself writes whose names merely mention a secret word.
 _SAFE_SUBTREES = frozenset({"input_schema"})
+API_VERBATIM: dict[str, tuple[str, ...]] = {
+    "thinking": ("signature", "data"), "redacted_thinking": ("signature", "data"),
+    "compaction": ("signature", "encrypted_content"), "refusal": ("fallback_credit_token",),
+}
+"""Per block (or ``stop_details``) type, the fields the Messages API requires back byte for byte: never redacted."""
 _NOT_VALUES = frozenset({"true", "false", "null", "none", "", "nan", "[redacted]", "***", "****"})
 
 _lock = threading.Lock()
@@ -290,11 +295,12 @@ class Redactor:
     def _redact(self, value: Any) -> Any:
         if isinstance(value, dict):
             out = {}
-            # A thinking block's signature is the API's own integrity check, not a
-            # credential: without it a history rebuilt from a trace cannot be sent back.
-            thinking = value.get("type") in ("thinking", "redacted_thinking")
+            # Fields the API requires back verbatim (a thinking or compaction block's signature,
+            # a refusal's fallback credit token) are its own integrity checks, not credentials:
+            # without them a history rebuilt from a trace cannot be sent back.
+            verbatim = API_VERBATIM.get(value.get("type"), ()) if isinstance(value.get("type"), str) else ()
             for k, v in value.items():
-                if thinking and k in ("signature", "data"):
+                if k in verbatim:
                     out[k] = v
                 elif isinstance(k, str) and self._secret_name(k) and v is not None and not isinstance(v, bool):
                     self._remember(v)
