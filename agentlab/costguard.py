@@ -107,6 +107,7 @@ def check_call(
             "no prices" if rates is None else "no max_cost" if budget.max_cost is None else 'cost_guard="after"'
         )
         return GuardCheck(None, bound, estimate, 0.0, False, max_tokens, fees, why, can_count=can_count)
+    basis: GuardBasis
     if counted is not None:
         tokens, basis, wants = counted, "exact", False
     else:
@@ -150,7 +151,8 @@ def tool_fees(tools: Iterable[Mapping[str, Any]], prices: Prices, *, bound: int,
             continue
         uses, out_cap, model = tool.get("max_uses"), tool.get("max_tokens"), tool.get("model")
         advisor = resolve_prices(model, None) if isinstance(model, str) else None
-        if fees is None or advisor is None or not _whole(uses) or not _whole(out_cap):
+        if fees is None or advisor is None or not isinstance(uses, int) or not isinstance(out_cap, int) \
+                or not _whole(uses) or not _whole(out_cap):
             return None
         a_in, a_out = advisor.worst_rates(bound, caching)
         fees += uses * (bound * a_in + out_cap * a_out)

@@ -150,7 +150,7 @@ class Prices:
                 f"no {speed!r} speed price is known for these prices; priced at standard rates", UserWarning, stacklevel=3
             )
             return self
-        return replace(self, **found, variants=None)
+        return replace(self, **found, variants=None)  # type: ignore[arg-type]  # rate fields, by name
 
     def cost(self, usage: Usage) -> float:
         """USD of one call with Anthropic-shaped ``usage``: everything it says.

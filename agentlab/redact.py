@@ -298,7 +298,8 @@ class Redactor:
             # Fields the API requires back verbatim (a thinking or compaction block's signature,
             # a refusal's fallback credit token) are its own integrity checks, not credentials:
             # without them a history rebuilt from a trace cannot be sent back.
-            verbatim = API_VERBATIM.get(value.get("type"), ()) if isinstance(value.get("type"), str) else ()
+            kind = value.get("type")
+            verbatim = API_VERBATIM.get(kind, ()) if isinstance(kind, str) else ()
             for k, v in value.items():
                 if k in verbatim:
                     out[k] = v

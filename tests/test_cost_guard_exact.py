@@ -375,3 +375,40 @@ def test_cost_guard_names_its_three_modes():
         Budget(cost_guard="exact")  # type: ignore[arg-type]
     assert GuardReport("hard", {"exact": 2, "bounded": 5}).guarantee == "bounded"
     assert GuardReport("hard", {"exact": 2, "bounded": 5}).note() == ""
+
+
+def test_each_call_says_what_its_guard_rested_on_its_worst_case_and_why(dense):
+    """The model_request event carries the typed check: basis, bound, tokens priced, worst case within what was left."""
+    server, script, loop, model = dense
+    script.set(plan([20000, 20000], [200, 200]))
+    result, events = run_on(loop, model, max_cost=0.05)
+    spent_before = 0.0
+    checks = []
+    for e in events:
+        if e.kind == "model_request":
+            checks.append(e.data)
+            assert e.data["guard_worst_case"] <= 0.05 - spent_before + 1e-12
+            assert e.data["input_bound"] >= e.data["guard_input_tokens"] or e.data["guard_basis"] == "exact"
+        if e.kind == "model_called":
+            spent_before = e.data["spent"]
+    assert {c["guard_basis"] for c in checks} == {"bounded", "exact"}
+    exact = next(c for c in checks if c["guard_basis"] == "exact")
+    assert exact["guard_why"].startswith(f"counted {exact['guard_input_tokens']} input tokens: worst case $")
+    assert result.spent <= 0.05
+
+
+def test_the_check_is_one_pure_function_with_a_typed_answer():
+    """check_call: the same inputs give the same GuardCheck; a count replaces the bound; a stop says why."""
+    from agentlab.costguard import GuardCheck, check_call
+
+    budget = Budget(max_cost=0.01)
+    args = dict(steps=2, spent=0.0, estimate=500, bound=1500, billed_by_estimate=False, fees=0.0,
+                rates=lambda n: (3e-6, 15e-6), max_tokens=1000)
+    first = check_call(budget, **args)
+    assert isinstance(first, GuardCheck) and first.basis == "bounded" and first.wants_count
+    assert first.max_tokens < 1000 and first.worst_case <= 0.01 + 1e-12
+    counted = check_call(budget, **args, counted=400)
+    assert (counted.basis, counted.counted, counted.input_tokens, counted.max_tokens) == ("exact", True, 400, 586)
+    broke = check_call(budget, **{**args, "spent": 0.0099})
+    assert broke.stop is not None and broke.stop.reason == "budget" and broke.why == broke.stop.detail
+    assert check_call(Budget(max_cost=None), **args).basis is None

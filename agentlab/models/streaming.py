@@ -158,9 +158,8 @@ class StreamAssembler:
             for index in self.broken:
                 message["content"][index].setdefault("input", {})
         if self.broken and not cut:
-            problem, raw = next(iter(self.broken.values()))
-            problem = f"{problem}; it arrived as {_clip(raw)}"
-            raise MalformedReply(problem, {**message, "partial_json": raw})
+            problem, text = next(iter(self.broken.values()))
+            raise MalformedReply(f"{problem}; it arrived as {_clip(text)}", {**message, "partial_json": text})
         return message
 
     def partial_text(self) -> str:
