@@ -52,7 +52,7 @@ class GuardCheck:
     prices, or ``cost_guard="after"``). ``input_tokens`` is what the worst
     case priced the input at (the exact count, the bound, or the estimate);
     ``worst_case`` the most the call can cost at the ``max_tokens`` allowed
-    (at the smallest reply when it stopped); ``wants_count`` says the bound
+    (at the smallest reply when it stopped; on the bound when unguarded); ``wants_count`` says the bound
     could not clear the call and an exact count would decide it.
     """
 
@@ -106,7 +106,9 @@ def check_call(
         why = "not guarded: " + (
             "no prices" if rates is None else "no max_cost" if budget.max_cost is None else 'cost_guard="after"'
         )
-        return GuardCheck(None, bound, estimate, 0.0, False, max_tokens, fees, why, can_count=can_count)
+        # Still the most the call can cost (for a reply lost in transit), on the bound: nothing was checked.
+        worst = worst_case_cost(bound, *rates(bound), max_tokens, fees or 0.0) if rates is not None else 0.0
+        return GuardCheck(None, bound, estimate, worst, False, max_tokens, fees, why, can_count=can_count)
     basis: GuardBasis
     if counted is not None:
         tokens, basis, wants = counted, "exact", False

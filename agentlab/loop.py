@@ -346,6 +346,12 @@ class Run:
             self._emit(EventKind.MODEL_CALLED, raw=_jsonable(exc.raw), error=exc.problem, latency=self.clock.now() - t_call, **billed)
             return self._stop(StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc)
         except ModelError as exc:
+            if getattr(exc, "maybe_billed", False):  # lost in transit after the API began it: charged at its worst case
+                worst = self._input.last.worst_case if self._input.last is not None else 0.0
+                self.spent, self.model_calls = self.spent + worst, self.model_calls + 1
+                self._ledger.settle(self.run_id, reserved, worst)
+                self._emit(EventKind.MODEL_CALLED, content=[], estimated=True, lost=True, cost=worst, spent=self.spent,
+                           latency=self.clock.now() - t_call, error=exc.message)
             return self._stop(exc.reason, f"step {self.steps}: {exc.message}", exc)
         except Exception as exc:
             kind = classify(exc, self.policy)

@@ -108,9 +108,9 @@ def test_stop_mid_stream_keeps_the_partial_text_in_the_trace_and_charges_it_as_e
         assert not run.finished
 
 
-def test_a_connection_dropped_before_anything_was_shown_is_retried():
+def test_a_connection_dropped_before_the_api_began_the_reply_is_retried():
     events: list = []
-    with MessagesServer([streamed(reply(LONG), drop_after=2), reply("Recovered.")]) as server:
+    with MessagesServer([streamed(reply(LONG), drop_after=0), reply("Recovered.")]) as server:
         result = al.run("Q", model=AnthropicModel(client=server.client()), subscribers=[events.append],
                         clock=al.FakeClock(), trace=False, prices=PRICES)
     assert isinstance(result, al.Done) and result.text == "Recovered." and len(server.requests) == 2
@@ -123,8 +123,21 @@ def test_a_connection_dropped_after_text_was_shown_stops_clearly_instead_of_retr
         result = al.run("Q", model=AnthropicModel(client=server.client()), subscribers=[events.append],
                         clock=al.FakeClock(), trace=False, prices=PRICES)
     assert isinstance(result, al.Stopped) and result.reason == "model error"
-    assert "fragments of the reply were shown" in result.detail and len(server.requests) == 1
+    assert "(5 fragments shown)" in result.detail and len(server.requests) == 1  # 8 events: 3 before the text
     assert deltas(events)
+
+
+def test_a_reply_lost_in_transit_after_the_api_began_it_is_charged_at_its_worst_case_and_says_so():
+    """The API may have billed it: counted at the guard's worst case (never $0), not retried, and said so."""
+    events: list = []
+    with MessagesServer([streamed(reply(LONG), drop_after=2), reply("never sent")]) as server:
+        result = al.run("Q", model=AnthropicModel(client=server.client()), subscribers=[events.append],
+                        clock=al.FakeClock(), trace=False, prices=PRICES, max_cost=0.05, max_tokens=1000)
+    assert isinstance(result, al.Stopped) and "lost in transit and may have been billed" in result.detail
+    asked = next(e for e in events if e.kind == "model_request").data
+    lost = next(e for e in events if e.kind == "model_called").data
+    assert lost["lost"] and lost["estimated"] and lost["cost"] == asked["guard_worst_case"] == result.spent > 0
+    assert result.spent <= 0.05 and len(server.requests) == 1
 
 
 def test_tool_input_that_does_not_parse_when_its_block_stops_is_a_malformed_reply_with_the_raw_text():

@@ -69,6 +69,18 @@ def _after_shown(err: AgentlabError, shown: int, what: str) -> AgentlabError:
     return out
 
 
+def _lost(err: AgentlabError, shown: int, what: str) -> AgentlabError:
+    """A stream that broke after the API began its reply may have been billed: not retried, and marked so
+    the engine charges the call at its worst case (``maybe_billed``)."""
+    out = ModelError(
+        f"{what} after the Messages API began the reply ({shown} fragments shown): the reply was lost in transit "
+        f"and may have been billed, so it is charged at its worst case and not retried: {err}",
+        reason="model error",
+    )
+    out.maybe_billed = True  # type: ignore[attr-defined]
+    return out
+
+
 def _read_body(exc: Any) -> Any:
     """The JSON body of an HTTP error raised while opening a stream (the SDK may leave it unread)."""
     body = getattr(exc, "body", None)
@@ -161,13 +173,15 @@ def api_error(
 
 def sdk_error(
     exc: BaseException, *, secrets: tuple[str, ...], what: str = "the Messages API", timeout: float | None = None,
-    request_bytes: int | None = None, shown: int = 0,
+    request_bytes: int | None = None, shown: int = 0, began: bool = False,
 ) -> AgentlabError:
     """The agentlab error for ``exc``, raised by the SDK during a call to ``what``.
 
     ``shown`` fragments of a streamed reply already reached a watcher: a
     retryable failure then becomes a :class:`ModelError` (a new reply would not
-    match them). Raises :class:`NetworkBlocked` for a request the local-only
+    match them). ``began``: the stream's ``message_start`` arrived, so a timeout
+    or a broken connection lost a reply the API may have billed (:func:`_lost`).
+    Raises :class:`NetworkBlocked` for a request the local-only
     guard stopped. Anything else (not an SDK, HTTP or OS error) is re-raised.
     """
     import anthropic
@@ -188,13 +202,16 @@ def sdk_error(
         return api_error(exc.response.status_code, exc.response.headers, _read_body(exc), secrets=secrets, request_bytes=request_bytes)
     if isinstance(exc, anthropic.APITimeoutError):
         limit = f" within {timeout:.1f}s" if timeout is not None else ""
-        return _after_shown(RetryableError(f"no reply from {what}{limit}"), shown, "the stream timed out")
+        err = RetryableError(f"no reply from {what}{limit}")
+        return _lost(err, shown, "the stream timed out") if began else _after_shown(err, shown, "the stream timed out")
     if isinstance(exc, (anthropic.APIConnectionError, httpx2.HTTPError, OSError, ValueError)):
         cause = exc.__cause__ if isinstance(exc, anthropic.APIConnectionError) else exc
         if isinstance(cause, NetworkBlocked):  # a redirect off this machine, caught by the pool's request hook
             raise NetworkBlocked(str(cause)) from None
         why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
         err = RetryableError(scrub(f"connection to {what} failed ({why})", secrets))
+        if began:
+            return _lost(err, shown, "the connection broke mid-stream")
         return _after_shown(err, shown, "the connection broke mid-stream")
     raise exc
 

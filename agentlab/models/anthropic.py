@@ -297,7 +297,8 @@ class AnthropicModel:
         except MalformedReply:
             raise
         except Exception as exc:
-            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), shown=acc.deltas)
+            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), shown=acc.deltas,
+                            began=acc.began)
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
 
     async def count_tokens(self, request: ModelRequest) -> int:

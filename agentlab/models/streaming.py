@@ -162,6 +162,11 @@ class StreamAssembler:
             raise MalformedReply(f"{problem}; it arrived as {_clip(text)}", {**message, "partial_json": text})
         return message
 
+    @property
+    def began(self) -> bool:
+        """``message_start`` arrived: the API accepted the request and began the reply (it may bill it)."""
+        return self._snapshot is not None
+
     def partial_text(self) -> str:
         """The text received so far (for a stream cut short)."""
         if self._snapshot is None:
