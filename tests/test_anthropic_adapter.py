@@ -302,3 +302,22 @@ def test_one_model_serves_run_after_run_each_on_its_own_event_loop(server, caplo
     gc.collect()
     assert len(server.requests) == 6
     assert [r for r in caplog.records if r.name == "asyncio"] == []
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_client_with_a_custom_http_client_works_on_every_run_and_never_sends_a_call_twice(stream):
+    """Proxies and CA bundles come as http_client=: each run, on its own event loop, sends its call once."""
+    import anthropic
+    import httpx2
+
+    with MessagesServer([reply("one"), reply("two"), reply("three")]) as server:
+        http = httpx2.AsyncClient(timeout=30, headers={"x-company-proxy": "yes"})
+        client = anthropic.AsyncAnthropic(base_url=server.url, api_key=KEY, max_retries=0, http_client=http)
+        model = AnthropicModel(client=client, stream=stream)
+        texts = []
+        for n in range(3):
+            result = al.run("Hi", model=model, trace=False, prices=al.Prices(3.0, 15.0))
+            texts.append(result.text)
+            assert len(server.requests) == n + 1, result  # no call sent again after a dead connection
+        assert texts == ["one", "two", "three"]
+        assert all(r.headers["x-company-proxy"] == "yes" for r in server.requests)  # the caller's client, as given

@@ -32,6 +32,7 @@ What this adapter decides, and why:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import threading
@@ -317,19 +318,26 @@ class AnthropicModel:
         Connections opened on one loop cannot be used (or even closed) from
         another, and each ``agentlab.run()`` runs on a fresh loop. So each loop
         gets a copy of the client with a fresh pool, closed when that loop
-        shuts down. A client given with a custom ``http_client`` is used as is.
+        shuts down. A client given with a custom ``http_client`` (proxies, a
+        company CA bundle) is used as is, and the connections its pool opened on
+        a loop are closed when that loop shuts down (the pool itself stays
+        usable): a later run on a new loop opens its own, instead of failing
+        on a dead one after the server may already have answered.
         """
-        if not self._per_loop:
-            return self.client
         loop = asyncio.get_running_loop()
         with self._lock:
             bound = self._clients.get(loop)
             if bound is None:
-                import anthropic
+                if not self._per_loop:
+                    name = "agentlab: close this loop's connections of the custom http_client"
+                    closer = loop.create_task(_drop_connections_when_loop_ends(self.client._client), name=name)
+                    bound = self._clients[loop] = (self.client, closer)
+                else:
+                    import anthropic
 
-                http = anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [_guard_request]})
-                closer = loop.create_task(_close_when_loop_ends(http), name="agentlab: close the Messages API pool")
-                bound = self._clients[loop] = (self.client.copy(http_client=http), closer)  # the loop keeps no task alive
+                    http = anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [_guard_request]})
+                    closer = loop.create_task(_close_when_loop_ends(http), name="agentlab: close the Messages API pool")
+                    bound = self._clients[loop] = (self.client.copy(http_client=http), closer)  # the loop keeps no task alive
         return bound[0]
 
 
@@ -344,6 +352,23 @@ async def _close_when_loop_ends(http: Any) -> None:
         await asyncio.get_running_loop().create_future()
     finally:
         await http.aclose()
+
+
+async def _drop_connections_when_loop_ends(http: Any) -> None:
+    """On loop shutdown, close the connections a custom ``http_client``'s pools opened on this loop.
+
+    An httpx connection pool's ``aclose`` closes its connections and leaves the
+    pool usable, so the caller's client keeps working on the next loop.
+    """
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        transports = [getattr(http, "_transport", None), *getattr(http, "_mounts", {}).values()]
+        for transport in transports:
+            pool = getattr(transport, "_pool", None)
+            if pool is not None and callable(getattr(pool, "aclose", None)):
+                with contextlib.suppress(Exception):
+                    await pool.aclose()
 
 
 def _owns_default_pool(client: Any) -> bool:
