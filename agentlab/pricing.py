@@ -251,25 +251,27 @@ def _unpriced_advisor(model: str, fallback: Prices) -> Prices:
     return fallback
 
 
-PROVIDERS = ("anthropic", None)
+PROVIDERS = ("anthropic", None, "aws", "google")
 """Where a model id is looked up, in order: Anthropic's own table, then any provider genai-prices knows
-(``None`` lets it pick the best match: ``gpt-4o`` is OpenAI's, ``gemini-2.5-pro`` Google's)."""
+(``None`` lets it pick the best match: ``gpt-4o`` is OpenAI's, ``gemini-2.5-pro`` Google's), then the
+cloud platforms that serve Claude under their own ids (Bedrock's ``global.anthropic.claude-...``)."""
 
 
 @lru_cache(maxsize=256)
-def lookup_prices(model_id: str) -> Prices | None:
+def lookup_prices(model_id: str, platform: str | None = None) -> Prices | None:
     """Prices of a model id from genai-prices, else ``None``.
 
     Anthropic's table first (with :data:`FALLBACK_ALIASES`), then every other
     provider genai-prices knows (:data:`PROVIDERS`), so a ``FunctionModel``
-    driving another provider's model is priced too. Price variants genai-prices
+    driving another provider's model is priced too. With ``platform`` (a
+    genai-prices provider id: ``"aws"``, ``"google"``), only that provider's table. Price variants genai-prices
     lists (fast mode) ride along in :attr:`Prices.variants`.
     """
     from genai_prices import Usage as GUsage
     from genai_prices import calc_price
 
     calc = None
-    for provider in PROVIDERS:
+    for provider in (platform,) if platform else PROVIDERS:
         for ref in (model_id, FALLBACK_ALIASES.get(model_id) if provider == "anthropic" else None):
             if ref is None:
                 continue
@@ -341,12 +343,22 @@ def served_prices(prices: Prices | None, requested: str, served: str | None) -> 
     return resolve_prices(served, None) or prices
 
 
-def resolve_prices(model_id: str, prices: Prices | None) -> Prices | None:
+def resolve_prices(model_id: str, prices: Prices | None, platform: str | None = None) -> Prices | None:
     """The caller's ``prices`` if given, else the table's for ``model_id`` (memoized on disk,
-    see :mod:`agentlab.price_cache`: a cold start need not import the price data)."""
+    see :mod:`agentlab.price_cache`: a cold start need not import the price data).
+
+    ``platform`` is the genai-prices provider the model is reached through
+    (``"aws"`` for Bedrock, ``"google"`` for Vertex: ``AnthropicModel.platform``),
+    whose prices win where they differ; other providers are the fall-through.
+    """
     if prices is not None:
         return prices
     from .price_cache import cached
 
+    if platform and platform != "anthropic":
+        key = f"{platform}:{model_id}"
+        on_platform: Prices | None = cached(key, Prices, lambda _: lookup_prices(model_id, platform))
+        if on_platform is not None:
+            return on_platform
     found: Prices | None = cached(model_id, Prices, lookup_prices)
     return found

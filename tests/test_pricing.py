@@ -165,3 +165,18 @@ def test_the_docs_recipe_for_another_providers_model_runs_as_written():
     recipe = [ex for ex in doc if "class OpenAIChat" in ex.parsed]
     assert len(recipe) == 1
     recipe[0].evaluate()
+
+
+def test_prices_follow_the_platform_the_client_reaches_claude_through():
+    """A Bedrock client's model id is priced from genai-prices' AWS table (the platform's own ids and rates)."""
+    import anthropic
+
+    from agentlab.models.anthropic import AnthropicModel
+
+    bedrock = anthropic.AsyncAnthropicBedrock(aws_region="us-east-1", aws_access_key="AKIAEXAMPLE", aws_secret_key="secret")
+    model = AnthropicModel("global.anthropic.claude-opus-4-8-v1:0", client=bedrock)
+    assert model.platform == "aws"
+    run = al.Run("q", model=model, max_cost=1.0)  # built, never sent: the prices are resolved up front
+    aws = calc_price(GUsage(input_tokens=1_000_000, output_tokens=1_000_000),
+                     model_ref="global.anthropic.claude-opus-4-8-v1:0", provider_id="aws").total_price
+    assert run.prices.cost(Usage(1_000_000, 1_000_000)) == pytest.approx(float(aws), rel=1e-9)

@@ -182,6 +182,12 @@ class AnthropicModel:
         return "1h" if self.cache == "1h" else self.cache is not False
 
     @property
+    def platform(self) -> str:
+        """The genai-prices provider this client reaches Claude through: prices follow it where they differ."""
+        kind = type(self.client).__name__
+        return "aws" if "Bedrock" in kind or "AWS" in kind else "google" if "Vertex" in kind else "anthropic"
+
+    @property
     def request_terms(self) -> RequestTerms:
         """What the requests ask for that changes their price (fast mode, geography, compaction,
         fallback models), so the hard cost guard's worst case includes it."""
