@@ -38,9 +38,9 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     CostGuard,
     check_after_step,
     check_before_call,
+    check_call,
     check_limit,
 )
-from .costguard import check_call
 from .messages import Usage
 from .pricing import Prices, lookup_prices
 from .vocab import RESUMABLE, EventKind, Outcome
@@ -438,7 +438,7 @@ def _replay(
             return _Verdict("stopped", str(stop.reason), k - 1, spent)
         allowed = max_tokens
         if prices is not None:
-            # The engine's own check (costguard.check_call), on what the trace recorded;
+            # The engine's own check (budget.check_call), on what the trace recorded;
             # an exact count would have returned the billed context.
             step = int(r["step"])
             rec = requests.get(step, {})

@@ -345,7 +345,7 @@ def served_prices(prices: Prices | None, requested: str, served: str | None) -> 
 
 def resolve_prices(model_id: str, prices: Prices | None, platform: str | None = None) -> Prices | None:
     """The caller's ``prices`` if given, else the table's for ``model_id`` (memoized on disk,
-    see :mod:`agentlab.price_cache`: a cold start need not import the price data).
+    see :mod:`agentlab._price_cache`: a cold start need not import the price data).
 
     ``platform`` is the genai-prices provider the model is reached through
     (``"aws"`` for Bedrock, ``"google"`` for Vertex: ``AnthropicModel.platform``),
@@ -353,7 +353,7 @@ def resolve_prices(model_id: str, prices: Prices | None, platform: str | None = 
     """
     if prices is not None:
         return prices
-    from .price_cache import cached
+    from ._price_cache import cached
 
     if platform and platform != "anthropic":
         key = f"{platform}:{model_id}"

@@ -27,11 +27,11 @@ from agentlab.budget import (
     request_input_bound,
     server_tool_fees,
 )
+from agentlab.lab._state import PanelState
 from agentlab.models.anthropic import AnthropicModel
 from agentlab.models.base import ModelRequest
 from agentlab.models.counting import count_params
 from agentlab.testing import MessagesServer
-from agentlab.ui.state import PanelState
 
 PRICES = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
 SYSTEM = "You read files and summarise them."
@@ -399,7 +399,7 @@ def test_each_call_says_what_its_guard_rested_on_its_worst_case_and_why(dense):
 
 def test_the_check_is_one_pure_function_with_a_typed_answer():
     """check_call: the same inputs give the same GuardCheck; a count replaces the bound; a stop says why."""
-    from agentlab.costguard import GuardCheck, check_call
+    from agentlab.budget import GuardCheck, check_call
 
     budget = Budget(max_cost=0.01)
     args = dict(steps=2, spent=0.0, estimate=500, bound=1500, billed_by_estimate=False, fees=0.0,

@@ -26,6 +26,7 @@ import json
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from ..errors import AgentlabError
 from ..messages import Block, MalformedReply, Usage, estimate_tokens
 from ..pricing import Prices
 
@@ -46,7 +47,7 @@ DELTA_TEXT = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "th
 """Delta type -> (fragment kind, the field holding its text). Any other delta but signatures is handed on as JSON."""
 
 
-class StreamError(Exception):
+class StreamError(AgentlabError):
     """An ``error`` event inside a streamed reply (the body of an HTTP error, sent after a 200)."""
 
     def __init__(self, body: dict[str, Any]) -> None:

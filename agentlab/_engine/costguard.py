@@ -1,6 +1,6 @@
-"""The cost guard: one function decides whether the next call may be made, and a typed answer says why.
+"""The cost guard across a run: the next request's input, the exact count, and the one check.
 
-:func:`check_call` is the whole pre-call rule, pure: given the budget, what
+:func:`agentlab.budget.check_call` is the whole pre-call rule, pure: given the budget, what
 was spent, what the guard knows of the next request's input (a running
 estimate, a bound it cannot exceed, an exact count when one was asked) and
 the call's rates (:meth:`agentlab.pricing.Prices.worst_rates`: tier, cache
@@ -10,131 +10,33 @@ case in dollars, whether an exact count was used, the ``max_tokens`` allowed
 or the stop, and a sentence. The engine (through :class:`InputTracker`, which
 keeps the estimate and bound across steps and asks the model for a count) and
 the what-if replay (:func:`agentlab.analysis.budget_whatif`) call the same
-function, so they cannot disagree. The arithmetic it rests on (worst case,
-affordable ``max_tokens``, server-tool fees) is in :mod:`agentlab.budget`.
+function, so they cannot disagree (it lives in :mod:`agentlab.budget`, which
+both may import). Here: :class:`InputTracker` (the engine's state between
+checks) and :func:`tool_fees` (server-tool and advisor worst cases).
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any
 
-from .budget import (
+from ..budget import (  # noqa: F401 (GuardCheck, check_call: the guard's one rule, re-exported here)
     DEFAULT_SERVER_TOOL_FEES,
-    MIN_REPLY_TOKENS,
     Budget,
-    GuardBasis,
+    GuardCheck,
     GuardReport,
     Stop,
-    guard_call,
-    guard_input,
+    check_call,
     input_bound,
     request_input_bound,
     server_tool_fees,
-    worst_case_cost,
 )
-from .errors import describe
-from .messages import Message, Usage, estimate_tokens
-from .pricing import Prices, RequestTerms, resolve_prices
-from .retry import DeadlineExceeded, RetriesExhausted
-from .vocab import StopReason
-
-Rates = Callable[[int], tuple[float, float]]
-"""``rates(input_tokens) -> (input, output)`` USD per token at their dearest for a call of that size."""
-
-
-@dataclass(frozen=True, slots=True)
-class GuardCheck:
-    """What one pre-call check rested on and decided.
-
-    ``basis`` is ``None`` when nothing was guarded (no ``max_cost``, no
-    prices, or ``cost_guard="after"``). ``input_tokens`` is what the worst
-    case priced the input at (the exact count, the bound, or the estimate);
-    ``worst_case`` the most the call can cost at the ``max_tokens`` allowed
-    (at the smallest reply when it stopped; on the bound when unguarded); ``wants_count`` says the bound
-    could not clear the call and an exact count would decide it.
-    """
-
-    basis: GuardBasis | None
-    input_bound: int
-    input_tokens: int
-    worst_case: float
-    counted: bool
-    max_tokens: int
-    fees: float | None
-    why: str
-    stop: Stop | None = None
-    wants_count: bool = False
-    can_count: bool = True
-    count_error: str | None = None
-    count_latency: float | None = None
-
-    @property
-    def outcome(self) -> int | Stop:
-        """The ``max_tokens`` the call may use, or the stop."""
-        return self.stop if self.stop is not None else self.max_tokens
-
-    def event_fields(self) -> dict[str, Any]:
-        """The ``model_request`` event's guard fields (the trace's names, read back by the what-if replay)."""
-        out: dict[str, Any] = {"input_bound": self.input_bound, "can_count": self.can_count}
-        if self.basis is not None:
-            out.update(
-                guard_basis=self.basis, guard_input_tokens=self.input_tokens, guard_fees=self.fees,
-                guard_worst_case=self.worst_case, guard_why=self.why,
-            )
-        if self.count_error is not None:
-            out["count_error"] = self.count_error
-        if self.count_latency is not None:
-            out["count_latency"] = self.count_latency
-        return out
-
-
-def check_call(
-    budget: Budget, *, steps: int, spent: float, estimate: int, bound: int, billed_by_estimate: bool,
-    fees: float | None, rates: Rates | None, max_tokens: int, counted: int | None = None, can_count: bool = True,
-) -> GuardCheck:
-    """The pre-call cost guard for step ``steps + 1``: may the call be made, with how many output tokens, and why.
-
-    ``rates`` is ``None`` when no prices are known. ``counted`` is the API's
-    exact count of the request, when the caller asked for one because an
-    earlier check of the same call said ``wants_count``. ``fees`` is the most
-    the request's server tools can charge (``None``: uncapped, so only an
-    estimate is possible).
-    """
-    if rates is None or budget.max_cost is None or budget.cost_guard == "after":
-        why = "not guarded: " + (
-            "no prices" if rates is None else "no max_cost" if budget.max_cost is None else 'cost_guard="after"'
-        )
-        # Still the most the call can cost (for a reply lost in transit), on the bound: nothing was checked.
-        worst = worst_case_cost(bound, *rates(bound), max_tokens, fees or 0.0) if rates is not None else 0.0
-        return GuardCheck(None, bound, estimate, worst, False, max_tokens, fees, why, can_count=can_count)
-    basis: GuardBasis
-    if counted is not None:
-        tokens, basis, wants = counted, "exact", False
-    else:
-        tokens, basis, wants = guard_input(
-            budget, spent=spent, estimate=estimate, bound=bound, billed_by_estimate=billed_by_estimate,
-            fees=fees, rates=rates, max_tokens=max_tokens,
-        )
-    in_rate, out_rate = rates(tokens)
-    decided = guard_call(
-        budget, steps=steps, spent=spent, est_input_tokens=tokens, input_rate=in_rate, output_rate=out_rate,
-        max_tokens=max_tokens, fees=fees or 0.0, basis=basis,
-    )
-    allowed = decided if isinstance(decided, int) else min(MIN_REPLY_TOKENS, max_tokens)
-    worst = worst_case_cost(tokens, in_rate, out_rate, allowed, fees or 0.0)
-    left = budget.max_cost - spent
-    if isinstance(decided, Stop):
-        why = decided.detail
-    else:
-        what = {"exact": "counted", "bounded": "at most", "estimated": "about"}[basis]
-        lowered = f", max_tokens lowered to {allowed}" if allowed < max_tokens else ""
-        why = f"{what} {tokens} input tokens: worst case ${worst:.4f} of ${left:.4f} left{lowered}"
-    return GuardCheck(
-        basis, bound, tokens, worst, basis == "exact" and counted is not None, allowed, fees, why,
-        stop=decided if isinstance(decided, Stop) else None, wants_count=wants, can_count=can_count,
-    )
+from ..errors import describe
+from ..messages import Message, Usage, estimate_tokens
+from ..pricing import Prices, RequestTerms, resolve_prices
+from ..retry import DeadlineExceeded, RetriesExhausted
+from ..vocab import StopReason
 
 
 def tool_fees(tools: Iterable[Mapping[str, Any]], prices: Prices, *, bound: int, caching: Any) -> float | None:
