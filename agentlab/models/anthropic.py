@@ -54,6 +54,7 @@ from ._errors import (  # noqa: F401 (the policy table's old import path)
     STREAM_ERROR_STATUS,
     api_error,
     retry_after,
+    scrub,
     sdk_error,
 )
 from .base import ModelRequest
@@ -575,10 +576,7 @@ def _secrets(client: Any) -> tuple[str, ...]:
 
 
 def _scrub(text: str, secrets: tuple[str, ...]) -> str:
-    for s in secrets:
-        if s in text:
-            text = text.replace(s, "[redacted]")
-    return text
+    return scrub(text, secrets)
 
 
 def _host(url: str) -> str:
