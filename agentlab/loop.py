@@ -390,7 +390,7 @@ class Run:
             if self._said and (said := self._said()):  # a replayed record: the user spoke again, so the run goes on
                 self._append({"role": "user", "content": said})
                 return self._emit(EventKind.TOOL_RESULTS, content=said)
-            return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content")
+            return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content", reply.parsed)
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
         if why == "max_tokens":
@@ -538,11 +538,11 @@ class Run:
         return None
 
     # --------------------------------------------------------------- endings
-    def _finish_done(self, text: str, note: str = "") -> None:
+    def _finish_done(self, text: str, note: str = "", parsed: Any = None) -> None:
         if self._trace_error is None:  # issue 14: never Done over an incomplete trace
             self.result = Done(
                 self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-                self._input.report(self.budget, self.spent), **self._overrun(), text=text, detail=note,
+                self._input.report(self.budget, self.spent), **self._overrun(), text=text, detail=note, parsed=parsed,
             )
             self.phase = "done"
             self._emit_end("done", "done", note, text, None)

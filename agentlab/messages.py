@@ -150,6 +150,8 @@ class Reply:
     stop_details: dict[str, Any] | None = None
     context_management: dict[str, Any] | None = None
     """The API's account of the context edits it applied (``applied_edits``: cleared tool uses, thinking)."""
+    parsed: Any = None
+    """The answer parsed as the request's structured output format (a model that asked for one sets ``parsed``)."""
 
     @property
     def text(self) -> str:
@@ -294,6 +296,7 @@ def normalize_reply(raw: Any) -> Reply:
         container=_container_id(data.get("container")),
         stop_details=data.get("stop_details") if isinstance(data.get("stop_details"), dict) else None,
         context_management=data.get("context_management") if isinstance(data.get("context_management"), dict) else None,
+        parsed=data.get("parsed"),
     )
 
 

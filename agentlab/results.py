@@ -82,6 +82,8 @@ class Done(_Result):
 
     text: str = ""
     detail: str = ""
+    parsed: Any = field(default=None, repr=False)
+    """The answer parsed as the request's structured output format asked (``AnthropicModel(output_format=...)``)."""
     outcome = "done"
     reason = "done"
 

@@ -175,3 +175,18 @@ def test_a_thinking_budget_shrinks_with_a_clamped_max_tokens():
         assert params(900)["thinking"] == {"type": "disabled"}  # never silently: the warning names both numbers
     with pytest.raises(ValueError, match="budget_tokens=4000 must be below max_tokens=2000"):
         AnthropicModel(client=client, max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 4000})
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_structured_output_is_requested_as_typed_and_parsed_on_done(stream):
+    """output_format= goes out as output_config.format; the JSON answer is on Done.parsed; a non-JSON one is malformed."""
+    from agentlab.testing import MessagesServer
+
+    schema = {"type": "json_schema", "schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    with MessagesServer([al.reply('{"city": "Paris"}'), al.reply("Paris, I think.")]) as server:
+        model = AnthropicModel(client=server.client(), stream=stream, output_format=schema)
+        done = al.run("Capital of France?", model=model, trace=False, prices=al.Prices(3.0, 15.0))
+        bad = al.run("Capital of France?", model=model, trace=False, prices=al.Prices(3.0, 15.0))
+    assert server.requests[0].body["output_config"] == {"format": schema}
+    assert isinstance(done, al.Done) and done.parsed == {"city": "Paris"}
+    assert bad.reason == "malformed reply" and "not the JSON the output format asked for" in bad.detail and bad.cost > 0

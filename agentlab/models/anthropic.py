@@ -262,7 +262,7 @@ class AnthropicModel:
         if self.stream:
             reply = await self._streamed(client, params, timeout, request, secrets)
             self.remember_container(request.messages, reply)
-            return reply
+            return _with_parsed(reply, params)
         try:
             raw = await client.beta.messages.with_raw_response.create(**params, timeout=timeout)
             body = await raw.read()
@@ -276,7 +276,7 @@ class AnthropicModel:
             if not isinstance(data, dict):
                 raise ModelError(f"the Messages API reply is not a JSON object: {body[:200]!r}")
             self.remember_container(request.messages, data)
-            return {**data, "request_id": raw.request_id}
+            return _with_parsed({**data, "request_id": raw.request_id}, params)
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
 
     async def _streamed(
@@ -524,6 +524,22 @@ def _typed_params(
             raise ValueError(f"output_format must be {{'type': 'json_schema', 'schema': {{...}}}}, got {output_format!r}")
         out["output_config"] = {"format": dict(output_format)}
     return out
+
+
+def _with_parsed(reply: dict[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The reply with its answer parsed (``parsed``) when the request asked for a JSON schema output.
+
+    The answer that does not parse is a :class:`MalformedReply` (charged, like any reply with usage).
+    """
+    config = params.get("output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else None
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema" or reply.get("stop_reason") not in ("end_turn", "stop_sequence"):
+        return reply
+    text = "".join(b.get("text", "") for b in reply.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
+    try:
+        return {**reply, "parsed": json.loads(text)}
+    except ValueError as exc:
+        raise MalformedReply(f"the answer is not the JSON the output format asked for ({exc}): {text[:120]!r}", reply) from None
 
 
 def _tool_ran(messages: list[Message]) -> bool:
