@@ -84,6 +84,11 @@ BLOCK = st.one_of(
     st.builds(lambda i: {"type": "tool_use", "id": "toolu_h", "name": "lookup", "input": i},
               st.dictionaries(st.text("abcxyz", min_size=1, max_size=5), st.one_of(st.integers(), st.text(max_size=15), st.booleans()), max_size=4)),
     st.builds(lambda c: {"type": "compaction", "content": c}, st.text(min_size=1, max_size=80)),
+    st.builds(lambda q: {"type": "server_tool_use", "id": "srvtoolu_h", "name": "web_search", "input": {"query": q}},
+              st.text(max_size=20)),
+    st.builds(lambda u: {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_h", "content": [
+        {"type": "web_search_result", "url": u, "title": "t", "encrypted_content": "e", "page_age": None}]},
+        st.text("abc/:.", min_size=1, max_size=20)),
 )
 
 
@@ -99,6 +104,10 @@ def test_any_stream_assembles_to_what_the_sdks_accumulator_builds(blocks, chunk,
     rng = random.Random(seed)
     for _ in range(rng.randint(0, 4)):  # pings and unknown events anywhere after message_start
         events.insert(rng.randint(1, len(events) - 1), rng.choice([{"type": "ping"}, {"type": "future_event", "n": 1}]))
+    opened = [i for i, e in enumerate(events) if e["type"] == "content_block_start"]
+    for at in sorted(rng.sample(opened, k=min(len(opened), rng.randint(0, 2))), reverse=True):  # a delta type newer than the SDK
+        index = events[at]["index"]
+        events.insert(at + 1, {"type": "content_block_delta", "index": index, "delta": {"type": "future_delta", "x": 1}})
     with MessagesServer() as server:
         lab, sdk = both(server, streamed(events))
     assert lab == sdk
