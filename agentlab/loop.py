@@ -140,6 +140,7 @@ class Run:
             c.max_concurrency,
         )
         self._last_cost = self._last_latency = 0.0
+        self._last_context: dict[str, Any] | None = None  # the last reply's context_management
         self._cancel = False
         self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
         self._seq = 0
@@ -371,7 +372,7 @@ class Run:
         self.spent += cost
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
-        self._last_cost, self._last_latency = cost, latency
+        self._last_cost, self._last_latency, self._last_context = cost, latency, reply.context_management
         self._input.billed(usage, estimated, self.prices, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
@@ -597,6 +598,7 @@ class Run:
             latency=self._last_latency,
             budget=self.snapshot,
             finished=self.finished,
+            context_management=self._last_context,
         )
 
     @watchdog.handoff("subscriber")

@@ -229,6 +229,10 @@ def _usage(raw: Any) -> Usage | None:
     for key in server:
         if key not in KNOWN_SERVER_TOOL_FIELDS and server[key]:
             _not_understood(f"the server-tool count {key!r}")
+    split = raw.get("cache_creation")
+    for key in split if isinstance(split, dict) else ():
+        if key not in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens") and split[key]:
+            _not_understood(f"the cache-write split {key!r}")
     tier = raw.get("service_tier")
     if tier not in (None, "standard"):
         _not_understood(f"service_tier={tier!r} (priced here at standard rates)")

@@ -20,10 +20,12 @@ class StepRecord:
     tool_calls: list[dict[str, Any]]
     cost: float
     spent: float
-    usage: dict[str, int]
+    usage: dict[str, Any]
     latency: float
     budget: BudgetSnapshot
     finished: bool
+    context_management: dict[str, Any] | None = None
+    """The API's account of the context edits it applied to this step's request (``applied_edits``)."""
 
 
 @dataclass(frozen=True)

@@ -148,3 +148,27 @@ def test_the_guard_worst_case_includes_fast_mode_geography_and_compaction():
     sent = next(r.body for r in server.requests if r.path.split("?")[0] == "/v1/messages")
     assert sent["speed"] == "fast" and sent["max_tokens"] < 2_000  # lowered at fast rates ($50/MTok output)
     assert result.reason == "max_tokens" and 0.09 < result.spent <= 0.10
+
+
+def test_the_guard_bounds_advisor_passes_and_fallback_models_or_says_it_cannot():
+    """An advisor tool with max_uses and max_tokens is reserved at its model's rates; without caps, unbounded;
+    fallback models are guarded at the dearest of them."""
+    from agentlab._engine.costguard import tool_fees
+    from agentlab.pricing import RequestTerms, lookup_prices
+
+    haiku = lookup_prices("claude-haiku-4-5")
+    advisor = {"type": "advisor_20260301", "name": "advisor", "model": "claude-haiku-4-5", "max_uses": 2, "max_tokens": 500}
+    fees = tool_fees([advisor], lookup_prices(OPUS), bound=10_000, caching=False)
+    assert fees == pytest.approx(2 * (10_000 * haiku.input + 500 * haiku.output) / 1e6)
+    assert tool_fees([{**advisor, "max_uses": None}], lookup_prices(OPUS), bound=10_000, caching=False) is None
+    sonnet = lookup_prices("claude-sonnet-4-5")
+    terms = RequestTerms(models=(OPUS,))
+    assert sonnet.worst_rates(1_000, False, terms) == pytest.approx(lookup_prices(OPUS).worst_rates(1_000, False))
+
+
+def test_an_unknown_cache_write_split_is_named_too():
+    with pytest.warns(UserWarning, match="'ephemeral_24h_input_tokens'"):
+        from agentlab.messages import normalize_reply
+
+        normalize_reply({"content": [{"type": "text", "text": "x"}], "stop_reason": "end_turn", "usage": {
+            "input_tokens": 1, "output_tokens": 1, "cache_creation": {"ephemeral_24h_input_tokens": 9}}})

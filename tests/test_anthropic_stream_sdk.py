@@ -160,6 +160,9 @@ def test_context_management_is_kept_in_the_step_and_the_trace(tmp_path):
             al.run("Q", model=AnthropicModel(client=server.client(), stream=stream), trace=tmp_path / str(stream),
                    clock=al.FakeClock(), prices=PRICES, subscribers=[events.append])
         assert next(e for e in events if e.kind == "model_called").data["context_management"] == edits
+        with MessagesServer([{"content": [{"type": "text", "text": "ok"}], "context_management": edits}]) as server:
+            run = al.Run("Q", model=AnthropicModel(client=server.client(), stream=stream), clock=al.FakeClock(), prices=PRICES)
+            assert asyncio.run(run.step()).context_management == edits
         assert "cleared_tool_uses" in "".join(p.read_text() for p in (tmp_path / str(stream)).rglob("*.jsonl"))
 
 
