@@ -230,7 +230,8 @@ def _usage(raw: Any) -> Usage | None:
         if key not in KNOWN_SERVER_TOOL_FIELDS and server[key]:
             _not_understood(f"the server-tool count {key!r}")
     split = raw.get("cache_creation")
-    for key in split if isinstance(split, dict) else ():
+    split = split if isinstance(split, dict) else {}
+    for key in split:
         if key not in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens") and split[key]:
             _not_understood(f"the cache-write split {key!r}")
     tier = raw.get("service_tier")
