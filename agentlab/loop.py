@@ -60,7 +60,7 @@ from .models.streaming import Fragments, cut_short
 from .pricing import Prices, served_prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
-from .tools import Tool
+from .tools import Tool, result_summary
 from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
@@ -525,7 +525,7 @@ class Run:
             return
         self._kept[out.index] = out.block
         call = self.pending_calls[out.index]
-        self.guard.remember(call_key(call["name"], call["input"]), out.block["content"], out.block.get("is_error", False))
+        self.guard.remember(call_key(call["name"], call["input"]), result_summary(out.block["content"]), out.block.get("is_error", False))
         tool = self.tools.get(call["name"])
         if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
             self.guard.reset()  # a successful write changed the world

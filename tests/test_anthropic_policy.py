@@ -190,3 +190,26 @@ def test_structured_output_is_requested_as_typed_and_parsed_on_done(stream):
     assert server.requests[0].body["output_config"] == {"format": schema}
     assert isinstance(done, al.Done) and done.parsed == {"city": "Paris"}
     assert bad.reason == "malformed reply" and "not the JSON the output format asked for" in bad.detail and bad.cost > 0
+
+
+def test_a_tool_that_returns_content_blocks_hands_them_to_claude_as_blocks():
+    """Text, image and document blocks (tool_result.content's shapes) go back as blocks, not as their JSON text."""
+    from agentlab.testing import MessagesServer
+
+    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    blocks = [{"type": "text", "text": "The chart:"},
+              {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": pixel}}]
+
+    @al.tool(mode="read")
+    def chart() -> list:
+        """Draw the chart."""
+        return blocks
+
+    events: list = []
+    with MessagesServer([al.reply(None, ("chart", {})), al.reply("A single pixel.")]) as server:
+        result = al.run("Show me", [chart], model=AnthropicModel(client=server.client()), trace=False,
+                        prices=al.Prices(3.0, 15.0), subscribers=[events.append])
+    sent = server.requests[1].body["messages"][-1]["content"][0]
+    assert sent["type"] == "tool_result" and sent["content"] == blocks and result.text == "A single pixel."
+    finished = next(e for e in events if e.kind == "tool_finished")
+    assert finished.data["result"] == "The chart:\n[image block]"  # the event names the image, without its bytes
