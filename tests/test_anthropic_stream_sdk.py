@@ -45,20 +45,41 @@ def same_shape(message: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def both(server: MessagesServer, item: Any) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The lab's streamed reply and the SDK's ``messages.stream()`` final message, for the same stream twice."""
-    server.add(item, item)
-    model = AnthropicModel("claude-opus-4-8", client=server.client(), cache=False)
+class Both:
+    """The lab's streamed reply and the SDK's ``messages.stream()`` final message, for the same stream twice:
+    one server, one model, one SDK client and one event loop for every stream compared."""
 
-    async def go() -> tuple[dict[str, Any], dict[str, Any]]:
-        lab = await model.complete(ModelRequest(None, ASK, [], 1024))
-        client = server.client()
-        async with client.beta.messages.stream(model="claude-opus-4-8", max_tokens=1024, messages=ASK) as stream:
+    def __init__(self, server: MessagesServer) -> None:
+        self.server = server
+        self.loop = asyncio.new_event_loop()
+        self.model = AnthropicModel("claude-opus-4-8", client=server.client(), cache=False)
+        self.client = server.client()
+
+    def __call__(self, item: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        self.server.add(item, item)
+        return self.loop.run_until_complete(self._go())
+
+    async def _go(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        lab = await self.model.complete(ModelRequest(None, ASK, [], 1024))
+        async with self.client.beta.messages.stream(model="claude-opus-4-8", max_tokens=1024, messages=ASK) as stream:
             sdk = (await stream.get_final_message()).to_dict(mode="json")
-        await client.close()
         return same_shape(lab), same_shape(sdk)
 
-    return asyncio.run(go())  # the model outlives the loop, whose shutdown closes its pool
+    def close(self) -> None:
+        self.loop.run_until_complete(self.client.close())
+        pending = asyncio.all_tasks(self.loop)  # the model's pool closer: cancelled, it closes the pool
+        for task in pending:
+            task.cancel()
+        self.loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        self.loop.close()
+
+
+@pytest.fixture(scope="module")
+def both():
+    with MessagesServer() as server:
+        pair = Both(server)
+        yield pair
+        pair.close()
 
 
 def test_the_fixtures_are_the_sdks_own_and_say_so():
@@ -66,10 +87,9 @@ def test_the_fixtures_are_the_sdks_own_and_say_so():
 
 
 @pytest.mark.parametrize("path", RECORDED, ids=[p.stem for p in RECORDED])
-def test_every_recorded_sdk_stream_assembles_to_the_sdks_own_message(path):
+def test_every_recorded_sdk_stream_assembles_to_the_sdks_own_message(path, both):
     """Compaction, fallback, refusal, partial JSON, tool use: block for block what the SDK builds."""
-    with MessagesServer() as server:
-        lab, sdk = both(server, recorded_stream(path.read_bytes()))
+    lab, sdk = both(recorded_stream(path.read_bytes()))
     assert lab == sdk
 
 
@@ -92,12 +112,21 @@ BLOCK = st.one_of(
 )
 
 
-@settings(max_examples=40, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])
-@given(blocks=st.lists(BLOCK, min_size=1, max_size=4), chunk=st.integers(1, 25), seed=st.integers(0, 10**6),
-       stop=st.sampled_from(["end_turn", "max_tokens", "tool_use"]))
-def test_any_stream_assembles_to_what_the_sdks_accumulator_builds(blocks, chunk, seed, stop):
+def test_any_stream_assembles_to_what_the_sdks_accumulator_builds(both):
     """Random blocks, random delta splits, pings anywhere, event and delta types newer than the SDK:
     the lab's message equals the SDK's accumulator's message over the same bytes."""
+
+    @settings(max_examples=100, deadline=None, derandomize=True, database=None,
+              suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+    @given(blocks=st.lists(BLOCK, min_size=1, max_size=4), chunk=st.integers(1, 25), seed=st.integers(0, 10**6),
+           stop=st.sampled_from(["end_turn", "max_tokens", "tool_use"]))
+    def one(blocks: list[dict[str, Any]], chunk: int, seed: int, stop: str) -> None:
+        _one_stream(both, blocks, chunk, seed, stop)
+
+    one()
+
+
+def _one_stream(both: Both, blocks: list[dict[str, Any]], chunk: int, seed: int, stop: str) -> None:
     message = {"id": "msg_h", "type": "message", "role": "assistant", "model": "claude-opus-4-8", "content": blocks,
                "stop_reason": stop, "stop_sequence": None, "usage": {"input_tokens": 5, "output_tokens": 7}}
     events = stream_events(message, chunk)
@@ -108,8 +137,7 @@ def test_any_stream_assembles_to_what_the_sdks_accumulator_builds(blocks, chunk,
     for at in sorted(rng.sample(opened, k=min(len(opened), rng.randint(0, 2))), reverse=True):  # a delta type newer than the SDK
         index = events[at]["index"]
         events.insert(at + 1, {"type": "content_block_delta", "index": index, "delta": {"type": "future_delta", "x": 1}})
-    with MessagesServer() as server:
-        lab, sdk = both(server, streamed(events))
+    lab, sdk = both(streamed(events))
     assert lab == sdk
 
 
