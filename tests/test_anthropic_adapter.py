@@ -321,3 +321,26 @@ def test_a_client_with_a_custom_http_client_works_on_every_run_and_never_sends_a
             assert len(server.requests) == n + 1, result  # no call sent again after a dead connection
         assert texts == ["one", "two", "three"]
         assert all(r.headers["x-company-proxy"] == "yes" for r in server.requests)  # the caller's client, as given
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_vertex_client_runs_through_the_adapter_priced_from_googles_table(stream):
+    """AsyncAnthropicVertex (its own routes, the model in the path) works as the client; prices follow the
+    platform, and the hard guard's exact count goes through Vertex's count-tokens route too."""
+    import anthropic
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    with MessagesServer([reply("x" * 3000), reply("Done.")], tokenizer="dense") as server:
+        client = anthropic.AsyncAnthropicVertex(region="us-east5", project_id="proj", access_token="tok", base_url=server.url)
+        model = AnthropicModel("claude-sonnet-4-5", client=client, stream=stream, cache=False)
+        assert model.platform == "google"
+        events: list = []
+        result = al.run("Hi", model=model, trace=False, max_cost=0.004, max_tokens=1000, subscribers=[events.append])
+    paths = [r.path for r in server.requests]
+    assert any(":streamRawPredict" in p or ":rawPredict" in p for p in paths if "count-tokens" not in p)
+    assert any("count-tokens:rawPredict" in p for p in paths)  # near the limit: one exact count, on Vertex's route
+    usage = next(e.data["usage"] for e in events if e.kind == "model_called")
+    google = calc_price(GUsage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"]),
+                        model_ref="claude-sonnet-4-5", provider_id="google")
+    assert result.spent == pytest.approx(float(google.total_price), rel=1e-9) and result.spent <= 0.004

@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -643,6 +644,8 @@ class _Handler(BaseHTTPRequestHandler):
         with server._lock:
             server.requests.append(Received("POST", self.path, headers, body, time.monotonic()))
         name = server.routes.get(self.path.split("?")[0])
+        if name is None and isinstance(body, dict):
+            name = _platform_route(self.path, body)
         if name is None or (name == "count_tokens" and not server.count_endpoint):
             return self._send(404, fault(404, f"no route {self.path}").body())
         if server.require_key and not (headers.get("x-api-key") or headers.get("authorization")):
@@ -745,6 +748,26 @@ class _Handler(BaseHTTPRequestHandler):
         except OSError:
             pass
 
+
+
+VERTEX_PATH = re.compile(r"^/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$"
+                         r"|^/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$")
+"""Vertex AI's Messages routes (the model id in the path, ``count-tokens`` for counts), as the SDK's
+``AnthropicVertex`` clients call them."""
+
+
+def _platform_route(path: str, body: dict[str, Any]) -> str | None:
+    """The route of a cloud platform's path (Vertex), with the body made the Messages API's (model from the path)."""
+    found = VERTEX_PATH.match(path.split("?")[0])
+    if found is None:
+        return None
+    model, how = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+    if model == "count-tokens":
+        return "count_tokens"
+    body.setdefault("model", model)
+    if how == "streamRawPredict":
+        body.setdefault("stream", True)
+    return "messages"
 
 
 # --------------------------------------------------------------- streaming
