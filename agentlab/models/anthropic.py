@@ -362,10 +362,12 @@ async def _close_when_loop_ends(http: Any) -> None:
 
 
 async def _drop_connections_when_loop_ends(http: Any) -> None:
-    """On loop shutdown, close the connections a custom ``http_client``'s pools opened on this loop.
+    """On loop shutdown, close the idle connections of a custom ``http_client``'s pools.
 
-    An httpx connection pool's ``aclose`` closes its connections and leaves the
-    pool usable, so the caller's client keeps working on the next loop.
+    This run's calls are over, so its connections are idle; they belong to a
+    loop that is ending and would fail the next run. Connections in use (the
+    caller's own calls on another loop) are left alone, and the pool itself
+    stays usable, so the caller's client keeps working.
     """
     try:
         await asyncio.get_running_loop().create_future()
@@ -373,9 +375,16 @@ async def _drop_connections_when_loop_ends(http: Any) -> None:
         transports = [getattr(http, "_transport", None), *getattr(http, "_mounts", {}).values()]
         for transport in transports:
             pool = getattr(transport, "_pool", None)
-            if pool is not None and callable(getattr(pool, "aclose", None)):
+            connections = getattr(pool, "_connections", None)
+            if not isinstance(connections, list):
+                continue
+            with getattr(pool, "_optional_thread_lock", contextlib.nullcontext()):
+                idle = [c for c in connections if callable(getattr(c, "is_idle", None)) and c.is_idle()]
+                for c in idle:
+                    connections.remove(c)
+            for c in idle:
                 with contextlib.suppress(Exception):
-                    await pool.aclose()
+                    await c.aclose()
 
 
 def _owns_default_pool(client: Any) -> bool:
