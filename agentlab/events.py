@@ -12,15 +12,19 @@ this list equal to the vocabulary and to what the engine emits:
                     {max_steps, max_cost, deadline_s, cost_guard}, max_tokens,
                     tools [{name, mode, description, input_schema}], prices,
                     caches, messages (the initial history); a fork or an
-                    imported run also has parent {run_id, step} and an
-                    import has recorded {format, source, notes, ...}
+                    imported run also has parent {run_id, step}, a sub-run
+                    (started inside a tool) parent {run_id, step,
+                    tool_use_id}, and an import has recorded {format,
+                    source, notes, ...}
 ``model_request``   max_tokens (after the cost guard), estimated_input_tokens,
                     input_bound, can_count; when a cost guard ran:
                     guard_basis (exact | bounded | estimated),
                     guard_input_tokens, guard_fees, guard_worst_case (USD),
                     guard_why (a sentence), and, when it asked for
                     an exact count, count_latency (and count_error if the
-                    count failed): the fields of budget.GuardCheck
+                    count failed), the fields of budget.GuardCheck; in a run
+                    sharing a total (an experiment), reserved: the dollars
+                    held for this call before it was sent
 ``model_retry``     attempt, error, wait (request="count_tokens" when an
                     exact count was retried)
 ``model_delta``     index, type (text | thinking | tool_input | compaction |
@@ -50,6 +54,11 @@ this list equal to the vocabulary and to what the engine emits:
 ``tool_finished``   call_id, tool, mode, args, index, outcome
                     (:class:`~agentlab.vocab.Outcome`), attempts, result,
                     is_error, start, end, error
+``sub_run``         run_id, tool_use_id, model, outcome, reason, steps,
+                    cost, input_tokens, output_tokens (what is new since
+                    the sub-run's last report), spent (the parent's, with
+                    it): a run started inside a tool ended (its own trace
+                    has run_started.parent {run_id, step, tool_use_id})
 ``nudged``          call_id, tool, args, count
 ``tool_results``    content (the user message of tool_result blocks appended
                     to the history), reused (call ids whose results were kept

@@ -3,9 +3,10 @@
 Each helper draws the trace DataFrames (docs/traces.md) or the frames of
 :mod:`agentlab.analysis` onto ``ax``, or onto a new figure when ``ax`` is
 None, and returns the Axes. None of them calls ``plt.show()`` or touches
-pyplot or ``rcParams``: a new figure is a plain ``matplotlib.figure.Figure``,
-so a notebook shows it through the returned Axes (``ax.figure``) and a
-script saves it, and no global state leaks between plots. matplotlib loads
+pyplot or ``rcParams``: a new figure is a plain ``matplotlib.figure.Figure``
+whose Axes show themselves (as the last expression of a notebook cell the
+plot displays; see :mod:`agentlab._shown`), a script saves it
+(``ax.figure.savefig``), and no global state leaks between plots. matplotlib loads
 when the first plot is drawn, not when agentlab is imported.
 
 Bad input (missing columns) fails with the frame and the columns named;
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import analysis as an
+from ._shorten import shorten
 from .pricing import Prices
 
 if TYPE_CHECKING:
@@ -45,7 +47,9 @@ def _axes(ax: Axes | None, figsize: tuple[float, float] = FIGSIZE) -> Axes:
         return ax
     from matplotlib.figure import Figure
 
-    return Figure(figsize=figsize, layout="constrained").add_subplot()
+    from ._shown import ShownAxes
+
+    return Figure(figsize=figsize, layout="constrained").add_subplot(axes_class=ShownAxes)
 
 
 def _label(ax: Axes, title: str, xlabel: str, ylabel: str) -> None:
@@ -102,8 +106,7 @@ def _integer_steps(ax: Axes) -> None:
 
 
 def _short(run_id: Any, n: int = 24) -> str:
-    s = str(run_id)
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return shorten(run_id, n)
 
 
 # ------------------------------------------------------------------- tokens

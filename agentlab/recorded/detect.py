@@ -13,6 +13,7 @@ from typing import Any
 
 import orjson
 
+from .._shorten import shorten
 from ..errors import AgentlabError
 from . import claude_code, messages_log, swe_agent
 
@@ -33,7 +34,7 @@ def _first_line(data: bytes) -> bytes:
 
 def _preview(line: bytes, n: int = 160) -> str:
     text = line.decode("utf-8", "replace")
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return shorten(text, n)
 
 
 def detect(file: Path) -> str:

@@ -11,6 +11,7 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from .._shorten import shorten
 from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
 
@@ -34,8 +35,8 @@ def seconds(s: float) -> str:
 
 
 def clip(text: str, n: int) -> str:
-    text = str(text)
-    return text if len(text) <= n else text[: n - 1] + f"… (+{len(text) - n + 1:,} chars)"
+    """``text`` cut to ``n`` characters by the lab's one rule (:func:`agentlab._shorten.shorten`)."""
+    return shorten(text, n)
 
 
 def _one_line(text: str, n: int = SHORT) -> str:

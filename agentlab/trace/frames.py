@@ -13,6 +13,8 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._shorten import shorten
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -127,7 +129,17 @@ def summarize(
                 _num(e.get("latency", 0.0)), n_calls, str(e.get("stop_reason") or ""), bool(e.get("estimated")),
                 float(e["t"]),
                 _num(e.get("server_tool_cost", 0.0)),  # web searches etc., billed per request; included in cost
+                0.0,  # sub_run_cost: what runs started by this step's tools spent (a sub_run event adds it below)
             ))
+        elif kind == "sub_run":  # a run started by this step's tools: its cost is part of the step's
+            cost = _num(e.get("cost", 0.0))
+            at = next((n for n in range(len(steps) - 1, -1, -1) if steps[n][1] == e.get("step")), None)
+            if at is not None:
+                row = list(steps[at])
+                row[7] += cost  # cost
+                row[-1] += cost  # sub_run_cost
+                row[8] = max(row[8], _num(e.get("spent", row[8])))  # cumulative_cost: the parent's spent, with it
+                steps[at] = tuple(row)
         elif kind == "tool_started":
             open_calls[e["call_id"]] = e
         elif kind == "tool_finished":
@@ -175,8 +187,7 @@ def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
     end = e.get("end") if outcome != "unfinished" else None
     result = e.get("result")
     preview = "" if result is None else str(result)
-    if len(preview) > PREVIEW_CHARS:
-        preview = preview[: PREVIEW_CHARS - 1] + "…"
+    preview = shorten(preview, PREVIEW_CHARS)
     return {
         "run_id": run_id, "step": e.get("step", 0), "call_id": str(e.get("call_id", "")), "index": _i64(e.get("index", 0)),
         "tool": str(e.get("tool", "")), "mode": _str_or_none(e.get("mode")), "args": e.get("args") or {},
@@ -199,6 +210,7 @@ STEPS_COLUMNS = {
     "cache_write_tokens": "int64", "cache_read_tokens": "int64", "context_tokens": "int64",
     "cost": "float64", "cumulative_cost": "float64", "latency": "float64", "tool_calls": "int64",
     "stop_reason": "str", "estimated": "bool", "t": "float64", "server_tool_cost": "float64",
+    "sub_run_cost": "float64",
 }
 CALLS_COLUMNS = {
     "run_id": "str", "step": "int64", "call_id": "str", "index": "int64", "tool": "str", "mode": "str",
