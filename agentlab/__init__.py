@@ -58,6 +58,10 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     """Heavy public names load on first use, so ``import agentlab`` stays light."""
+    if name == "__version__":  # package metadata is read only when asked for
+        from ._version import installed_version
+
+        return installed_version()
     if name in ("Trace", "Traces", "load_run", "load_runs"):  # the trace package loads when first used
         from . import trace
 
@@ -106,4 +110,4 @@ _SUBMODULES = ("analysis", "datasets", "experiments", "mcp", "otel", "plots", "r
 
 def __dir__() -> list[str]:
     """Every public name, loaded or not, so tab completion in a notebook finds ``Lab`` before first use."""
-    return sorted({*globals(), *__all__, *_SUBMODULES})
+    return sorted({*globals(), *__all__, *_SUBMODULES, "__version__"})

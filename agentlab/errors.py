@@ -44,6 +44,7 @@ class ToolError(AgentlabError):
         self.hint = hint
 
     def for_model(self) -> str:
+        """The message the model is shown: the error and, when there is one, the hint for its next step."""
         return f"{self.message} Next step: {self.hint}" if self.hint else self.message
 
 

@@ -175,42 +175,52 @@ class Run:
     # ------------------------------------------------- the inputs (config)
     @property
     def model(self) -> Model:
+        """The model the run calls."""
         return self.config.model
 
     @property
     def tools(self) -> Mapping[str, Tool]:
+        """The run's tools by name."""
         return self.config.tools
 
     @property
     def task(self) -> str:
+        """What the run was asked (the first user message)."""
         return self.config.task
 
     @property
     def system(self) -> str | None:
+        """The system prompt, if any."""
         return self.config.system
 
     @property
     def max_tokens(self) -> int:
+        """The output limit asked for on each call (the cost guard may lower it near the budget)."""
         return self.config.max_tokens
 
     @property
     def policy(self) -> Policy:
+        """The failure policy: which errors are recoverable, retryable or fatal."""
         return self.config.policy
 
     @property
     def prices(self) -> Prices | None:
+        """The prices the run is charged at (``None``: looked up for the model)."""
         return self.config.prices
 
     @property
     def clock(self) -> Clock:
+        """The clock the deadline and retries use (inject a FakeClock in tests)."""
         return self.config.clock
 
     @property
     def rng(self) -> random.Random:
+        """The run's seeded random source (retry jitter), so an offline run reproduces."""
         return self.config.rng
 
     @property
     def run_id(self) -> str:
+        """The run's id: its trace file's name."""
         return self.config.run_id
 
     @property
@@ -236,6 +246,7 @@ class Run:
     # ----------------------------------------------------------- public state
     @property
     def finished(self) -> bool:
+        """Whether the run has ended (its ``result`` is set)."""
         return self.result is not None
 
     @property
@@ -245,6 +256,7 @@ class Run:
 
     @property
     def snapshot(self) -> BudgetSnapshot:
+        """The budgets as they stand now: steps, dollars and seconds used of each limit."""
         b = self.budget
         return BudgetSnapshot(self.steps, b.max_steps, self.spent, b.max_cost, self.elapsed, b.deadline_s)
 

@@ -48,7 +48,7 @@ try:
     from mcp import Client, StdioServerParameters
     from mcp.shared.exceptions import MCPError
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("agentlab.mcp needs the MCP SDK: pip install 'agentlab[mcp]'") from exc
+    raise ImportError("agentlab.mcp needs the MCP SDK: pip install 'agentlab-loop[mcp]'") from exc
 
 __all__ = ["MCPConnection", "mcp_tools"]
 

@@ -138,6 +138,17 @@ def token_growth(steps: pd.DataFrame, run_id: str | None = None, *, ax: Axes | N
 
 
 # --------------------------------------------------------------------- cost
+def _recorded_label(steps: pd.DataFrame, run_id: str) -> str:
+    """"recorded", or how many of the points are estimates (imported records without usage)."""
+    if "estimated" not in steps.columns:
+        return "recorded"
+    n = int(steps.loc[steps["run_id"] == run_id, "estimated"].sum())
+    total = int((steps["run_id"] == run_id).sum())
+    if not n:
+        return "recorded"
+    return "estimated (no usage recorded)" if n == total else f"recorded ({n} of {total} steps estimated)"
+
+
 def cost_curve(
     steps: pd.DataFrame, run_id: str | None = None, *, max_cost: float | None = None, max_steps: int | None = None,
     forecast_to: int | None = None, ax: Axes | None = None,
@@ -157,7 +168,7 @@ def cost_curve(
     if rows.empty:
         return _empty(ax, "no steps to plot")
     rid = rows["run_id"].iloc[0]
-    ax.plot(rows["step"], rows["cumulative_cost"], "o", color="#4c72b0", label="recorded", zorder=3)
+    ax.plot(rows["step"], rows["cumulative_cost"], "o", color="#4c72b0", label=_recorded_label(steps, rid), zorder=3)
     last = int(rows["step"].max())
     end = max(last, forecast_to or 0, max_steps or 0)
     try:
@@ -391,7 +402,8 @@ def fork_curve(parent: Any, *forks: Any, ax: Axes | None = None) -> Axes:
     rows = an.step_costs(parent.steps)
     if rows.empty:
         return _empty(ax, "the parent run has no steps")
-    ax.plot(rows["step"], rows["cumulative_cost"], "o-", color="#4c72b0", label=f"{_short(parent.run_id)} (recorded)", zorder=3)
+    ax.plot(rows["step"], rows["cumulative_cost"], "o-", color="#4c72b0",
+            label=f"{_short(parent.run_id)} ({_recorded_label(parent.steps, parent.run_id)})", zorder=3)
     colors = ["#c44e52", "#55a868", "#8172b3", "#dd8452", "#937860"]
     for i, f in enumerate(forks):
         where = (f.started or {}).get("parent") or {}

@@ -284,7 +284,7 @@ def lookup_prices(model_id: str, platform: str | None = None) -> Prices | None:
             break
     if calc is None:
         return None
-    found = _prices_of(calc.model_price)
+    found = _from_model_price(calc.model_price)
     if found is None:
         return None
     variants = {}
@@ -311,8 +311,8 @@ def _rate_fields(mp: Any) -> dict[str, Any]:
     return out
 
 
-def _prices_of(mp: Any) -> Prices | None:
-    """A genai-prices ``ModelPrice`` as :class:`Prices`."""
+def _from_model_price(mp: Any) -> Prices | None:
+    """A genai-prices ``ModelPrice`` as :class:`Prices` (``None`` without input and output rates)."""
     inp, start, t_inp = _base(mp.input_mtok)
     out, _, t_out = _base(mp.output_mtok)
     read, _, t_read = _base(mp.cache_read_mtok)
@@ -341,6 +341,25 @@ def served_prices(prices: Prices | None, requested: str, served: str | None) -> 
     if prices != resolve_prices(requested, None):
         return prices
     return resolve_prices(served, None) or prices
+
+
+@lru_cache(maxsize=512)
+def provider_prices(model_ref: str, provider_id: str | None = None) -> Prices | None:
+    """Prices of any model genai-prices knows, from one provider's table (``"openrouter"``,
+    ``"google"``, ``"openai"``…) or, with ``provider_id=None``, whichever provider it matches.
+
+    Recorded runs name models as their agent saw them (``x-ai/grok-4-fast`` through
+    OpenRouter, ``gemini-2.5-pro``). :func:`lookup_prices` answers the engine's own
+    model ids: Anthropic's table first, then the others (:data:`PROVIDERS`).
+    """
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    try:
+        calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=model_ref, provider_id=provider_id)
+    except (LookupError, ValueError):
+        return None
+    return _from_model_price(calc.model_price)
 
 
 def resolve_prices(model_id: str, prices: Prices | None, platform: str | None = None) -> Prices | None:

@@ -134,6 +134,7 @@ class Stopped(_Result):
 
     @property
     def text(self) -> str:
+        """The last text the model wrote before the run stopped (empty if none)."""
         for msg in reversed(self.messages):
             if msg.get("role") == "assistant" and isinstance(msg.get("content"), list):
                 return text_of(msg["content"])

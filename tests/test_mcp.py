@@ -13,7 +13,7 @@ import pytest
 import agentlab as al
 from agentlab import reply
 
-pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install 'agentlab[mcp]'")
+pytest.importorskip("mcp", reason="the mcp extra is not installed: pip install 'agentlab-loop[mcp]'")
 
 SERVER = [sys.executable, str(Path(__file__).with_name("mcp_server.py"))]
 

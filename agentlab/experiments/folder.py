@@ -64,8 +64,10 @@ def versions() -> dict[str, str]:
     """Package versions for the manifest (looked up once per process: the lookup scans sys.path)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": platform.python_version()}
-    for pkg in ("agentlab", "anthropic", "pandas"):
+    from .._version import installed_version
+
+    out = {"python": platform.python_version(), "agentlab": installed_version()}  # the distribution is agentlab-loop
+    for pkg in ("anthropic", "pandas"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:

@@ -230,6 +230,7 @@ class Lab:
 
     @property
     def result(self) -> Result | None:
+        """The run's result once it has ended (``Done`` or ``Stopped``), else ``None``."""
         return self.engine.result
 
     @property
@@ -239,10 +240,12 @@ class Lab:
 
     @property
     def snapshot(self) -> Any:
+        """The budgets as they stand now (steps, dollars, seconds used of each limit)."""
         return self.engine.snapshot
 
     @property
     def run_id(self) -> str:
+        """The id of the run the panel drives (its trace file's name)."""
         return self.engine.run_id
 
     @property

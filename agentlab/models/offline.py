@@ -115,6 +115,7 @@ class FunctionModel:
         return f"<{type(self).__name__} {self.name} priced as {self.model}>"
 
     async def complete(self, request: ModelRequest) -> Any:
+        """Call the function with the history, the tool schemas and the request; the reply with estimated usage."""
         self.calls += 1
         args = (request.messages, request.tools, request) if self._wants_request else (request.messages, request.tools)
         out = self.fn(*args)

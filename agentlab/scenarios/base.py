@@ -123,4 +123,5 @@ class Setup:
         return Lab(**self.kwargs(**overrides))
 
     def close(self) -> None:
+        """Close the scenario's shop database."""
         self.shop.close()

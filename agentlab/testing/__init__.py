@@ -87,6 +87,7 @@ class Fault:
     page: str | None = None  # the HTML page to send, when ``html``
 
     def body(self) -> Any:
+        """The error body the server sends: the API's JSON error shape, or an HTML page for a proxy error."""
         if self.html and self.page is not None:
             return self.page
         if self.html:
@@ -214,6 +215,7 @@ class Received:
 
     @property
     def messages(self) -> list[dict[str, Any]]:
+        """The request's ``messages`` (empty when the body was not a Messages request)."""
         return self.body.get("messages", []) if isinstance(self.body, dict) else []
 
 
@@ -451,6 +453,7 @@ class MessagesServer:
 
     # lifecycle
     def start(self) -> MessagesServer:
+        """Start listening on a free port of 127.0.0.1 (a no-op when already started)."""
         if self._httpd is not None:
             return self
         handler = type("Handler", (_Handler,), {"owner": self})
@@ -463,6 +466,7 @@ class MessagesServer:
         return self
 
     def close(self) -> None:
+        """Stop the server and release its port."""
         self._closing.set()
         if self._httpd is not None:
             self._httpd.shutdown()
@@ -477,6 +481,7 @@ class MessagesServer:
 
     @property
     def url(self) -> str:
+        """The server's base URL, for ``anthropic.AsyncAnthropic(base_url=...)``."""
         if self._httpd is None:
             raise RuntimeError("the server is not running: use `with MessagesServer() as server:` or call start()")
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"

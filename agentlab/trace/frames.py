@@ -130,6 +130,7 @@ def summarize(
                 float(e["t"]),
                 _num(e.get("server_tool_cost", 0.0)),  # web searches etc., billed per request; included in cost
                 0.0,  # sub_run_cost: what runs started by this step's tools spent (a sub_run event adds it below)
+                _num(e.get("recorded_cost")),  # what an imported record says the call cost, beside the repriced cost
             ))
         elif kind == "sub_run":  # a run started by this step's tools: its cost is part of the step's
             cost = _num(e.get("cost", 0.0))
@@ -137,7 +138,7 @@ def summarize(
             if at is not None:
                 row = list(steps[at])
                 row[7] += cost  # cost
-                row[-1] += cost  # sub_run_cost
+                row[_SUB_RUN_COST] += cost
                 row[8] = max(row[8], _num(e.get("spent", row[8])))  # cumulative_cost: the parent's spent, with it
                 steps[at] = tuple(row)
         elif kind == "tool_started":
@@ -178,6 +179,7 @@ def summarize(
         "nudges": nudges,
         "max_steps": _num(limits.get("max_steps")), "max_cost": _num(limits.get("max_cost")),
         "deadline_s": _num(limits.get("deadline_s")), "file": "" if file is None else str(file),
+        "recorded_cost": _num((started.get("recorded") or {}).get("recorded_cost")),
     }
     return run, steps, calls
 
@@ -204,6 +206,7 @@ RUNS_COLUMNS = {
     "output_tokens": "int64", "cache_write_tokens": "int64", "cache_read_tokens": "int64",
     "seconds": "float64", "started_at": "datetime64[ns, UTC]", "nudges": "int64",
     "max_steps": "float64", "max_cost": "float64", "deadline_s": "float64", "file": "str",
+    "recorded_cost": "float64",
 }
 STEPS_COLUMNS = {
     "run_id": "str", "step": "int64", "input_tokens": "int64", "output_tokens": "int64",
@@ -211,7 +214,10 @@ STEPS_COLUMNS = {
     "cost": "float64", "cumulative_cost": "float64", "latency": "float64", "tool_calls": "int64",
     "stop_reason": "str", "estimated": "bool", "t": "float64", "server_tool_cost": "float64",
     "sub_run_cost": "float64",
+    "recorded_cost": "float64",
 }
+_SUB_RUN_COST = list(STEPS_COLUMNS).index("sub_run_cost")  # its place in a step's row tuple
+
 CALLS_COLUMNS = {
     "run_id": "str", "step": "int64", "call_id": "str", "index": "int64", "tool": "str", "mode": "str",
     "args": "object", "outcome": "str", "attempts": "int64", "is_error": "bool", "start": "float64",

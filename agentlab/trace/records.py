@@ -102,10 +102,12 @@ class Trace(Frames):
 
     @property
     def outcome(self) -> str:
+        """How the run ended: ``done``, ``stopped`` or ``unfinished`` (a trace cut short)."""
         return self.summary["outcome"]
 
     @property
     def reason(self) -> str:
+        """Why it ended (``done``, ``budget``, ``deadline``...), as in ``Stopped.reason``."""
         return self.summary["reason"]
 
     @property
