@@ -4,7 +4,7 @@ Importing this package does nothing but define names; widgets, plots and the
 Anthropic client load when first used.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._facades import arun, run
 from .budget import Budget, BudgetSnapshot
@@ -25,7 +25,7 @@ from .pricing import Prices
 from .results import Done, StepRecord, Stopped
 from .tools import Retry, Tool, tool
 
-if TYPE_CHECKING:  # the lazily loaded names, typed for editors and mypy (``__getattr__`` loads them)
+if _TYPE_CHECKING:  # the lazily loaded names, typed for editors and mypy (``__getattr__`` loads them)
     from . import (  # noqa: F401 (submodules loaded on first use)
         analysis,
         datasets,

@@ -27,6 +27,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._safe_text import for_terminal
 from ._shorten import shorten
 from .vocab import EventKind
 
@@ -245,6 +246,7 @@ def _demo_plots(results: dict[str, Any], runs: Path, folder: Path, err: TextIO) 
 
 # -------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .trace import runs_dir
 
     runs = runs_dir(args.runs)
@@ -331,6 +333,7 @@ def result_json(result: Any, runs: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .trace import find_run_file, runs_dir
 
     runs = runs_dir(args.runs)
@@ -367,6 +370,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     what was read, the runs made, and every file skipped and why."""
     import warnings
 
+    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .recorded import NoCalls, SkippedFileWarning, UnrecognizedFormat, import_recorded
 
     try:

@@ -78,6 +78,15 @@ class UnknownTool(FatalError):
     """The model asked for a tool that is not registered."""
 
 
+class OutcomeUnknown(FatalError):
+    """A call was sent and its answer lost (the connection dropped, the server died): it may have run.
+
+    Fatal, never retried, for a tool not known to be safe to repeat: sending
+    a write again could apply it twice (issue 24). The run stops and its
+    detail says the outcome is unknown, so a person checks before re-running.
+    """
+
+
 class Escaped(AgentlabError):
     """A tool (or model) raised something that must not travel as itself.
 

@@ -44,7 +44,7 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     reserve_call,
 )
 from .clock import Clock, SystemClock, wall_time
-from .errors import ModelError, Policy, TraceWriteError, classify, describe
+from .errors import ModelError, Policy, TraceWriteError, classify, describe, safe_str
 from .events import Event, Subscriber
 from .messages import (
     Block,
@@ -689,13 +689,26 @@ class Run:
             return
         self._seq += 1
         event = Event(kind, self.run_id, self.steps, self._seq, self.elapsed, data)
+        ending = kind == EventKind.RUN_FINISHED
+        interrupted: KeyboardInterrupt | None = None
         for callback in list(self._subscribers):
+            if ending:  # issue 24: a subscriber that blocked on run_finished overran too; the next one (the trace) hears it
+                data.update(self._overrun(), elapsed=self.elapsed)
             try:
                 callback(event)
             except TraceWriteError as exc:  # issue 14: a trace that cannot be written stops the run
                 self._trace_error, self._cancel = self._trace_error or exc, True
-            except Exception:  # a broken subscriber must not break the run
-                warnings.warn(f"agentlab: subscriber {callback!r} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
+            except KeyboardInterrupt as exc:  # a Ctrl-C: the others hear the event first, then the run ends cancelled
+                interrupted = interrupted or exc
+            except BaseException:  # noqa: BLE001 - issue 24: SystemExit, CancelledError... from a subscriber are contained too
+                warnings.warn(f"agentlab: subscriber {safe_str(callback)} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
+        if ending and self.result is not None:
+            self.result = replace(self.result, **self._overrun())
+        if interrupted is not None:  # in the step's own task, step() ends the run cancelled; elsewhere (a call's
+            with contextlib.suppress(RuntimeError):  # task) it would tear through the event loop, so it cancels
+                if asyncio.current_task() is self._step_task is not None:
+                    raise interrupted
+            self.cancel()
 
     def _emit_start(self) -> None:
         self._emit(

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import html
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._safe_text import html_text
 from ._shorten import shorten
 from .budget import BudgetSnapshot, GuardReport
 from .messages import Message, text_of
@@ -89,7 +89,7 @@ class _Result:
 
     def _repr_html_(self) -> str:
         rows = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+            f"<tr><th style='text-align:left'>{html_text(k)}</th><td style='text-align:left'>{html_text(v)}</td></tr>"
             for k, v in self._rows()
         )
         return f"<table class='agentlab-result'>{rows}</table>"

@@ -33,6 +33,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
+from ._checks import whole
 from .errors import PermissionDenied, RetryableError, ToolError
 from .tools import Retry, Tool
 
@@ -64,8 +65,7 @@ class CarrierAPI:
     """
 
     def __init__(self, *, fail_first: int = 0, hang: bool = False, hang_s: float = 300.0, latency: float = 0.0) -> None:
-        if isinstance(fail_first, bool) or not isinstance(fail_first, int) or fail_first < 0:
-            raise ValueError(f"fail_first must be an int >= 0, got {fail_first!r}")
+        whole("fail_first", fail_first, at_least=0)
         self.fail_first = fail_first
         self.hang = bool(hang)
         self.hang_s = _check_seconds("hang_s", hang_s)

@@ -45,3 +45,9 @@ def last_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 PRICES = al.Prices(input=3.0, output=15.0)
 """Test prices: $3 / $15 per million tokens (Claude Sonnet's)."""
+
+
+@al.tool(mode="read")
+def lookup(key: str) -> str:
+    """Look a key up."""
+    return f"value of {key}"

@@ -122,7 +122,7 @@ def test_run_tools_accepts_module_attr_like_the_experiment_spec(tmp_path, monkey
     monkeypatch.delitem(sys.modules, "mytools", raising=False)
     request.addfinalizer(lambda: sys.modules.pop("mytools", None))  # this file's mytools is no other test's
     for ref in ("mytools:TOOLS", "mytools:lookup", "mytools:make"):
-        code, _, err = cli("run", "what is x?", "--tools", ref, "--runs", str(tmp_path / "runs"))
+        code, _, err = cli("run", "what is x?", "--tools", ref, "--model", "offline", "--runs", str(tmp_path / "runs"))
         assert code == 0, err
         assert f"tools: lookup (from {ref})" in err
     assert sys.modules["mytools"].seen == ["what is x?"]

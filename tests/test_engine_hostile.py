@@ -265,7 +265,6 @@ def test_two_concurrent_steps_never_both_call_the_model():
 def test_lab_pause_and_stop_work_from_another_thread():
     """Lab.pause() from a plain thread pauses after the step in flight; Lab.stop() from one ends the run
     Stopped("cancelled"). Neither raises "no running event loop"."""
-    pytest.importorskip("ipywidgets")
 
     async def model(messages, tools):
         await asyncio.sleep(0.005)

@@ -11,13 +11,7 @@ import agentlab as al
 from agentlab import reply
 from agentlab.models.resolve import MissingAPIKey
 
-from .helpers import Recorder
-
-
-@al.tool(mode="read")
-def lookup(key: str) -> str:
-    """Look a key up."""
-    return f"value of {key}"
+from .helpers import Recorder, lookup
 
 
 def test_end_turn_is_done_with_the_answer_and_all_three_budgets():

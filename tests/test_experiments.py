@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentlab
-from agentlab import FunctionModel, Prices, reply, tool
+from agentlab import FunctionModel, reply, tool
 from agentlab.experiments import (
     ExperimentEvent,
     ProgressState,
@@ -32,9 +32,10 @@ from agentlab.experiments import (
 )
 from agentlab.scenarios.shop_study import shop_experiment
 
+from .helpers import PRICES
+
 matplotlib.use("Agg")
 
-PRICES = Prices(input=3.0, output=15.0)
 
 
 @tool

@@ -19,11 +19,12 @@ from types import SimpleNamespace
 import pytest
 
 import agentlab as al
-from agentlab import FunctionModel, Prices, reply
+from agentlab import FunctionModel, reply
 from agentlab.experiments import model_graded
 from agentlab.experiments.tasks import Task
 
-PRICES = Prices(input=3.0, output=15.0)
+from .helpers import PRICES
+
 DEADLINE_S = 1.0
 """Long enough that set-up (counted by the deadline) never uses it up on a loaded machine, so the tool always runs."""
 
@@ -93,7 +94,6 @@ def test_run_returns_at_the_deadline_despite_a_stubborn_tool(stubborn):
 
 
 def test_lab_run_from_a_script_returns_at_the_deadline_despite_a_stubborn_tool(stubborn):
-    pytest.importorskip("ipywidgets")
     lab = al.Lab("q", [stubborn], model=calls_stubborn(), trace=False, deadline_s=DEADLINE_S)
     result = within(20, lab.run)
     assert result.reason == "deadline" and result.abandoned

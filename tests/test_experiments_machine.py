@@ -25,11 +25,11 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 import agentlab as al
-from agentlab import FunctionModel, Prices, reply
+from agentlab import FunctionModel, reply
 from agentlab.experiments import FolderInUse
 from agentlab.experiments.folder import Folder
 
-PRICES = Prices(input=3.0, output=15.0)
+from .helpers import PRICES
 
 
 @al.tool

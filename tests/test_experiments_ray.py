@@ -7,10 +7,9 @@ import json
 import pandas as pd
 import pytest
 
-from agentlab import Prices
 from agentlab.scenarios.shop_study import shop_experiment
 
-PRICES = Prices(input=3.0, output=15.0)
+from .helpers import PRICES
 
 ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip install 'agentlab-loop[ray]'")
 

@@ -10,7 +10,7 @@ from pydantic import Field
 import agentlab as al
 from agentlab.experiments import Task, load_tasks
 
-PRICES = al.Prices(3.0, 15.0)
+from .helpers import PRICES
 
 
 def two_step_model() -> al.ScriptedModel:

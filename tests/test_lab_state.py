@@ -12,7 +12,7 @@ from agentlab.lab._html import result_html, step_html
 from agentlab.lab._panel import enabled_buttons, parse_limit
 from agentlab.lab._state import PanelState, gauge_level, gauge_text
 
-from .helpers import PRICES
+from .helpers import PRICES, lookup
 
 
 def feed(task, tools, script, **kw):
@@ -22,12 +22,6 @@ def feed(task, tools, script, **kw):
     run = al.Run(task, tools, model=model, clock=al.FakeClock(), subscribers=[state.apply], **kw)
     result = asyncio.run(run.run())
     return state, result
-
-
-@al.tool(mode="read")
-def lookup(key: str) -> str:
-    """Look a key up."""
-    return f"value of {key}"
 
 
 def test_gauge_colour_follows_the_share_of_its_limit():

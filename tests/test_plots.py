@@ -18,7 +18,7 @@ import agentlab as al
 from agentlab import analysis as an
 from agentlab import plots, reply
 
-from .test_analysis import SCRIPTS, load_traces, quadratic_steps, record
+from .analysis_runs import SCRIPTS, load_traces, quadratic_steps, record
 
 DOCS_IMG = Path(__file__).resolve().parents[1] / "docs" / "img"
 

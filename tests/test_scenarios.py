@@ -191,7 +191,6 @@ def test_truncated_reply_is_not_treated_as_an_answer():
 
 def test_scenario_runs_in_a_lab_driven_from_a_script():
     """The same setup drives agentlab.Lab: lab.run() from a script returns the scenario's result."""
-    pytest.importorskip("ipywidgets")
     lab = scenarios.get("not-found-hint").setup(clock=al.FakeClock()).lab(trace=False)
     result = lab.run()
     assert result.reason == "done" and result.steps == 4

@@ -12,8 +12,9 @@ from agentlab.models.anthropic import AnthropicModel
 from agentlab.models.streaming import StreamAssembler, chunk_reply
 from agentlab.testing import MessagesServer, reply, stream_events, streamed
 
+from .helpers import PRICES
+
 LONG = "The parcel left the depot at nine and reached the sorting centre by noon. " * 6
-PRICES = al.Prices(input=3.0, output=15.0)
 
 
 @al.tool(mode="read")

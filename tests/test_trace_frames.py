@@ -10,15 +10,9 @@ import pytest
 import agentlab as al
 from agentlab import reply
 
-from .helpers import PRICES
+from .helpers import PRICES, lookup
 
 DOCS = Path(__file__).resolve().parent.parent / "docs" / "traces.md"
-
-
-@al.tool(mode="read")
-def lookup(key: str) -> str:
-    """Look a key up."""
-    return f"value of {key}"
 
 
 @al.tool(mode="write")

@@ -14,6 +14,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._safe_text import html_text
+
 ExperimentSubscriber = Callable[["ExperimentEvent"], None]
 
 
@@ -167,7 +169,7 @@ class ProgressWidget:
         s = self.state
         self.bar.max = max(1, s.total)
         self.bar.value = s.skipped + s.completed
-        self.text.value = f"<span class='agentlab-experiment'>{s.line()}</span>"
+        self.text.value = f"<span class='agentlab-experiment'>{html_text(s.line())}</span>"
         if s.finished:
             self.stop.disabled = True
 

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._safe_text import clean, html_text
 from .cells import ROW_COLUMNS, config_columns
 from .folder import RERUN_REASONS
 from .grid import Config, describe
@@ -249,4 +250,6 @@ class ExperimentResult:
         return f"<ExperimentResult {len(df)} runs, {done} done, ${self.spent:.4f} spent; folder {self.folder}>"
 
     def _repr_html_(self) -> str:
-        return f"<p>{self!r}</p>" + self.summary().to_html(float_format=lambda v: f"{v:.4g}")
+        # issue 24: the folder, the config names and the stop reasons are foreign text; to_html escapes the table
+        summary = self.summary().to_html(float_format=lambda v: f"{v:.4g}", escape=True)
+        return f"<p class='agentlab-experiment-result'>{html_text(repr(self))}</p>" + clean(summary)

@@ -29,6 +29,7 @@ from ..errors import (
     RetryableError,
 )
 from ..netguard import NetworkBlocked
+from ..redact import scrub  # the one owner of scrubbing (issue 23)
 
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 """The Messages API refuses a request body larger than this with HTTP 413."""
@@ -213,11 +214,3 @@ def sdk_error(
             return _lost(err, shown, "the connection broke mid-stream")
         return _after_shown(err, shown, "the connection broke mid-stream")
     raise exc
-
-
-def scrub(text: str, secrets: tuple[str, ...]) -> str:
-    """``text`` with each of ``secrets`` replaced by ``[redacted]``."""
-    for s in secrets:
-        if s in text:
-            text = text.replace(s, "[redacted]")
-    return text

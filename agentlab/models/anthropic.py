@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
+from .._safe_text import without_lone_surrogates
 from ..errors import (
     AgentlabError,
     ModelError,
@@ -48,13 +49,13 @@ from ..errors import (
 from ..messages import Block, MalformedReply, Message
 from ..netguard import check_url
 from ..pricing import RequestTerms
+from ..redact import scrub as _scrub  # noqa: F401 (the one owner of scrubbing, issue 23; its old name here)
 from ._errors import (  # noqa: F401 (the policy table's old import path)
     MAX_REQUEST_BYTES,
     SPEND_LIMIT_CODES,
     STREAM_ERROR_STATUS,
     api_error,
     retry_after,
-    scrub,
     sdk_error,
 )
 from .base import ModelRequest
@@ -241,7 +242,7 @@ class AnthropicModel:
                 and _tool_ran(request.messages)):
             # A forced choice made the model call the tool once; forcing it again would loop forever.
             params["tool_choice"] = {"type": "auto", **{k: v for k, v in choice.items() if k == "disable_parallel_tool_use"}}
-        return params
+        return without_lone_surrogates(params)  # issue 24: the SDK cannot encode them; the API gets U+FFFD
 
     def remember_container(self, messages: list[Message], reply: Mapping[str, Any]) -> None:
         """Keep the reply's container id for the request that follows it (history + this reply)."""
@@ -636,10 +637,6 @@ def _owns_sync_default_pool(client: Any) -> bool:
 # ------------------------------------------------------------------ helpers
 def _secrets(client: Any) -> tuple[str, ...]:
     return tuple(s for s in (getattr(client, "api_key", None), getattr(client, "auth_token", None)) if s)
-
-
-def _scrub(text: str, secrets: tuple[str, ...]) -> str:
-    return scrub(text, secrets)
 
 
 def _host(url: str) -> str:

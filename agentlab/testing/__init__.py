@@ -49,6 +49,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .._checks import is_whole
 from ..models.offline import reply
 from .tokens import (
     Tokenizer,
@@ -227,7 +228,7 @@ def validate_request(body: Any) -> str | None:
     if not isinstance(body.get("model"), str) or not body["model"]:
         return "model: Field required"
     mt = body.get("max_tokens")
-    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+    if not is_whole(mt, 1):
         return "max_tokens: must be an integer >= 1"
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:

@@ -20,6 +20,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
+WAIT_MS = int(os.environ.get("AGENTLAB_BROWSER_WAIT_MS", "90000"))
+"""How long a browser test waits for the page before it fails (a loaded CI machine is slow, never stuck)."""
 
 
 def free_port() -> int:

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from .jupyter_server import CHROMIUM, jupyter_server, launch_chromium
-from .test_lab_browser import WAIT_MS
+from .jupyter_server import CHROMIUM, WAIT_MS, jupyter_server, launch_chromium
 
 pytestmark = [
     pytest.mark.browser,

@@ -16,11 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from .jupyter_server import CHROMIUM, REPO, jupyter_server, launch_chromium
+from .jupyter_server import CHROMIUM, REPO, WAIT_MS, jupyter_server, launch_chromium
 
 pytestmark = pytest.mark.browser
-
-WAIT_MS = int(os.environ.get("AGENTLAB_BROWSER_WAIT_MS", "90000"))
 
 NOTEBOOK_CODE = """\
 import asyncio
