@@ -25,8 +25,10 @@ from __future__ import annotations
 
 import itertools
 import math
+import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any, overload
 
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
@@ -34,11 +36,10 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     Budget,
     CostGuard,
-    Stop,
     check_after_step,
     check_before_call,
-    guard_call,
-    guard_input,
+    check_call,
+    check_limit,
 )
 from .messages import Usage
 from .pricing import Prices, lookup_prices
@@ -438,24 +439,21 @@ def _replay(
             return _Verdict("stopped", str(stop.reason), k - 1, spent)
         allowed = max_tokens
         if prices is not None:
-            # The engine's own choice of input (budget.guard_input), on what the trace recorded;
+            # The engine's own check (budget.check_call), on what the trace recorded;
             # an exact count would have returned the billed context.
             step = int(r["step"])
             rec = requests.get(step, {})
-            est = int(rec.get("estimate", r["context_tokens"]))
-            tokens, basis, ask = guard_input(
-                budget, spent=spent, estimate=est, bound=int(rec.get("bound", r["context_tokens"])),
-                billed_by_estimate=bool(i and rows[i - 1].get("estimated")), fees=0.0,
-                rates=rates, max_tokens=max_tokens,
+            args = dict(
+                steps=k - 1, spent=spent, estimate=int(rec.get("estimate", r["context_tokens"])),
+                bound=int(rec.get("bound", r["context_tokens"])), billed_by_estimate=bool(i and rows[i - 1].get("estimated")),
+                fees=0.0, rates=rates, max_tokens=max_tokens,
             )
-            if ask and rec.get("can_count", True):
-                tokens, basis = int(r["context_tokens"]), "exact"
-            in_rate, out_rate = prices.worst_rates(tokens, caches)
-            guarded = guard_call(budget, steps=k - 1, spent=spent, est_input_tokens=tokens, input_rate=in_rate,
-                                 output_rate=out_rate, max_tokens=max_tokens, basis=basis)
-            if isinstance(guarded, Stop):
-                return _Verdict("stopped", str(guarded.reason), k - 1, spent)
-            allowed = guarded
+            checked = check_call(budget, **args)  # type: ignore[arg-type]
+            if checked.wants_count and rec.get("can_count", True):
+                checked = check_call(budget, **args, counted=int(r["context_tokens"]))  # type: ignore[arg-type]
+            if checked.stop is not None:
+                return _Verdict("stopped", str(checked.stop.reason), k - 1, spent)
+            allowed = checked.max_tokens
         # The call: the deadline bounds it; a smaller max_tokens cuts the reply off.
         if deadline_s is not None and r["t"] > deadline_s:
             return _Verdict("stopped", "deadline", k, spent)
@@ -489,17 +487,12 @@ def _nan(v: Any) -> bool:
 
 
 def _limits(name: str, values: Any, *, integer: bool = False) -> list[Any]:
-    seq = [values] if values is None or isinstance(values, (int, float)) else list(values)
+    """One limit or a list of them, each checked by the rule ``run()`` uses (:func:`agentlab.budget.check_limit`)."""
+    single = values is None or isinstance(values, (numbers.Real, Decimal, str, bytes))
+    seq = [values] if single else list(values)
     if not seq:
         raise ValueError(f"{name} needs at least one value (None means no limit)")
-    for v in seq:
-        if v is None:
-            continue
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or (integer and not isinstance(v, int)):
-            raise TypeError(f"{name} values must be {'whole numbers' if integer else 'numbers'} or None, got {v!r}")
-        if not v > 0:
-            raise ValueError(f"{name} values must be > 0 (or None for no limit), got {v!r}")
-    return seq
+    return [check_limit(name, v, integer=integer) for v in seq]
 
 
 def budget_whatif(

@@ -33,8 +33,11 @@ MIN_REPLY_TOKENS = 32
 """The hard cost guard stops the run when it cannot afford even this many output tokens."""
 
 
-def _check_limit(name: str, value: object, *, integer: bool = False) -> int | float | None:
+def check_limit(name: str, value: object, *, integer: bool = False) -> int | float | None:
     """``value`` as a plain int (``integer``) or float, or a clear error naming ``name``.
+
+    The one rule for a limit: :class:`Budget` (so ``run``, ``Lab``, experiments)
+    and :func:`agentlab.analysis.budget_whatif` check every value through it.
 
     Any real number type is accepted (numpy scalars, ``Decimal``, ``Fraction``);
     infinities, NaN, values a float cannot hold and values <= 0 are refused:
@@ -69,6 +72,7 @@ def _check_limit(name: str, value: object, *, integer: bool = False) -> int | fl
     return whole
 
 
+_check_limit = check_limit  # the old private name
 _MAX_INT = 2**63 - 1
 
 
@@ -104,9 +108,9 @@ class Budget:
 
     def __post_init__(self) -> None:
         # Normalized in place (a frozen dataclass): numpy, Decimal and Fraction limits become int/float.
-        object.__setattr__(self, "max_steps", _check_limit("max_steps", self.max_steps, integer=True))
-        object.__setattr__(self, "max_cost", _check_limit("max_cost", self.max_cost))
-        object.__setattr__(self, "deadline_s", _check_limit("deadline_s", self.deadline_s))
+        object.__setattr__(self, "max_steps", check_limit("max_steps", self.max_steps, integer=True))
+        object.__setattr__(self, "max_cost", check_limit("max_cost", self.max_cost))
+        object.__setattr__(self, "deadline_s", check_limit("deadline_s", self.deadline_s))
         if self.cost_guard not in COST_GUARDS:
             raise ValueError(f"cost_guard must be 'hard', 'estimate' or 'after', got {self.cost_guard!r}")
 
@@ -225,6 +229,108 @@ def guard_call(
         f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}; the next call would cost "
         f"at least ${worst:.4f} ({what}{sep}{est_input_tokens} input tokens), more than the "
         f"${budget.max_cost - spent:.4f} left",
+    )
+
+
+# ------------------------------------------------- the check, typed
+# One function decides whether the next call may be made; the engine
+# (agentlab._engine.costguard.InputTracker) and the what-if replay
+# (agentlab.analysis.budget_whatif) both call it.
+
+Rates = Callable[[int], tuple[float, float]]
+"""``rates(input_tokens) -> (input, output)`` USD per token at their dearest for a call of that size."""
+
+
+@dataclass(frozen=True, slots=True)
+class GuardCheck:
+    """What one pre-call check rested on and decided.
+
+    ``basis`` is ``None`` when nothing was guarded (no ``max_cost``, no
+    prices, or ``cost_guard="after"``). ``input_tokens`` is what the worst
+    case priced the input at (the exact count, the bound, or the estimate);
+    ``worst_case`` the most the call can cost at the ``max_tokens`` allowed
+    (at the smallest reply when it stopped; on the bound when unguarded); ``wants_count`` says the bound
+    could not clear the call and an exact count would decide it.
+    """
+
+    basis: GuardBasis | None
+    input_bound: int
+    input_tokens: int
+    worst_case: float
+    counted: bool
+    max_tokens: int
+    fees: float | None
+    why: str
+    stop: Stop | None = None
+    wants_count: bool = False
+    can_count: bool = True
+    count_error: str | None = None
+    count_latency: float | None = None
+
+    @property
+    def outcome(self) -> int | Stop:
+        """The ``max_tokens`` the call may use, or the stop."""
+        return self.stop if self.stop is not None else self.max_tokens
+
+    def event_fields(self) -> dict[str, Any]:
+        """The ``model_request`` event's guard fields (the trace's names, read back by the what-if replay)."""
+        out: dict[str, Any] = {"input_bound": self.input_bound, "can_count": self.can_count}
+        if self.basis is not None:
+            out.update(
+                guard_basis=self.basis, guard_input_tokens=self.input_tokens, guard_fees=self.fees,
+                guard_worst_case=self.worst_case, guard_why=self.why,
+            )
+        if self.count_error is not None:
+            out["count_error"] = self.count_error
+        if self.count_latency is not None:
+            out["count_latency"] = self.count_latency
+        return out
+
+
+def check_call(
+    budget: Budget, *, steps: int, spent: float, estimate: int, bound: int, billed_by_estimate: bool,
+    fees: float | None, rates: Rates | None, max_tokens: int, counted: int | None = None, can_count: bool = True,
+) -> GuardCheck:
+    """The pre-call cost guard for step ``steps + 1``: may the call be made, with how many output tokens, and why.
+
+    ``rates`` is ``None`` when no prices are known. ``counted`` is the API's
+    exact count of the request, when the caller asked for one because an
+    earlier check of the same call said ``wants_count``. ``fees`` is the most
+    the request's server tools can charge (``None``: uncapped, so only an
+    estimate is possible).
+    """
+    if rates is None or budget.max_cost is None or budget.cost_guard == "after":
+        why = "not guarded: " + (
+            "no prices" if rates is None else "no max_cost" if budget.max_cost is None else 'cost_guard="after"'
+        )
+        # Still the most the call can cost (for a reply lost in transit), on the bound: nothing was checked.
+        worst = worst_case_cost(bound, *rates(bound), max_tokens, fees or 0.0) if rates is not None else 0.0
+        return GuardCheck(None, bound, estimate, worst, False, max_tokens, fees, why, can_count=can_count)
+    basis: GuardBasis
+    if counted is not None:
+        tokens, basis, wants = counted, "exact", False
+    else:
+        tokens, basis, wants = guard_input(
+            budget, spent=spent, estimate=estimate, bound=bound, billed_by_estimate=billed_by_estimate,
+            fees=fees, rates=rates, max_tokens=max_tokens,
+        )
+    in_rate, out_rate = rates(tokens)
+    decided = guard_call(
+        budget, steps=steps, spent=spent, est_input_tokens=tokens, input_rate=in_rate, output_rate=out_rate,
+        max_tokens=max_tokens, fees=fees or 0.0, basis=basis,
+    )
+    allowed = decided if isinstance(decided, int) else min(MIN_REPLY_TOKENS, max_tokens)
+    worst = worst_case_cost(tokens, in_rate, out_rate, allowed, fees or 0.0)
+    left = budget.max_cost - spent
+    if isinstance(decided, Stop):
+        why = decided.detail
+    else:
+        what = {"exact": "counted", "bounded": "at most", "estimated": "about"}[basis]
+        lowered = f", max_tokens lowered to {allowed}" if allowed < max_tokens else ""
+        why = f"{what} {tokens} input tokens: worst case ${worst:.4f} of ${left:.4f} left{lowered}"
+    return GuardCheck(
+        basis, bound, tokens, worst, basis == "exact" and counted is not None, allowed, fees, why,
+        stop=decided if isinstance(decided, Stop) else None, wants_count=wants, can_count=can_count,
     )
 
 

@@ -19,25 +19,32 @@ this list equal to the vocabulary and to what the engine emits:
 ``model_request``   max_tokens (after the cost guard), estimated_input_tokens,
                     input_bound, can_count; when a cost guard ran:
                     guard_basis (exact | bounded | estimated),
-                    guard_input_tokens, guard_fees, and, when it asked for
+                    guard_input_tokens, guard_fees, guard_worst_case (USD),
+                    guard_why (a sentence), and, when it asked for
                     an exact count, count_latency (and count_error if the
-                    count failed); in a run sharing a total (an
-                    experiment), reserved: the dollars held for this call
-                    before it was sent
+                    count failed), the fields of budget.GuardCheck; in a run
+                    sharing a total (an experiment), reserved: the dollars
+                    held for this call before it was sent
 ``model_retry``     attempt, error, wait (request="count_tokens" when an
                     exact count was retried)
-``model_delta``     index, type (text | thinking | tool_input), text: one
+``model_delta``     index, type (text | thinking | tool_input | compaction |
+                    citation | a newer delta's name), text: one
                     fragment of a streamed reply; sent to subscribers only
                     while someone listens, and not written to trace files
                     unless ``TraceWriter(deltas=True)``
 ``model_called``    content, stop_reason, usage {...}, estimated (usage was
                     estimated, not reported), cost, server_tool_cost, spent,
                     latency, request_id, context_tokens, max_tokens, model
-                    (the reply's own model id, if it gave one), and
-                    stop_details when the API gave them; a malformed reply
-                    has raw, error and latency instead; a stream cut short
-                    by Stop or the deadline has partial=True and the
-                    content received so far, charged by estimate
+                    (the reply's own model id, if it gave one: the serving
+                    model), requested_model when another model served and
+                    priced it, stop_details and context_management when the
+                    API gave them; a malformed reply has raw, error and
+                    latency instead (and usage, cost, spent: it is charged
+                    when it came with usage); a stream cut short by Stop or
+                    the deadline has partial=True and the content received
+                    so far, charged by estimate; a reply lost in transit
+                    after the API began it has lost=True, charged at the
+                    guard's worst case
 ``tool_started``    call_id, tool, mode, args, index
 ``approval_requested``  call_id, tool, args (a write waits for a human:
                     see :mod:`agentlab.approval`)

@@ -52,16 +52,17 @@ from .messages import (
     Message,
     Reply,
     Usage,
+    billed_usage,
     estimate_tokens,
     normalize_reply,
     text_of,
 )
 from .models.base import Model, ModelRequest, capabilities
 from .models.streaming import Fragments, cut_short
-from .pricing import Prices
+from .pricing import Prices, served_prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
-from .tools import Tool
+from .tools import Tool, result_summary
 from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
@@ -153,6 +154,7 @@ class Run:
             c.max_concurrency,
         )
         self._last_cost = self._last_latency = 0.0
+        self._last_context: dict[str, Any] | None = None  # the last reply's context_management
         self._cancel = False
         self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
         self._seq = 0
@@ -368,8 +370,9 @@ class Run:
         max_tokens = await self._guard_call()
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
-        tokens = max(self._input.estimate, self._input.info.get("guard_input_tokens", 0))  # what the guard priced, or more
-        rates = self.prices.worst_rates(tokens, self._caps.caches) if self.prices else (0.0, 0.0)
+        tokens = self._input.reserve_tokens  # what the guard priced, or more
+        terms = self._input.terms(self._caps.request_terms)
+        rates = self.prices.worst_rates(tokens, self._caps.caches, terms) if self.prices else (0.0, 0.0)
         held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
         if isinstance(held, Stop):
             if isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is the one that is short
@@ -383,7 +386,7 @@ class Run:
         self.phase = "calling model"
         # The reservation is in the trace before the call is sent: a resumed experiment counts it if no cost follows.
         held_extra = {"reserved": reserved} if reserved else {}
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info, **held_extra)
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.request_fields(), **held_extra)
         t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens, reserved)
@@ -391,10 +394,17 @@ class Run:
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
             return self._stop(StopReason.MODEL_ERROR, f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}", exc.last)
-        except MalformedReply as exc:
-            self._emit(EventKind.MODEL_CALLED, raw=_jsonable(exc.raw), error=exc.problem, latency=self.clock.now() - t_call)
+        except MalformedReply as exc:  # refused here, but billed by the API when it came with usage
+            billed = self._charge(billed_usage(exc.raw), exc.raw, reserved)
+            self._emit(EventKind.MODEL_CALLED, raw=_jsonable(exc.raw), error=exc.problem, latency=self.clock.now() - t_call, **billed)
             return self._stop(StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc)
         except ModelError as exc:
+            if getattr(exc, "maybe_billed", False):  # lost in transit after the API began it: charged at its worst case
+                worst = self._input.last.worst_case if self._input.last is not None else 0.0
+                self.spent, self.model_calls = self.spent + worst, self.model_calls + 1
+                self._ledger.settle(self.run_id, reserved, worst)
+                self._emit(EventKind.MODEL_CALLED, content=[], estimated=True, lost=True, cost=worst, spent=self.spent,
+                           latency=self.clock.now() - t_call, error=exc.message)
             return self._stop(exc.reason, f"step {self.steps}: {exc.message}", exc)
         except Exception as exc:
             kind = classify(exc, self.policy)
@@ -408,21 +418,24 @@ class Run:
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
-        cost = self.prices.cost(usage) if self.prices else 0.0
+        prices = served_prices(self.prices, self.model.model, reply.model)  # a fallback model may have served it
+        cost = prices.cost(usage) if prices else 0.0
         self.spent += cost
         self.input_tokens += usage.context_tokens
         self.output_tokens += usage.output_tokens
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
-        self._last_cost, self._last_latency = cost, latency
+        self._last_cost, self._last_latency, self._last_context = cost, latency, reply.context_management
         self._input.billed(usage, estimated, self.prices, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
             EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
-            estimated=estimated, cost=cost, server_tool_cost=self.prices.server_tool_cost(usage) if self.prices else 0.0,
+            estimated=estimated, cost=cost, server_tool_cost=prices.server_tool_cost(usage) if prices else 0.0,
             spent=self.spent, latency=latency, request_id=reply.request_id, context_tokens=usage.context_tokens,
             max_tokens=max_tokens, model=reply.model, **({"stop_details": reply.stop_details} if reply.stop_details else {}),
+            **({"requested_model": self.model.model} if prices is not self.prices else {}),
+            **({"context_management": reply.context_management} if reply.context_management else {}),
         )
 
         # 4. Why the model stopped decides what happens next.
@@ -431,12 +444,14 @@ class Run:
             if self._said and (said := self._said()):  # a replayed record: the user spoke again, so the run goes on
                 self._append({"role": "user", "content": said})
                 return self._emit(EventKind.TOOL_RESULTS, content=said)
-            return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content")
+            return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content", reply.parsed)
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
         if why == "max_tokens":
             lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
-            return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}")
+            last = reply.content[-1] if reply.content else {}
+            inside = f", inside the input of {last.get('name')} (kept as far as it arrived)" if "input" in last else ""
+            return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}{inside}")
         if why == "refusal":
             return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}{reply.stop_note}")
         if why == "model_context_window_exceeded":
@@ -457,6 +472,19 @@ class Run:
             return None
         return await self._tools_phase(reply.tool_calls)
 
+    def _charge(self, usage: Usage | None, raw: Any, reserved: float) -> dict[str, Any]:
+        """Charge a reply the gate refused: the API billed what its usage says (fields for its event)."""
+        if usage is None:
+            return {}
+        served = raw.get("model") if isinstance(raw, dict) else None
+        prices = served_prices(self.prices, self.model.model, served if isinstance(served, str) else None)
+        cost = prices.cost(usage) if prices else 0.0
+        self.spent += cost
+        self.model_calls += 1
+        self._ledger.settle(self.run_id, reserved, cost)
+        self._input.billed(usage, False, prices, self._caps.caches)
+        return {"usage": usage.as_dict(), "cost": cost, "spent": self.spent, "context_tokens": usage.context_tokens}
+
     async def _guard_call(self) -> int | Stop:
         """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
         count = lambda: self._retrying(lambda: self._caps.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[misc]  # noqa: E731
@@ -464,6 +492,7 @@ class Run:
             self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=self._caps.caches,
             tools=[*self._tool_defs, *self._caps.server_tools], max_tokens=self.max_tokens, count=count,
             retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
+            terms=self._caps.request_terms,
         )
 
     async def _call_model(self, max_tokens: int, reserved: float = 0.0) -> Reply:
@@ -558,7 +587,7 @@ class Run:
             return
         self._kept[out.index] = out.block
         call = self.pending_calls[out.index]
-        self.loop_guard.remember(call_key(call["name"], call["input"]), out.block["content"], out.block.get("is_error", False))
+        self.loop_guard.remember(call_key(call["name"], call["input"]), result_summary(out.block["content"]), out.block.get("is_error", False))
         tool = self.tools.get(call["name"])
         if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
             self.loop_guard.reset()  # a successful write changed the world
@@ -572,13 +601,13 @@ class Run:
         return None
 
     # --------------------------------------------------------------- endings
-    def _finish_done(self, text: str, note: str = "") -> None:
+    def _finish_done(self, text: str, note: str = "", parsed: Any = None) -> None:
         self._record_sub_runs()
         if self._trace_error is None:  # issue 14: never Done over an incomplete trace
             self.result = Done(
                 self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
                 self._input.report(self.budget, self.spent), **self._overrun(),
-                input_tokens=self.input_tokens, output_tokens=self.output_tokens, text=text, detail=note,
+                input_tokens=self.input_tokens, output_tokens=self.output_tokens, text=text, detail=note, parsed=parsed,
             )
             self.phase = "done"
             self._emit_end("done", "done", note, text, None)
@@ -651,6 +680,7 @@ class Run:
             latency=self._last_latency,
             budget=self.snapshot,
             finished=self.finished,
+            context_management=self._last_context,
         )
 
     @watchdog.handoff("subscriber")
@@ -697,7 +727,7 @@ class Run:
             spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
             error=None if error is None else format_error(error),
             guard=self._input.report(self.budget, self.spent).as_dict(), guard_note=self._input.report(self.budget, self.spent).note(),
-            last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
+            last_guard_check=self._input.request_fields(),  # a check that stopped the run has no model_request
             **self._overrun(),
         )
         self._report_to_parent()

@@ -13,6 +13,7 @@ an ``anthropic.types.Message`` and returns a :class:`Reply`, or raises
 from __future__ import annotations
 
 import json
+import warnings
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,6 +48,38 @@ class MalformedReply(AgentlabError, ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class Iteration:
+    """One entry of ``usage.iterations``: a sampling pass the API ran inside one call.
+
+    ``kind`` is the API's ``type``: ``"message"`` and ``"fallback_message"``
+    passes are already in the top-level counts; ``"compaction"`` (the
+    server-side summary of a closed context) and ``"advisor_message"`` (a
+    sub-inference billed at ``model``'s rates) are not, and are charged on
+    top (:meth:`agentlab.pricing.Prices.cost`).
+    """
+
+    kind: str
+    usage: Usage
+    model: str | None = None
+
+    @property
+    def extra(self) -> bool:
+        """Billed on top of the top-level usage (compaction, advisor), not inside it."""
+        return self.kind in EXTRA_ITERATIONS
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"type": self.kind, **self.usage.as_dict()}
+        if self.model:
+            out["model"] = self.model
+        return out
+
+
+EXTRA_ITERATIONS = frozenset({"compaction", "advisor_message"})
+"""Iteration kinds whose tokens the top-level usage leaves out (the SDK's ``BetaIterationsUsage`` says so for
+compaction; advisor passes are billed at the advisor model's rates)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one call, in Anthropic's shape (input excludes cache).
 
@@ -55,6 +88,10 @@ class Usage:
     dearer than five-minute writes. ``web_search_requests`` and
     ``web_fetch_requests`` are the server-tool requests the API ran for this
     call (``usage.server_tool_use``), billed per request, not per token.
+    ``speed`` (``"fast"`` is billed at premium rates), ``inference_geo``
+    (a region other than global carries a multiplier) and ``iterations``
+    (compaction and advisor passes billed on top) change the price; see
+    :mod:`agentlab.pricing`.
     """
 
     input_tokens: int = 0
@@ -64,24 +101,35 @@ class Usage:
     cache_creation_1h_input_tokens: int = 0
     web_search_requests: int = 0
     web_fetch_requests: int = 0
+    speed: str | None = None
+    inference_geo: str | None = None
+    iterations: tuple[Iteration, ...] = ()
 
     @property
     def context_tokens(self) -> int:
         """Everything the model read this call: the size of the context."""
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
-    def as_dict(self) -> dict[str, int]:
-        """The four token counts, plus the TTL split and server-tool requests when there are any."""
-        out = {
+    @property
+    def extra_iterations(self) -> tuple[Iteration, ...]:
+        """The passes billed on top of the top-level counts (compaction, advisor)."""
+        return tuple(it for it in self.iterations if it.extra)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The four token counts, plus the TTL split, server-tool requests, speed, geography and
+        iterations when there are any."""
+        out: dict[str, Any] = {
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
             "cache_creation_input_tokens": self.cache_creation_input_tokens,
             "cache_read_input_tokens": self.cache_read_input_tokens,
         }
-        for name in ("cache_creation_1h_input_tokens", "web_search_requests", "web_fetch_requests"):
+        for name in ("cache_creation_1h_input_tokens", "web_search_requests", "web_fetch_requests", "speed", "inference_geo"):
             value = getattr(self, name)
             if value:
                 out[name] = value
+        if self.iterations:
+            out["iterations"] = [it.as_dict() for it in self.iterations]
         return out
 
 
@@ -100,6 +148,10 @@ class Reply:
     request_id: str | None = None
     container: str | None = None
     stop_details: dict[str, Any] | None = None
+    context_management: dict[str, Any] | None = None
+    """The API's account of the context edits it applied (``applied_edits``: cleared tool uses, thinking)."""
+    parsed: Any = None
+    """The answer parsed as the request's structured output format (a model that asked for one sets ``parsed``)."""
 
     @property
     def text(self) -> str:
@@ -129,31 +181,88 @@ def _to_dict(raw: Any) -> dict[str, Any]:
     raise MalformedReply(f"a reply must be a dict or an anthropic Message, got {type(raw).__name__}", raw)
 
 
+KNOWN_USAGE_FIELDS = frozenset({
+    "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation",
+    "server_tool_use", "service_tier", "speed", "inference_geo", "iterations", "output_tokens_details",
+    "fallback_credit",
+})
+"""The ``usage`` fields the lab prices or knows carry no price (from the SDK's ``Usage``/``BetaUsage``).
+Any other field is a warning that names it: a price the lab may be missing is never silent."""
+KNOWN_SERVER_TOOL_FIELDS = frozenset({"web_search_requests", "web_fetch_requests"})
+
+
+def _int(raw: dict[str, Any], key: str) -> int:
+    return int(raw.get(key) or 0)
+
+
+def _counts(raw: dict[str, Any], **extra: Any) -> Usage:
+    split = raw.get("cache_creation")
+    split = split if isinstance(split, dict) else {}
+    one_hour = int(split.get("ephemeral_1h_input_tokens") or 0)
+    writes = _int(raw, "cache_creation_input_tokens")
+    if split and not writes:  # only the breakdown was given
+        writes = one_hour + int(split.get("ephemeral_5m_input_tokens") or 0)
+    return Usage(
+        input_tokens=_int(raw, "input_tokens"), output_tokens=_int(raw, "output_tokens"),
+        cache_creation_input_tokens=writes, cache_read_input_tokens=_int(raw, "cache_read_input_tokens"),
+        cache_creation_1h_input_tokens=min(one_hour, writes), **extra,
+    )
+
+
+def _not_understood(what: str) -> None:
+    warnings.warn(
+        f"the reply's usage has {what}, which agentlab does not understand: its cost (if any) is not counted; "
+        "upgrade agentlab or check the call's price by hand", UserWarning, stacklevel=4,
+    )
+
+
 def _usage(raw: Any) -> Usage | None:
     if raw is None:
         return None
     if not isinstance(raw, dict):
         raise MalformedReply("'usage' must be an object", raw)
-    split = raw.get("cache_creation")
-    split = split if isinstance(split, dict) else {}
+    for key in raw:
+        if key not in KNOWN_USAGE_FIELDS and raw[key] is not None:
+            _not_understood(f"the field {key!r}")
     server = raw.get("server_tool_use")
     server = server if isinstance(server, dict) else {}
+    for key in server:
+        if key not in KNOWN_SERVER_TOOL_FIELDS and server[key]:
+            _not_understood(f"the server-tool count {key!r}")
+    split = raw.get("cache_creation")
+    split = split if isinstance(split, dict) else {}
+    for key in split:
+        if key not in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens") and split[key]:
+            _not_understood(f"the cache-write split {key!r}")
+    tier = raw.get("service_tier")
+    if tier not in (None, "standard"):
+        _not_understood(f"service_tier={tier!r} (priced here at standard rates)")
+    speed, geo = raw.get("speed"), raw.get("inference_geo")
+    if speed not in (None, "standard", "fast"):
+        _not_understood(f"speed={speed!r} (priced here at standard rates)")
     try:
-        one_hour = int(split.get("ephemeral_1h_input_tokens") or 0)
-        writes = int(raw.get("cache_creation_input_tokens") or 0)
-        if split and not writes:  # only the breakdown was given
-            writes = one_hour + int(split.get("ephemeral_5m_input_tokens") or 0)
-        return Usage(
-            input_tokens=int(raw.get("input_tokens") or 0),
-            output_tokens=int(raw.get("output_tokens") or 0),
-            cache_creation_input_tokens=writes,
-            cache_read_input_tokens=int(raw.get("cache_read_input_tokens") or 0),
-            cache_creation_1h_input_tokens=min(one_hour, writes),
+        iterations = tuple(_iteration(it) for it in (raw.get("iterations") or ()) if isinstance(it, dict))
+        return _counts(
+            raw,
             web_search_requests=int(server.get("web_search_requests") or 0),
             web_fetch_requests=int(server.get("web_fetch_requests") or 0),
+            speed=speed if isinstance(speed, str) and speed != "standard" else None,
+            inference_geo=geo if isinstance(geo, str) and geo else None,
+            iterations=iterations,
         )
     except (TypeError, ValueError) as exc:
         raise MalformedReply(f"'usage' has a non-integer count: {exc}", raw) from None
+
+
+KNOWN_ITERATIONS = frozenset({"message", "fallback_message", *EXTRA_ITERATIONS})
+
+
+def _iteration(raw: dict[str, Any]) -> Iteration:
+    kind = str(raw.get("type") or "")
+    if kind not in KNOWN_ITERATIONS:
+        _not_understood(f"an iteration of type {kind!r}")
+    model = raw.get("model")
+    return Iteration(kind, _counts(raw), model if isinstance(model, str) else None)
 
 
 def normalize_reply(raw: Any) -> Reply:
@@ -191,7 +300,22 @@ def normalize_reply(raw: Any) -> Reply:
         request_id=data.get("_request_id") or data.get("request_id"),
         container=_container_id(data.get("container")),
         stop_details=data.get("stop_details") if isinstance(data.get("stop_details"), dict) else None,
+        context_management=data.get("context_management") if isinstance(data.get("context_management"), dict) else None,
+        parsed=data.get("parsed"),
     )
+
+
+def billed_usage(raw: Any) -> Usage | None:
+    """The usage of a reply the gate refused (:class:`MalformedReply`'s ``raw``), or ``None``.
+
+    The API billed a reply that arrived with usage whatever the lab then makes
+    of it, so the engine charges it; a usage that cannot be read gives ``None``.
+    """
+    try:
+        data = _to_dict(raw)
+        return _usage(data.get("usage"))
+    except (MalformedReply, AttributeError):
+        return None
 
 
 def _container_id(raw: Any) -> str | None:

@@ -8,12 +8,22 @@ checks the two agree.
 
 Anthropic reports ``input_tokens`` *without* the cached tokens; genai-prices
 counts input *with* them. :func:`Prices.cost` takes Anthropic's shape.
+
+This module owns the price of a call: :meth:`Prices.cost` is the answer for
+*everything the usage says* (tokens, long-context tier, cache TTLs, server
+tools, fast mode, inference geography, compaction and advisor passes), and
+:meth:`Prices.worst_rates` builds the hard cost guard's worst case from the
+same rules before the call (:class:`RequestTerms` says what the request asked
+for). Where genai-prices has no rule, the rule is in one table here with its
+source (:data:`GEO_MULTIPLIERS`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import warnings
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
@@ -37,6 +47,54 @@ the Fable release of its number (limited availability, so its importer skips
 them); ``claude-mythos-preview`` is priced as the newest Mythos. Used only when
 the table has no entry of its own: a newer genai-prices wins.
 """
+
+
+GEO_MULTIPLIERS: Mapping[str, float] = {"global": 1.0, "us": 1.1}
+"""Multiplier on every token price of a call by ``usage.inference_geo`` (genai-prices 0.2.3 has no such rule).
+
+Source: Anthropic's pricing page, "Data residency pricing"
+(https://platform.claude.com/docs/en/about-claude/pricing#data-residency-pricing):
+US-only inference (``inference_geo: "us"``) is 1.1x on input, output and cache
+tokens; global is standard. Server-tool fees are not multiplied. A region not in
+this table is priced at 1.1x (the dearest known) with a warning naming it.
+"""
+GEO_SOURCE = "https://platform.claude.com/docs/en/about-claude/pricing#data-residency-pricing"
+
+
+def geo_multiplier(geo: str | None) -> float:
+    """The token-price multiplier of an inference region (:data:`GEO_MULTIPLIERS`)."""
+    if geo is None:
+        return 1.0
+    found = GEO_MULTIPLIERS.get(geo)
+    if found is None:
+        warnings.warn(
+            f"inference_geo={geo!r} has no price rule in agentlab.pricing.GEO_MULTIPLIERS; priced at the dearest "
+            f"known multiplier ({max(GEO_MULTIPLIERS.values())}x, source: {GEO_SOURCE})", UserWarning, stacklevel=3,
+        )
+        return max(GEO_MULTIPLIERS.values())
+    return found
+
+
+@dataclass(frozen=True, slots=True)
+class RequestTerms:
+    """What a request asks for that changes its price, so the guard's worst case can include it.
+
+    ``speed="fast"`` prices at the fast variant; ``inference_geo`` at its
+    multiplier (:data:`GEO_MULTIPLIERS`); ``compaction_at`` is the input size
+    from which the API may run a compaction pass inside the call (its trigger),
+    ``None`` when compaction is off; ``models`` are server-side fallback models
+    that may serve the call instead (the guard takes the dearest).
+    """
+
+    speed: str | None = None
+    inference_geo: str | None = None
+    compaction_at: int | None = None
+    models: tuple[str, ...] = ()
+
+
+COMPACTION_PASSES = 2
+"""A call with compaction may sample twice: the compaction pass (its input at most the request's, its summary at
+most ``max_tokens``: the project's rule, as the API documents no cap of its own) and the reply itself."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,6 +123,8 @@ class Prices:
     cache_write_1h: float | None = None
     web_search: float = WEB_SEARCH_USD
     web_fetch: float = 0.0
+    variants: dict[str, dict[str, float]] | None = field(default=None, hash=False)
+    """Rates that replace these under a request context genai-prices knows (``"speed=fast"``: fast mode)."""
 
     def __post_init__(self) -> None:
         for name in ("input", "output"):
@@ -80,8 +140,37 @@ class Prices:
         write = (self.tier_cache_write if tiered else None) or self.cache_write
         return inp, out, read if read is not None else inp, write if write is not None else inp
 
+    def at_speed(self, speed: str | None) -> Prices:
+        """These prices under ``speed`` (``"fast"``: the variant genai-prices lists, when it lists one)."""
+        if not speed or speed == "standard":
+            return self
+        found = (self.variants or {}).get(f"speed={speed}")
+        if found is None:
+            warnings.warn(
+                f"no {speed!r} speed price is known for these prices; priced at standard rates", UserWarning, stacklevel=3
+            )
+            return self
+        return replace(self, **found, variants=None)  # type: ignore[arg-type]  # rate fields, by name
+
     def cost(self, usage: Usage) -> float:
-        """USD of one call with Anthropic-shaped ``usage``: tokens plus server-tool fees."""
+        """USD of one call with Anthropic-shaped ``usage``: everything it says.
+
+        Tokens (at the fast variant when ``usage.speed`` says so), times the
+        inference-geography multiplier, plus the compaction and advisor passes
+        in ``usage.iterations`` (not in the top-level counts; an advisor pass at
+        its model's rates), plus server-tool fees.
+        """
+        p = self.at_speed(usage.speed)
+        tokens = p.token_cost(usage)
+        for it in usage.extra_iterations:
+            rates = p
+            if it.kind == "advisor_message" and it.model:
+                rates = resolve_prices(it.model, None) or _unpriced_advisor(it.model, p)
+            tokens += rates.token_cost(it.usage)
+        return tokens * geo_multiplier(usage.inference_geo) + p.server_tool_cost(usage)
+
+    def token_cost(self, usage: Usage) -> float:
+        """USD of ``usage``'s top-level token counts at these rates (no multiplier, no iterations, no fees)."""
         total_in = usage.input_tokens + usage.cache_read_input_tokens + usage.cache_creation_input_tokens
         inp, out, read, write = self._rates(total_in)
         one_hour = min(usage.cache_creation_1h_input_tokens, usage.cache_creation_input_tokens)
@@ -91,7 +180,7 @@ class Prices:
             + usage.cache_read_input_tokens * read
             + (usage.cache_creation_input_tokens - one_hour) * write
             + one_hour * self.write_1h_rate(total_in)
-        ) / PER_MTOK + self.server_tool_cost(usage)
+        ) / PER_MTOK
 
     def write_1h_rate(self, total_input: int = 0) -> float:
         """USD per million tokens of a one-hour cache write (the tier's base input x2 past the threshold)."""
@@ -104,14 +193,35 @@ class Prices:
         """USD of the server-tool requests in ``usage`` (web search, web fetch), billed per request."""
         return usage.web_search_requests * self.web_search + usage.web_fetch_requests * self.web_fetch
 
-    def worst_rates(self, est_input_tokens: int, caching: bool | str) -> tuple[float, float]:
-        """(input, output) USD per token at their dearest for a call of this size.
+    def worst_rates(
+        self, est_input_tokens: int, caching: bool | str, terms: RequestTerms | None = None
+    ) -> tuple[float, float]:
+        """(input, output) USD per token at their dearest for a call of this size, under ``terms``.
 
-        For the hard cost guard. The long-context tier counts once the estimate
-        is within 10% of its threshold; cache writes (dearer than plain input)
-        count only for a model that writes to the cache, at the one-hour rate
-        when ``caching == "1h"``.
+        For the hard cost guard, from the same rules as :meth:`cost`. The
+        long-context tier counts once the estimate is within 10% of its
+        threshold; cache writes (dearer than plain input) count only for a model
+        that writes to the cache, at the one-hour rate when ``caching == "1h"``;
+        fast mode at its variant; the geography's multiplier; a call that may
+        compact at :data:`COMPACTION_PASSES` passes; fallback models at the
+        dearest of them.
         """
+        if terms is None:
+            return self._worst(est_input_tokens, caching)
+        p = self.at_speed(terms.speed)
+        inp, out = p._worst(est_input_tokens, caching)
+        for model in terms.models:
+            other = resolve_prices(model, None)
+            if other is None:
+                raise ValueError(f"no price is known for the fallback model {model!r}: the cost guard cannot bound the call")
+            o_in, o_out = other.at_speed(terms.speed)._worst(est_input_tokens, caching)
+            inp, out = max(inp, o_in), max(out, o_out)
+        k = geo_multiplier(terms.inference_geo)
+        if terms.compaction_at is not None and est_input_tokens >= terms.compaction_at:
+            k *= COMPACTION_PASSES
+        return inp * k, out * k
+
+    def _worst(self, est_input_tokens: int, caching: bool | str) -> tuple[float, float]:
         tiered = self.tier_start is not None and est_input_tokens > 0.9 * self.tier_start
         total = self.tier_start + 1 if tiered and self.tier_start is not None else 0
         inp, out, _, write = self._rates(total)
@@ -133,24 +243,72 @@ def _base(tp: object) -> tuple[float | None, int | None, float | None]:
     return float(base), None, None
 
 
+def _unpriced_advisor(model: str, fallback: Prices) -> Prices:
+    warnings.warn(
+        f"no price is known for the advisor model {model!r}; its pass is priced at the call's own rates",
+        UserWarning, stacklevel=4,
+    )
+    return fallback
+
+
+PROVIDERS = ("anthropic", None, "aws", "google")
+"""Where a model id is looked up, in order: Anthropic's own table, then any provider genai-prices knows
+(``None`` lets it pick the best match: ``gpt-4o`` is OpenAI's, ``gemini-2.5-pro`` Google's), then the
+cloud platforms that serve Claude under their own ids (Bedrock's ``global.anthropic.claude-...``)."""
+
+
 @lru_cache(maxsize=256)
-def lookup_prices(model_id: str) -> Prices | None:
-    """Prices of an Anthropic model id from genai-prices (or its :data:`FALLBACK_ALIASES` entry), else ``None``."""
+def lookup_prices(model_id: str, platform: str | None = None) -> Prices | None:
+    """Prices of a model id from genai-prices, else ``None``.
+
+    Anthropic's table first (with :data:`FALLBACK_ALIASES`), then every other
+    provider genai-prices knows (:data:`PROVIDERS`), so a ``FunctionModel``
+    driving another provider's model is priced too. With ``platform`` (a
+    genai-prices provider id: ``"aws"``, ``"google"``), only that provider's table. Price variants genai-prices
+    lists (fast mode) ride along in :attr:`Prices.variants`.
+    """
     from genai_prices import Usage as GUsage
     from genai_prices import calc_price
 
     calc = None
-    for ref in (model_id, FALLBACK_ALIASES.get(model_id)):
-        if ref is None:
-            continue
-        try:
-            calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=ref, provider_id="anthropic")
+    for provider in (platform,) if platform else PROVIDERS:
+        for ref in (model_id, FALLBACK_ALIASES.get(model_id) if provider == "anthropic" else None):
+            if ref is None:
+                continue
+            try:
+                calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=ref, provider_id=provider)
+                break
+            except LookupError:
+                continue
+        if calc is not None:
             break
-        except LookupError:
-            continue
     if calc is None:
         return None
-    return _from_model_price(calc.model_price)
+    found = _from_model_price(calc.model_price)
+    if found is None:
+        return None
+    variants = {}
+    for variant in getattr(calc.model, "price_variants", None) or ():
+        if set(variant.when) == {"speed"}:  # batch processing is not a request the lab makes
+            rates = _rate_fields(variant.prices)
+            if rates:
+                variants[f"speed={variant.when['speed']}"] = rates
+    return replace(found, variants=variants or None)
+
+
+def _rate_fields(mp: Any) -> dict[str, Any]:
+    """The :class:`Prices` fields a genai-prices (partial) ``ModelPrice`` sets, for a variant's overrides."""
+    out: dict[str, Any] = {}
+    for name, attr in (("input", "input_mtok"), ("output", "output_mtok"), ("cache_read", "cache_read_mtok"),
+                       ("cache_write", "cache_write_mtok"), ("cache_write_1h", "cache_write_1h_mtok")):
+        base, start, tier = _base(getattr(mp, attr, None))
+        if base is None:
+            continue
+        out[name] = base
+        if tier is not None and name != "cache_write_1h":
+            out[f"tier_{name}"] = tier
+            out["tier_start"] = start
+    return out
 
 
 def _from_model_price(mp: Any) -> Prices | None:
@@ -171,14 +329,28 @@ def _from_model_price(mp: Any) -> Prices | None:
     )
 
 
+def served_prices(prices: Prices | None, requested: str, served: str | None) -> Prices | None:
+    """The prices of the model that served a reply (a server-side fallback may serve another than requested).
+
+    When the run is priced by the table's entry for ``requested`` and the
+    reply names another model the table knows, that model's prices; prices
+    the caller gave stay the caller's.
+    """
+    if prices is None or not served or served == requested:
+        return prices
+    if prices != resolve_prices(requested, None):
+        return prices
+    return resolve_prices(served, None) or prices
+
+
 @lru_cache(maxsize=512)
 def provider_prices(model_ref: str, provider_id: str | None = None) -> Prices | None:
     """Prices of any model genai-prices knows, from one provider's table (``"openrouter"``,
     ``"google"``, ``"openai"``…) or, with ``provider_id=None``, whichever provider it matches.
 
     Recorded runs name models as their agent saw them (``x-ai/grok-4-fast`` through
-    OpenRouter, ``gemini-2.5-pro``); :func:`lookup_prices` stays Anthropic-only because
-    the engine's own model ids are Anthropic's.
+    OpenRouter, ``gemini-2.5-pro``). :func:`lookup_prices` answers the engine's own
+    model ids: Anthropic's table first, then the others (:data:`PROVIDERS`).
     """
     from genai_prices import Usage as GUsage
     from genai_prices import calc_price
@@ -190,12 +362,22 @@ def provider_prices(model_ref: str, provider_id: str | None = None) -> Prices | 
     return _from_model_price(calc.model_price)
 
 
-def resolve_prices(model_id: str, prices: Prices | None) -> Prices | None:
+def resolve_prices(model_id: str, prices: Prices | None, platform: str | None = None) -> Prices | None:
     """The caller's ``prices`` if given, else the table's for ``model_id`` (memoized on disk,
-    see :mod:`agentlab._price_cache`: a cold start need not import the price data)."""
+    see :mod:`agentlab._price_cache`: a cold start need not import the price data).
+
+    ``platform`` is the genai-prices provider the model is reached through
+    (``"aws"`` for Bedrock, ``"google"`` for Vertex: ``AnthropicModel.platform``),
+    whose prices win where they differ; other providers are the fall-through.
+    """
     if prices is not None:
         return prices
     from ._price_cache import cached
 
+    if platform and platform != "anthropic":
+        key = f"{platform}:{model_id}"
+        on_platform: Prices | None = cached(key, Prices, lambda _: lookup_prices(model_id, platform))
+        if on_platform is not None:
+            return on_platform
     found: Prices | None = cached(model_id, Prices, lookup_prices)
     return found

@@ -541,18 +541,19 @@ class Redactor:
         if not isinstance(value, (dict, list, tuple)):
             return value
         root: Any = {} if isinstance(value, dict) else []
-        stack: list[tuple[Any, Any, bool]] = [(self._items(value), root, _is_thinking(value))]
+        stack: list[tuple[Any, Any, tuple[str, ...]]] = [(self._items(value), root, _verbatim(value))]
         while stack:
-            items, out, thinking = stack[-1]
+            items, out, verbatim = stack[-1]
             nxt: Any = next(items, _END)
             if nxt is _END:
                 stack.pop()
                 continue
             k, v = nxt
             if isinstance(out, dict):
-                # A thinking block's signature is the API's own integrity check, not a
-                # credential: without it a history rebuilt from a trace cannot be sent back.
-                if thinking and k in ("signature", "data"):
+                # Fields the API requires back verbatim (a thinking or compaction block's signature,
+                # a refusal's fallback credit token) are its own integrity checks, not credentials:
+                # without them a history rebuilt from a trace cannot be sent back.
+                if k in verbatim:
                     out[k] = v
                     continue
                 if isinstance(k, str) and self._field_is_secret(k, v):
@@ -565,7 +566,7 @@ class Redactor:
                     continue
             if isinstance(v, (dict, list, tuple)):
                 child: Any = {} if isinstance(v, dict) else []
-                stack.append((self._items(v), child, _is_thinking(v)))
+                stack.append((self._items(v), child, _verbatim(v)))
             elif isinstance(v, str):
                 child = self._redact_string(v)
             else:
@@ -748,8 +749,16 @@ _USER_NAME_VALUE = re.compile(
 )
 
 
-def _is_thinking(value: Any) -> bool:
-    return isinstance(value, dict) and value.get("type") in ("thinking", "redacted_thinking")
+API_VERBATIM: dict[str, tuple[str, ...]] = {
+    "thinking": ("signature", "data"), "redacted_thinking": ("signature", "data"),
+    "compaction": ("signature", "encrypted_content"), "refusal": ("fallback_credit_token",),
+}
+"""Per block (or ``stop_details``) type, the fields the Messages API requires back byte for byte: never redacted."""
+
+
+def _verbatim(value: Any) -> tuple[str, ...]:
+    kind = value.get("type") if isinstance(value, dict) else None
+    return API_VERBATIM.get(kind, ()) if isinstance(kind, str) else ()
 
 
 class StreamRedactor:

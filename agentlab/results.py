@@ -22,10 +22,12 @@ class StepRecord:
     tool_calls: list[dict[str, Any]]
     cost: float
     spent: float
-    usage: dict[str, int]
+    usage: dict[str, Any]
     latency: float
     budget: BudgetSnapshot
     finished: bool
+    context_management: dict[str, Any] | None = None
+    """The API's account of the context edits it applied to this step's request (``applied_edits``)."""
 
 
 @dataclass(frozen=True)
@@ -100,6 +102,8 @@ class Done(_Result):
 
     text: str = ""
     detail: str = ""
+    parsed: Any = field(default=None, repr=False)
+    """The answer parsed as the request's structured output format asked (``AnthropicModel(output_format=...)``)."""
     outcome = "done"
     reason = "done"
 

@@ -133,6 +133,12 @@ class Tool:
         """What the model sees of this tool's return value, cut to ``max_result_chars``."""
         return result_text(value, self.max_result_chars)
 
+    def result_content(self, value: Any) -> str | list[dict[str, Any]]:
+        """The ``tool_result`` content for this return value: content blocks as they are (text, image,
+        document: the shapes ``tool_result.content`` accepts), anything else as :meth:`result_text`."""
+        blocks = result_blocks(value)
+        return blocks if blocks is not None else self.result_text(value)
+
     def __repr__(self) -> str:
         return f"<tool {self.name} ({self.mode})>"
 
@@ -258,6 +264,34 @@ def as_tools(tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None)
             raise ValueError(f"tools: two tools are named {t.name!r}; tool names must be unique")
         registry[t.name] = t
     return registry
+
+
+RESULT_BLOCK_TYPES = frozenset({"text", "image", "document", "search_result"})
+"""Block types a ``tool_result``'s content may hold (the Messages API's ``ToolResultBlockParam.content``)."""
+
+
+def result_blocks(value: Any) -> list[dict[str, Any]] | None:
+    """``value`` as ``tool_result`` content blocks when it is a list of them, else ``None``.
+
+    A text block needs its ``text``; an image or a document its ``source``.
+    """
+    if not isinstance(value, (list, tuple)) or not value:
+        return None
+    for block in value:
+        if not isinstance(block, dict) or block.get("type") not in RESULT_BLOCK_TYPES:
+            return None
+        if block["type"] == "text" and not isinstance(block.get("text"), str):
+            return None
+        if block["type"] in ("image", "document") and not isinstance(block.get("source"), dict):
+            return None
+    return [dict(b) for b in value]
+
+
+def result_summary(content: str | list[dict[str, Any]]) -> str:
+    """A tool result as text for the trace's ``tool_finished`` event: text blocks, and a marker per other block."""
+    if isinstance(content, str):
+        return content
+    return "\n".join(b["text"] if b.get("type") == "text" else f"[{b.get('type')} block]" for b in content)
 
 
 def result_text(value: Any, max_chars: int | None = MAX_RESULT_CHARS) -> str:

@@ -5,8 +5,11 @@ from __future__ import annotations
 import asyncio
 import math
 import tempfile
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -194,6 +197,23 @@ def test_budget_whatif_matches_actually_rerunning_with_those_budgets(tmp_path, g
         assert "max_tokens" in checked
 
 
+@pytest.mark.parametrize("kind", [Decimal, Fraction, np.float64, float])
+def test_whatif_and_engine_agree_on_budgets_of_every_number_type(tmp_path, kind):
+    """budget_whatif(max_cost=Decimal("0.02")) works like run(max_cost=Decimal("0.02")): one rule checks both."""
+    record(tmp_path / "runs", SCRIPTS["long"], run_id="long")
+    traces = load_traces(tmp_path / "runs")
+    for cost, steps in [("0.004", 3), ("0.02", None), ("0.05", 6)]:
+        max_cost = kind(cost) if kind is not Fraction else Fraction(cost)
+        max_steps = None if steps is None else (np.int64(steps) if kind is np.float64 else steps)
+        row = an.budget_whatif(traces, max_cost=max_cost, max_steps=max_steps).iloc[0]
+        real = al.run("read everything", [fetch], model=al.ScriptedModel(SCRIPTS["long"]), trace=False, max_steps=max_steps,
+                      max_cost=max_cost, deadline_s=None, prices=PRICES, loop_nudge_at=1000)
+        assert (row.outcome, row.reason, row.steps) == (real.outcome, real.reason, real.steps)
+        assert row.max_cost == float(max_cost) and row.spent == pytest.approx(real.cost)
+    with pytest.raises(ValueError, match="max_cost must be finite"):
+        an.budget_whatif(traces, max_cost=Decimal("Infinity"))
+
+
 def test_after_the_fact_guard_overspends_where_the_hard_guard_does_not(tmp_path):
     """Under the sketch's after-check the what-if shows spending past max_cost; under the hard guard never."""
     record(tmp_path / "runs", SCRIPTS["long"], run_id="long")
@@ -251,11 +271,11 @@ def test_whatif_cannot_see_past_a_recording_that_a_budget_cut_short(tmp_path):
 
 
 def test_whatif_rejects_bad_budgets_by_name(growing):
-    """A negative or non-numeric budget is named in the error before any replay."""
+    """A negative or non-numeric budget is named in the error before any replay, worded as run() words it."""
     _, tr = growing
-    with pytest.raises(ValueError, match="max_cost values must be > 0"):
+    with pytest.raises(ValueError, match="max_cost must be > 0"):
         an.budget_whatif(tr, max_cost=[0.1, -1])
-    with pytest.raises(TypeError, match="max_steps values must be whole numbers"):
+    with pytest.raises(TypeError, match="max_steps must be a whole number"):
         an.budget_whatif(tr, max_steps=[2.5])
     with pytest.raises(TypeError, match="traces must be what agentlab.load_runs returns"):
         an.budget_whatif(42)

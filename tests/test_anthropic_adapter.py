@@ -211,13 +211,15 @@ def test_adapter_max_tokens_caps_what_the_run_asks_for(server):
 
 
 def test_the_sdk_never_retries_on_its_own(server):
-    """Even a client built with SDK retries on is copied with max_retries=0: every attempt is the engine's."""
+    """Even a client built with SDK retries on is copied with max_retries=0 (with a warning that says so):
+    every attempt is the engine's."""
     from agentlab.testing import fault
 
     server.add(fault(503), fault(503), reply("Back."))
     client = server.client(api_key=KEY, max_retries=5)
     rec = Recorder()
-    model = AnthropicModel(client=client)
+    with pytest.warns(UserWarning, match=r"turns the SDK's own retries off \(the client set max_retries=5\)"):
+        model = AnthropicModel(client=client)
     assert model.client.max_retries == 0
     result = al.run("Hi", model=model, clock=al.FakeClock(), rng=__import__("random").Random(1), subscribers=[rec])
     assert isinstance(result, al.Done)
@@ -300,3 +302,45 @@ def test_one_model_serves_run_after_run_each_on_its_own_event_loop(server, caplo
     gc.collect()
     assert len(server.requests) == 6
     assert [r for r in caplog.records if r.name == "asyncio"] == []
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_client_with_a_custom_http_client_works_on_every_run_and_never_sends_a_call_twice(stream):
+    """Proxies and CA bundles come as http_client=: each run, on its own event loop, sends its call once."""
+    import anthropic
+    import httpx2
+
+    with MessagesServer([reply("one"), reply("two"), reply("three")]) as server:
+        http = httpx2.AsyncClient(timeout=30, headers={"x-company-proxy": "yes"})
+        client = anthropic.AsyncAnthropic(base_url=server.url, api_key=KEY, max_retries=0, http_client=http)
+        model = AnthropicModel(client=client, stream=stream)
+        texts = []
+        for n in range(3):
+            result = al.run("Hi", model=model, trace=False, prices=al.Prices(3.0, 15.0))
+            texts.append(result.text)
+            assert len(server.requests) == n + 1, result  # no call sent again after a dead connection
+        assert texts == ["one", "two", "three"]
+        assert all(r.headers["x-company-proxy"] == "yes" for r in server.requests)  # the caller's client, as given
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_a_vertex_client_runs_through_the_adapter_priced_from_googles_table(stream):
+    """AsyncAnthropicVertex (its own routes, the model in the path) works as the client; prices follow the
+    platform, and the hard guard's exact count goes through Vertex's count-tokens route too."""
+    import anthropic
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    with MessagesServer([reply("x" * 3000), reply("Done.")], tokenizer="dense") as server:
+        client = anthropic.AsyncAnthropicVertex(region="us-east5", project_id="proj", access_token="tok", base_url=server.url)
+        model = AnthropicModel("claude-sonnet-4-5", client=client, stream=stream, cache=False)
+        assert model.platform == "google"
+        events: list = []
+        result = al.run("Hi", model=model, trace=False, max_cost=0.004, max_tokens=1000, subscribers=[events.append])
+    paths = [r.path for r in server.requests]
+    assert any(":streamRawPredict" in p or ":rawPredict" in p for p in paths if "count-tokens" not in p)
+    assert any("count-tokens:rawPredict" in p for p in paths)  # near the limit: one exact count, on Vertex's route
+    usage = next(e.data["usage"] for e in events if e.kind == "model_called")
+    google = calc_price(GUsage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"]),
+                        model_ref="claude-sonnet-4-5", provider_id="google")
+    assert result.spent == pytest.approx(float(google.total_price), rel=1e-9) and result.spent <= 0.004

@@ -172,4 +172,45 @@ def test_a_thinking_budget_shrinks_with_a_clamped_max_tokens():
     params = lambda mt: model.build_params(ModelRequest(None, [{"role": "user", "content": "hi"}], [], mt))  # noqa: E731
     assert params(8000)["thinking"] == {"type": "enabled", "budget_tokens": 4000}
     assert params(3000)["thinking"] == {"type": "enabled", "budget_tokens": 2999}
-    assert params(900)["thinking"] == {"type": "disabled"}
+    with pytest.warns(UserWarning, match=r"max_tokens=900 .* thinking budget \(4000 tokens"):
+        assert params(900)["thinking"] == {"type": "disabled"}  # never silently: the warning names both numbers
+    with pytest.raises(ValueError, match="budget_tokens=4000 must be below max_tokens=2000"):
+        AnthropicModel(client=client, max_tokens=2000, thinking={"type": "enabled", "budget_tokens": 4000})
+
+
+@pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
+def test_structured_output_is_requested_as_typed_and_parsed_on_done(stream):
+    """output_format= goes out as output_config.format; the JSON answer is on Done.parsed; a non-JSON one is malformed."""
+    from agentlab.testing import MessagesServer
+
+    schema = {"type": "json_schema", "schema": {"type": "object", "properties": {"city": {"type": "string"}}}}
+    with MessagesServer([al.reply('{"city": "Paris"}'), al.reply("Paris, I think.")]) as server:
+        model = AnthropicModel(client=server.client(), stream=stream, output_format=schema)
+        done = al.run("Capital of France?", model=model, trace=False, prices=al.Prices(3.0, 15.0))
+        bad = al.run("Capital of France?", model=model, trace=False, prices=al.Prices(3.0, 15.0))
+    assert server.requests[0].body["output_config"] == {"format": schema}
+    assert isinstance(done, al.Done) and done.parsed == {"city": "Paris"}
+    assert bad.reason == "malformed reply" and "not the JSON the output format asked for" in bad.detail and bad.cost > 0
+
+
+def test_a_tool_that_returns_content_blocks_hands_them_to_claude_as_blocks():
+    """Text, image and document blocks (tool_result.content's shapes) go back as blocks, not as their JSON text."""
+    from agentlab.testing import MessagesServer
+
+    pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+    blocks = [{"type": "text", "text": "The chart:"},
+              {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": pixel}}]
+
+    @al.tool(mode="read")
+    def chart() -> list:
+        """Draw the chart."""
+        return blocks
+
+    events: list = []
+    with MessagesServer([al.reply(None, ("chart", {})), al.reply("A single pixel.")]) as server:
+        result = al.run("Show me", [chart], model=AnthropicModel(client=server.client()), trace=False,
+                        prices=al.Prices(3.0, 15.0), subscribers=[events.append])
+    sent = server.requests[1].body["messages"][-1]["content"][0]
+    assert sent["type"] == "tool_result" and sent["content"] == blocks and result.text == "A single pixel."
+    finished = next(e for e in events if e.kind == "tool_finished")
+    assert finished.data["result"] == "The chart:\n[image block]"  # the event names the image, without its bytes

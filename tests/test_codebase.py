@@ -240,7 +240,8 @@ def test_the_engine_reads_a_models_optional_parts_only_through_capabilities():
     assert "getattr(self.model" not in (PACKAGE / "loop.py").read_text()
     assert "getattr(c.model" not in (PACKAGE / "loop.py").read_text()
     assert capabilities(agentlab.ScriptedModel([agentlab.reply("hi")])).count_tokens is None
-    assert set(Capabilities.__dataclass_fields__) == {"name", "caches", "server_tools", "count_tokens", "user_turn"}
+    assert set(Capabilities.__dataclass_fields__) == {
+        "name", "caches", "server_tools", "count_tokens", "user_turn", "request_terms"}
 
 
 def test_whole_numbers_are_checked_by_one_rule():

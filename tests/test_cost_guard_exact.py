@@ -87,9 +87,9 @@ def run_on(loop: asyncio.AbstractEventLoop, model: Any, **options: Any) -> tuple
     events: list[al.Event] = []
     options.setdefault("max_steps", None)
     options.setdefault("deadline_s", None)
+    options.setdefault("prices", PRICES)
     result = loop.run_until_complete(
-        al.arun("Read the files.", [fetch], model=model, trace=False, prices=PRICES, system=SYSTEM,
-                subscribers=[events.append], **options)
+        al.arun("Read the files.", [fetch], model=model, trace=False, system=SYSTEM, subscribers=[events.append], **options)
     )
     return result, events
 
@@ -219,13 +219,14 @@ class InProcess:
     included) exactly as for the SDK; the server answers it in process.
     """
 
-    def __init__(self, server: MessagesServer) -> None:
+    def __init__(self, server: MessagesServer, **adapter: Any) -> None:
         self.server = server
         import anthropic  # the adapter only builds bodies: its client never sends
 
         client = anthropic.AsyncAnthropic(base_url="http://127.0.0.1:9", api_key="sk-ant-unused", max_retries=0)
-        self.adapter = AnthropicModel("claude-sonnet-4-5", client=client)
+        self.adapter = AnthropicModel("claude-sonnet-4-5", client=client, **adapter)
         self.model, self.caches = self.adapter.model, self.adapter.caches
+        self.request_terms = self.adapter.request_terms
 
     async def complete(self, request: ModelRequest) -> dict[str, Any]:
         return self.server.respond(self.adapter.build_params(request))
@@ -234,7 +235,10 @@ class InProcess:
         return self.server.count(count_params(self.adapter.build_params(request)))
 
 
-def prove(server: MessagesServer, script: Script, loop: asyncio.AbstractEventLoop, model: Any, runs: int) -> Counter[str]:
+def prove(
+    server: MessagesServer, script: Script, loop: asyncio.AbstractEventLoop, model: Any, runs: int,
+    prices: al.Prices = PRICES,
+) -> Counter[str]:
     """``runs`` runs with random budgets, tool-result sizes and reply lengths; fails on any run over max_cost."""
     stats: Counter[str] = Counter()
 
@@ -254,7 +258,7 @@ def prove(server: MessagesServer, script: Script, loop: asyncio.AbstractEventLoo
             ctx += size + o + 200
         max_cost = max(1e-6, full * share)
         script.set(plan(sizes, outputs))
-        result, events = run_on(loop, model, max_cost=max_cost)
+        result, events = run_on(loop, model, max_cost=max_cost, prices=prices)
         guard = result.cost_check
         assert guard is not None
         stats["runs"] += 1
@@ -262,6 +266,7 @@ def prove(server: MessagesServer, script: Script, loop: asyncio.AbstractEventLoo
         stats["counted"] += guard.input_counts
         stats["stopped by budget"] += result.reason == "budget"
         stats["over"] += result.spent > max_cost
+        stats["compacted"] += any("iterations" in (e.data.get("usage") or {}) for e in events if e.kind == "model_called")
         assert result.spent <= max_cost, (result, max_cost)
 
     one()
@@ -282,6 +287,33 @@ def test_no_run_ends_over_max_cost_in_1000_runs_on_the_dense_tokenizer():
     assert stats["runs"] >= 1000 and stats["over"] == 0
     assert 0 < stats["counted"] < stats["pre-call checks"]  # at most one count per check, none far from the limit
     assert stats["stopped by budget"] > 100  # the budgets did bite
+
+
+FAST = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75,
+                 variants={"speed=fast": {"input": 6.0, "output": 30.0, "cache_read": 0.6, "cache_write": 7.5}})
+TERMS = {
+    "fast mode": {"speed": "fast"},
+    "US-only inference": {"inference_geo": "us"},
+    "compaction": {"params": {"context_management": {"edits": [
+        {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 3000}}]}}},
+}
+
+
+@pytest.mark.parametrize("terms", list(TERMS), ids=list(TERMS))
+def test_no_run_ends_over_max_cost_under_fast_mode_geography_or_compaction(terms):
+    """The hard guard's worst case follows the same rules as the bill: 300 random runs each billed at fast rates,
+    at the US-only multiplier, or with compaction passes (the server bills what the request asked): none over."""
+    script = Script()
+    server = MessagesServer(tokenizer="dense").add(*[script] * 20000)
+    loop = asyncio.new_event_loop()
+    try:
+        stats = prove(server, script, loop, InProcess(server, **TERMS[terms]), 300, prices=FAST)
+    finally:
+        loop.close()
+    print(f"\n{terms}: {dict(stats)}")
+    assert stats["runs"] >= 300 and stats["over"] == 0 and stats["stopped by budget"] > 30
+    if terms == "compaction":
+        assert stats["compacted"] > 10  # the compaction passes did happen, and were billed
 
 
 def test_no_run_ends_over_max_cost_through_the_sdk_and_the_dense_server(dense):
@@ -340,3 +372,40 @@ def test_cost_guard_names_its_three_modes():
         Budget(cost_guard="exact")  # type: ignore[arg-type]
     assert GuardReport("hard", {"exact": 2, "bounded": 5}).guarantee == "bounded"
     assert GuardReport("hard", {"exact": 2, "bounded": 5}).note() == ""
+
+
+def test_each_call_says_what_its_guard_rested_on_its_worst_case_and_why(dense):
+    """The model_request event carries the typed check: basis, bound, tokens priced, worst case within what was left."""
+    server, script, loop, model = dense
+    script.set(plan([20000, 20000], [200, 200]))
+    result, events = run_on(loop, model, max_cost=0.05)
+    spent_before = 0.0
+    checks = []
+    for e in events:
+        if e.kind == "model_request":
+            checks.append(e.data)
+            assert e.data["guard_worst_case"] <= 0.05 - spent_before + 1e-12
+            assert e.data["input_bound"] >= e.data["guard_input_tokens"] or e.data["guard_basis"] == "exact"
+        if e.kind == "model_called":
+            spent_before = e.data["spent"]
+    assert {c["guard_basis"] for c in checks} == {"bounded", "exact"}
+    exact = next(c for c in checks if c["guard_basis"] == "exact")
+    assert exact["guard_why"].startswith(f"counted {exact['guard_input_tokens']} input tokens: worst case $")
+    assert result.spent <= 0.05
+
+
+def test_the_check_is_one_pure_function_with_a_typed_answer():
+    """check_call: the same inputs give the same GuardCheck; a count replaces the bound; a stop says why."""
+    from agentlab.budget import GuardCheck, check_call
+
+    budget = Budget(max_cost=0.01)
+    args = dict(steps=2, spent=0.0, estimate=500, bound=1500, billed_by_estimate=False, fees=0.0,
+                rates=lambda n: (3e-6, 15e-6), max_tokens=1000)
+    first = check_call(budget, **args)
+    assert isinstance(first, GuardCheck) and first.basis == "bounded" and first.wants_count
+    assert first.max_tokens < 1000 and first.worst_case <= 0.01 + 1e-12
+    counted = check_call(budget, **args, counted=400)
+    assert (counted.basis, counted.counted, counted.input_tokens, counted.max_tokens) == ("exact", True, 400, 586)
+    broke = check_call(budget, **{**args, "spent": 0.0099})
+    assert broke.stop is not None and broke.stop.reason == "budget" and broke.why == broke.stop.detail
+    assert check_call(Budget(max_cost=None), **args).basis is None

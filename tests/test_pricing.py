@@ -143,3 +143,40 @@ def test_cache_1h_marks_the_breakpoints_with_the_one_hour_ttl_and_those_writes_c
     assert model.caches == "1h" and prices.worst_rates(1000, "1h")[0] == pytest.approx(6.0 / 1e6)
     with pytest.raises(ValueError, match="'5m', '1h'"):
         AnthropicModel(client=model.client, cache="2h")
+
+
+def test_a_model_of_another_provider_is_priced_from_its_providers_table():
+    """FunctionModel(fn, model="gpt-4o") is priced at OpenAI's rates (genai-prices), not refused."""
+    expected = calc_price(GUsage(input_tokens=1_000, output_tokens=10), model_ref="gpt-4o").total_price
+    model = al.FunctionModel(lambda m, t: al.reply("Paris.", usage={"input_tokens": 1_000, "output_tokens": 10}), model="gpt-4o")
+    result = al.run("Capital of France?", model=model, trace=False)
+    assert result.cost == pytest.approx(float(expected), rel=1e-9) and result.cost > 0
+    assert lookup_prices("claude-opus-4-8").input == 5.0  # Anthropic's own table still comes first
+
+
+def test_the_docs_recipe_for_another_providers_model_runs_as_written():
+    """docs/claude.md's recipe (the Model protocol over an OpenAI-style API) runs, evaluated by Sybil."""
+    from pathlib import Path
+
+    from sybil import Sybil
+    from sybil.parsers.markdown import PythonCodeBlockParser
+
+    doc = Sybil(parsers=[PythonCodeBlockParser()]).parse(Path(__file__).parent.parent / "docs" / "claude.md")
+    recipe = [ex for ex in doc if "class OpenAIChat" in ex.parsed]
+    assert len(recipe) == 1
+    recipe[0].evaluate()
+
+
+def test_prices_follow_the_platform_the_client_reaches_claude_through():
+    """A Bedrock client's model id is priced from genai-prices' AWS table (the platform's own ids and rates)."""
+    import anthropic
+
+    from agentlab.models.anthropic import AnthropicModel
+
+    bedrock = anthropic.AsyncAnthropicBedrock(aws_region="us-east-1", aws_access_key="AKIAEXAMPLE", aws_secret_key="secret")
+    model = AnthropicModel("global.anthropic.claude-opus-4-8-v1:0", client=bedrock)
+    assert model.platform == "aws"
+    run = al.Run("q", model=model, max_cost=1.0)  # built, never sent: the prices are resolved up front
+    aws = calc_price(GUsage(input_tokens=1_000_000, output_tokens=1_000_000),
+                     model_ref="global.anthropic.claude-opus-4-8-v1:0", provider_id="aws").total_price
+    assert run.prices.cost(Usage(1_000_000, 1_000_000)) == pytest.approx(float(aws), rel=1e-9)

@@ -109,9 +109,9 @@ def test_stop_mid_stream_keeps_the_partial_text_in_the_trace_and_charges_it_as_e
         assert not run.finished
 
 
-def test_a_connection_dropped_before_anything_was_shown_is_retried():
+def test_a_connection_dropped_before_the_api_began_the_reply_is_retried():
     events: list = []
-    with MessagesServer([streamed(reply(LONG), drop_after=2), reply("Recovered.")]) as server:
+    with MessagesServer([streamed(reply(LONG), drop_after=0), reply("Recovered.")]) as server:
         result = al.run("Q", model=AnthropicModel(client=server.client()), subscribers=[events.append],
                         clock=al.FakeClock(), trace=False, prices=PRICES)
     assert isinstance(result, al.Done) and result.text == "Recovered." and len(server.requests) == 2
@@ -124,8 +124,21 @@ def test_a_connection_dropped_after_text_was_shown_stops_clearly_instead_of_retr
         result = al.run("Q", model=AnthropicModel(client=server.client()), subscribers=[events.append],
                         clock=al.FakeClock(), trace=False, prices=PRICES)
     assert isinstance(result, al.Stopped) and result.reason == "model error"
-    assert "fragments of the reply were shown" in result.detail and len(server.requests) == 1
+    assert "(5 fragments shown)" in result.detail and len(server.requests) == 1  # 8 events: 3 before the text
     assert deltas(events)
+
+
+def test_a_reply_lost_in_transit_after_the_api_began_it_is_charged_at_its_worst_case_and_says_so():
+    """The API may have billed it: counted at the guard's worst case (never $0), not retried, and said so."""
+    events: list = []
+    with MessagesServer([streamed(reply(LONG), drop_after=2), reply("never sent")]) as server:
+        result = al.run("Q", model=AnthropicModel(client=server.client()), subscribers=[events.append],
+                        clock=al.FakeClock(), trace=False, prices=PRICES, max_cost=0.05, max_tokens=1000)
+    assert isinstance(result, al.Stopped) and "lost in transit and may have been billed" in result.detail
+    asked = next(e for e in events if e.kind == "model_request").data
+    lost = next(e for e in events if e.kind == "model_called").data
+    assert lost["lost"] and lost["estimated"] and lost["cost"] == asked["guard_worst_case"] == result.spent > 0
+    assert result.spent <= 0.05 and len(server.requests) == 1
 
 
 def test_tool_input_that_does_not_parse_when_its_block_stops_is_a_malformed_reply_with_the_raw_text():
@@ -219,62 +232,32 @@ def test_a_stream_cut_at_max_tokens_inside_a_tool_input_is_a_max_tokens_stop_not
     assert result.cost == pytest.approx((10 * 3 + 64 * 15) / 1e6)
 
 
-def _compact(event):
-    return json.dumps(event, separators=(",", ":")).encode()
+def test_an_event_whose_data_contains_the_text_of_a_ping_is_not_dropped():
+    """Pings are skipped by their event name: a tool input given whole whose text holds '"type":"ping"' arrives."""
+    message = {"id": "msg_p", "type": "message", "role": "assistant", "model": "m", "stop_reason": "tool_use",
+               "stop_sequence": None, "usage": {"input_tokens": 10, "output_tokens": 5}, "content": [
+                   {"type": "tool_use", "id": "toolu_p", "name": "lookup", "input": {}}]}
+    events = [e for e in stream_events(message) if e.get("delta", {}).get("type") != "input_json_delta"]
+    for e in events:
+        if e["type"] == "content_block_start":
+            e["content_block"]["input"] = {"order_id": 7, "note": '{"type":"ping"}'}
+    with MessagesServer([streamed(events), reply("Shipped.")]) as server:
+        result = al.run("Q", [lookup], model=AnthropicModel(client=server.client()), clock=al.FakeClock(), trace=False, prices=PRICES)
+    assert isinstance(result, al.Done), result
+    sent = server.requests[1].body["messages"][1]["content"][0]
+    assert sent["input"] == {"order_id": 7, "note": '{"type":"ping"}'}
 
 
-def _sse_bytes(events):
-    return b"".join(b"event: %s\ndata: %s\n\n" % (e["type"].encode(), _compact(e)) for e in events)
-
-
-async def _batches(chunks):
-    from agentlab.models.streaming import sse_batches
-
-    async def source():
-        for chunk in chunks:
-            yield chunk
-
-    return [batch async for batch in sse_batches(source())]
-
-
-def test_sse_parsing_gives_the_same_events_however_the_bytes_are_cut_and_whatever_the_line_ends():
-    """One event per read, many per read, events split mid-line, CRLF framing: the same data, in order."""
-    events = stream_events(reply(LONG), 16)
-    raw = _sse_bytes(events)
-    want = [_compact(e) for e in events if e["type"] != "ping"]
-    one_each = [b"event: %s\ndata: %s\n\n" % (e["type"].encode(), _compact(e)) for e in events]
-    for chunks in (one_each, [raw], [raw[i:i + 7] for i in range(0, len(raw), 7)], [raw.replace(b"\n", b"\r\n")]):
-        got = [d for batch in asyncio.run(_batches(chunks)) for d in batch]
-        assert got == want
-    assert len(asyncio.run(_batches([raw]))) == 1  # everything in one read comes back as one batch
-
-
-def test_an_sse_event_with_several_data_lines_joins_them_and_pings_and_comments_are_skipped():
-    from agentlab.models.streaming import event_data
-
-    assert event_data(b"event: x\ndata: {\"a\":\ndata:  1}\nid: 3") == b'{"a":\n1}'
-    assert event_data(b'event: ping\ndata: {"type":"ping"}') is None
-    assert event_data(b": keep-alive") is None
-    assert event_data(b'data:{"type":"message_stop"}') == b'{"type":"message_stop"}'
-
-
-def test_fragments_of_one_read_reach_the_watcher_joined_per_block_in_order_and_before_an_error():
-    """Coalescing keeps every character and its order; an error event does not swallow what came before it."""
-    from agentlab.models.streaming import StreamError, feed_batch
-
-    def delta(index, text):
-        return json.dumps({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": text}}).encode()
-
-    def start(index):
-        return json.dumps({"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}}).encode()
-
+def test_fragments_reach_the_watcher_in_order_and_an_error_event_does_not_swallow_what_came_before():
+    """Every character in order, before the error event; the error is handled like its HTTP status."""
+    message = reply("Hello, world")
+    message = {"id": "msg_e", "type": "message", "role": "assistant", "model": "m", "stop_reason": "end_turn",
+               "stop_sequence": None, "usage": {"input_tokens": 3, "output_tokens": 4}, "content": message["content"]}
+    events = stream_events(message, chunk=3)
+    cut = next(i for i, e in enumerate(events) if e["type"] == "content_block_stop")
     seen: list = []
-    acc = StreamAssembler()
-    feed_batch(acc, [start(0), delta(0, "Hel")], lambda *d: seen.append(d))
-    assert seen == [(0, "text", "Hel")]  # the first fragment goes out with its read
-    batch = [delta(0, "lo, "), delta(0, "wor"), delta(0, "ld"), start(1), delta(1, "Bye"),
-             json.dumps({"type": "error", "error": {"type": "overloaded_error", "message": "busy"}}).encode(), delta(1, "lost")]
-    with pytest.raises(StreamError, match="overloaded_error"):
-        feed_batch(acc, batch, lambda *d: seen.append(d))
-    assert seen == [(0, "text", "Hel"), (0, "text", "lo, world"), (1, "text", "Bye")]
-    assert acc.deltas == 5 and acc.partial_text() == "Hello, worldBye"
+    with MessagesServer([streamed(events, error="overloaded_error", after=cut)]) as server:
+        result = al.run("Q", model=AnthropicModel(client=server.client()), clock=al.FakeClock(), trace=False,
+                        prices=PRICES, subscribers=[lambda e: seen.append(e.data["text"]) if e.kind == "model_delta" else None])
+    assert "".join(seen) == "Hello, world"
+    assert isinstance(result, al.Stopped) and "overloaded_error event arrived inside the streamed reply after 4 fragments" in result.detail

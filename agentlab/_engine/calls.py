@@ -28,7 +28,7 @@ from ..clock import Clock
 from ..errors import Escaped, Policy, ToolError, UnknownTool, classify, describe, safe_str
 from ..messages import Block
 from ..retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
-from ..tools import Tool
+from ..tools import Tool, result_summary
 from ..vocab import EventKind, Outcome, StopReason
 
 
@@ -59,7 +59,7 @@ class CallOutcome:
     stop: tuple[StopReason, str, BaseException | None] | None = None
 
 
-def result_block(call_id: str, text: str, is_error: bool) -> Block:
+def result_block(call_id: str, text: str | list[Block], is_error: bool) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
     if is_error:
         block["is_error"] = True
@@ -175,9 +175,9 @@ class CallRunner:
             kwargs = await self.approver(tool, kwargs, call_id)  # a human may say no, or edit
             self.calls_per_tool[name] = used + 1
             value, attempts = await self._invoke(tool, kwargs, call_id)
-            text = tool.result_text(value)  # issue 14: capped at tool.max_result_chars
-            finished(Outcome.OK if attempts == 1 else Outcome.RETRIED, text, False)
-            return CallOutcome(index, result_block(call_id, text, False))
+            content = tool.result_content(value)  # text capped at tool.max_result_chars, or content blocks as given
+            finished(Outcome.OK if attempts == 1 else Outcome.RETRIED, result_summary(content), False)
+            return CallOutcome(index, result_block(call_id, content, False))
         except asyncio.CancelledError:
             finished(Outcome.CANCELLED, "cancelled: another call of this turn stopped the run", True)
             raise

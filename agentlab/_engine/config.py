@@ -73,7 +73,7 @@ class RunConfig:
         _check_int("max_concurrency", max_concurrency)
         if system is not None and not isinstance(system, str):
             raise TypeError(f"system must be a string or None, got {type(system).__name__}")
-        found = resolve_prices(resolved.model, prices)
+        found = resolve_prices(resolved.model, prices, getattr(resolved, "platform", None))
         if found is None and max_cost is not None:
             raise ValueError(
                 f"max_cost is set but no price is known for model {resolved.model!r}: "

@@ -1,34 +1,70 @@
-"""The cost guard's view of the next request: its estimate, its bound, its exact count.
+"""The cost guard across a run: the next request's input, the exact count, and the one check.
 
-:mod:`agentlab.budget` holds the rules, as pure functions the engine and the
-what-if replay share. This holds what those rules need across steps (the
-running estimate and bound of the next request's input, whether the last
-reply was billed at the estimate, what each call was guarded on) and runs the
-check before a call, asking the model for an exact count when the rules say
-so. The engine owns one :class:`InputTracker` per run.
+:func:`agentlab.budget.check_call` is the whole pre-call rule, pure: given the budget, what
+was spent, what the guard knows of the next request's input (a running
+estimate, a bound it cannot exceed, an exact count when one was asked) and
+the call's rates (:meth:`agentlab.pricing.Prices.worst_rates`: tier, cache
+writes, fast mode, geography, compaction, fallback models), it returns a
+:class:`GuardCheck`: the basis, the input bound, the tokens priced, the worst
+case in dollars, whether an exact count was used, the ``max_tokens`` allowed
+or the stop, and a sentence. The engine (through :class:`InputTracker`, which
+keeps the estimate and bound across steps and asks the model for a count) and
+the what-if replay (:func:`agentlab.analysis.budget_whatif`) call the same
+function, so they cannot disagree (it lives in :mod:`agentlab.budget`, which
+both may import). Here: :class:`InputTracker` (the engine's state between
+checks) and :func:`tool_fees` (server-tool and advisor worst cases).
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
-from ..budget import (
+from ..budget import (  # noqa: F401 (GuardCheck, check_call: the guard's one rule, re-exported here)
     DEFAULT_SERVER_TOOL_FEES,
     Budget,
+    GuardCheck,
     GuardReport,
     Stop,
-    guard_call,
-    guard_input,
+    check_call,
     input_bound,
     request_input_bound,
     server_tool_fees,
 )
 from ..errors import describe
 from ..messages import Message, Usage, estimate_tokens
-from ..pricing import Prices
+from ..pricing import Prices, RequestTerms, resolve_prices
 from ..retry import DeadlineExceeded, RetriesExhausted
 from ..vocab import StopReason
+
+
+def tool_fees(tools: Iterable[Mapping[str, Any]], prices: Prices, *, bound: int, caching: Any) -> float | None:
+    """The most the request's server tools can charge on top of its own tokens, or ``None`` if nothing caps it.
+
+    Web search: ``max_uses`` x the fee per use (:func:`agentlab.budget.server_tool_fees`).
+    An advisor tool (``advisor_*``) runs sub-inferences billed at its model's rates: at
+    most ``max_uses`` passes, each reading at most the request's input and writing at
+    most its ``max_tokens``; without both caps (or a known price) nothing bounds it.
+    """
+    tools = list(tools)
+    table = {**DEFAULT_SERVER_TOOL_FEES, "web_search": getattr(prices, "web_search", DEFAULT_SERVER_TOOL_FEES["web_search"])}
+    fees = server_tool_fees(tools, table)
+    for tool in tools:
+        if not str(tool.get("type") or "").startswith("advisor_"):
+            continue
+        uses, out_cap, model = tool.get("max_uses"), tool.get("max_tokens"), tool.get("model")
+        advisor = resolve_prices(model, None) if isinstance(model, str) else None
+        if fees is None or advisor is None or not isinstance(uses, int) or not isinstance(out_cap, int) \
+                or not _whole(uses) or not _whole(out_cap):
+            return None
+        a_in, a_out = advisor.worst_rates(bound, caching)
+        fees += uses * (bound * a_in + out_cap * a_out)
+    return fees
+
+
+def _whole(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
 
 
 class InputTracker:
@@ -42,7 +78,23 @@ class InputTracker:
         self.counts = 0
         self.calls: dict[str, int] = {}
         self.estimate_short = 0.0  # USD the "estimate" guard's input estimates fell short of the bill
-        self.info: dict[str, Any] = {}  # the last check, for the model_request event
+        self.last: GuardCheck | None = None  # the last check, for the model_request event
+        self.geo: str | None = None  # the inference region the replies report, when the request did not say
+
+    @property
+    def reserve_tokens(self) -> int:
+        """The input a shared ledger reserves for: what the guard priced, or the estimate if more."""
+        return max(self.estimate, self.last.input_tokens if self.last is not None and self.last.basis else 0)
+
+    def request_fields(self) -> dict[str, Any]:
+        """The last check's fields for the ``model_request`` event (and the run's ``last_guard_check``)."""
+        return self.last.event_fields() if self.last is not None else {"input_bound": self.bound, "can_count": self.can_count}
+
+    def terms(self, terms: RequestTerms | None) -> RequestTerms | None:
+        """The request's terms, with the inference region replies reported when the request named none."""
+        if self.geo is None or (terms is not None and terms.inference_geo is not None):
+            return terms
+        return replace(terms or RequestTerms(), inference_geo=self.geo)
 
     def appended(self, message: Message, tokens: int | None = None) -> None:
         """A message joined the history: grow the estimate and the bound."""
@@ -53,64 +105,53 @@ class InputTracker:
         """A reply came back with ``usage`` (``estimated`` when the model reported none)."""
         self.estimate = usage.context_tokens
         self.billed_by_estimate = estimated
+        if usage.inference_geo and usage.inference_geo != "global":
+            self.geo = usage.inference_geo
         if estimated:
             return
         self.bound = usage.context_tokens  # billed exactly: the bound restarts from it
-        short = usage.context_tokens - int(self.info.get("guard_input_tokens", usage.context_tokens))
-        if self.info.get("guard_basis") == "estimated" and short > 0 and prices is not None:
+        last = self.last
+        short = usage.context_tokens - (last.input_tokens if last is not None and last.basis else usage.context_tokens)
+        if last is not None and last.basis == "estimated" and short > 0 and prices is not None:
             self.estimate_short += short * prices.worst_rates(usage.context_tokens, caching)[0]
 
     async def check(
         self, budget: Budget, *, steps: int, spent: float, prices: Prices | None, caching: Any,
         tools: Iterable[dict[str, Any]], max_tokens: int, count: Callable[[], Awaitable[int]],
-        retryable: Callable[[BaseException], bool], now: Callable[[], float],
+        retryable: Callable[[BaseException], bool], now: Callable[[], float], terms: RequestTerms | None = None,
     ) -> int | Stop:
-        """The ``max_tokens`` the next call may use, or why it may not be made (budget.guard_call)."""
-        self.info = {"input_bound": self.bound, "can_count": self.can_count}
-        if prices is None or budget.max_cost is None or budget.cost_guard == "after":
-            return max_tokens
-        table = {**DEFAULT_SERVER_TOOL_FEES, "web_search": getattr(prices, "web_search", DEFAULT_SERVER_TOOL_FEES["web_search"])}
-        fees = server_tool_fees(tools, table)
-        tokens, basis, ask = guard_input(
-            budget, spent=spent, estimate=self.estimate, bound=self.bound, billed_by_estimate=self.billed_by_estimate,
-            fees=fees, rates=lambda n: prices.worst_rates(n, caching), max_tokens=max_tokens,
-        )
-        if ask and self.can_count:
-            counted = await self._count(count, retryable, steps, now)
-            if isinstance(counted, Stop):
-                return counted
-            if counted is not None:
-                tokens, basis = counted, "exact"
+        """The ``max_tokens`` the next call may use, or why it may not be made (:func:`check_call`)."""
+        terms = self.terms(terms)
+        guarded = prices is not None and budget.max_cost is not None and budget.cost_guard != "after"
+        fees = tool_fees(tools, prices, bound=self.bound, caching=caching) if guarded and prices is not None else 0.0
+        rates = None if prices is None else (lambda n: prices.worst_rates(n, caching, terms))
+        args = dict(steps=steps, spent=spent, estimate=self.estimate, bound=self.bound,
+                    billed_by_estimate=self.billed_by_estimate, fees=fees, rates=rates, max_tokens=max_tokens)
+        result = check_call(budget, **args, can_count=self.can_count)  # type: ignore[arg-type]
+        error = latency = None
+        if result.wants_count and self.can_count:
+            t0 = now()
+            try:
+                counted = await count()
+            except DeadlineExceeded as exc:
+                self.last = replace(result, count_latency=now() - t0)
+                return Stop(StopReason.DEADLINE, f"counting the input of step {steps + 1}: {exc}")
+            except Exception as exc:
+                last = exc.last if isinstance(exc, RetriesExhausted) else exc
+                self.can_count = isinstance(exc, RetriesExhausted) or retryable(exc)
+                error, latency = describe(last), now() - t0
+                result = replace(result, can_count=self.can_count)
+            else:
+                latency = now() - t0
+                self.counts += 1
+                result = check_call(budget, **args, counted=counted, can_count=self.can_count)  # type: ignore[arg-type]
                 self.bound = self.estimate = counted
-        in_rate, out_rate = prices.worst_rates(tokens, caching)
-        self.info.update(guard_basis=basis, guard_input_tokens=tokens, guard_fees=fees)
-        self.calls[basis] = self.calls.get(basis, 0) + 1
-        return guard_call(
-            budget, steps=steps, spent=spent, est_input_tokens=tokens, input_rate=in_rate,
-            output_rate=out_rate, max_tokens=max_tokens, fees=fees or 0.0, basis=basis,
-        )
-
-    async def _count(
-        self, count: Callable[[], Awaitable[int]], retryable: Callable[[BaseException], bool], steps: int,
-        now: Callable[[], float],
-    ) -> int | Stop | None:
-        """The exact count, or ``None`` (the bound decides); an endpoint that refuses is not asked again."""
-        t0 = now()
-        try:
-            n = await count()
-        except DeadlineExceeded as exc:
-            return Stop(StopReason.DEADLINE, f"counting the input of step {steps + 1}: {exc}")
-        except Exception as exc:
-            last = exc.last if isinstance(exc, RetriesExhausted) else exc
-            self.can_count = isinstance(exc, RetriesExhausted) or retryable(exc)
-            self.info["count_error"] = describe(last)
-            return None
-        finally:
-            self.info["count_latency"] = now() - t0
-        self.counts += 1
-        return n
+            result = replace(result, count_error=error, count_latency=latency)
+        self.last = result
+        if result.basis is not None:
+            self.calls[result.basis] = self.calls.get(result.basis, 0) + 1
+        return result.outcome
 
     def report(self, budget: Budget, spent: float) -> GuardReport:
         over = max(0.0, spent - budget.max_cost) if budget.max_cost is not None else 0.0
         return GuardReport(budget.cost_guard, dict(self.calls), self.counts, self.estimate_short, over)
-

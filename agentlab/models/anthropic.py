@@ -33,32 +33,33 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import hashlib
 import json
-import re
 import threading
-import time
+import warnings
 import weakref
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
-
-import orjson
 
 from .._safe_text import without_lone_surrogates
 from ..errors import (
     AgentlabError,
-    AuthenticationFailed,
-    FatalError,
     ModelError,
-    PermissionDenied,
-    RetryableError,
 )
 from ..messages import Block, MalformedReply, Message
-from ..netguard import NetworkBlocked, check_url
-from ..redact import scrub as _scrub  # the one owner of scrubbing (issue 23)
+from ..netguard import check_url
+from ..pricing import RequestTerms
+from ..redact import scrub as _scrub  # noqa: F401 (the one owner of scrubbing, issue 23; its old name here)
+from ._errors import (  # noqa: F401 (the policy table's old import path)
+    MAX_REQUEST_BYTES,
+    SPEND_LIMIT_CODES,
+    STREAM_ERROR_STATUS,
+    api_error,
+    retry_after,
+    sdk_error,
+)
 from .base import ModelRequest
-from .streaming import StreamAssembler, StreamError, feed_batch, sse_batches
+from .streaming import StreamAssembler
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
 DEFAULT_TIMEOUT = 600.0
@@ -68,31 +69,6 @@ EPHEMERAL = {"type": "ephemeral"}
 UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
 
 CacheMode = bool | Literal["5m", "1h", "automatic"]
-
-MAX_REQUEST_BYTES = 32 * 1024 * 1024
-"""The Messages API refuses a request body larger than this with HTTP 413."""
-
-STREAM_ERROR_STATUS = {
-    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
-    "not_found_error": 404, "timeout_error": 408, "conflict_error": 409, "request_too_large": 413,
-    "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529,
-}
-"""The HTTP status matching an ``error`` event's type, so a stream error is handled like that status."""
-
-
-SPEND_LIMIT_CODES = frozenset({
-    "enforced_spend_limit_reached",
-    "contract_spend_limit_reached",
-    "linked_organization_spend_limit_reached",
-    "linked_organization_billing_unavailable",
-})
-"""Error codes a retry cannot fix: the account has hit a spending or billing wall."""
-
-_TOO_LONG = re.compile(
-    r"prompt is too long|context (window|length|limit)|exceeds? (the )?(model'?s? )?context|too many (input )?tokens",
-    re.IGNORECASE,
-)
-
 
 class AnthropicModel:
     """Claude via ``anthropic.AsyncAnthropic``, usable wherever an offline model is.
@@ -131,6 +107,13 @@ class AnthropicModel:
         name: str | None = None,
         stream: bool = True,
         server_tools: list[Mapping[str, Any]] | None = None,
+        betas: Sequence[str] | None = None,
+        temperature: float | None = None,
+        tool_choice: Mapping[str, Any] | None = None,
+        repeat_tool_choice: bool = False,
+        speed: Literal["standard", "fast"] | None = None,
+        inference_geo: str | None = None,
+        output_format: Mapping[str, Any] | None = None,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"model must be a non-empty model id string, got {model!r}")
@@ -147,6 +130,12 @@ class AnthropicModel:
         reserved = {"model", "max_tokens", "messages", "system", "tools", "timeout", "stream"} & set(params or {})
         if reserved:
             raise ValueError(f"params must not set {sorted(reserved)}: the engine supplies them")
+        typed = _typed_params(betas, temperature, tool_choice, speed, inference_geo, output_format)
+        both = sorted(set(typed) & set(params or {}))
+        if both:
+            raise ValueError(f"{both} given both as arguments and in params=; give each once")
+        if thinking and max_tokens is not None:
+            _check_thinking(thinking, max_tokens)
         import anthropic
 
         if client is None:
@@ -160,9 +149,15 @@ class AnthropicModel:
                 raise ValueError(f"AnthropicModel could not load credentials ({exc}): {advice}") from None
             if not (client.api_key or client.auth_token or getattr(client, "credentials", None)):
                 raise ValueError(f"AnthropicModel found no credentials: {advice}")
-        elif not isinstance(client, anthropic.AsyncAnthropic):
-            raise TypeError(f"client must be an anthropic.AsyncAnthropic, got {type(client).__name__}")
-        elif client.max_retries != 0:
+        else:
+            client = _async_client(client)
+        if client.max_retries not in (0, anthropic.DEFAULT_MAX_RETRIES):
+            warnings.warn(
+                f"AnthropicModel turns the SDK's own retries off (the client set max_retries={client.max_retries}): "
+                "agentlab retries instead, each wait bounded by the run's deadline and recorded as an event; "
+                "set how many attempts with policy=agentlab.Policy(max_attempts=...)", UserWarning, stacklevel=2,
+            )
+        if client.max_retries != 0:
             client = client.with_options(max_retries=0)
         self.client = client
         # The SDK's default HTTP pool is bound to the event loop that first used it, and
@@ -177,7 +172,8 @@ class AnthropicModel:
         self.cache: CacheMode = cache
         self.timeout = float(timeout)
         self.thinking = dict(thinking) if thinking else None
-        self.params = dict(params or {})
+        self.params = {**typed, **dict(params or {})}
+        self.repeat_tool_choice = bool(repeat_tool_choice)
         self.stream = bool(stream)
         self.server_tools = [dict(t) for t in tools_given]
         self._containers: dict[str, str] = {}
@@ -187,6 +183,32 @@ class AnthropicModel:
         """Truthy when prompt caching is on (the hard cost guard then prices input as cache writes):
         ``"1h"`` for one-hour breakpoints, else ``True``."""
         return "1h" if self.cache == "1h" else self.cache is not False
+
+    @property
+    def platform(self) -> str:
+        """The genai-prices provider this client reaches Claude through: prices follow it where they differ."""
+        kind = type(self.client).__name__
+        return "aws" if "Bedrock" in kind or "AWS" in kind else "google" if "Vertex" in kind else "anthropic"
+
+    @property
+    def request_terms(self) -> RequestTerms:
+        """What the requests ask for that changes their price (fast mode, geography, compaction,
+        fallback models), so the hard cost guard's worst case includes it."""
+        p = self.params
+        trigger = None
+        cm = p.get("context_management")
+        for edit in (cm.get("edits") or []) if isinstance(cm, Mapping) else []:
+            if isinstance(edit, Mapping) and str(edit.get("type") or "").startswith("compact_"):
+                t = edit.get("trigger")
+                value = t.get("value") if isinstance(t, Mapping) and t.get("type", "input_tokens") == "input_tokens" else None
+                trigger = int(value) if isinstance(value, int) and not isinstance(value, bool) else COMPACTION_TRIGGER
+        chain = p.get("fallbacks")
+        models = tuple(f["model"] for f in chain if isinstance(f, Mapping) and isinstance(f.get("model"), str)) if isinstance(chain, list) else ()
+        speed, geo = p.get("speed"), p.get("inference_geo")
+        return RequestTerms(
+            speed=speed if isinstance(speed, str) else None, inference_geo=geo if isinstance(geo, str) else None,
+            compaction_at=trigger, models=models,
+        )
 
     def __repr__(self) -> str:
         host = _host(str(self.client.base_url))
@@ -215,6 +237,11 @@ class AnthropicModel:
         if container:
             params["container"] = container
         params.update(self.params)
+        choice = params.get("tool_choice")
+        if (isinstance(choice, Mapping) and choice.get("type") in ("tool", "any") and not self.repeat_tool_choice
+                and _tool_ran(request.messages)):
+            # A forced choice made the model call the tool once; forcing it again would loop forever.
+            params["tool_choice"] = {"type": "auto", **{k: v for k, v in choice.items() if k == "disable_parallel_tool_use"}}
         return without_lone_surrogates(params)  # issue 24: the SDK cannot encode them; the API gets U+FFFD
 
     def remember_container(self, messages: list[Message], reply: Mapping[str, Any]) -> None:
@@ -233,7 +260,6 @@ class AnthropicModel:
             return await self._complete(request)
 
     async def _complete(self, request: ModelRequest) -> dict[str, Any]:
-        import anthropic
 
         check_url(str(self.client.base_url))
         client = self._client_here()
@@ -243,20 +269,12 @@ class AnthropicModel:
         if self.stream:
             reply = await self._streamed(client, params, timeout, request, secrets)
             self.remember_container(request.messages, reply)
-            return reply
+            return _with_parsed(reply, params)
         try:
-            raw = await client.messages.with_raw_response.create(**params, timeout=timeout)
+            raw = await client.beta.messages.with_raw_response.create(**params, timeout=timeout)
             body = await raw.read()
-        except anthropic.APIStatusError as exc:
-            err = api_error(exc.response.status_code, exc.response.headers, exc.body, secrets=secrets, request_bytes=_size(params))
-        except anthropic.APITimeoutError:
-            err = RetryableError(f"no reply from the Messages API within {timeout:.1f}s")
-        except anthropic.APIConnectionError as exc:
-            cause = exc.__cause__
-            if isinstance(cause, NetworkBlocked):  # a redirect off this machine, caught by _guard_request
-                raise NetworkBlocked(str(cause)) from None
-            why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
-            err = RetryableError(_scrub(f"connection to the Messages API failed ({why})", secrets))
+        except Exception as exc:
+            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params))
         else:
             try:
                 data = json.loads(body)
@@ -265,14 +283,14 @@ class AnthropicModel:
             if not isinstance(data, dict):
                 raise ModelError(f"the Messages API reply is not a JSON object: {body[:200]!r}")
             self.remember_container(request.messages, data)
-            return {**data, "request_id": raw.request_id}
+            return _with_parsed({**data, "request_id": raw.request_id}, params)
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
 
     async def _streamed(
         self, client: Any, params: dict[str, Any], timeout: float, request: ModelRequest, secrets: tuple[str, ...]
     ) -> dict[str, Any]:
-        """One streamed call: fragments to ``request.on_delta`` as they come, the assembled message at the end."""
-        import anthropic
+        """One streamed call through the SDK's stream: each fragment to ``request.on_delta`` as it arrives,
+        the SDK's assembled message at the end."""
         import httpx2
 
         on_delta = request.on_delta
@@ -280,33 +298,23 @@ class AnthropicModel:
         request_id = None
         err: AgentlabError
         try:
-            async with client.messages.with_streaming_response.create(**params, stream=True, timeout=timeout) as resp:
-                request_id = resp.request_id
-                async with contextlib.aclosing(sse_batches(resp.http_response.aiter_bytes())) as reads:
-                    async for batch in reads:  # closed on any exit, inside this event loop
-                        feed_batch(acc, batch, on_delta)
+            stream = await client.beta.messages.create(**params, stream=True, timeout=timeout)
+            request_id = stream.response.headers.get("request-id")
+            acc = StreamAssembler(stream.response.request.headers)
+            async with stream:  # closed on any exit, inside this event loop
+                async for event in stream:
+                    delta = acc.feed(event)
+                    if delta is not None and on_delta is not None:
+                        on_delta(*delta)
             if not acc.stopped:
                 raise httpx2.RemoteProtocolError("the stream ended before message_stop")
             return {**acc.result(), "request_id": request_id}
         except MalformedReply:
             raise
-        except StreamError as exc:
-            status = STREAM_ERROR_STATUS.get(exc.error_type, 500)
-            err = api_error(status, {"request-id": request_id or ""}, exc.body, secrets=secrets, request_bytes=_size(params))
-            err = _after_shown(err, acc.deltas, f"an {exc.error_type} event arrived inside the streamed reply")
-        except anthropic.APIStatusError as exc:
-            err = api_error(exc.response.status_code, exc.response.headers, _read_body(exc), secrets=secrets, request_bytes=_size(params))
-        except anthropic.APITimeoutError:
-            err = _after_shown(RetryableError(f"no reply from the Messages API within {timeout:.1f}s"), acc.deltas, "the stream timed out")
-        except (anthropic.APIConnectionError, httpx2.HTTPError, OSError, ValueError, orjson.JSONDecodeError) as exc:
-            cause = exc.__cause__ if isinstance(exc, anthropic.APIConnectionError) else exc
-            if isinstance(cause, NetworkBlocked):
-                raise NetworkBlocked(str(cause)) from None
-            why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
-            err = RetryableError(_scrub(f"connection to the Messages API failed ({why})", secrets))
-            err = _after_shown(err, acc.deltas, "the connection broke mid-stream")
+        except Exception as exc:
+            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), shown=acc.deltas,
+                            began=acc.began)
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
-
 
     async def count_tokens(self, request: ModelRequest) -> int:
         """The exact input tokens of ``request`` (the API's free ``count_tokens``), for the hard cost guard."""
@@ -317,7 +325,6 @@ class AnthropicModel:
         with self._in_flight():
             return await count_input_tokens(
                 self._client_here(), self.build_params(request), timeout=timeout, secrets=_secrets(self.client),
-                api_error=api_error, scrub=_scrub,
             )
 
     @contextlib.contextmanager
@@ -338,10 +345,9 @@ class AnthropicModel:
         :func:`agentlab.arun` calls this as its run ends: a caller driving its
         own loop may close it next (``loop.close()`` cancels nothing), and a
         pool left open then is a pending task and open sockets at exit. The
-        next call on this loop opens a fresh pool.
+        next call on this loop opens a fresh pool. A custom ``http_client`` is
+        not closed: its idle connections are (the caller's client stays usable).
         """
-        if not self._per_loop:
-            return
         loop = asyncio.get_running_loop()
         with self._lock:
             bound = self._clients.get(loop)
@@ -358,19 +364,26 @@ class AnthropicModel:
         Connections opened on one loop cannot be used (or even closed) from
         another, and each ``agentlab.run()`` runs on a fresh loop. So each loop
         gets a copy of the client with a fresh pool, closed when that loop
-        shuts down. A client given with a custom ``http_client`` is used as is.
+        shuts down. A client given with a custom ``http_client`` (proxies, a
+        company CA bundle) is used as is, and the connections its pool opened on
+        a loop are closed when that loop shuts down (the pool itself stays
+        usable): a later run on a new loop opens its own, instead of failing
+        on a dead one after the server may already have answered.
         """
-        if not self._per_loop:
-            return self.client
         loop = asyncio.get_running_loop()
         with self._lock:
             bound = self._clients.get(loop)
             if bound is None:
-                import anthropic
+                if not self._per_loop:
+                    name = "agentlab: close this loop's connections of the custom http_client"
+                    closer = loop.create_task(_drop_connections_when_loop_ends(self.client._client), name=name)
+                    bound = self._clients[loop] = (self.client, closer)
+                else:
+                    import anthropic
 
-                http = anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [_guard_request]})
-                closer = loop.create_task(_close_when_loop_ends(http), name="agentlab: close the Messages API pool")
-                bound = self._clients[loop] = (self.client.copy(http_client=http), closer)  # the loop keeps no task alive
+                    http = anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [_guard_request]})
+                    closer = loop.create_task(_close_when_loop_ends(http), name="agentlab: close the Messages API pool")
+                    bound = self._clients[loop] = (self.client.copy(http_client=http), closer)  # the loop keeps no task alive
         return bound[0]
 
 
@@ -385,6 +398,32 @@ async def _close_when_loop_ends(http: Any) -> None:
         await asyncio.get_running_loop().create_future()
     finally:
         await http.aclose()
+
+
+async def _drop_connections_when_loop_ends(http: Any) -> None:
+    """On loop shutdown, close the idle connections of a custom ``http_client``'s pools.
+
+    This run's calls are over, so its connections are idle; they belong to a
+    loop that is ending and would fail the next run. Connections in use (the
+    caller's own calls on another loop) are left alone, and the pool itself
+    stays usable, so the caller's client keeps working.
+    """
+    try:
+        await asyncio.get_running_loop().create_future()
+    finally:
+        transports = [getattr(http, "_transport", None), *getattr(http, "_mounts", {}).values()]
+        for transport in transports:
+            pool = getattr(transport, "_pool", None)
+            connections = getattr(pool, "_connections", None)
+            if not isinstance(connections, list):
+                continue
+            with getattr(pool, "_optional_thread_lock", contextlib.nullcontext()):
+                idle = [c for c in connections if callable(getattr(c, "is_idle", None)) and c.is_idle()]
+                for c in idle:
+                    connections.remove(c)
+            for c in idle:
+                with contextlib.suppress(Exception):
+                    await c.aclose()
 
 
 def _owns_default_pool(client: Any) -> bool:
@@ -455,37 +494,12 @@ def _turn_key(messages: list[Message]) -> str:
     return f"{at}:{mark}"
 
 
-def _after_shown(err: AgentlabError, shown: int, what: str) -> AgentlabError:
-    """A stream failure after fragments were shown is not retried: the watcher saw a reply that will not come."""
-    if shown == 0 or not isinstance(err, RetryableError):
-        return err
-    out = ModelError(
-        f"{what} after {shown} fragments of the reply were shown; not retried (a new reply would not match them): {err}",
-        reason="model error",
-    )
-    for attr in ("status_code", "request_id"):
-        if hasattr(err, attr):
-            setattr(out, attr, getattr(err, attr))
-    return out
-
-
 def _size(params: Mapping[str, Any]) -> int:
     """The request body's size in bytes, as the API measures it for its 413 limit."""
     try:
         return len(json.dumps(params, separators=(",", ":"), default=str).encode())
     except (TypeError, ValueError):
         return 0
-
-
-def _read_body(exc: Any) -> Any:
-    """The JSON body of an HTTP error raised while opening a stream (the SDK may leave it unread)."""
-    body = getattr(exc, "body", None)
-    if body is not None:
-        return body
-    try:
-        return json.loads(exc.response.text)
-    except Exception:
-        return None
 
 
 MIN_THINKING_BUDGET = 1024
@@ -496,87 +510,128 @@ def _fit_thinking(thinking: dict[str, Any], max_tokens: int) -> dict[str, Any]:
 
     The hard cost guard may lower ``max_tokens`` under the configured budget;
     the budget then shrinks with it, down to the API's minimum, below which
-    the call runs without extended thinking rather than being refused.
+    the call runs without extended thinking rather than being refused, and a
+    warning names both numbers.
     """
     budget = thinking.get("budget_tokens")
     if thinking.get("type") != "enabled" or not isinstance(budget, int) or budget < max_tokens:
         return thinking
     if max_tokens - 1 >= MIN_THINKING_BUDGET:
         return {**thinking, "budget_tokens": max_tokens - 1}
+    warnings.warn(
+        f"this call runs without extended thinking: max_tokens={max_tokens} (lowered by the cost guard or the run) "
+        f"leaves no room for the thinking budget ({budget} tokens; the API's minimum is {MIN_THINKING_BUDGET})",
+        UserWarning, stacklevel=2,
+    )
     return {"type": "disabled"}
 
 
-def retry_after(headers: Mapping[str, str], now: float | None = None) -> float | None:
-    """Seconds the server asked us to wait: ``retry-after-ms``, else ``retry-after`` (seconds or a date)."""
-    ms = headers.get("retry-after-ms")
-    if ms is not None:
-        try:
-            value = float(ms) / 1000
-            return value if value > 0 else None
-        except ValueError:
-            pass
-    ra = headers.get("retry-after")
-    if ra is None:
-        return None
-    try:
-        value = float(ra)
-    except ValueError:
-        parsed = email.utils.parsedate_tz(ra)
-        if parsed is None:
-            return None
-        value = email.utils.mktime_tz(parsed) - (time.time() if now is None else now)
-    return value if value > 0 else None
-
-
-def api_error(
-    status: int, headers: Mapping[str, str], body: Any, *, secrets: tuple[str, ...] = (), request_bytes: int | None = None
-) -> AgentlabError:
-    """The agentlab error for an HTTP error from the Messages API: the policy table for the model.
-
-    Billing/spend limits, 401 and 403 are fatal; HTTP 413 is the request's
-    *byte size* over the API's limit (stops with "request too large", the size
-    given); a prompt too long for the model's context stops with "context
-    window"; ``x-should-retry`` is obeyed; 408,
-    409, 429 and 5xx are retryable (with the server's ``retry-after``); any
-    other 4xx stops with "model error" and the API's message.
-    """
-    error = body.get("error") if isinstance(body, dict) else None
-    error = error if isinstance(error, dict) else {}
-    err_type = error.get("type") if isinstance(error.get("type"), str) else None
-    api_message = error.get("message") if isinstance(error.get("message"), str) else (body if isinstance(body, str) else "")
-    details = error.get("details")
-    details = details if isinstance(details, dict) else {}
-    code = details.get("error_code") if isinstance(details.get("error_code"), str) else None
-    request_id = headers.get("request-id")
-    what = " ".join(x for x in (str(status), err_type, f"[{code}]" if code else None) if x)
-    text = _scrub(f"{what}: {api_message or 'no message'}" + (f" (request {request_id})" if request_id else ""), secrets)
-
-    err: AgentlabError
-    should_retry = (headers.get("x-should-retry") or "").lower()
-    if status == 402 or err_type == "billing_error" or code in SPEND_LIMIT_CODES:
-        err = FatalError(f"billing: {text}; a retry cannot fix this")
-    elif status == 401:
-        err = AuthenticationFailed(f"the API key was refused: {text}")
-    elif status == 403:
-        err = PermissionDenied(f"permission denied by the Messages API: {text}")
-    elif status == 413 or err_type == "request_too_large":
-        size = f"the request is {request_bytes:,} bytes" if request_bytes else "the request body is too large"
-        err = ModelError(
-            f"{size}, over the Messages API's request size limit ({MAX_REQUEST_BYTES // (1024 * 1024)} MB): {text}; "
-            "send fewer or smaller documents/images (this is the byte size, not the context window)",
-            reason="request too large",
+def _check_thinking(thinking: Mapping[str, Any], max_tokens: int) -> None:
+    budget = thinking.get("budget_tokens")
+    if thinking.get("type") == "enabled" and isinstance(budget, int) and budget >= max_tokens:
+        raise ValueError(
+            f"thinking budget_tokens={budget} must be below max_tokens={max_tokens} (the API refuses it otherwise); "
+            "raise max_tokens or lower the budget"
         )
-    elif status == 400 and _TOO_LONG.search(api_message or ""):
-        err = ModelError(f"the request is too large for the model's context: {text}", reason="context window")
-    elif should_retry == "true" or (should_retry != "false" and (status in (408, 409, 429) or status >= 500)):
-        err = RetryableError(text, retry_after=retry_after(headers))
-    elif should_retry == "false" and status >= 500:
-        err = ModelError(f"{text} (the server said not to retry)", reason="model error")
-    else:
-        err = ModelError(text, reason="model error")
-    err.status_code = status  # typed fields of AgentlabError
-    err.request_id = request_id
-    return err
+
+
+COMPACTION_TRIGGER = 150_000
+"""Input tokens at which the API compacts when a ``compact_*`` edit names no trigger (the SDK's documented default)."""
+
+
+def _typed_params(
+    betas: Sequence[str] | None, temperature: float | None, tool_choice: Mapping[str, Any] | None,
+    speed: str | None, inference_geo: str | None, output_format: Mapping[str, Any] | None,
+) -> dict[str, Any]:
+    """The typed request arguments as ``messages.create`` takes them, each checked."""
+    out: dict[str, Any] = {}
+    if betas is not None:
+        if isinstance(betas, str) or not all(isinstance(b, str) and b for b in betas):
+            raise TypeError(f"betas must be a list of beta names, got {betas!r}")
+        out["betas"] = list(betas)
+    if temperature is not None:
+        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 1:
+            raise ValueError(f"temperature must be a number from 0 to 1, got {temperature!r}")
+        out["temperature"] = float(temperature)
+    if tool_choice is not None:
+        if not isinstance(tool_choice, Mapping) or tool_choice.get("type") not in ("auto", "any", "tool", "none"):
+            raise ValueError(f"tool_choice must be {{'type': 'auto' | 'any' | 'tool' | 'none', ...}}, got {tool_choice!r}")
+        if tool_choice.get("type") == "tool" and not tool_choice.get("name"):
+            raise ValueError("tool_choice {'type': 'tool'} needs the tool's 'name'")
+        out["tool_choice"] = dict(tool_choice)
+    if speed is not None:
+        if speed not in ("standard", "fast"):
+            raise ValueError(f"speed must be 'standard' or 'fast', got {speed!r}")
+        out["speed"] = speed
+    if inference_geo is not None:
+        if not isinstance(inference_geo, str) or not inference_geo:
+            raise ValueError(f"inference_geo must be a region name such as 'us' or 'global', got {inference_geo!r}")
+        out["inference_geo"] = inference_geo
+    if output_format is not None:
+        if not isinstance(output_format, Mapping) or output_format.get("type") != "json_schema" or not isinstance(output_format.get("schema"), Mapping):
+            raise ValueError(f"output_format must be {{'type': 'json_schema', 'schema': {{...}}}}, got {output_format!r}")
+        out["output_config"] = {"format": dict(output_format)}
+    return out
+
+
+def _with_parsed(reply: dict[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+    """The reply with its answer parsed (``parsed``) when the request asked for a JSON schema output.
+
+    The answer that does not parse is a :class:`MalformedReply` (charged, like any reply with usage).
+    """
+    config = params.get("output_config")
+    fmt = config.get("format") if isinstance(config, Mapping) else None
+    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema" or reply.get("stop_reason") not in ("end_turn", "stop_sequence"):
+        return reply
+    text = "".join(b.get("text", "") for b in reply.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
+    try:
+        return {**reply, "parsed": json.loads(text)}
+    except ValueError as exc:
+        raise MalformedReply(f"the answer is not the JSON the output format asked for ({exc}): {text[:120]!r}", reply) from None
+
+
+def _tool_ran(messages: list[Message]) -> bool:
+    """Has a tool's result been sent in this conversation (after the model's first call)?"""
+    for m in messages:
+        content = m.get("content")
+        if m.get("role") == "user" and isinstance(content, list) and any(
+            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        ):
+            return True
+    return False
+
+
+def _async_client(client: Any) -> Any:
+    """The async client to use for ``client``: an async one as is; a sync ``Anthropic`` as its async twin."""
+    import anthropic
+
+    if isinstance(client, (anthropic.AsyncAnthropic, anthropic.AsyncAnthropicBedrock, anthropic.AsyncAnthropicVertex)):
+        return client
+    if isinstance(client, anthropic.Anthropic):
+        if not _owns_sync_default_pool(client):
+            warnings.warn(
+                "the sync client's custom http_client cannot be used from asyncio; AnthropicModel makes an "
+                "anthropic.AsyncAnthropic with the same key, URL, headers and timeout (pass an AsyncAnthropic "
+                "with http_client=httpx2.AsyncClient(...) to keep proxies or CA settings)", UserWarning, stacklevel=3,
+            )
+        return anthropic.AsyncAnthropic(
+            api_key=client.api_key, auth_token=client.auth_token, base_url=client.base_url,
+            default_headers=dict(client._custom_headers), timeout=client.timeout, max_retries=client.max_retries,
+        )
+    sync_twins = {"AnthropicBedrock": "AsyncAnthropicBedrock", "AnthropicVertex": "AsyncAnthropicVertex"}
+    twin = sync_twins.get(type(client).__name__)
+    if twin:
+        raise TypeError(f"client: agentlab calls Claude from asyncio; pass anthropic.{twin}(...) instead of {type(client).__name__}")
+    raise TypeError(
+        "client must be an anthropic client (AsyncAnthropic, Anthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex, "
+        f"AsyncAnthropicFoundry), got {type(client).__name__}"
+    )
+
+
+def _owns_sync_default_pool(client: Any) -> bool:
+    from anthropic._base_client import SyncHttpxClientWrapper
+
+    return type(getattr(client, "_client", None)) is SyncHttpxClientWrapper
 
 
 # ------------------------------------------------------------------ helpers

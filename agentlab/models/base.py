@@ -61,19 +61,23 @@ class Capabilities:
     Attributes:
         name: a label to show beside the priced model id (``"offline"``, a scenario's name).
         caches: the model writes and reads the prompt cache, so the guard's worst case counts
-            cache-write rates.
+            cache-write rates (``"1h"``: one-hour writes, at their dearer rate).
         server_tools: tool definitions the model adds to every request (web search, code
             execution): their fees are part of the worst case.
         count_tokens: ``async count_tokens(request) -> int``, an exact input count the hard
             guard asks for near the limit.
         user_turn: ``user_turn() -> blocks | None``, the user's next words in a replayed record.
+        request_terms: a :class:`agentlab.pricing.RequestTerms`: what the model's requests ask for
+            that changes their price (fast mode, inference region, compaction, fallback models), so
+            the guard's worst case includes it.
     """
 
     name: str | None = None
-    caches: bool = False
+    caches: bool | str = False
     server_tools: tuple[dict[str, Any], ...] = ()
     count_tokens: Callable[..., Any] | None = None
     user_turn: Callable[[], Any] | None = None
+    request_terms: Any = None
 
 
 def capabilities(model: object) -> Capabilities:
@@ -83,8 +87,14 @@ def capabilities(model: object) -> Capabilities:
     name = getattr(model, "name", None)
     return Capabilities(
         name=name if isinstance(name, str) else None,
-        caches=bool(getattr(model, "caches", False)),
+        caches=_caching(getattr(model, "caches", False)),
         server_tools=tuple(getattr(model, "server_tools", ()) or ()),
         count_tokens=count if callable(count) else None,
         user_turn=turn if callable(turn) else None,
+        request_terms=getattr(model, "request_terms", None),
     )
+
+
+def _caching(value: object) -> bool | str:
+    """``"1h"`` kept as is (one-hour cache writes cost 2x base input, not 1.25x), anything else as a bool."""
+    return "1h" if value == "1h" else bool(value)

@@ -1,7 +1,7 @@
 """Exact input counts from the Messages API's free ``count_tokens`` endpoint.
 
 The hard cost guard asks for one only when a call could cross ``max_cost``
-(see :mod:`agentlab.budget`). ``AnthropicModel.count_tokens`` counts the
+(see :mod:`agentlab._engine.costguard`). ``AnthropicModel.count_tokens`` counts the
 request about to be sent, built by the same ``build_params`` (cache
 breakpoints included); failures map to agentlab's three kinds exactly as a
 call's do, so the engine retries them within the deadline. This module does
@@ -10,15 +10,14 @@ not import the adapter (the adapter imports it).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
-from ..errors import ModelError, RetryableError
-from ..netguard import NetworkBlocked
+from ..errors import ModelError
+from ._errors import sdk_error
 
 COUNTED_PARAMS = frozenset({
     "model", "messages", "system", "tools", "tool_choice", "thinking", "cache_control", "output_config",
-    "mcp_servers", "context_management",
+    "mcp_servers", "context_management", "betas", "speed",
 })
 """The ``messages.create`` arguments ``count_tokens`` accepts (max_tokens, temperature... change no input)."""
 
@@ -28,31 +27,17 @@ def count_params(params: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in params.items() if k in COUNTED_PARAMS}
 
 
-async def count_input_tokens(
-    client: Any, params: dict[str, Any], *, timeout: float, secrets: tuple[str, ...],
-    api_error: Callable[..., Exception], scrub: Callable[[str, tuple[str, ...]], str],
-) -> int:
+async def count_input_tokens(client: Any, params: dict[str, Any], *, timeout: float, secrets: tuple[str, ...]) -> int:
     """Input tokens of the ``messages.create`` request ``params`` as the API will bill them.
 
-    All of it: uncached, cache write and cache read. ``api_error`` maps an
-    HTTP error to agentlab's kinds (the adapter's table); ``scrub`` removes
-    ``secrets`` from a message.
+    All of it: uncached, cache write and cache read. Failures map to agentlab's
+    kinds by the adapter's one table (:func:`agentlab.models._errors.sdk_error`).
     """
-    import anthropic
-
     err: Exception
     try:
-        counted = await client.messages.count_tokens(**count_params(params), timeout=timeout)
-    except anthropic.APIStatusError as exc:
-        err = api_error(exc.response.status_code, exc.response.headers, exc.body, secrets=secrets)
-    except anthropic.APITimeoutError:
-        err = RetryableError(f"no token count from the Messages API within {timeout:.1f}s")
-    except anthropic.APIConnectionError as exc:
-        cause = exc.__cause__
-        if isinstance(cause, NetworkBlocked):
-            raise NetworkBlocked(str(cause)) from None
-        why = f"{type(cause).__name__}: {cause}" if cause else str(exc)
-        err = RetryableError(scrub(f"connection to the token-counting endpoint failed ({why})", secrets))
+        counted = await client.beta.messages.count_tokens(**count_params(params), timeout=timeout)
+    except Exception as exc:
+        err = sdk_error(exc, secrets=secrets, what="the token-counting endpoint", timeout=timeout)
     else:
         n = getattr(counted, "input_tokens", None)
         if isinstance(n, bool) or not isinstance(n, int) or n < 0:

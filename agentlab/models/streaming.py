@@ -1,146 +1,50 @@
-"""Streaming replies: the Messages API's server-sent events folded back into one message.
+"""Streaming replies: the SDK parses and assembles the stream; this hands each fragment on as it arrives.
 
-Pure logic, no I/O: :class:`StreamAssembler` takes the stream's events as
-decoded JSON dicts (``message_start``, ``content_block_start`` /
-``content_block_delta`` / ``content_block_stop``, ``message_delta``,
-``message_stop``) and builds the same message a non-streamed call returns,
-block for block. Each text, thinking or tool-input fragment is also handed
-back as a :class:`Delta` so the caller can show it as it arrives.
+The ``anthropic`` SDK owns the wire: its SSE decoder reads the bytes (pings
+and comments by event name, never by what the data contains), and its
+accumulator (``accumulate_event``, the one ``MessageStream`` uses) folds the
+events into the message, block for block, so every block and delta type the
+SDK knows (text, thinking and signatures, tool input as partial JSON,
+citations, compaction summaries, fallback blocks, ``context_management``,
+the serving model) reaches the trace and goes back to the API without a
+change here. :class:`StreamAssembler` wraps that accumulator and keeps only
+what the SDK does not do: each fragment handed back as a :class:`Delta` for
+subscribers, tool input that will not parse judged at the end (a reply cut at
+``max_tokens`` may end inside a tool's input, which the SDK keeps as far as
+it parses), and the count of fragments shown (a stream that breaks after
+some were shown is not retried).
 
-Tool input arrives as fragments of JSON (``input_json_delta``); it is parsed
-once, when its block stops. Input that does not parse then is a malformed
-reply, with the raw text kept in the error (unless the reply was cut at
-``max_tokens``, which may end inside a tool's input: that is a max_tokens stop).
-
-:func:`chunk_reply` does the reverse for offline models: a finished reply cut
-into the deltas a stream would have carried, so scripted runs show the same
-growing text.
+:class:`Fragments` keeps what was shown, so a stream cut short (Stop, the
+deadline) can be traced and charged (:func:`cut_short`); :func:`chunk_reply`
+cuts a finished reply into the deltas a stream would carry, for offline models.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncGenerator, AsyncIterator, Callable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
-
-import orjson
 
 from ..errors import AgentlabError
 from ..messages import Block, MalformedReply, Usage, estimate_tokens
 from ..pricing import Prices
 
-DeltaKind = str  # "text" | "thinking" | "tool_input"
+DeltaKind = str  # "text" | "thinking" | "tool_input" | "compaction" | "citation" | a newer delta's name
 OnDelta = Callable[[int, DeltaKind, str], None]
 """``on_delta(index, kind, text)``: one fragment of content block ``index`` as it arrives."""
 
 TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 
-
 Delta = tuple[int, DeltaKind, str]
 """``(index, kind, text)``: one fragment of content block ``index``."""
 
+ASSEMBLED_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta"})
+"""The events the SDK's accumulator folds into the message; others (``ping``, types newer than the SDK) are skipped."""
 
-async def sse_batches(chunks: AsyncIterator[bytes]) -> AsyncGenerator[list[bytes], None]:
-    """The ``data`` of the server-sent events in a byte stream, one list per chunk read
-    (``ping`` and comments skipped; chunks that finish no event yield nothing).
-
-    A small parser of the SSE framing (events end with a blank line; ``data:``
-    lines of one event are joined by newlines), several times cheaper per event
-    than a general decoder: a 2,000-token reply is some 500 events. Events that
-    came in one read are handed back together, so the caller pays the generator's
-    step once per read, not once per event.
-    """
-    buf = b""
-    async for chunk in chunks:
-        if buf:
-            chunk = buf + chunk
-        if b"\n\n" not in chunk and b"\r\n\r\n" not in chunk:
-            buf = chunk
-            continue
-        if b"\r" in chunk:
-            chunk = chunk.replace(b"\r\n", b"\n")
-        end = chunk.find(b"\n\n")
-        if end == len(chunk) - 2:  # the usual read: exactly one whole event
-            buf = b""
-            data = event_data(chunk[:end])
-            if data is not None:
-                yield [data]
-            continue
-        *events, buf = chunk.split(b"\n\n")
-        out = [d for d in map(event_data, events) if d is not None]
-        if out:
-            yield out
-
-
-async def sse_data(chunks: AsyncIterator[bytes]) -> AsyncGenerator[bytes, None]:
-    """The ``data`` of each server-sent event in a byte stream, one at a time (see :func:`sse_batches`)."""
-    async for batch in sse_batches(chunks):
-        for data in batch:
-            yield data
-
-
-def event_data(event: bytes) -> bytes | None:
-    """The ``data`` of one server-sent event (its lines, without the blank line that ends it);
-    ``None`` for a ``ping``, a comment, or an event without data.
-
-    The common case (one ``data:`` line) is two ``find`` calls and a slice.
-    """
-    if event.startswith(b"data:"):
-        i = 0
-    else:
-        i = event.find(b"\ndata:") + 1
-        if not i:
-            return None
-    j = event.find(b"\n", i)
-    if j < 0:
-        line = event[i + 5:]
-    elif event.find(b"\ndata:", j) < 0:
-        line = event[i + 5:j]
-    else:  # several data lines: joined by newlines, as the SSE spec says
-        lines = [ln[5:].lstrip(b" ") if ln[5:6] == b" " else ln[5:] for ln in event.split(b"\n") if ln.startswith(b"data:")]
-        return None if b'"type":"ping"' in lines[0] else b"\n".join(lines)
-    if line[:1] == b" ":
-        line = line.lstrip(b" ")
-    return None if b'"type":"ping"' in line else line
-
-
-def feed_batch(acc: StreamAssembler, batch: list[bytes], on_delta: OnDelta | None) -> None:
-    """Feed the events of one read to ``acc``; hand their fragments to ``on_delta``.
-
-    Consecutive fragments of one content block in the same read go out as one
-    fragment (the watcher sees the same characters in the same order, with one
-    call instead of many); a read that carries a single fragment, like the
-    stream's first, goes out at once. Fragments are handed on before any other
-    event is taken, so an ``error`` event cannot hide what came before it.
-    """
-    loads = orjson.loads
-    if len(batch) == 1 or on_delta is None:
-        for data in batch:
-            delta = acc.feed(loads(data))
-            if delta is not None and on_delta is not None:
-                on_delta(*delta)
-        return
-    index, kind, texts = -1, "", []
-    for data in batch:
-        event = loads(data)
-        if event.get("type") == "content_block_delta":
-            delta = acc.feed(event)
-            if delta is None:
-                continue
-            if delta[0] == index and delta[1] == kind:
-                texts.append(delta[2])
-                continue
-            if texts:
-                on_delta(index, kind, "".join(texts))
-            index, kind, texts = delta[0], delta[1], [delta[2]]
-            continue
-        if texts:
-            on_delta(index, kind, "".join(texts))
-            index, kind, texts = -1, "", []
-        acc.feed(event)
-    if texts:
-        on_delta(index, kind, "".join(texts))
+DELTA_TEXT = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "thinking"),
+              "input_json_delta": ("tool_input", "partial_json"), "compaction_delta": ("compaction", "content")}
+"""Delta type -> (fragment kind, the field holding its text). Any other delta but signatures is handed on as JSON."""
 
 
 class StreamError(AgentlabError):
@@ -155,115 +59,128 @@ class StreamError(AgentlabError):
         super().__init__(f"{self.error_type}: {self.message}")
 
 
-class StreamAssembler:
-    """Folds stream events into a message dict; see the module docstring."""
+def _get(obj: Any, key: str) -> Any:
+    return obj.get(key) if isinstance(obj, dict) else getattr(obj, key, None)
 
-    def __init__(self) -> None:
-        self.message: dict[str, Any] = {}
-        self.blocks: dict[int, Block] = {}
-        self._json: dict[int, list[str]] = {}
-        self._text: dict[tuple[int, str], list[str]] = {}  # (index, "text" | "thinking") -> fragments
+
+class StreamAssembler:
+    """The SDK's stream accumulator, with fragments handed back as they arrive; see the module docstring.
+
+    ``feed`` takes an event as the SDK's stream yields it (a typed event) or as
+    decoded JSON (a dict); ``result`` is the message as a dict, the same shape
+    a non-streamed call returns.
+    """
+
+    def __init__(self, request_headers: Any = None) -> None:
+        import httpx2
+
+        self._snapshot: Any = None
+        self._json: dict[int, bytes] = {}
+        self._headers = request_headers if request_headers is not None else httpx2.Headers()
         self.stopped = False  # message_stop seen
         self.deltas = 0
         self.broken: dict[int, tuple[str, str]] = {}  # tool input that did not parse: (problem, raw text)
+        self.cut_inputs: list[int] = []  # tool blocks whose input max_tokens cut: kept as far as it parsed
 
-    def feed(self, event: dict[str, Any]) -> Delta | None:
+    def feed(self, event: Any) -> Delta | None:
         """Take one event; return the fragment it carries for display, if any."""
-        kind = event.get("type")
-        if kind == "content_block_delta":
-            return self._delta(event)
-        if kind == "content_block_start":
-            index = int(event["index"])
-            block = dict(event.get("content_block") or {})
-            if block.get("type") in TOOL_BLOCKS:
-                self._json[index] = []
-            self.blocks[index] = block
-        elif kind == "content_block_stop":
-            self._close(int(event["index"]))
-        elif kind == "message_start":
-            self.message = dict(event.get("message") or {})
-            self.message["usage"] = dict(self.message.get("usage") or {})
-        elif kind == "message_delta":
-            for key, value in (event.get("delta") or {}).items():
-                if value is not None or key not in self.message:
-                    self.message[key] = value
-            usage = self.message.setdefault("usage", {})
-            usage.update({k: v for k, v in (event.get("usage") or {}).items() if v is not None})
-        elif kind == "message_stop":
+        kind = _get(event, "type")
+        if kind == "message_stop":
             self.stopped = True
-        elif kind == "error":
-            raise StreamError(event)
-        return None
-
-    def _delta(self, event: dict[str, Any]) -> Delta | None:
-        index = event["index"]
-        if type(index) is not int:
-            index = int(index)
-        delta = event.get("delta") or {}
-        dt = delta.get("type")
-        if dt == "text_delta" or dt == "thinking_delta":
-            kind = "text" if dt == "text_delta" else "thinking"
-            text = delta.get(kind, "")
-            parts = self._text.get((index, kind))
-            if parts is None:  # text kept as parts, joined once at the end (not copied per fragment)
-                self.blocks.setdefault(index, {"type": "text", "text": ""})
-                parts = self._text[(index, kind)] = []
-            parts.append(text)
-            self.deltas += 1
-            return (index, kind, text)
-        block = self.blocks.setdefault(index, {"type": "text", "text": ""})
-        if dt == "input_json_delta":
-            text = delta.get("partial_json", "")
-            self._json.setdefault(index, []).append(text)
-            self.deltas += 1
-            return (index, "tool_input", text)
-        if dt == "signature_delta":
-            block["signature"] = block.get("signature", "") + delta.get("signature", "")
-        elif dt == "citations_delta":
-            citations = block.get("citations") or []
-            block["citations"] = [*citations, delta.get("citation")]
-        return None
-
-    def _close(self, index: int) -> None:
-        parts = self._json.pop(index, None)
-        if parts is None:
-            return
-        block = self.blocks[index]
-        raw = "".join(parts)
-        if not raw.strip():
-            block["input"] = block.get("input") or {}
-            return
-        try:
-            value = json.loads(raw)
-        except ValueError as exc:
-            value = None
-            why = f"not valid JSON ({exc})"
+            return None
+        if kind == "error":
+            raise StreamError(event if isinstance(event, dict) else event.to_dict())
+        if kind not in ASSEMBLED_EVENTS:
+            return None
+        if self._snapshot is None and kind != "message_start":
+            raise MalformedReply(f"the stream sent {kind} before message_start", {"event": _dump(event)})
+        index = _get(event, "index")
+        if kind == "content_block_delta" and index in self.broken:
+            problem, raw = self.broken[index]
+            self.broken[index] = (problem, raw + str(_get(_get(event, "delta"), "partial_json") or ""))
         else:
-            why = "not an object"
-        if not isinstance(value, dict):
-            # Judged at the end: a reply cut at max_tokens may end inside a tool's input.
-            self.broken[index] = (f"{block.get('type')} block {index} ({block.get('name')}): its streamed input is {why}", raw)
-            block["input"] = {}
-            return
-        block["input"] = value
+            self._accumulate(event, kind, index)
+        return self._fragment(event) if kind == "content_block_delta" else None
+
+    def _accumulate(self, event: Any, kind: str, index: Any) -> None:
+        from anthropic.lib.streaming._beta_messages import accumulate_event
+
+        try:
+            self._snapshot = accumulate_event(
+                event=event, current_snapshot=self._snapshot, json_bufs=self._json, request_headers=self._headers
+            )
+        except ValueError as exc:  # tool input that is not JSON: judged at the end (max_tokens may have cut it)
+            block = self._snapshot.content[index]
+            raw = self._json.get(index, b"").decode("utf-8", "replace") + str(_get(_get(event, "delta"), "partial_json") or "")
+            why = str(exc).split(" JSON: ")[0]
+            self.broken[index] = (f"{block.type} block {index} ({getattr(block, 'name', None)}): its streamed input is not valid JSON ({why})", raw)
+
+    def _fragment(self, event: Any) -> Delta | None:
+        delta = _get(event, "delta")
+        dt = _get(delta, "type")
+        if dt == "signature_delta":
+            return None
+        index = int(_get(event, "index"))
+        known = DELTA_TEXT.get(dt)
+        if known is not None:
+            text = _get(delta, known[1]) or ""
+            kind = known[0]
+        else:
+            body = delta if isinstance(delta, dict) else delta.to_dict(mode="json")
+            kind = "citation" if dt == "citations_delta" else str(dt or "delta").removesuffix("_delta")
+            text = json.dumps({k: v for k, v in body.items() if k != "type"}, ensure_ascii=False)
+        self.deltas += 1
+        return (index, kind, text)
 
     def result(self) -> dict[str, Any]:
         """The assembled message (call after ``message_stop``)."""
-        for index in list(self._json):  # a tool block never closed: parse what came
-            self._close(index)
-        for (index, key), parts in self._text.items():
-            block = self.blocks[index]
-            block[key] = block.get(key, "") + "".join(parts)
-        self._text.clear()
-        message = {**self.message, "content": [self.blocks[i] for i in sorted(self.blocks)]}
-        if self.broken and message.get("stop_reason") != "max_tokens":
-            problem, raw = next(iter(self.broken.values()))
-            raise MalformedReply(problem, {**message, "partial_json": raw})
+        if self._snapshot is None:
+            raise MalformedReply("the stream carried no message_start", {})
+        message = self._snapshot.to_dict(mode="json")
+        if message.get("stop_details", 0) is None:  # the SDK sets it from every message_delta; the API omits it
+            del message["stop_details"]
+        cut = message.get("stop_reason") == "max_tokens"
+        for index, raw in self._json.items():  # the SDK parses partial JSON; a block that ended must be whole
+            if index in self.broken or cut:
+                continue
+            try:
+                whole = json.loads(raw) if raw.strip() else {}
+            except ValueError as exc:
+                block = message["content"][index]
+                problem = f"{block.get('type')} block {index} ({block.get('name')}): its streamed input is not valid JSON ({exc})"
+                self.broken[index] = (problem, raw.decode("utf-8", "replace"))
+                continue
+            if not isinstance(whole, dict):
+                block = message["content"][index]
+                problem = f"{block.get('type')} block {index} ({block.get('name')}): its streamed input is not an object"
+                self.broken[index] = (problem, raw.decode("utf-8", "replace"))
+        if cut:
+            self.cut_inputs = [i for i in self._json if i not in self.broken] + list(self.broken)
+            for index in self.broken:
+                message["content"][index].setdefault("input", {})
+        if self.broken and not cut:
+            problem, text = next(iter(self.broken.values()))
+            raise MalformedReply(f"{problem}; it arrived as {_clip(text)}", {**message, "partial_json": text})
         return message
+
+    @property
+    def began(self) -> bool:
+        """``message_start`` arrived: the API accepted the request and began the reply (it may bill it)."""
+        return self._snapshot is not None
 
     def partial_text(self) -> str:
         """The text received so far (for a stream cut short)."""
-        return "".join(b.get("text", "") + "".join(self._text.get((i, "text"), ())) for i, b in sorted(self.blocks.items()) if b.get("type") == "text")
+        if self._snapshot is None:
+            return ""
+        return "".join(b.text for b in self._snapshot.content if getattr(b, "type", None) == "text")
+
+
+def _clip(raw: str, n: int = 120) -> str:
+    return repr(raw) if len(raw) <= n else f"{raw[:n]!r}... ({len(raw)} characters)"
+
+
+def _dump(event: Any) -> Any:
+    return event if isinstance(event, dict) else event.to_dict(mode="json")
 
 
 class Fragments:
@@ -300,8 +217,10 @@ class Fragments:
                 out.append({"type": "text", "text": whole})
             elif kind == "thinking":
                 out.append({"type": "thinking", "thinking": whole})
-            else:
+            elif kind == "tool_input":
                 out.append({"type": "tool_input", "partial_json": whole})
+            elif kind == "compaction":
+                out.append({"type": "compaction", "content": whole})
         return out
 
 

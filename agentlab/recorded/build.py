@@ -242,7 +242,7 @@ def build_run(
             cost = spent = None
             unpriced[s.model] += 1
         else:
-            cost = p.cost(Usage(**usage)) + (0.0 if all_long else _long_ttl_extra(p, s.cache_write_by_ttl))
+            cost = p.cost(Usage(**usage)) + (0.0 if all_long else _long_ttl_extra(p, s.cache_write_by_ttl))  # type: ignore[arg-type]  # token counts only
             spent = None if spent is None else spent + cost
         if s.recorded_cost is not None:
             recorded_spent += s.recorded_cost
@@ -348,8 +348,8 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
     if not factors and isinstance(cost_total, (int, float)) and cost_total > 0:
         p = price(run.model)
         if p is not None:
-            guessed_cost = sum(p.cost(Usage(**out[i])) for i in est)
-            known_cost = sum(p.cost(Usage(**out[i])) for i in known_steps)
+            guessed_cost = sum(p.cost(Usage(**out[i])) for i in est)  # type: ignore[arg-type]  # token counts only
+            known_cost = sum(p.cost(Usage(**out[i])) for i in known_steps)  # type: ignore[arg-type]
             if guessed_cost > 0 and cost_total > known_cost:
                 f = (cost_total - known_cost) / guessed_cost
                 factors = {"input_tokens": f, "output_tokens": f}

@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import json
+import re
 import socket
 import threading
 import time
@@ -60,7 +61,7 @@ from .tokens import (
 
 __all__ = [
     "Fault", "MessagesServer", "PromptCache", "Received", "Slow", "Streamed", "dropped", "fault", "html_error",
-    "reply", "slow", "stream_events", "streamed",
+    "recorded_stream", "reply", "slow", "stream_events", "streamed",
 ]
 
 MAX_BREAKPOINTS = 4
@@ -176,6 +177,15 @@ def streamed(
         status = next((k for k, v in ERROR_TYPES.items() if v == error), 500)
         error = Fault(status, f"{error} (inside the stream)", error)
     return Streamed(item, chunk, pause, error, drop_after, hold_after, hold, after)
+
+
+def recorded_stream(sse: bytes | str, **how: Any) -> Streamed:
+    """Serve a recorded server-sent event stream byte for byte (e.g. the SDK repository's fixtures),
+    one event per write; ``how`` as :func:`streamed` takes it (``pause``, ``drop_after``...)."""
+    raw = sse.encode() if isinstance(sse, str) else sse
+    raw = raw.replace(b"\r\n", b"\n")
+    events = [part + b"\n\n" for part in raw.split(b"\n\n") if part.strip()]
+    return streamed(events, **how)  # type: ignore[arg-type]
 
 
 def dropped() -> Fault:
@@ -534,6 +544,40 @@ class MessagesServer:
             item = item(body)
         return item
 
+    def _billing_terms(
+        self, body: dict[str, Any], content: list[dict[str, Any]], usage: dict[str, Any]
+    ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+        """What the request asked for that the API reports in ``usage``: fast mode (``speed``), the
+        inference region (``inference_geo``) and, past a ``compact_*`` edit's trigger, a compaction pass.
+
+        The compaction pass reads the whole input and writes a summary of at most ``max_tokens`` (a
+        compaction block first in the reply); as the SDK's ``BetaIterationsUsage`` documents, its tokens are
+        an iteration of their own, not in the top-level counts.
+        """
+        if body.get("speed") == "fast":
+            usage["speed"] = "fast"
+        if isinstance(body.get("inference_geo"), str):
+            usage["inference_geo"] = body["inference_geo"]
+        edits = (body.get("context_management") or {}).get("edits") or []
+        compact = next((e for e in edits if isinstance(e, dict) and str(e.get("type", "")).startswith("compact_")), None)
+        read = usage.get("input_tokens", 0) + usage.get("cache_read_input_tokens", 0) + usage.get("cache_creation_input_tokens", 0)
+        trigger = ((compact or {}).get("trigger") or {}).get("value", 150_000)
+        if compact is not None and read >= trigger:
+            summary = f"Summary of {read} tokens of conversation. " * 4
+            if self.tokenizer(summary) > body["max_tokens"]:
+                summary = summary[: body["max_tokens"]]  # no token is shorter than a character
+            written = min(self.tokenizer(summary), body["max_tokens"])
+            block = {"type": "compaction", "content": summary}
+            passes = [
+                {"type": "compaction", "input_tokens": read, "output_tokens": written,
+                 "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
+                {"type": "message", **{k: usage.get(k, 0) for k in (
+                    "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")}},
+            ]
+            usage = {**usage, "iterations": passes}
+            content = [block, *content]
+        return content, usage
+
     def _message(self, item: dict[str, Any], body: dict[str, Any]) -> dict[str, Any]:
         content = []
         for block in item.get("content") or []:
@@ -550,6 +594,7 @@ class MessagesServer:
             }
             content, usage["output_tokens"], cut = cap_output(content, body["max_tokens"], self.tokenizer)
             stop = "max_tokens" if cut else stop
+            content, usage = self._billing_terms(body, content, usage)
         message = {
             "id": item.get("id") or f"msg_{next(self._ids):06d}",
             "type": "message",
@@ -560,7 +605,7 @@ class MessagesServer:
             "stop_sequence": item.get("stop_sequence"),
             "usage": usage,
         }
-        for key in ("stop_details", "container"):
+        for key in ("stop_details", "container", "context_management"):
             if item.get(key) is not None:
                 message[key] = item[key]
         return message
@@ -605,6 +650,8 @@ class _Handler(BaseHTTPRequestHandler):
         with server._lock:
             server.requests.append(Received("POST", self.path, headers, body, time.monotonic()))
         name = server.routes.get(self.path.split("?")[0])
+        if name is None and isinstance(body, dict):
+            name = _platform_route(self.path, body)
         if name is None or (name == "count_tokens" and not server.count_endpoint):
             return self._send(404, fault(404, f"no route {self.path}").body())
         if server.require_key and not (headers.get("x-api-key") or headers.get("authorization")):
@@ -637,7 +684,7 @@ class _Handler(BaseHTTPRequestHandler):
             if item.drop:
                 return self._drop()
             return self._send(item.status, item.body(), item.headers)
-        if isinstance(item, list) and body.get("stream"):  # events given as they are (to test odd streams)
+        if isinstance(item, list) and body.get("stream"):  # events given as they are (recorded bytes, odd streams)
             return self._stream(item, how)
         if not isinstance(item, dict):
             return self._send(500, fault(500, f"MessagesServer: cannot serve a {type(item).__name__}").body())
@@ -657,6 +704,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("request-id", f"req_{next(self.owner._ids):08d}")
             self.end_headers()
             for n, event in enumerate(events):
+                if isinstance(event, bytes):  # a recorded event, sent byte for byte
+                    self._chunk(event)
+                    continue
                 if how.error is not None and n == how.after:
                     err = how.error
                     body = err.body() if not err.html else {"type": "error", "error": {"type": err.error_type, "message": err.message}}
@@ -706,6 +756,26 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 
+VERTEX_PATH = re.compile(r"^/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$"
+                         r"|^/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$")
+"""Vertex AI's Messages routes (the model id in the path, ``count-tokens`` for counts), as the SDK's
+``AnthropicVertex`` clients call them."""
+
+
+def _platform_route(path: str, body: dict[str, Any]) -> str | None:
+    """The route of a cloud platform's path (Vertex), with the body made the Messages API's (model from the path)."""
+    found = VERTEX_PATH.match(path.split("?")[0])
+    if found is None:
+        return None
+    model, how = (found.group(1), found.group(2)) if found.group(1) else (found.group(3), found.group(4))
+    if model == "count-tokens":
+        return "count_tokens"
+    body.setdefault("model", model)
+    if how == "streamRawPredict":
+        body.setdefault("stream", True)
+    return "messages"
+
+
 # --------------------------------------------------------------- streaming
 def _sse(kind: str, payload: Any) -> bytes:
     return b"event: " + kind.encode() + b"\ndata: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
@@ -721,9 +791,13 @@ def stream_events(message: dict[str, Any], chunk: int = 16) -> list[dict[str, An
     stop reason, stop details, container and final usage; ``message_stop`` ends it.
     """
     usage = dict(message.get("usage") or {})
-    start_usage = {k: v for k, v in usage.items() if k != "output_tokens"}
+    start_usage = {k: v for k, v in usage.items() if k not in ("output_tokens", "iterations")}
     start_usage["output_tokens"] = 1
-    head = {k: v for k, v in message.items() if k not in ("content", "stop_reason", "stop_sequence", "stop_details", "container", "usage")}
+    late = ("content", "stop_reason", "stop_sequence", "stop_details", "container", "usage", "context_management")
+    head = {k: v for k, v in message.items() if k not in late}
+    hops = [b for b in message.get("content") or [] if isinstance(b, dict) and b.get("type") == "fallback"]
+    if hops:  # a server-side fallback: the stream opens as the requested model, its fallback block names the server
+        head["model"] = (hops[0].get("from") or {}).get("model", head.get("model"))
     events: list[dict[str, Any]] = [
         {"type": "message_start", "message": {**head, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}},
         {"type": "ping"},
@@ -752,13 +826,24 @@ def stream_events(message: dict[str, Any], chunk: int = 16) -> list[dict[str, An
             events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
             for part in pieces(json.dumps(block.get("input", {}), separators=(",", ":"))):
                 events.append({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}})
-        else:  # redacted thinking, server tool results...: sent whole
+        elif kind == "compaction":  # the summary arrives as one compaction_delta (the SDK's recorded shape)
+            opened = {**block, "content": None}
+            opened.pop("encrypted_content", None)
+            events.append({"type": "content_block_start", "index": index, "content_block": opened})
+            delta = {"type": "compaction_delta", "content": block.get("content")}
+            if "encrypted_content" in block:
+                delta["encrypted_content"] = block["encrypted_content"]
+            events.append({"type": "content_block_delta", "index": index, "delta": delta})
+        else:  # redacted thinking, server tool results, fallback blocks...: sent whole
             events.append({"type": "content_block_start", "index": index, "content_block": block})
         events.append({"type": "content_block_stop", "index": index})
     delta = {"stop_reason": message.get("stop_reason"), "stop_sequence": message.get("stop_sequence")}
     for key in ("stop_details", "container"):
         if message.get(key) is not None:
             delta[key] = message[key]
-    events.append({"type": "message_delta", "delta": delta, "usage": usage})
+    end: dict[str, Any] = {"type": "message_delta", "delta": delta, "usage": usage}
+    if message.get("context_management") is not None:
+        end["context_management"] = message["context_management"]
+    events.append(end)
     events.append({"type": "message_stop"})
     return events
