@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from ..events import well_formed
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
 from .records import Trace, Traces
@@ -27,7 +28,6 @@ from .writer import FLOAT_TAG
 
 _BOM = b"\xef\xbb\xbf"
 _FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-_NUM = (int, float)
 
 
 class TruncatedTraceWarning(UserWarning):
@@ -63,7 +63,7 @@ def read_events(file: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
-    """Line by line, each checked with :func:`_well_formed`: the slow path, taken when the fast one finds a problem."""
+    """Line by line, each checked with :func:`~agentlab.events.well_formed`: the slow path, taken when the fast one finds a problem."""
     if data.startswith(_BOM):
         data = data[len(_BOM):]
     events, bad = [], []
@@ -71,7 +71,7 @@ def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         event = _parse_line(line)
-        if event is not None and _well_formed(event):
+        if event is not None and well_formed(event):
             events.append(_floats(event) if FLOAT_TAG.encode() in line else event)
         else:
             bad.append(n)
@@ -122,56 +122,6 @@ def _parse_line(line: bytes) -> Any:
         return json.loads(line.decode("utf-8", "surrogateescape"))
     except (ValueError, RecursionError):
         return None
-
-
-def _well_formed(e: Any) -> bool:
-    """Whether ``e`` is an event the frames can use: the base fields, and the fields the frames read, of the right types."""
-    if type(e) is not dict:
-        return False
-    g = e.get
-    kind, step, t = g("kind"), g("step"), g("t")
-    seq = g("seq", 0)
-    if type(kind) is not str or type(step) is not int or not _num_or_none(t) or t is None or type(seq) is not int:
-        return False
-    if not (-_BIG < step < _BIG and -_BIG < seq < _BIG):
-        return False
-    if not isinstance(g("run_id", ""), str):
-        return False
-    if kind == "model_called":
-        usage = g("usage")
-        if usage is not None and (type(usage) is not dict or not all(type(v) is int for v in usage.values())):
-            return False
-        content = g("content", [])
-        if content is not None and type(content) is not list:
-            return False
-        for f in ("cost", "spent", "latency"):
-            v = g(f, 0.0)
-            if not isinstance(v, _NUM) and not (type(v) is dict and FLOAT_TAG in v):
-                return False
-        return isinstance(g("stop_reason") or "", str)
-    if kind in ("tool_started", "tool_finished"):
-        return (
-            type(g("call_id")) is str and type(g("index", 0)) is int and isinstance(g("tool", ""), str)
-            and type(g("attempts", 0)) is int and _num_or_none(g("start")) and _num_or_none(g("end"))
-            and isinstance(g("args") or {}, dict) and isinstance(g("outcome", ""), str)
-            and isinstance(g("mode") or "", str)
-        )
-    if kind == "run_started":
-        return type(g("budget") or {}) is dict and isinstance(g("task", ""), str) and isinstance(g("model", ""), str) \
-            and isinstance(g("started_at") or "", str) and type(g("messages") or []) is list
-    if kind == "run_finished":
-        return all(type(g(f, 0)) is int for f in ("steps", "model_calls", "nudges")) and all(
-            isinstance(g(f, ""), str) for f in ("outcome", "reason", "detail")
-        ) and _num_or_none(g("spent")) and _num_or_none(g("elapsed"))
-    if kind == "resumed":
-        return type(g("limits") or {}) is dict
-    if kind == "tool_results":
-        return type(g("content")) is list
-    return True
-
-
-def _num_or_none(v: Any) -> bool:
-    return v is None or (isinstance(v, _NUM) and type(v) is not bool) or (type(v) is dict and FLOAT_TAG in v)
 
 
 def _floats(value: Any) -> Any:
