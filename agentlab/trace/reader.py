@@ -166,11 +166,16 @@ _SUMMARY_ERRORS = (TypeError, ValueError, KeyError, AttributeError, OverflowErro
 def load_runs(path: str | os.PathLike[str] | None = None) -> Traces:
     """Every run in a runs folder (or one ``.jsonl`` file), as DataFrames.
 
-    Columns and dtypes are documented in ``docs/traces.md``. A file that
-    cannot be read (a directory named like a trace, no permission) is skipped
-    with a :class:`TruncatedTraceWarning` naming it.
+    Columns and dtypes are documented in ``docs/traces.md``. Runs the
+    folder's store holds fresh (``agentlab compact``) are read from it; every
+    other run (not stored yet, still being written, resumed since) from its
+    log, with the same frames either way. A file that cannot be read (a
+    directory named like a trace, no permission) is skipped with a
+    :class:`TruncatedTraceWarning` naming it.
     """
     files = trace_files(path)
+    folder = runs_dir(path)
+    frames, stored, files = _from_store(folder, files)
     traces = []
     with gc_paused():
         for f in files:
@@ -181,4 +186,22 @@ def load_runs(path: str | os.PathLike[str] | None = None) -> Traces:
                 warnings.warn(f"{f}: skipped the whole file: {why}", TruncatedTraceWarning, stacklevel=2)
                 continue
             traces.append(_trace(f, events))
-    return Traces(traces, runs_dir(path))
+    if frames is None:
+        return Traces(traces, folder)
+    return Traces._with_store(frames, stored, traces, folder, trace_files(path))
+
+
+def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, Path]], list[Path]]:
+    """The frames of the runs the store holds fresh, those runs, and the log files still to read."""
+    from . import _store
+
+    if not folder.is_dir() or not _store.store_dir(folder).is_dir() or not _store.available():
+        return None, [], files
+    logs = _store._logs(folder)
+    tables, covered = _store.read(folder, logs)
+    if not covered:
+        return None, [], files
+    frames = _store.frames(tables, folder)
+    runs = frames["runs"]
+    stored = [(r, folder / Path(f).name) for r, f in zip(runs["run_id"], runs["file"], strict=True)]
+    return frames, stored, [f for f in files if f.name not in covered]

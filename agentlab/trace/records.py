@@ -205,12 +205,64 @@ class Traces(Frames):
     """
 
     def __init__(self, traces: Iterable[Trace], folder: Path | None = None) -> None:
-        self.traces = [t for t in traces if t.records]
+        self._traces: list[Trace] | None = [t for t in traces if t.records]
         self.folder = folder
-        self._by_id = {t.run_id: t for t in self.traces}
+        self._by_id = {t.run_id: t for t in self._traces}
+        self._stored: list[tuple[str, Path]] = []
+
+    @classmethod
+    def _with_store(
+        cls, frames: dict[str, pd.DataFrame], stored: list[tuple[str, Path]], loaded: list[Trace],
+        folder: Path, order: list[Path],
+    ) -> Traces:
+        """Runs read from the store (their frames; each :class:`Trace` read from its log when asked for)
+        beside runs read from their logs, in the folder's file order, as if every one came from its log."""
+        import numpy as np
+        import pandas as pd
+
+        self = cls(loaded, folder)
+        self._traces = None
+        self._stored = stored
+        if loaded:
+            rank = {f.name: i for i, f in enumerate(order)}
+            logged = cls(loaded, folder)
+            own = {name: getattr(logged, name) for name in frames}
+            joined = {n: pd.concat([frames[n], own[n]], ignore_index=True) for n in frames}
+            runs = joined["runs"]
+            run_rank = {r: rank.get(Path(f).name, len(rank)) for r, f in zip(runs["run_id"], runs["file"], strict=True)}
+            for name, df in joined.items():
+                keys = [rank.get(Path(f).name, len(rank)) for f in df["file"]] if name == "runs" else [run_rank[r] for r in df["run_id"]]
+                joined[name] = df.take(np.argsort(np.asarray(keys), kind="stable")).reset_index(drop=True)
+            frames = joined
+        for name, df in frames.items():
+            self.__dict__[name] = df  # the cached frames
+        return self
+
+    @property
+    def traces(self) -> list[Trace]:
+        """Every run's :class:`Trace` (runs read from the store are read from their logs now)."""
+        if self._traces is None:
+            from .reader import _trace, read_events
+
+            for run_id, file in self._stored:
+                if run_id not in self._by_id:
+                    self._by_id[run_id] = _trace(file, read_events(file)) if file.is_file() else self._from_events(run_id)
+            ids = list(self.runs["run_id"])
+            self._traces = [self._by_id[r] for r in ids if r in self._by_id]
+        return self._traces
+
+    def _from_events(self, run_id: str) -> Trace:
+        """A stored run whose log is gone: its records rebuilt from the events frame."""
+        ev = self.events
+        rows = ev[ev["run_id"] == run_id]
+        records = [
+            {"v": SCHEMA_VERSION, "run_id": r, "seq": q, "step": s, "t": t, "kind": k, **d}
+            for r, q, s, t, k, d in zip(rows["run_id"], rows["seq"], rows["step"], rows["t"], rows["kind"], rows["data"], strict=True)
+        ]
+        return Trace(records, None)
 
     def __len__(self) -> int:
-        return len(self.traces)
+        return len(self.traces) if self._traces is not None else len(self.runs)
 
     def __iter__(self) -> Iterator[Trace]:
         return iter(self.traces)
@@ -220,6 +272,12 @@ class Traces(Frames):
 
     def run(self, run_id: str) -> Trace:
         """One run's :class:`Trace`, by id."""
+        if run_id not in self._by_id and self._traces is None:
+            file = dict(self._stored).get(run_id)
+            if file is not None:
+                from .reader import _trace, read_events
+
+                self._by_id[run_id] = _trace(file, read_events(file)) if file.is_file() else self._from_events(run_id)
         try:
             return self._by_id[run_id]
         except KeyError:

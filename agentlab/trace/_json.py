@@ -1,0 +1,177 @@
+"""The events frame's ``data`` column: one dict per event, parsed only when read.
+
+A million events loaded from the store would spend most of their load time
+turning JSON into dicts nobody looks at; this pandas extension array keeps
+the JSON text as the store holds it (an Arrow string array, zero-copy) and
+parses an element the first time it is read, keeping the dict. Loaded from a
+JSONL file, where every line was parsed anyway, it simply holds the dicts.
+Either way ``frame["data"].iloc[i]`` is a dict, and ``.map``, iteration and
+``astype(object)`` see dicts; the dtype is ``json`` for both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+from pandas.api.extensions import ExtensionArray, ExtensionDtype, register_extension_dtype, take
+
+from .writer import FLOAT_TAG
+
+
+@register_extension_dtype
+class JSONDtype(ExtensionDtype):
+    """A dict per row, held as JSON until read."""
+
+    name = "json"
+    type = dict
+    kind = "O"
+    na_value = None
+
+    @classmethod
+    def construct_array_type(cls) -> type[JSONArray]:
+        return JSONArray
+
+
+def _loads(text: Any) -> dict[str, Any]:
+    value = orjson.loads(text)
+    if FLOAT_TAG.encode() in (text if isinstance(text, bytes) else text.encode()):
+        from .reader import _floats
+
+        value = _floats(value)
+    return value
+
+
+class JSONArray(ExtensionArray):
+    """``parsed[i]`` is the dict once read (else None); ``raw`` the JSON text (an Arrow string array) or None."""
+
+    def __init__(self, parsed: np.ndarray, raw: Any = None) -> None:
+        self._parsed = parsed
+        self._raw = raw
+
+    # -- construction
+    @classmethod
+    def from_dicts(cls, values: Sequence[Any]) -> JSONArray:
+        out = np.empty(len(values), dtype=object)
+        out[:] = values if isinstance(values, list) else list(values)
+        return cls(out)
+
+    @classmethod
+    def from_arrow(cls, raw: Any) -> JSONArray:
+        """JSON text, one object per row (a pyarrow string array), parsed element by element when read."""
+        return cls(np.full(len(raw), None, dtype=object), raw)
+
+    @classmethod
+    def _from_sequence(cls, scalars: Any, *, dtype: Any = None, copy: bool = False) -> JSONArray:
+        return cls.from_dicts(list(scalars))
+
+    @classmethod
+    def _from_factorized(cls, values: Any, original: Any) -> JSONArray:  # pragma: no cover - dicts do not factorize
+        raise TypeError("json values (dicts) cannot be factorized")
+
+    @classmethod
+    def _concat_same_type(cls, to_concat: Sequence[JSONArray]) -> JSONArray:
+        parsed = np.concatenate([a._parsed for a in to_concat]) if to_concat else np.empty(0, dtype=object)
+        if all(a._raw is None for a in to_concat):
+            return cls(parsed)
+        import pyarrow as pa  # some hold JSON text, so pyarrow is there
+
+        raw = pa.concat_arrays([
+            pa.nulls(len(a), pa.string()) if a._raw is None else a._raw.cast(pa.string()) for a in to_concat
+        ])
+        return cls(parsed, raw)
+
+    # -- reading
+    @property
+    def dtype(self) -> JSONDtype:
+        return JSONDtype()
+
+    def __len__(self) -> int:
+        return len(self._parsed)
+
+    def _one(self, i: int) -> Any:
+        value = self._parsed[i]
+        if value is None and self._raw is not None:
+            text = self._raw[i].as_py()
+            if text is not None:
+                value = self._parsed[i] = _loads(text)
+        return value
+
+    def _all(self) -> list[Any]:
+        """Every element, parsing those not read yet (one pass over the Arrow array)."""
+        if self._raw is not None and any(v is None for v in self._parsed):
+            texts = self._raw.to_pylist()
+            parsed = self._parsed
+            for i, v in enumerate(parsed):
+                if v is None and texts[i] is not None:
+                    parsed[i] = _loads(texts[i])
+            self._raw = None
+        return list(self._parsed)
+
+    def __getitem__(self, item: Any) -> Any:
+        if isinstance(item, (int, np.integer)):
+            n = len(self)
+            i = int(item)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for a json array of length {n}")
+            return self._one(i % n)
+        item = pd.api.indexers.check_array_indexer(self, item)
+        if isinstance(item, slice):
+            return JSONArray(self._parsed[item], None if self._raw is None else self._raw[item])
+        positions = np.arange(len(self))[item]
+        return self.take(positions)
+
+    def __iter__(self) -> Any:
+        return iter(self._all())
+
+    def take(self, indices: Any, *, allow_fill: bool = False, fill_value: Any = None) -> JSONArray:
+        indices = np.asarray(indices, dtype=np.intp)
+        if self._raw is not None and not (allow_fill and (indices < 0).any()):
+            positions = np.where(indices < 0, indices + len(self), indices)
+            return JSONArray(self._parsed.take(positions), self._raw.take(positions))
+        values = np.empty(len(self), dtype=object)
+        values[:] = self._all()
+        return JSONArray(take(values, indices, allow_fill=allow_fill, fill_value=fill_value))
+
+    def copy(self) -> JSONArray:
+        return JSONArray(self._parsed.copy(), self._raw)
+
+    def isna(self) -> np.ndarray:
+        if self._raw is not None:
+            return np.asarray(self._raw.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        return np.array([v is None for v in self._parsed], dtype=bool)
+
+    @property
+    def nbytes(self) -> int:
+        return int(self._parsed.nbytes + (self._raw.nbytes if self._raw is not None else 0))
+
+    def to_numpy(self, dtype: Any = None, copy: bool = False, na_value: Any = None) -> np.ndarray:
+        out = np.empty(len(self), dtype=object)
+        out[:] = self._all()
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.to_numpy()
+
+    def astype(self, dtype: Any, copy: bool = True) -> Any:
+        if isinstance(dtype, JSONDtype) or dtype == "json":
+            return self.copy() if copy else self
+        if np.dtype(dtype) == object:
+            return self.to_numpy()
+        return super().astype(dtype, copy=copy)
+
+    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+        values = self._all()
+        if isinstance(other, (JSONArray, list, np.ndarray)):
+            return np.array([a == b for a, b in zip(values, list(other), strict=True)], dtype=bool)
+        return np.array([v == other for v in values], dtype=bool)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._all()
+        self._parsed[key] = value
+
+    def _formatter(self, boxed: bool = False) -> Any:
+        return repr
