@@ -25,13 +25,13 @@ from .tools import Retry, Tool, tool
 __all__ = [
     "AnthropicModel", "AuthenticationFailed", "Experiment", "ExperimentResult", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "grid", "import_recorded", "load_recorded", "load_run", "load_runs", "mcp_tools", "replay", "reply", "resolve_model", "run", "tool",
+    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "grid", "import_recorded", "load_recorded", "load_run", "load_runs", "mcp_tools", "replay", "reply", "resolve_model", "run", "sql", "tool",
 ]
 
 
 def __getattr__(name: str) -> object:
     """Heavy public names load on first use, so ``import agentlab`` stays light."""
-    if name in ("Trace", "Traces", "load_run", "load_runs"):  # the trace package loads when first used
+    if name in ("Trace", "Traces", "load_run", "load_runs", "sql"):  # the trace package loads when first used
         from . import trace
 
         return getattr(trace, name)

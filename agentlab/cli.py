@@ -5,6 +5,7 @@
     agentlab report RUN_ID             read a finished (or failed) run
     agentlab scenarios                 what each scenario teaches
     agentlab experiment SPEC.toml      many runs under one total budget (--resume continues)
+    agentlab compact RUNS_DIR          the runs as Parquet, for fast loading and SQL
 
 The formatting here is plain functions of values (:func:`format_table`,
 :func:`describe_event`); ``main`` only wires them to argparse and streams.
@@ -319,6 +320,30 @@ def cmd_scenarios(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- compact
+def cmd_compact(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Bring a runs folder's columnar store up to date with its logs (docs/traces.md, "The store")."""
+    from .trace import compact
+
+    try:
+        counts = compact(args.runs_dir, rebuild=args.rebuild)
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        print(f"agentlab compact: {exc}", file=err)
+        return 2
+    print(f"{counts['stored']} run(s) stored, {counts['fresh']} already fresh; "
+          f"{counts['parts']} part(s) in {Path(args.runs_dir) / '_store'}", file=out)
+    return 0
+
+
+def _add_compact(sub: Any) -> None:
+    c = sub.add_parser("compact", help="write (or update) the columnar store of a runs folder, for fast loading and SQL",
+                       description="Store every run of RUNS_DIR not stored yet (or changed since) as Parquet in "
+                                   "RUNS_DIR/_store, merged into one part per day. Safe to interrupt.")
+    c.add_argument("runs_dir", metavar="RUNS_DIR", help="the folder that holds the .jsonl traces")
+    c.add_argument("--rebuild", action="store_true", help="throw the store away and re-derive it from the logs")
+    c.set_defaults(fn=cmd_compact)
+
+
 # ------------------------------------------------------------------- main
 def _positive(kind: type) -> Any:
     def parse(text: str) -> Any:
@@ -389,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--name", help="run it under a new name (a new folder)")
     ex.add_argument("--quiet", action="store_true", help="no progress bar")
     ex.set_defaults(fn=cmd_experiment)
+    _add_compact(sub)
     return p
 
 

@@ -11,6 +11,7 @@ Either way ``frame["data"].iloc[i]`` is a dict, and ``.map``, iteration and
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ class JSONDtype(ExtensionDtype):
     na_value = None
 
     @classmethod
-    def construct_array_type(cls) -> type[JSONArray]:
+    def construct_array_type(cls) -> builtins.type[JSONArray]:
         return JSONArray
 
 
@@ -163,7 +164,7 @@ class JSONArray(ExtensionArray):
             return self.to_numpy()
         return super().astype(dtype, copy=copy)
 
-    def __eq__(self, other: Any) -> Any:  # type: ignore[override]
+    def __eq__(self, other: Any) -> Any:
         values = self._all()
         if isinstance(other, (JSONArray, list, np.ndarray)):
             return np.array([a == b for a, b in zip(values, list(other), strict=True)], dtype=bool)

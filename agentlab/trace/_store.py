@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .frames import BASE_FIELDS, TABLES, _data_of, gc_paused
+from .frames import TABLES, _data_of, gc_paused
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -275,7 +275,6 @@ def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     """Runs in file-name order, each run's rows in the order its log gives them (as ``load_runs`` reads a folder)."""
     import numpy as np
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     runs = tables["runs"]
     files = runs.column("file").to_numpy(zero_copy_only=False)
@@ -288,7 +287,6 @@ def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
         t = tables[name]
         ranks = np.array([rank[r] for r in t.column("run_id").to_pylist()]) if t.num_rows else np.array([], int)
         out[name] = t.take(pa.array(np.argsort(ranks, kind="stable")))
-    del pc
     return out
 
 
@@ -432,9 +430,8 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
         shutil.rmtree(store_dir(path))
     logs = _logs(path)
     fresh: set[str] = set()
-    for i, names in _chosen(found := parts(path), logs).items():
+    for names in _chosen(parts(path), logs).values():
         fresh |= {n for n in names if n in logs}
-    del found
     todo = sorted(n for n in logs if n not in fresh)
     for start in range(0, len(todo), batch):
         store_runs(path, [path / n for n in todo[start:start + batch]], merge=False)
@@ -442,4 +439,13 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
     return {"stored": len(todo), "fresh": len(fresh), "parts": len(parts(path))}
 
 
-_UNUSED = BASE_FIELDS  # the events table keeps these as columns and the rest as JSON in data
+def store_batch(folder: Path) -> None:
+    """After an experiment: store its finished runs in batches (when pyarrow is installed); a failure
+    only warns, since the logs hold every event and ``agentlab compact`` can try again."""
+    if not available() or not folder.is_dir():
+        return
+    try:
+        compact(folder)
+    except Exception as exc:  # noqa: BLE001 - the store is derived: never fail an experiment over it
+        warnings.warn(f"the runs in {folder} were not all stored: {type(exc).__name__}: {exc} "
+                      "(the logs are whole; agentlab compact retries)", UserWarning, stacklevel=2)
