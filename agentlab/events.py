@@ -140,8 +140,8 @@ KINDS: dict[EventKind, Kind] = {k.kind: k for k in (
     )),
     Kind(EventKind.TOOL_FINISHED, "a tool call ended", (
         _f("call_id:str!"), _f("tool:str?"), _f("mode:str?"), _f("args:dict?"), _f("index:int?"),
-        _f("outcome:str?", ":class:`~agentlab.vocab.Outcome`"), _f("attempts:int?"), _f("result:any"),
-        _f("is_error:bool"), _f("start:float?"), _f("end:float?"), _f("error:str"),
+        _f("outcome:str?", ":class:`~agentlab.vocab.Outcome`"), _f("attempts:int?"), _f("result:any?"),
+        _f("is_error:bool?"), _f("start:float?"), _f("end:float?"), _f("error:str"),
     )),
     Kind(EventKind.NUDGED, "the loop guard answered a repeated call with the earlier result and a nudge", (
         _f("call_id:str"), _f("tool:str"), _f("args:dict"), _f("count:int"),
