@@ -18,7 +18,7 @@ import pytest
 import agentlab as al
 from agentlab import reply, scenarios
 from agentlab.cli import main
-from agentlab.trace import TraceWriter, compact
+from agentlab.trace import StoredTraceWriter, compact
 from agentlab.trace.frames import TABLES
 
 from .helpers import PRICES
@@ -127,7 +127,7 @@ def test_a_run_still_being_written_is_read_from_its_log_beside_stored_runs(tmp_p
         seen.append(al.load_runs(folder))
         return "ok"
 
-    writer = TraceWriter(folder, store=True)
+    writer = StoredTraceWriter(folder)
     al.run("live", [peek], model=al.ScriptedModel([reply(None, ("peek", {})), reply("done")]), trace=writer,
            max_cost=None, run_id="b-live")
     during = seen[0]
@@ -159,11 +159,11 @@ KILL_SCRIPT = textwrap.dedent(
     """
     import sys
     from pathlib import Path
-    from agentlab.trace import _store
+    from agentlab.trace import _compact, _store
 
     where, folder = sys.argv[1], Path(sys.argv[2])
     calls = {"table": 0, "part": 0}
-    write_table, write_part = _store._write_table, _store._write_part
+    write_table, write_part = _store._write_table, _store.write_part
 
     def stop_here():
         print("stopped", flush=True)
@@ -187,8 +187,8 @@ KILL_SCRIPT = textwrap.dedent(
             stop_here()
         return name
 
-    _store._write_table, _store._write_part = half_written, merged
-    _store.compact(folder, batch=2)
+    _store._write_table, _store.write_part, _compact.write_part = half_written, merged, merged
+    _compact.compact(folder, batch=2)
     print("finished", flush=True)
     """
 )

@@ -221,7 +221,7 @@ class Experiment:
             if deadline is not None:
                 deadline.cancel()
             out.close()
-            from ..trace._store import store_batch
+            from ..trace._compact import store_batch
 
             store_batch(self.folder.traces)  # the finished runs into the columnar store, in one batch
             self._emit("experiment_finished", spent=self._spent())

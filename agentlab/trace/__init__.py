@@ -9,7 +9,8 @@ The package is split by job, each part testable alone:
 - :mod:`.records`: :class:`Trace`, :class:`Traces`, :class:`StepView`: a run
   read back, with its history rebuilt step by step;
 - :mod:`.frames`: records -> rows -> pandas DataFrames (``docs/traces.md``);
-- :mod:`._store`: the columnar store (Parquet beside the logs), :func:`compact`;
+- :mod:`._store`, :mod:`._compact`: the columnar store (Parquet beside the logs), :func:`compact`,
+  :class:`StoredTraceWriter`;
   :mod:`._sql`: :func:`sql` over it (DuckDB);
 - :mod:`.display`: a run as terminal text and notebook HTML;
 - :mod:`.files`: where runs live and how a run id finds its file.
@@ -29,8 +30,8 @@ from .files import RUNS_ENV, SUFFIX, find_run_file, runs_dir, trace_files
 from .writer import TraceWriteError, TraceWriter, TraceWriteWarning, dumps
 
 if TYPE_CHECKING:
+    from ._compact import StoredTraceWriter, compact
     from ._sql import sql
-    from ._store import compact
     from .frames import CALLS_COLUMNS, EVENTS_COLUMNS, RUNS_COLUMNS, STEPS_COLUMNS, Rows
     from .reader import TruncatedTraceWarning, load_run, load_runs, read_events
     from .records import StepView, Trace, Traces
@@ -39,11 +40,11 @@ _LAZY = {
     "CALLS_COLUMNS": "frames", "EVENTS_COLUMNS": "frames", "RUNS_COLUMNS": "frames", "STEPS_COLUMNS": "frames",
     "Rows": "frames", "TruncatedTraceWarning": "reader", "load_run": "reader", "load_runs": "reader",
     "read_events": "reader", "StepView": "records", "Trace": "records", "Traces": "records",
-    "compact": "_store", "sql": "_sql",
+    "compact": "_compact", "StoredTraceWriter": "_compact", "sql": "_sql",
 }
 
 __all__ = [
-    "CALLS_COLUMNS", "EVENTS_COLUMNS", "RUNS_COLUMNS", "RUNS_ENV", "STEPS_COLUMNS", "SUFFIX", "Rows", "StepView",
+    "CALLS_COLUMNS", "EVENTS_COLUMNS", "RUNS_COLUMNS", "RUNS_ENV", "STEPS_COLUMNS", "SUFFIX", "Rows", "StepView", "StoredTraceWriter",
     "Trace", "TraceWriteError", "TraceWriteWarning", "TraceWriter", "Traces", "TruncatedTraceWarning", "compact", "dumps",
     "find_run_file", "load_run", "load_runs", "read_events", "runs_dir", "sql", "trace_files",
 ]

@@ -20,6 +20,7 @@ import orjson
 import pandas as pd
 from pandas.api.extensions import ExtensionArray, ExtensionDtype, register_extension_dtype, take
 
+from ._tags import untag
 from .writer import FLOAT_TAG
 
 
@@ -37,12 +38,10 @@ class JSONDtype(ExtensionDtype):
         return JSONArray
 
 
-def _loads(text: Any) -> dict[str, Any]:
+def loads(text: Any) -> dict[str, Any]:
     value = orjson.loads(text)
     if FLOAT_TAG.encode() in (text if isinstance(text, bytes) else text.encode()):
-        from .reader import _floats
-
-        value = _floats(value)
+        value = untag(value)
     return value
 
 
@@ -98,7 +97,7 @@ class JSONArray(ExtensionArray):
         if value is None and self._raw is not None:
             text = self._raw[i].as_py()
             if text is not None:
-                value = self._parsed[i] = _loads(text)
+                value = self._parsed[i] = loads(text)
         return value
 
     def _all(self) -> list[Any]:
@@ -108,7 +107,7 @@ class JSONArray(ExtensionArray):
             parsed = self._parsed
             for i, v in enumerate(parsed):
                 if v is None and texts[i] is not None:
-                    parsed[i] = _loads(texts[i])
+                    parsed[i] = loads(texts[i])
             self._raw = None
         return list(self._parsed)
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from . import _store
+from ._compact import compact as compact_folder
+from ._store import schema, store_dir
 from .files import SUFFIX, runs_dir
 
 if TYPE_CHECKING:
@@ -39,9 +40,9 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
     if not folder.is_dir():
         raise FileNotFoundError(f"no runs folder at {str(folder)!r}: pass path= or set $AGENTLAB_RUNS")
     if compact and any(folder.glob(f"*{SUFFIX}")):
-        _store.compact(folder)
+        compact_folder(folder)
     con = duckdb.connect()
-    root = _store.store_dir(folder)
+    root = store_dir(folder)
     for table in ("runs", "steps", "calls", "events"):
         files = sorted((root / table).glob("day=*/part-*.parquet"))
         files = [f for f in files if (root / "runs" / f.parent.name / f.name).exists()]  # complete parts only
@@ -50,7 +51,7 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
             con.execute(f"create view {table} as select * {_HIDDEN.get(table, '')} "
                         f"from read_parquet([{listed}], hive_partitioning = true)")
         else:
-            empty = _store.schema(table).empty_table()
+            empty = schema(table).empty_table()
             con.register(f"_{table}_empty", empty)
             con.execute(f"create view {table} as select * {_HIDDEN.get(table, '')}, null::varchar as day from _{table}_empty")
     try:

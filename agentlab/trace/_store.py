@@ -29,8 +29,9 @@ had when the run was stored (``_bytes``). A run whose log has grown since
 (still being written, or resumed) is read from its log instead, and stored
 again by the next compaction.
 
-Needs ``pyarrow`` (``pip install 'agentlab[store]'``); without it everything
-reads the JSONL, as before.
+This module knows the layout and reads and merges parts; :mod:`._compact`
+builds parts from the logs. Needs ``pyarrow`` (``pip install
+'agentlab[store]'``); without it everything reads the JSONL, as before.
 """
 
 from __future__ import annotations
@@ -40,18 +41,17 @@ import os
 import time
 import uuid
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .frames import TABLES, _data_of, gc_paused
+from .frames import TABLES
 
 if TYPE_CHECKING:
     import pandas as pd
     import pyarrow as pa
 
-    from .records import Trace
 
 STORE_DIR = "_store"
 MERGE_AT = 16
@@ -60,7 +60,7 @@ TOP_TIER = 3
 ORPHAN_AGE_S = 600.0
 """A table file whose part has no ``runs`` file is removed by compaction once it is this old
 (younger, it may belong to a part being written right now)."""
-_ARROW = {"str": "string", "int64": "int64", "float64": "float64", "bool": "bool", "object": "string", "json": "string"}
+ARROW_TYPES = {"str": "string", "int64": "int64", "float64": "float64", "bool": "bool", "object": "string", "json": "string"}
 HIDDEN = {"runs": (("_bytes", "int64"),)}
 """Store-only columns: the size of the run's log when it was stored (to tell fresh from stale)."""
 
@@ -85,49 +85,13 @@ def schema(table: str) -> pa.Schema:
         if col.dtype.startswith("datetime64"):
             typ = pa.timestamp("ns", tz="UTC")
         else:
-            typ = pa.type_for_alias(_ARROW[col.dtype])
+            typ = pa.type_for_alias(ARROW_TYPES[col.dtype])
         fields.append(pa.field(col.name, typ, nullable=col.dtype not in ("int64", "bool")))
     fields += [pa.field(name, pa.type_for_alias(dtype), nullable=False) for name, dtype in HIDDEN.get(table, ())]
     return pa.schema(fields)
 
 
 # ------------------------------------------------------------ writing
-def _json(value: Any) -> str:
-    from .writer import dumps
-
-    return dumps(value)[:-1].decode()
-
-
-def _tables(traces: list[Trace], sizes: list[int]) -> dict[str, pa.Table]:
-    """The four tables of these runs, built from the same frames ``load_runs`` gives."""
-    import pyarrow as pa
-
-    from .records import Traces
-
-    many = Traces(traces)
-    frames = {"runs": many.runs, "steps": many.steps, "calls": many.calls}
-    runs = frames["runs"].copy()
-    runs["file"] = [Path(f).name for f in runs["file"]]
-    runs["_bytes"] = sizes
-    frames["runs"] = runs
-    calls = frames["calls"].copy()
-    calls["args"] = [_json(a) for a in calls["args"]]
-    frames["calls"] = calls
-    out = {name: pa.Table.from_pandas(df, schema=schema(name), preserve_index=False) for name, df in frames.items()}
-    cols: dict[str, list[Any]] = {c.name: [] for c in TABLES["events"]}
-    with gc_paused():
-        for t in traces:
-            recs = t.records
-            cols["run_id"].extend(e.get("run_id", t.run_id) for e in recs)
-            cols["seq"].extend(e.get("seq", 0) for e in recs)
-            cols["step"].extend(e.get("step", 0) for e in recs)
-            cols["t"].extend(float(e.get("t", "nan")) for e in recs)
-            cols["kind"].extend(e.get("kind", "") for e in recs)
-            cols["data"].extend(_json(_data_of(e)) for e in recs)
-    out["events"] = pa.table(cols, schema=schema("events"))
-    return out
-
-
 def _write_table(table: pa.Table, path: Path) -> None:
     """Write under a dot-name, then rename: a reader sees the whole file or none."""
     import pyarrow.parquet as pq
@@ -145,13 +109,13 @@ def _part_name(tier: int) -> str:
     return f"part-{tier}-{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.parquet"
 
 
-def _day(started: Any) -> str:
+def day_of(started: Any) -> str:
     import pandas as pd
 
     return "none" if started is None or pd.isna(started) else started.strftime("%Y-%m-%d")
 
 
-def _write_part(root: Path, day: str, tables: dict[str, pa.Table], tier: int) -> str:
+def write_part(root: Path, day: str, tables: dict[str, pa.Table], tier: int) -> str:
     name = _part_name(tier)
     for table in ("events", "calls", "steps", "runs"):  # runs last: it makes the part count
         folder = root / table / f"day={day}"
@@ -160,44 +124,7 @@ def _write_part(root: Path, day: str, tables: dict[str, pa.Table], tier: int) ->
     return name
 
 
-def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> int:
-    """Store these runs' logs (a batch: one part per day), then merge tiers; returns how many runs were stored."""
-    import pyarrow.compute as pc
-
-    from .reader import _trace, read_events
-
-    traces, sizes = [], []
-    with gc_paused():
-        for f in files:
-            try:
-                size = f.stat().st_size  # before reading: a log that grows meanwhile is seen as stale, never as fresh
-                events = read_events(f)
-            except OSError:
-                continue
-            t = _trace(f, events)
-            if t.records:
-                traces.append(t)
-                sizes.append(size)
-    if not traces:
-        return 0
-    root = store_dir(folder)
-    tables = _tables(traces, sizes)
-    days = [_day(s) for s in tables["runs"].column("started_at").to_pandas()]
-    for day in sorted(set(days)):
-        ids = [rid for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True) if d == day]
-        if len(set(days)) == 1:
-            part = tables
-        else:
-            keep = pc.is_in(tables["runs"].column("run_id"), value_set=_arr(ids))
-            part = {n: t.filter(pc.is_in(t.column("run_id"), value_set=_arr(ids))) if n != "runs" else t.filter(keep)
-                    for n, t in tables.items()}
-        _write_part(root, day, part, 0)
-    if merge:
-        merge_tiers(folder)
-    return len(traces)
-
-
-def _arr(values: list[str]) -> pa.Array:
+def string_array(values: list[str]) -> pa.Array:
     import pyarrow as pa
 
     return pa.array(values, type=pa.string())
@@ -235,7 +162,7 @@ def parts(folder: Path) -> list[Part]:
     return out
 
 
-def _chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]]:
+def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]]:
     """For each part (by position), the run files to take from it: fresh ones, each from its newest part."""
     best: dict[str, int] = {}
     for i, p in enumerate(found):
@@ -262,7 +189,7 @@ def _select(found: list[Part], chosen: dict[int, set[str]], root: Path) -> dict[
         runs = p.runs
         whole = len(names) == runs.num_rows
         if not whole:
-            runs = runs.filter(pc.is_in(runs.column("file"), value_set=_arr(sorted(names))))
+            runs = runs.filter(pc.is_in(runs.column("file"), value_set=string_array(sorted(names))))
             ids = pc.unique(runs.column("run_id"))
         pieces["runs"].append(runs)
         for table in ("steps", "calls", "events"):
@@ -296,18 +223,18 @@ def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, pa.Table], set[s
     found = parts(folder)
     if not found:
         return {}, set()
-    chosen = _chosen(found, logs)
-    tables = _sorted(_select(found, chosen, root))
+    picked = chosen(found, logs)
+    tables = _sorted(_select(found, picked, root))
     covered = set(tables["runs"].column("file").to_pylist())
     return tables, covered
 
 
-def frames(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFrame]:
+def frames_of(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFrame]:
     """Arrow tables -> the four DataFrames, with the dtypes ``load_runs`` gives from the logs."""
     import numpy as np
     import pandas as pd
 
-    from ._json import JSONArray, _loads
+    from ._json import JSONArray, loads
 
     out = {}
     runs = tables["runs"].drop_columns([n for n, _ in HIDDEN["runs"]])
@@ -320,7 +247,7 @@ def frames(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFrame]
     args = calls.column("args").to_pylist()
     df = calls.drop_columns(["args"]).to_pandas()
     values = np.empty(len(args), dtype=object)
-    values[:] = [_loads(a) for a in args]
+    values[:] = [loads(a) for a in args]
     df.insert(list(TABLES["calls"]).index(next(c for c in TABLES["calls"] if c.name == "args")), "args", values)
     out["calls"] = df
     events = tables["events"]
@@ -352,17 +279,17 @@ def _merge_lock(folder: Path) -> Iterator[bool]:
 
 def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | None) -> None:
     root = store_dir(folder)
-    chosen = _chosen(group, logs)
-    tables = _sorted(_select(group, chosen, root))
+    picked = chosen(group, logs)
+    tables = _sorted(_select(group, picked, root))
     if tables["runs"].num_rows:
-        _write_part(root, group[0].day, tables, tier)
+        write_part(root, group[0].day, tables, tier)
     for p in group:  # runs first: from here on the old part no longer counts
         for table in ("runs", "steps", "calls", "events"):
             with contextlib.suppress(FileNotFoundError):
                 p.path(root, table).unlink()
 
 
-def _logs(folder: Path) -> dict[str, int]:
+def log_sizes(folder: Path) -> dict[str, int]:
     from .files import SUFFIX
 
     out = {}
@@ -383,7 +310,7 @@ def merge_tiers(folder: Path, *, full: bool = False) -> None:
         by_day: dict[str, list[Part]] = {}
         for p in found:
             by_day.setdefault(p.day, []).append(p)
-        logs = _logs(folder)
+        logs = log_sizes(folder)
         for day_parts in by_day.values():
             if full:
                 ids = [n for p in day_parts for n in p.runs.column("file").to_pylist()]
@@ -411,41 +338,3 @@ def _remove_orphans(folder: Path) -> None:
                 with contextlib.suppress(OSError):
                     if now - p.stat().st_mtime > ORPHAN_AGE_S:
                         p.unlink()
-
-
-def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int = 2000) -> dict[str, int]:
-    """Bring the store of a runs folder up to date with its logs: store every run not stored fresh,
-    in batches, then merge each day into one part. ``rebuild``: throw the store away first and
-    re-derive it from the logs. Returns counts (``stored``, ``fresh``, ``parts``)."""
-    import shutil
-
-    from .files import runs_dir
-
-    path = runs_dir(folder)
-    if not path.is_dir():
-        raise FileNotFoundError(f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces")
-    if not available():
-        raise ModuleNotFoundError("the trace store needs pyarrow: pip install 'agentlab[store]'")
-    if rebuild and store_dir(path).exists():
-        shutil.rmtree(store_dir(path))
-    logs = _logs(path)
-    fresh: set[str] = set()
-    for names in _chosen(parts(path), logs).values():
-        fresh |= {n for n in names if n in logs}
-    todo = sorted(n for n in logs if n not in fresh)
-    for start in range(0, len(todo), batch):
-        store_runs(path, [path / n for n in todo[start:start + batch]], merge=False)
-    merge_tiers(path, full=True)
-    return {"stored": len(todo), "fresh": len(fresh), "parts": len(parts(path))}
-
-
-def store_batch(folder: Path) -> None:
-    """After an experiment: store its finished runs in batches (when pyarrow is installed); a failure
-    only warns, since the logs hold every event and ``agentlab compact`` can try again."""
-    if not available() or not folder.is_dir():
-        return
-    try:
-        compact(folder)
-    except Exception as exc:  # noqa: BLE001 - the store is derived: never fail an experiment over it
-        warnings.warn(f"the runs in {folder} were not all stored: {type(exc).__name__}: {exc} "
-                      "(the logs are whole; agentlab compact retries)", UserWarning, stacklevel=2)

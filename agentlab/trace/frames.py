@@ -324,7 +324,7 @@ def events_frame(traces: Iterable[Trace]) -> pd.DataFrame:
     return _frame(cols, EVENTS_COLUMNS)
 
 
-def _data_of(e: dict[str, Any]) -> dict[str, Any]:
+def data_of(e: dict[str, Any]) -> dict[str, Any]:
     """An event's own fields: a C-level copy less the six base fields (about 40% faster than a comprehension)."""
     d = e.copy()
     for k in BASE_FIELDS:
@@ -340,4 +340,4 @@ def _event_columns(traces: Iterable[Trace], cols: dict[str, list[Any]]) -> None:
         cols["step"].extend(e.get("step", 0) for e in recs)
         cols["t"].extend(e.get("t", math.nan) for e in recs)
         cols["kind"].extend(e.get("kind", "") for e in recs)
-        cols["data"].extend(map(_data_of, recs))
+        cols["data"].extend(map(data_of, recs))

@@ -11,7 +11,6 @@ and floats.
 from __future__ import annotations
 
 import json
-import math
 import operator
 import os
 import warnings
@@ -21,13 +20,13 @@ from typing import Any
 import orjson
 
 from ..events import well_formed
+from ._tags import untag as _floats
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
 from .records import Trace, Traces
 from .writer import FLOAT_TAG
 
 _BOM = b"\xef\xbb\xbf"
-_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
 
 class TruncatedTraceWarning(UserWarning):
@@ -124,21 +123,15 @@ def _parse_line(line: bytes) -> Any:
         return None
 
 
-def _floats(value: Any) -> Any:
-    """``{"$float": "NaN"}`` (how the writer keeps JSON valid) back to the float."""
-    if type(value) is dict:
-        if len(value) == 1 and FLOAT_TAG in value and value[FLOAT_TAG] in _FLOATS:
-            return _FLOATS[value[FLOAT_TAG]]
-        return {k: _floats(v) for k, v in value.items()}
-    if type(value) is list:
-        return [_floats(v) for v in value]
-    return value
-
-
 def load_run(run_id: str, path: str | os.PathLike[str] | None = None) -> Trace:
     """One run's trace: ``run_id`` (or a unique prefix of it, or a ``.jsonl`` path)
     in the runs folder ``path`` (default: ``$AGENTLAB_RUNS`` or ``./runs``)."""
     file = find_run_file(run_id, path)
+    return _trace(file, read_events(file))
+
+
+def read_trace(file: Path) -> Trace:
+    """One log file as a summarized :class:`Trace` (what :func:`load_run` returns for it)."""
     return _trace(file, read_events(file))
 
 
@@ -188,20 +181,19 @@ def load_runs(path: str | os.PathLike[str] | None = None) -> Traces:
             traces.append(_trace(f, events))
     if frames is None:
         return Traces(traces, folder)
-    return Traces._with_store(frames, stored, traces, folder, trace_files(path))
+    return Traces._with_store(frames, stored, traces, folder, trace_files(path), load=read_trace)
 
 
 def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, Path]], list[Path]]:
     """The frames of the runs the store holds fresh, those runs, and the log files still to read."""
-    from . import _store
+    from ._store import available, frames_of, log_sizes, read, store_dir
 
-    if not folder.is_dir() or not _store.store_dir(folder).is_dir() or not _store.available():
+    if not folder.is_dir() or not store_dir(folder).is_dir() or not available():
         return None, [], files
-    logs = _store._logs(folder)
-    tables, covered = _store.read(folder, logs)
+    tables, covered = read(folder, log_sizes(folder))
     if not covered:
         return None, [], files
-    frames = _store.frames(tables, folder)
+    frames = frames_of(tables, folder)
     runs = frames["runs"]
     stored = [(r, folder / Path(f).name) for r, f in zip(runs["run_id"], runs["file"], strict=True)]
     return frames, stored, [f for f in files if f.name not in covered]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -209,11 +209,12 @@ class Traces(Frames):
         self.folder = folder
         self._by_id = {t.run_id: t for t in self._traces}
         self._stored: list[tuple[str, Path]] = []
+        self._load: Callable[[Path], Trace] = _no_loader
 
     @classmethod
     def _with_store(
         cls, frames: dict[str, pd.DataFrame], stored: list[tuple[str, Path]], loaded: list[Trace],
-        folder: Path, order: list[Path],
+        folder: Path, order: list[Path], load: Callable[[Path], Trace],
     ) -> Traces:
         """Runs read from the store (their frames; each :class:`Trace` read from its log when asked for)
         beside runs read from their logs, in the folder's file order, as if every one came from its log."""
@@ -223,6 +224,7 @@ class Traces(Frames):
         self = cls(loaded, folder)
         self._traces = None
         self._stored = stored
+        self._load = load
         if loaded:
             rank = {f.name: i for i, f in enumerate(order)}
             logged = cls(loaded, folder)
@@ -242,11 +244,9 @@ class Traces(Frames):
     def traces(self) -> list[Trace]:
         """Every run's :class:`Trace` (runs read from the store are read from their logs now)."""
         if self._traces is None:
-            from .reader import _trace, read_events
-
             for run_id, file in self._stored:
                 if run_id not in self._by_id:
-                    self._by_id[run_id] = _trace(file, read_events(file)) if file.is_file() else self._from_events(run_id)
+                    self._by_id[run_id] = self._load(file) if file.is_file() else self._from_events(run_id)
             ids = list(self.runs["run_id"])
             self._traces = [self._by_id[r] for r in ids if r in self._by_id]
         return self._traces
@@ -275,9 +275,7 @@ class Traces(Frames):
         if run_id not in self._by_id and self._traces is None:
             file = dict(self._stored).get(run_id)
             if file is not None:
-                from .reader import _trace, read_events
-
-                self._by_id[run_id] = _trace(file, read_events(file)) if file.is_file() else self._from_events(run_id)
+                self._by_id[run_id] = self._load(file) if file.is_file() else self._from_events(run_id)
         try:
             return self._by_id[run_id]
         except KeyError:
@@ -308,6 +306,10 @@ class Traces(Frames):
     def _repr_html_(self) -> str:
         return display.traces_html(self)
 
+
+
+def _no_loader(file: Path) -> Trace:  # pragma: no cover - only store-backed Traces load lazily
+    raise RuntimeError(f"no loader for {file}")
 
 
 def _with_content(block: Any, results: dict[str, Any]) -> Any:

@@ -83,21 +83,15 @@ class TraceWriter:
         redactor: Redactor | None = None,
         deltas: bool = False,
         on_error: Literal["stop", "warn"] = "stop",
-        store: bool = False,
     ) -> None:
         """``deltas=True`` also writes each ``model_delta`` (a streamed reply's fragments, with
-        their timing); by default only the assembled reply is stored, once.
-
-        ``store=True`` also writes each finished run into the folder's columnar store
-        (``docs/traces.md``, needs pyarrow); off by default because a one-run script would pay
-        pyarrow's import (about 0.13 s) for a store ``agentlab compact`` can build later."""
+        their timing); by default only the assembled reply is stored, once."""
         if on_error not in ("stop", "warn"):
             raise ValueError(f"on_error must be 'stop' or 'warn', got {on_error!r}")
         self.dir = runs_dir(path)
         self.deltas = deltas
         self.redactor = redactor or Redactor()
         self.on_error = on_error
-        self.store = store
         self._files: dict[str, _File] = {}
         self._long_results: dict[tuple[str, str], str] = {}
         self._warned: set[str] = set()
@@ -129,8 +123,6 @@ class TraceWriter:
         finally:
             if event.kind == "run_finished" and event.run_id in self._files:
                 self._close(event.run_id)
-                if self.store:
-                    self._store(event.run_id)
 
     def _write(self, out: _File, line: bytes) -> None:
         """Write ``line`` whole, or leave the file ending at its last complete line."""
@@ -196,17 +188,6 @@ class TraceWriter:
         out = self._files[run_id] = _File(f)
         remember(run_id, self.dir)
         return out
-
-    def _store(self, run_id: str) -> None:
-        """The finished run into the columnar store; a failure only warns (the log holds every event,
-        and the next ``agentlab compact`` stores the run)."""
-        from . import _store
-
-        try:
-            _store.store_runs(self.dir, [self.file_of(run_id)])
-        except Exception as exc:  # noqa: BLE001 - the store is derived: never fail a run over it
-            warnings.warn(f"run {run_id} was not added to the store in {self.dir}: {type(exc).__name__}: {exc} "
-                          "(its log is whole; agentlab compact adds it)", TraceWriteWarning, stacklevel=3)
 
     def _close(self, run_id: str) -> None:
         self._files.pop(run_id).f.close()  # closing releases the lock
