@@ -231,10 +231,9 @@ def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, pa.Table], set[s
 
 def frames_of(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFrame]:
     """Arrow tables -> the four DataFrames, with the dtypes ``load_runs`` gives from the logs."""
-    import numpy as np
     import pandas as pd
 
-    from ._json import JSONArray, loads
+    from ._json import JSONArray
 
     out = {}
     runs = tables["runs"].drop_columns([n for n, _ in HIDDEN["runs"]])
@@ -244,11 +243,8 @@ def frames_of(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFra
     out["runs"] = df
     out["steps"] = tables["steps"].to_pandas()
     calls = tables["calls"]
-    args = calls.column("args").to_pylist()
     df = calls.drop_columns(["args"]).to_pandas()
-    values = np.empty(len(args), dtype=object)
-    values[:] = [loads(a) for a in args]
-    df.insert(list(TABLES["calls"]).index(next(c for c in TABLES["calls"] if c.name == "args")), "args", values)
+    df.insert(calls.schema.get_field_index("args"), "args", pd.Series(JSONArray.from_arrow(calls.column("args").combine_chunks())))
     out["calls"] = df
     events = tables["events"]
     df = events.drop_columns(["data"]).to_pandas()

@@ -248,7 +248,7 @@ CALLS = (
     Column("index", "int64", "request order within the step", "tool_finished.index"),
     Column("tool", "str", "", "tool_finished.tool"),
     Column("mode", "str", '"read" | "write" | missing', "tool_finished.mode"),
-    Column("args", "object", "the arguments (a dict)", "tool_finished.args"),
+    Column("args", "json", "the arguments: a dict, parsed from the store only when read", "tool_finished.args"),
     Column("outcome", "str", '"ok" | "retried" | "recoverable" | "fatal" | "nudged" | "cancelled" | "unfinished" '
            "(started, no result recorded: the process died during it; its end and duration are NaN)",
            "tool_finished.outcome"),

@@ -166,9 +166,9 @@ def load_runs(path: str | os.PathLike[str] | None = None) -> Traces:
     directory named like a trace, no permission) is skipped with a
     :class:`TruncatedTraceWarning` naming it.
     """
-    files = trace_files(path)
+    every = trace_files(path)
     folder = runs_dir(path)
-    frames, stored, files = _from_store(folder, files)
+    frames, stored, files = _from_store(folder, every)
     traces = []
     with gc_paused():
         for f in files:
@@ -181,11 +181,11 @@ def load_runs(path: str | os.PathLike[str] | None = None) -> Traces:
             traces.append(_trace(f, events))
     if frames is None:
         return Traces(traces, folder)
-    return Traces._with_store(frames, stored, traces, folder, trace_files(path), load=read_trace)
+    return Traces._with_store(frames, stored, traces, folder, every, load=read_trace)
 
 
-def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, Path]], list[Path]]:
-    """The frames of the runs the store holds fresh, those runs, and the log files still to read."""
+def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, str]], list[Path]]:
+    """The frames of the runs the store holds fresh, those runs (id, log name), and the log files still to read."""
     from ._store import available, frames_of, log_sizes, read, store_dir
 
     if not folder.is_dir() or not store_dir(folder).is_dir() or not available():
@@ -194,6 +194,5 @@ def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, P
     if not covered:
         return None, [], files
     frames = frames_of(tables, folder)
-    runs = frames["runs"]
-    stored = [(r, folder / Path(f).name) for r, f in zip(runs["run_id"], runs["file"], strict=True)]
+    stored = list(zip(tables["runs"].column("run_id").to_pylist(), tables["runs"].column("file").to_pylist(), strict=True))
     return frames, stored, [f for f in files if f.name not in covered]

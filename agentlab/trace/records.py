@@ -208,12 +208,12 @@ class Traces(Frames):
         self._traces: list[Trace] | None = [t for t in traces if t.records]
         self.folder = folder
         self._by_id = {t.run_id: t for t in self._traces}
-        self._stored: list[tuple[str, Path]] = []
+        self._stored: list[tuple[str, str]] = []
         self._load: Callable[[Path], Trace] = _no_loader
 
     @classmethod
     def _with_store(
-        cls, frames: dict[str, pd.DataFrame], stored: list[tuple[str, Path]], loaded: list[Trace],
+        cls, frames: dict[str, pd.DataFrame], stored: list[tuple[str, str]], loaded: list[Trace],
         folder: Path, order: list[Path], load: Callable[[Path], Trace],
     ) -> Traces:
         """Runs read from the store (their frames; each :class:`Trace` read from its log when asked for)
@@ -244,12 +244,16 @@ class Traces(Frames):
     def traces(self) -> list[Trace]:
         """Every run's :class:`Trace` (runs read from the store are read from their logs now)."""
         if self._traces is None:
-            for run_id, file in self._stored:
+            for run_id, name in self._stored:
                 if run_id not in self._by_id:
-                    self._by_id[run_id] = self._load(file) if file.is_file() else self._from_events(run_id)
+                    self._by_id[run_id] = self._stored_trace(run_id, name)
             ids = list(self.runs["run_id"])
             self._traces = [self._by_id[r] for r in ids if r in self._by_id]
         return self._traces
+
+    def _stored_trace(self, run_id: str, name: str) -> Trace:
+        file = (self.folder or Path()) / name
+        return self._load(file) if file.is_file() else self._from_events(run_id)
 
     def _from_events(self, run_id: str) -> Trace:
         """A stored run whose log is gone: its records rebuilt from the events frame."""
@@ -273,9 +277,9 @@ class Traces(Frames):
     def run(self, run_id: str) -> Trace:
         """One run's :class:`Trace`, by id."""
         if run_id not in self._by_id and self._traces is None:
-            file = dict(self._stored).get(run_id)
-            if file is not None:
-                self._by_id[run_id] = self._load(file) if file.is_file() else self._from_events(run_id)
+            name = dict(self._stored).get(run_id)
+            if name is not None:
+                self._by_id[run_id] = self._stored_trace(run_id, name)
         try:
             return self._by_id[run_id]
         except KeyError:
