@@ -17,7 +17,7 @@ from agentlab.vocab import EventKind
 ROOT = Path(__file__).resolve().parent.parent
 HOLDS = {  # field type -> the column dtypes it can fill
     "int": {"int64", "float64"}, "float": {"float64"}, "str": {"str", "datetime64[ns, UTC]"}, "bool": {"bool"},
-    "dict": {"object", "float64"},  # the dict itself (args), or a number in it (budget.max_steps)
+    "dict": {"json", "float64"},  # the dict itself (args), or a number in it (budget.max_steps)
     "usage": {"int64"}, "list": {"int64"},  # token counts; a count of blocks (tool_calls)
     "any": {"str"},  # shown as text (result_preview)
 }
