@@ -25,8 +25,9 @@ from ._store import (
     string_array,
     write_part,
 )
+from ._tags import data_of
 from .files import runs_dir
-from .frames import TABLES, data_of, gc_paused
+from .frames import TABLES, gc_paused
 from .reader import read_trace
 from .records import Trace, Traces
 from .writer import TraceWriter, TraceWriteWarning, dumps

@@ -4,7 +4,8 @@ A million events loaded from the store would spend most of their load time
 turning JSON into dicts nobody looks at; this pandas extension array keeps
 the JSON text as the store holds it (an Arrow string array, zero-copy) and
 parses an element the first time it is read, keeping the dict. Loaded from a
-JSONL file, where every line was parsed anyway, it simply holds the dicts.
+JSONL file, where every line was parsed anyway, it holds the parsed events
+and cuts each one's ``data`` out of it when read.
 Either way ``frame["data"].iloc[i]`` is a dict, and ``.map``, iteration and
 ``astype(object)`` see dicts; the dtype is ``json`` for both.
 """
@@ -20,7 +21,7 @@ import orjson
 import pandas as pd
 from pandas.api.extensions import ExtensionArray, ExtensionDtype, register_extension_dtype, take
 
-from ._tags import untag
+from ._tags import data_of, untag
 from .writer import FLOAT_TAG
 
 
@@ -46,11 +47,20 @@ def loads(text: Any) -> dict[str, Any]:
 
 
 class JSONArray(ExtensionArray):
-    """``parsed[i]`` is the dict once read (else None); ``raw`` the JSON text (an Arrow string array) or None."""
+    """``parsed[i]`` is the dict once read (else None); ``raw`` the JSON text (an Arrow string array)
+    or None; ``events`` whole event records (from a log), whose ``data`` is cut out when read."""
 
-    def __init__(self, parsed: np.ndarray, raw: Any = None) -> None:
+    def __init__(self, parsed: np.ndarray, raw: Any = None, events: np.ndarray | None = None) -> None:
         self._parsed = parsed
         self._raw = raw
+        self._events = events
+
+    @classmethod
+    def from_events(cls, records: list[dict[str, Any]]) -> JSONArray:
+        """Each event's own fields (less the base ones), cut out of the record the first time it is read."""
+        events = np.empty(len(records), dtype=object)
+        events[:] = records
+        return cls(np.full(len(records), None, dtype=object), None, events)
 
     # -- construction
     @classmethod
@@ -74,6 +84,8 @@ class JSONArray(ExtensionArray):
 
     @classmethod
     def _concat_same_type(cls, to_concat: Sequence[JSONArray]) -> JSONArray:
+        if any(a._events is not None for a in to_concat):
+            return cls.from_dicts([v for a in to_concat for v in a._all()])
         parsed = np.concatenate([a._parsed for a in to_concat]) if to_concat else np.empty(0, dtype=object)
         if all(a._raw is None for a in to_concat):
             return cls(parsed)
@@ -94,7 +106,9 @@ class JSONArray(ExtensionArray):
 
     def _one(self, i: int) -> Any:
         value = self._parsed[i]
-        if value is None and self._raw is not None:
+        if value is None and self._events is not None:
+            value = self._parsed[i] = data_of(self._events[i])
+        elif value is None and self._raw is not None:
             text = self._raw[i].as_py()
             if text is not None:
                 value = self._parsed[i] = loads(text)
@@ -102,14 +116,20 @@ class JSONArray(ExtensionArray):
 
     def _all(self) -> list[Any]:
         """Every element, parsing those not read yet (one pass over the Arrow array)."""
-        if self._raw is not None and any(v is None for v in self._parsed):
+        parsed = self._parsed
+        if self._events is not None:
+            events = self._events
+            for i, v in enumerate(parsed):
+                if v is None:
+                    parsed[i] = data_of(events[i])
+            self._events = None
+        if self._raw is not None and any(v is None for v in parsed):
             texts = self._raw.to_pylist()
-            parsed = self._parsed
             for i, v in enumerate(parsed):
                 if v is None and texts[i] is not None:
                     parsed[i] = loads(texts[i])
             self._raw = None
-        return list(self._parsed)
+        return list(parsed)
 
     def __getitem__(self, item: Any) -> Any:
         if isinstance(item, (int, np.integer)):
@@ -120,7 +140,8 @@ class JSONArray(ExtensionArray):
             return self._one(i % n)
         item = pd.api.indexers.check_array_indexer(self, item)
         if isinstance(item, slice):
-            return JSONArray(self._parsed[item], None if self._raw is None else self._raw[item])
+            return JSONArray(self._parsed[item], None if self._raw is None else self._raw[item],
+                             None if self._events is None else self._events[item])
         positions = np.arange(len(self))[item]
         return self.take(positions)
 
@@ -129,24 +150,28 @@ class JSONArray(ExtensionArray):
 
     def take(self, indices: Any, *, allow_fill: bool = False, fill_value: Any = None) -> JSONArray:
         indices = np.asarray(indices, dtype=np.intp)
-        if self._raw is not None and not (allow_fill and (indices < 0).any()):
+        if (self._raw is not None or self._events is not None) and not (allow_fill and (indices < 0).any()):
             positions = np.where(indices < 0, indices + len(self), indices)
-            return JSONArray(self._parsed.take(positions), self._raw.take(positions))
+            return JSONArray(self._parsed.take(positions), None if self._raw is None else self._raw.take(positions),
+                             None if self._events is None else self._events.take(positions))
         values = np.empty(len(self), dtype=object)
         values[:] = self._all()
         return JSONArray(take(values, indices, allow_fill=allow_fill, fill_value=fill_value))
 
     def copy(self) -> JSONArray:
-        return JSONArray(self._parsed.copy(), self._raw)
+        return JSONArray(self._parsed.copy(), self._raw, self._events)
 
     def isna(self) -> np.ndarray:
+        if self._events is not None:
+            return np.zeros(len(self), dtype=bool)
         if self._raw is not None:
             return np.asarray(self._raw.is_null().to_numpy(zero_copy_only=False), dtype=bool)
         return np.array([v is None for v in self._parsed], dtype=bool)
 
     @property
     def nbytes(self) -> int:
-        return int(self._parsed.nbytes + (self._raw.nbytes if self._raw is not None else 0))
+        return int(self._parsed.nbytes + (self._raw.nbytes if self._raw is not None else 0)
+                   + (self._events.nbytes if self._events is not None else 0))
 
     def to_numpy(self, dtype: Any = None, copy: bool = False, na_value: Any = None) -> np.ndarray:
         out = np.empty(len(self), dtype=object)

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
+from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -19,8 +20,6 @@ if TYPE_CHECKING:
     from .records import Trace
 
 PREVIEW_CHARS = 200
-BASE_FIELDS = ("v", "run_id", "seq", "step", "t", "kind")
-_BASE = frozenset(BASE_FIELDS)
 
 
 @contextmanager
@@ -286,7 +285,7 @@ def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFram
         elif dtype == "json":
             from ._json import JSONArray
 
-            s = pd.Series(JSONArray.from_dicts(values))
+            s = pd.Series(JSONArray.from_events(values) if name == "data" else JSONArray.from_dicts(values))
         elif dtype.startswith("datetime64"):
             s = pd.to_datetime(pd.Series(values, dtype=object), utc=True, errors="coerce", format="ISO8601")
             s = s.astype(dtype)
@@ -324,20 +323,16 @@ def events_frame(traces: Iterable[Trace]) -> pd.DataFrame:
     return _frame(cols, EVENTS_COLUMNS)
 
 
-def data_of(e: dict[str, Any]) -> dict[str, Any]:
-    """An event's own fields: a C-level copy less the six base fields (about 40% faster than a comprehension)."""
-    d = e.copy()
-    for k in BASE_FIELDS:
-        d.pop(k, None)
-    return d
-
-
 def _event_columns(traces: Iterable[Trace], cols: dict[str, list[Any]]) -> None:
+    """The base fields as columns (``map(dict.get, ...)`` runs at C speed) and the events themselves
+    for ``data``, which is cut from each event only when read (see :mod:`._json`)."""
+    get = dict.get
     for t in traces:
         recs = t.records
-        cols["run_id"].extend(e.get("run_id", t.run_id) for e in recs)
-        cols["seq"].extend(e.get("seq", 0) for e in recs)
-        cols["step"].extend(e.get("step", 0) for e in recs)
-        cols["t"].extend(e.get("t", math.nan) for e in recs)
-        cols["kind"].extend(e.get("kind", "") for e in recs)
-        cols["data"].extend(map(data_of, recs))
+        n = len(recs)
+        cols["run_id"].extend(map(get, recs, repeat("run_id", n), repeat(t.run_id, n)))
+        cols["seq"].extend(map(get, recs, repeat("seq", n), repeat(0, n)))
+        cols["step"].extend(map(get, recs, repeat("step", n), repeat(0, n)))
+        cols["t"].extend(map(get, recs, repeat("t", n), repeat(math.nan, n)))
+        cols["kind"].extend(map(get, recs, repeat("kind", n), repeat("", n)))
+        cols["data"].extend(recs)
