@@ -275,6 +275,11 @@ TABLES = {"runs": RUNS, "steps": STEPS, "calls": CALLS, "events": EVENTS}
 
 
 def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+    with gc_paused():  # the values are acyclic; a collection here would rescan every loaded event
+        return _build(columns, dtypes)
+
+
+def _build(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
     import pandas as pd
 
     out = {}
