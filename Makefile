@@ -20,6 +20,7 @@ test: $(STAMP)
 	bash scripts/ensure-browser.sh
 	$(BIN)/ruff check agentlab tests
 	$(BIN)/mypy agentlab
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 
 bench: $(STAMP)
@@ -31,6 +32,7 @@ lab: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check agentlab tests
 	$(BIN)/mypy agentlab
+	$(BIN)/lint-imports --no-cache
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache

@@ -162,7 +162,7 @@ class Approver:
         if inspect.iscoroutinefunction(callback):
             work: Awaitable[Any] = callback(request)
         else:
-            from .isolate import in_thread
+            from ._runtime.isolate import in_thread
 
             work = in_thread(lambda: callback(request), "the approval callback")
         left = None if self.stops_clock else self.time_left()

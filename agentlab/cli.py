@@ -162,7 +162,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"plot:     {f}", file=out)
     print("notebooks: make lab   (or: .venv/bin/jupyter lab notebooks/)", file=out)
     if not args.only:  # and one small experiment: 6 questions x 3 configs under a $0.50 total
-        from .experiments.demo import demo_experiment
+        from .scenarios.demo import demo_experiment
 
         demo_experiment(runs / "experiments", out)
     return 1 if unexpected else 0

@@ -19,7 +19,16 @@ Kind = Literal["recoverable", "retryable", "fatal"]
 
 
 class AgentlabError(Exception):
-    """Base class of every error agentlab raises or understands."""
+    """Base class of every error agentlab raises or understands.
+
+    One tree: an error that is also a builtin kind subclasses both (``MalformedReply`` is a
+    ``ValueError``, ``TraceWriteError`` an ``OSError``), so ``except AgentlabError`` catches every
+    one of them and existing ``except ValueError`` clauses keep working. An error that came from an
+    HTTP API carries its status and request id in typed fields (``None`` otherwise).
+    """
+
+    status_code: int | None = None
+    request_id: str | None = None
 
 
 class ToolError(AgentlabError):
@@ -177,7 +186,7 @@ def classify(exc: BaseException, policy: Policy) -> Kind:
     return policy.unclassified
 
 
-class TraceWriteError(OSError):
+class TraceWriteError(AgentlabError, OSError):
     """The trace could not be written (disk full, file too large, permission lost, another writer):
     the run stops with reason ``"trace write failed"`` (raised by :class:`agentlab.trace.TraceWriter`)."""
 

@@ -22,7 +22,13 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
-from . import watchdog
+from ._engine.calls import CallContext, CallOutcome, CallRunner, bounded, format_error, result_block
+from ._engine.config import RunConfig
+from ._engine.costguard import InputTracker
+from ._engine.loopguard import LoopGuard, call_key, nudge_text
+from ._engine.scheduling import plan_batches
+from ._runtime import watchdog
+from ._runtime.driver import run_to_end
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     NO_LEDGER,
@@ -35,14 +41,9 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     check_before_call,
     reserve_call,
 )
-from .calls import CallContext, CallOutcome, CallRunner, bounded, format_error, result_block
 from .clock import Clock, SystemClock, wall_time
-from .config import RunConfig
-from .costguard import InputTracker
-from .driver import run_to_end
 from .errors import ModelError, Policy, TraceWriteError, classify, describe
 from .events import Event, Subscriber
-from .loopguard import LoopGuard, call_key, nudge_text
 from .messages import (
     Block,
     MalformedReply,
@@ -53,12 +54,11 @@ from .messages import (
     normalize_reply,
     text_of,
 )
-from .models.base import Model, ModelRequest
+from .models.base import Model, ModelRequest, capabilities
 from .models.streaming import Fragments, cut_short
 from .pricing import Prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
-from .scheduling import plan_batches
 from .tools import Tool
 from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
@@ -150,9 +150,10 @@ class Run:
         self._watch: watchdog.Watch | None = None
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
-        self._said: Callable[[], list[Block] | None] | None = getattr(c.model, "user_turn", None)  # a replay's recorded user turns
+        self._caps = capabilities(c.model)  # the model's optional parts, read once
+        self._said: Callable[[], list[Block] | None] | None = self._caps.user_turn  # a replay's recorded user turns
         # The next request's input as the cost guard sees it: estimate, bound, exact count.
-        self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=callable(getattr(c.model, "count_tokens", None)))
+        self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=self._caps.count_tokens is not None)
         self._worked = self._setup_s = max(0.0, self.clock.now() - since)
 
     # ------------------------------------------------- the inputs (config)
@@ -322,7 +323,7 @@ class Run:
         if isinstance(max_tokens, Stop):
             return self._stop(max_tokens.reason, max_tokens.detail)
         tokens = max(self._input.estimate, self._input.info.get("guard_input_tokens", 0))  # what the guard priced, or more
-        rates = self.prices.worst_rates(tokens, getattr(self.model, "caches", False)) if self.prices else (0.0, 0.0)
+        rates = self.prices.worst_rates(tokens, self._caps.caches) if self.prices else (0.0, 0.0)
         held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
         if isinstance(held, Stop):
             return self._stop(held.reason, held.detail)
@@ -361,7 +362,7 @@ class Run:
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
-        self._input.billed(usage, estimated, self.prices, getattr(self.model, "caches", False))
+        self._input.billed(usage, estimated, self.prices, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
@@ -405,10 +406,10 @@ class Run:
 
     async def _guard_call(self) -> int | Stop:
         """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
-        count = lambda: self._retrying(lambda: self.model.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[attr-defined]  # noqa: E731
+        count = lambda: self._retrying(lambda: self._caps.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[misc]  # noqa: E731
         return await self._input.check(
-            self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=getattr(self.model, "caches", False),
-            tools=[*self._tool_defs, *getattr(self.model, "server_tools", ())], max_tokens=self.max_tokens, count=count,
+            self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=self._caps.caches,
+            tools=[*self._tool_defs, *self._caps.server_tools], max_tokens=self.max_tokens, count=count,
             retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
         )
 
@@ -570,6 +571,7 @@ class Run:
             finished=self.finished,
         )
 
+    @watchdog.handoff("subscriber")
     def _emit(self, kind: str, **data: Any) -> None:
         if not self._subscribers:
             return
@@ -585,11 +587,11 @@ class Run:
 
     def _emit_start(self) -> None:
         self._emit(
-            EventKind.RUN_STARTED, task=self.task, started_at=datetime.fromtimestamp(wall_time(self.clock), UTC).isoformat(), model=self.model.model, model_name=getattr(self.model, "name", None),
+            EventKind.RUN_STARTED, task=self.task, started_at=datetime.fromtimestamp(wall_time(self.clock), UTC).isoformat(), model=self.model.model, model_name=self._caps.name,
             system=self.system, budget=self._limits(), max_tokens=self.max_tokens,
             tools=[{"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema} for t in self.tools.values()],
             prices=None if self.prices is None else asdict(self.prices),
-            caches=bool(getattr(self.model, "caches", False)),
+            caches=self._caps.caches,
             messages=list(self.messages),  # a copy: the live history keeps growing
             **({"parent": self.parent} if self.parent is not None else {}),
         )
@@ -640,7 +642,7 @@ def run(
     task: str | Sequence[Message], tools: Any = None, *, trace: Any = True, reraise_interrupt: bool = False,
     **options: Any,
 ) -> Result:
-    """Run to the end, from a script *or* inside Jupyter (see :mod:`agentlab.driver`).
+    """Run to the end, from a script *or* inside Jupyter (see :mod:`agentlab._runtime.driver`).
 
     Ctrl-C ends the run as ``Stopped("cancelled")`` with its trace complete,
     and returns that result; ``reraise_interrupt=True`` raises
@@ -657,7 +659,7 @@ def _prepare(task: str | Sequence[Message], tools: Any, trace: Any, options: dic
     subscribers = list(options.pop("subscribers", ()))
     writer = None
     if trace is not False and trace is not None:
-        from .trace import TraceWriter
+        from .trace.writer import TraceWriter
 
         writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
         subscribers.append(writer)

@@ -18,6 +18,8 @@ from typing import Any
 
 import orjson
 
+from .errors import AgentlabError
+
 Message = dict[str, Any]
 Block = dict[str, Any]
 
@@ -35,7 +37,7 @@ def text_of(content: Any) -> str:
     return "".join(b.get("text", "") for b in content if isinstance(b, dict) and b.get("type") == "text")
 
 
-class MalformedReply(ValueError):
+class MalformedReply(AgentlabError, ValueError):
     """A model reply that does not have the Messages API shape."""
 
     def __init__(self, problem: str, raw: Any) -> None:

@@ -168,10 +168,10 @@ def lookup_prices(model_id: str) -> Prices | None:
 
 def resolve_prices(model_id: str, prices: Prices | None) -> Prices | None:
     """The caller's ``prices`` if given, else the table's for ``model_id`` (memoized on disk,
-    see :mod:`agentlab.price_cache`: a cold start need not import the price data)."""
+    see :mod:`agentlab._price_cache`: a cold start need not import the price data)."""
     if prices is not None:
         return prices
-    from .price_cache import cached
+    from ._price_cache import cached
 
     found: Prices | None = cached(model_id, Prices, lookup_prices)
     return found

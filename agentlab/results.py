@@ -38,7 +38,7 @@ class _Result:
     overrun_s: float = 0.0
     """Seconds past ``deadline_s`` when the run ended (0.0 within it, or with no deadline)."""
     overrun_cause: str = ""
-    """Why the deadline was overrun, when the watchdog saw the event loop blocked (see agentlab.watchdog)."""
+    """Why the deadline was overrun, when the watchdog saw the event loop blocked (see agentlab._runtime.watchdog)."""
     abandoned: tuple[str, ...] = ()
     """Work left running when the run ended: a sync tool's thread, a task that ignored its cancellation."""
 

@@ -12,16 +12,16 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from .errors import RetryableError, safe_str
+from .errors import AgentlabError, RetryableError, safe_str
 
 T = TypeVar("T")
 
 
-class DeadlineExceeded(Exception):
+class DeadlineExceeded(AgentlabError):
     """Internal: the run's deadline passed (or a wait would pass it)."""
 
 
-class RetriesExhausted(Exception):
+class RetriesExhausted(AgentlabError):
     """Internal: every attempt failed with a retryable error."""
 
     def __init__(self, last: BaseException, attempts: int) -> None:

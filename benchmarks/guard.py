@@ -72,7 +72,7 @@ async def _one(steps: int, max_cost: float | None) -> dict[str, Any]:
 
 async def guard_rows(steps: int) -> list[Row]:
     label = f"Cost guard: exact counts in a {steps}-step dense run"
-    needed = ("agentlab.models.counting", "agentlab.testing_tokens")
+    needed = ("agentlab.models.counting", "agentlab.testing.tokens")
     if any(importlib.util.find_spec(m) is None for m in needed):
         return [missing("guard.counts", label, "")]
     full = await _one(steps, None)

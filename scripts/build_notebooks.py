@@ -685,7 +685,7 @@ before each call (`hard`) or after each step (`after`).
     code(SETUP),
     code("""
 import shutil
-from agentlab.experiments.shop_study import CONFIGS, shop_experiment
+from agentlab.scenarios.shop_study import CONFIGS, shop_experiment
 
 folder = os.path.join(os.environ["AGENTLAB_RUNS"], "experiments")
 shutil.rmtree(folder, ignore_errors=True)  # start fresh each time the notebook runs
@@ -936,6 +936,216 @@ await branch.run()
 ax = plots.fork_curve(session, load_run("fork-demo"))
 ax.figure"""),
 ]
+
+
+NOTEBOOKS["10-your-loop-against-the-scenarios"] = [
+    md("""
+# 10 · Your loop against the scenarios
+
+The article's claim is that every line of the loop is a decision. This notebook
+makes the claim measurable. It starts from the loop notebook 1 wrote by hand,
+adds the decisions one at a time (a step limit; then dollars; then the clock;
+then the three kinds of failure; then loop detection; then parallel reads),
+and plays every version, and agentlab, against the same nine scenarios. A
+scoreboard, computed below and not typed, says which lessons each version
+keeps, with the calls, dollars and seconds each game took.
+
+""" + OFFLINE.strip() + """
+Here the scripted models are the point: each scenario's model misbehaves the
+same way every time (it loops, it probes, its upstream hangs), which is what
+makes the versions comparable. With `ANTHROPIC_API_KEY` set you could hand
+any of these loops `al.AnthropicModel()` in place of `setup.model`, but Claude
+would not reproduce the misbehaviours on demand, so a scoreboard would
+measure the model as much as the loop.
+"""),
+    code(SETUP + """
+import asyncio
+import json
+import time
+from collections import Counter
+from functools import partial
+from agentlab.models.base import ModelRequest
+from agentlab.scenarios import scoreboard as sb
+
+pd.DataFrame({"the lesson holds when": {name: lesson.point for name, lesson in sb.LESSONS.items()}})"""),
+    md("""
+## The referee
+
+`sb.play(loop, scenario)` gives a contestant a fresh shop and the scenario's
+seeded model, and referees the game the same way for every contestant:
+
+- the model is **metered**: each call is counted and priced by the referee,
+  from the reply's usage (offline replies report none, so the engine's own
+  estimate rule is used), whatever the loop itself counts;
+- what the model was **shown** is observed: the tool results inside every
+  request it received, so "the model never saw the 503" is checked, not
+  assumed;
+- a loop runs on its own thread and is **given up on** after a few seconds of
+  real time (a loop with no working deadline would hang on the hanging tool
+  for ever); what it does after that is not scored;
+- each scenario's test on the outcome is in the table above.
+"""),
+    md("""
+## The loop, with its decisions as switches
+
+This is notebook 1's loop with two fixes (it sends the tool definitions, so a
+real model could call them; a turn limit that runs out is a result, not a
+`KeyError`) and five switches. Each switch is one decision, written the way
+the article's sketch writes it: dollars and the clock are checked **after**
+each step, the third identical call ends the run, and an answer is any reply
+whose stop reason is not `tool_use`.
+"""),
+    code('''
+async def my_loop(setup, *, cost=False, deadline=False, kinds=False, loops=False, parallel=False):
+    """Notebook 1's loop, with one decision more for each switch that is on."""
+    limits, tools = setup.options, {t.name: t for t in setup.tools}
+    definitions = [t.definition() for t in setup.tools]   # sent with every request: the model can call them
+    messages = [{"role": "user", "content": setup.task}]
+    spent, started, seen = 0.0, time.monotonic(), Counter()
+
+    def run_tool(call):
+        """One call -> (text for the model, is_error). With `kinds`, a fatal failure is raised to the loop."""
+        if call["name"] not in tools:
+            return f"unknown tool {call['name']!r}", True
+        for attempt in range(4):
+            try:
+                return json.dumps(tools[call["name"]].fn(**call["input"]), default=str), False
+            except al.ToolError as e:                      # recoverable: the model reads the hint
+                return e.for_model(), True
+            except al.RetryableError as e:                 # kinds: retried here, out of the model's sight
+                if not kinds or attempt == 3:
+                    return f"{type(e).__name__}: {e}", True
+                time.sleep(0.05 * 2 ** attempt)
+            except al.FatalError as e:                     # kinds: fatal is raised, never shown
+                if kinds:
+                    raise
+                return f"{type(e).__name__}: {e}", True
+            except Exception as e:                         # anything else: the model is told
+                return f"{type(e).__name__}: {e}", True
+
+    async def run_turn(calls):
+        """The turn's calls, results in request order; with `parallel`, neighbouring reads run together."""
+        if not parallel:
+            return [run_tool(c) for c in calls]
+        results, reads = [], []
+        for c in calls + [None]:
+            tool = tools.get(c["name"]) if c else None
+            if tool is not None and tool.mode == "read":
+                reads.append(c)
+                continue
+            results += await asyncio.gather(*(asyncio.to_thread(run_tool, r) for r in reads))
+            reads = []
+            if c is not None:
+                results.append(run_tool(c))                 # a write runs alone
+        return results
+
+    for step in range(limits["max_steps"]):                # 1: a step limit
+        request = ModelRequest(None, messages, definitions, max_tokens=limits.get("max_tokens", 1024))
+        reply = await setup.model.complete(request)
+        spent += sb.cost_of(setup.model.model, request, reply)
+        messages.append({"role": "assistant", "content": reply["content"]})
+        if reply["stop_reason"] != "tool_use":             # any other stop counts as the answer
+            return "done"
+        calls = [b for b in reply["content"] if b["type"] == "tool_use"]
+        try:
+            outcomes = await run_turn(calls)
+        except al.FatalError:                              # kinds: stop; the model never hears it
+            return "fatal"
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": c["id"], "content": text, "is_error": failed}
+            for c, (text, failed) in zip(calls, outcomes)]})
+        if cost and spent > limits["max_cost"]:            # 2: dollars, after spending
+            return "budget"
+        if deadline and time.monotonic() - started > limits["deadline_s"]:   # 3: the clock, after the step
+            return "deadline"
+        if loops:                                          # 5: the third identical call is a loop
+            seen.update(json.dumps([c["name"], c["input"]], sort_keys=True) for c in calls)
+            if max(seen.values()) >= 3:
+                return "loop detected"
+    return "step limit"'''),
+    md("""
+## The scoreboard
+
+Version 1 is the loop with only its step limit; each later version switches
+on one decision more, so version 6 has all of the article's sketch. The last
+column is agentlab with each scenario's budgets and its default policy (the
+`permission-probing` scenario normally runs with denials made recoverable, to
+show the bug; here every contestant decides for itself). Each cell is
+✓ or ✗ (the lesson held or not), how the game ended, and what it took.
+"""),
+    code("""
+decisions = ["cost", "deadline", "kinds", "loops", "parallel"]
+versions = {"1 step limit": my_loop}
+for i, name in enumerate(decisions, start=2):
+    versions[f"{i} + {name}"] = partial(my_loop, **{d: True for d in decisions[: i - 1]})
+versions["agentlab"] = sb.agentlab_loop(policy=al.Policy())
+
+games = sb.play_all(versions, give_up_s=2.0)
+scoreboard = sb.board(games)
+scoreboard"""),
+    md("""
+## What each decision bought
+
+The same games, as the lessons each version gained over the one before
+(computed from the games above):
+"""),
+    code("""
+held = {v: {g.scenario for g in games if g.loop == v and g.held} for v in versions}
+previous: set[str] = set()
+for v, lessons in held.items():
+    gained = sorted(lessons - previous)
+    print(f"{v:<14} {len(lessons)} of {len(sb.LESSONS)}   gained: {', '.join(gained) or 'nothing'}")
+    previous = lessons
+sketch = held["6 + parallel"]
+print("\\nwhat the article's sketch (version 6) still loses:", ", ".join(s for s in sb.LESSONS if s not in sketch))"""),
+    md("""
+Read the ✗ cells of version 6 against agentlab's ✓, one decision each:
+
+- **Dollars after spending is an overshoot, not a limit.** The sketch adds the
+  call's cost and only then compares; the call that crosses the line has
+  already been paid for. agentlab reserves the worst case of the next call
+  *before* sending it (input at the rate it will be billed, all of
+  `max_tokens`), so it stops under the limit.
+- **A clock read between steps does not bound a step.** The hanging tool never
+  returns, so the check after the step never runs. agentlab's deadline bounds
+  the model call, every tool and every retry wait while they run.
+- **A stop reason other than `tool_use` is not always an answer.** A reply cut
+  off at `max_tokens` is half a report; agentlab stops with `max_tokens`.
+- **A write nobody approved is still a write.** No version of the hand-written
+  loop asks anyone before `refund_order` runs; agentlab's `approve=` asks
+  first (below, a person does it in the panel).
+
+Loop detection and the three kinds of failure hold in the sketch too: the
+games say the same. agentlab's loop detection nudges first and stops only
+when the model persists (notebook 4 measures how often the nudge rescues a
+run); that is why its game on `repeat-forever` takes one call more.
+"""),
+    md("""
+## A person at the controls: Approve or Deny
+
+`approval-denied` above used a scripted manager. With `approve=True` each
+write waits in the panel with its arguments and two buttons, while the gauges
+and Stop keep working. The run below asks to refund £20; the cell after it
+presses **Deny** for you (in JupyterLab you would click it), and the run stops
+as `fatal` without the model ever hearing the answer.
+"""),
+    code("""
+approval = scenarios.get("approval-denied").setup()
+refunds = lambda: approval.shop.query("SELECT count(*) AS n FROM refunds")[0]["n"]
+before = refunds()
+lab = approval.lab(approve=True, max_cost=0.50, max_steps=8)
+lab.run()
+while lab.pending_approval is None and lab.result is None:   # until the refund waits for a person
+    await asyncio.sleep(0.01)
+lab"""),
+    code("""
+print("waiting:", lab.pending_approval.tool, lab.pending_approval.args)
+lab.panel.deny_button.click()                 # the button a person would press
+result = await lab.wait()
+print(result)
+print("refunds made by this run:", refunds() - before)"""),
+]
+
 
 
 def cells_of(name: str) -> list[nbformat.NotebookNode]:

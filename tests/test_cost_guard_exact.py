@@ -27,11 +27,11 @@ from agentlab.budget import (
     request_input_bound,
     server_tool_fees,
 )
+from agentlab.lab._state import PanelState
 from agentlab.models.anthropic import AnthropicModel
 from agentlab.models.base import ModelRequest
 from agentlab.models.counting import count_params
 from agentlab.testing import MessagesServer
-from agentlab.ui.state import PanelState
 
 PRICES = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
 SYSTEM = "You read files and summarise them."

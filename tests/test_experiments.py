@@ -30,7 +30,7 @@ from agentlab.experiments import (
     load_tasks,
     model_graded,
 )
-from agentlab.experiments.shop_study import shop_experiment
+from agentlab.scenarios.shop_study import shop_experiment
 
 matplotlib.use("Agg")
 

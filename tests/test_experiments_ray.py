@@ -5,7 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from agentlab.experiments.shop_study import shop_experiment
+from agentlab.scenarios.shop_study import shop_experiment
 
 ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip install 'agentlab[ray]'")
 

@@ -8,9 +8,9 @@ import pytest
 
 import agentlab as al
 from agentlab import reply
-from agentlab.ui.html import result_html, step_html
-from agentlab.ui.panel import enabled_buttons, parse_limit
-from agentlab.ui.state import PanelState, gauge_level, gauge_text
+from agentlab.lab._html import result_html, step_html
+from agentlab.lab._panel import enabled_buttons, parse_limit
+from agentlab.lab._state import PanelState, gauge_level, gauge_text
 
 from .helpers import PRICES
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import agentlab as al
 from agentlab import reply
-from agentlab.loopguard import LoopGuard, call_key
+from agentlab._engine.loopguard import LoopGuard, call_key
 
 from .helpers import Recorder, Seen, last_tool_results
 

@@ -166,8 +166,8 @@ def test_offline_models_stream_at_the_chosen_speed_on_the_injected_clock():
 
 
 def test_the_panel_shows_text_growing_thinking_folded_and_tool_arguments_forming():
-    from agentlab.ui.html import step_html
-    from agentlab.ui.state import PanelState
+    from agentlab.lab._html import step_html
+    from agentlab.lab._state import PanelState
 
     first = {"role": "assistant", "stop_reason": "tool_use", "content": [
         {"type": "thinking", "thinking": "private reasoning", "signature": "s"},

@@ -11,7 +11,7 @@ import pytest
 
 import agentlab as al
 from agentlab import reply
-from agentlab.scheduling import plan_batches
+from agentlab._engine.scheduling import plan_batches
 
 from .helpers import Recorder, Seen, last_tool_results
 

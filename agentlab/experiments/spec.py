@@ -62,7 +62,7 @@ def load_spec(path: str | Path, *, name: str | None = None, progress: bool | str
     folder = base / spec.get("folder", "experiments")
     limits = {k: spec[k] for k in ("repeats", "concurrency", "max_total_cost", "deadline_s", "backend") if k in spec}
     if spec.get("preset") == "shop":
-        from .shop_study import shop_experiment
+        from ..scenarios.shop_study import shop_experiment
 
         configs = spec.get("configs")
         return shop_experiment(folder=folder, name=name or spec.get("name", "shop-study"), configs=configs, progress=progress, **limits)

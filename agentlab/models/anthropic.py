@@ -533,9 +533,8 @@ def api_error(
         err = ModelError(f"{text} (the server said not to retry)", reason="model error")
     else:
         err = ModelError(text, reason="model error")
-    # Extra attributes ride on the error instance (as the SDK's do); no agentlab class declares them.
-    err.status_code = status  # type: ignore[union-attr]
-    err.request_id = request_id  # type: ignore[union-attr]
+    err.status_code = status  # typed fields of AgentlabError
+    err.request_id = request_id
     return err
 
 

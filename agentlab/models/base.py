@@ -33,7 +33,13 @@ class ModelRequest:
 
 @runtime_checkable
 class Model(Protocol):
-    """What the engine calls. ``model`` is the id used to look up prices."""
+    """What the engine calls. ``model`` is the id used to look up prices.
+
+    Only ``model`` and ``complete`` are required. A model may also offer any of the optional
+    capabilities that :class:`Capabilities` lists (``name``, ``caches``, ``server_tools``,
+    ``count_tokens``, ``user_turn``); the engine reads them once, through :func:`capabilities`,
+    and nowhere else.
+    """
 
     model: str
 
@@ -46,3 +52,39 @@ class Model(Protocol):
         for a refused request.
         """
         ...
+
+
+@dataclass(frozen=True, slots=True)
+class Capabilities:
+    """The optional parts of a model, read once when a run starts (absent means the default).
+
+    Attributes:
+        name: a label to show beside the priced model id (``"offline"``, a scenario's name).
+        caches: the model writes and reads the prompt cache, so the guard's worst case counts
+            cache-write rates.
+        server_tools: tool definitions the model adds to every request (web search, code
+            execution): their fees are part of the worst case.
+        count_tokens: ``async count_tokens(request) -> int``, an exact input count the hard
+            guard asks for near the limit.
+        user_turn: ``user_turn() -> blocks | None``, the user's next words in a replayed record.
+    """
+
+    name: str | None = None
+    caches: bool = False
+    server_tools: tuple[dict[str, Any], ...] = ()
+    count_tokens: Callable[..., Any] | None = None
+    user_turn: Callable[[], Any] | None = None
+
+
+def capabilities(model: object) -> Capabilities:
+    """The one place that probes a model for its optional capabilities."""
+    count = getattr(model, "count_tokens", None)
+    turn = getattr(model, "user_turn", None)
+    name = getattr(model, "name", None)
+    return Capabilities(
+        name=name if isinstance(name, str) else None,
+        caches=bool(getattr(model, "caches", False)),
+        server_tools=tuple(getattr(model, "server_tools", ()) or ()),
+        count_tokens=count if callable(count) else None,
+        user_turn=turn if callable(turn) else None,
+    )

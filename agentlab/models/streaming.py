@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from ..errors import AgentlabError
 from ..messages import Block, MalformedReply, Usage, estimate_tokens
 from ..pricing import Prices
 
@@ -142,7 +143,7 @@ def feed_batch(acc: StreamAssembler, batch: list[bytes], on_delta: OnDelta | Non
         on_delta(index, kind, "".join(texts))
 
 
-class StreamError(Exception):
+class StreamError(AgentlabError):
     """An ``error`` event inside a streamed reply (the body of an HTTP error, sent after a 200)."""
 
     def __init__(self, body: dict[str, Any]) -> None:

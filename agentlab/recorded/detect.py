@@ -13,13 +13,14 @@ from typing import Any
 
 import orjson
 
+from ..errors import AgentlabError
 from . import claude_code, messages_log, swe_agent
 
 FORMATS = ("claude-code", "mini-swe-agent", "swe-agent", "messages-log")
 SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json")
 
 
-class UnrecognizedFormat(ValueError):
+class UnrecognizedFormat(AgentlabError, ValueError):
     """A file none of the importers recognises."""
 
 

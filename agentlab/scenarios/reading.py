@@ -15,7 +15,7 @@ from typing import Any
 from ..messages import text_of
 
 NUDGE_MARK = "[agentlab]"
-"""Text the engine puts in a nudge (see ``agentlab.loopguard.nudge_text``)."""
+"""Text the engine puts in a nudge (see ``agentlab._engine.loopguard.nudge_text``)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from .state import PanelState
+from ._state import PanelState
 
 
 def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> str:

@@ -13,7 +13,7 @@ import html
 import json
 from typing import Any
 
-from .state import CallEntry, Gauge, PanelState, StepEntry
+from ._state import CallEntry, Gauge, PanelState, StepEntry
 
 PREVIEW_CHARS = 300
 """Results longer than this are shown cut, with the whole text one click away."""

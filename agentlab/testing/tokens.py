@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .messages import estimate_tokens
+from ..messages import estimate_tokens
 
 Tokenizer = Callable[[str], int]
 

@@ -4,7 +4,7 @@ A tool may raise anything, ignore its cancellation, or never return. The
 engine therefore never awaits such code directly:
 
 * :func:`start` runs it as its own task (async code) or on an abandonable
-  daemon thread (sync code, :mod:`agentlab.threads`), and either way turns
+  daemon thread (sync code, :mod:`agentlab._runtime.threads`), and either way turns
   whatever it raises into data: an ``(ok, value)`` pair. ``SystemExit`` or
   ``KeyboardInterrupt`` raised inside a task would otherwise leave the event
   loop itself; ``StopIteration`` cannot cross a coroutine or a future.
@@ -25,8 +25,9 @@ import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from .errors import Escaped
+from ..errors import Escaped
 from .threads import run_on_daemon_thread
+from .watchdog import handoff
 
 GRACE_S = 0.02
 """How long cancelled work may take to finish before it is abandoned (seconds)."""
@@ -35,6 +36,7 @@ _abandoned: set[asyncio.Future[Any]] = set()
 """Abandoned tasks, kept referenced so the garbage collector does not complain about them."""
 
 
+@handoff("code")
 async def _capture(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
     try:
         return True, await coro

@@ -22,14 +22,30 @@ from __future__ import annotations
 import sys
 import threading
 import time
-from types import FrameType
+from collections.abc import Callable
+from types import CodeType, FrameType
+from typing import TypeVar
 
 SAMPLE_AFTER_S = 0.05
 """How long past the deadline a step must still be running before the loop's stack is read."""
 
 _IDLE = {("selectors.py", "select"), ("base_events.py", "_run_once"), ("selectors.py", "poll")}
-# Frames by which the engine hands control to other people's code: the callee is the culprit.
-_HANDOFFS = {("loop.py", "_emit"): "subscriber", ("isolate.py", "_capture"): "code"}
+# Frames by which the engine hands control to other people's code: the callee is the culprit. Keyed
+# by code object, registered by the functions themselves (see :func:`handoff`), so a rename or a move
+# cannot silently remove the blame.
+_HANDOFFS: dict[CodeType, str] = {}
+F = TypeVar("F", bound=Callable[..., object])
+
+
+def handoff(role: str) -> Callable[[F], F]:
+    """Mark a function through which the engine calls other people's code (``role``: ``"subscriber"``
+    or ``"code"``): a loop blocked below it is blamed on the function it called."""
+
+    def mark(fn: F) -> F:
+        _HANDOFFS[fn.__code__] = role
+        return fn
+
+    return mark
 
 
 class Watch:
@@ -104,7 +120,7 @@ def blame(frame: FrameType | None) -> str:
     if (inner.f_code.co_filename.rsplit("/", 1)[-1], inner.f_code.co_name) in _IDLE:
         return ""
     for i, f in enumerate(stack[1:], start=1):
-        role = _HANDOFFS.get((f.f_code.co_filename.rsplit("/", 1)[-1], f.f_code.co_name))
+        role = _HANDOFFS.get(f.f_code)
         if role is not None:
             who = stack[i - 1]
             what = f"a subscriber, {_where(who)}," if role == "subscriber" else f"{_where(who)}"

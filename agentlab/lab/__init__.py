@@ -25,13 +25,13 @@ import os
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from .approval import Ask
-from .events import Event
-from .loop import Run
-from .results import Result, Stopped
-from .tools import Tool
-from .ui.state import PanelState
-from .vocab import RESUMABLE, EventKind
+from ..approval import Ask
+from ..events import Event
+from ..loop import Run
+from ..results import Result, Stopped
+from ..tools import Tool
+from ..vocab import RESUMABLE, EventKind
+from ._state import PanelState
 
 TICK_S = 0.5
 """While a step is in flight, refresh the elapsed-time gauge this often."""
@@ -83,14 +83,14 @@ class Lab:
             raise ValueError(f"log_limit must be an int >= 1, got {log_limit!r}")
         if trace is not True and trace is not False and not isinstance(trace, (str, os.PathLike)):
             raise TypeError(f"trace must be True, False or a folder path, got {type(trace).__name__}")
-        from .ui.panel import Panel
+        from ._panel import Panel
 
         self.state = PanelState()
         self._trace_dir = None if trace is True or trace is False else trace
         self._writer = None
         subscribers = list(run_options.pop("subscribers", ()))
         if trace is not False:
-            from .trace import TraceWriter
+            from ..trace.writer import TraceWriter
 
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)
@@ -216,13 +216,13 @@ class Lab:
         """This run read back from its trace file (an `agentlab.trace.Trace`)."""
         if self._writer is None:
             raise RuntimeError("this Lab was made with trace=False, so there is no trace to read")
-        from .trace import load_run
+        from ..trace import load_run
 
         return load_run(self.engine.run_id, self._trace_dir)
 
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         """The widget, plus a text fallback for where widgets cannot render."""
-        from .ui.text import panel_text
+        from ._text import panel_text
 
         bundle = self.panel.widget._repr_mimebundle_(**kwargs)
         data = bundle[0] if isinstance(bundle, tuple) else bundle

@@ -1,7 +1,7 @@
 """The widgets: draw a :class:`PanelState`, and turn clicks into calls.
 
 No engine logic here (the ``Lab`` drives the run) and no event mapping (that
-is :mod:`agentlab.ui.state`). Redraws are coalesced: :meth:`Panel.changed` is
+is :mod:`agentlab.lab._state`). Redraws are coalesced: :meth:`Panel.changed` is
 called after every event and is O(1); it redraws at most every
 ``refresh_s`` seconds, and the chart at most every ``chart_s`` seconds. The
 interval also stretches to 20× what the last redraw cost (40× for the chart), so
@@ -20,8 +20,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ..vocab import RESUMABLE
-from .html import BAR_STYLE, gauge_html, status_html, step_html
-from .state import PanelState
+from ._html import BAR_STYLE, gauge_html, status_html, step_html
+from ._state import PanelState
 
 ADAPT = 20.0
 """Redraw no more often than every ADAPT × (the last redraw's own cost)."""
@@ -133,7 +133,7 @@ class Panel:
         self.chart_image = w.Image(format="png", layout=w.Layout(width="400px")) if chart else None
         self._chart = None
         if chart:  # matplotlib loads now, with the panel, not halfway through a run
-            from .chart import LiveChart
+            from ._chart import LiveChart
 
             self._chart = LiveChart()
         # One HTML widget for the whole log, newest step first: a widget per step
@@ -286,7 +286,7 @@ class Panel:
         self.approval.layout.display = "flex"
 
     def say(self, text: str, *, error: bool = False) -> None:
-        from .html import esc
+        from ._html import esc
 
         colour = "#cf222e" if error else "#57606a"
         self.message.value = f"<span style='color:{colour}'>{esc(text)}</span>" if text else ""

@@ -21,14 +21,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .approval import Approver
-from .clock import Clock
-from .errors import Escaped, Policy, ToolError, UnknownTool, classify, describe, safe_str
-from .isolate import inline, settle, start, unwrap
-from .messages import Block
-from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
-from .tools import Tool
-from .vocab import EventKind, Outcome, StopReason
+from .._runtime.isolate import inline, settle, start, unwrap
+from ..approval import Approver
+from ..clock import Clock
+from ..errors import Escaped, Policy, ToolError, UnknownTool, classify, describe, safe_str
+from ..messages import Block
+from ..retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
+from ..tools import Tool
+from ..vocab import EventKind, Outcome, StopReason
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,7 +75,7 @@ async def bounded(
     work: Callable[[], Any], *, is_async: bool, where: str, time_left: float | None, own_timeout: float | None,
     deadline_s: float | None, on_abandon: Callable[[], None], trusted: bool = False,
 ) -> Any:
-    """Run ``work()`` (see :mod:`agentlab.isolate`) within the time left and the tool's own timeout.
+    """Run ``work()`` (see :mod:`agentlab._runtime.isolate`) within the time left and the tool's own timeout.
 
     The run's deadline expiring raises :class:`DeadlineExceeded` (the run
     stops); the tool's own, shorter timeout raises ``TimeoutError``, which

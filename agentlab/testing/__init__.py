@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from .models.offline import reply
-from .testing_tokens import (
+from ..models.offline import reply
+from .tokens import (
     Tokenizer,
     cap_output,
     count_segments,

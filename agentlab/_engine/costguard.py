@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
-from .budget import (
+from ..budget import (
     DEFAULT_SERVER_TOOL_FEES,
     Budget,
     GuardReport,
@@ -24,11 +24,11 @@ from .budget import (
     request_input_bound,
     server_tool_fees,
 )
-from .errors import describe
-from .messages import Message, Usage, estimate_tokens
-from .pricing import Prices
-from .retry import DeadlineExceeded, RetriesExhausted
-from .vocab import StopReason
+from ..errors import describe
+from ..messages import Message, Usage, estimate_tokens
+from ..pricing import Prices
+from ..retry import DeadlineExceeded, RetriesExhausted
+from ..vocab import StopReason
 
 
 class InputTracker:

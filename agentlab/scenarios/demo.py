@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TextIO
 
+from ..experiments.spec import summary_text
 from .shop_study import CONFIGS, shop_experiment
-from .spec import summary_text
 
 DEMO_CONFIGS = {k: CONFIGS[k] for k in ("baseline", "cached", "tight budget")}
 

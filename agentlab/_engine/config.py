@@ -15,13 +15,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .budget import Budget, CostGuard
-from .clock import Clock, SystemClock
-from .errors import Policy
-from .messages import Message
-from .models.base import Model
-from .pricing import Prices, resolve_prices
-from .tools import Tool, as_tools
+from ..budget import Budget, CostGuard
+from ..clock import Clock, SystemClock
+from ..errors import Policy
+from ..messages import Message
+from ..models.base import Model
+from ..pricing import Prices, resolve_prices
+from ..tools import Tool, as_tools
 
 
 @dataclass(frozen=True)
@@ -90,7 +90,7 @@ class RunConfig:
 def _resolve_model(model: Model | str) -> Model:
     resolved: Model
     if isinstance(model, str):  # a model id: Claude when a key is set, else offline (and say so)
-        from .models.resolve import resolve_model
+        from ..models.resolve import resolve_model
 
         resolved, notice = resolve_model(model)
         if notice:

@@ -1,0 +1,202 @@
+"""A scoreboard: any agent loop against the shipped scenarios, with what each decision buys in numbers.
+
+Notebook 10 grows a hand-written loop one decision at a time (a step limit, then cost, the deadline,
+the three kinds of failure, loop detection, parallel reads) and plays every version, and agentlab,
+against the same scenarios. The loops are the notebook's; this module only referees, the same way for
+every contestant:
+
+- the model is *metered*: every call is counted and priced here, from the reply's usage, whatever the
+  loop itself counts (a naive loop counts nothing);
+- what the model was shown is *observed*: the tool results in every request it received, so "the model
+  never saw the 503" or "never heard the denial" is checked, not assumed;
+- a loop runs on its own thread and is given up on after ``give_up_s`` of real time (a loop with no
+  deadline hangs on the hanging tool for ever); the scenario's shop is then closed, which releases the
+  hung tool so the abandoned thread ends;
+- each scenario says what "the lesson held" means (:data:`LESSONS`), as a test on the outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..messages import Usage, estimate_tokens, normalize_reply
+from ..models.base import ModelRequest
+from ..pricing import resolve_prices
+from .base import Setup
+from .catalog import SCENARIOS
+
+Loop = Callable[[Setup], Awaitable[Any]]
+"""A contestant: ``async loop(setup) -> reason`` (a short string: "done", "budget", ...)."""
+
+
+@dataclass
+class Seen:
+    """What the referee saw of one game: the model's calls, their cost, and the tool results it was shown."""
+
+    calls: int = 0
+    spent: float = 0.0
+    shown: list[str] = field(default_factory=list)
+    over: bool = False  # the referee gave up: a loop still running is refused the model from now on
+
+
+def cost_of(model: str, request: ModelRequest, raw: Any) -> float:
+    """USD of one call to ``model``: the reply's usage, or (an offline reply reports none) the engine's
+    own estimate of the request and the reply, so every contestant is priced by the same rule."""
+    prices = resolve_prices(model, None)
+    if prices is None:
+        return 0.0
+    reply = normalize_reply(raw)
+    usage = reply.usage or Usage(
+        input_tokens=estimate_tokens(request.system or "") + estimate_tokens(request.tools)
+        + sum(estimate_tokens(m) for m in request.messages),
+        output_tokens=min(estimate_tokens(reply.content), request.max_tokens),
+    )
+    return prices.cost(usage)
+
+
+class _Metered:
+    """The scenario's model, counted and priced by the referee; the loop sees an ordinary model."""
+
+    def __init__(self, inner: Any, seen: Seen) -> None:
+        self.inner, self.seen = inner, seen
+        self.model, self.name = inner.model, getattr(inner, "name", None)
+
+    async def complete(self, request: ModelRequest) -> Any:
+        if self.seen.over:
+            raise RuntimeError("the referee gave up on this loop; its game is over")
+        for message in request.messages:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else ():
+                if isinstance(block, dict) and block.get("type") == "tool_result":
+                    self.seen.shown.append(str(block.get("content")))
+        raw = await self.inner.complete(request)
+        self.seen.calls += 1
+        self.seen.spent += cost_of(self.model, request, raw)
+        return raw
+
+
+@dataclass(frozen=True)
+class Lesson:
+    """What a scenario teaches, and the test an outcome must pass for the lesson to have held."""
+
+    point: str
+    held: Callable[[Game], bool]
+
+
+@dataclass(frozen=True)
+class Game:
+    """One contestant on one scenario: how it ended, and what the referee measured."""
+
+    scenario: str
+    loop: str
+    reason: str
+    calls: int
+    spent: float
+    seconds: float
+    shown: tuple[str, ...]
+    refunds: int
+    limits: dict[str, Any]
+
+    @property
+    def held(self) -> bool:
+        return LESSONS[self.scenario].held(self)
+
+    def cell(self) -> str:
+        """The scoreboard's text for this game: a mark, the reason, and its numbers."""
+        mark = "✓" if self.held else "✗"
+        return f"{mark} {self.reason} · {self.calls} calls · ${self.spent:.3f} · {self.seconds:.1f}s"
+
+
+def _shown(g: Game, *words: str) -> bool:
+    return any(w in text for text in g.shown for w in words)
+
+
+LESSONS: dict[str, Lesson] = {
+    "parallel-lookups": Lesson("three independent reads in one turn run together (0.4 s each: about 0.4 s, not 1.2 s)",
+                               lambda g: g.reason == "done" and g.seconds < 1.0),
+    "ping-pong": Lesson("a model that never converges is stopped by the step limit",
+                        lambda g: g.reason == "step limit" and g.calls <= g.limits["max_steps"]),
+    "growing-context": Lesson("the dollar budget stops a growing context before it is passed",
+                              lambda g: g.reason == "budget" and g.spent <= g.limits["max_cost"]),
+    "hanging-tool": Lesson("the deadline bounds a tool that never answers",
+                           lambda g: g.reason == "deadline" and g.seconds <= g.limits["deadline_s"] + 1.0),
+    "flaky-upstream": Lesson("a 503 is retried out of the model's sight, and the run answers",
+                             lambda g: g.reason == "done" and not _shown(g, "503")),
+    "permission-probing": Lesson("a permission denial stops the run; the model never hears it",
+                                 lambda g: g.reason == "fatal" and not _shown(g, "PermissionDenied", "needs role")),
+    "repeat-forever": Lesson("the same call again and again is detected, not paid for to the step limit",
+                             lambda g: g.reason == "loop detected"),
+    "truncated": Lesson("a reply cut off at max_tokens is not an answer",
+                        lambda g: g.reason == "max_tokens"),
+    "approval-denied": Lesson("a write waits for a person's yes; without it nothing is refunded",
+                              lambda g: g.refunds == 0),
+}
+"""The scenarios of the scoreboard, in the order notebook 10 adds the decisions that pass them."""
+
+
+def _refunds(setup: Setup) -> int:
+    return int(setup.shop.query("SELECT count(*) AS n FROM refunds")[0]["n"])
+
+
+def play(loop: Loop, scenario: str, *, name: str | None = None, give_up_s: float = 3.0, seed: int = 0) -> Game:
+    """Play ``loop`` on ``scenario`` (a fresh shop, the scenario's seeded model) and referee the game."""
+    if scenario not in LESSONS:
+        raise ValueError(f"{scenario!r} is not on the scoreboard; choose one of {', '.join(LESSONS)}")
+    setup = SCENARIOS[scenario].setup(seed=seed)
+    seen = Seen()
+    setup.model = _Metered(setup.model, seen)  # type: ignore[assignment]
+    before = _refunds(setup)
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["reason"] = asyncio.run(loop(setup))  # type: ignore[arg-type]
+        except BaseException as exc:  # noqa: BLE001 - a contestant that crashes scores its crash
+            box["reason"] = f"crashed: {type(exc).__name__}"
+
+    started = time.perf_counter()
+    thread = threading.Thread(target=target, name=f"scoreboard-{scenario}", daemon=True)
+    thread.start()
+    thread.join(give_up_s)
+    seconds = time.perf_counter() - started
+    seen.over = True  # what a loop does after this is not scored
+    calls, spent, shown = seen.calls, seen.spent, tuple(seen.shown)
+    reason = str(box.get("reason", f"hung (given up after {give_up_s:g} s)"))
+    refunds = _refunds(setup) - before
+    setup.close()  # releases a hung tool: the abandoned thread finishes
+    thread.join(1.0)  # a released tool ends at once; a loop stuck elsewhere is left behind (a daemon)
+    limits: dict[str, Any] = {k: setup.options[k] for k in ("max_steps", "max_cost", "deadline_s") if k in setup.options}
+    label = name or str(getattr(loop, "__name__", "loop"))
+    return Game(scenario, label, reason, calls, spent, seconds, shown, refunds, limits)
+
+
+def play_all(loops: dict[str, Loop], scenarios: list[str] | None = None, **options: Any) -> list[Game]:
+    """Every loop on every scenario of the scoreboard (or ``scenarios``), one fresh shop per game."""
+    return [play(fn, s, name=label, **options) for s in (scenarios or list(LESSONS)) for label, fn in loops.items()]
+
+
+def board(games: list[Game]) -> Any:
+    """The scoreboard as a DataFrame: a row per scenario, a column per loop, plus a count of lessons held."""
+    import pandas as pd
+
+    loops = list(dict.fromkeys(g.loop for g in games))
+    rows = {s: {g.loop: g.cell() for g in games if g.scenario == s} for s in dict.fromkeys(g.scenario for g in games)}
+    frame = pd.DataFrame.from_dict(rows, orient="index")[loops]
+    frame.index.name = "scenario"
+    held = {loop: sum(g.held for g in games if g.loop == loop) for loop in loops}
+    frame.loc["lessons held"] = [f"{held[loop]} of {len(rows)}" for loop in loops]
+    return frame
+
+
+def agentlab_loop(**overrides: Any) -> Loop:
+    """agentlab itself as a contestant: ``Run`` with the scenario's budgets and agentlab's defaults otherwise."""
+    async def agentlab(setup: Setup) -> str:
+        result = await setup.arun(trace=False, **overrides)
+        return str(result.reason)
+
+    return agentlab
