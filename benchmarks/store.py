@@ -28,6 +28,8 @@ STORE_LOAD_GOAL_S = 1.0
 STORE_VS_BARE = 1.5
 JSONL_VS_ORJSON = 2.0
 SQL_GOAL_S = 5.0
+SQL_MEMORY_SHARE = 0.1
+"""Bounded memory: the query's peak growth is at most this share of the events table unpacked."""
 COMPACT_SHARE = 0.05
 MEMORY_X = 3.0
 ROOT = Path(__file__).resolve().parent.parent
@@ -115,10 +117,31 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
                         judged(per_million <= STORE_LOAD_GOAL_S and ratio <= STORE_VS_BARE),
                         extra={"events": total, "load_s": loads, "read_table_s": arrows, "ratio": ratio,
                                "compact_s": compact_s, "store_bytes": store_bytes}))
-        rows.append(_memory_row(folder, total, store_bytes))
-        rows.append(await _compaction_row(steps, reps, root / "compaction"))
-    rows.append(await asyncio.to_thread(_sql_row, sql_events))
+        try:
+            rows.append(_memory_row(folder, total, store_bytes))
+        except Exception as exc:  # one figure that cannot be taken leaves its row, not a hole in the others
+            rows.append(_failed("store.memory", exc))
+        try:
+            rows.append(await _compaction_row(steps, reps, root / "compaction"))
+        except Exception as exc:
+            rows.append(_failed("store.compaction", exc))
+    try:
+        rows.append(await asyncio.to_thread(_sql_row, sql_events))
+    except Exception as exc:
+        rows.append(_failed("store.sql", exc))
     return rows
+
+
+def _last_json(stdout: str) -> dict[str, Any]:
+    """The child's report: its last line that is a JSON object (libraries may print before it)."""
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"the child printed no report: {stdout[-500:]!r}")
+    return json.loads(lines[-1])
+
+
+def _failed(key: str, exc: Exception) -> Row:
+    return Row(key, key, None, "", f"failed: {type(exc).__name__}: {exc}"[:200], status="n/a")
 
 
 # ------------------------------------------------------------- memory
@@ -143,7 +166,7 @@ print(json.dumps({"before": before, "peak": rss("VmHWM:")}))
 def _memory_row(folder: Path, events: int, store_bytes: int) -> Row:
     out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(folder)], capture_output=True, text=True, check=True,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = _last_json(out.stdout)
     grown = got["peak"] - got["before"]
     ratio = grown / store_bytes
     return Row("store.memory", f"Memory loading {fmt(events)} events from the store / its bytes", ratio, "x",
@@ -195,6 +218,7 @@ def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int 
 
     from agentlab.trace._store import schema
 
+    rng = np.random.default_rng(7)
     kinds = pa.array(_KINDS)
     datas = pa.array([json.dumps({"tool": f"tool{i % 7}", "index": i % 3, "outcome": "ok"}) for i in range(64)])
     part = 0
@@ -205,9 +229,9 @@ def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int 
         seq = idx % per_run + 1
         run_ids = pc.binary_join_element_wise("run", pa.array(run).cast(pa.string()), "")
         table = pa.table({
-            "run_id": run_ids, "seq": pa.array(seq), "step": pa.array(seq // 6), "t": pa.array(seq * 0.01),
+            "run_id": run_ids, "seq": pa.array(seq), "step": pa.array(seq // 6), "t": pa.array(seq * 0.01 + rng.random(n)),
             "kind": pc.take(kinds, pa.array(seq % len(_KINDS))),
-            "data": pc.take(datas, pa.array((idx * 2654435761) % len(datas))),
+            "data": pc.take(datas, pa.array(rng.integers(0, len(datas), n))),
         }, schema=schema("events"))
         day = f"day=2026-12-0{1 + part % 4}"
         name = f"part-3-{part:020d}-gen.parquet"
@@ -257,14 +281,19 @@ def _sql_row(events: int) -> Row:
         generate(folder, events)
         generated = time.perf_counter() - t0
         size = sum(f.stat().st_size for f in folder.rglob("*.parquet"))
+        import pyarrow.parquet as pq
+
+        unpacked = sum(md.row_group(i).total_byte_size for f in (folder / "_store" / "events").rglob("*.parquet")
+                       for md in [pq.ParquetFile(f).metadata] for i in range(md.num_row_groups))
         out = subprocess.run([sys.executable, "-c", SQL_SCRIPT, str(folder)], capture_output=True, text=True, check=True,
                              env={**os.environ, "PYTHONPATH": str(ROOT)})
-        got = json.loads(out.stdout.strip().splitlines()[-1])
+        got = _last_json(out.stdout)
     if got["n"] != events:
         raise RuntimeError(f"the SQL aggregate counted {got['n']} events, expected {events}")
     grown = got["peak"] - got["before"]
     return Row("store.sql", f"SQL aggregate over {fmt(events)} generated events", got["seconds"], "s",
-               f"{fmt(got['seconds'])} s, peak memory +{fmt(grown / 2**20)} MiB (store {fmt(size / 2**30)} GiB; "
-               f"generated in {fmt(generated)} s)", f"≤ {SQL_GOAL_S:g} s, memory bounded",
-               judged(got["seconds"] <= SQL_GOAL_S and grown < size),
-               extra={"generate_s": generated, "store_bytes": size, "peak_growth_bytes": grown})
+               f"{fmt(got['seconds'])} s, peak memory +{fmt(grown / 2**20)} MiB (the table is {fmt(unpacked / 2**30)} GiB "
+               f"unpacked, {fmt(size / 2**30)} GiB on disk; generated in {fmt(generated)} s)",
+               f"≤ {SQL_GOAL_S:g} s, memory ≤ {SQL_MEMORY_SHARE:.0%} of the table",
+               judged(got["seconds"] <= SQL_GOAL_S and grown <= SQL_MEMORY_SHARE * unpacked),
+               extra={"generate_s": generated, "store_bytes": size, "table_bytes": unpacked, "peak_growth_bytes": grown})

@@ -42,6 +42,7 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
     if compact and any(folder.glob(f"*{SUFFIX}")):
         compact_folder(folder)
     con = duckdb.connect()
+    con.execute("set enable_progress_bar = false")  # it would print over the caller's output
     root = store_dir(folder)
     for table in ("runs", "steps", "calls", "events"):
         files = sorted((root / table).glob("day=*/part-*.parquet"))
