@@ -272,3 +272,20 @@ def test_the_ray_data_example_reads_the_store_as_it_stands(local_ray, tmp_path):
     assert steps.count() == len(frames) and {"run_id", "cost", "day"} <= set(steps.schema().names)
     cost = steps.to_pandas().groupby("run_id")["cost"].sum()
     assert cost.to_dict() == pytest.approx(frames.groupby("run_id")["cost"].sum().to_dict())
+
+
+def test_a_stored_run_whose_log_was_deleted_still_loads_from_the_store(tmp_path):
+    """The store stands alone: with a log gone, its run keeps its rows and its Trace is rebuilt from the events."""
+    folder = tmp_path / "runs"
+    script = [reply(None, ("lookup", {"key": "a"})), reply("done")]
+    for i in range(2):
+        al.run("q", [lookup], model=al.ScriptedModel(script), trace=folder, prices=PRICES, clock=al.FakeClock(),
+               max_cost=1.0, run_id=f"k{i}")
+    before = al.load_runs(folder)
+    messages = before.run("k0").messages
+    compact(folder)
+    (folder / "k0.jsonl").unlink()
+    after = al.load_runs(folder)
+    assert list(after.runs["run_id"]) == ["k0", "k1"]
+    assert_same_frames(before, after)
+    assert after.run("k0").messages == messages
