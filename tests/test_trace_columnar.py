@@ -289,3 +289,16 @@ def test_a_stored_run_whose_log_was_deleted_still_loads_from_the_store(tmp_path)
     assert list(after.runs["run_id"]) == ["k0", "k1"]
     assert_same_frames(before, after)
     assert after.run("k0").messages == messages
+
+
+def test_runs_stored_as_they_finish_are_merged_so_the_files_stay_few(tmp_path):
+    """Sixteen parts of a tier become one: 40 runs stored one by one leave 10 parts, not 40, and the same frames."""
+    folder = tmp_path / "runs"
+    writer = StoredTraceWriter(folder)
+    for i in range(40):
+        al.run("q", model=al.ScriptedModel([reply("hi")]), trace=writer, max_cost=None, run_id=f"r{i:03d}")
+    tiers = sorted(p.name.split("-")[1] for p in (folder / "_store" / "runs").glob("day=*/part-*.parquet"))
+    assert tiers == ["0"] * 8 + ["1"] * 2
+    stored = al.load_runs(folder)
+    assert len(stored._stored) == 40
+    assert_same_frames(from_logs(folder), stored)

@@ -299,6 +299,8 @@ def log_sizes(folder: Path) -> dict[str, int]:
 def merge_tiers(folder: Path, *, full: bool = False) -> None:
     """Merge a day's parts: ``MERGE_AT`` of one tier into one of the next; ``full``: each day into one part,
     dropping rows of runs whose log changed (they are stored anew)."""
+    if not full and not _tier_full(folder):
+        return  # the common case at run end: nothing to merge, and no part read to find that out
     with _merge_lock(folder) as mine:
         if not mine:
             return
@@ -321,6 +323,15 @@ def merge_tiers(folder: Path, *, full: bool = False) -> None:
                     _merge(folder, group, tier + 1, logs)
                     day_parts = [p for p in day_parts if p not in group]
         _remove_orphans(folder)
+
+
+def _tier_full(folder: Path) -> bool:
+    """Whether some day has ``MERGE_AT`` parts of one tier (from the file names alone)."""
+    counts: dict[tuple[str, str], int] = {}
+    for path in (store_dir(folder) / "runs").glob("day=*/part-*.parquet"):
+        key = (path.parent.name, path.name.split("-")[1])
+        counts[key] = counts.get(key, 0) + 1
+    return any(n >= MERGE_AT and int(tier) < TOP_TIER for (_, tier), n in counts.items())
 
 
 def _remove_orphans(folder: Path) -> None:
