@@ -45,8 +45,10 @@ def _corpus(events: list[Any], folder: Path, total: int) -> int:
     out.mkdir()
     for i in range(runs):
         new = f"bench{i:07d}"
-        (out / f"{new}.jsonl").write_text(text.replace(run_id, new).replace("look up the keys", f"look up the keys #{i}"),
-                                          encoding="utf-8")
+        (out / f"{new}.jsonl").write_text(
+            text.replace(run_id, new).replace("look up the keys", f"look up the keys #{i}"),
+            encoding="utf-8",
+        )
     return runs * len(events)
 
 
@@ -97,9 +99,18 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
             bare.append(_bare_orjson(folder))
             jsonl.append(_load(folder))
         ratio = median([a / b for a, b in zip(jsonl, bare, strict=True)])
-        rows.append(Row("store.jsonl_ratio", f"Load {per} from the logs alone / bare orjson", ratio, "x",
-                        f"{ratio:.2f}x ({fmt(median(jsonl))} s vs {fmt(median(bare))} s)", f"≤ {JSONL_VS_ORJSON:g}x",
-                        judged(ratio <= JSONL_VS_ORJSON), extra={"events": total, "load_s": jsonl, "bare_s": bare}))
+        rows.append(
+            Row(
+                "store.jsonl_ratio",
+                f"Load {per} from the logs alone / bare orjson",
+                ratio,
+                "x",
+                f"{ratio:.2f}x ({fmt(median(jsonl))} s vs {fmt(median(bare))} s)",
+                f"≤ {JSONL_VS_ORJSON:g}x",
+                judged(ratio <= JSONL_VS_ORJSON),
+                extra={"events": total, "load_s": jsonl, "bare_s": bare},
+            )
+        )
         t0 = time.perf_counter()
         compact(folder)
         compact_s = time.perf_counter() - t0
@@ -111,15 +122,30 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
         seconds = median(loads)
         ratio = median([a / b for a, b in zip(loads, arrows, strict=True)])
         per_million = seconds * 1e6 / total
-        rows.append(Row("store.load", f"Load {per} from the store into the four frames", per_million, "s per 1M events",
-                        f"{fmt(per_million)} s per 1M events ({ratio:.2f}x bare read_table; compaction took {fmt(compact_s)} s)",
-                        f"≤ {STORE_LOAD_GOAL_S:g} s and ≤ {STORE_VS_BARE:g}x read_table",
-                        judged(per_million <= STORE_LOAD_GOAL_S and ratio <= STORE_VS_BARE),
-                        extra={"events": total, "load_s": loads, "read_table_s": arrows, "ratio": ratio,
-                               "compact_s": compact_s, "store_bytes": store_bytes}))
+        rows.append(
+            Row(
+                "store.load",
+                f"Load {per} from the store into the four frames",
+                per_million,
+                "s per 1M events",
+                f"{fmt(per_million)} s per 1M events ({ratio:.2f}x bare read_table; compaction took {fmt(compact_s)} s)",
+                f"≤ {STORE_LOAD_GOAL_S:g} s and ≤ {STORE_VS_BARE:g}x read_table",
+                judged(per_million <= STORE_LOAD_GOAL_S and ratio <= STORE_VS_BARE),
+                extra={
+                    "events": total,
+                    "load_s": loads,
+                    "read_table_s": arrows,
+                    "ratio": ratio,
+                    "compact_s": compact_s,
+                    "store_bytes": store_bytes,
+                },
+            )
+        )
         try:
             rows.append(_memory_row(folder, total, store_bytes))
-        except Exception as exc:  # one figure that cannot be taken leaves its row, not a hole in the others
+        except (
+            Exception
+        ) as exc:  # one figure that cannot be taken leaves its row, not a hole in the others
             rows.append(_failed("store.memory", exc))
         try:
             rows.append(await _compaction_row(steps, reps, root / "compaction"))
@@ -164,16 +190,27 @@ print(json.dumps({"before": before, "peak": rss("VmHWM:")}))
 
 
 def _memory_row(folder: Path, events: int, store_bytes: int) -> Row:
-    out = subprocess.run([sys.executable, "-c", MEMORY_SCRIPT, str(folder)], capture_output=True, text=True, check=True,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     got = _last_json(out.stdout)
     grown = got["peak"] - got["before"]
     ratio = grown / store_bytes
-    return Row("store.memory", f"Memory loading {fmt(events)} events from the store / its bytes", ratio, "x",
-               f"{ratio:.1f}x ({fmt(grown / 2**20)} MiB peak growth, store {fmt(store_bytes / 2**20)} MiB on disk)",
-               f"≤ {MEMORY_X:g}x", judged(ratio <= MEMORY_X),
-               note="the copies compress far better on disk than real runs would",
-               extra={"peak_growth_bytes": grown, "store_bytes": store_bytes})
+    return Row(
+        "store.memory",
+        f"Memory loading {fmt(events)} events from the store / its bytes",
+        ratio,
+        "x",
+        f"{ratio:.1f}x ({fmt(grown / 2**20)} MiB peak growth, store {fmt(store_bytes / 2**20)} MiB on disk)",
+        f"≤ {MEMORY_X:g}x",
+        judged(ratio <= MEMORY_X),
+        note="the copies compress far better on disk than real runs would",
+        extra={"peak_growth_bytes": grown, "store_bytes": store_bytes},
+    )
 
 
 # ------------------------------------------------------------- compaction at run end
@@ -187,8 +224,13 @@ async def _compaction_row(steps: int, reps: int, folder: Path) -> Row:
     for i in range(reps + 1):
         where = folder / f"r{i}"
         writer = TraceWriter(where)
-        run = al.Run("look up the keys", [SYNC_TOOL], model=al.ScriptedModel(script(steps)), subscribers=[writer],
-                     **run_options(steps))
+        run = al.Run(
+            "look up the keys",
+            [SYNC_TOOL],
+            model=al.ScriptedModel(script(steps)),
+            subscribers=[writer],
+            **run_options(steps),
+        )
         t0 = time.perf_counter()
         await run.run()
         t1 = time.perf_counter()
@@ -198,14 +240,27 @@ async def _compaction_row(steps: int, reps: int, folder: Path) -> Row:
             runs_s.append(t1 - t0)
             store_s.append(t2 - t1)
     share = median(store_s) / median(runs_s)
-    return Row("store.compaction", f"Storing a {steps}-step run when it finishes / the run's traced time", share * 100, "%",
-               f"{share * 100:.0f}% ({fmt(median(store_s) * 1e3)} ms vs {fmt(median(runs_s) * 1e3)} ms)",
-               f"≤ {COMPACT_SHARE * 100:g}%", judged(share <= COMPACT_SHARE),
-               extra={"store_s": store_s, "run_s": runs_s})
+    return Row(
+        "store.compaction",
+        f"Storing a {steps}-step run when it finishes / the run's traced time",
+        share * 100,
+        "%",
+        f"{share * 100:.0f}% ({fmt(median(store_s) * 1e3)} ms vs {fmt(median(runs_s) * 1e3)} ms)",
+        f"≤ {COMPACT_SHARE * 100:g}%",
+        judged(share <= COMPACT_SHARE),
+        extra={"store_s": store_s, "run_s": runs_s},
+    )
 
 
 # ------------------------------------------------------------- SQL over a generated store
-_KINDS = ["model_request", "model_called", "tool_started", "tool_finished", "tool_results", "step_finished"]
+_KINDS = [
+    "model_request",
+    "model_called",
+    "tool_started",
+    "tool_finished",
+    "tool_results",
+    "step_finished",
+]
 
 
 def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int = 300) -> None:
@@ -220,7 +275,9 @@ def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int 
 
     rng = np.random.default_rng(7)
     kinds = pa.array(_KINDS)
-    datas = pa.array([json.dumps({"tool": f"tool{i % 7}", "index": i % 3, "outcome": "ok"}) for i in range(64)])
+    datas = pa.array(
+        [json.dumps({"tool": f"tool{i % 7}", "index": i % 3, "outcome": "ok"}) for i in range(64)]
+    )
     part = 0
     for start in range(0, events, per_file):
         n = min(per_file, events - start)
@@ -228,11 +285,17 @@ def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int 
         run = idx // per_run
         seq = idx % per_run + 1
         run_ids = pc.binary_join_element_wise("run", pa.array(run).cast(pa.string()), "")
-        table = pa.table({
-            "run_id": run_ids, "seq": pa.array(seq), "step": pa.array(seq // 6), "t": pa.array(seq * 0.01 + rng.random(n)),
-            "kind": pc.take(kinds, pa.array(seq % len(_KINDS))),
-            "data": pc.take(datas, pa.array(rng.integers(0, len(datas), n))),
-        }, schema=schema("events"))
+        table = pa.table(
+            {
+                "run_id": run_ids,
+                "seq": pa.array(seq),
+                "step": pa.array(seq // 6),
+                "t": pa.array(seq * 0.01 + rng.random(n)),
+                "kind": pc.take(kinds, pa.array(seq % len(_KINDS))),
+                "data": pc.take(datas, pa.array(rng.integers(0, len(datas), n))),
+            },
+            schema=schema("events"),
+        )
         day = f"day=2026-12-0{1 + part % 4}"
         name = f"part-3-{part:020d}-gen.parquet"
         first, last = int(run[0]), int(run[-1])
@@ -249,7 +312,11 @@ def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int 
             elif pa.types.is_timestamp(f.type):
                 cols[f.name] = pa.array([None] * m, f.type)
             else:
-                cols[f.name] = pa.array(np.ones(m), f.type) if pa.types.is_floating(f.type) else pa.array(np.full(m, per_run), f.type)
+                cols[f.name] = (
+                    pa.array(np.ones(m), f.type)
+                    if pa.types.is_floating(f.type)
+                    else pa.array(np.full(m, per_run), f.type)
+                )
         for table_name, t in (("events", table), ("runs", pa.table(cols, schema=schema("runs")))):
             where = folder / "_store" / table_name / day
             where.mkdir(parents=True, exist_ok=True)
@@ -283,17 +350,36 @@ def _sql_row(events: int) -> Row:
         size = sum(f.stat().st_size for f in folder.rglob("*.parquet"))
         import pyarrow.parquet as pq
 
-        unpacked = sum(md.row_group(i).total_byte_size for f in (folder / "_store" / "events").rglob("*.parquet")
-                       for md in [pq.ParquetFile(f).metadata] for i in range(md.num_row_groups))
-        out = subprocess.run([sys.executable, "-c", SQL_SCRIPT, str(folder)], capture_output=True, text=True, check=True,
-                             env={**os.environ, "PYTHONPATH": str(ROOT)})
+        unpacked = sum(
+            md.row_group(i).total_byte_size
+            for f in (folder / "_store" / "events").rglob("*.parquet")
+            for md in [pq.ParquetFile(f).metadata]
+            for i in range(md.num_row_groups)
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", SQL_SCRIPT, str(folder)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         got = _last_json(out.stdout)
     if got["n"] != events:
         raise RuntimeError(f"the SQL aggregate counted {got['n']} events, expected {events}")
     grown = got["peak"] - got["before"]
-    return Row("store.sql", f"SQL aggregate over {fmt(events)} generated events", got["seconds"], "s",
-               f"{fmt(got['seconds'])} s, peak memory +{fmt(grown / 2**20)} MiB (the table is {fmt(unpacked / 2**30)} GiB "
-               f"unpacked, {fmt(size / 2**30)} GiB on disk; generated in {fmt(generated)} s)",
-               f"≤ {SQL_GOAL_S:g} s, memory ≤ {SQL_MEMORY_SHARE:.0%} of the table",
-               judged(got["seconds"] <= SQL_GOAL_S and grown <= SQL_MEMORY_SHARE * unpacked),
-               extra={"generate_s": generated, "store_bytes": size, "table_bytes": unpacked, "peak_growth_bytes": grown})
+    return Row(
+        "store.sql",
+        f"SQL aggregate over {fmt(events)} generated events",
+        got["seconds"],
+        "s",
+        f"{fmt(got['seconds'])} s, peak memory +{fmt(grown / 2**20)} MiB (the table is {fmt(unpacked / 2**30)} GiB "
+        f"unpacked, {fmt(size / 2**30)} GiB on disk; generated in {fmt(generated)} s)",
+        f"≤ {SQL_GOAL_S:g} s, memory ≤ {SQL_MEMORY_SHARE:.0%} of the table",
+        judged(got["seconds"] <= SQL_GOAL_S and grown <= SQL_MEMORY_SHARE * unpacked),
+        extra={
+            "generate_s": generated,
+            "store_bytes": size,
+            "table_bytes": unpacked,
+            "peak_growth_bytes": grown,
+        },
+    )

@@ -53,10 +53,14 @@ def assert_same_frames(logs: al.Traces, store: al.Traces) -> None:
         for col in x.columns:
             assert x[col].dtype == y[col].dtype, (name, col, x[col].dtype, y[col].dtype)
             if x[col].dtype == object or str(x[col].dtype) == "json":
-                bad = [i for i, (a, b) in enumerate(zip(x[col], y[col], strict=True)) if not same(a, b)]
+                bad = [
+                    i for i, (a, b) in enumerate(zip(x[col], y[col], strict=True)) if not same(a, b)
+                ]
                 assert not bad, (name, col, bad[:3], x[col].iloc[bad[0]], y[col].iloc[bad[0]])
             else:
-                pd.testing.assert_series_equal(x[col], y[col], check_exact=True, obj=f"{name}.{col}")
+                pd.testing.assert_series_equal(
+                    x[col], y[col], check_exact=True, obj=f"{name}.{col}"
+                )
 
 
 def from_logs(folder: Path) -> al.Traces:
@@ -77,12 +81,30 @@ def native_runs(folder: Path) -> None:
         setup = s.setup(seed=1)
         setup.run(trace=folder)
         setup.close()
-    al.run("naïve ünïcode task ✓", [lookup], model=al.ScriptedModel([reply(None, ("lookup", {"key": "ß"})), reply("done")]),
-           trace=folder, prices=PRICES, clock=al.FakeClock(), max_cost=1.0, run_id="unicode")
-    cut = al.run("to be cut", [lookup], model=al.ScriptedModel([reply(None, ("lookup", {"key": "a"})), reply("done")]),
-                 trace=folder, prices=PRICES, clock=al.FakeClock(), max_cost=1.0, run_id="cut")
+    al.run(
+        "naïve ünïcode task ✓",
+        [lookup],
+        model=al.ScriptedModel([reply(None, ("lookup", {"key": "ß"})), reply("done")]),
+        trace=folder,
+        prices=PRICES,
+        clock=al.FakeClock(),
+        max_cost=1.0,
+        run_id="unicode",
+    )
+    cut = al.run(
+        "to be cut",
+        [lookup],
+        model=al.ScriptedModel([reply(None, ("lookup", {"key": "a"})), reply("done")]),
+        trace=folder,
+        prices=PRICES,
+        clock=al.FakeClock(),
+        max_cost=1.0,
+        run_id="cut",
+    )
     log = folder / f"{cut.run_id}.jsonl"
-    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:-3]))  # died before it finished
+    log.write_bytes(
+        b"".join(log.read_bytes().splitlines(keepends=True)[:-3])
+    )  # died before it finished
 
 
 @pytest.fixture(scope="module")
@@ -109,7 +131,9 @@ def test_the_store_gives_the_same_frames_as_the_logs_on_every_fixture(fixtures, 
     assert stored._stored and not stored._by_id  # read from the store, no log parsed
     assert_same_frames(logs, stored)
     one = logs.runs["run_id"].iloc[-1]
-    assert stored.run(one).messages == logs.run(one).messages  # a run's Trace: read from its log when asked for
+    assert (
+        stored.run(one).messages == logs.run(one).messages
+    )  # a run's Trace: read from its log when asked for
     assert [t.run_id for t in stored] == [t.run_id for t in logs]
 
 
@@ -117,7 +141,14 @@ def test_a_run_still_being_written_is_read_from_its_log_beside_stored_runs(tmp_p
     """A tool that loads the folder mid-run sees its own run (incomplete, its steps so far) beside the stored ones."""
     folder = tmp_path / "runs"
     for i in range(2):
-        al.run("stored", [lookup], model=al.ScriptedModel([reply("done")]), trace=folder, max_cost=None, run_id=f"a{i}")
+        al.run(
+            "stored",
+            [lookup],
+            model=al.ScriptedModel([reply("done")]),
+            trace=folder,
+            max_cost=None,
+            run_id=f"a{i}",
+        )
     compact(folder)
     seen: list[al.Traces] = []
 
@@ -128,13 +159,27 @@ def test_a_run_still_being_written_is_read_from_its_log_beside_stored_runs(tmp_p
         return "ok"
 
     writer = StoredTraceWriter(folder)
-    al.run("live", [peek], model=al.ScriptedModel([reply(None, ("peek", {})), reply("done")]), trace=writer,
-           max_cost=None, run_id="b-live")
+    al.run(
+        "live",
+        [peek],
+        model=al.ScriptedModel([reply(None, ("peek", {})), reply("done")]),
+        trace=writer,
+        max_cost=None,
+        run_id="b-live",
+    )
     during = seen[0]
-    assert dict(zip(during.runs["run_id"], during.runs["outcome"], strict=True)) == {"a0": "done", "a1": "done", "b-live": "incomplete"}
+    assert dict(zip(during.runs["run_id"], during.runs["outcome"], strict=True)) == {
+        "a0": "done",
+        "a1": "done",
+        "b-live": "incomplete",
+    }
     assert list(during.steps[during.steps["run_id"] == "b-live"]["step"]) == [1]
     after = al.load_runs(folder)
-    assert {r for r, _ in after._stored} == {"a0", "a1", "b-live"}  # the writer stored it when it finished
+    assert {r for r, _ in after._stored} == {
+        "a0",
+        "a1",
+        "b-live",
+    }  # the writer stored it when it finished
     assert_same_frames(from_logs(folder), after)
 
 
@@ -142,10 +187,31 @@ def test_a_log_that_grew_after_it_was_stored_is_read_from_the_log_until_compacte
     """A run id used again appends to its log: the stale stored copy is not used, and compaction replaces it."""
     folder = tmp_path / "runs"
     script = [reply(None, ("lookup", {"key": "a"})), reply("done")]
-    al.run("first", [lookup], model=al.ScriptedModel(script), trace=folder, max_cost=None, run_id="again")
-    al.run("other", [lookup], model=al.ScriptedModel([reply("done")]), trace=folder, max_cost=None, run_id="other")
+    al.run(
+        "first",
+        [lookup],
+        model=al.ScriptedModel(script),
+        trace=folder,
+        max_cost=None,
+        run_id="again",
+    )
+    al.run(
+        "other",
+        [lookup],
+        model=al.ScriptedModel([reply("done")]),
+        trace=folder,
+        max_cost=None,
+        run_id="other",
+    )
     compact(folder)
-    al.run("second", [lookup], model=al.ScriptedModel(script), trace=folder, max_cost=None, run_id="again")
+    al.run(
+        "second",
+        [lookup],
+        model=al.ScriptedModel(script),
+        trace=folder,
+        max_cost=None,
+        run_id="again",
+    )
     logs = from_logs(folder)
     assert len(logs.steps[logs.steps["run_id"] == "again"]) == 4
     assert_same_frames(logs, al.load_runs(folder))
@@ -200,12 +266,25 @@ def test_sigkill_during_compaction_leaves_a_store_that_loads_the_same_frames(tmp
     with no warning, and the next compaction finishes the job."""
     folder = tmp_path / "runs"
     for i in range(5):
-        al.run(f"task {i}", [lookup], model=al.ScriptedModel([reply(None, ("lookup", {"key": str(i)})), reply("done")]),
-               trace=folder, prices=PRICES, clock=al.FakeClock(), max_cost=1.0, run_id=f"r{i}")
+        al.run(
+            f"task {i}",
+            [lookup],
+            model=al.ScriptedModel([reply(None, ("lookup", {"key": str(i)})), reply("done")]),
+            trace=folder,
+            prices=PRICES,
+            clock=al.FakeClock(),
+            max_cost=1.0,
+            run_id=f"r{i}",
+        )
     logs = from_logs(folder)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", KILL_SCRIPT, where, str(folder)], env=env,
-                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", KILL_SCRIPT, where, str(folder)],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     try:
         line = proc.stdout.readline()  # blocks until the child reaches the kill point (no sleeps)
         assert line == b"stopped\n", (line, proc.stderr.read().decode()[-2000:])
@@ -233,15 +312,30 @@ def test_sql_answers_over_the_store_and_counts_runs_not_stored_yet(tmp_path):
     """The README's query: a DataFrame equal to the pandas answer over load_runs, including a run added since."""
     folder = tmp_path / "runs"
     for i, model in enumerate(["claude-sonnet-4-5", "claude-sonnet-4-5", "claude-haiku-4-5"]):
-        al.run(f"t{i}", [lookup], model=al.ScriptedModel([reply(None, ("lookup", {"key": "k"})), reply("done")], model=model),
-               trace=folder, prices=PRICES, max_cost=1.0, run_id=f"s{i}")
-    answer = al.sql("select model, count(*) as runs, avg(cost) as cost from runs group by model order by model", folder)
+        al.run(
+            f"t{i}",
+            [lookup],
+            model=al.ScriptedModel(
+                [reply(None, ("lookup", {"key": "k"})), reply("done")], model=model
+            ),
+            trace=folder,
+            prices=PRICES,
+            max_cost=1.0,
+            run_id=f"s{i}",
+        )
+    answer = al.sql(
+        "select model, count(*) as runs, avg(cost) as cost from runs group by model order by model",
+        folder,
+    )
     frames = al.load_runs(folder).runs
     expected = frames.groupby("model")["cost"].agg(["count", "mean"]).sort_index()
     assert list(answer["model"]) == list(expected.index)
     assert list(answer["runs"]) == list(expected["count"])
     assert answer["cost"].tolist() == pytest.approx(expected["mean"].tolist())
-    tools = al.sql("select data->>'tool' as tool, count(*) as n from events where kind = 'tool_finished' group by 1", folder)
+    tools = al.sql(
+        "select data->>'tool' as tool, count(*) as n from events where kind = 'tool_finished' group by 1",
+        folder,
+    )
     assert tools.to_dict("records") == [{"tool": "lookup", "n": 3}]
     with pytest.raises(ValueError, match="non-empty SQL"):
         al.sql("  ", folder)
@@ -264,8 +358,14 @@ def test_the_ray_data_example_reads_the_store_as_it_stands(local_ray, tmp_path):
 
     folder = tmp_path / "runs"
     for i in range(3):
-        al.run(f"t{i}", [lookup], model=al.ScriptedModel([reply(None, ("lookup", {"key": "k"})), reply("done")]),
-               trace=folder, prices=PRICES, max_cost=1.0)
+        al.run(
+            f"t{i}",
+            [lookup],
+            model=al.ScriptedModel([reply(None, ("lookup", {"key": "k"})), reply("done")]),
+            trace=folder,
+            prices=PRICES,
+            max_cost=1.0,
+        )
     compact(folder)
     frames = al.load_runs(folder).steps
     steps = ray.data.read_parquet(str(folder / "_store" / "steps"))
@@ -279,8 +379,16 @@ def test_a_stored_run_whose_log_was_deleted_still_loads_from_the_store(tmp_path)
     folder = tmp_path / "runs"
     script = [reply(None, ("lookup", {"key": "a"})), reply("done")]
     for i in range(2):
-        al.run("q", [lookup], model=al.ScriptedModel(script), trace=folder, prices=PRICES, clock=al.FakeClock(),
-               max_cost=1.0, run_id=f"k{i}")
+        al.run(
+            "q",
+            [lookup],
+            model=al.ScriptedModel(script),
+            trace=folder,
+            prices=PRICES,
+            clock=al.FakeClock(),
+            max_cost=1.0,
+            run_id=f"k{i}",
+        )
     before = al.load_runs(folder)
     messages = before.run("k0").messages
     compact(folder)
@@ -296,8 +404,16 @@ def test_runs_stored_as_they_finish_are_merged_so_the_files_stay_few(tmp_path):
     folder = tmp_path / "runs"
     writer = StoredTraceWriter(folder)
     for i in range(40):
-        al.run("q", model=al.ScriptedModel([reply("hi")]), trace=writer, max_cost=None, run_id=f"r{i:03d}")
-    tiers = sorted(p.name.split("-")[1] for p in (folder / "_store" / "runs").glob("day=*/part-*.parquet"))
+        al.run(
+            "q",
+            model=al.ScriptedModel([reply("hi")]),
+            trace=writer,
+            max_cost=None,
+            run_id=f"r{i:03d}",
+        )
+    tiers = sorted(
+        p.name.split("-")[1] for p in (folder / "_store" / "runs").glob("day=*/part-*.parquet")
+    )
     assert tiers == ["0"] * 8 + ["1"] * 2
     stored = al.load_runs(folder)
     assert len(stored._stored) == 40

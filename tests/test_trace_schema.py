@@ -16,9 +16,13 @@ from agentlab.vocab import EventKind
 
 ROOT = Path(__file__).resolve().parent.parent
 HOLDS = {  # field type -> the column dtypes it can fill
-    "int": {"int64", "float64"}, "float": {"float64"}, "str": {"str", "datetime64[ns, UTC]"}, "bool": {"bool"},
+    "int": {"int64", "float64"},
+    "float": {"float64"},
+    "str": {"str", "datetime64[ns, UTC]"},
+    "bool": {"bool"},
     "dict": {"json", "float64"},  # the dict itself (args), or a number in it (budget.max_steps)
-    "usage": {"int64"}, "list": {"int64"},  # token counts; a count of blocks (tool_calls)
+    "usage": {"int64"},
+    "list": {"int64"},  # token counts; a count of blocks (tool_calls)
     "any": {"str"},  # shown as text (result_preview)
 }
 
@@ -26,7 +30,9 @@ HOLDS = {  # field type -> the column dtypes it can fill
 def test_the_schema_in_the_docs_is_the_one_the_code_defines():
     """docs/traces.md's schema block is generated: edit events.KINDS or frames.TABLES and it must be regenerated."""
     text = _docs.DOCS.read_text(encoding="utf-8")
-    assert _docs.current(text) == _docs.render(), "docs/traces.md is stale: run `python -m agentlab.trace._docs`"
+    assert _docs.current(text) == _docs.render(), (
+        "docs/traces.md is stale: run `python -m agentlab.trace._docs`"
+    )
 
 
 def test_every_event_kind_has_one_definition_and_every_column_reads_a_checked_field():
@@ -41,23 +47,31 @@ def test_every_event_kind_has_one_definition_and_every_column_reads_a_checked_fi
             kind, _, name = col.source.partition(".")
             fields = {**base, **{f.name: f for f in events.KINDS[EventKind(kind)].fields}}
             field = fields[name]
-            assert field.read, f"{table}.{col.name} reads {col.source}, which the reader does not check"
+            assert field.read, (
+                f"{table}.{col.name} reads {col.source}, which the reader does not check"
+            )
             assert col.dtype in HOLDS[field.type], (table, col.name, field.type)
     for table, columns in TABLES.items():
         pytest.importorskip("pyarrow")
         assert _store.schema(table).names[: len(columns)] == [c.name for c in columns]
 
 
-@pytest.mark.parametrize("line, ok", [
-    ({"kind": "tool_finished", "step": 1, "t": 0.5, "call_id": "c1", "attempts": 2}, True),
-    ({"kind": "tool_finished", "step": 1, "t": 0.5}, False),  # call_id is required
-    ({"kind": "tool_finished", "step": 1, "t": 0.5, "call_id": "c1", "attempts": "2"}, False),
-    ({"kind": "model_called", "step": 1, "t": 0.5, "usage": {"input_tokens": "lots"}}, False),
-    ({"kind": "model_called", "step": 1, "t": 0.5, "cost": {"$float": "NaN"}}, True),
-    ({"kind": "model_called", "step": 1, "t": True}, False),
-    ({"kind": "note", "step": 2**63, "t": 0.0}, False),
-    ({"kind": "run_finished", "step": 3, "t": 1.0, "text": 42}, True),  # not read by the frames: not checked
-])
+@pytest.mark.parametrize(
+    "line, ok",
+    [
+        ({"kind": "tool_finished", "step": 1, "t": 0.5, "call_id": "c1", "attempts": 2}, True),
+        ({"kind": "tool_finished", "step": 1, "t": 0.5}, False),  # call_id is required
+        ({"kind": "tool_finished", "step": 1, "t": 0.5, "call_id": "c1", "attempts": "2"}, False),
+        ({"kind": "model_called", "step": 1, "t": 0.5, "usage": {"input_tokens": "lots"}}, False),
+        ({"kind": "model_called", "step": 1, "t": 0.5, "cost": {"$float": "NaN"}}, True),
+        ({"kind": "model_called", "step": 1, "t": True}, False),
+        ({"kind": "note", "step": 2**63, "t": 0.0}, False),
+        (
+            {"kind": "run_finished", "step": 3, "t": 1.0, "text": 42},
+            True,
+        ),  # not read by the frames: not checked
+    ],
+)
 def test_the_readers_check_follows_the_definition(line, ok):
     assert events.well_formed(line) is ok
 
@@ -78,7 +92,12 @@ def test_a_traced_run_imports_the_writer_only_and_import_agentlab_no_store_engin
         "print(sorted(m for m in sys.modules if m.startswith('agentlab.trace')))\n"
         "print(sorted(m for m in ('pandas', 'pyarrow', 'duckdb') if m in sys.modules))\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}).stdout.splitlines()
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
+    ).stdout.splitlines()
     assert out == ["['agentlab.trace', 'agentlab.trace.files', 'agentlab.trace.writer']", "[]"]
     assert al.load_runs(tmp_path).runs["outcome"].tolist() == ["done"]

@@ -53,7 +53,10 @@ def _tables(traces: list[Trace], sizes: list[int]) -> dict[str, pa.Table]:
     calls = frames["calls"].copy()
     calls["args"] = [_json(a) for a in calls["args"]]
     frames["calls"] = calls
-    out = {name: pa.Table.from_pandas(df, schema=schema(name), preserve_index=False) for name, df in frames.items()}
+    out = {
+        name: pa.Table.from_pandas(df, schema=schema(name), preserve_index=False)
+        for name, df in frames.items()
+    }
     cols: dict[str, list[Any]] = {c.name: [] for c in TABLES["events"]}
     with gc_paused():
         for t in traces:
@@ -76,7 +79,9 @@ def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> in
     with gc_paused():
         for f in files:
             try:
-                size = f.stat().st_size  # before reading: a log that grows meanwhile is seen as stale, never as fresh
+                size = (
+                    f.stat().st_size
+                )  # before reading: a log that grows meanwhile is seen as stale, never as fresh
                 t = read_trace(f)
             except OSError:
                 continue
@@ -89,20 +94,30 @@ def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> in
     tables = _tables(traces, sizes)
     days = [day_of(s) for s in tables["runs"].column("started_at").to_pandas()]
     for day in sorted(set(days)):
-        ids = [rid for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True) if d == day]
+        ids = [
+            rid
+            for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True)
+            if d == day
+        ]
         if len(set(days)) == 1:
             part = tables
         else:
             keep = pc.is_in(tables["runs"].column("run_id"), value_set=string_array(ids))
-            part = {n: t.filter(pc.is_in(t.column("run_id"), value_set=string_array(ids))) if n != "runs" else t.filter(keep)
-                    for n, t in tables.items()}
+            part = {
+                n: t.filter(pc.is_in(t.column("run_id"), value_set=string_array(ids)))
+                if n != "runs"
+                else t.filter(keep)
+                for n, t in tables.items()
+            }
         write_part(root, day, part, 0)
     if merge:
         merge_tiers(folder)
     return len(traces)
 
 
-def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int = 2000) -> dict[str, int]:
+def compact(
+    folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int = 2000
+) -> dict[str, int]:
     """Bring the store of a runs folder up to date with its logs: store every run not stored fresh,
     in batches, then merge each day into one part. ``rebuild``: throw the store away first and
     re-derive it from the logs. Returns counts (``stored``, ``fresh``, ``parts``)."""
@@ -110,7 +125,9 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
 
     path = runs_dir(folder)
     if not path.is_dir():
-        raise FileNotFoundError(f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces")
+        raise FileNotFoundError(
+            f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces"
+        )
     if not available():
         raise ModuleNotFoundError("the trace store needs pyarrow: pip install 'agentlab[store]'")
     if rebuild and store_dir(path).exists():
@@ -121,7 +138,7 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
         fresh |= {n for n in names if n in logs}
     todo = sorted(n for n in logs if n not in fresh)
     for start in range(0, len(todo), batch):
-        store_runs(path, [path / n for n in todo[start:start + batch]], merge=False)
+        store_runs(path, [path / n for n in todo[start : start + batch]], merge=False)
     merge_tiers(path, full=True)
     return {"stored": len(todo), "fresh": len(fresh), "parts": len(parts(path))}
 
@@ -134,8 +151,12 @@ def store_batch(folder: Path) -> None:
     try:
         compact(folder)
     except Exception as exc:  # noqa: BLE001 - the store is derived: never fail an experiment over it
-        warnings.warn(f"the runs in {folder} were not all stored: {type(exc).__name__}: {exc} "
-                      "(the logs are whole; agentlab compact retries)", UserWarning, stacklevel=2)
+        warnings.warn(
+            f"the runs in {folder} were not all stored: {type(exc).__name__}: {exc} "
+            "(the logs are whole; agentlab compact retries)",
+            UserWarning,
+            stacklevel=2,
+        )
 
 
 class StoredTraceWriter(TraceWriter):
@@ -152,5 +173,9 @@ class StoredTraceWriter(TraceWriter):
             try:
                 store_runs(self.dir, [self.file_of(event.run_id)])
             except Exception as exc:  # noqa: BLE001 - the store is derived: never fail a run over it
-                warnings.warn(f"run {event.run_id} was not added to the store in {self.dir}: {type(exc).__name__}: "
-                              f"{exc} (its log is whole; agentlab compact adds it)", TraceWriteWarning, stacklevel=2)
+                warnings.warn(
+                    f"run {event.run_id} was not added to the store in {self.dir}: {type(exc).__name__}: "
+                    f"{exc} (its log is whole; agentlab compact adds it)",
+                    TraceWriteWarning,
+                    stacklevel=2,
+                )

@@ -50,7 +50,9 @@ class JSONArray(ExtensionArray):
     """``parsed[i]`` is the dict once read (else None); ``raw`` the JSON text (an Arrow string array)
     or None; ``events`` whole event records (from a log), whose ``data`` is cut out when read."""
 
-    def __init__(self, parsed: np.ndarray, raw: Any = None, events: np.ndarray | None = None) -> None:
+    def __init__(
+        self, parsed: np.ndarray, raw: Any = None, events: np.ndarray | None = None
+    ) -> None:
         self._parsed = parsed
         self._raw = raw
         self._events = events
@@ -79,21 +81,30 @@ class JSONArray(ExtensionArray):
         return cls.from_dicts(list(scalars))
 
     @classmethod
-    def _from_factorized(cls, values: Any, original: Any) -> JSONArray:  # pragma: no cover - dicts do not factorize
+    def _from_factorized(
+        cls, values: Any, original: Any
+    ) -> JSONArray:  # pragma: no cover - dicts do not factorize
         raise TypeError("json values (dicts) cannot be factorized")
 
     @classmethod
     def _concat_same_type(cls, to_concat: Sequence[JSONArray]) -> JSONArray:
         if any(a._events is not None for a in to_concat):
             return cls.from_dicts([v for a in to_concat for v in a._all()])
-        parsed = np.concatenate([a._parsed for a in to_concat]) if to_concat else np.empty(0, dtype=object)
+        parsed = (
+            np.concatenate([a._parsed for a in to_concat])
+            if to_concat
+            else np.empty(0, dtype=object)
+        )
         if all(a._raw is None for a in to_concat):
             return cls(parsed)
         import pyarrow as pa  # some hold JSON text, so pyarrow is there
 
-        raw = pa.concat_arrays([
-            pa.nulls(len(a), pa.string()) if a._raw is None else a._raw.cast(pa.string()) for a in to_concat
-        ])
+        raw = pa.concat_arrays(
+            [
+                pa.nulls(len(a), pa.string()) if a._raw is None else a._raw.cast(pa.string())
+                for a in to_concat
+            ]
+        )
         return cls(parsed, raw)
 
     # -- reading
@@ -140,8 +151,11 @@ class JSONArray(ExtensionArray):
             return self._one(i % n)
         item = pd.api.indexers.check_array_indexer(self, item)
         if isinstance(item, slice):
-            return JSONArray(self._parsed[item], None if self._raw is None else self._raw[item],
-                             None if self._events is None else self._events[item])
+            return JSONArray(
+                self._parsed[item],
+                None if self._raw is None else self._raw[item],
+                None if self._events is None else self._events[item],
+            )
         positions = np.arange(len(self))[item]
         return self.take(positions)
 
@@ -150,10 +164,15 @@ class JSONArray(ExtensionArray):
 
     def take(self, indices: Any, *, allow_fill: bool = False, fill_value: Any = None) -> JSONArray:
         indices = np.asarray(indices, dtype=np.intp)
-        if (self._raw is not None or self._events is not None) and not (allow_fill and (indices < 0).any()):
+        if (self._raw is not None or self._events is not None) and not (
+            allow_fill and (indices < 0).any()
+        ):
             positions = np.where(indices < 0, indices + len(self), indices)
-            return JSONArray(self._parsed.take(positions), None if self._raw is None else self._raw.take(positions),
-                             None if self._events is None else self._events.take(positions))
+            return JSONArray(
+                self._parsed.take(positions),
+                None if self._raw is None else self._raw.take(positions),
+                None if self._events is None else self._events.take(positions),
+            )
         values = np.empty(len(self), dtype=object)
         values[:] = self._all()
         return JSONArray(take(values, indices, allow_fill=allow_fill, fill_value=fill_value))
@@ -170,8 +189,11 @@ class JSONArray(ExtensionArray):
 
     @property
     def nbytes(self) -> int:
-        return int(self._parsed.nbytes + (self._raw.nbytes if self._raw is not None else 0)
-                   + (self._events.nbytes if self._events is not None else 0))
+        return int(
+            self._parsed.nbytes
+            + (self._raw.nbytes if self._raw is not None else 0)
+            + (self._events.nbytes if self._events is not None else 0)
+        )
 
     def to_numpy(self, dtype: Any = None, copy: bool = False, na_value: Any = None) -> np.ndarray:
         out = np.empty(len(self), dtype=object)

@@ -21,7 +21,9 @@ if TYPE_CHECKING:
 _HIDDEN = {"runs": "exclude (_bytes)"}
 
 
-def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool = True) -> pd.DataFrame:
+def sql(
+    query: str, path: str | os.PathLike[str] | None = None, *, compact: bool = True
+) -> pd.DataFrame:
     """Run ``query`` (DuckDB SQL) over the tables ``runs``, ``steps``, ``calls`` and ``events`` of a runs
     folder (default ``$AGENTLAB_RUNS`` or ``./runs``) and return the answer as a DataFrame.
 
@@ -35,10 +37,14 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
     try:
         import duckdb
     except ModuleNotFoundError:
-        raise ModuleNotFoundError("agentlab.sql needs duckdb: pip install 'agentlab[store]'") from None
+        raise ModuleNotFoundError(
+            "agentlab.sql needs duckdb: pip install 'agentlab[store]'"
+        ) from None
     folder = runs_dir(path)
     if not folder.is_dir():
-        raise FileNotFoundError(f"no runs folder at {str(folder)!r}: pass path= or set $AGENTLAB_RUNS")
+        raise FileNotFoundError(
+            f"no runs folder at {str(folder)!r}: pass path= or set $AGENTLAB_RUNS"
+        )
     if compact and any(folder.glob(f"*{SUFFIX}")):
         compact_folder(folder)
     con = duckdb.connect()
@@ -46,15 +52,21 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
     root = store_dir(folder)
     for table in ("runs", "steps", "calls", "events"):
         files = sorted((root / table).glob("day=*/part-*.parquet"))
-        files = [f for f in files if (root / "runs" / f.parent.name / f.name).exists()]  # complete parts only
+        files = [
+            f for f in files if (root / "runs" / f.parent.name / f.name).exists()
+        ]  # complete parts only
         if files:
             listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
-            con.execute(f"create view {table} as select * {_HIDDEN.get(table, '')} "
-                        f"from read_parquet([{listed}], hive_partitioning = true)")
+            con.execute(
+                f"create view {table} as select * {_HIDDEN.get(table, '')} "
+                f"from read_parquet([{listed}], hive_partitioning = true)"
+            )
         else:
             empty = schema(table).empty_table()
             con.register(f"_{table}_empty", empty)
-            con.execute(f"create view {table} as select * {_HIDDEN.get(table, '')}, null::varchar as day from _{table}_empty")
+            con.execute(
+                f"create view {table} as select * {_HIDDEN.get(table, '')}, null::varchar as day from _{table}_empty"
+            )
     try:
         return con.execute(query).df()
     finally:

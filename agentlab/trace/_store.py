@@ -60,7 +60,14 @@ TOP_TIER = 3
 ORPHAN_AGE_S = 600.0
 """A table file whose part has no ``runs`` file is removed by compaction once it is this old
 (younger, it may belong to a part being written right now)."""
-ARROW_TYPES = {"str": "string", "int64": "int64", "float64": "float64", "bool": "bool", "object": "string", "json": "string"}
+ARROW_TYPES = {
+    "str": "string",
+    "int64": "int64",
+    "float64": "float64",
+    "bool": "bool",
+    "object": "string",
+    "json": "string",
+}
 HIDDEN = {"runs": (("_bytes", "int64"),)}
 """Store-only columns: the size of the run's log when it was stored (to tell fresh from stale)."""
 
@@ -87,7 +94,10 @@ def schema(table: str) -> pa.Schema:
         else:
             typ = pa.type_for_alias(ARROW_TYPES[col.dtype])
         fields.append(pa.field(col.name, typ, nullable=col.dtype not in ("int64", "bool")))
-    fields += [pa.field(name, pa.type_for_alias(dtype), nullable=False) for name, dtype in HIDDEN.get(table, ())]
+    fields += [
+        pa.field(name, pa.type_for_alias(dtype), nullable=False)
+        for name, dtype in HIDDEN.get(table, ())
+    ]
     return pa.schema(fields)
 
 
@@ -151,12 +161,20 @@ def parts(folder: Path) -> list[Part]:
 
     root = store_dir(folder)
     out = []
-    for path in sorted((root / "runs").glob("day=*/part-*.parquet"), key=lambda p: p.name.split("-")[2:]):
+    for path in sorted(
+        (root / "runs").glob("day=*/part-*.parquet"), key=lambda p: p.name.split("-")[2:]
+    ):
         try:
             runs = pq.read_table(path, schema=schema("runs"))
-        except (OSError, ValueError) as exc:  # unreadable (a disk fault): those runs are read from their logs
-            warnings.warn(f"{path}: skipped a store file that does not read ({exc}); its runs are read from their logs",
-                          UserWarning, stacklevel=3)
+        except (
+            OSError,
+            ValueError,
+        ) as exc:  # unreadable (a disk fault): those runs are read from their logs
+            warnings.warn(
+                f"{path}: skipped a store file that does not read ({exc}); its runs are read from their logs",
+                UserWarning,
+                stacklevel=3,
+            )
             continue
         out.append(Part(path.parent.name.removeprefix("day="), path.name, runs))
     return out
@@ -194,7 +212,9 @@ def _select(found: list[Part], chosen: dict[int, set[str]], root: Path) -> dict[
         pieces["runs"].append(runs)
         for table in ("steps", "calls", "events"):
             t = pq.read_table(p.path(root, table), schema=schema(table))
-            pieces[table].append(t if whole else t.filter(pc.is_in(t.column("run_id"), value_set=ids)))
+            pieces[table].append(
+                t if whole else t.filter(pc.is_in(t.column("run_id"), value_set=ids))
+            )
     return {t: pa.concat_tables(v) if v else schema(t).empty_table() for t, v in pieces.items()}
 
 
@@ -212,7 +232,11 @@ def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     out = {"runs": runs.take(pa.array(order))}
     for name in ("steps", "calls", "events"):
         t = tables[name]
-        ranks = np.array([rank[r] for r in t.column("run_id").to_pylist()]) if t.num_rows else np.array([], int)
+        ranks = (
+            np.array([rank[r] for r in t.column("run_id").to_pylist()])
+            if t.num_rows
+            else np.array([], int)
+        )
         out[name] = t.take(pa.array(np.argsort(ranks, kind="stable")))
     return out
 
@@ -244,7 +268,11 @@ def frames_of(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFra
     out["steps"] = tables["steps"].to_pandas()
     calls = tables["calls"]
     df = calls.drop_columns(["args"]).to_pandas()
-    df.insert(calls.schema.get_field_index("args"), "args", pd.Series(JSONArray.from_arrow(calls.column("args").combine_chunks())))
+    df.insert(
+        calls.schema.get_field_index("args"),
+        "args",
+        pd.Series(JSONArray.from_arrow(calls.column("args").combine_chunks())),
+    )
     out["calls"] = df
     events = tables["events"]
     df = events.drop_columns(["data"]).to_pandas()
@@ -312,8 +340,15 @@ def merge_tiers(folder: Path, *, full: bool = False) -> None:
         for day_parts in by_day.values():
             if full:
                 ids = [n for p in day_parts for n in p.runs.column("file").to_pylist()]
-                stale = any(logs.get(n, s) != s for p in day_parts
-                            for n, s in zip(p.runs.column("file").to_pylist(), p.runs.column("_bytes").to_pylist(), strict=True))
+                stale = any(
+                    logs.get(n, s) != s
+                    for p in day_parts
+                    for n, s in zip(
+                        p.runs.column("file").to_pylist(),
+                        p.runs.column("_bytes").to_pylist(),
+                        strict=True,
+                    )
+                )
                 if len(day_parts) > 1 or stale or len(ids) != len(set(ids)):
                     _merge(folder, day_parts, TOP_TIER, logs)
                 continue
