@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 import os
 import shutil
@@ -18,7 +19,7 @@ import pytest
 import agentlab as al
 from agentlab import reply, scenarios
 from agentlab.cli import main
-from agentlab.trace import StoredTraceWriter, compact
+from agentlab.trace import StoredTraceWriter, TraceWriter, compact
 from agentlab.trace.frames import TABLES
 
 from .helpers import PRICES
@@ -418,3 +419,25 @@ def test_runs_stored_as_they_finish_are_merged_so_the_files_stay_few(tmp_path):
     stored = al.load_runs(folder)
     assert len(stored._stored) == 40
     assert_same_frames(from_logs(folder), stored)
+
+
+def test_the_lazily_parsed_data_column_works_like_dicts(tmp_path):
+    """events.data from the store: a mask from .map, filtering, concatenation and NaN all behave as with dicts."""
+    folder = tmp_path / "runs"
+    script = [reply(None, ("lookup", {"key": "a"})), reply("done")]
+    run = al.Run("q", [lookup], model=al.ScriptedModel(script), run_id="lazy", max_cost=None)
+    with TraceWriter(folder) as w:
+        run.subscribe(w)
+        run.note("measure", score=math.nan)
+        asyncio.run(run.run())
+    compact(folder)
+    events = al.load_runs(folder).events
+    assert str(events["data"].dtype) == "json"
+    mask = events["data"].map(lambda d: "score" in d)
+    assert mask.dtype == bool and mask.sum() == 1
+    (measure,) = events[mask]["data"]
+    assert math.isnan(measure["score"])
+    both = pd.concat([events, events], ignore_index=True)
+    assert both["data"].iloc[len(events) + 1] == events["data"].iloc[1]
+    finished = events[events["kind"] == "tool_finished"]["data"].iloc[0]
+    assert finished["result"] == "value of a" and finished["args"] == {"key": "a"}

@@ -99,12 +99,14 @@ class JSONArray(ExtensionArray):
             return cls(parsed)
         import pyarrow as pa  # some hold JSON text, so pyarrow is there
 
-        raw = pa.concat_arrays(
-            [
-                pa.nulls(len(a), pa.string()) if a._raw is None else a._raw.cast(pa.string())
-                for a in to_concat
-            ]
-        )
+        chunks: list[Any] = []
+        for a in to_concat:
+            if a._raw is None:
+                chunks.append(pa.nulls(len(a), pa.string()))
+            else:
+                raw = a._raw.cast(pa.string())
+                chunks.extend(raw.chunks if isinstance(raw, pa.ChunkedArray) else [raw])
+        raw = pa.chunked_array(chunks, type=pa.string())
         return cls(parsed, raw)
 
     # -- reading
@@ -209,6 +211,12 @@ class JSONArray(ExtensionArray):
         if np.dtype(dtype) == object:
             return self.to_numpy()
         return super().astype(dtype, copy=copy)
+
+    def map(self, mapper: Any, na_action: Any = None) -> Any:
+        """``mapper`` over the dicts; the result takes the dtype of what it returns (bools give a mask)."""
+        from pandas.core.algorithms import map_array
+
+        return map_array(self.to_numpy(), mapper, na_action=na_action)
 
     def __eq__(self, other: Any) -> Any:
         values = self._all()

@@ -271,12 +271,12 @@ def frames_of(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFra
     df.insert(
         calls.schema.get_field_index("args"),
         "args",
-        pd.Series(JSONArray.from_arrow(calls.column("args").combine_chunks())),
+        pd.Series(JSONArray.from_arrow(calls.column("args"))),
     )
     out["calls"] = df
     events = tables["events"]
     df = events.drop_columns(["data"]).to_pandas()
-    df["data"] = pd.Series(JSONArray.from_arrow(events.column("data").combine_chunks()))
+    df["data"] = pd.Series(JSONArray.from_arrow(events.column("data")))
     out["events"] = df
     return out
 
