@@ -1,7 +1,7 @@
 """The columnar store: loading a million events from it and from the logs, SQL over 100M, compaction, memory.
 
 Each speed goal is a ratio against the bare library call on the same files in
-the same run (``pyarrow.parquet.read_table``, ``orjson.loads`` per line), so a
+the same run, best of N for each side (``pyarrow.parquet.read_table``, ``orjson.loads`` per line), so a
 loaded machine moves both sides; the absolute seconds are shown beside them.
 The corpus is copies of one 50-step run of the W1 workload, each with its own
 run id, task and keys (so the store does not compress copies to nothing). The 100M-event store for
@@ -23,7 +23,7 @@ from typing import Any
 
 from .report import Row, fmt, judged
 from .traces import record_run, write_seconds
-from .workload import SYNC_TOOL, median, run_options, script
+from .workload import SYNC_TOOL, run_options, script
 
 STORE_LOAD_GOAL_S = 1.0
 STORE_VS_BARE = 1.5
@@ -102,14 +102,16 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
         for _ in range(reps):  # interleaved, so both sides see the same machine
             bare.append(_bare_orjson(folder))
             jsonl.append(_load(folder))
-        ratio = median([a / b for a, b in zip(jsonl, bare, strict=True)])
+        ratio = min(jsonl) / min(
+            bare
+        )  # best of each: on a shared machine the slow runs are other people's
         rows.append(
             Row(
                 "store.jsonl_ratio",
                 f"Load {per} from the logs alone / bare orjson",
                 ratio,
                 "x",
-                f"{ratio:.2f}x ({fmt(median(jsonl))} s vs {fmt(median(bare))} s)",
+                f"{ratio:.2f}x ({fmt(min(jsonl))} s vs {fmt(min(bare))} s, best of {reps})",
                 f"≤ {JSONL_VS_ORJSON:g}x",
                 judged(ratio <= JSONL_VS_ORJSON),
                 extra={"events": total, "load_s": jsonl, "bare_s": bare},
@@ -123,8 +125,8 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
         for _ in range(reps):
             arrows.append(_bare_arrow(folder))
             loads.append(_load(folder))
-        seconds = median(loads)
-        ratio = median([a / b for a, b in zip(loads, arrows, strict=True)])
+        seconds = min(loads)
+        ratio = min(loads) / min(arrows)
         per_million = seconds * 1e6 / total
         rows.append(
             Row(
@@ -243,13 +245,13 @@ async def _compaction_row(steps: int, reps: int, folder: Path) -> Row:
         if i:  # the first pays pyarrow's and pandas' imports
             runs_s.append(t1 - t0)
             store_s.append(t2 - t1)
-    share = median(store_s) / median(runs_s)
+    share = min(store_s) / min(runs_s)
     return Row(
         "store.compaction",
         f"Storing a {steps}-step run when it finishes / the run's traced time",
         share * 100,
         "%",
-        f"{share * 100:.0f}% ({fmt(median(store_s) * 1e3)} ms vs {fmt(median(runs_s) * 1e3)} ms)",
+        f"{share * 100:.0f}% ({fmt(min(store_s) * 1e3)} ms vs {fmt(min(runs_s) * 1e3)} ms, best of {reps})",
         f"≤ {COMPACT_SHARE * 100:g}%",
         judged(share <= COMPACT_SHARE),
         extra={"store_s": store_s, "run_s": runs_s},

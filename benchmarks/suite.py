@@ -41,7 +41,7 @@ class Sizes:
     store_steps: int = 50
     store_events: int = 1_000_000
     sql_events: int = 100_000_000
-    store_reps: int = 3
+    store_reps: int = 5
 
 
 FULL = Sizes()
