@@ -4,6 +4,9 @@ Importing this package does nothing but define names; widgets, plots and the
 Anthropic client load when first used.
 """
 
+from typing import TYPE_CHECKING
+
+from ._facades import arun, run
 from .budget import Budget, BudgetSnapshot
 from .clock import FakeClock
 from .errors import (
@@ -16,11 +19,35 @@ from .errors import (
     ToolError,
 )
 from .events import Event
-from .loop import Run, arun, run
+from .loop import Run
 from .models import FunctionModel, ScriptedModel, reply
 from .pricing import Prices
 from .results import Done, StepRecord, Stopped
 from .tools import Retry, Tool, tool
+
+if TYPE_CHECKING:  # the lazily loaded names, typed for editors and mypy (``__getattr__`` loads them)
+    from . import (  # noqa: F401 (submodules loaded on first use)
+        analysis,
+        datasets,
+        experiments,
+        mcp,
+        otel,
+        plots,
+        recorded,
+        scenarios,
+        shop,
+        testing,
+    )
+    from .experiments import Experiment, ExperimentResult
+    from .experiments.grid import grid
+    from .forking import fork, replay
+    from .lab import Lab
+    from .mcp import mcp_tools
+    from .models.anthropic import AnthropicModel
+    from .models.replay import ReplayModel
+    from .models.resolve import resolve_model
+    from .recorded import import_recorded, load_recorded
+    from .trace import Trace, Traces, load_run, load_runs
 
 __all__ = [
     "AnthropicModel", "AuthenticationFailed", "Experiment", "ExperimentResult", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
@@ -67,8 +94,16 @@ def __getattr__(name: str) -> object:
         from .models.replay import ReplayModel
 
         return ReplayModel
-    if name in ("analysis", "datasets", "experiments", "mcp", "otel", "plots", "recorded", "scenarios", "shop", "testing"):  # ``agentlab.plots.cost_curve(...)`` without a separate import
+    if name in _SUBMODULES:  # ``agentlab.plots.cost_curve(...)`` without a separate import
         import importlib
 
         return importlib.import_module(f".{name}", __name__)
     raise AttributeError(f"module 'agentlab' has no attribute {name!r}")
+
+
+_SUBMODULES = ("analysis", "datasets", "experiments", "mcp", "otel", "plots", "recorded", "scenarios", "shop", "testing")
+
+
+def __dir__() -> list[str]:
+    """Every public name, loaded or not, so tab completion in a notebook finds ``Lab`` before first use."""
+    return sorted({*globals(), *__all__, *_SUBMODULES})

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from ._shorten import shorten
 from .vocab import StopReason
 
 CostGuard = Literal["hard", "estimate", "after"]
@@ -72,8 +73,7 @@ _MAX_INT = 2**63 - 1
 
 
 def _short(value: object) -> str:
-    text = repr(value)
-    return text if len(text) <= 40 else f"{text[:20]}... ({len(text)} characters)"
+    return shorten(repr(value), 40)
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +212,14 @@ def guard_call(
     worst = worst_case_cost(est_input_tokens, input_rate, output_rate, smallest, fees)
     what = {"exact": "counted", "bounded": "at most", "estimated": "~"}[basis]
     sep = "" if basis == "estimated" else " "
+    if basis == "bounded":  # a bound, not a count: say so, and how to get an exact check
+        return Stop(
+            StopReason.BUDGET,
+            f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}; the next call could cost "
+            f"up to ${worst:.4f} (at most {est_input_tokens} input tokens: a bound, not a count), more than the "
+            f"${budget.max_cost - spent:.4f} left. For an exact check use a model that counts tokens "
+            "(AnthropicModel), FunctionModel(count_tokens=...), or cost_guard='estimate'",
+        )
     return Stop(
         StopReason.BUDGET,
         f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}; the next call would cost "

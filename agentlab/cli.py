@@ -22,20 +22,21 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._shorten import shorten
 from .vocab import EventKind
 
 DESCRIPTION = """\
 agentlab makes the agent loop (call the model, run the tools it asks for,
 hand back the results, repeat) something you can watch, pause and measure.
-Everything runs offline with scripted models; set ANTHROPIC_API_KEY to use
-Claude with `agentlab run`."""
+The demo and scenarios run offline with scripted models; `agentlab run` uses
+Claude (set ANTHROPIC_API_KEY) or, with `--model offline`, an offline model."""
 
 EPILOG = """\
 examples:
   agentlab demo                                  run every lesson offline (about 5 s)
   agentlab scenarios                             list the lessons
   agentlab run --scenario hanging-tool           one lesson, step by step
-  agentlab run "Why was order 1042 late?" --tools shop
+  agentlab run "Why was order 1042 late?" --tools shop --model offline
   agentlab report parallel-lookups-3f9a1c        read a run's trace
   agentlab report RUN_ID --notebook run.ipynb    the same, as a notebook
 
@@ -57,12 +58,11 @@ def format_table(headers: Sequence[str], rows: Sequence[Sequence[Any]], right: S
 
 def _args_text(args: dict[str, Any], limit: int = 60) -> str:
     text = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(text, limit)
 
 
 def _short(text: str, limit: int = 90) -> str:
-    text = " ".join(str(text).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(text, limit, flat=True)
 
 
 def describe_event(kind: str, step: int, data: dict[str, Any]) -> str | None:
@@ -258,13 +258,19 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"tools: the example shop ({len(tools)} tools) on {shop.path}", file=err)
             fallback = ShopAssistant()
         from .models.offline import FunctionModel
-        from .models.resolve import resolve_model
+        from .models.resolve import OFFLINE, MissingAPIKey, resolve_model
 
-        resolved = resolve_model(args.model, fallback=None if fallback is None else FunctionModel(fallback, name="offline shop assistant"))
-        if resolved.notice:
-            print(resolved.notice, file=err)
+        offline = args.model == OFFLINE or args.model.startswith(OFFLINE + ":")  # asked for, never a stand-in
+        shop_assistant = None if fallback is None else FunctionModel(fallback, name="offline shop assistant")
+        try:
+            resolved = resolve_model(args.model, fallback=shop_assistant if offline else None)
+        except MissingAPIKey as exc:
+            print(f"agentlab run: {exc}".replace("model='offline'", "--model offline"), file=err)
+            return 2
+        if offline:
+            print(f"model: offline ({getattr(resolved.model, 'name', OFFLINE)}, priced as {resolved.model.model})", file=err)
         print(f"task: {args.task}", file=err, flush=True)
-        from .loop import run
+        from ._facades import run
 
         result = run(args.task, tools, model=resolved.model, trace=runs, subscribers=[progress], **limits)
     print(describe_result(result), file=out)
@@ -293,18 +299,33 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def _recorded_formats() -> tuple[str, ...]:
+    from .recorded.detect import FORMATS
+
+    return FORMATS
+
+
 def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    """Write recorded runs (Claude Code, mini-swe-agent, SWE-agent, Messages API logs) as native traces."""
-    from .recorded import UnrecognizedFormat, import_recorded
+    """Write recorded runs (Claude Code, Codex, Gemini, mini-swe-agent, SWE-agent, API logs…) as native traces:
+    what was read, the runs made, and every file skipped and why."""
+    import warnings
+
+    from .recorded import NoCalls, SkippedFileWarning, UnrecognizedFormat, import_recorded
 
     try:
-        files = import_recorded(args.path, args.out, args.format)
-    except (FileNotFoundError, UnrecognizedFormat) as exc:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", SkippedFileWarning)  # listed below, once each
+            report = import_recorded(args.path, args.out, args.format, force=args.force)
+    except (FileNotFoundError, UnrecognizedFormat, NoCalls) as exc:
         print(f"agentlab import: {exc}", file=err)
         return 2
-    for f in files:
+    for f in report:
         print(f"  {f}", file=out)
-    print(f"{len(files)} run(s) written; read one: agentlab report {files[0].stem if files else 'RUN_ID'} --runs {files[0].parent if files else args.out}", file=out)
+    for f, why in report.skipped:
+        print(f"  skipped {f}: {why}", file=out)
+    print(f"{report.summary()}; {len(report)} run(s) written", file=out)
+    if report:
+        print(f"read one: agentlab report {report[0].stem} --runs {report[0].parent}", file=out)
     return 0
 
 
@@ -375,10 +396,10 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run one task (or one scenario), printing each step as it happens",
                        description="Run one task with the shop's tools, or one offline scenario, and print each "
-                                   "step as it happens. Without ANTHROPIC_API_KEY the model is offline.")
+                                   "step as it happens. A Claude model needs ANTHROPIC_API_KEY; --model offline needs none.")
     r.add_argument("task", nargs="?", help="what to ask, e.g. \"Why was order 1042 late?\"")
     r.add_argument("--tools", choices=["shop", "none"], default="shop", help="the toolset (default: shop)")
-    r.add_argument("--model", default="claude-sonnet-4-5", help="Claude model id (default: claude-sonnet-4-5)")
+    r.add_argument("--model", default="claude-sonnet-4-5", help="Claude model id (default: claude-sonnet-4-5), or 'offline'")
     r.add_argument("--scenario", metavar="NAME", help="run an offline scenario (see: agentlab scenarios)")
     r.add_argument("--seed", type=int, default=0, help="seed of a scenario's model (default 0)")
     r.add_argument("--max-steps", type=_positive(int), help="step budget")
@@ -394,12 +415,13 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
     rep.set_defaults(fn=cmd_report)
 
-    im = sub.add_parser("import", help="turn recorded runs (Claude Code, mini-swe-agent, SWE-agent, API logs) into traces",
+    im = sub.add_parser("import", help="turn recorded runs (Claude Code, Codex, Gemini CLI, SWE-agent, API logs…) into traces",
                         description="Read recorded runs from a file or folder and write them as native trace files.")
     im.add_argument("path", metavar="PATH", help="a recorded file or a folder of them")
     im.add_argument("--out", metavar="DIR", help="traces folder to write (default: $AGENTLAB_RUNS or ./runs)")
-    im.add_argument("--format", default="auto", choices=["auto", "claude-code", "mini-swe-agent", "swe-agent", "messages-log"],
+    im.add_argument("--format", default="auto", choices=["auto", *_recorded_formats()],
                     help="the records' format (default: recognised from the content)")
+    im.add_argument("--force", action="store_true", help="overwrite runs already in the traces folder")
     im.set_defaults(fn=cmd_import)
 
     sc = sub.add_parser("scenarios", help="list the offline scenarios and what each one teaches")
@@ -426,18 +448,31 @@ def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: T
     if getattr(args, "fn", None) is None:
         parser.print_help(out)
         return 0
+    from .errors import AgentlabError
+
     try:
         return args.fn(args, out, err)
-    except (KeyError, ValueError) as exc:
-        message = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc
-        print(f"agentlab {args.command}: {message}", file=err)
-        return 2
-    except KeyboardInterrupt:
-        print("interrupted", file=err)
-        return 130
     except BrokenPipeError:  # `agentlab report X | head`: the reader left, which is fine
         sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - keeps the interpreter's final flush quiet
         return 0
+    except KeyboardInterrupt:
+        print("interrupted", file=err)
+        return 130
+    except (KeyError, ValueError, TypeError, OSError, ImportError, AgentlabError) as exc:  # bad input: one line, exit 2
+        print(f"agentlab {args.command}: {error_line(exc)}", file=err)
+        return 2
+
+
+def error_line(exc: BaseException) -> str:
+    """An error as one line for a terminal: what failed and on which file, with no traceback."""
+    if isinstance(exc, OSError) and exc.strerror:
+        where = " -> ".join(str(f) for f in (exc.filename, exc.filename2) if f is not None)
+        text = f"{exc.strerror}: {where}" if where else exc.strerror
+    elif isinstance(exc, KeyError) and exc.args:
+        text = str(exc.args[0])
+    else:
+        text = str(exc) or type(exc).__name__
+    return "; ".join(part.strip() for part in text.splitlines() if part.strip())
 
 
 if __name__ == "__main__":  # pragma: no cover

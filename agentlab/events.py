@@ -96,18 +96,20 @@ BASE = (
 """The fields every event (every trace line) has, before its kind's own."""
 
 KINDS: dict[EventKind, Kind] = {k.kind: k for k in (
-    Kind(EventKind.RUN_STARTED, "the run begins (a fork or an imported run also has parent {run_id, step}; "
-         "an import has recorded {format, source, notes, ...})", (
+    Kind(EventKind.RUN_STARTED, "the run begins (a fork or an imported run also has parent {run_id, step}, a "
+         "sub-run (started inside a tool) parent {run_id, step, tool_use_id}; an import has recorded "
+         "{format, source, notes, ...})", (
         _f("task:str?"), _f("started_at:str?", "ISO 8601, UTC"), _f("model:str?"), _f("model_name:str"),
         _f("system:any"), _f("budget:dict?", "{max_steps, max_cost, deadline_s, cost_guard}"), _f("max_tokens:int"),
         _f("tools:list", "[{name, mode, description, input_schema}]"), _f("prices:dict"), _f("caches:any"),
-        _f("messages:list?", "the initial history"), _f("parent:dict"), _f("recorded:dict"),
+        _f("messages:list?", "the initial history"), _f("parent:dict"), _f("recorded:dict?"),
     )),
     Kind(EventKind.MODEL_REQUEST, "about to call the model, after the cost guard", (
         _f("max_tokens:int", "after the cost guard"), _f("estimated_input_tokens:int"), _f("input_bound:int"),
         _f("can_count:bool"), _f("guard_basis:str", "exact | bounded | estimated (when a cost guard ran)"),
         _f("guard_input_tokens:int"), _f("guard_fees:float"), _f("count_latency:float", "when it asked for an exact count"),
         _f("count_error:str", "when the count failed"),
+        _f("reserved:float", "in a run sharing a total (an experiment): the dollars held for this call before it was sent"),
     ), plain=True),
     Kind(EventKind.MODEL_RETRY, "a model call failed and will be tried again", (
         _f("attempt:int"), _f("error:str"), _f("wait:float"), _f("request:str", '"count_tokens" when an exact count was retried'),
@@ -123,6 +125,7 @@ KINDS: dict[EventKind, Kind] = {k.kind: k for k in (
         _f("spent:float?", "the run's total so far"), _f("latency:float?"), _f("request_id:str"), _f("context_tokens:int"),
         _f("max_tokens:int"), _f("model:str", "the reply's own model id, if it gave one"), _f("stop_details:any"),
         _f("partial:bool"), _f("raw:any"), _f("error:str"),
+        _f("recorded_cost:float?", "an imported call: the cost its record gives"),
     )),
     Kind(EventKind.TOOL_STARTED, "a tool call begins", (
         _f("call_id:str!"), _f("tool:str?"), _f("mode:str?", "read | write"), _f("args:dict?"), _f("index:int?", "request order"),
@@ -142,6 +145,12 @@ KINDS: dict[EventKind, Kind] = {k.kind: k for k in (
         _f("call_id:str!"), _f("tool:str?"), _f("mode:str?"), _f("args:dict?"), _f("index:int?"),
         _f("outcome:str?", ":class:`~agentlab.vocab.Outcome`"), _f("attempts:int?"), _f("result:any?"),
         _f("is_error:bool?"), _f("start:float?"), _f("end:float?"), _f("error:str"),
+    )),
+    Kind(EventKind.SUB_RUN, "a run started inside a tool ended (its own trace has run_started.parent "
+         "{run_id, step, tool_use_id})", (
+        _f("run_id:str", "the sub-run's"), _f("tool_use_id:str"), _f("model:str"), _f("outcome:str"), _f("reason:str"),
+        _f("steps:int"), _f("cost:float?"), _f("input_tokens:int", "what is new since the sub-run's last report"),
+        _f("output_tokens:int"), _f("spent:float?", "the parent's, with it"),
     )),
     Kind(EventKind.NUDGED, "the loop guard answered a repeated call with the earlier result and a nudge", (
         _f("call_id:str"), _f("tool:str"), _f("args:dict"), _f("count:int"),

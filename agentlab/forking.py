@@ -100,6 +100,10 @@ def recorded_tools(trace: Any, *, after_step: int = 0) -> list[Tool]:
     ]
 
 
+MISSING_PROMPT = "[not in the record: the messages this run was sent before its first reply]"
+"""The user message a replay starts from when the record holds none before the first reply."""
+
+
 def replay_setup(trace: Any, *, tools: Any = None, replay_tools: bool = True, **options: Any) -> dict[str, Any]:
     """The arguments of a Run (or a :class:`~agentlab.Lab`) that replays ``trace``:
     ``agentlab.Lab(**replay_setup(trace))`` steps through a recorded run in the panel.
@@ -111,8 +115,13 @@ def replay_setup(trace: Any, *, tools: Any = None, replay_tools: bool = True, **
     started = trace.started
     if tools is None and replay_tools:
         tools = recorded_tools(trace)
+    messages = list(started.get("messages") or [])
+    if not messages:
+        # a record that starts with the model's reply (a one-line subagent file): the recorded
+        # replies still replay; the prompt they answered is said to be missing, not invented
+        messages = [{"role": "user", "content": MISSING_PROMPT}]
     setup: dict[str, Any] = {
-        "task": list(started.get("messages") or []), "tools": tools, "model": model,
+        "task": messages, "tools": tools, "model": model,
         "max_steps": None, "max_cost": None, "deadline_s": None, "loop_nudge_at": _FOREVER,
         "system": started.get("system"), "prices": model.prices, "max_tokens": started.get("max_tokens") or 4096,
         "run_id": f"{trace.run_id}-replay",
@@ -158,8 +167,13 @@ def fork(trace: Any, at_step: int, *, task: str | None = None, **overrides: Any)
     started = trace.started
     opts: dict[str, Any] = {
         "model": started.get("model") or "", "system": started.get("system"),
-        "run_id": f"{trace.run_id}-fork{at_step}", "max_tokens": started.get("max_tokens") or 1024,
+        "run_id": f"{trace.run_id}-fork{at_step}",
     }
+    if "recorded" not in started and started.get("max_tokens"):
+        # a native run's max_tokens was its own setting; an imported record's is only the
+        # largest reply it holds (or 1 when it holds no usage), so a fork of a record keeps
+        # the run default unless given max_tokens=
+        opts["max_tokens"] = started["max_tokens"]
     opts.update(overrides)
     if "model" not in overrides and "prices" not in overrides and isinstance(started.get("prices"), dict):
         opts["prices"] = Prices(**started["prices"])

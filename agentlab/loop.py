@@ -6,7 +6,7 @@ call, the reply's stop reason, the turn's tools, and the checks after. Every
 fact is emitted as an :class:`~agentlab.events.Event`; traces, the notebook
 panel and the CLI subscribe, and none of them is special-cased here.
 
-``run()``/``arun()`` step until finished: one code path.
+``run()``/``arun()`` (in :mod:`agentlab._facades`) step until finished: one code path.
 """
 
 from __future__ import annotations
@@ -27,8 +27,10 @@ from ._engine.config import RunConfig
 from ._engine.costguard import InputTracker
 from ._engine.loopguard import LoopGuard, call_key, nudge_text
 from ._engine.scheduling import plan_batches
+from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
-from ._runtime.driver import run_to_end
+from ._shorten import shorten
+from ._subruns import ParentLedger, current_call
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     MIN_REPLY_TOKENS,
     NO_LEDGER,
@@ -64,9 +66,10 @@ from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
 
-__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run", "arun", "run"]  # the first two now live in budget/vocab
+__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run"]  # the first two now live in budget/vocab
 
 
+@documented
 class Run:
     """One agent run that you advance yourself: ``await run.step()``.
 
@@ -84,21 +87,23 @@ class Run:
         tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
         *,
         model: Model | str,
-        max_steps: int | None = 8,
-        max_cost: float | None = 0.50,
-        deadline_s: float | None = 60.0,
-        cost_guard: CostGuard = "hard",
-        system: str | None = None,
-        max_tokens: int = 1024,
-        policy: Policy | None = None,
-        max_concurrency: int = 8,
-        loop_nudge_at: int = 3,
-        prices: Prices | None = None,
-        clock: Clock | None = None,
-        rng: random.Random | None = None,
-        run_id: str | None = None,
-        subscribers: Iterable[Subscriber] = (),
-        parent: dict[str, Any] | None = None, approve: Any = None, approval_stops_clock: bool = False,
+        max_steps: int | None = DEFAULTS.max_steps,
+        max_cost: float | None = DEFAULTS.max_cost,
+        deadline_s: float | None = DEFAULTS.deadline_s,
+        cost_guard: CostGuard = DEFAULTS.cost_guard,
+        system: str | None = DEFAULTS.system,
+        max_tokens: int = DEFAULTS.max_tokens,
+        policy: Policy | None = DEFAULTS.policy,
+        max_concurrency: int = DEFAULTS.max_concurrency,
+        loop_nudge_at: int = DEFAULTS.loop_nudge_at,
+        prices: Prices | None = DEFAULTS.prices,
+        clock: Clock | None = DEFAULTS.clock,
+        rng: random.Random | None = DEFAULTS.rng,
+        run_id: str | None = DEFAULTS.run_id,
+        subscribers: Iterable[Subscriber] = DEFAULTS.subscribers,
+        approve: Any = DEFAULTS.approve,
+        approval_stops_clock: bool = DEFAULTS.approval_stops_clock,
+        parent: dict[str, Any] | None = None,
         counted_from: float | None = None,
         ledger: Ledger = NO_LEDGER,
     ) -> None:
@@ -106,19 +111,24 @@ class Run:
         # they were called, on the same clock) or from now.
         clock = clock or SystemClock()
         since = clock.now() if counted_from is None else counted_from
-        self.config = c = RunConfig.create(
-            task, tools, model=model, max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s,
-            cost_guard=cost_guard, system=system, max_tokens=max_tokens, policy=policy,
-            max_concurrency=max_concurrency, loop_nudge_at=loop_nudge_at, prices=prices, clock=clock, rng=rng,
-            run_id=run_id,
-        )
+        # Made inside a tool of a running run: a sub-run, linked to that call, reserving from that run's budget.
+        link = current_call() if parent is None else None
+        if link is not None:
+            parent = link.as_dict()
+            ledger = link.parent.sub_run_ledger if ledger is NO_LEDGER else ledger
+        given = collect(locals())
+        given["clock"] = clock
+        self.config = c = RunConfig.create(task, tools, model=model, **{k: given[k] for k in CONFIG_NAMES})
         # State: what has happened. The budget is state too: resume() raises it.
         self.budget: Budget = c.budget
         self.messages: list[Message] = list(c.messages)
-        self.guard = LoopGuard(nudge_at=c.loop_nudge_at)
+        self.loop_guard = LoopGuard(nudge_at=c.loop_nudge_at)
+        """Repeated calls seen so far (the nudge, then the stop); the cost guard's report is ``result.cost_check``."""
         self.steps = 0
         self.model_calls = 0
         self.spent = 0.0
+        self.input_tokens = 0  # everything the model calls read (cache included) ...
+        self.output_tokens = 0  # ... and wrote, for the reprs and the result
         self.phase: Phase = "ready"
         self.result: Result | None = None
         self.pending_calls: list[Block] = []
@@ -127,7 +137,10 @@ class Run:
         self.abandoned: list[str] = []  # work left running past a deadline or a cancel (named in the result)
         self._kept: dict[int, Block] = {}  # results of pending_calls that finished before an interruption
         self._subscribers: list[Subscriber] = list(subscribers)
-        self._ledger = ledger  # a total shared with other runs (an experiment's); by default unlimited
+        self._ledger = ledger  # a total shared with other runs (an experiment's, a parent run's); by default unlimited
+        self._link = link  # the tool call of the parent run this is a sub-run of (None: not a sub-run)
+        self._sub_runs: ParentLedger | None = None  # what this run's own sub-runs reserve from (made when first asked)
+        self._reported = (0.0, 0, 0)  # cost and tokens already reported to the parent
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(
             CallContext(
@@ -135,6 +148,7 @@ class Run:
                 elapsed=lambda: self.elapsed, time_left=self._time_left,
                 deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps, abandon=self.abandoned.append,
                 approve=approve, approval_stops_clock=approval_stops_clock, credit=lambda s: setattr(self, "_worked", self._worked - s),
+                parent=self,
             ),
             c.max_concurrency,
         )
@@ -196,6 +210,26 @@ class Run:
     @property
     def run_id(self) -> str:
         return self.config.run_id
+
+    @property
+    def guard(self) -> LoopGuard:
+        """Deprecated: ``run.loop_guard`` (``result.cost_check`` is the cost guard's report)."""
+        warnings.warn("run.guard is now run.loop_guard (the loop guard)", DeprecationWarning, stacklevel=2)
+        return self.loop_guard
+
+    @property
+    def sub_run_ledger(self) -> ParentLedger:
+        """What runs started inside this run's tools reserve from: this run's budget (see :mod:`agentlab._subruns`)."""
+        if self._sub_runs is None:
+            self._sub_runs = ParentLedger(self, lambda: self.budget.max_cost, self._ledger)
+        return self._sub_runs
+
+    def __repr__(self) -> str:
+        model = self._caps.name or self.model.model
+        return (
+            f"<Run {self.run_id} {self.phase} · {model} · {self.input_tokens:,} in / {self.output_tokens:,} out "
+            f"tokens · {self.snapshot}>"
+        )
 
     # ----------------------------------------------------------- public state
     @property
@@ -326,16 +360,21 @@ class Run:
         rates = self.prices.worst_rates(tokens, self._caps.caches) if self.prices else (0.0, 0.0)
         held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
         if isinstance(held, Stop):
+            if isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is the one that is short
+                p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
+                return self._stop(StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}"))
             return self._stop(held.reason, held.detail)
         max_tokens, reserved = held
 
         # 2. The model call.
         self.steps += 1
         self.phase = "calling model"
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info)
+        # The reservation is in the trace before the call is sent: a resumed experiment counts it if no cost follows.
+        held_extra = {"reserved": reserved} if reserved else {}
+        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.info, **held_extra)
         t_call = self.clock.now()
         try:
-            reply = await self._call_model(max_tokens)
+            reply = await self._call_model(max_tokens, reserved)
         except DeadlineExceeded as exc:
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
@@ -359,6 +398,8 @@ class Run:
         )
         cost = self.prices.cost(usage) if self.prices else 0.0
         self.spent += cost
+        self.input_tokens += usage.context_tokens
+        self.output_tokens += usage.output_tokens
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency = cost, latency
@@ -413,7 +454,7 @@ class Run:
             retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
         )
 
-    async def _call_model(self, max_tokens: int) -> Reply:
+    async def _call_model(self, max_tokens: int, reserved: float = 0.0) -> Reply:
         t_call, parts = self.clock.now(), Fragments()
 
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
@@ -426,6 +467,9 @@ class Run:
             if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
                 why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
                 self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
+                self.input_tokens += cut["usage"]["input_tokens"]
+                self.output_tokens += cut["usage"]["output_tokens"]
+                self._ledger.settle(self.run_id, reserved, cut["cost"])  # the shared total counts the part it paid for
                 self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
             raise
 
@@ -449,6 +493,10 @@ class Run:
         """Run one turn's calls, reads together and writes alone; results in request order."""
         self.phase = "running tools"
         self.pending_calls = calls
+        # One turn of the event loop per step: tools that answer at once run without a task of their
+        # own (_runtime.isolate.start), so without this a fast run would never let Stop, Pause or the
+        # panel's redraws in.
+        await asyncio.sleep(0)
         left = self._time_left()
         if left is not None and left <= 0:
             return self._stop(StopReason.DEADLINE, f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools")
@@ -465,14 +513,14 @@ class Run:
                 if self._cancel:
                     return self._stop(StopReason.CANCELLED, f"cancelled during the tools of step {self.steps}")
                 call, key = calls[i], keys[i]
-                verdict, count = self.guard.check(key)
+                verdict, count = self.loop_guard.check(key)
                 if verdict == "stop":
                     return self._stop(
                         StopReason.LOOP_DETECTED,
                         f"{call['name']} was requested {count} times with the same arguments, after a nudge, at step {self.steps}",
                     )
                 if verdict == "nudge":
-                    previous, is_error = self.guard.results[key]
+                    previous, is_error = self.loop_guard.results[key]
                     self.nudges += 1
                     text = nudge_text(call["name"], previous, count)
                     results[i] = self._kept[i] = result_block(call["id"], text, is_error)
@@ -485,6 +533,7 @@ class Run:
                     return self._stop(*out.stop)
                 results[out.index] = out.block
         self.pending_calls, self._kept = [], {}
+        self._record_sub_runs()
         results += (self._said and self._said()) or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
         self._emit(EventKind.TOOL_RESULTS, content=results, **({"reused": reused} if reused else {}))
@@ -492,14 +541,15 @@ class Run:
 
     def _keep(self, out: CallOutcome) -> None:
         """A call finished: keep its result at once, so an interrupted step never runs it again."""
+        self._record_sub_runs()
         if out.block is None:
             return
         self._kept[out.index] = out.block
         call = self.pending_calls[out.index]
-        self.guard.remember(call_key(call["name"], call["input"]), out.block["content"], out.block.get("is_error", False))
+        self.loop_guard.remember(call_key(call["name"], call["input"]), out.block["content"], out.block.get("is_error", False))
         tool = self.tools.get(call["name"])
         if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
-            self.guard.reset()  # a successful write changed the world
+            self.loop_guard.reset()  # a successful write changed the world
 
     # ------------------------------------------------------- after each step
     def _after_step_checks(self) -> None:
@@ -511,10 +561,12 @@ class Run:
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str, note: str = "") -> None:
+        self._record_sub_runs()
         if self._trace_error is None:  # issue 14: never Done over an incomplete trace
             self.result = Done(
                 self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-                self._input.report(self.budget, self.spent), **self._overrun(), text=text, detail=note,
+                self._input.report(self.budget, self.spent), **self._overrun(),
+                input_tokens=self.input_tokens, output_tokens=self.output_tokens, text=text, detail=note,
             )
             self.phase = "done"
             self._emit_end("done", "done", note, text, None)
@@ -522,11 +574,13 @@ class Run:
             self._stop(StopReason.CANCELLED, "")
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
+        self._record_sub_runs()
         if self._trace_error is not None and reason == StopReason.CANCELLED:  # issue 14: the trace asked to stop
             reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
             self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-            self._input.report(self.budget, self.spent), **self._overrun(), reason=reason, detail=detail, error=error,
+            self._input.report(self.budget, self.spent), **self._overrun(),
+            input_tokens=self.input_tokens, output_tokens=self.output_tokens, reason=reason, detail=detail, error=error,
         )
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
@@ -539,6 +593,22 @@ class Run:
         if over > 0 and not cause and d is not None and self._setup_s >= d:
             cause = f"set-up (building the run: imports, tool schemas, prices) took {self._setup_s:.2f}s of the {d:g}s"
         return {"overrun_s": over, "overrun_cause": cause, "abandoned": tuple(self.abandoned)}
+
+    # -------------------------------------------------------------- sub-runs
+    def _record_sub_runs(self) -> None:
+        """Record the sub-runs that ended (on this run's loop): a ``sub_run`` event each; their tokens count here too."""
+        if self._sub_runs is None:
+            return
+        for summary in self._sub_runs.take_finished():
+            self.input_tokens += summary["input_tokens"]
+            self.output_tokens += summary["output_tokens"]
+            self._emit(EventKind.SUB_RUN, **summary, spent=self.spent)
+
+    def _report_to_parent(self) -> None:
+        """A sub-run ended: tell the parent what it cost (what is new since the last report, after a resume)."""
+        if self._link is not None:
+            ledger = self._link.parent.sub_run_ledger
+            self._reported = ledger.ended(self, self._link, self._reported, holds=self._ledger is ledger)
 
     # ------------------------------------------------------------- plumbing
     def _time_left(self) -> float | None:
@@ -605,6 +675,7 @@ class Run:
             last_guard_check=dict(self._input.info),  # a check that stopped the run has no model_request
             **self._overrun(),
         )
+        self._report_to_parent()
 
 
 # ---------------------------------------------------------------- helpers
@@ -619,61 +690,4 @@ def _jsonable(raw: Any) -> Any:
 
 
 def _short(raw: Any, n: int = 300) -> str:
-    s = repr(raw)
-    return s if len(s) <= n else s[: n - 3] + "..."
-
-
-# ----------------------------------------------------------- the façades
-async def arun(task: str | Sequence[Message], tools: Any = None, *, trace: Any = True, **options: Any) -> Result:
-    """Run to the end on the current event loop (``await`` it in a notebook).
-
-    ``options`` are :class:`Run`'s keywords: ``model`` (required),
-    ``max_steps=8``, ``max_cost=0.50``, ``deadline_s=60``, ``system``,
-    ``max_tokens``, ``cost_guard``, ``policy``, ``prices``, ``clock``... ``trace``
-    writes the events to the runs folder (``True``: ``$AGENTLAB_RUNS`` or
-    ``./runs``; a path; or ``False``). Cancelling the awaiting task records the
-    run as ``Stopped("cancelled")`` (trace complete), then passes the
-    cancellation on, as asyncio expects.
-    """
-    return await _to_end(*_prepare(task, tools, trace, options))
-
-
-def run(
-    task: str | Sequence[Message], tools: Any = None, *, trace: Any = True, reraise_interrupt: bool = False,
-    **options: Any,
-) -> Result:
-    """Run to the end, from a script *or* inside Jupyter (see :mod:`agentlab._runtime.driver`).
-
-    Ctrl-C ends the run as ``Stopped("cancelled")`` with its trace complete,
-    and returns that result; ``reraise_interrupt=True`` raises
-    ``KeyboardInterrupt`` instead, once the run has recorded its end.
-    """
-    r, writer = _prepare(task, tools, trace, options)
-    return run_to_end(_to_end(r, writer), cancel=r.cancel, result=lambda: r.result, reraise_interrupt=reraise_interrupt)
-
-
-def _prepare(task: str | Sequence[Message], tools: Any, trace: Any, options: dict[str, Any]) -> tuple[Run, Any]:
-    """The run and its trace writer; the deadline counts from here (set-up included)."""
-    options["clock"] = clock = options.get("clock") or SystemClock()
-    options.setdefault("counted_from", clock.now())
-    subscribers = list(options.pop("subscribers", ()))
-    writer = None
-    if trace is not False and trace is not None:
-        from .trace.writer import TraceWriter
-
-        writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
-        subscribers.append(writer)
-    try:
-        return Run(task, tools, subscribers=subscribers, **options), writer
-    except BaseException:
-        if writer is not None:
-            writer.close()
-        raise
-
-
-async def _to_end(r: Run, writer: Any) -> Result:
-    try:
-        return await r.run()
-    finally:
-        if writer is not None:
-            writer.close()
+    return shorten(repr(raw), n)

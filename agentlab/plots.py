@@ -3,9 +3,10 @@
 Each helper draws the trace DataFrames (docs/traces.md) or the frames of
 :mod:`agentlab.analysis` onto ``ax``, or onto a new figure when ``ax`` is
 None, and returns the Axes. None of them calls ``plt.show()`` or touches
-pyplot or ``rcParams``: a new figure is a plain ``matplotlib.figure.Figure``,
-so a notebook shows it through the returned Axes (``ax.figure``) and a
-script saves it, and no global state leaks between plots. matplotlib loads
+pyplot or ``rcParams``: a new figure is a plain ``matplotlib.figure.Figure``
+whose Axes show themselves (as the last expression of a notebook cell the
+plot displays; see :mod:`agentlab._shown`), a script saves it
+(``ax.figure.savefig``), and no global state leaks between plots. matplotlib loads
 when the first plot is drawn, not when agentlab is imported.
 
 Bad input (missing columns) fails with the frame and the columns named;
@@ -18,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import analysis as an
+from ._shorten import shorten
 from .pricing import Prices
 
 if TYPE_CHECKING:
@@ -45,7 +47,9 @@ def _axes(ax: Axes | None, figsize: tuple[float, float] = FIGSIZE) -> Axes:
         return ax
     from matplotlib.figure import Figure
 
-    return Figure(figsize=figsize, layout="constrained").add_subplot()
+    from ._shown import ShownAxes
+
+    return Figure(figsize=figsize, layout="constrained").add_subplot(axes_class=ShownAxes)
 
 
 def _label(ax: Axes, title: str, xlabel: str, ylabel: str) -> None:
@@ -102,8 +106,7 @@ def _integer_steps(ax: Axes) -> None:
 
 
 def _short(run_id: Any, n: int = 24) -> str:
-    s = str(run_id)
-    return s if len(s) <= n else s[: n - 1] + "…"
+    return shorten(run_id, n)
 
 
 # ------------------------------------------------------------------- tokens
@@ -135,6 +138,17 @@ def token_growth(steps: pd.DataFrame, run_id: str | None = None, *, ax: Axes | N
 
 
 # --------------------------------------------------------------------- cost
+def _recorded_label(steps: pd.DataFrame, run_id: str) -> str:
+    """"recorded", or how many of the points are estimates (imported records without usage)."""
+    if "estimated" not in steps.columns:
+        return "recorded"
+    n = int(steps.loc[steps["run_id"] == run_id, "estimated"].sum())
+    total = int((steps["run_id"] == run_id).sum())
+    if not n:
+        return "recorded"
+    return "estimated (no usage recorded)" if n == total else f"recorded ({n} of {total} steps estimated)"
+
+
 def cost_curve(
     steps: pd.DataFrame, run_id: str | None = None, *, max_cost: float | None = None, max_steps: int | None = None,
     forecast_to: int | None = None, ax: Axes | None = None,
@@ -154,7 +168,7 @@ def cost_curve(
     if rows.empty:
         return _empty(ax, "no steps to plot")
     rid = rows["run_id"].iloc[0]
-    ax.plot(rows["step"], rows["cumulative_cost"], "o", color="#4c72b0", label="recorded", zorder=3)
+    ax.plot(rows["step"], rows["cumulative_cost"], "o", color="#4c72b0", label=_recorded_label(steps, rid), zorder=3)
     last = int(rows["step"].max())
     end = max(last, forecast_to or 0, max_steps or 0)
     try:
@@ -388,7 +402,8 @@ def fork_curve(parent: Any, *forks: Any, ax: Axes | None = None) -> Axes:
     rows = an.step_costs(parent.steps)
     if rows.empty:
         return _empty(ax, "the parent run has no steps")
-    ax.plot(rows["step"], rows["cumulative_cost"], "o-", color="#4c72b0", label=f"{_short(parent.run_id)} (recorded)", zorder=3)
+    ax.plot(rows["step"], rows["cumulative_cost"], "o-", color="#4c72b0",
+            label=f"{_short(parent.run_id)} ({_recorded_label(parent.steps, parent.run_id)})", zorder=3)
     colors = ["#c44e52", "#55a868", "#8172b3", "#dd8452", "#937860"]
     for i, f in enumerate(forks):
         where = (f.started or {}).get("parent") or {}

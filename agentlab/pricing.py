@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from .messages import Usage
 
@@ -149,7 +150,11 @@ def lookup_prices(model_id: str) -> Prices | None:
             continue
     if calc is None:
         return None
-    mp = calc.model_price
+    return _from_model_price(calc.model_price)
+
+
+def _from_model_price(mp: Any) -> Prices | None:
+    """A genai-prices ``ModelPrice`` as :class:`Prices` (``None`` without input and output rates)."""
     inp, start, t_inp = _base(mp.input_mtok)
     out, _, t_out = _base(mp.output_mtok)
     read, _, t_read = _base(mp.cache_read_mtok)
@@ -164,6 +169,25 @@ def lookup_prices(model_id: str) -> Prices | None:
         tier_cache_read=t_read, tier_cache_write=t_write,
         cache_write_1h=write_1h, web_search=searches / 1000 if searches is not None else WEB_SEARCH_USD,
     )
+
+
+@lru_cache(maxsize=512)
+def provider_prices(model_ref: str, provider_id: str | None = None) -> Prices | None:
+    """Prices of any model genai-prices knows, from one provider's table (``"openrouter"``,
+    ``"google"``, ``"openai"``…) or, with ``provider_id=None``, whichever provider it matches.
+
+    Recorded runs name models as their agent saw them (``x-ai/grok-4-fast`` through
+    OpenRouter, ``gemini-2.5-pro``); :func:`lookup_prices` stays Anthropic-only because
+    the engine's own model ids are Anthropic's.
+    """
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    try:
+        calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=model_ref, provider_id=provider_id)
+    except (LookupError, ValueError):
+        return None
+    return _from_model_price(calc.model_price)
 
 
 def resolve_prices(model_id: str, prices: Prices | None) -> Prices | None:

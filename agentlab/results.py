@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import html
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._shorten import shorten
 from .budget import BudgetSnapshot, GuardReport
 from .messages import Message, text_of
 
@@ -34,13 +36,29 @@ class _Result:
     messages: list[Message] = field(repr=False)
     budget: BudgetSnapshot
     model_calls: int = 0
-    guard: GuardReport | None = field(default=None, repr=False)
+    cost_check: GuardReport | None = field(default=None, repr=False)
+    """What the cost guard checked before each call (exact, bounded, estimated) and how far off it was."""
     overrun_s: float = 0.0
     """Seconds past ``deadline_s`` when the run ended (0.0 within it, or with no deadline)."""
     overrun_cause: str = ""
     """Why the deadline was overrun, when the watchdog saw the event loop blocked (see agentlab._runtime.watchdog)."""
     abandoned: tuple[str, ...] = ()
     """Work left running when the run ended: a sync tool's thread, a task that ignored its cancellation."""
+    input_tokens: int = 0
+    """Every input token the run's model calls read (cache reads and writes included)."""
+    output_tokens: int = 0
+    """Every output token the run's model calls wrote."""
+
+    @property
+    def guard(self) -> GuardReport | None:
+        """Deprecated: ``result.cost_check`` (the name cannot be confused with ``Run.loop_guard``)."""
+        warnings.warn("result.guard is now result.cost_check (the cost guard's report)", DeprecationWarning, stacklevel=2)
+        return self.cost_check
+
+    @property
+    def tokens(self) -> str:
+        """``"1,234 in / 56 out"``: the run's tokens, as the reprs and the panel show them."""
+        return f"{self.input_tokens:,} in / {self.output_tokens:,} out"
 
     @property
     def spent(self) -> float:
@@ -59,8 +77,8 @@ class _Result:
         return load_run(self.run_id)
 
     def _rows(self) -> list[tuple[str, str]]:
-        note = self.guard.note() if self.guard else ""
-        rows = [("run", self.run_id), ("budgets", str(self.budget)), *([("cost guard", note)] if note else [])]
+        note = self.cost_check.note() if self.cost_check else ""
+        rows = [("run", self.run_id), ("tokens", self.tokens), ("budgets", str(self.budget)), *([("cost guard", note)] if note else [])]
         if self.overrun_s > 0:
             rows.append(("deadline overrun", f"{self.overrun_s:.3f}s {self.overrun_cause}".rstrip()))
         if self.abandoned:
@@ -86,8 +104,11 @@ class Done(_Result):
     reason = "done"
 
     def __repr__(self) -> str:
-        short = self.text if len(self.text) <= 60 else self.text[:57] + "..."
-        return f"Done({short!r}, steps={self.steps}, cost=${self.cost:.4f}, run_id={self.run_id!r}; {self.budget})"
+        short = shorten(self.text, 60)
+        return (
+            f"Done({short!r}, steps={self.steps}, tokens={self.tokens}, cost=${self.cost:.4f}, "
+            f"run_id={self.run_id!r}; {self.budget})"
+        )
 
     def _rows(self) -> list[tuple[str, str]]:
         return [("outcome", "done"), ("answer", self.text), *super()._rows()]
@@ -115,7 +136,10 @@ class Stopped(_Result):
         return ""
 
     def __repr__(self) -> str:
-        return f"Stopped({str(self.reason)!r}, {self.detail!r}, steps={self.steps}, spent=${self.cost:.4f}, run_id={self.run_id!r})"
+        return (
+            f"Stopped({str(self.reason)!r}, {self.detail!r}, steps={self.steps}, tokens={self.tokens}, "
+            f"spent=${self.cost:.4f}, run_id={self.run_id!r})"
+        )
 
     def _rows(self) -> list[tuple[str, str]]:
         return [("outcome", "stopped"), ("reason", self.reason), ("detail", self.detail), *super()._rows()]

@@ -20,7 +20,16 @@ import numbers
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_type_hints, overload
+from typing import (
+    TYPE_CHECKING,
+    Annotated,
+    Any,
+    Literal,
+    get_args,
+    get_origin,
+    get_type_hints,
+    overload,
+)
 
 from .errors import ToolError
 
@@ -160,7 +169,7 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.B
     doc = docstring_parser.parse(inspect.getdoc(fn) or "")
     param_help = {p.arg_name: p.description for p in doc.params if p.description}
     try:
-        hints = get_type_hints(fn)
+        hints = get_type_hints(fn, include_extras=True)  # keep Annotated[..., Field(...)]: its limits and description
     except Exception:  # unresolvable forward refs: fall back to raw annotations
         hints = {}
     fields: dict[str, Any] = {}
@@ -173,13 +182,34 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.B
         annotation = hints.get(pname, param.annotation)
         if annotation is inspect.Parameter.empty:
             annotation = Any
-        default = ... if param.default is inspect.Parameter.empty else param.default
-        fields[pname] = (annotation, pydantic.Field(default, description=param_help.get(pname)))
+        fields[pname] = _field(annotation, param.default, param_help.get(pname))
     model = pydantic.create_model(
         f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
     )
     description = "\n\n".join(x for x in (doc.short_description, doc.long_description) if x)
     return model, description
+
+
+def _field(annotation: Any, default: Any, docstring_help: str | None) -> tuple[Any, Any]:
+    """One argument for ``create_model``, with everything pydantic expresses in the parameter.
+
+    ``Annotated[int, Field(gt=0, description=...)]`` and ``= Field(5, ...)``
+    reach both the schema sent to the model and validation; the docstring's
+    help is the description only where no ``Field`` gives one (pydantic lets
+    later metadata win, so it goes first).
+    """
+    import pydantic
+    from pydantic.fields import FieldInfo
+
+    if docstring_help:
+        if get_origin(annotation) is Annotated:
+            base, *meta = get_args(annotation)
+            annotation = Annotated.__class_getitem__((base, pydantic.Field(description=docstring_help), *meta))
+        else:
+            annotation = Annotated[annotation, pydantic.Field(description=docstring_help)]
+    if isinstance(default, FieldInfo):
+        return annotation, default
+    return annotation, ... if default is inspect.Parameter.empty else default
 
 
 def _clean_schema(schema: dict[str, Any]) -> dict[str, Any]:

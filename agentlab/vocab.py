@@ -25,6 +25,7 @@ class EventKind(StrEnum):
     APPROVAL_ANSWERED = "approval_answered"
     TOOL_RETRY = "tool_retry"
     TOOL_FINISHED = "tool_finished"
+    SUB_RUN = "sub_run"  # a run started inside a tool ended: its cost is in the parent's
     NUDGED = "nudged"
     TOOL_RESULTS = "tool_results"
     STEP_FINISHED = "step_finished"

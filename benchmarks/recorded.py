@@ -1,11 +1,11 @@
 """Importing recorded runs: a 50 MB folder of Claude Code sessions, time and memory.
 
-The folder is synthesised from the real session in
-``tests/fixtures/recorded/claude_code`` (a Claude Code file from marot/spotter):
-its lines are repeated with fresh ids, and tool results are padded back to the
-size real ones have (the fixture's were trimmed), so each session has the
-real shapes: calls spread over several lines, interleaved results, a model
-switch, a compaction, progress lines, and a subagent file beside it.
+The folder joins the real sessions in ``tests/fixtures/recorded/claude_code``
+(Claude Code files from marot/spotter: a session with a model switch, a
+compaction and two subagent files, a tool-heavy session, a multi-turn one),
+each copy with fresh ids, and tool results padded back to the size real ones
+have (the fixtures' were trimmed), so the folder has the real shapes: calls
+spread over several lines, interleaved results, progress lines, subagents.
 
 The import runs in a fresh interpreter (``python -m benchmarks.recorded``) so
 its peak memory is its own: the extra resident memory at the peak (VmHWM minus
@@ -25,9 +25,12 @@ from typing import Any
 from .report import Row, fmt, judged
 
 FIXTURE = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "recorded" / "claude_code"
+SOURCE_ENV = "AGENTLAB_BENCH_SESSIONS"
+"""A folder of real, untrimmed Claude Code sessions to join instead of the trimmed fixtures
+(e.g. marot/spotter's ``test/fixtures/transcripts``, 17 MB, MIT): ``AGENTLAB_BENCH_SESSIONS=DIR``."""
 SESSION = "ae4a77f8-aedd-4bc1-888f-c94edc91af04"
-TIME_GOAL_S = 3.0
-MEMORY_GOAL = 3.0
+TIME_GOAL_S = 2.0
+MEMORY_GOAL = 2.0
 RESULT_PAD = 2400  # characters of tool output per result: real sessions average ~1.5 KB a line
 
 
@@ -53,24 +56,47 @@ def _padded(d: dict[str, Any]) -> dict[str, Any]:
     return d
 
 
+def _real_sessions() -> list[tuple[str, list[dict[str, Any]], dict[str, list[dict[str, Any]]]]]:
+    """Every real Claude Code session of the source folder: (name, its lines, its subagent files' lines)."""
+    import os
+
+    source = Path(os.environ.get(SOURCE_ENV) or FIXTURE)
+    out = []
+    for main in sorted(source.glob("*.jsonl")):
+        subs = {f.name: [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+                for f in sorted((source / main.stem / "subagents").glob("*.jsonl"))}
+        out.append((main.stem, [json.loads(x) for x in main.read_text().splitlines() if x.strip()], subs))
+    return out
+
+
 def synthesise(folder: Path, megabytes: float) -> int:
-    """Write Claude Code sessions into ``folder`` until it holds ``megabytes``; return its bytes."""
-    lines = [json.loads(x) for x in (FIXTURE / f"{SESSION}.jsonl").read_text().splitlines()]
-    sub = [json.loads(x) for x in (FIXTURE / SESSION / "subagents" / "agent-aac57f5.jsonl").read_text().splitlines()]
+    """Write Claude Code sessions into ``folder`` until it holds ``megabytes``; return its bytes.
+
+    The real sessions of the fixtures (three sessions, two subagent files) are joined
+    in turn, each copy with fresh ids, so the folder holds their different shapes
+    (long tool-heavy stretches, compactions, model switches, multi-turn sessions,
+    subagents) rather than one session repeated."""
+    import os
+
+    sessions = _real_sessions()
+    fix = (lambda d: _padded(d)) if not os.environ.get(SOURCE_ENV) else (lambda d: d)  # the fixtures' results were trimmed
     total, n = 0, 0
     while total < megabytes * 1e6:
+        name, lines, subs = sessions[n % len(sessions)]
         tag = f"s{n:04d}"
-        main = folder / f"{tag}-{SESSION}.jsonl"
+        main = folder / f"{tag}-{name}.jsonl"
         with open(main, "w") as f:
-            for copy in range(3):  # three passes: a longer session, the same shapes
-                for d in lines:
-                    f.write(json.dumps(_padded(_renamed(d, f"{tag}c{copy}"))) + "\n")
-        subdir = folder / main.stem / "subagents"
-        subdir.mkdir(parents=True)
-        with open(subdir / "agent-aac57f5.jsonl", "w") as f:
-            for d in sub:
-                f.write(json.dumps(_padded(_renamed(d, f"{tag}c0"))) + "\n")
-        total += main.stat().st_size + (subdir / "agent-aac57f5.jsonl").stat().st_size
+            for d in lines:
+                f.write(json.dumps(fix(_renamed(d, tag))) + "\n")
+        total += main.stat().st_size
+        if subs:
+            subdir = folder / main.stem / "subagents"
+            subdir.mkdir(parents=True)
+            for fname, sub in subs.items():
+                with open(subdir / fname, "w") as f:
+                    for d in sub:
+                        f.write(json.dumps(fix(_renamed(d, tag))) + "\n")
+                total += (subdir / fname).stat().st_size
         n += 1
     return total
 

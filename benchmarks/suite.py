@@ -35,6 +35,8 @@ class Sizes:
     stream_reps: int = 21
     guard_steps: int = 20
     chaos_runs: int = 1000
+    chaos_folders: int = 20
+    chaos_ray_rounds: int = 3
     exp_runs: int = 1000
     exp_reps: int = 3
     exp_ray_cells: int = 100
@@ -48,7 +50,7 @@ FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
     trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
-    recorded_mb=0.5, stream_reps=2, guard_steps=8, chaos_runs=12, exp_runs=8, exp_reps=1, exp_ray_cells=0,
+    recorded_mb=0.5, stream_reps=2, guard_steps=8, chaos_runs=12, chaos_folders=1, chaos_ray_rounds=0, exp_runs=8, exp_reps=1, exp_ray_cells=0,
     store_steps=5, store_events=2000, sql_events=20_000, store_reps=1,
 )
 
@@ -60,6 +62,7 @@ def benches() -> list[Bench]:
     from . import (
         caching,
         chaos,
+        chaos_folders,
         coldstart,
         experiments,
         guard,
@@ -98,6 +101,9 @@ def benches() -> list[Bench]:
         ("streaming", ["stream.overhead", "stream.paced", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
         ("chaos", ["chaos.hangs", "chaos.escaped", "chaos.lost_steps", "chaos.overrun", "chaos.blocked_loop"],
          lambda s: chaos.chaos_rows(s.chaos_runs)),
+        ("chaos-folders", ["chaos.folder_owners", "chaos.folder_money", "chaos.folder_cells"],
+         lambda s: chaos_folders.folder_rows(s.chaos_folders)),
+        ("chaos-ray", ["chaos.ray_workers"], lambda s: chaos_folders.ray_rows(s.chaos_ray_rounds)),
     ]
 
 

@@ -51,9 +51,18 @@ so token counts and dollars are estimates of what the same tokens would cost.
 """
 
 
-def offline_note(with_a_key: str) -> str:
-    """The first cell's paragraph: offline, and what a real key changes in this lesson."""
-    return OFFLINE.strip() + "\nWith `ANTHROPIC_API_KEY` set, " + with_a_key.strip()
+ON_CLAUDE = """
+Nothing here reads `ANTHROPIC_API_KEY`: a scenario always builds its scripted
+model, key or no key. To run a lesson on Claude, set `ANTHROPIC_API_KEY` and
+pass the model yourself, for instance
+`scenarios.get("ping-pong").setup().run(model=al.AnthropicModel())` (the same
+`model=` works for `.arun()`, `.lab()` and `.engine()`). Then
+"""
+
+
+def offline_note(on_claude: str) -> str:
+    """The first cell's paragraph: offline, exactly what to change to use Claude, and what that changes."""
+    return OFFLINE.strip() + "\n" + ON_CLAUDE.strip() + " " + on_claude.strip()
 
 
 def md(text: str) -> nbformat.NotebookNode:
@@ -78,10 +87,10 @@ that loop by hand, then runs the same task through `agentlab.Run`, whose
 stops, so you can look at everything in between.
 
 """ + offline_note("""
-`al.AnthropicModel()` (or `model="claude-sonnet-4-5"`) takes the scripted
-model's place: the replies, and so the number of steps, are Claude's own and
-vary from run to run, and the costs are what Anthropic bills. The tools still
-work on the same local SQLite shop.
+the replies, and so the number of steps, are Claude's own and vary from run to
+run, and the costs are what Anthropic bills. The tools still work on the same
+local SQLite shop. (The loop by hand below calls `bare.model`: replace it with
+`al.AnthropicModel()` there too.)
 """)),
     code(SETUP),
     md("""
@@ -97,10 +106,10 @@ import json
 from agentlab.models.base import ModelRequest
 
 bare = scenarios.get("not-found-hint").setup()
-functions = {t.name: t.fn for t in bare.tools}
+functions, definitions = {t.name: t.fn for t in bare.tools}, [t.definition() for t in bare.tools]
 messages = [{"role": "user", "content": bare.task}]
 for turn in range(1, 7):                                   # a step limit, and nothing else
-    reply = await bare.model.complete(ModelRequest(None, messages, [], max_tokens=1024))
+    reply = await bare.model.complete(ModelRequest(None, messages, definitions, max_tokens=1024))
     messages.append({"role": "assistant", "content": reply["content"]})
     calls = [b for b in reply["content"] if b["type"] == "tool_use"]
     print(f"turn {turn}:", ", ".join(f"{c['name']}({c['input']})" for c in calls) or "answers")
@@ -114,9 +123,10 @@ for turn in range(1, 7):                                   # a step limit, and n
             out, failed = e.for_model() if isinstance(e, al.ToolError) else f"{type(e).__name__}: {e}", True
         results.append({"type": "tool_result", "tool_use_id": c["id"], "content": out, "is_error": failed})
     messages.append({"role": "user", "content": results})
-print(messages[-1]["content"][-1]["text"])"""),
+print(messages[-1]["content"][-1]["text"] if messages[-1]["role"] == "assistant" else "no answer within six turns")"""),
     md("""
-About fifteen lines of loop, and it works: four model calls, three tools, an answer
+About fifteen lines of loop (the tools' definitions go with every request, so
+the model knows what it may call), and it works: four model calls, three tools, an answer
 (a `ToolError` carries a hint, `for_model()` puts it in the text). It is
 also what every lesson after this one improves on. It counts turns but not
 dollars or seconds; a hung tool hangs it; every exception, a 503 or a denied
@@ -212,7 +222,7 @@ They fail independently, so each one is checked, and the result says which one
 ran out, with the numbers.
 
 """ + offline_note("""
-the model is Claude and the dollars are billed; the budgets work the same way,
+the dollars are billed; the budgets work the same way,
 but which one stops a run depends on what the model does. The hanging tool and
 the growing context are properties of the tools, so they stop a real model too.
 """)),
@@ -220,8 +230,11 @@ the growing context are properties of the tools, so they stop a real model too.
     code("""
 results = {name: await scenarios.get(name).setup().arun()
            for name in ["ping-pong", "growing-context", "hanging-tool"]}
-pd.DataFrame([{"scenario": n, "reason": r.reason, "steps": r.steps, "cost": round(r.cost, 4),
-               "seconds": round(r.elapsed, 2)} for n, r in results.items()])"""),
+limits = {name: scenarios.get(name).options for name in results}
+pd.DataFrame([{"scenario": n, "reason": r.reason,
+               "steps": f"{r.steps} of {limits[n]['max_steps']}",
+               "cost": f"${r.cost:.4f} of ${limits[n]['max_cost']:.2f}",
+               "seconds": f"{r.elapsed:.2f} of {limits[n]['deadline_s']:g}"} for n, r in results.items()])"""),
     md("""
 ## Never the same call twice
 
@@ -257,6 +270,9 @@ free = await scenarios.get("growing-context").setup(max_cost=None).arun()
 pd.DataFrame([{"guard": g, "reason": r.reason, "steps": r.steps, "spent": round(r.cost, 4),
                "over the $0.10 budget": round(max(0, r.cost - 0.10), 4)}
               for g, r in [("hard (default)", hard), ("after (the sketch)", after), ("no limit", free)]])"""),
+    code("""
+print(f"'no limit' means no dollar limit: the run still had its {scenarios.get('growing-context').options['max_steps']}-step "
+      f"limit, ended '{free.reason}' after {free.steps} steps, and spent ${free.cost:.3f}.")"""),
     code("""
 runs = load_runs()
 labels = {hard.run_id: "hard guard", after.run_id: "after-the-fact check", free.run_id: "no limit"}
@@ -349,23 +365,33 @@ print(auth.reason, "-", auth.detail, f"(steps: {auth.steps})")"""),
 ## Fatal: a permission denial stops the run
 
 The classic bug is to hand "access denied" back to the model. It then looks for
-another way to the same end. Below, the same model and the same task under two
-policies: the default (fatal) and `Policy(permission_denied="recoverable")`.
+another way to the same end. Below, one scenario (the same scripted model, the
+same task, the same shop) under two policies: `Policy(permission_denied="recoverable")`,
+which `permission-probing` uses to show the bug, and agentlab's default, fatal.
 """),
     code("""
-fatal = scenarios.get("permission-denied").setup()
-probing = scenarios.get("permission-probing").setup()
+fatal = scenarios.get("permission-probing").setup(policy=al.Policy())   # the default policy
+probing = scenarios.get("permission-probing").setup()                   # denials handed to the model
 rf, rp = await fatal.arun(), await probing.arun()
 pd.DataFrame([{"policy": "fatal (default)", "reason": rf.reason, "steps": rf.steps, "cost": round(rf.cost, 4)},
               {"policy": "recoverable", "reason": rp.reason, "steps": rp.steps, "cost": round(rp.cost, 4)}])"""),
+    md("""
+Under the default policy the run stops at the first denial, and the diagnosis
+says which tool, which role it needed and which the agent had; the model never
+reads it:
+"""),
+    code("""print(rf.reason, "-", rf.detail)"""),
+    md("With the denial handed back, every step is another attempt:"),
     code("""rp.trace.calls[["step", "tool", "args", "outcome"]]"""),
     md("""
 With the denial treated as recoverable the model tried a smaller refund
-(step 3), set the order's status to "refunded" (step 4), searched for orders
-that had been refunded (step 5) and then asked for a full refund of £86.40,
-"to match order 1077's", a refund nobody asked for, larger than the one that
-was denied (step 6). The refund tool denied that too. Finally it wrote a note
-*marking the refund as approved* (step 7). The database shows it:
+(step 3), tried to set the order's status to "refunded" (step 4, refused as
+well: that status needs the same role), searched for orders that had been
+refunded (step 5) and then asked for a full refund of £86.40, "to match order
+1077's", a refund nobody asked for, larger than the one that was denied
+(step 6). The refund tool denied that too. Finally it wrote a note *marking
+the refund as approved* (step 7), the one write it was allowed. The database
+shows it:
 """),
     code("""probing.shop.get_order(1042)["notes"], fatal.shop.get_order(1042)["notes"]"""),
 ]
@@ -405,6 +431,17 @@ fourth request, at step 5, was never run, because the loop stopped the run
 instead. It is in the trace as that step's reply:
 """),
     code("""forever.trace.step(5)"""),
+    md("""
+## Switched off
+
+Without loop detection (here: a nudge threshold no run reaches) the same
+scripted model asks the same question until the step limit stops it, and each
+of those steps is paid for:
+"""),
+    code("""
+off = await scenarios.get("repeat-forever").setup(loop_nudge_at=10_000).arun()
+pd.DataFrame([{"loop detection": label, "reason": r.reason, "steps": r.steps, "cost": round(r.cost, 4)}
+              for label, r in [("on (default)", forever), ("off", off)]])"""),
     md("""
 ## How often does the nudge work?
 
@@ -476,20 +513,48 @@ ax = plots.tool_timeline(r.trace.calls, steps=r.trace.steps)
 ax.figure"""),
     md("""
 The two `add_note` calls ran one after the other, each 0.2 s between reading
-the notes and writing them back, so both notes are there. Here is what
-happens if the same tool is (wrongly) declared a read, so the two calls run at
-the same time:
+the notes and writing them back, so both notes are there. That shop also
+wraps each note in a database transaction, which on its own would keep both.
+To see what the scheduling decides, take the transactions away (a plain
+read-then-write, as most tools are) and change one thing only: whether
+`add_note` is declared a `read` (so the two calls run at the same time) or a
+`write` (one after the other):
 """),
     code("""
 from agentlab.shop import Shop
 
-shop = Shop(write_latency=0.3, transactions=False)  # the naive read-then-write
-add_note = al.Tool(next(t for t in shop.tools() if t.name == "add_note").fn, name="add_note", mode="read")
-model = al.ScriptedModel([al.reply(None, ("add_note", {"order_id": 1042, "note": "first"}),
-                                          ("add_note", {"order_id": 1042, "note": "second"})),
+async def two_notes(mode):
+    shop = Shop(write_latency=0.3, transactions=False)   # the naive read-then-write, no lock
+    add_note = al.Tool(next(t for t in shop.tools() if t.name == "add_note").fn, name="add_note", mode=mode)
+    model = al.ScriptedModel([al.reply(None, ("add_note", {"order_id": 1042, "note": "first"}),
+                                              ("add_note", {"order_id": 1042, "note": "second"})),
+                              al.reply("done")])
+    await al.arun("note it twice", [add_note], model=model, trace=False)
+    return shop.get_order(1042)["notes"]
+
+for mode in ["read", "write"]:
+    print(f"add_note declared {mode!r}: notes kept = {await two_notes(mode)}")"""),
+    md("""
+Declared a read, one note is lost: both calls read the same empty list, and the
+second write replaces the first (a race designed by a language model).
+Declared a write, both are kept.
+
+## Read, write, read in one turn
+
+A turn may mix them. Reads next to each other run together; a write waits for
+the reads before it and runs alone; a read after the write starts only once
+the write is done, so it sees what was written:
+"""),
+    code("""
+shop = Shop(latency=0.2, write_latency=0.2)
+model = al.ScriptedModel([al.reply(None, ("get_order", {"order_id": 1042}), ("get_customer", {"customer_id": 7}),
+                                          ("add_note", {"order_id": 1042, "note": "called the customer"}),
+                                          ("get_order", {"order_id": 1042})),
                           al.reply("done")])
-await al.arun("note it twice", [add_note], model=model, trace=False)
-shop.get_order(1042)["notes"]   # one note was lost: the race, designed by a language model"""),
+mixed = await al.arun("read, note, read again", shop.tools(), model=model)
+print("the last read sees the note:", "called the customer" in mixed.messages[2]["content"][3]["content"])
+ax = plots.tool_timeline(mixed.trace.calls, steps=mixed.trace.steps)
+ax.figure"""),
 ]
 
 # --------------------------------------------------------------------------- 6
@@ -504,7 +569,7 @@ keyed by the run id. Each step's *new* messages are stored once, and "what was
 sent at step k" is rebuilt exactly.
 
 """ + offline_note("""
-the trace also records Claude's own token counts (instead of estimates), its
+the trace records Claude's own token counts (instead of estimates), its
 cache reads and writes, and the API's request ids; reading it works the same.
 """)),
     code(SETUP),
@@ -638,8 +703,8 @@ for model in ("claude-haiku-4-5", "claude-sonnet-4-5", "claude-opus-4-5", "claud
                  "8 steps × 30,000 tokens": round((8 * 30_000 * p.input + 8 * 400 * p.output) / 1e6, 2)})
 pd.DataFrame(rows)"""),
     md("""
-About $0.77 on Sonnet 4.5 and $1.28 on Opus 4.5: the four dollars hold only at
-Opus 4.1's $15 per million input tokens ($3.84), with no caching. The point
+About $<span class="claim">0.77</span> on Sonnet 4.5 and $<span class="claim">1.28</span> on Opus 4.5: the four dollars hold only at
+Opus 4.1's $15 per million input tokens ($<span class="claim">3.84</span>), with no caching. The point
 stands at today's prices too: on Sonnet 4.5 those eight ordinary steps cost
 about nineteen times a four-cent question's worth, and no step limit of eight
 would have stopped them.
@@ -662,6 +727,17 @@ have saved.
     code("""
 grid = analysis.budget_whatif(load_run(free.run_id), max_cost=[0.05, 0.10, 0.20, None], max_steps=[6, None])
 grid[["max_steps", "max_cost", "outcome", "reason", "steps", "spent", "saved"]].round(4)"""),
+    md("""
+Read the grid as a menu of limits for this run, which spent
+$<span class="claim">0.2768</span> unchecked over <span class="claim">9</span> steps. A $0.05 budget
+stops it after <span class="claim">3</span> steps at $<span class="claim">0.0315</span>; $0.10 after
+<span class="claim">5</span> at $<span class="claim">0.0863</span>, which is where the hard guard stopped the
+live run in notebook 2. A step limit of 6 binds before a $0.20 budget does
+($<span class="claim">0.1239</span>), but with no step limit a $0.20 budget lets it run to step
+<span class="claim">7</span> ($<span class="claim">0.1682</span>). Each stop leaves money unspent: the
+"saved" column is what the rest of the run would have cost. None of these runs was
+wrong to continue; a budget says how much of a legitimate run you are willing to pay for.
+"""),
 ]
 
 
@@ -953,8 +1029,9 @@ keeps, with the calls, dollars and seconds each game took.
 """ + OFFLINE.strip() + """
 Here the scripted models are the point: each scenario's model misbehaves the
 same way every time (it loops, it probes, its upstream hangs), which is what
-makes the versions comparable. With `ANTHROPIC_API_KEY` set you could hand
-any of these loops `al.AnthropicModel()` in place of `setup.model`, but Claude
+makes the versions comparable. Nothing here reads `ANTHROPIC_API_KEY`; with
+it set you could hand any of these loops `al.AnthropicModel()` in place of
+`setup.model`, but Claude
 would not reproduce the misbehaviours on demand, so a scoreboard would
 measure the model as much as the loop.
 """),
@@ -1179,24 +1256,72 @@ automatically" saves: the widgets as they are now.
 """
 
 
+LEGIBILITY_HOOK = """\
+from matplotlib.figure import Figure as _Figure
+import itertools as _it
+_illegible = []
+def _legibility(fig):
+    \"\"\"Problems a reader would see in a figure about to be shown: text over text, too many labels.\"\"\"
+    fig.draw_without_rendering()  # lays the text out, on any canvas (a standalone Figure has no renderer of its own)
+    found = []
+    def crowded(texts, what, title):
+        if len(texts) > 40:  # past that a reader cannot tell them apart, whatever the layout
+            found.append(f"{len(texts)} {what} in {title!r}")
+            return
+        boxes = [(t.get_text(), t.get_window_extent()) for t in texts]
+        for (ta, a), (tb, b) in _it.combinations(boxes, 2):
+            if a.width and b.width and a.overlaps(b):
+                found.append(f"{what} {ta!r} and {tb!r} overlap in {title!r}")
+                return
+    for ax in fig.axes:
+        title = ax.get_title() or ax.get_title(loc="left")
+        for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")):
+            crowded([t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()], f"{name} labels", title)
+        crowded([t for t in ax.texts if t.get_visible() and t.get_text().strip()], "texts", title)
+    return found
+_png = get_ipython().display_formatter.formatters["image/png"]
+_draw = _png.lookup_by_type(_Figure)
+def _checked(fig):
+    _illegible.extend(_legibility(fig))
+    return _draw(fig)
+_png.for_type(_Figure, _checked)"""
+"""Run before a notebook's first cell by the tests: every figure shown is checked as it is drawn."""
+
+LEGIBILITY_REPORT = "import json as _json; print(_json.dumps(_illegible))"
+
+
 def widget_state(nb: nbformat.NotebookNode) -> dict | None:
     """The saved widget state of ``nb`` (``None`` when it has none)."""
     return nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json")
 
 
-def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 300) -> nbformat.NotebookNode:
-    """Run every cell of ``nb`` in a fresh kernel (in folder ``cwd``) and save its widgets as they end up."""
+def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 300, illegible: list[str] | None = None) -> nbformat.NotebookNode:
+    """Run every cell of ``nb`` in a fresh kernel (in folder ``cwd``) and save its widgets as they end up.
+
+    With ``illegible`` (a list), every figure the notebook shows is checked as it is drawn (text over
+    text, more than 40 labels on an axis), and what was found is added to the list."""
     import json
 
     from nbclient import NotebookClient
 
     probe = nbformat.v4.new_code_cell(WIDGET_STATE_PROBE)
+    hook, report = nbformat.v4.new_code_cell(LEGIBILITY_HOOK), nbformat.v4.new_code_cell(LEGIBILITY_REPORT)
+    checking = illegible is not None
     nb.cells.append(probe)
+    if checking:
+        first_code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
+        nb.cells.insert(first_code + 1, hook)  # after the set-up cell: `%matplotlib inline` installs the drawing it wraps
+        nb.cells.insert(len(nb.cells) - 1, report)
     try:
         NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
                        resources={"metadata": {"path": str(cwd)}}).execute()
     finally:
         nb.cells.remove(probe)
+        if checking:
+            nb.cells.remove(hook)
+            nb.cells.remove(report)
+            shown = "".join(o.get("text", "") for o in report.outputs if o.output_type == "stream" and o.name == "stdout")
+            illegible.extend(json.loads(shown or "[]"))
     text = "".join(o.get("text", "") for o in probe.outputs if o.output_type == "stream" and o.name == "stdout")
     state = json.loads(text or "{}")
     texts = state.pop("texts", {})

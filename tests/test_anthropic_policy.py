@@ -9,7 +9,7 @@ import pytest
 
 import agentlab as al
 from agentlab.models.anthropic import AnthropicModel, api_error, retry_after, with_cache_breakpoints
-from agentlab.models.resolve import resolve_model
+from agentlab.models.resolve import MissingAPIKey, resolve_model
 from agentlab.netguard import NetworkBlocked, check_url, is_loopback, local_only
 
 
@@ -131,11 +131,12 @@ def test_resolve_model_falls_back_offline_without_a_key_and_says_so_in_one_line(
     assert result.text == "offline answer"
 
 
-def test_resolve_model_without_fallback_gives_an_honest_stand_in():
-    """With no fallback given, the stand-in answers once, saying no real model answered."""
-    model, notice = resolve_model("claude-sonnet-4-5", environ={})
-    result = al.run("Hi", model=model, clock=al.FakeClock())
-    assert isinstance(result, al.Done) and "no API key" in result.text and notice
+def test_resolve_model_without_a_key_or_fallback_refuses_and_says_how_to_go_offline():
+    """No silent stand-in: a Claude id with no key and no fallback is an error naming model='offline'."""
+    with pytest.raises(MissingAPIKey, match="model='offline'"):
+        resolve_model("claude-sonnet-4-5", environ={})
+    model, notice = resolve_model("offline", environ={})
+    assert (model.name, model.model, notice) == ("offline", "claude-sonnet-4-5", None)
 
 
 def test_resolve_model_picks_claude_when_a_key_is_set():

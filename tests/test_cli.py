@@ -119,12 +119,22 @@ def test_retries_are_shown_as_progress(tmp_path):
 
 
 def test_run_offline_with_the_shop_answers_from_the_database(tmp_path):
-    """No API key: a notice says so, the offline shop assistant reads order 1042, and the shop DB is created."""
-    code, out, err = cli("run", "Why was order 1042 late?", "--tools", "shop", "--runs", str(tmp_path))
+    """--model offline: the offline shop assistant reads order 1042, says it is offline, and the shop DB is created."""
+    code, out, err = cli("run", "Why was order 1042 late?", "--tools", "shop", "--model", "offline", "--runs", str(tmp_path))
     assert code == 0
-    assert "No ANTHROPIC_API_KEY set" in err
+    assert "model: offline (offline shop assistant, priced as claude-sonnet-4-5)" in err
     assert "5 days late" in out and "storm" in out
     assert (tmp_path / "shop.sqlite").exists()
+
+
+def test_run_with_a_claude_model_and_no_key_is_an_error_that_says_how_to_go_offline(tmp_path, monkeypatch):
+    """No silent stand-in: without ANTHROPIC_API_KEY a Claude model id exits 2 and names --model offline."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    code, out, err = cli("run", "Why was order 1042 late?", "--tools", "shop", "--runs", str(tmp_path))
+    assert code == 2 and out == ""
+    assert "model='claude-sonnet-4-5' is a Claude model, and no ANTHROPIC_API_KEY is set" in err
+    assert "--model offline" in err
+    assert not list(tmp_path.glob("*.jsonl"))  # nothing ran
 
 
 def test_run_with_a_key_uses_claude_through_the_real_sdk(tmp_path, monkeypatch):

@@ -100,6 +100,14 @@ def test_the_event_catalogue_matches_the_vocabulary_and_what_the_engine_emits():
 
     agentlab.run("q", model=agentlab.FunctionModel(flaky, stream=2), trace=False, clock=agentlab.FakeClock(), max_cost=None,
                  subscribers=[lambda e: seen.add(e.kind)])
+
+    @agentlab.tool(mode="read")
+    def ask_agent(question: str) -> str:  # an agent calling an agent: the parent records a sub_run
+        """Ask a sub-agent."""
+        return agentlab.run(question, model=agentlab.ScriptedModel([agentlab.reply("sub answer")]), trace=False).text
+
+    agentlab.run("q", [ask_agent], model=agentlab.ScriptedModel([agentlab.reply(None, ("ask_agent", {"question": "?"})),
+                 agentlab.reply("ok")]), trace=False, clock=agentlab.FakeClock(), subscribers=[lambda e: seen.add(e.kind)])
     assert seen <= {k.value for k in EventKind}
     driver_only = {EventKind.PAUSED, EventKind.RESUMED}  # sent by the panel / by resume(), not by a run to its end
     assert {k.value for k in EventKind} - driver_only <= seen

@@ -79,10 +79,7 @@ def dense() -> Iterator[tuple[MessagesServer, Script, asyncio.AbstractEventLoop,
         server.add(*[script] * 20000)
         model = AnthropicModel("claude-sonnet-4-5", client=server.client())
         yield server, script, loop, model
-        pending = asyncio.all_tasks(loop)  # the model's pool closer: cancelled, it closes the pool
-        for task in pending:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        assert not asyncio.all_tasks(loop)  # arun closed the model's pool on this loop as each run ended
     loop.close()
 
 
@@ -130,9 +127,9 @@ def test_estimate_guard_overspends_on_dense_content_and_says_so(dense):
     script.set(plan([40000, 40000, 40000], [200, 200, 200]))
     result, events = run_on(loop, model, max_cost=0.09, cost_guard="estimate")
     assert result.spent > 0.09
-    assert result.guard is not None and result.guard.guarantee == "estimated"
-    assert result.guard.estimate_short > 0
-    note = result.guard.note()
+    assert result.cost_check is not None and result.cost_check.guarantee == "estimated"
+    assert result.cost_check.estimate_short > 0
+    note = result.cost_check.note()
     assert note.startswith("cost guard was an estimate: input estimates fell $") and "past max_cost" in note
     panel = PanelState()
     for e in events:
@@ -150,7 +147,7 @@ def test_hard_guard_stops_the_same_run_within_budget_using_an_exact_count(dense)
     assert "counted" in result.detail
     asked = counts_asked(server, before)
     requests = [e.data for e in events if e.kind == "model_request"]
-    assert asked >= 1 and result.guard is not None and result.guard.input_counts == asked
+    assert asked >= 1 and result.cost_check is not None and result.cost_check.input_counts == asked
     assert all(d["count_latency"] >= 0 for d in requests if d.get("guard_basis") == "exact")
 
 
@@ -177,7 +174,7 @@ def test_without_the_endpoint_the_guard_falls_back_to_the_byte_bound_and_stays_h
     checks = [e.data for e in events if e.kind == "model_request"] + [e.data["last_guard_check"] for e in events if e.kind == "run_finished"]
     failed = [d for d in checks if "count_error" in d]
     assert len(failed) == 1 and "404" in failed[0]["count_error"]
-    assert result.guard is not None and result.guard.guarantee == "bounded"
+    assert result.cost_check is not None and result.cost_check.guarantee == "bounded"
 
 
 def test_a_failed_count_is_retried_like_a_model_call():
@@ -198,7 +195,7 @@ def test_a_failed_count_is_retried_like_a_model_call():
                         max_steps=None, max_cost=0.06, policy=al.Policy(base_delay=0.001, jitter=False), subscribers=[events.append])
     retries = [e.data for e in events if e.kind == "model_retry"]
     assert [r.get("request") for r in retries] == ["count_tokens"]
-    assert result.spent <= 0.06 and result.guard is not None and result.guard.input_counts >= 1
+    assert result.spent <= 0.06 and result.cost_check is not None and result.cost_check.input_counts >= 1
 
 
 def test_a_deadline_passing_while_counting_stops_the_run_with_deadline():
@@ -258,7 +255,7 @@ def prove(server: MessagesServer, script: Script, loop: asyncio.AbstractEventLoo
         max_cost = max(1e-6, full * share)
         script.set(plan(sizes, outputs))
         result, events = run_on(loop, model, max_cost=max_cost)
-        guard = result.guard
+        guard = result.cost_check
         assert guard is not None
         stats["runs"] += 1
         stats["pre-call checks"] += sum(guard.calls.values())
@@ -316,7 +313,7 @@ def test_an_uncapped_server_tool_leaves_only_an_estimated_guard():
     """Web search without max_uses has no upper bound on fees: the result says the guard was an estimate."""
     uncapped = [{"type": "web_search_20250305", "name": "web_search"}]
     result = al.run("Search.", model=Searching(uncapped), trace=False, prices=PRICES, max_cost=0.02)
-    assert result.guard is not None and result.guard.guarantee == "estimated"
+    assert result.cost_check is not None and result.cost_check.guarantee == "estimated"
 
 
 # ---------------------------------------------------------- the pure rules

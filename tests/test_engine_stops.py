@@ -9,6 +9,7 @@ import pytest
 
 import agentlab as al
 from agentlab import reply
+from agentlab.models.resolve import MissingAPIKey
 
 from .helpers import Recorder
 
@@ -225,13 +226,23 @@ def test_stepping_a_finished_run_is_a_clear_error():
     asyncio.run(go())
 
 
-def test_a_model_id_without_a_key_falls_back_offline_and_says_so_in_one_line(monkeypatch):
-    """model="claude-..." with no ANTHROPIC_API_KEY runs the offline stand-in with a one-line notice."""
+def test_a_model_id_without_a_key_is_an_error_that_says_how_to_go_offline(monkeypatch):
+    """model="claude-..." with no ANTHROPIC_API_KEY runs nothing: the error names the key and model="offline"."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    with pytest.warns(UserWarning, match="No ANTHROPIC_API_KEY set: running the offline model") as caught:
-        result = al.run("q", model="claude-sonnet-4-5", trace=False)
-    assert len(caught) == 1 and "\n" not in str(caught[0].message)
-    assert isinstance(result, al.Done) and "offline" in result.text
+    with pytest.raises(MissingAPIKey) as caught:
+        al.run("q", model="claude-sonnet-4-5", trace=False)
+    text = str(caught.value)
+    assert text.startswith("model='claude-sonnet-4-5' is a Claude model, and no ANTHROPIC_API_KEY is set")
+    assert "model='offline'" in text and "agentlab.ScriptedModel" in text
+
+
+def test_offline_is_asked_for_and_says_so_in_its_answer(monkeypatch):
+    """model="offline" runs with no key, priced as a Claude model; "offline:<id>" prices it as that id."""
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    result = al.run("q", model="offline", trace=False)
+    assert isinstance(result, al.Done) and result.text.startswith("(offline model: no real model answered.")
+    haiku = al.Run("q", model="offline:claude-haiku-4-5")
+    assert (haiku.model.name, haiku.model.model) == ("offline", "claude-haiku-4-5")
 
 
 @pytest.mark.parametrize("sync", [True, False])

@@ -412,3 +412,113 @@ def test_terminal_progress_bar_and_plain_line_are_subscribers(tmp_path):
     make(tmp_path, n=3, subscribers=[TqdmProgress(file=bar_out), LineProgress(line_out, every=0)]).run()
     assert "3/3" in bar_out.getvalue()
     assert "3 done · 0 running" in line_out.getvalue().splitlines()[-1]
+
+
+# ------------------------------------------------ comparing configs fairly
+def test_a_grid_cut_short_by_the_total_leaves_every_config_the_same_tasks(tmp_path):
+    """Cells run round-robin over configs: when the total runs out, each config ran about as many, on the same tasks."""
+    configs = {"a": {"prices": PRICES}, "b": {"prices": PRICES, "max_tokens": 512}, "c": {"prices": PRICES, "max_steps": 6}}
+    runs = make(tmp_path, n=8, configs=configs, concurrency=1, max_total_cost=0.012).run().runs
+    ran = runs[runs["outcome"] != "not run"]
+    counts = ran.groupby("config").size().reindex(["a", "b", "c"], fill_value=0)
+    assert 1 <= counts.min() and counts.max() - counts.min() <= 1 and (runs["outcome"] == "not run").any()
+    tasks = [set(ran.loc[ran["config"] == c, "task_id"]) for c in ("a", "b", "c")]
+    assert tasks[1] <= tasks[0] and tasks[2] <= tasks[1]  # the same tasks, in the same order
+    assert list(runs["config"]) == ["a"] * 8 + ["b"] * 8 + ["c"] * 8  # the rows keep their order
+
+
+def rows_for(spec: list[tuple[str, str, int, str, str, float, float | None]]) -> list[dict]:
+    """(task, config, repeat, outcome, reason, cost, score) -> full rows."""
+    out = []
+    for task, config, repeat, outcome, reason, cost, score in spec:
+        out.append({"task_id": task, "config": config, "repeat": repeat, "outcome": outcome, "reason": reason, "steps": 1,
+                    "cost": cost, "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "seconds": 0.0,
+                    "score": score, "score_cost": 0.0, "run_id": f"{task}{config}{repeat}", "error": ""})
+    return out
+
+
+def result_of(spec, configs=("a", "b")) -> agentlab.experiments.ExperimentResult:
+    from pathlib import Path
+
+    from agentlab.experiments.grid import load_configs
+
+    return agentlab.experiments.ExperimentResult(rows_for(spec), load_configs({c: {} for c in configs}), Path("unused"), None)
+
+
+def test_success_means_done_and_scored_a_stopped_run_fails_and_a_cut_run_is_no_sample():
+    from agentlab.experiments.results import success_of
+
+    r = result_of([
+        ("t0", "a", 0, "done", "done", 0.01, 1.0),
+        ("t1", "a", 0, "done", "done", 0.01, 0.0),
+        ("t2", "a", 0, "stopped", "max_tokens", 0.01, 1.0),  # the scorer liked its partial text: still a failure
+        ("t3", "a", 0, "stopped", "experiment budget", 0.01, None),  # cut by the experiment: no sample
+        ("t4", "a", 0, "not run", "experiment budget", 0.0, None),
+        ("t5", "a", 0, "done", "done", 0.01, None),  # the scorer gave no verdict: no sample
+        ("t0", "b", 0, "done", "done", 0.02, None),  # no scorer in b: done is a success
+        ("t1", "b", 0, "error", "fatal", 0.0, None),
+    ])
+    assert list(success_of(r.runs).fillna(-1)) == [1.0, 0.0, 0.0, -1, -1, -1, 1.0, 0.0]
+    with pytest.warns(agentlab.experiments.UnequalSamples, match=r"unequal samples \(a 3, b 2\).*compare"):
+        s = r.summary()
+    assert s.loc["a", "success"] == pytest.approx(1 / 3) and s.loc["a", "samples"] == 3
+    assert s.loc["a", "cost_per_success"] == pytest.approx(0.05)  # every dollar a spent, over its one success
+    assert s.loc["b", "cost_per_success"] == pytest.approx(0.02)
+    assert 0.0 <= s.loc["a", "success_lo"] <= s.loc["a", "success"] <= s.loc["a", "success_hi"] <= 1.0
+
+
+def test_equal_samples_give_no_warning_and_a_config_without_successes_costs_infinity_per_success():
+    import warnings
+
+    r = result_of([("t0", "a", 0, "done", "done", 0.01, 1.0), ("t0", "b", 0, "stopped", "budget", 0.03, None)])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s = r.summary()
+    assert s.loc["b", "cost_per_success"] == float("inf")
+
+
+def test_compare_pairs_configs_by_task_and_averages_repeats_first():
+    spec = []
+    for i in range(8):
+        for rep in range(2):
+            spec.append((f"t{i}", "a", rep, "done" if i % 2 else "stopped", "done" if i % 2 else "budget", 0.01 + i / 1000, None))
+            spec.append((f"t{i}", "b", rep, "done", "done", 0.02 + i / 1000, None))
+    spec.append(("t9", "b", 0, "done", "done", 5.0, None))  # a task only b ran: not in the comparison
+    c = result_of(spec).compare("a", "b")
+    assert c.loc["success", "tasks"] == 8 and c.loc["cost", "tasks"] == 8
+    assert c.loc["success", "a"] == 0.5 and c.loc["success", "b"] == 1.0 and c.loc["success", "difference"] == 0.5
+    assert 0 < c.loc["success", "lo"] <= 0.5 <= c.loc["success", "hi"]
+    assert c.loc["cost", "difference"] == pytest.approx(0.01)  # paired: the task mix cancels out
+    assert c.loc["cost", "lo"] == pytest.approx(0.01) and c.loc["cost", "hi"] == pytest.approx(0.01)
+    with pytest.raises(ValueError, match="no config named 'z'"):
+        result_of(spec).compare("a", "z")
+
+
+def test_repeat_spread_separates_repeats_of_a_task_from_differences_between_tasks():
+    spec = [(f"t{i}", "a", rep, "done", "done", i * 0.1 + rep * 0.001, None) for i in range(4) for rep in range(3)]
+    spread = result_of(spec, configs=("a",)).repeat_spread()
+    assert spread.loc["a", "tasks"] == 4
+    assert spread.loc["a", "cost_sd_within"] == pytest.approx(0.001)
+    assert spread.loc["a", "cost_sd_between"] > 50 * spread.loc["a", "cost_sd_within"]
+    assert spread.loc["a", "success_sd_within"] == 0.0
+
+
+def test_a_stream_cut_short_by_stop_is_charged_to_the_shared_total():
+    """The part of a streamed reply that arrived before Stop was paid for: the experiment's ledger counts it."""
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, streamed
+
+    ledger = TotalLedger(1.0)
+    with MessagesServer([streamed(reply("word " * 400), chunk=10, hold_after=6, hold=30)]) as server:
+
+        async def main():
+            run = agentlab.Run("Where?", model=AnthropicModel(client=server.client()), prices=PRICES, ledger=ledger)
+            run.subscribe(lambda e: run.cancel() if e.kind == "model_delta" else None)
+            try:
+                return await run.run()
+            finally:
+                ledger.release(run.run_id)  # what an experiment does as a run ends
+
+        result = asyncio.run(main())
+    assert result.reason == "cancelled" and result.cost > 0
+    assert ledger.spent == pytest.approx(result.cost) and ledger.reserved == pytest.approx(0.0, abs=1e-12)

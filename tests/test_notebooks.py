@@ -42,15 +42,15 @@ def _read(path: Path):
 
 
 def _shown_text(output) -> str:
-    """What a reader sees of one output: the HTML if there is some, else the plain text (widgets aside)."""
+    """What a reader may see of one output: its HTML and its plain-text fallback (a terminal, an
+    export, a viewer without widgets shows the fallback), so both must read whole."""
     if output.output_type == "stream":
         return output.text
     data = output.get("data", {})
-    if WIDGET_VIEW in data:
-        return ""  # drawn from the saved widget state, checked below
-    if "text/html" in data:
-        return html.unescape(re.sub(r"<[^>]+>", " ", data["text/html"]))
-    return data.get("text/plain", "")
+    shown = [data.get("text/plain", "")]
+    if "text/html" in data and WIDGET_VIEW not in data:
+        shown.append(html.unescape(re.sub(r"<[^>]+>", " ", data["text/html"])))
+    return "\n".join(shown)
 
 
 def test_the_seven_lessons_come_first_in_the_articles_order():
@@ -105,6 +105,18 @@ def test_committed_outputs_are_whole_and_clean(path):
             assert "Warning:" not in text, f"{path.name} c{i} shows a warning: {text[:200]}"
             cut = CUT_MID_WORD.search(text)
             assert cut is None, f"{path.name} c{i} shows text cut mid-word: ...{text[max(0, cut.start() - 60):cut.end()]}"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_no_figure_is_saved_twice(path):
+    """A chart appears once: a cell that both draws through pyplot and returns the figure shows it twice."""
+    seen: dict[str, int] = {}
+    for i, cell in enumerate(_read(path).cells):
+        for out in cell.get("outputs", []):
+            png = out.get("data", {}).get("image/png")
+            if png:
+                assert png not in seen, f"{path.name} c{i} shows the figure of c{seen[png]} again"
+                seen[png] = i
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -166,9 +178,11 @@ def test_notebook_runs_end_to_end_in_a_fresh_kernel(path, tmp_path):
     for cell in nb.cells:
         if cell.cell_type == "code":
             cell.outputs = []
-    _builder().execute(nb, tmp_path)
+    illegible: list[str] = []
+    _builder().execute(nb, tmp_path, illegible=illegible)
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
+    assert illegible == [], f"{path.name} shows an illegible figure: {illegible}"
     mimes = {m for o in outputs for m in o.get("data", {})}
     assert "text/html" in mimes or "text/plain" in mimes
     if any("plots." in c.source for c in nb.cells if c.cell_type == "code"):
@@ -176,3 +190,31 @@ def test_notebook_runs_end_to_end_in_a_fresh_kernel(path, tmp_path):
     if WIDGET_VIEW in mimes:
         assert all(p["phase"] != "ready" for p in _panels(nb.metadata["widgets"][WIDGET_STATE]))
     assert list((tmp_path / "runs" / path.stem).rglob("*.jsonl")), "the runs left no traces in the notebook's folder"
+
+
+CLAIM = re.compile(r'<span class="claim">(.*?)</span>')
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_marked_claim_is_what_the_output_beside_it_shows(path):
+    """A number the prose states is marked ``<span class="claim">…</span>`` and must appear in the
+    output of the code cell just before or just after it: prose cannot drift from what ran."""
+    cells = _read(path).cells
+    for i, cell in enumerate(cells):
+        if cell.cell_type != "markdown":
+            continue
+        claims = CLAIM.findall(cell.source)
+        if not claims:
+            continue
+        near = [c for c in (_code_before(cells, i), _code_after(cells, i)) if c is not None]
+        shown = " ".join(_shown_text(o) for c in near for o in c.get("outputs", []))
+        missing = [c for c in claims if c not in shown]
+        assert not missing, f"{path.name} c{i} claims {missing}, which no output beside it shows"
+
+
+def _code_before(cells, i):
+    return next((c for c in reversed(cells[:i]) if c.cell_type == "code"), None)
+
+
+def _code_after(cells, i):
+    return next((c for c in cells[i + 1:] if c.cell_type == "code"), None)

@@ -242,6 +242,24 @@ def test_empty_frames_give_an_empty_but_labelled_plot(draw, tmp_path):
     save(ax, tmp_path, "empty")
 
 
+@pytest.mark.parametrize("draw", [
+    lambda s, c: plots.token_growth(s), lambda s, c: plots.cost_curve(s), lambda s, c: plots.compare_runs(s),
+    lambda s, c: plots.caching_comparison(s, "claude-sonnet-4-5"), lambda s, c: plots.tool_timeline(c),
+])
+def test_a_plot_as_the_last_expression_of_a_cell_shows_itself(draw, tmp_path):
+    """IPython's display formatter renders what a helper returns as a PNG (not just ``<Axes: ...>``),
+    and the value is still a matplotlib Axes to save and compose."""
+    from IPython.core.formatters import DisplayFormatter
+    from matplotlib.axes import Axes
+
+    steps = quadratic_steps(0.01, 0.001, 0.0, 4).assign(latency=0.5, t=0.0)
+    ax = draw(steps, hand_calls())
+    data, _ = DisplayFormatter().format(ax)
+    assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n" and len(data["image/png"]) > 5_000
+    assert isinstance(ax, Axes) and data["text/plain"].startswith("<")
+    save(ax, tmp_path, "shown")
+
+
 def test_missing_columns_are_named_not_a_pandas_traceback():
     """A frame without the spec's columns raises a ValueError naming the frame and the columns."""
     with pytest.raises(ValueError, match=r"steps is missing column\(s\) 'cost'"):

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .._runtime.isolate import inline, settle, start, unwrap
+from .._subruns import calling
 from ..approval import Approver
 from ..clock import Clock
 from ..errors import Escaped, Policy, ToolError, UnknownTool, classify, describe, safe_str
@@ -48,6 +49,7 @@ class CallContext:
     approval_stops_clock: bool = False  # an approval wait is not working time (and not bounded)
     credit: Callable[[float], None] | None = None  # give seconds back to the run's working time
     abandon: Callable[[str], None] = lambda what: None  # name work left running past a deadline or cancel
+    parent: Any = None  # the run, opaque here: a run started inside a tool is its sub-run (see _subruns)
 
 
 @dataclass(slots=True)
@@ -207,7 +209,8 @@ class CallRunner:
             # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
             how = "task" if tool.is_async else "thread"
             return bounded(
-                lambda: tool.fn(**kwargs), is_async=tool.is_async, where=f"tool {tool.name}",
+                calling(ctx.parent, ctx.step(), call_id, lambda: tool.fn(**kwargs), tool.is_async),
+                is_async=tool.is_async, where=f"tool {tool.name}",
                 time_left=ctx.time_left(), own_timeout=tool.timeout, deadline_s=ctx.deadline_s(),
                 on_abandon=lambda: ctx.abandon(f"tool {tool.name} (call {call_id}, still running in its {how})"),
             )

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import random
 import uuid
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._options import DEFAULTS
 from ..budget import Budget, CostGuard
 from ..clock import Clock, SystemClock
 from ..errors import Policy
@@ -34,10 +34,10 @@ class RunConfig:
     task: str
     messages: tuple[Message, ...] = field(repr=False)
     system: str | None = None
-    max_tokens: int = 1024
+    max_tokens: int = DEFAULTS.max_tokens
     policy: Policy = field(default_factory=Policy)
-    max_concurrency: int = 8
-    loop_nudge_at: int = 3
+    max_concurrency: int = DEFAULTS.max_concurrency
+    loop_nudge_at: int = DEFAULTS.loop_nudge_at
     prices: Prices | None = None
     clock: Clock = field(default_factory=SystemClock, repr=False)
     rng: random.Random = field(default_factory=random.Random, repr=False)
@@ -50,19 +50,19 @@ class RunConfig:
         tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
         *,
         model: Model | str,
-        max_steps: int | None = 8,
-        max_cost: float | None = 0.50,
-        deadline_s: float | None = 60.0,
-        cost_guard: CostGuard = "hard",
-        system: str | None = None,
-        max_tokens: int = 1024,
-        policy: Policy | None = None,
-        max_concurrency: int = 8,
-        loop_nudge_at: int = 3,
-        prices: Prices | None = None,
-        clock: Clock | None = None,
-        rng: random.Random | None = None,
-        run_id: str | None = None,
+        max_steps: int | None = DEFAULTS.max_steps,
+        max_cost: float | None = DEFAULTS.max_cost,
+        deadline_s: float | None = DEFAULTS.deadline_s,
+        cost_guard: CostGuard = DEFAULTS.cost_guard,
+        system: str | None = DEFAULTS.system,
+        max_tokens: int = DEFAULTS.max_tokens,
+        policy: Policy | None = DEFAULTS.policy,
+        max_concurrency: int = DEFAULTS.max_concurrency,
+        loop_nudge_at: int = DEFAULTS.loop_nudge_at,
+        prices: Prices | None = DEFAULTS.prices,
+        clock: Clock | None = DEFAULTS.clock,
+        rng: random.Random | None = DEFAULTS.rng,
+        run_id: str | None = DEFAULTS.run_id,
     ) -> RunConfig:
         """Check every input and name the one that is wrong, before anything runs."""
         budget = Budget(max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s, cost_guard=cost_guard)
@@ -89,12 +89,10 @@ class RunConfig:
 
 def _resolve_model(model: Model | str) -> Model:
     resolved: Model
-    if isinstance(model, str):  # a model id: Claude when a key is set, else offline (and say so)
+    if isinstance(model, str):  # a model id (Claude: needs a key) or "offline"; never a silent stand-in
         from ..models.resolve import resolve_model
 
-        resolved, notice = resolve_model(model)
-        if notice:
-            warnings.warn(notice, stacklevel=4)
+        resolved = resolve_model(model).model
     else:
         resolved = model
     if not isinstance(getattr(resolved, "model", None), str) or not callable(getattr(resolved, "complete", None)):

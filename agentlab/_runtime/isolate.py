@@ -22,7 +22,9 @@ needs the real type); the rest travels as :class:`~agentlab.errors.Escaped`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Coroutine
+import contextvars
+import types
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 from ..errors import Escaped
@@ -49,19 +51,57 @@ async def _capture(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
         return False, exc
 
 
+def _done(ok: bool, value: Any) -> asyncio.Future[tuple[bool, Any]]:
+    fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
+    fut.set_result((ok, value))
+    return fut
+
+
+@handoff("code")  # a coroutine's first step runs inside it
 def start(work: Callable[[], Any], is_async: bool) -> asyncio.Future[tuple[bool, Any]]:
-    """Begin ``work()``: a coroutine function's coroutine as a task, a plain function on a daemon thread."""
+    """Begin ``work()``: a coroutine function's coroutine as a task, a plain function on a daemon thread.
+
+    A coroutine's first step runs at once, as an eager task's would (Python 3.12's
+    ``eager_task_factory``): most tools answer without ever waiting, and then no task is made and
+    no loop turn is spent (the hot loop's largest saving). A coroutine that does wait is handed,
+    mid-flight, to a task of its own (in the same context), and is from then on like any other.
+    """
     if not is_async:
         return run_on_daemon_thread(work)
     try:
         coro = work()
     except BaseException as exc:  # noqa: BLE001 - calling it raised before any await
-        fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
-        fut.set_result((False, exc))
-        return fut
+        return _done(False, exc)
     if not asyncio.iscoroutine(coro):  # a function that returned a value (or an awaitable object)
         return asyncio.ensure_future(_capture(_await(coro)))
-    return asyncio.ensure_future(_capture(coro))
+    context = contextvars.copy_context()  # the tool's context vars never leak into the engine's
+    try:
+        yielded = context.run(coro.send, None)
+    except StopIteration as stop:
+        return _done(True, stop.value)
+    except BaseException as exc:  # noqa: BLE001 - its own CancelledError too: nobody cancelled it yet
+        return _done(False, exc)
+    return asyncio.get_running_loop().create_task(_capture(_resume(coro, yielded)), context=context)
+
+
+@handoff("code")
+@types.coroutine
+def _resume(coro: Coroutine[Any, Any, Any], yielded: Any) -> Generator[Any, Any, Any]:
+    """Go on with a coroutine whose first step already ran, ``yielded`` being what that step gave
+    the event loop (a future to wait for): what the task sends or throws is passed through."""
+    while True:
+        try:
+            sent = yield yielded
+        except BaseException as exc:  # noqa: BLE001 - thrown in by the task (its cancellation): the code's to handle
+            try:
+                yielded = coro.throw(exc)
+            except StopIteration as stop:
+                return stop.value
+            continue
+        try:
+            yielded = coro.send(sent)
+        except StopIteration as stop:
+            return stop.value
 
 
 async def _await(value: Any) -> Any:
@@ -112,6 +152,8 @@ async def settle(
     On the timeout, or when the waiting task is cancelled, ``fut`` is let go
     of (see :func:`let_go`) before the exception leaves.
     """
+    if fut.done():  # it answered at once (see start): no timer, no loop turn
+        return fut.result()
     try:
         done, _ = await asyncio.wait({fut}, timeout=timeout)
     except asyncio.CancelledError:

@@ -7,14 +7,16 @@ See ``docs/experiments.md``.
 
 from .cells import Cell
 from .experiment import Experiment
+from .folder import FolderInUse
 from .grid import Config, grid
 from .ledger import TotalLedger
 from .progress import ExperimentEvent, ProgressState, ProgressWidget, TqdmProgress
-from .results import ExperimentResult
+from .results import ExperimentResult, UnequalSamples, success_of
 from .scorers import exact_match, includes, model_graded
 from .tasks import Task, load_tasks
 
 __all__ = [
-    "Cell", "Config", "Experiment", "ExperimentEvent", "ExperimentResult", "ProgressState", "ProgressWidget", "Task",
-    "TotalLedger", "TqdmProgress", "exact_match", "grid", "includes", "load_tasks", "model_graded",
+    "Cell", "Config", "Experiment", "ExperimentEvent", "ExperimentResult", "FolderInUse", "ProgressState", "ProgressWidget", "Task",
+    "TotalLedger", "TqdmProgress", "UnequalSamples", "exact_match", "grid", "includes", "load_tasks", "model_graded",
+    "success_of",
 ]

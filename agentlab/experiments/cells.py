@@ -20,8 +20,13 @@ from ..budget import NO_LEDGER, Ledger
 from ..events import Event
 from ..loop import Run
 from ..vocab import EventKind, StopReason
+from .folder import keep_attempt
 from .grid import Config, describe, is_factory
+from .scorers import ModelGraded
 from .tasks import Task
+
+GRADE_SUFFIX = "-grade"
+"""A cell's grading run is ``<cell run id>-grade``."""
 
 ROW_COLUMNS = [
     "task_id", "config", "repeat", "outcome", "reason", "steps", "cost", "input_tokens", "output_tokens",
@@ -110,8 +115,9 @@ class CellRunner:
         writer = TraceWriter(self.traces) if self.traces is not None else None
         tokens = _Tokens()
         try:
-            if writer is not None:
-                writer.file_of(cell.run_id).unlink(missing_ok=True)  # an unfinished earlier attempt
+            if self.traces is not None:  # an unfinished earlier attempt: kept aside, its spending still counts
+                keep_attempt(self.traces, cell.run_id)
+                keep_attempt(self.traces, cell.run_id + GRADE_SUFFIX)
             tools = self.make_tools(cell.task)
             subs: list[Any] = [tokens] + ([writer] if writer is not None else [])
             run = Run(cell.task.input, tools, subscribers=subs, ledger=ledger, **self.run_options(cell))
@@ -131,8 +137,6 @@ class CellRunner:
             }
         finally:
             _release(locals().get("tools"))
-        if writer is not None:
-            writer.close()
         score, score_cost, error = None, 0.0, ""
         err = getattr(result, "error", None)
         if err is not None:
@@ -141,14 +145,17 @@ class CellRunner:
             try:
                 ascore = getattr(self.scorer, "ascore", None)
                 if ascore is not None:
-                    try:
-                        score, score_cost = await ascore(result, cell.task, ledger=ledger, run_id=cell.run_id + "-grade")
+                    traced = {"subscribers": [writer]} if writer is not None and isinstance(self.scorer, ModelGraded) else {}
+                    try:  # the grading run is traced too: its spending is in the folder if the process dies
+                        score, score_cost = await ascore(result, cell.task, ledger=ledger, run_id=cell.run_id + GRADE_SUFFIX, **traced)
                     finally:
-                        _release_held(ledger, cell.run_id + "-grade")
+                        _release_held(ledger, cell.run_id + GRADE_SUFFIX)
                 else:
                     score = self.scorer(result, cell.task)
             except Exception as exc:
                 error = (error + "; " if error else "") + f"scorer failed: {type(exc).__name__}: {exc}"
+        if writer is not None:
+            writer.close()
         if isinstance(score, bool):
             score = float(score)
         return {

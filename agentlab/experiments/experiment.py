@@ -16,7 +16,9 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from .._runtime.driver import run_to_end
 from ..loop import Run
+from ..models.base import Model
 from ..pricing import resolve_prices
 from ..vocab import StopReason
 from .cells import Cell, CellRunner, config_columns
@@ -63,7 +65,7 @@ class Experiment:
         configs: Any,
         *,
         tools: Any = None,
-        model: Any = None,
+        model: Model | str | Callable[..., Model] | None = None,
         scorer: Callable[..., Any] | str | None = None,
         repeats: int = 1,
         concurrency: int = 8,
@@ -112,12 +114,24 @@ class Experiment:
         self._live: dict[str, Run] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self.ledger: TotalLedger | None = None
+        self.spent_before = 0.0
+        """What the folder's runs had spent when the last ``run()`` began (counted against ``max_total_cost``)."""
 
     # ------------------------------------------------------------- the grid
     @property
     def cells(self) -> list[Cell]:
-        """Every cell, config-major (so early rows cover every task of the first config)."""
+        """Every cell, config-major: the order of the rows (cells run in :attr:`schedule` order)."""
         return [Cell(t, c, r) for c in self.configs for t in self.tasks for r in range(self.repeats)]
+
+    @property
+    def schedule(self) -> list[Cell]:
+        """The order cells run in: round-robin, every config on a task before the next task.
+
+        A grid cut short (by the total, the deadline or Stop) then leaves
+        every config with about as many runs, on the same tasks, so the
+        configs can still be compared (``cells`` keeps the rows' order).
+        """
+        return [Cell(t, c, r) for r in range(self.repeats) for t in self.tasks for c in self.configs]
 
     def subscribe(self, callback: ExperimentSubscriber) -> Callable[[], None]:
         """Call ``callback(ExperimentEvent)`` for the experiment's events; returns an unsubscribe function."""
@@ -147,33 +161,25 @@ class Experiment:
 
     # ------------------------------------------------------------- running
     def run(self) -> ExperimentResult:
-        """Run every unfinished cell, from a script or inside Jupyter (like :func:`agentlab.run`)."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:
-            return asyncio.run(self.arun())
-        box: dict[str, Any] = {}
+        """Run every unfinished cell, from a script or inside Jupyter (like :func:`agentlab.run`).
 
-        def target() -> None:
-            try:
-                box["result"] = asyncio.run(self.arun())
-            except BaseException as exc:
-                box["error"] = exc
-
-        worker = threading.Thread(target=target, name="agentlab-experiment", daemon=True)
-        worker.start()
-        try:
-            while worker.is_alive():
-                worker.join(0.1)
-        except KeyboardInterrupt:  # Ctrl-C / interrupt kernel: stop at safe points, keep what finished
-            self.stop()
-            worker.join()
-        if "error" in box:
-            raise box["error"]
-        return box["result"]
+        The same driver as :func:`agentlab.run` (:mod:`agentlab._runtime.driver`): a
+        task a run left behind (a tool that ignores its cancellation) cannot
+        hold this call, and Ctrl-C (or interrupting the kernel) stops every run
+        at its next safe point and returns what the folder holds.
+        """
+        return run_to_end(self.arun(), cancel=self.stop, result=self.result)
 
     async def arun(self) -> ExperimentResult:
-        """Run every unfinished cell on the current event loop; returns the result of all cells."""
+        """Run every unfinished cell on the current event loop; returns the result of all cells.
+
+        The folder is this process's while it runs: another process (or a
+        second run of it here) gets :class:`~.folder.FolderInUse` at once.
+        """
+        with self.folder.own():
+            return await self._arun()
+
+    async def _arun(self) -> ExperimentResult:
         self._stop.clear()
         self._loop = asyncio.get_running_loop()
         spec = spec_of(self.tasks, self.configs, self.repeats)
@@ -182,9 +188,10 @@ class Experiment:
         cells = self.cells
         wanted = {(c.task.id, c.config.name, c.repeat) for c in cells}
         kept = {k: v for k, v in kept.items() if k in wanted}
-        todo = [c for c in cells if (c.task.id, c.config.name, c.repeat) not in kept]
-        spent_before = sum(r.get("cost", 0.0) + r.get("score_cost", 0.0) for r in kept.values())
-        self.ledger = ledger = TotalLedger(self.max_total_cost, spent_before)
+        todo = [c for c in self.schedule if (c.task.id, c.config.name, c.repeat) not in kept]
+        # Everything the folder's runs spent, a call in flight at a crash included (its reservation, from its trace).
+        self.spent_before = self.folder.spent(kept).total
+        self.ledger = ledger = TotalLedger(self.max_total_cost, self.spent_before)
         self._attach_progress()
         rows: dict[tuple[str, str, int], dict[str, Any]] = dict(kept)
         out = self.folder.appender()
@@ -209,7 +216,7 @@ class Experiment:
             if self.backend == "ray":
                 from .ray import run_ray
 
-                await run_ray(todo, runner, ledger, self.concurrency, started, finished, exhausted, self._stop.is_set)
+                await run_ray(todo, runner, ledger, self.concurrency, started, finished, exhausted, self._stop.is_set, self.folder.traces)
             else:
                 from .local import run_local
 

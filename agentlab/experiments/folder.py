@@ -4,26 +4,51 @@
 options and hashes, repeats, limits) and code/package versions;
 ``rows.jsonl`` gets one line per finished cell, written with one unbuffered
 write after the run's trace is complete, so a SIGKILL loses no finished
-run; ``traces/`` holds every run's JSONL trace.
+run; ``traces/`` holds every run's JSONL trace, and ``attempts/`` the traces
+of earlier attempts at cells that were run again (they hold spending too).
+
+One process runs a folder at a time: :meth:`Folder.own` takes an exclusive
+lock on ``owner.lock`` (released by the operating system when the process
+dies, however it dies), and a second process gets :class:`FolderInUse` at
+once, before it reads, runs or writes anything.
 """
 
 from __future__ import annotations
 
+import contextlib
+import datetime
 import hashlib
 import json
+import os
 import platform
+import socket
 import sys
+import tempfile
+from collections.abc import Iterator
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import orjson
 
+from ..errors import AgentlabError
+from ._spend import Spend, trace_spend
 from .grid import Config, describe
 from .tasks import Task
 
-RERUN_REASONS = frozenset({"experiment budget", "cancelled", "setup failed"})
+try:  # POSIX advisory locks
+    import fcntl
+except ImportError:  # pragma: no cover - Windows
+    fcntl = None  # type: ignore[assignment]
+
+RERUN_REASONS = frozenset({"experiment budget", "cancelled", "setup failed", "worker failed"})
 """A row with one of these reasons did not finish its work: a rerun runs the cell again."""
+
+TRACE_SUFFIX = ".jsonl"
+
+
+class FolderInUse(AgentlabError, RuntimeError):
+    """Another process (or another run in this one) is running the experiment in this folder."""
 
 
 def spec_of(tasks: list[Task], configs: list[Config], repeats: int) -> dict[str, Any]:
@@ -70,6 +95,34 @@ class Folder:
         self.rows = path / "rows.jsonl"
         self.traces = path / "traces"
 
+    @contextlib.contextmanager
+    def own(self) -> Iterator[None]:
+        """Hold the folder for this process while the block runs; :class:`FolderInUse` if another holds it.
+
+        The lock goes with the open file, so a killed owner frees the folder
+        without leaving anything to clean up; the file keeps the last owner's
+        pid and host for the error message.
+        """
+        self.path.mkdir(parents=True, exist_ok=True)
+        lock = self.path / "owner.lock"
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if fcntl is not None:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    raise FolderInUse(
+                        f"the experiment folder {self.path} is in use by {_owner(lock)}: one process runs an "
+                        "experiment at a time. Wait for it to finish (or stop it), then run again to continue; "
+                        "or pass another name= for a separate experiment."
+                    ) from None
+            me = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+            os.ftruncate(fd, 0)
+            os.pwrite(fd, json.dumps(me).encode(), 0)
+            yield
+        finally:
+            os.close(fd)  # releases the lock
+
     def open(self, spec: dict[str, Any], *, name: str, limits: dict[str, Any]) -> None:
         """Create the folder, or check that it was made by a compatible spec, and record the spec."""
         if self.manifest.exists():
@@ -90,9 +143,7 @@ class Folder:
             merged = spec
         self.traces.mkdir(parents=True, exist_ok=True)
         manifest = {"name": name, "spec": merged, "limits": limits, "versions": dict(versions()), "argv": sys.argv[:1]}
-        tmp = self.manifest.with_suffix(".tmp")
-        tmp.write_text(json.dumps(manifest, indent=1, default=str), encoding="utf-8")
-        tmp.replace(self.manifest)  # atomic: a kill leaves the old manifest or the new one
+        _write_atomically(self.manifest, json.dumps(manifest, indent=1, default=str).encode("utf-8"))
 
     def finished_rows(self) -> dict[tuple[str, str, int], dict[str, Any]]:
         """The last row of every cell that finished (killed-mid-write lines are skipped)."""
@@ -111,9 +162,68 @@ class Folder:
                 out[key] = row
         return out
 
+    def spent(self, kept: dict[tuple[str, str, int], dict[str, Any]]) -> Spend:
+        """Everything this folder's runs spent: ``kept`` rows, and every other trace (earlier attempts,
+        cells stopped or killed mid-run, cells no longer in the spec).
+
+        A kept row was written after its run's trace was complete, so its
+        cost is its trace's; the other traces are read (see :mod:`._spend`).
+        """
+        total = Spend(sum(_money(r.get("cost")) + _money(r.get("score_cost")) for r in kept.values()), 0.0)
+        counted = {r["run_id"] for r in kept.values() if r.get("run_id")}
+        counted |= {f"{rid}-grade" for rid in counted}  # a kept row's score_cost is its grading run's spend
+        for folder in (self.traces, self.attempts):
+            if folder.is_dir():
+                for f in folder.iterdir():
+                    if f.suffix == TRACE_SUFFIX and not (folder == self.traces and f.stem in counted):
+                        total = total + trace_spend(f)
+        return total
+
+    @property
+    def attempts(self) -> Path:
+        return self.path / "attempts"
+
     def appender(self) -> Any:
         self.path.mkdir(parents=True, exist_ok=True)
         return open(self.rows, "ab", buffering=0)
+
+
+def keep_attempt(traces: Path, run_id: str) -> None:
+    """Move an earlier attempt's trace out of the way of a new one (its spending still counts; see :meth:`Folder.spent`)."""
+    old = traces / f"{run_id}{TRACE_SUFFIX}"
+    if not old.exists():
+        return
+    attempts = traces.parent / "attempts"
+    attempts.mkdir(exist_ok=True)
+    n = 1
+    while (attempts / f"{run_id}.{n}{TRACE_SUFFIX}").exists():
+        n += 1
+    old.replace(attempts / f"{run_id}.{n}{TRACE_SUFFIX}")
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    """Write ``path`` whole or not at all, through a temporary file of this writer's own (never a shared name)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)  # atomic: a reader sees the old file or the new one
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def _owner(lock: Path) -> str:
+    try:
+        info = json.loads(lock.read_text(encoding="utf-8"))
+        return f"process {int(info['pid'])} on {info['host']} (since {info['since']})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return "another process"
+
+
+def _money(value: Any) -> float:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else 0.0
 
 
 def row_line(row: dict[str, Any]) -> bytes:

@@ -60,6 +60,18 @@ class TotalLedger:
         with self._lock:
             self.reserved = max(0.0, self.reserved - self._held.pop(run_id, 0.0))
 
+    def forfeit(self, run_id: str) -> float:
+        """A run whose process died mid-call: what it holds counts as spent (the call may have been billed).
+
+        Returns the amount moved from reserved to spent; it equals the
+        reservation the run's trace shows with no reply after it.
+        """
+        with self._lock:
+            held = self._held.pop(run_id, 0.0)
+            self.reserved = max(0.0, self.reserved - held)
+            self.spent += held
+            return held
+
     def charge(self, amount: float) -> None:
         """Count spending that was made outside a reservation (none in the engine)."""
         with self._lock:

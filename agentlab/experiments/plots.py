@@ -8,22 +8,25 @@ import numpy as np
 
 
 def _ax(ax: Any, size: tuple[float, float] = (7, 4)) -> Any:
+    """``ax``, or the Axes of a new standalone Figure: never pyplot's, which a notebook would show a
+    second time beside the returned figure."""
     if ax is None:
-        import matplotlib.pyplot as plt
+        from matplotlib.figure import Figure
 
-        _, ax = plt.subplots(figsize=size)
+        ax = Figure(figsize=size, layout="constrained").add_subplot()
     return ax
 
 
 def cost_vs_success(result: Any, ax: Any = None) -> Any:
-    """Mean cost per run (with its 95 % bootstrap interval) against success rate, one point per config."""
+    """Mean cost per run against success rate (each with its 95 % bootstrap interval), one point per config."""
     ax = _ax(ax)
     s = result.summary()
     for name, r in s.iterrows():
-        ax.errorbar(r["cost_mean"], r["success"], xerr=[[r["cost_mean"] - r["cost_lo"]], [r["cost_hi"] - r["cost_mean"]]], fmt="o", capsize=4)
+        ax.errorbar(r["cost_mean"], r["success"], xerr=[[r["cost_mean"] - r["cost_lo"]], [r["cost_hi"] - r["cost_mean"]]],
+                    yerr=[[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]], fmt="o", capsize=4)
         ax.annotate(str(name), (r["cost_mean"], r["success"]), textcoords="offset points", xytext=(6, 4), fontsize=8)
     ax.set_xlabel("mean cost per run (USD, 95 % interval)")
-    ax.set_ylabel("success rate")
+    ax.set_ylabel("success rate (95 % interval)")
     ax.set_ylim(-0.05, 1.05)
     ax.set_title("cost vs success per config")
     return ax

@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from ..budget import NO_LEDGER
 from ..vocab import StopReason
-from .cells import Cell, CellRunner, not_run_row
+from ._spend import Spend, trace_spend
+from .cells import GRADE_SUFFIX, Cell, CellRunner, not_run_row
+from .folder import TRACE_SUFFIX
 from .ledger import TotalLedger
 
 
@@ -47,13 +50,25 @@ class RemoteLedger:
 
 
 def _cell_task(runner: CellRunner, cell: Cell, actor: Any) -> dict[str, Any]:
-    return asyncio.run(runner.run(cell, NO_LEDGER if actor is None else RemoteLedger(actor)))
+    """One cell in a worker, on the same driver as :func:`agentlab.run` (a stubborn tool cannot hold the worker)."""
+    from .._runtime.driver import run_to_end
+
+    live: list[Any] = []
+
+    def cancel() -> None:
+        for run in live:
+            run.cancel()
+
+    return run_to_end(
+        runner.run(cell, NO_LEDGER if actor is None else RemoteLedger(actor), before=live.append),
+        cancel=cancel, result=lambda: None,
+    )
 
 
 async def run_ray(
     cells: list[Cell], runner: CellRunner, ledger: TotalLedger, concurrency: int,
     started: Callable[[Cell], None], finished: Callable[[Cell, dict[str, Any]], None],
-    exhausted: Callable[[], bool], stopping: Callable[[], bool],
+    exhausted: Callable[[], bool], stopping: Callable[[], bool], traces: Path | None = None,
 ) -> None:
     """Submit at most ``concurrency`` cells at a time; the driver's ledger mirrors the actor's at the end."""
     ray = _ray()
@@ -91,10 +106,8 @@ async def run_ray(
                 cell = pending.pop(ref)
                 try:
                     row = ray.get(ref)
-                except Exception as exc:  # the worker died: this cell's row says so
-                    from .cells import base_row
-
-                    row = {**not_run_row(cell, "worker failed"), **base_row(cell), "outcome": "error", "error": f"{type(exc).__name__}: {exc}"}
+                except Exception as exc:  # the worker died mid-cell: its trace says what it spent
+                    row = lost_worker_row(cell, exc, traces, actor)
                 if actor is None:
                     ledger.charge(row.get("cost", 0.0) + row.get("score_cost", 0.0))
                 else:
@@ -107,3 +120,22 @@ async def run_ray(
         if actor is not None:
             ledger.spent = ray.get(actor.state.remote())[0]
             ray.kill(actor)
+
+
+def lost_worker_row(cell: Cell, exc: BaseException, traces: Path | None, actor: Any) -> dict[str, Any]:
+    """The row of a cell whose worker died: cost from its trace, its reservations released as spent.
+
+    Its reason, ``"worker failed"``, is a rerun reason: the next ``run()``
+    runs the cell again (this attempt's trace is kept, and still counts).
+    """
+    spend = Spend()
+    if traces is not None:
+        spend = trace_spend(traces / f"{cell.run_id}{TRACE_SUFFIX}") + trace_spend(traces / f"{cell.run_id}{GRADE_SUFFIX}{TRACE_SUFFIX}")
+    if actor is not None:  # a call in flight when the worker died may have been billed: its hold becomes spending
+        for rid in (cell.run_id, cell.run_id + GRADE_SUFFIX):
+            _ray().get(actor.forfeit.remote(rid))
+    note = f"; its trace billed ${spend.billed:.6f}" + (f" and held ${spend.in_flight:.6f} for a call in flight" if spend.in_flight else "")
+    return {
+        **not_run_row(cell, "worker failed"), "outcome": "error", "cost": spend.total,
+        "error": f"the worker running this cell died ({type(exc).__name__}: {exc}){note}",
+    }

@@ -65,21 +65,33 @@ class ModelGraded:
         target = f"\nReference answer: {task.target}" if task.target else ""
         return f"Rubric: {self.rubric}\nTask: {task.input}{target}\nAnswer to grade: {_answer(result)}"
 
-    async def ascore(self, result: Any, task: Task, *, ledger: Ledger = NO_LEDGER, run_id: str = "grade") -> tuple[float | None, float]:
-        """(score, dollars spent grading)."""
+    def grader(self, result: Any, task: Task, *, ledger: Ledger = NO_LEDGER, run_id: str = "grade", subscribers: Any = ()) -> Any:
+        """The one-step grading run (not started)."""
         from ..loop import Run
 
-        grader = Run(
+        return Run(
             self.prompt(result, task), model=self.model, max_steps=1, max_cost=None, deadline_s=60,
             max_tokens=self.max_tokens, system=GRADER_SYSTEM, prices=self.prices, run_id=run_id, ledger=ledger,
+            subscribers=subscribers,
         )
-        verdict = await grader.run()
-        return parse_grade(getattr(verdict, "text", "")) if verdict.outcome == "done" else None, verdict.cost
+
+    async def ascore(
+        self, result: Any, task: Task, *, ledger: Ledger = NO_LEDGER, run_id: str = "grade", subscribers: Any = (),
+    ) -> tuple[float | None, float]:
+        """(score, dollars spent grading); ``subscribers`` see the grading run (the experiment traces it)."""
+        return await _graded(self.grader(result, task, ledger=ledger, run_id=run_id, subscribers=subscribers))
 
     def __call__(self, result: Any, task: Task) -> float | None:
-        import asyncio
+        """Grade from a script or a notebook, on the same driver as :func:`agentlab.run` (Ctrl-C stops the grading)."""
+        from .._runtime.driver import run_to_end
 
-        return asyncio.run(self.ascore(result, task))[0]
+        run = self.grader(result, task)
+        return run_to_end(_graded(run), cancel=run.cancel, result=lambda: None)[0]
+
+
+async def _graded(run: Any) -> tuple[float | None, float]:
+    verdict = await run.run()
+    return parse_grade(getattr(verdict, "text", "")) if verdict.outcome == "done" else None, verdict.cost
 
 
 def model_graded(rubric: str, *, model: Any = "claude-haiku-4-5", max_tokens: int = 64, prices: Any = None) -> ModelGraded:

@@ -98,7 +98,8 @@ def summary_text(result: Any) -> str:
     s = result.summary()
     if s.empty:
         return "(no finished runs)"
-    show = s[["runs", "not_run", "success", "cost_mean", "cost_lo", "cost_hi", "cost_p90", "steps_mean", "stop_reasons"]]
+    show = s[["runs", "not_run", "samples", "success", "success_lo", "success_hi", "cost_mean", "cost_lo", "cost_hi",
+              "cost_per_success", "steps_mean", "stop_reasons"]]
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):

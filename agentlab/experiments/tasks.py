@@ -25,6 +25,27 @@ class Task:
     target: str | None = None
     meta: Mapping[str, Any] = field(default_factory=dict)
 
+    # A task given as a dict reads as one in a scorer: ``task["target"]`` as well as ``task.target``.
+    def as_dict(self) -> dict[str, Any]:
+        """The task as the dict it may have been given as: ``id``, ``input``, ``target`` and the metadata."""
+        return {**self.meta, "id": self.id, "input": self.input, "target": self.target}
+
+    def __getitem__(self, key: str) -> Any:
+        d = self.as_dict()
+        if key not in d:
+            raise KeyError(f"task {self.id!r} has no {key!r}: it has {', '.join(map(repr, d))}")
+        return d[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """``task.get("target")``, as on the dict the task was given as."""
+        return self.as_dict().get(key, default)
+
+    def keys(self) -> list[str]:
+        return list(self.as_dict())
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.as_dict()
+
 
 def input_id(text: str) -> str:
     """A stable id from a task's input (the same input always gets the same id)."""

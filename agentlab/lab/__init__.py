@@ -22,12 +22,21 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import random
 from collections.abc import Callable, Iterable, Sequence
+from types import EllipsisType
 from typing import Any
 
+from .._options import DEFAULTS, collect, documented
+from .._runtime.driver import run_to_end
 from ..approval import Ask
-from ..events import Event
+from ..budget import CostGuard
+from ..clock import Clock
+from ..errors import Policy
+from ..events import Event, Subscriber
 from ..loop import Run
+from ..models.base import Model
+from ..pricing import Prices
 from ..results import Result, Stopped
 from ..tools import Tool
 from ..vocab import RESUMABLE, EventKind
@@ -47,11 +56,12 @@ def _require_ipywidgets() -> None:
         ) from exc
 
 
+@documented
 class Lab:
     """An agent run with a live control panel. Display it (last line of a cell) to see it.
 
-    ``task``, ``tools``, ``model`` and any other keyword (``max_steps``,
-    ``max_cost``, ``deadline_s``, ``clock``, ...) go to :class:`agentlab.Run`.
+    ``task``, ``tools``, ``model`` and the run options (listed below) go to
+    :class:`agentlab.Run`.
 
     Args:
         pause_before_tools: start with "pause before tools" ticked: after the
@@ -68,13 +78,28 @@ class Lab:
         task: str | Sequence[dict[str, Any]],
         tools: Iterable[Tool | Callable[..., Any]] | dict[str, Any] | None = None,
         *,
-        model: Any,
         pause_before_tools: bool = False,
         trace: bool | str | os.PathLike[str] = True,
         refresh_s: float = 0.2,
         log_limit: int = 50,
         chart: bool = True,
-        **run_options: Any,
+        model: Model | str,
+        max_steps: int | None = DEFAULTS.max_steps,
+        max_cost: float | None = DEFAULTS.max_cost,
+        deadline_s: float | None = DEFAULTS.deadline_s,
+        cost_guard: CostGuard = DEFAULTS.cost_guard,
+        system: str | None = DEFAULTS.system,
+        max_tokens: int = DEFAULTS.max_tokens,
+        policy: Policy | None = DEFAULTS.policy,
+        max_concurrency: int = DEFAULTS.max_concurrency,
+        loop_nudge_at: int = DEFAULTS.loop_nudge_at,
+        prices: Prices | None = DEFAULTS.prices,
+        clock: Clock | None = DEFAULTS.clock,
+        rng: random.Random | None = DEFAULTS.rng,
+        run_id: str | None = DEFAULTS.run_id,
+        subscribers: Iterable[Subscriber] = DEFAULTS.subscribers,
+        approve: Any = DEFAULTS.approve,
+        approval_stops_clock: bool = DEFAULTS.approval_stops_clock,
     ) -> None:
         _require_ipywidgets()
         if isinstance(refresh_s, bool) or not isinstance(refresh_s, (int, float)) or not refresh_s >= 0:
@@ -88,14 +113,15 @@ class Lab:
         self.state = PanelState()
         self._trace_dir = None if trace is True or trace is False else trace
         self._writer = None
-        subscribers = list(run_options.pop("subscribers", ()))
+        run_options = collect(locals())
+        subscribers = list(run_options.pop("subscribers"))
         if trace is not False:
             from ..trace.writer import TraceWriter
 
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)
         subscribers.append(self._on_event)
-        approve = run_options.pop("approve", None)  # a callback of the user's, or the panel's buttons
+        approve = run_options.pop("approve")  # a callback of the user's, or the panel's buttons
         run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
@@ -123,14 +149,22 @@ class Lab:
         """One step, then pause. In a notebook returns the task (awaitable); in a script, the result."""
         return self._start(single=True, limits={})
 
-    def run(self, **limits: Any) -> Any:
+    def run(
+        self,
+        *,
+        max_steps: int | None | EllipsisType = ...,
+        max_cost: float | None | EllipsisType = ...,
+        deadline_s: float | None | EllipsisType = ...,
+    ) -> Any:
         """Step until the run finishes or is paused.
 
         On a run stopped by a budget (or cancelled), continues it; pass raised
-        limits (``max_cost=1.0``, ``max_steps=20``, ``deadline_s=120``) to
-        give it room. In a notebook returns the task; in a script, the result.
+        limits (``max_cost=1.0``, ``max_steps=20``, ``deadline_s=120``; ``None``
+        for no limit) to give it room. In a notebook returns the task; in a
+        script, the result.
         """
-        return self._start(single=False, limits=limits)
+        given = (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s))
+        return self._start(single=False, limits={k: v for k, v in given if v is not ...})
 
     def pause(self) -> None:
         """Pause after the step in flight (the panel says "pausing" until then). From any thread."""
@@ -279,9 +313,6 @@ class Lab:
         if self.engine.finished:
             if not self._resumable():
                 raise RuntimeError(f"the run has finished ({self.engine.result!r}); make a new Lab to run again")
-            unknown = set(limits) - {"max_steps", "max_cost", "deadline_s"}
-            if unknown:
-                raise TypeError(f"run() takes only max_steps, max_cost and deadline_s, got {sorted(unknown)}")
             self.engine.resume(**limits)
         elif limits:
             raise ValueError(
@@ -302,7 +333,8 @@ class Lab:
         if self._loop is not None and self._loop.is_running():  # called from another thread
             self._task = asyncio.run_coroutine_threadsafe(self._drive(single), self._loop)
             return self._task
-        return asyncio.run(self._drive(single))
+        # A script: the one driver (agentlab._runtime.driver) runs it, like agentlab.run(); a Ctrl-C stops the run.
+        return run_to_end(self._drive(single), cancel=self.engine.cancel, result=lambda: self.engine.result)
 
     async def _drive(self, single: bool) -> Result | None:
         run = self.engine

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._shorten import shorten
 from ._state import PanelState
 
 
@@ -21,7 +22,7 @@ def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> s
     lines = [f"agentlab run {state.run_id} ({state.model}): {state.status_line()}"]
     if pending is not None:
         waiting = f"  waiting for approval: {pending}"
-        lines.append(waiting if len(waiting) <= width else waiting[: width - 3] + "...")
+        lines.append(shorten(waiting, width))
     lines.append("  " + " | ".join(f"{g.name} {g.text}" for g in state.gauges()))
     if state.log:
         entry = state.log[max(state.log)]
@@ -29,8 +30,8 @@ def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> s
         last = f"  last step {entry.step}: " + (calls or "no tool calls")
         if entry.text:
             last += f"; said: {entry.text.strip()}"
-        lines.append(last if len(last) <= width else last[: width - 3] + "...")
+        lines.append(shorten(last, width))
     if state.answer:
         answer = f"  answer: {state.answer.strip()}"
-        lines.append(answer if len(answer) <= width else answer[: width - 3] + "...")
+        lines.append(shorten(answer, width))
     return "\n".join(lines)

@@ -40,7 +40,7 @@ import re
 import threading
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
 import orjson
@@ -150,7 +150,7 @@ class AnthropicModel:
         if client is None:
             advice = (
                 "set ANTHROPIC_API_KEY, or pass client=anthropic.AsyncAnthropic(api_key=...) "
-                "(agentlab.resolve_model falls back to an offline model instead)"
+                "(or run offline: model='offline')"
             )
             try:
                 client = anthropic.AsyncAnthropic(max_retries=0)
@@ -167,6 +167,7 @@ class AnthropicModel:
         # `agentlab.run()` starts a new loop per run: keep one pool per loop (see _client_here).
         self._per_loop = _owns_default_pool(client)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        self._busy: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self.model = model
         self.name = name or model
@@ -225,6 +226,10 @@ class AnthropicModel:
             self._containers[key] = cid
 
     async def complete(self, request: ModelRequest) -> dict[str, Any]:
+        with self._in_flight():
+            return await self._complete(request)
+
+    async def _complete(self, request: ModelRequest) -> dict[str, Any]:
         import anthropic
 
         check_url(str(self.client.base_url))
@@ -306,10 +311,43 @@ class AnthropicModel:
 
         check_url(str(self.client.base_url))
         timeout = self.timeout if request.timeout is None else max(request.timeout, 0.001)
-        return await count_input_tokens(
-            self._client_here(), self.build_params(request), timeout=timeout, secrets=_secrets(self.client),
-            api_error=api_error, scrub=_scrub,
-        )
+        with self._in_flight():
+            return await count_input_tokens(
+                self._client_here(), self.build_params(request), timeout=timeout, secrets=_secrets(self.client),
+                api_error=api_error, scrub=_scrub,
+            )
+
+    @contextlib.contextmanager
+    def _in_flight(self) -> Iterator[None]:
+        """Count this loop's requests in flight (:meth:`close_pool` leaves a pool in use alone)."""
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            self._busy[loop] = self._busy.get(loop, 0) + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._busy[loop] -= 1
+
+    async def close_pool(self) -> None:
+        """Close the running loop's connection pool, unless a request is in flight on it.
+
+        :func:`agentlab.arun` calls this as its run ends: a caller driving its
+        own loop may close it next (``loop.close()`` cancels nothing), and a
+        pool left open then is a pending task and open sockets at exit. The
+        next call on this loop opens a fresh pool.
+        """
+        if not self._per_loop:
+            return
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            bound = self._clients.get(loop)
+            if bound is None or self._busy.get(loop, 0):
+                return
+            del self._clients[loop]
+        closer = bound[1]
+        closer.cancel()  # its finally closes the pool, on this loop
+        await asyncio.gather(closer, return_exceptions=True)
 
     def _client_here(self) -> Any:
         """The client for the running event loop, with its own connection pool.

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 from ..clock import Clock, SystemClock
@@ -61,7 +61,13 @@ class FunctionModel:
     ``model`` is the id whose prices the run is charged at (offline runs
     cost what the same tokens would cost on that model). ``stream`` (chars
     per fragment), ``chunk_delay`` and ``clock`` make it stream its replies.
+    ``count_tokens(request) -> int`` (sync or async), when given, counts a
+    request's input tokens exactly, so the hard cost guard checks the exact
+    cost near the limit instead of a bound (see docs/cost-guard.md).
     """
+
+    count_tokens: Callable[[ModelRequest], Awaitable[int]]
+    """Present only when a ``count_tokens`` function was given: the engine asks only models that can count."""
 
     def __init__(
         self,
@@ -72,9 +78,24 @@ class FunctionModel:
         stream: int | None = None,
         chunk_delay: float = 0.0,
         clock: Clock | None = None,
+        count_tokens: Callable[[ModelRequest], int | Awaitable[int]] | None = None,
     ) -> None:
         if not callable(fn):
             raise TypeError(f"FunctionModel needs a function, got {type(fn).__name__}")
+        if count_tokens is not None:
+            if not callable(count_tokens):
+                raise TypeError(f"count_tokens must be a function of the request returning an int, got {type(count_tokens).__name__}")
+            counter = count_tokens
+
+            async def count(request: ModelRequest) -> int:
+                n = counter(request)
+                if inspect.isawaitable(n):
+                    n = await n
+                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                    raise TypeError(f"count_tokens must return an int >= 0, got {n!r}")
+                return n
+
+            self.count_tokens = count
         if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream < 1):
             raise ValueError(f"stream must be a number of characters per fragment (>= 1) or None, got {stream!r}")
         if not isinstance(chunk_delay, (int, float)) or chunk_delay < 0:

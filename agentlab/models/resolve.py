@@ -1,10 +1,11 @@
-"""Pick the model for a demo or a notebook: Claude when a key is set, offline otherwise.
+"""Turn a ``model=`` argument into a model: an id as Claude, ``"offline"`` as an offline model.
 
-A lesson must run on a machine with no API key (a classroom, CI), and still
-use the real model when one is available, without editing the notebook.
-:func:`resolve_model` makes that choice in one place and returns a one-line
-notice saying what happened; the caller decides how to show it (a print, a
-log line, a banner in the panel).
+Offline is asked for, never slipped in: ``model="claude-haiku-4-5"`` with no
+``ANTHROPIC_API_KEY`` is an error that says how to go offline, so a result
+reading ``done`` under a Claude model id was answered by Claude. A lesson or
+demo that must run on a machine with no key (a classroom, CI) and still use
+Claude when one is set asks for that explicitly with ``fallback=``; the
+returned one-line notice says what was chosen, and the caller shows it.
 """
 
 from __future__ import annotations
@@ -13,10 +14,17 @@ import os
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from ..errors import AgentlabError
 from .base import ModelRequest
 from .offline import DEFAULT_PRICED_AS, FunctionModel
 
 KEY_ENV = "ANTHROPIC_API_KEY"
+OFFLINE = "offline"
+"""``model="offline"`` (or ``"offline:claude-haiku-4-5"`` to price it as that model)."""
+
+
+class MissingAPIKey(AgentlabError, ValueError):
+    """A Claude model id was given but no ``ANTHROPIC_API_KEY`` is set (the message says how to go offline)."""
 
 
 class Resolved(NamedTuple):
@@ -33,52 +41,75 @@ def resolve_model(
     environ: Mapping[str, str] | None = None,
     **options: Any,
 ) -> Resolved:
-    """``spec`` as a model: a model object as is; a model id string as Claude, or offline.
+    """``spec`` as a model: a model object as is, ``"offline"`` offline, a model id as Claude.
 
     Args:
-        spec: a model (anything with ``model`` and ``complete``) or a model id
-            such as ``"claude-sonnet-4-5"``.
-        fallback: the offline model to use when ``ANTHROPIC_API_KEY`` is not
-            set: a model, or a function returning one. By default, a stand-in
-            that answers without tools, priced as ``spec``.
+        spec: a model (anything with ``model`` and ``complete``), a model id
+            such as ``"claude-sonnet-4-5"``, or ``"offline"`` /
+            ``"offline:<model id>"`` (priced as that id).
+        fallback: what to run when ``spec`` is a model id and
+            ``ANTHROPIC_API_KEY`` is not set, for a demo or lesson that must
+            run without a key: a model, or a function returning one. The
+            notice then says so. Without it, a missing key is an error.
         environ: the environment to read (default ``os.environ``).
         options: passed to :class:`~agentlab.models.anthropic.AnthropicModel`.
+
+    Raises:
+        MissingAPIKey: ``spec`` is a model id, no key is set and no fallback given.
     """
     if not isinstance(spec, str):
         if not isinstance(getattr(spec, "model", None), str) or not callable(getattr(spec, "complete", None)):
             raise TypeError(f"spec must be a model id string or a model, got {type(spec).__name__}")
         return Resolved(spec, None)
     if not spec.strip():
-        raise ValueError("spec must be a non-empty model id, e.g. 'claude-sonnet-4-5'")
+        raise ValueError("spec must be a non-empty model id, e.g. 'claude-sonnet-4-5', or 'offline'")
+    if spec == OFFLINE or spec.startswith(OFFLINE + ":"):
+        return Resolved(_offline(fallback) or offline_model(spec.partition(":")[2] or DEFAULT_PRICED_AS), None)
     env = os.environ if environ is None else environ
     if env.get(KEY_ENV):
         from .anthropic import AnthropicModel
 
         return Resolved(AnthropicModel(spec, **options), None)
-    model = fallback() if callable(fallback) and not hasattr(fallback, "complete") else fallback
+    model = _offline(fallback)
     if model is None:
-        model = offline_stand_in(spec)
-    elif not isinstance(getattr(model, "model", None), str) or not callable(getattr(model, "complete", None)):
-        raise TypeError(f"fallback must be a model or a function returning one, got {type(model).__name__}")
+        raise MissingAPIKey(missing_key_message(spec))
     name = getattr(model, "name", None) or type(model).__name__
     return Resolved(model, f"No {KEY_ENV} set: running the offline model {name!r} instead of {spec} (priced as {model.model}).")
 
 
-def offline_stand_in(spec: str) -> FunctionModel:
-    """An offline model that says, in its one reply, that it is not ``spec``.
+def missing_key_message(spec: str) -> str:
+    """What to do when a Claude model id is asked for with no key: set one, or go offline (and how)."""
+    return (
+        f"model={spec!r} is a Claude model, and no {KEY_ENV} is set, so it cannot be called. "
+        f"Set {KEY_ENV} to run with Claude, or run offline: model='offline' (an offline model that answers "
+        f"once, without tools; 'offline:{spec}' prices it as {spec}), a scripted model "
+        "(agentlab.ScriptedModel, agentlab.FunctionModel), or a scenario (agentlab scenarios)."
+    )
 
-    Priced as ``spec`` when prices for it are known, so costs still read true.
+
+def _offline(fallback: Any) -> Any:
+    model = fallback() if callable(fallback) and not hasattr(fallback, "complete") else fallback
+    if model is not None and (not isinstance(getattr(model, "model", None), str) or not callable(getattr(model, "complete", None))):
+        raise TypeError(f"fallback must be a model or a function returning one, got {type(model).__name__}")
+    return model
+
+
+def offline_model(priced_as: str = DEFAULT_PRICED_AS) -> FunctionModel:
+    """The model ``model="offline"`` runs: it answers once, without tools, saying no real model answered.
+
+    Priced as ``priced_as`` (when prices for it are known), so costs still read true.
     """
     from ..pricing import lookup_prices
 
-    priced_as = spec if lookup_prices(spec) is not None else DEFAULT_PRICED_AS
+    if lookup_prices(priced_as) is None:
+        raise ValueError(f"no price is known for {priced_as!r}: use 'offline' or 'offline:<a Claude model id>'")
 
-    def stand_in(messages: list[dict[str, Any]], tools: list[dict[str, Any]], request: ModelRequest) -> dict[str, Any]:
+    def offline(messages: list[dict[str, Any]], tools: list[dict[str, Any]], request: ModelRequest) -> dict[str, Any]:
         text = (
-            f"(offline stand-in for {spec}: no API key is set, so no real model answered. "
-            f"Set {KEY_ENV} to run this with Claude, or use an agentlab scenario for a scripted run.)"
+            "(offline model: no real model answered. "
+            f"Set {KEY_ENV} and pass a Claude model id to run this with Claude, or use an agentlab scenario for a scripted run.)"
         )
         return {"role": "assistant", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
 
-    return FunctionModel(stand_in, model=priced_as, name="offline stand-in")
+    return FunctionModel(offline, model=priced_as, name=OFFLINE)
 

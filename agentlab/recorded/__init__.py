@@ -1,11 +1,16 @@
 """Real runs in the lab: other agents' records read as native traces.
 
-``load_recorded(path)`` reads a Claude Code session, a mini-swe-agent or
-SWE-agent trajectory, or a Messages API log (recognised by content) and
+``load_recorded(path)`` reads a Claude Code session (or its ``stream-json``
+output), a Codex CLI rollout, a Gemini CLI chat, a Cline / Roo Code task, an
+inspect-ai ``.eval`` log, an OpenHands ``output.jsonl``, a mini-swe-agent or
+SWE-agent trajectory, or a Messages API log (each recognised by content) and
 returns the same :class:`~agentlab.trace.Trace` a native run produces, so
 every frame, plot, report, what-if, replay and fork works on it unchanged. A
 folder (or a file holding several runs: a session with compactions or
 subagents) gives :class:`~agentlab.trace.Traces`.
+
+A folder import never aborts: a file that holds no run is skipped with a
+:class:`SkippedFileWarning` and listed in the :class:`ImportReport`.
 
 Each importer turns its records into :class:`~.build.RecordedStep` values;
 :func:`~.build.build_run` turns those into the engine's event records,
@@ -15,29 +20,69 @@ redacted like a native trace. See ``docs/recorded.md``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
+from ..errors import AgentlabError
 from ..pricing import Prices
 from ..redact import Redactor
 from ..trace import Trace, Traces, TraceWriter
 from ..trace.writer import dumps
-from . import claude_code, messages_log, swe_agent
+from . import (
+    claude_code,
+    cline,
+    codex,
+    gemini,
+    inspect_eval,
+    messages_log,
+    openhands,
+    stream_json,
+    swe_agent,
+)
 from .build import RecordedRun, build_run
 from .detect import FORMATS, SUFFIXES, UnrecognizedFormat, detect
 
-Format = Literal["auto", "claude-code", "mini-swe-agent", "swe-agent", "messages-log"]
+Format = Literal[
+    "auto", "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "inspect-eval", "openhands",
+    "mini-swe-agent", "swe-agent", "messages-log",
+]
 
-__all__ = ["FORMATS", "Format", "UnrecognizedFormat", "import_recorded", "load_recorded", "recorded_runs"]
+__all__ = [
+    "FORMATS", "Format", "ImportReport", "NoCalls", "SkippedFileWarning", "UnrecognizedFormat",
+    "import_recorded", "load_recorded", "recorded_runs",
+]
+
+
+class SkippedFileWarning(UserWarning):
+    """A file in a folder import that holds no run this lab can read (it is skipped, the import goes on)."""
+
+
+class ImportReport(list[Path]):
+    """The trace files an import wrote (a list of paths), and what it read and skipped.
+
+    ``files_read`` counts the files looked at, ``runs`` the runs made from them,
+    and ``skipped`` lists ``(file, why)`` for every file that gave no run (not a
+    recorded run, no API calls in it, unreadable) and every run not written
+    (already in the folder without ``force=True``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.files_read = 0
+        self.runs = 0
+        self.skipped: list[tuple[Path, str]] = []
+
+    def summary(self) -> str:
+        """One line: files read, runs made, files skipped."""
+        return f"{self.files_read} file(s) read, {self.runs} run(s) made, {len(self.skipped)} skipped"
 
 
 def _files(path: Path) -> list[Path]:
     if path.is_file():
-        beside = path.with_suffix("") / "subagents"  # a Claude Code session brings its subagents
-        if path.suffix == ".jsonl" and beside.is_dir():
-            return [path, *sorted(beside.glob("*.jsonl"))]
-        return [path]
+        return [path, *claude_code.subagent_files(path)]  # a Claude Code session brings its subagents
     if not path.is_dir():
         raise FileNotFoundError(f"no recorded run at {str(path)!r} (give a file or a folder)")
     found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
@@ -46,53 +91,142 @@ def _files(path: Path) -> list[Path]:
     return found
 
 
-def _session_of(file: Path) -> Path | None:
-    """The main session file of a Claude Code ``<session>/subagents/agent-*.jsonl`` file."""
-    if file.parent.name == "subagents":
-        main = file.parent.parent.with_suffix(".jsonl")
-        return main
-    return None
+class _Scan:
+    """What one import has seen so far: sessions read, run ids given, files skipped."""
+
+    def __init__(self, report: ImportReport | None, folder: bool, progress: Any = None) -> None:
+        self.report = report if report is not None else ImportReport()
+        self.folder = folder
+        self.progress = progress
+        self.ids: set[str] = set()
+        self.links: dict[Path, dict[str, str]] = {}
+        self.main_runs: dict[Path, list[RecordedRun]] = {}
+        # one for the whole import: a resumed session copies the lines of the session it
+        # resumed (same uuid, same message.id), and a call is still counted once
+        self.seen = claude_code.Seen()
+        self.renamed: dict[Path, dict[str, str]] = {}
+
+    def skip(self, file: Path, why: str) -> None:
+        self.report.skipped.append((file, why))
+        warnings.warn(f"{file}: skipped ({why})", SkippedFileWarning, stacklevel=4)
+
+    def unique(self, runs: list[RecordedRun], file: Path, group: Path) -> list[RecordedRun]:
+        """Give every run an id no other run of this import has (``<folder>-<id>``, then ``-2``…),
+        keeping the links between runs of one session (``parent``, ``previous``) right."""
+        renamed = self.renamed.setdefault(group, {})
+        for r in runs:
+            rid = r.run_id
+            if rid in self.ids:
+                rid = f"{file.parent.name}-{r.run_id}" if file.parent.name else r.run_id
+                n = 1
+                while rid in self.ids:
+                    n += 1
+                    rid = f"{file.parent.name}-{r.run_id}-{n}"
+                renamed[r.run_id] = rid
+                r.meta["renamed_from"] = r.run_id
+                r.run_id = rid
+            self.ids.add(rid)
+        for r in runs:
+            if r.parent and r.parent.get("run_id") in renamed:
+                r.parent = {**r.parent, "run_id": renamed[r.parent["run_id"]]}
+            if r.meta.get("previous") in renamed:
+                r.meta["previous"] = renamed[r.meta["previous"]]
+        return runs
 
 
-def recorded_runs(path: str | os.PathLike[str], format: Format = "auto") -> Iterator[RecordedRun]:
-    """Every run in ``path`` (a file or a folder), before it becomes events."""
+def recorded_runs(
+    path: str | os.PathLike[str], format: Format = "auto", *, report: ImportReport | None = None, progress: Any = None,
+) -> Iterator[RecordedRun]:
+    """Every run in ``path`` (a file or a folder), before it becomes events.
+
+    In a folder, a file that holds no run this lab can read is skipped with a
+    :class:`SkippedFileWarning` naming it and why, and recorded in ``report``;
+    the import goes on. A single file that holds none raises.
+    """
+    if format != "auto" and format not in FORMATS:
+        raise ValueError(f"format must be 'auto' or one of {', '.join(FORMATS)}, got {format!r}")
     root = Path(path)
     files = _files(root)
     # main session files first, so a subagent can be linked to the call that started it
-    files.sort(key=lambda f: (_session_of(f) is not None, str(f)))
-    links: dict[Path, dict[str, str]] = {}
-    main_runs: dict[Path, list[RecordedRun]] = {}
+    # and a helper's copies of its parent's lines are recognised as copies
+    sessions = {f: claude_code.session_of(f) for f in files}
+    # (and, of the main files, the one that ended first first: a call belongs to the session
+    # that made it, not to a later one that resumed it and copied its lines)
+    files.sort(key=lambda f: (sessions[f] is not None, claude_code.last_timestamp(f) if f.suffix == ".jsonl" else "", str(f)))
+    scan = _Scan(report, root.is_dir(), progress)
+    consumed: set[Path] = set()
     for f in files:
+        if f in consumed:
+            continue
+        scan.report.files_read += 1
         try:
-            fmt = detect(f) if format == "auto" else format
-        except UnrecognizedFormat:
-            if root.is_dir() and f.stat().st_size == 0:
-                continue  # an empty file in a folder holds no run
-            if root.is_dir() and not f.name.endswith((".jsonl", ".traj", ".traj.json")):
-                continue  # some other .json beside the runs (a config, a report)
-            raise
-        if fmt not in FORMATS:
-            raise ValueError(f"format must be 'auto' or one of {', '.join(FORMATS)}, got {format!r}")
-        if fmt == claude_code.FORMAT:
-            session = _session_of(f)
-            prefix = f"{session.stem}-" if session is not None else ""
-            runs, found = claude_code.parse_file(f, run_prefix=prefix)
-            if session is None:
-                claude_code.link_sidechains(runs, found)
-                main_runs[f], links[f] = runs, found
-            else:
-                if session not in links and session.exists():  # a subagent file read alone: its parent tells the link
-                    main_runs[session], links[session] = claude_code.parse_file(session)
-                parents = main_runs.get(session)
-                for r in runs:
-                    r.meta["sidechain"] = True
-                    r.meta.setdefault("agent_id", f.name.removesuffix(".jsonl").removeprefix("agent-"))
-                claude_code.link_sidechains((parents or []) + runs, links.get(session, {}))
-            yield from runs
-        elif fmt in (swe_agent.MINI, swe_agent.SWE):
-            yield swe_agent.parse_file(f)
+            runs = _read(f, format, sessions[f], scan, consumed)
+        except (UnrecognizedFormat, NoCalls) as exc:
+            if f == root:
+                raise
+            scan.skip(f, exc.why)
+            runs = []
+        except Exception as exc:  # one unreadable file never loses the others of a folder
+            if f == root:
+                raise
+            scan.skip(f, f"could not be read: {type(exc).__name__}: {exc}")
+            runs = []
+        finally:
+            if progress is not None:
+                progress(f)
+        scan.report.runs += len(runs)
+        yield from runs
+
+
+class NoCalls(AgentlabError, ValueError):
+    """A recorded file of a known format that holds no API call (only ``<synthetic>`` replies, or none)."""
+
+    def __init__(self, file: Path, why: str) -> None:
+        super().__init__(f"{file}: {why}")
+        self.why = why
+
+
+def _read(f: Path, format: str, session: Path | None, scan: _Scan, consumed: set[Path]) -> list[RecordedRun]:
+    fmt = detect(f) if format == "auto" else format
+    if fmt == claude_code.FORMAT:
+        group = session or f
+        seen = scan.seen
+        if session is None:
+            runs, found = claude_code.parse_file(f, seen=seen)
+            claude_code.link_sidechains(runs, found)
+            scan.main_runs[f], scan.links[f] = runs, found
         else:
-            yield from messages_log.parse_file(f)
+            if session not in scan.links and session.exists():  # a subagent file read alone: its parent tells the link
+                scan.main_runs[session], scan.links[session] = claude_code.parse_file(session, seen=seen)
+            runs, _ = claude_code.parse_file(f, run_prefix=f"{session.stem}-", seen=seen)
+            parents = scan.main_runs.get(session)
+            for r in runs:
+                r.meta["sidechain"] = True
+                r.meta.setdefault("agent_id", f.name.removesuffix(".jsonl").removeprefix("agent-"))
+            claude_code.link_sidechains((parents or []) + runs, scan.links.get(session, {}))
+        if not runs:
+            raise NoCalls(f, claude_code.why_no_calls(f))
+        return scan.unique(runs, f, group)
+    runs = _IMPORTERS[fmt](f, consumed)
+    if not runs:
+        raise NoCalls(f, f"no model calls in this {fmt} record")
+    return scan.unique(runs, f, f)
+
+
+def _one_run(f: Path, consumed: set[Path]) -> list[RecordedRun]:
+    return swe_agent.parse_file(f)
+
+
+def _messages_log(f: Path, consumed: set[Path]) -> list[RecordedRun]:
+    return messages_log.parse_file(f)
+
+
+_IMPORTERS: dict[str, Callable[[Path, set[Path]], list[RecordedRun]]] = {
+    swe_agent.MINI: _one_run, swe_agent.SWE: _one_run, messages_log.FORMAT: _messages_log,
+    codex.FORMAT: lambda f, _: codex.parse_file(f), gemini.FORMAT: lambda f, _: gemini.parse_file(f),
+    cline.FORMAT: cline.parse_file, stream_json.FORMAT: lambda f, _: stream_json.parse_file(f),
+    inspect_eval.FORMAT: lambda f, _: inspect_eval.parse_file(f), openhands.FORMAT: lambda f, _: openhands.parse_file(f),
+}
 
 
 def load_recorded(
@@ -101,22 +235,27 @@ def load_recorded(
     *,
     prices: Prices | dict[str, Prices] | None = None,
     redactor: Redactor | None = None,
+    report: ImportReport | None = None,
 ) -> Trace | Traces:
     """Recorded runs as native traces: a :class:`Trace` when ``path`` holds one run, else :class:`Traces`.
 
     ``prices`` overrides the price table (one :class:`Prices` for every model,
     or a dict by model id) for models it does not know; without a price a
-    step's cost is left empty (NaN) and the run's ``recorded.notes`` say so.
+    run's cost is unknown (NaN, not $0) and its ``recorded.notes`` say so.
+    In a folder, files that hold no run are skipped with a
+    :class:`SkippedFileWarning` and listed in ``report`` (an :class:`ImportReport`).
     """
     path = Path(path).expanduser()  # "~/.claude/projects/..." as users write it
     redactor = redactor or Redactor()
-    traces = [Trace(build_run(r, prices=prices, redactor=redactor), None) for r in recorded_runs(path, format)]
+    report = report if report is not None else ImportReport()
+    with _progress(path) as tick:
+        runs = recorded_runs(path, format, report=report, progress=tick)
+        traces = [Trace(build_run(r, prices=prices, redactor=redactor), None) for r in runs]
     if not traces:
-        raise ValueError(f"{path}: no model calls found in the recorded file(s)")
-    if len(traces) == 1 and Path(path).is_file():
+        raise NoCalls(path, f"no API calls found in the recorded file(s) ({report.summary()})")
+    if len(traces) == 1 and path.is_file():
         return traces[0]
-    root = Path(path)
-    return Traces(traces, root if root.is_dir() else root.parent)
+    return Traces(traces, path if path.is_dir() else path.parent)
 
 
 def import_recorded(
@@ -125,18 +264,64 @@ def import_recorded(
     format: Format = "auto",
     *,
     prices: Prices | dict[str, Prices] | None = None,
-) -> list[Path]:
-    """Write each recorded run in ``path`` as a native trace file in ``out`` (default ``./runs``); return the files."""
+    force: bool = False,
+) -> ImportReport:
+    """Write each recorded run in ``path`` as a native trace file in ``out`` (default ``./runs``).
+
+    Returns the files written (an :class:`ImportReport`: also files read, runs
+    made, and what was skipped and why). A run whose file is already in ``out``
+    is not overwritten unless ``force=True``; it is listed as skipped instead.
+    Raises :class:`NoCalls` when nothing in ``path`` holds an API call.
+    """
     path = Path(path).expanduser()
     writer = TraceWriter(out)
     redactor = writer.redactor
-    written: list[Path] = []
+    report = ImportReport()
     writer.dir.mkdir(parents=True, exist_ok=True)
-    for r in recorded_runs(path, format):
-        records = build_run(r, prices=prices, redactor=redactor)
-        file = writer.file_of(r.run_id)
-        with open(file, "wb") as f:
-            for rec in records:
-                f.write(dumps(rec))
-        written.append(file)
-    return written
+    with _progress(path) as tick:
+        for r in recorded_runs(path, format, report=report, progress=tick):
+            file = writer.file_of(r.run_id)
+            if file.exists() and not force:
+                report.skipped.append((file, f"run {r.run_id!r} is already in {writer.dir} (pass --force / force=True to overwrite)"))
+                continue
+            records = build_run(r, prices=prices, redactor=redactor)
+            with open(file, "wb") as f:
+                for rec in records:
+                    f.write(dumps(rec))
+            report.append(file)
+    if not report.runs:
+        raise NoCalls(path, f"no API calls found in the recorded file(s) ({report.summary()})")
+    return report
+
+
+PROGRESS_AFTER_S = 1.0
+"""An import shows its progress bar once it has taken this long (a quick one shows none)."""
+
+
+@contextmanager
+def _progress(path: Path) -> Iterator[Callable[[Path], None] | None]:
+    """A progress bar over the bytes of the files read: tqdm in a terminal, a widget in a
+    notebook (``tqdm.auto``), shown only for an import that takes more than a second."""
+    try:
+        from tqdm.auto import tqdm
+    except ImportError:  # the progress extra is not installed: no bar
+        yield None
+        return
+    total = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else None
+    # in a terminal only when stderr is one (never in CI logs); in a notebook always (its
+    # output is not a TTY, and tqdm would otherwise hide the widget)
+    in_notebook = any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__)
+    bar = tqdm(total=total, unit="B", unit_scale=True, desc="importing", delay=PROGRESS_AFTER_S, leave=False,
+               disable=False if in_notebook else None)
+
+    def tick(f: Path) -> None:
+        if total is not None:
+            try:
+                bar.update(f.stat().st_size)
+            except OSError:
+                pass
+
+    try:
+        yield tick
+    finally:
+        bar.close()

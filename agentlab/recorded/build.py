@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from ..messages import Block, Message, Usage, estimate_tokens
-from ..pricing import Prices, resolve_prices
+from ..pricing import Prices, provider_prices, resolve_prices
 from ..redact import Redactor
 from ..trace.writer import dumps
 from ..vocab import EventKind, Outcome
@@ -76,6 +76,10 @@ class RecordedRun:
     skipped: Counter[str] = field(default_factory=Counter)
     ended_at: float | None = None
     tool_steps: dict[str, int] = field(default_factory=dict)
+    totals: dict[str, float] = field(default_factory=dict)
+    """The record's own run totals, where it keeps them: ``model_calls``, ``input_tokens``
+    (all prompt tokens sent), ``output_tokens`` and ``cost``. Estimates are scaled to
+    them, and a run whose replies do not add up to them takes its figures from them."""
 
 
 # ------------------------------------------------------------------ usage
@@ -129,47 +133,32 @@ def usage_from_openai(u: dict[str, Any] | None) -> dict[str, int] | None:
 
 
 # ------------------------------------------------------------------ prices
-_PREFIXES = ("anthropic/", "openrouter/", "google/", "deepseek/", "openai/", "litellm/", "bedrock/", "vertex_ai/")
+_PREFIXES = ("anthropic/", "google/", "gemini/", "deepseek/", "openai/", "litellm/", "bedrock/", "vertex_ai/", "azure/")
 
 
 def prices_for(model: str) -> Prices | None:
-    """Prices for a recorded model id: Anthropic's table first, then any provider genai-prices knows."""
+    """Prices for a recorded model id: Anthropic's table first, then OpenRouter's for a
+    routed id (``openrouter/x-ai/grok-4-fast``, ``qwen/qwen3-coder``), then any provider
+    genai-prices knows."""
     if not model or model == "<synthetic>":
         return None
     found = resolve_prices(model, None)
     if found is not None:
         return found
-    return _any_provider(model)
-
-
-def _any_provider(model: str) -> Prices | None:
-    from genai_prices import Usage as GUsage
-    from genai_prices import calc_price
-
     name = model
+    if name.startswith("openrouter/"):
+        name = name.removeprefix("openrouter/")
+        return provider_prices(name, "openrouter") or _plain(name.rsplit("/", 1)[-1])
     for p in _PREFIXES:
         if name.startswith(p):
-            name = name[len(p):]
-    try:
-        calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=name)
-    except (LookupError, ValueError):
-        return None
-    mp = calc.model_price
-    inp, out = _rate(mp.input_mtok), _rate(mp.output_mtok)
-    if inp is None or out is None:
-        return None
-    return Prices(input=inp, output=out, cache_read=_rate(mp.cache_read_mtok), cache_write=_rate(mp.cache_write_mtok))
+            return _plain(name[len(p):])
+    if "/" in name:  # vendor/model: how OpenRouter names what it routes
+        return provider_prices(name, "openrouter") or _plain(name.rsplit("/", 1)[-1])
+    return _plain(name)
 
 
-def _rate(price: Any) -> float | None:
-    """USD per million tokens from a genai-prices price (a number, or tiered with a ``base``)."""
-    if price is None:
-        return None
-    base: Any = getattr(price, "base", price)
-    try:
-        return float(base)
-    except (TypeError, ValueError):
-        return None
+def _plain(name: str) -> Prices | None:
+    return resolve_prices(name, None) or provider_prices(name, None)
 
 
 # ------------------------------------------------------------------ events
@@ -214,8 +203,10 @@ def build_run(
 
     run_prices = price(run.model)
     unpriced: Counter[str] = Counter()
-    estimated_steps = 0
     notes: list[str] = []
+    usages, scale_notes = _usages(run, price)
+    notes += scale_notes
+    estimated_steps = sum(s.usage is None for s in run.steps)
     recorded = {
         "format": run.format, "source": run.source, "skipped_lines": dict(run.skipped),
         "recorded_cost": run.recorded_cost, **run.meta,
@@ -224,50 +215,47 @@ def build_run(
         "task": run.task, "started_at": run.started_at, "model": run.model, "model_name": None,
         "system": run.system, "budget": {"max_steps": None, "max_cost": None, "deadline_s": None, "cost_guard": "off"},
         # the agent's max_tokens is not in its records: the largest recorded reply stands in,
-        # so a budget what-if never cuts off a reply the real run received whole
-        "max_tokens": max([(st.usage or {}).get("output_tokens", 0) for st in run.steps] + [1]),
+        # so a budget what-if never cuts off a reply the real run received whole (a fork
+        # uses its own max_tokens, see forking.fork)
+        "max_tokens": max([u["output_tokens"] for u in usages] + [1]),
         "tools": run.tools or _used_tools(run.steps), "prices": None if run_prices is None else _asdict(run_prices),
-        "caches": any((s.usage or {}).get("cache_read_input_tokens") for s in run.steps),
+        "caches": any(u.get("cache_read_input_tokens") for u in usages),
         "messages": run.messages, "recorded": recorded,
     }
     if run.parent is not None:
         start["parent"] = run.parent
     emit(EventKind.RUN_STARTED, 0, 0.0, **start)
-    spent = 0.0
+    # the spend is unknown (None: NaN in the frames, never $0) from the first step no price covers
+    spent: float | None = 0.0
     recorded_spent = 0.0
-    history_tokens = estimate_tokens(run.system or "") + sum(estimate_tokens(m) for m in run.messages)
     t = 0.0
-    for k, s in enumerate(run.steps, 1):
+    for k, (s, usage) in enumerate(zip(run.steps, usages, strict=True), 1):
         t_req = s.requested_at if s.requested_at is not None else t
         estimated = s.usage is None
-        usage = s.usage or Usage(input_tokens=history_tokens, output_tokens=estimate_tokens(s.content)).as_dict()
         # the record knows the input exactly, so it is also the "estimate" a what-if's cost guard reads
         context = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
         emit(EventKind.MODEL_REQUEST, k, t_req, max_tokens=start["max_tokens"], estimated_input_tokens=context)
-        estimated_steps += estimated
         p = price(s.model)
         cost: float | None
         if p is None:
-            cost = None
+            cost = spent = None
             unpriced[s.model] += 1
         else:
             cost = p.cost(Usage(**usage)) + (0.0 if all_long else _long_ttl_extra(p, s.cache_write_by_ttl))
-            spent += cost
+            spent = None if spent is None else spent + cost
         if s.recorded_cost is not None:
             recorded_spent += s.recorded_cost
         t_rep = s.replied_at if s.replied_at is not None else t_req
-        ctx = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
         called: dict[str, Any] = {
             "content": s.content, "stop_reason": s.stop_reason, "usage": usage, "estimated": estimated,
             "cost": cost, "spent": spent, "latency": max(t_rep - t_req, 0.0), "request_id": s.request_id,
-            "context_tokens": ctx, "max_tokens": start["max_tokens"], "model": s.model,
+            "context_tokens": context, "max_tokens": start["max_tokens"], "model": s.model,
         }
         if s.recorded_cost is not None:
             called["recorded_cost"] = s.recorded_cost
         if s.cache_write_by_ttl is not None:
             called["cache_write_by_ttl"] = s.cache_write_by_ttl
         emit(EventKind.MODEL_CALLED, k, t_rep, **called)
-        history_tokens = ctx + usage["output_tokens"]
         uses = [b for b in s.content if isinstance(b, dict) and b.get("type") == "tool_use"]
         results = {b.get("tool_use_id"): b for b in (s.after or []) if isinstance(b, dict) and b.get("type") == TOOL_RESULT}
         t_end = s.after_at if s.after_at is not None else t_rep
@@ -288,27 +276,88 @@ def build_run(
             )
         if s.after is not None:
             emit(EventKind.TOOL_RESULTS, k, t_end, content=s.after)
-            history_tokens += estimate_tokens(s.after)
         t = max(t, t_rep, t_end)
         emit(EventKind.STEP_FINISHED, k, t, spent=spent, elapsed=t, budget=start["budget"])
     if unpriced:
         which = ", ".join(f"{m or '(no model named)'!r} ({n} step{'s' * (n != 1)})" for m, n in unpriced.items())
-        notes.append(f"no known price for {which}: those steps have no cost (NaN), not $0")
+        notes.append(f"no price for model {which}: the run's cost is unknown (NaN), not $0")
     if estimated_steps:
         notes.append(f"{estimated_steps} step(s) had no recorded usage: their tokens are estimated from the text")
     if run.recorded_cost is None and recorded_spent:
         recorded["recorded_cost"] = recorded_spent
+    model_calls = len(run.steps)
+    found_calls = run.totals.get("model_calls")
+    if isinstance(found_calls, (int, float)) and int(found_calls) != len(run.steps):
+        model_calls = int(found_calls)
+        total_cost = run.totals.get("cost")
+        notes.append(
+            f"the record counts {model_calls} API calls but holds {len(run.steps)} replies: the run's model_calls "
+            + (f"and cost are the record's ({model_calls}, ${total_cost:.4f})" if total_cost is not None else f"is the record's ({model_calls})")
+        )
+        if total_cost is not None:
+            spent = float(total_cost)
+        recorded["calls_found"] = len(run.steps)
     recorded["notes"] = notes
     recorded["unpriced_steps"] = sum(unpriced.values())
+    recorded["unpriced_models"] = sorted(unpriced)
     if run.ended_at is not None:
         t = max(t, run.ended_at)
     last = run.steps[-1] if run.steps else None
     text = "".join(b.get("text", "") for b in (last.content if last else []) if isinstance(b, dict) and b.get("type") == "text")
     emit(
         EventKind.RUN_FINISHED, len(run.steps), t, outcome=run.outcome, reason=run.reason, detail=run.detail,
-        text=text, steps=len(run.steps), spent=spent, elapsed=t, model_calls=len(run.steps), nudges=0, error=None,
+        text=text, steps=len(run.steps), spent=spent, elapsed=t, model_calls=model_calls, nudges=0, error=None,
     )
     return [_redacted(r, redactor) for r in out]
+
+
+def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[str]]:
+    """Each step's usage: the recorded one, else an estimate from the text, scaled to the
+    record's own totals where it keeps them (and the notes saying by how much).
+
+    An estimate counts the history the model was sent and the reply it wrote
+    (``messages.estimate_tokens``); text-only estimates run 2-10x off a real
+    tokenizer, so where the record holds the run's tokens sent/received (or only
+    its cost) the estimated steps are scaled to make the totals agree.
+    """
+    history = estimate_tokens(run.system or "") + sum(estimate_tokens(m) for m in run.messages)
+    out: list[dict[str, int]] = []
+    for s in run.steps:
+        u = s.usage or Usage(input_tokens=history, output_tokens=estimate_tokens(s.content)).as_dict()
+        out.append(u)
+        history = u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"] + u["output_tokens"]
+        if s.after is not None:
+            history += estimate_tokens(s.after)
+    est = [i for i, s in enumerate(run.steps) if s.usage is None]
+    if not est:
+        return out, []
+    known_steps = [i for i, s in enumerate(run.steps) if s.usage is not None]
+    notes: list[str] = []
+    factors: dict[str, float] = {}
+    for key, total_key, label in (("input_tokens", "input_tokens", "tokens sent"), ("output_tokens", "output_tokens", "tokens received")):
+        total = run.totals.get(total_key)
+        if not isinstance(total, (int, float)) or total <= 0:
+            continue
+        known = sum(out[i][key] for i in known_steps)
+        guessed = sum(out[i][key] for i in est)
+        if guessed > 0 and total > known:
+            factors[key] = (total - known) / guessed
+            notes.append(f"estimated {key.replace('_', ' ')} scaled x{factors[key]:.3g} to the record's {label} ({int(total):,})")
+    cost_total = run.totals.get("cost")
+    if not factors and isinstance(cost_total, (int, float)) and cost_total > 0:
+        p = price(run.model)
+        if p is not None:
+            guessed_cost = sum(p.cost(Usage(**out[i])) for i in est)
+            known_cost = sum(p.cost(Usage(**out[i])) for i in known_steps)
+            if guessed_cost > 0 and cost_total > known_cost:
+                f = (cost_total - known_cost) / guessed_cost
+                factors = {"input_tokens": f, "output_tokens": f}
+                notes.append(f"estimated tokens scaled x{f:.3g} so the repriced run costs the record's ${cost_total:.4f}")
+    for i in est:
+        out[i] = {k: (round(v * factors[k]) if k in factors else v) for k, v in out[i].items()}
+    if not factors:
+        notes.append("the record keeps no totals to check the estimates against: they may be 2-10x off")
+    return out, notes
 
 
 def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
@@ -316,6 +365,8 @@ def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     many blocks and few secrets, and redacting only the blocks that need it keeps
     an import of tens of megabytes within seconds."""
     if record["kind"] in (EventKind.MODEL_REQUEST, EventKind.STEP_FINISHED):
+        return record
+    if not redactor.needs_redaction(dumps(record)):  # most records: one serialization, one scan
         return record
     out = dict(record)
     for k, v in record.items():
@@ -396,3 +447,36 @@ def first_text(messages: list[Message]) -> str:
                 if isinstance(b, dict) and b.get("type") == "text":
                     return str(b.get("text", ""))
     return ""
+
+
+def split_by_model(run: RecordedRun) -> list[RecordedRun]:
+    """``run`` cut where the model changes (a fallback model, a ``/model`` switch): one model,
+    one price list per run, as for Claude Code sessions. Each later part starts from
+    the whole history before it and names the part it follows (``recorded.previous``)."""
+    parts: list[list[RecordedStep]] = []
+    for s in run.steps:
+        if parts and s.model and parts[-1][-1].model and s.model != parts[-1][-1].model:
+            parts.append([s])
+        elif parts:
+            parts[-1].append(s)
+        else:
+            parts.append([s])
+    if len(parts) <= 1:
+        return [run]
+    out: list[RecordedRun] = []
+    history = list(run.messages)
+    for n, steps in enumerate(parts):
+        rid = run.run_id if n == 0 else f"{run.run_id}-seg{n}"
+        meta = {**run.meta, "segment": n, "boundary": None if n == 0 else "model switch",
+                "previous": out[-1].run_id if out else None}
+        part = replace(run, run_id=rid, messages=list(history), steps=steps, model=steps[0].model or run.model, meta=meta,
+                       recorded_cost=run.recorded_cost if n == 0 else None, totals=run.totals if n == 0 else {})
+        if n + 1 < len(parts):
+            part.outcome, part.reason = "done", ""
+            part.detail = "the model changed; the run continues in the next segment"
+        out.append(part)
+        for s in steps:
+            history.append({"role": "assistant", "content": s.content})
+            if s.after is not None:
+                history.append({"role": "user", "content": s.after})
+    return out

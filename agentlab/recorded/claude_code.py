@@ -24,6 +24,7 @@ What the files hold, as found in real sessions (not only as documented):
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections import Counter
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from typing import Any
 import orjson
 
 from ..trace.reader import TruncatedTraceWarning
+from ._sse import as_message
 from .build import (
     RecordedRun,
     RecordedStep,
@@ -163,7 +165,7 @@ def parse_stream(
             else:
                 skipped[str(kind)] += 1
             continue
-        msg = d.get("message") or {}
+        msg = as_message(d.get("message")) or {}
         if kind == "user":
             content = [_clean_block(b) for b in blocks(msg.get("content"))]
             if not content:
@@ -257,22 +259,51 @@ def _new_segment(
     return seg
 
 
-def parse_file(file: Path, *, run_prefix: str = "") -> tuple[list[RecordedRun], dict[str, str]]:
+class Seen:
+    """The line ``uuid``s and call ``message.id``s already read in one session (its main
+    file and every subagent file): a call is counted once, in the file that made it.
+
+    Compaction and side-question helpers (``subagents/agent-acompact-*.jsonl``,
+    ``agent-aside_question-*.jsonl``) start with copies of their parent's lines, same
+    ``uuid`` and same ``message.id``; the main file is read first, so those copies are
+    dropped and only the helper's own call is its run's.
+    """
+
+    def __init__(self) -> None:
+        self.uuids: set[str] = set()
+        self.calls: set[str] = set()
+
+
+def parse_file(file: Path, *, run_prefix: str = "", seen: Seen | None = None) -> tuple[list[RecordedRun], dict[str, str]]:
     """Every run in one Claude Code JSONL file (the session's segments, then its
-    sidechains), and which tool call started each subagent (:func:`agent_links`)."""
+    sidechains), and which tool call started each subagent (:func:`agent_links`).
+
+    ``seen`` holds what other files of the same session already counted; lines
+    copied from them are dropped (counted in ``recorded.copied_lines``).
+    """
     lines, _ = read_lines(file)
     if not lines:
         return [], {}
     streams: dict[tuple[bool, str], list[dict[str, Any]]] = {}
-    seen: set[str] = set()
-    dupes = 0
+    session = seen if seen is not None else Seen()
+    before_calls = set(session.calls) if seen is not None else set()
+    seen_here: set[str] = set()
+    dupes = copies = 0
     for d in lines:
         uid = d.get("uuid")
         if isinstance(uid, str):
-            if uid in seen:
+            if uid in seen_here:
                 dupes += 1
                 continue
-            seen.add(uid)
+            if uid in session.uuids:
+                copies += 1
+                continue
+            seen_here.add(uid)
+        if d.get("type") == "assistant" and before_calls:
+            mid = (as_message(d.get("message")) or {}).get("id")
+            if mid in before_calls:
+                copies += 1
+                continue
         key = (bool(d.get("isSidechain")), str(d.get("agentId") or "") if d.get("isSidechain") else "")
         streams.setdefault(key, []).append(d)
     stem = run_prefix + file.name.removesuffix(".jsonl")
@@ -290,7 +321,16 @@ def parse_file(file: Path, *, run_prefix: str = "") -> tuple[list[RecordedRun], 
                 r.meta["agent_id"] = agent or file.name.removesuffix(".jsonl").removeprefix("agent-")
             if dupes:
                 r.meta["duplicate_lines"] = dupes
+            if copies:
+                r.meta["copied_lines"] = copies
         runs.extend(got)
+    session.uuids |= seen_here
+    for stream in streams.values():
+        for d in stream:
+            if d.get("type") == "assistant":
+                mid = (as_message(d.get("message")) or {}).get("id")
+                if mid:
+                    session.calls.add(str(mid))
     return runs, agent_links(lines)
 
 
@@ -324,3 +364,71 @@ def link_sidechains(runs: list[RecordedRun], links: dict[str, str]) -> None:
                 r.parent = {"run_id": rid, "step": step, "tool_use_id": call}
             elif main:
                 r.parent = {"run_id": main[0].run_id, "step": None}
+
+
+# ------------------------------------------------------------------ a session's files
+_SESSION_ID = re.compile(rb'"sessionId"\s*:\s*"([^"]+)"')
+
+
+def _session_id(file: Path) -> str | None:
+    """The ``sessionId`` the first lines of ``file`` carry (read from the first MiB only)."""
+    with open(file, "rb") as f:
+        m = _SESSION_ID.search(f.read(1 << 20))
+    return m.group(1).decode("utf-8", "replace") if m else None
+
+
+_TIMESTAMP = re.compile(rb'"timestamp"\s*:\s*"([^"]+)"')
+
+
+def last_timestamp(file: Path) -> str:
+    """The latest ``timestamp`` in ``file``'s last 64 KiB ("" if none; ISO strings sort by time).
+
+    A resumed session starts with copies of the session it resumed (their original
+    timestamps too), so when sessions began cannot tell them apart; when they ended can.
+    """
+    with open(file, "rb") as f:
+        f.seek(0, 2)
+        size = f.tell()
+        f.seek(max(size - (1 << 16), 0))
+        tail = f.read()
+    found = _TIMESTAMP.findall(tail)
+    return max(found).decode("ascii", "replace") if found else ""
+
+
+def session_of(file: Path) -> Path | None:
+    """The main session file a subagent file belongs to, in either layout.
+
+    Claude Code 2.1 writes subagents to ``<session>/subagents/agent-<id>.jsonl``;
+    2.0 wrote ``agent-<id>.jsonl`` beside the session, carrying the parent's
+    ``sessionId`` (the session file is ``<sessionId>.jsonl`` in the same folder).
+    """
+    if not file.name.endswith(".jsonl"):
+        return None
+    if file.parent.name == "subagents":
+        return file.parent.parent.with_suffix(".jsonl")
+    if file.name.startswith("agent-"):
+        sid = _session_id(file)
+        if sid and (file.parent / f"{sid}.jsonl").is_file():
+            return file.parent / f"{sid}.jsonl"
+    return None
+
+
+def subagent_files(session: Path) -> list[Path]:
+    """The subagent files of a main session file, in both layouts (none for other files)."""
+    if session.suffix != ".jsonl" or session.name.startswith("agent-"):
+        return []
+    out: list[Path] = []
+    beside = session.with_suffix("") / "subagents"
+    if beside.is_dir():
+        out += sorted(beside.glob("*.jsonl"))
+    out += [f for f in sorted(session.parent.glob("agent-*.jsonl")) if _session_id(f) == session.stem]
+    return out
+
+
+def why_no_calls(file: Path) -> str:
+    """Why a Claude Code file gave no run, in the user's words."""
+    data = file.read_bytes()
+    synthetic = data.count(b'"model":"<synthetic>"')
+    if synthetic:
+        return f"no API calls in it: only {synthetic} <synthetic> repl{'y' if synthetic == 1 else 'ies'}, written by Claude Code itself"
+    return "no API calls in it (no assistant lines, or only copies of lines another file of the session holds)"

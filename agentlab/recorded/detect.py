@@ -13,62 +13,111 @@ from typing import Any
 
 import orjson
 
+from .._shorten import shorten
 from ..errors import AgentlabError
-from . import claude_code, messages_log, swe_agent
+from . import (
+    claude_code,
+    cline,
+    codex,
+    gemini,
+    inspect_eval,
+    messages_log,
+    openhands,
+    stream_json,
+    swe_agent,
+)
 
-FORMATS = ("claude-code", "mini-swe-agent", "swe-agent", "messages-log")
-SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json")
+FORMATS = (
+    "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "inspect-eval", "openhands", "mini-swe-agent",
+    "swe-agent", "messages-log",
+)
+SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json", ".eval")
 
 
 class UnrecognizedFormat(AgentlabError, ValueError):
     """A file none of the importers recognises."""
 
-
-def _first_line(data: bytes) -> bytes:
-    for line in data.splitlines():
-        if line.strip():
-            return line.strip()
-    return b""
+    def __init__(self, message: str, why: str = "not a recorded run this lab can read") -> None:
+        super().__init__(message)
+        self.why = why
 
 
 def _preview(line: bytes, n: int = 160) -> str:
     text = line.decode("utf-8", "replace")
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return shorten(text, n)
+
+
+_LINES_LOOKED_AT = 200
+"""JSONL lines read (however long each is) before a file is called unrecognised."""
+
+
+def _doc_format(doc: Any, name: str) -> str | None:
+    # most specific first: a Cline history is also a list of chat messages
+    if cline.looks_like(doc, name):
+        return cline.FORMAT
+    if gemini.looks_like(doc):
+        return gemini.FORMAT
+    return swe_agent.looks_like(doc)
+
+
+def _line_format(obj: dict[str, Any]) -> str | None:
+    if claude_code.looks_like(obj):
+        return claude_code.FORMAT
+    if stream_json.looks_like(obj):
+        return stream_json.FORMAT
+    if codex.looks_like(obj):
+        return codex.FORMAT
+    if gemini.looks_like_line(obj):
+        return gemini.FORMAT
+    if openhands.looks_like(obj):
+        return openhands.FORMAT
+    if messages_log.looks_like(obj):
+        return messages_log.FORMAT
+    return None
 
 
 def detect(file: Path) -> str:
-    """The format of ``file``, one of :data:`FORMATS`."""
+    """The format of ``file``, one of :data:`FORMATS`, from its content.
+
+    A JSON document is recognised by its keys; a JSONL file by its lines, read
+    one by one whatever their length (a session can open with a 77 KB
+    ``queue-operation`` line), until one only a known format writes.
+    """
     with open(file, "rb") as f:
         head = f.read(1 << 16)
-    first = _first_line(head)
+    if inspect_eval.looks_like(file, head):
+        return inspect_eval.FORMAT
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"[") and not file.name.endswith(".jsonl"):
-        try:  # a whole-document JSON file (trajectories)
+        try:  # a whole-document JSON file (trajectories, chat sessions)
             doc: Any = orjson.loads(file.read_bytes())
         except orjson.JSONDecodeError:
             doc = None
         if doc is not None:
-            fmt = swe_agent.looks_like(doc)
+            fmt = _doc_format(doc, file.name)
             if fmt:
                 return fmt
-    try:
-        obj = orjson.loads(first) if first else None
-    except orjson.JSONDecodeError:
-        obj = None
-    if isinstance(obj, dict):
-        if claude_code.looks_like(obj):
-            return claude_code.FORMAT
-        if messages_log.looks_like(obj):
-            return messages_log.FORMAT
-        # Claude Code files may open with lines of types other importers never write
-        for line in head.splitlines()[1:20]:
-            try:
-                o = orjson.loads(line)
-            except orjson.JSONDecodeError:
+    first = b""
+    with open(file, "rb") as f:
+        looked = 0
+        for raw in f:
+            line = raw.strip()
+            if not line:
+                continue
+            first = first or line
+            looked += 1
+            if looked > _LINES_LOOKED_AT:
                 break
-            if isinstance(o, dict) and claude_code.looks_like(o):
-                return claude_code.FORMAT
+            try:
+                obj = orjson.loads(line)
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(obj, dict):
+                fmt = _line_format(obj)
+                if fmt:
+                    return fmt
+    shown = _preview(first) if first else "(the file is empty)"
     raise UnrecognizedFormat(
-        f"{file}: not a recorded run this lab can read (tried {', '.join(FORMATS)}); "
-        f"the first line is: {_preview(first) if first else '(the file is empty)'}"
+        f"{file}: not a recorded run this lab can read (tried {', '.join(FORMATS)}); the first line is: {shown}",
+        "the file is empty" if not first else f"not a recorded run this lab can read; it starts: {_preview(first, 80)}",
     )

@@ -42,6 +42,9 @@ from .build import (
 
 MINI = "mini-swe-agent"
 SWE = "swe-agent"
+# SWE-agent writes these into the history itself when it stops on an error (context
+# window, cost limit...): an assistant message no model wrote, not an API call
+_EXIT = re.compile(r"^\s*(?:Exit due to|Exiting due to|Exiting agent due to) ")
 _BASH = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
 
 
@@ -52,8 +55,10 @@ def looks_like(doc: Any) -> str | None:
             return MINI
         if isinstance(doc.get("trajectory"), list) and ("history" in doc or "info" in doc):
             return SWE
-    if isinstance(doc, list) and doc and all(isinstance(m, dict) and "role" in m and "content" in m for m in doc[:3]):
-        if not any("request" in m for m in doc[:3]):
+    # early mini-swe-agent: a bare list of chat messages with string content (a list of
+    # Anthropic blocks with ts/modelInfo is a Cline history, see cline.looks_like)
+    if isinstance(doc, list) and doc and all(isinstance(m, dict) and "role" in m and isinstance(m.get("content"), str) for m in doc[:3]):
+        if not any("request" in m or "ts" in m for m in doc[:3]):
             return MINI
     return None
 
@@ -81,6 +86,10 @@ def _tool_uses(m: dict[str, Any], k: int) -> list[dict[str, Any]]:
         out.append({"type": "tool_use", "id": c.get("id") or f"call-{k}-{len(out)}", "name": fn.get("name", ""), "input": args if isinstance(args, dict) else {"value": args}})
     if out:
         return out
+    actions = (m.get("extra") or {}).get("actions")  # mini-swe-agent 2.x: the parsed commands
+    if isinstance(actions, list) and actions and all(isinstance(a, dict) and a.get("command") for a in actions):
+        return [{"type": "tool_use", "id": str(a.get("tool_call_id") or f"call-{k}-{i}"), "name": "bash",
+                 "input": {"command": str(a["command"]).strip()}} for i, a in enumerate(actions)]
     action = m.get("action")
     found = _BASH.findall(_text(m.get("content")))
     if len(found) == 1:
@@ -104,10 +113,16 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
     initial: list[dict[str, Any]] = []
     steps: list[RecordedStep] = []
     t0: float | None = None
-    for m in messages:
+    exit_extra: dict[str, Any] = {}
+    last_assistant = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"), default=-1)
+    synthetic = 0
+    for n, m in enumerate(messages):
         if not isinstance(m, dict):
             continue
         role = m.get("role")
+        if role == "assistant" and n == last_assistant and _is_synthetic_exit(m):
+            synthetic += 1
+            continue
         if role == "system" and not steps and system is None:
             system = _text(m.get("content"))
             continue
@@ -137,7 +152,10 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
                 request_id=resp.get("id") if isinstance(resp, dict) else None,
             ))
             continue
-        # user, tool or exit messages
+        if role == "exit":  # mini-swe-agent 2.x: how the run ended, not something the model was sent
+            exit_extra = m.get("extra") or {}
+            continue
+        # user or tool messages
         content = _answer(m, steps)
         if not steps:
             initial.append({"role": "user", "content": content})
@@ -156,21 +174,37 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
                 clock = s.replied_at + float(durations[i])
                 s.after_at = clock
     stats = info.get("model_stats") or {}
-    exit_status = str(info.get("exit_status") or "")
+    exit_status = str(info.get("exit_status") or exit_extra.get("exit_status") or "")
     outcome = "done" if exit_status.lower() in ("submitted", "") else "stopped"
     total = stats.get("instance_cost")
     meta = {
         "exit_status": exit_status, "api_calls": stats.get("api_calls"),
         "recorded_tokens_sent": stats.get("tokens_sent"), "recorded_tokens_received": stats.get("tokens_received"),
         "trajectory_format": doc.get("trajectory_format"), "instance_id": doc.get("instance_id"),
+        "synthetic_messages": synthetic or None,
+    }
+    totals = {
+        k: float(v) for k, v in (
+            ("model_calls", stats.get("api_calls")), ("cost", total),
+            ("input_tokens", stats.get("tokens_sent")), ("output_tokens", stats.get("tokens_received")),
+        ) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
     }
     return RecordedRun(
         run_id=_run_id(file), format=fmt, source=str(file), messages=initial, steps=steps,
         task=first_text(initial)[:500], system=system, model=model, outcome=outcome,
         reason="" if outcome == "done" else exit_status, detail=f"exit status: {exit_status}" if exit_status else "",
         recorded_cost=float(total) if isinstance(total, (int, float)) else None,
-        meta={k: v for k, v in meta.items() if v is not None},
+        meta={k: v for k, v in meta.items() if v is not None}, totals=totals,
     )
+
+
+def _is_synthetic_exit(m: dict[str, Any]) -> bool:
+    """SWE-agent's own "Exit due to context window" (and kin) message: no tool call, no model response."""
+    if m.get("tool_calls"):
+        return False
+    if (m.get("extra") or {}).get("response"):
+        return False
+    return bool(_EXIT.match(_text(m.get("content")) or str(m.get("thought") or "")))
 
 
 def _finish(reason: str) -> str:
@@ -221,9 +255,46 @@ def _run_id(file: Path) -> str:
     return file.stem
 
 
-def parse_file(file: Path) -> RecordedRun:
+def parse_file(file: Path) -> list[RecordedRun]:
+    """The run(s) of one trajectory file: one, or one per agent of a multi-agent trajectory."""
     doc = orjson.loads(file.read_bytes())
     fmt = looks_like(doc)
     if fmt is None:
         raise ValueError(f"{file}: not a mini-swe-agent or SWE-agent trajectory")
-    return parse(doc, file, fmt)
+    if fmt == SWE:
+        agents = _agents(doc)
+        if len(agents) > 1:
+            return _multi_agent(doc, file, agents)
+    return [parse(doc, file, fmt)]
+
+
+def _agents(doc: dict[str, Any]) -> list[str]:
+    """The agents whose messages a SWE-agent history interleaves, in order of appearance."""
+    names = [m.get("agent") for m in doc.get("history") or [] if isinstance(m, dict)]
+    return list(dict.fromkeys(str(n) for n in names if n))
+
+
+def _multi_agent(doc: dict[str, Any], file: Path, agents: list[str]) -> list[RecordedRun]:
+    """A CodeR-style trajectory (Manager, Reproducer, Programmer… in one history, each with
+    its own system prompt): a run per agent, holding only the messages that agent saw, the
+    later agents linked to the first one (the one that hands out the work).
+
+    The record's counters (``api_calls``, ``instance_cost``) cover all agents together, so
+    they stay on the first run's ``recorded`` and no single run takes its figures from them.
+    """
+    runs: list[RecordedRun] = []
+    for agent in agents:
+        part = {**doc, "history": [m for m in doc["history"] if isinstance(m, dict) and str(m.get("agent")) == agent]}
+        part["info"] = {k: v for k, v in (doc.get("info") or {}).items() if k != "model_stats"}
+        run = parse(part, file, SWE)
+        run.run_id = f"{_run_id(file)}-{agent}"
+        run.meta["agent"] = agent
+        if runs:
+            run.parent = {"run_id": runs[0].run_id, "step": None}
+        runs.append(run)
+    stats = (doc.get("info") or {}).get("model_stats") or {}
+    first = runs[0]
+    first.meta.update({"agents": agents, "api_calls": stats.get("api_calls"), "calls_found_all_agents": sum(len(r.steps) for r in runs)})
+    if isinstance(stats.get("instance_cost"), (int, float)):
+        first.meta["instance_cost_all_agents"] = stats["instance_cost"]
+    return runs

@@ -94,7 +94,7 @@ class Setup:
 
     def run(self, **overrides: Any) -> Any:
         """Run to the end (from a script or inside Jupyter)."""
-        from ..loop import run
+        from .._facades import run
 
         try:
             return run(**self.kwargs(**overrides))
@@ -103,7 +103,7 @@ class Setup:
 
     async def arun(self, **overrides: Any) -> Any:
         """Run to the end in the current event loop."""
-        from ..loop import arun
+        from .._facades import arun
 
         try:
             return await arun(**self.kwargs(**overrides))

@@ -155,6 +155,8 @@ def play(loop: Loop, scenario: str, *, name: str | None = None, give_up_s: float
 
     def target() -> None:
         try:
+            # A contestant is not the lab: its own loop, on a thread the referee may abandon (nobody waits
+            # for this asyncio.run to shut down; the engine itself uses _runtime.driver.run_to_end).
             box["reason"] = asyncio.run(loop(setup))  # type: ignore[arg-type]
         except BaseException as exc:  # noqa: BLE001 - a contestant that crashes scores its crash
             box["reason"] = f"crashed: {type(exc).__name__}"

@@ -125,9 +125,8 @@ def analyst(task: Task, seed: int, *, cache: bool = False) -> FunctionModel:
             estimate_tokens(m) for m in request.messages
         )
 
-    model = FunctionModel(fn, name="offline analyst" + (" (cached)" if cache else ""))
+    model = FunctionModel(fn, name="offline analyst" + (" (cached)" if cache else ""), count_tokens=count_tokens)
     model.caches = cache  # type: ignore[attr-defined]  # the hard cost guard prices cache writes when set
-    model.count_tokens = count_tokens  # type: ignore[attr-defined]
     return model
 
 

@@ -212,10 +212,28 @@ def _select(found: list[Part], chosen: dict[int, set[str]], root: Path) -> dict[
         pieces["runs"].append(runs)
         for table in ("steps", "calls", "events"):
             t = pq.read_table(p.path(root, table), schema=schema(table))
-            pieces[table].append(
-                t if whole else t.filter(pc.is_in(t.column("run_id"), value_set=ids))
-            )
+            owners = _owners(t, p.runs.column("run_id"))
+            pieces[table].append(t if whole else t.filter(pc.is_in(owners, value_set=ids)))
     return {t: pa.concat_tables(v) if v else schema(t).empty_table() for t, v in pieces.items()}
+
+
+def _owners(t: pa.Table, runs: Any) -> Any:
+    """Each row's run: its ``run_id``, except a row that names another run (a ``sub_run`` event names the
+    sub-run), which belongs to the run of the row before it (a run's rows are contiguous in a part)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    col = t.column("run_id")
+    known = pc.is_in(
+        col,
+        value_set=pc.unique(runs.combine_chunks() if isinstance(runs, pa.ChunkedArray) else runs),
+    )
+    mask = known.to_numpy(zero_copy_only=False)
+    if mask.all():
+        return col
+    at = np.maximum.accumulate(np.where(mask, np.arange(len(mask)), 0))
+    return col.take(pa.array(at))
 
 
 def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
@@ -232,11 +250,8 @@ def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     out = {"runs": runs.take(pa.array(order))}
     for name in ("steps", "calls", "events"):
         t = tables[name]
-        ranks = (
-            np.array([rank[r] for r in t.column("run_id").to_pylist()])
-            if t.num_rows
-            else np.array([], int)
-        )
+        owners = _owners(t, runs.column("run_id")).to_pylist()
+        ranks = np.array([rank[r] for r in owners]) if t.num_rows else np.array([], int)
         out[name] = t.take(pa.array(np.argsort(ranks, kind="stable")))
     return out
 

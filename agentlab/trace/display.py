@@ -11,6 +11,7 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from .._shorten import shorten
 from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
 
@@ -34,8 +35,8 @@ def seconds(s: float) -> str:
 
 
 def clip(text: str, n: int) -> str:
-    text = str(text)
-    return text if len(text) <= n else text[: n - 1] + f"… (+{len(text) - n + 1:,} chars)"
+    """``text`` cut to ``n`` characters by the lab's one rule (:func:`agentlab._shorten.shorten`)."""
+    return shorten(text, n)
 
 
 def _one_line(text: str, n: int = SHORT) -> str:
@@ -50,7 +51,10 @@ def _n(count: int, noun: str) -> str:
     return f"{count} {noun}" if count == 1 else f"{count} {noun}s"
 
 
-def _money(x: float) -> str:
+def _money(x: float | None) -> str:
+    """Dollars; an unknown cost (a model with no price: None or NaN) says so instead of failing."""
+    if x is None or x != x:
+        return "no price"
     return f"${x:.4f}"
 
 
@@ -247,12 +251,15 @@ def headline(trace: Trace) -> list[str]:
         f"{'∞' if s['max_cost'] != s['max_cost'] else _money(s['max_cost'])} · deadline {_limit(s['deadline_s'], 'g')}s"
     )
     tools = ", ".join(f"{t.get('name')} ({t.get('mode')})" for t in trace.started.get("tools") or []) or "none"
+    unpriced = (trace.started.get("recorded") or {}).get("unpriced_models") or []
+    cost_note = [f"no price for model {', '.join(m or '(none named)' for m in unpriced)}: costs are unknown (NaN), not $0"] if unpriced else []
     return [
         f"Run {trace.run_id} · {ending}",
         f"task: {_one_line(s['task'])}",
         f"model {s['model']} · {s['steps']} steps · {_money(s['cost'])} · {s['input_tokens']:,} in / "
         f"{s['output_tokens']:,} out tokens · {s['seconds']:.2f}s · started {s['started_at'] or '?'}",
         f"{budget} · tools: {tools}",
+        *cost_note,
     ]
 
 
@@ -309,7 +316,9 @@ def traces_text(traces: Traces) -> str:
     for r in rows:
         by[r["outcome"] if r["outcome"] != "stopped" else f"stopped: {r['reason']}"] += 1
     counts = ", ".join(f"{n} {k}" for k, n in sorted(by.items()))
-    lines = [f"Traces: {len(rows)} runs in {traces.folder} ({counts or 'none'}) · {_money(sum(r['cost'] for r in rows))}"]
+    priced = [r["cost"] for r in rows if r["cost"] == r["cost"]]  # NaN: a run whose model has no known price
+    unpriced = f" + {len(rows) - len(priced)} run(s) with no price" if len(priced) < len(rows) else ""
+    lines = [f"Traces: {len(rows)} runs in {traces.folder} ({counts or 'none'}) · {_money(sum(priced))}{unpriced}"]
     lines += [
         f"  {r['run_id']}  {r['outcome']:<10} {r['reason']:<14} {r['steps']:>3} steps  {_money(r['cost'])}  {_one_line(r['task'], 50)}"
         for r in rows[-20:]

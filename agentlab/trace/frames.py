@@ -14,6 +14,8 @@ from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._shorten import shorten
+
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -126,7 +128,18 @@ def summarize(
                 _num(e.get("latency", 0.0)), n_calls, str(e.get("stop_reason") or ""), bool(e.get("estimated")),
                 float(e["t"]),
                 _num(e.get("server_tool_cost", 0.0)),  # web searches etc., billed per request; included in cost
+                0.0,  # sub_run_cost: what runs started by this step's tools spent (a sub_run event adds it below)
+                _num(e.get("recorded_cost")),  # what an imported record says the call cost, beside the repriced cost
             ))
+        elif kind == "sub_run":  # a run started by this step's tools: its cost is part of the step's
+            cost = _num(e.get("cost", 0.0))
+            at = next((n for n in range(len(steps) - 1, -1, -1) if steps[n][1] == e.get("step")), None)
+            if at is not None:
+                row = list(steps[at])
+                row[7] += cost  # cost
+                row[_SUB_RUN_COST] += cost
+                row[8] = max(row[8], _num(e.get("spent", row[8])))  # cumulative_cost: the parent's spent, with it
+                steps[at] = tuple(row)
         elif kind == "tool_started":
             open_calls[e["call_id"]] = e
         elif kind == "tool_finished":
@@ -165,6 +178,7 @@ def summarize(
         "nudges": nudges,
         "max_steps": _num(limits.get("max_steps")), "max_cost": _num(limits.get("max_cost")),
         "deadline_s": _num(limits.get("deadline_s")), "file": "" if file is None else str(file),
+        "recorded_cost": _num((started.get("recorded") or {}).get("recorded_cost")),
     }
     return run, steps, calls
 
@@ -174,8 +188,7 @@ def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
     end = e.get("end") if outcome != "unfinished" else None
     result = e.get("result")
     preview = "" if result is None else str(result)
-    if len(preview) > PREVIEW_CHARS:
-        preview = preview[: PREVIEW_CHARS - 1] + "…"
+    preview = shorten(preview, PREVIEW_CHARS)
     return {
         "run_id": run_id, "step": e.get("step", 0), "call_id": str(e.get("call_id", "")), "index": _i64(e.get("index", 0)),
         "tool": str(e.get("tool", "")), "mode": _str_or_none(e.get("mode")), "args": e.get("args") or {},
@@ -209,7 +222,7 @@ RUNS = (
     Column("detail", "str", "the diagnosis; for an incomplete run, where its trace ends", "run_finished.detail"),
     Column("steps", "int64", "steps taken", "run_finished.steps"),
     Column("model_calls", "int64", "model calls made", "run_finished.model_calls"),
-    Column("cost", "float64", "USD spent", "run_finished.spent"),
+    Column("cost", "float64", "USD spent (NaN, not $0, when a step's model has no known price)", "run_finished.spent"),
     Column("input_tokens", "int64", "summed over the model calls", "model_called.usage"),
     Column("output_tokens", "int64", "", "model_called.usage"),
     Column("cache_write_tokens", "int64", "", "model_called.usage"),
@@ -221,6 +234,8 @@ RUNS = (
     Column("max_cost", "float64", "the cost limit, USD", "run_started.budget"),
     Column("deadline_s", "float64", "the deadline, seconds", "run_started.budget"),
     Column("file", "str", "the trace file it was read from"),
+    Column("recorded_cost", "float64", "what an imported record says the run cost, beside the repriced cost "
+           "(NaN for native runs and records without one)", "run_started.recorded"),
 )
 STEPS = (
     Column("run_id", "str", "the run", "model_called.run_id"),
@@ -239,6 +254,9 @@ STEPS = (
     Column("t", "float64", "when the reply arrived", "model_called.t"),
     Column("server_tool_cost", "float64", "the part of cost billed per server-tool request (web searches)",
            "model_called.server_tool_cost"),
+    Column("sub_run_cost", "float64", "the part of cost spent by runs started inside this step's tools (their sub_run events)", "sub_run.cost"),
+    Column("recorded_cost", "float64", "the cost an imported record wrote for the call (NaN if none), beside the repriced cost",
+           "model_called.recorded_cost"),
 )
 CALLS = (
     Column("run_id", "str", "the run", "tool_finished.run_id"),
@@ -270,6 +288,7 @@ RUNS_COLUMNS = {c.name: c.dtype for c in RUNS}
 STEPS_COLUMNS = {c.name: c.dtype for c in STEPS}
 CALLS_COLUMNS = {c.name: c.dtype for c in CALLS}
 EVENTS_COLUMNS = {c.name: c.dtype for c in EVENTS}
+_SUB_RUN_COST = list(STEPS_COLUMNS).index("sub_run_cost")  # its place in a step's row tuple
 TABLES = {"runs": RUNS, "steps": STEPS, "calls": CALLS, "events": EVENTS}
 """The four frames, in order: the store's tables have the same names and columns."""
 

@@ -225,15 +225,33 @@ def dumps(record: dict[str, Any]) -> bytes:
     return line
 
 
+_SCALARS = (str, int, bool, type(None))
+
+
 def _has_nonfinite(value: Any) -> bool:
-    if type(value) is float:
-        return value != value or value in (math.inf, -math.inf)
-    if isinstance(value, dict):
-        return any(_has_nonfinite(v) for v in value.values())
-    if isinstance(value, (list, tuple)):
-        return any(_has_nonfinite(v) for v in value)
-    if isinstance(value, float):  # numpy floats and other float subclasses
-        return not math.isfinite(value)
+    """Does ``value`` hold a NaN or an infinity anywhere? A loop over an explicit stack, not a
+    recursion: it runs on every event whose line holds a ``null``, inside the step's budget."""
+    stack = [value]
+    pop, extend = stack.pop, stack.extend
+    while stack:
+        v = pop()
+        t = type(v)
+        if t is float:
+            if v != v or v == math.inf or v == -math.inf:
+                return True
+        elif t is dict:
+            extend(v.values())
+        elif t is list or t is tuple:
+            extend(v)
+        elif t in _SCALARS:
+            continue
+        elif isinstance(v, float):  # numpy floats and other float subclasses
+            if not math.isfinite(v):
+                return True
+        elif isinstance(v, dict):
+            extend(v.values())
+        elif isinstance(v, (list, tuple)):
+            extend(v)
     return False
 
 

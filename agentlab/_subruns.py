@@ -1,0 +1,172 @@
+"""Sub-runs: a run started inside a tool (an agent calling an agent) belongs to the run whose tool started it.
+
+While a tool call runs, a context variable names the run and the call
+(:func:`calling` wraps the tool's function; async tools run in their own
+task's context, sync ones on a worker thread, so both see it). A
+:class:`~agentlab.loop.Run` made there links to that parent, the way an
+imported Claude Code subagent links to its session
+(``parent = {run_id, step, tool_use_id}`` in ``run_started``), and reserves
+each model call from the parent through a :class:`ParentLedger`: the
+parent's ``max_cost`` is the sub-runs' limit too, and the parent's own
+ledger (an experiment's total, a grandparent) is reserved from in turn, so
+no total anywhere up the chain is passed. What a sub-run spends is added to
+the parent's ``spent`` as it is settled; when the sub-run ends, the parent
+records a ``sub_run`` event (its cost and tokens), which the trace frames
+fold into the step that started it.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """The tool call a sub-run was started in."""
+
+    parent: Any  # the parent Run
+    step: int
+    tool_use_id: str
+
+    def as_dict(self) -> dict[str, Any]:
+        """As ``run_started.parent`` (the shape imported Claude Code subagents have)."""
+        return {"run_id": self.parent.run_id, "step": self.step, "tool_use_id": self.tool_use_id}
+
+
+_CALL: ContextVar[Link | None] = ContextVar("agentlab_tool_call", default=None)
+
+
+def current_call() -> Link | None:
+    """The tool call running here, if any: where a run made now is a sub-run of."""
+    return _CALL.get()
+
+
+def calling(
+    parent: Any, step: int, call_id: str, fn: Callable[[], Any], is_async: bool
+) -> Callable[[], Any]:
+    """``fn`` (a tool's call), run with the context variable naming its run and call."""
+    if parent is None:
+        return fn
+    link = Link(parent, step, call_id)
+    if is_async:
+
+        async def in_call() -> Any:
+            token = _CALL.set(link)
+            try:
+                return await fn()
+            finally:
+                _CALL.reset(token)
+
+        return in_call
+
+    def in_call_sync() -> Any:
+        token = _CALL.set(link)
+        try:
+            return fn()
+        finally:
+            _CALL.reset(token)
+
+    return in_call_sync
+
+
+class ParentLedger:
+    """What a parent's sub-runs reserve from: the parent's ``max_cost``, then the parent's own ledger.
+
+    Implements :class:`agentlab.budget.Ledger`. Thread-safe: a sub-run may run
+    on a sync tool's thread. ``limit()`` reads the parent's limit when asked
+    (``resume()`` may raise it); ``spent`` is the parent's, children included.
+    """
+
+    def __init__(self, parent: Any, limit: Callable[[], float | None], outer: Any) -> None:
+        self._parent = parent
+        self._limit = limit
+        self._outer = (
+            outer  # the parent's own ledger: an experiment's total, a grandparent's, or unlimited
+        )
+        self._lock = threading.Lock()
+        self._held: dict[str, float] = {}
+        self.finished: list[
+            dict[str, Any]
+        ] = []  # sub-runs that ended, for the parent to record as events
+        self.spent = 0.0  # by sub-runs, settled
+
+    @property
+    def parent_id(self) -> str:
+        return str(self._parent.run_id)
+
+    @property
+    def reserved(self) -> float:
+        return sum(self._held.values())
+
+    @property
+    def parent_ended(self) -> bool:
+        return self._parent.result is not None
+
+    def reserve(self, run_id: str, amount: float, minimum: float) -> float:
+        with self._lock:
+            if (
+                self.parent_ended
+            ):  # its cost is final: a sub-run left running (or started late) may not add to it
+                return 0.0
+            limit = self._limit()
+            if limit is not None:
+                left = limit - self._parent.spent - self.reserved
+                if left < minimum or left <= 0 < amount:
+                    return 0.0
+                amount = min(amount, left)
+            granted: float = self._outer.reserve(self._parent.run_id, amount, minimum)
+            if granted > 0:
+                self._held[run_id] = self._held.get(run_id, 0.0) + granted
+            return granted
+
+    def settle(self, run_id: str, reserved: float, actual: float) -> None:
+        with self._lock:
+            held = self._held.get(run_id, 0.0) - reserved
+            if held > 1e-15:
+                self._held[run_id] = held
+            else:
+                self._held.pop(run_id, None)
+            self._outer.settle(self._parent.run_id, reserved, actual)
+            self._parent.spent += actual  # the parent's cost includes its sub-runs'
+            self.spent += actual
+
+    def release(self, run_id: str) -> None:
+        """Free what a finished sub-run still holds (a call that failed or was cancelled cost nothing)."""
+        with self._lock:
+            held = self._held.pop(run_id, 0.0)
+            if held > 0:
+                self._outer.settle(self._parent.run_id, held, 0.0)
+
+    def ended(
+        self, child: Any, link: Link, reported: tuple[float, int, int], *, holds: bool
+    ) -> tuple[float, int, int]:
+        """A sub-run finished: free what it still holds and keep its summary until the parent records it
+        (on the parent's own loop). ``reported`` is what earlier ends reported (a resumed sub-run ends again);
+        returns what has now been reported. ``holds``: the sub-run reserved from this ledger."""
+        if holds:
+            self.release(child.run_id)
+        cost, i, o = reported
+        result = child.result
+        summary = {
+            "run_id": child.run_id,
+            "tool_use_id": link.tool_use_id,
+            "model": child.model.model,
+            "outcome": getattr(result, "outcome", ""),
+            "reason": str(getattr(result, "reason", "")),
+            "steps": child.steps,
+            "cost": child.spent - cost,
+            "input_tokens": child.input_tokens - i,
+            "output_tokens": child.output_tokens - o,
+        }
+        with self._lock:
+            self.finished.append(summary)
+        return child.spent, child.input_tokens, child.output_tokens
+
+    def take_finished(self) -> list[dict[str, Any]]:
+        with self._lock:
+            out, self.finished = self.finished, []
+            return out

@@ -1,0 +1,139 @@
+"""Cline / Roo Code task folders (``tasks/<task id>/api_conversation_history.json``).
+
+The history file is the list of Messages API messages the extension sent
+(``role``, ``content`` as Anthropic blocks, ``ts`` in milliseconds). Each
+``assistant`` message is one API call. Its usage is found in one of two places:
+
+- newer Cline writes it on the message: ``metrics.tokens = {prompt, completion,
+  cached}`` where ``prompt`` *includes* ``cached`` (and ``metrics.cost``), with
+  the model in ``modelInfo.modelId``;
+- otherwise ``ui_messages.json`` beside it holds one ``say: "api_req_started"``
+  message per request whose ``text`` is JSON with ``tokensIn`` (uncached
+  input), ``tokensOut``, ``cacheWrites``, ``cacheReads`` and ``cost``: the
+  n-th one belongs to the n-th assistant message.
+
+A list of chat messages is also what early mini-swe-agent wrote; a Cline file
+is told apart by its Anthropic content blocks and its ``ts``/``modelInfo``
+fields (or its file name), never by the role/content shape alone.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .build import (
+    RecordedRun,
+    RecordedStep,
+    blocks,
+    first_text,
+    split_by_model,
+    stop_reason_of,
+    usage_from_openai,
+)
+
+FORMAT = "cline"
+HISTORY = "api_conversation_history.json"
+UI = "ui_messages.json"
+
+
+def looks_like(doc: Any, name: str = "") -> bool:
+    if not isinstance(doc, list) or not doc or not all(isinstance(m, dict) and "role" in m for m in doc[:5]):
+        return False
+    block_lists = any(isinstance(m.get("content"), list) and m["content"] and isinstance(m["content"][0], dict)
+                      and "type" in m["content"][0] for m in doc[:5])
+    marked = name == HISTORY or any("ts" in m or "modelInfo" in m or "metrics" in m for m in doc[:10])
+    return block_lists and marked
+
+
+def _ui_usage(folder: Path) -> list[dict[str, Any]]:
+    f = folder / UI
+    if not f.is_file():
+        return []
+    try:
+        ui = orjson.loads(f.read_bytes())
+    except orjson.JSONDecodeError:
+        return []
+    out = []
+    for m in ui if isinstance(ui, list) else []:
+        if isinstance(m, dict) and m.get("say") == "api_req_started" and isinstance(m.get("text"), str):
+            try:
+                info = orjson.loads(m["text"])
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(info, dict) and ("tokensIn" in info or "tokensOut" in info):
+                out.append(info | {"ts": m.get("ts")})
+    return out
+
+
+def _clean(b: dict[str, Any]) -> dict[str, Any]:
+    if b.get("type") == "tool_use":
+        return {"type": "tool_use", "id": str(b.get("id") or b.get("call_id") or ""), "name": str(b.get("name") or ""),
+                "input": b.get("input") if isinstance(b.get("input"), dict) else {}}
+    return b
+
+
+def parse_file(file: Path, consumed: set[Path] | None = None) -> list[RecordedRun]:
+    doc = orjson.loads(file.read_bytes())
+    if not looks_like(doc, file.name):
+        raise ValueError(f"{file}: not a Cline / Roo Code api_conversation_history.json")
+    ui = _ui_usage(file.parent)
+    if consumed is not None:  # the task folder's other files are part of this run, not runs of their own
+        consumed.update(file.parent / n for n in (UI, "task_metadata.json") if (file.parent / n).is_file())
+    t0: float | None = None
+    messages: list[dict[str, Any]] = []
+    steps: list[RecordedStep] = []
+    model = ""
+    recorded_cost = 0.0
+    any_cost = False
+    for m in doc:
+        if not isinstance(m, dict):
+            continue
+        raw_ts = m.get("ts")
+        ts = raw_ts / 1000 if isinstance(raw_ts, (int, float)) else None
+        if t0 is None and ts is not None:
+            t0 = ts
+        t = None if ts is None or t0 is None else ts - t0
+        content = [_clean(b) for b in blocks(m.get("content"))]
+        if m.get("role") != "assistant":
+            if not steps:
+                messages.append({"role": "user", "content": content})
+            else:
+                steps[-1].after = (steps[-1].after or []) + content
+                steps[-1].after_at = t
+            continue
+        usage = None
+        cost = None
+        metrics: dict[str, Any] = m["metrics"] if isinstance(m.get("metrics"), dict) else {}
+        tokens = metrics.get("tokens")
+        if isinstance(tokens, dict):
+            usage = usage_from_openai({"prompt_tokens": tokens.get("prompt"), "completion_tokens": tokens.get("completion"),
+                                       "prompt_tokens_details": {"cached_tokens": tokens.get("cached") or 0}})
+            cost = metrics.get("cost")
+        elif len(steps) < len(ui):
+            u = ui[len(steps)]
+            usage = {"input_tokens": int(u.get("tokensIn") or 0), "output_tokens": int(u.get("tokensOut") or 0),
+                     "cache_creation_input_tokens": int(u.get("cacheWrites") or 0), "cache_read_input_tokens": int(u.get("cacheReads") or 0)}
+            cost = u.get("cost")
+        info: dict[str, Any] = m["modelInfo"] if isinstance(m.get("modelInfo"), dict) else {}
+        model = str(info.get("modelId") or model)
+        if isinstance(cost, (int, float)):
+            recorded_cost += float(cost)
+            any_cost = True
+        prev_t = steps[-1].after_at if steps else None
+        steps.append(RecordedStep(
+            content=content, usage=usage, model=model, requested_at=prev_t, replied_at=t,
+            recorded_cost=float(cost) if isinstance(cost, (int, float)) else None,
+        ))
+    if not steps:
+        return []
+    for s in steps:
+        s.stop_reason = stop_reason_of(s.content, None)
+    task = file.parent.name if file.name == HISTORY else file.name.removesuffix(".json")
+    return split_by_model(RecordedRun(
+        run_id=task, format=FORMAT, source=str(file), messages=messages, steps=steps,
+        task=first_text(messages)[:500], model=steps[0].model, recorded_cost=recorded_cost if any_cost else None,
+        meta={"usage_from": "metrics" if any(isinstance(m, dict) and isinstance(m.get("metrics"), dict) for m in doc) else (UI if ui else None)},
+    ))

@@ -1,0 +1,188 @@
+"""Gemini CLI chat sessions (``~/.gemini/tmp/<project hash>/chats/session-*.json``).
+
+One JSON document per session (newer versions write the same as JSONL: a
+metadata line, then a line per message): ``sessionId``, ``projectHash``, ``startTime``,
+``messages``. A message of type ``gemini`` is one model response, with
+``tokens: {input, output, cached, thoughts, tool, total}`` (the Gemini API's
+``usageMetadata``), ``model``, ``thoughts`` and ``toolCalls`` (each with its
+``args`` and its ``result``: the ``functionResponse`` parts sent back).
+``user`` messages are the user's turns; ``info`` and ``error`` messages are
+what the CLI printed (not calls, counted as ignored).
+
+Usage, as Google bills it: ``input`` (promptTokenCount) *includes* ``cached``;
+``output`` (candidatesTokenCount) excludes ``thoughts``, which are billed as
+output; ``tool`` (toolUsePromptTokenCount) is prompt sent for tool use, billed
+as input. So input = input − cached + tool, cache read = cached, output =
+output + thoughts.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from .build import RecordedRun, RecordedStep, first_text, seconds, split_by_model, stop_reason_of
+
+FORMAT = "gemini-cli"
+
+
+def looks_like_line(obj: dict[str, Any]) -> bool:
+    """The first line of a JSONL session (newer CLI versions): the session's metadata."""
+    return "sessionId" in obj and "projectHash" in obj and "uuid" not in obj and "messages" not in obj
+
+
+def _document(file: Path) -> Any:
+    """The session as one document: a JSON file, or a JSONL one (a metadata line, then one
+    line per message; a message written again under the same id replaces the earlier one)."""
+    data = file.read_bytes()
+    if not file.name.endswith(".jsonl"):
+        return orjson.loads(data)
+    meta: dict[str, Any] = {}
+    by_id: dict[str, dict[str, Any]] = {}
+    for n, line in enumerate(data.splitlines()):
+        if not line.strip():
+            continue
+        try:
+            obj = orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+        if not isinstance(obj, dict):
+            continue
+        if looks_like_line(obj) and not meta:
+            meta = obj
+        elif "type" in obj:
+            by_id[str(obj.get("id") or f"line-{n}")] = obj
+    return {**meta, "messages": list(by_id.values())}
+
+
+def looks_like(doc: Any) -> bool:
+    return (
+        isinstance(doc, dict) and isinstance(doc.get("messages"), list) and "sessionId" in doc
+        and ("projectHash" in doc or any(isinstance(m, dict) and m.get("type") == "gemini" for m in doc["messages"][:50]))
+    )
+
+
+def _usage(tok: dict[str, Any]) -> dict[str, int]:
+    cached = int(tok.get("cached") or 0)
+    return {
+        "input_tokens": max(int(tok.get("input") or 0) - cached, 0) + int(tok.get("tool") or 0),
+        "output_tokens": int(tok.get("output") or 0) + int(tok.get("thoughts") or 0),
+        "cache_creation_input_tokens": 0,
+        "cache_read_input_tokens": cached,
+    }
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+def _args(raw: Any) -> dict[str, Any]:
+    """Tool arguments: a dict, or the JSON / Python-repr string some CLI versions write."""
+    if isinstance(raw, dict):
+        return raw
+    if isinstance(raw, str):
+        for parse in (json.loads, ast.literal_eval):
+            try:
+                v = parse(raw)
+            except (ValueError, SyntaxError):
+                continue
+            if isinstance(v, dict):
+                return v
+        return {"args": raw}
+    return {}
+
+
+def _result_text(result: Any) -> str:
+    out: list[str] = []
+    for part in result or []:
+        fr = part.get("functionResponse") if isinstance(part, dict) else None
+        resp = (fr or {}).get("response")
+        if isinstance(resp, dict):
+            v = resp.get("output", resp.get("error", resp))
+            out.append(v if isinstance(v, str) else json.dumps(v))
+        elif resp is not None:
+            out.append(str(resp))
+    return "\n".join(out)
+
+
+def parse_file(file: Path) -> list[RecordedRun]:
+    doc = _document(file)
+    if not looks_like(doc):
+        raise ValueError(f"{file}: not a Gemini CLI chat session")
+    t0 = seconds(doc.get("startTime"))
+    messages: list[dict[str, Any]] = []
+    steps: list[RecordedStep] = []
+    ignored: Counter[str] = Counter()
+    last_t: float | None = None
+    for m in doc["messages"]:
+        if not isinstance(m, dict):
+            continue
+        ts = seconds(m.get("timestamp"))
+        if t0 is None and ts is not None:
+            t0 = ts
+        t = None if ts is None or t0 is None else ts - t0
+        kind = m.get("type")
+        if kind == "user":
+            block = {"type": "text", "text": _text(m.get("content"))}
+            if not steps:
+                messages.append({"role": "user", "content": [block]})
+            else:
+                steps[-1].after = (steps[-1].after or []) + [block]
+                steps[-1].after_at = t
+        elif kind == "gemini":
+            content: list[dict[str, Any]] = []
+            thoughts = "\n\n".join(
+                f"{th.get('subject', '')}: {th.get('description', '')}".strip(": ")
+                for th in m.get("thoughts") or [] if isinstance(th, dict)
+            )
+            if thoughts:
+                content.append({"type": "thinking", "thinking": thoughts, "signature": ""})
+            text = _text(m.get("content"))
+            if text:
+                content.append({"type": "text", "text": text})
+            results: list[dict[str, Any]] = []
+            times: dict[str, tuple[float | None, float | None]] = {}
+            for i, c in enumerate(m.get("toolCalls") or []):
+                if not isinstance(c, dict):
+                    continue
+                cid = str(c.get("id") or f"{m.get('id', 'call')}-{i}")
+                content.append({"type": "tool_use", "id": cid, "name": str(c.get("name") or ""), "input": _args(c.get("args"))})
+                if c.get("result") is not None or c.get("status") in ("error", "cancelled"):
+                    res: dict[str, Any] = {"type": "tool_result", "tool_use_id": cid, "content": _result_text(c.get("result"))}
+                    if c.get("status") in ("error", "cancelled"):
+                        res["is_error"] = True
+                    results.append(res)
+                    end = seconds(c.get("timestamp"))
+                    times[cid] = (t, None if end is None or t0 is None else end - t0)
+            tok = m.get("tokens")
+            step = RecordedStep(
+                content=content, usage=_usage(tok) if isinstance(tok, dict) else None, model=str(m.get("model") or ""),
+                requested_at=last_t, replied_at=t, request_id=str(m.get("id") or "") or None, tool_times=times,
+            )
+            if results:
+                step.after = results
+                step.after_at = max((e for _, e in times.values() if e is not None), default=t)
+            steps.append(step)
+        else:
+            ignored[str(kind)] += 1
+        last_t = t if t is not None else last_t
+    if not steps:
+        return []
+    for s in steps:
+        s.stop_reason = stop_reason_of(s.content, None)
+    models = [s.model for s in steps if s.model]
+    return split_by_model(RecordedRun(
+        run_id=file.name.removesuffix(".jsonl").removesuffix(".json"), format=FORMAT, source=str(file), messages=messages, steps=steps,
+        task=first_text(messages)[:500], model=models[0] if models else "", started_at=doc.get("startTime"),
+        meta={"session": doc.get("sessionId"), "ignored_lines": dict(ignored), "summary": doc.get("summary")},
+        ended_at=last_t,
+    ))
