@@ -299,6 +299,7 @@ def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int 
                 "t": pa.array(seq * 0.01 + rng.random(n)),
                 "kind": pc.take(kinds, pa.array(seq % len(_KINDS))),
                 "data": pc.take(datas, pa.array(rng.integers(0, len(datas), n))),
+                "_run": run_ids,
             },
             schema=schema("events"),
         )

@@ -106,6 +106,39 @@ def native_runs(folder: Path) -> None:
     log.write_bytes(
         b"".join(log.read_bytes().splitlines(keepends=True)[:-3])
     )  # died before it finished
+    sub_run(folder)
+
+
+def sub_run(folder: Path) -> None:
+    """A run whose tool runs another agent: the parent's log has a sub_run event naming the child."""
+
+    @al.tool(mode="read", name="ask_agent")
+    def ask_agent(question: str) -> str:
+        """Ask a sub-agent."""
+        script = [reply(None, ("lookup", {"key": "c"})), reply("sub done")]
+        child = al.run(
+            "sub task",
+            [lookup],
+            model=al.ScriptedModel(script),
+            prices=PRICES,
+            trace=folder,
+            clock=al.FakeClock(),
+            max_cost=1.0,
+        )
+        return child.text
+
+    script = [reply(None, ("ask_agent", {"question": "q"})), reply("done")]
+    al.run(
+        "parent task",
+        [ask_agent],
+        model=al.ScriptedModel(script),
+        trace=folder,
+        prices=PRICES,
+        clock=al.FakeClock(),
+        max_cost=1.0,
+        run_id="parent",
+    )
+    assert '"kind":"sub_run"' in (folder / "parent.jsonl").read_text()
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ def _tables(traces: list[Trace], sizes: list[int]) -> dict[str, pa.Table]:
         name: pa.Table.from_pandas(df, schema=schema(name), preserve_index=False)
         for name, df in frames.items()
     }
-    cols: dict[str, list[Any]] = {c.name: [] for c in TABLES["events"]}
+    cols: dict[str, list[Any]] = {c.name: [] for c in TABLES["events"]} | {"_run": []}
     with gc_paused():
         for t in traces:
             recs = t.records
@@ -67,6 +67,7 @@ def _tables(traces: list[Trace], sizes: list[int]) -> dict[str, pa.Table]:
             cols["t"].extend(float(e.get("t", "nan")) for e in recs)
             cols["kind"].extend(e.get("kind", "") for e in recs)
             cols["data"].extend(_json(data_of(e)) for e in recs)
+            cols["_run"].extend([t.run_id] * len(recs))
     out["events"] = pa.table(cols, schema=schema("events"))
     return out
 

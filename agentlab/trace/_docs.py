@@ -76,8 +76,7 @@ def render() -> str:
         ]
         out += [f"| `{c.name}` | {c.dtype} | {_arrow(c.dtype)} | {_cell(c.doc)} |" for c in columns]
         out += [
-            f"| `{h}` | — | {t} | store only: the size of the run's log when it was stored |"
-            for h, t in HIDDEN.get(name, ())
+            f"| `{h}` | — | {t} | store only: {_cell(doc)} |" for h, t, doc in HIDDEN.get(name, ())
         ]
         out.append("")
     out.append(END)

@@ -18,7 +18,7 @@ from .files import SUFFIX, runs_dir
 if TYPE_CHECKING:
     import pandas as pd
 
-_HIDDEN = {"runs": "exclude (_bytes)"}
+_HIDDEN = {"runs": "exclude (_bytes)", "events": "exclude (_run)"}
 
 
 def sql(

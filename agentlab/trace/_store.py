@@ -68,7 +68,16 @@ ARROW_TYPES = {
     "object": "string",
     "json": "string",
 }
-HIDDEN = {"runs": (("_bytes", "int64"),)}
+HIDDEN = {
+    "runs": (("_bytes", "int64", "the size of the run's log when it was stored (fresh or stale)"),),
+    "events": (
+        (
+            "_run",
+            "string",
+            "the run whose log holds the event (a sub_run event's run_id names the sub-run)",
+        ),
+    ),
+}
 """Store-only columns: the size of the run's log when it was stored (to tell fresh from stale)."""
 
 
@@ -96,7 +105,7 @@ def schema(table: str) -> pa.Schema:
         fields.append(pa.field(col.name, typ, nullable=col.dtype not in ("int64", "bool")))
     fields += [
         pa.field(name, pa.type_for_alias(dtype), nullable=False)
-        for name, dtype in HIDDEN.get(table, ())
+        for name, dtype, _ in HIDDEN.get(table, ())
     ]
     return pa.schema(fields)
 
@@ -212,28 +221,15 @@ def _select(found: list[Part], chosen: dict[int, set[str]], root: Path) -> dict[
         pieces["runs"].append(runs)
         for table in ("steps", "calls", "events"):
             t = pq.read_table(p.path(root, table), schema=schema(table))
-            owners = _owners(t, p.runs.column("run_id"))
+            owners = _owner(t)
             pieces[table].append(t if whole else t.filter(pc.is_in(owners, value_set=ids)))
     return {t: pa.concat_tables(v) if v else schema(t).empty_table() for t, v in pieces.items()}
 
 
-def _owners(t: pa.Table, runs: Any) -> Any:
-    """Each row's run: its ``run_id``, except a row that names another run (a ``sub_run`` event names the
-    sub-run), which belongs to the run of the row before it (a run's rows are contiguous in a part)."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    col = t.column("run_id")
-    known = pc.is_in(
-        col,
-        value_set=pc.unique(runs.combine_chunks() if isinstance(runs, pa.ChunkedArray) else runs),
-    )
-    mask = known.to_numpy(zero_copy_only=False)
-    if mask.all():
-        return col
-    at = np.maximum.accumulate(np.where(mask, np.arange(len(mask)), 0))
-    return col.take(pa.array(at))
+def _owner(t: pa.Table) -> Any:
+    """Each row's run: the events table says it (``_run``: a ``sub_run`` event's ``run_id`` names the
+    sub-run, not the run whose log holds it); in the other tables it is the ``run_id``."""
+    return t.column("_run") if "_run" in t.column_names else t.column("run_id")
 
 
 def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
@@ -250,7 +246,7 @@ def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     out = {"runs": runs.take(pa.array(order))}
     for name in ("steps", "calls", "events"):
         t = tables[name]
-        owners = _owners(t, runs.column("run_id")).to_pylist()
+        owners = _owner(t).to_pylist()
         ranks = np.array([rank[r] for r in owners]) if t.num_rows else np.array([], int)
         out[name] = t.take(pa.array(np.argsort(ranks, kind="stable")))
     return out
@@ -275,7 +271,7 @@ def frames_of(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFra
     from ._json import JSONArray
 
     out = {}
-    runs = tables["runs"].drop_columns([n for n, _ in HIDDEN["runs"]])
+    runs = tables["runs"].drop_columns([h[0] for h in HIDDEN["runs"]])
     df = runs.to_pandas()
     prefix = str(folder / "x")[:-1]
     df["file"] = (prefix + df["file"]).astype(df["run_id"].dtype)
@@ -290,7 +286,7 @@ def frames_of(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFra
     )
     out["calls"] = df
     events = tables["events"]
-    df = events.drop_columns(["data"]).to_pandas()
+    df = events.drop_columns(["data", "_run"]).to_pandas()
     df["data"] = pd.Series(JSONArray.from_arrow(events.column("data")))
     out["events"] = df
     return out
