@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test bench lab lint clean
+.PHONY: demo test docs bench lab lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -21,7 +21,13 @@ test: $(STAMP)
 	$(BIN)/ruff check agentlab tests
 	$(BIN)/mypy agentlab
 	$(BIN)/lint-imports --no-cache
+	$(MAKE) docs
 	$(BIN)/python -m pytest -q
+
+# The docs site (README as home, docs/*.md, the notebooks rendered, the API reference) in site/.
+# Strict: a broken link or reference, or a public name without a docstring, fails the build.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # not --quiet: it hides the warnings strict counts
 
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
@@ -35,4 +41,4 @@ lint: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 
 clean:
-	rm -rf $(VENV) runs .pytest_cache
+	rm -rf $(VENV) runs .pytest_cache site .cache

@@ -4,7 +4,7 @@ Importing this package does nothing but define names; widgets, plots and the
 Anthropic client load when first used.
 """
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._facades import arun, run
 from .budget import Budget, BudgetSnapshot
@@ -25,7 +25,7 @@ from .pricing import Prices
 from .results import Done, StepRecord, Stopped
 from .tools import Retry, Tool, tool
 
-if TYPE_CHECKING:  # the lazily loaded names, typed for editors and mypy (``__getattr__`` loads them)
+if _TYPE_CHECKING:  # the lazily loaded names, typed for editors and mypy (``__getattr__`` loads them)
     from . import (  # noqa: F401 (submodules loaded on first use)
         analysis,
         datasets,
@@ -58,6 +58,10 @@ __all__ = [
 
 def __getattr__(name: str) -> object:
     """Heavy public names load on first use, so ``import agentlab`` stays light."""
+    if name == "__version__":  # package metadata is read only when asked for
+        from ._version import installed_version
+
+        return installed_version()
     if name in ("Trace", "Traces", "load_run", "load_runs", "sql"):  # the trace package loads when first used
         from . import trace
 
@@ -106,4 +110,4 @@ _SUBMODULES = ("analysis", "datasets", "experiments", "mcp", "otel", "plots", "r
 
 def __dir__() -> list[str]:
     """Every public name, loaded or not, so tab completion in a notebook finds ``Lab`` before first use."""
-    return sorted({*globals(), *__all__, *_SUBMODULES})
+    return sorted({*globals(), *__all__, *_SUBMODULES, "__version__"})

@@ -324,6 +324,7 @@ class CostProjection:
         return cls(first_input, added, output_per_step, prices, caching)
 
     def with_caching(self, caching: bool = True) -> CostProjection:
+        """The same projection with prompt caching on (or off): cached prefixes billed at the read rate."""
         return CostProjection(self.first_input, self.added_per_step, self.output_per_step, self.prices, caching)
 
     def context(self, k: int) -> int:

@@ -252,13 +252,13 @@ def input_bound(obj: Any) -> int:
     their base64 size exceeds for any real file.
     """
     if isinstance(obj, str):
-        return len(obj.encode()) + BLOCK_OVERHEAD_TOKENS
+        return len(obj.encode("utf-8", "surrogatepass")) + BLOCK_OVERHEAD_TOKENS  # issue 24: a lone surrogate is 3 bytes, not a crash
     try:
         n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
     except TypeError:  # e.g. an int too large for orjson
         import json
 
-        n = len(json.dumps(obj, separators=(",", ":"), default=str, ensure_ascii=False).encode())
+        n = len(json.dumps(obj, separators=(",", ":"), default=str, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     return n + _framing(obj)
 
 

@@ -5,7 +5,13 @@
     agentlab report RUN_ID             read a finished (or failed) run
     agentlab scenarios                 what each scenario teaches
     agentlab experiment SPEC.toml      many runs under one total budget (--resume continues)
+    agentlab import PATH               recorded runs (Claude Code, ...) as traces
+    agentlab runs [DIR]                the runs in a traces folder, newest first
+    agentlab notebooks [DIR]           copy the teaching notebooks out of the installed package
     agentlab compact RUNS_DIR          the runs as Parquet, for fast loading and SQL
+
+``--json`` on ``run``, ``report``, ``experiment``, ``import`` and ``runs`` prints one JSON
+document on stdout instead of the text (progress still goes to stderr).
 
 The formatting here is plain functions of values (:func:`format_table`,
 :func:`describe_event`); ``main`` only wires them to argparse and streams.
@@ -22,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from ._safe_text import for_terminal
 from ._shorten import shorten
 from .vocab import EventKind
 
@@ -39,8 +46,14 @@ examples:
   agentlab run "Why was order 1042 late?" --tools shop --model offline
   agentlab report parallel-lookups-3f9a1c        read a run's trace
   agentlab report RUN_ID --notebook run.ipynb    the same, as a notebook
+  agentlab runs                                  the runs in ./runs, newest first
+  agentlab notebooks                             copy the teaching notebooks to ./agentlab-notebooks
 
-traces go to $AGENTLAB_RUNS (default ./runs); the notebooks: make lab"""
+traces go to $AGENTLAB_RUNS (default ./runs); add --json to run, report, experiment,
+import or runs for machine-readable output"""
+
+NOTEBOOKS_HINT = "notebooks: agentlab notebooks DIR, then jupyter lab DIR   (pip install 'agentlab-loop[lab]' for JupyterLab)"
+
 
 
 # ------------------------------------------------------------- formatting
@@ -160,7 +173,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     print(f"summary:  {summary}", file=out)
     for f in files:
         print(f"plot:     {f}", file=out)
-    print("notebooks: make lab   (or: .venv/bin/jupyter lab notebooks/)", file=out)
+    print(NOTEBOOKS_HINT, file=out)
     if not args.only:  # and one small experiment: 6 questions x 3 configs under a $0.50 total
         from .scenarios.demo import demo_experiment
 
@@ -175,6 +188,12 @@ def cmd_experiment(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if exp.folder.rows.exists() and not args.resume:
         raise ValueError(f"{exp.folder.path} already holds runs: pass --resume to continue it, or --name NEW for a new one")
     result = exp.run()
+    if args.json:
+        summary = result.summary()
+        _print_json({"experiment": exp.folder.path.name, "folder": str(exp.folder.path), "rows_file": str(exp.folder.rows),
+                     "summary": _records(summary.reset_index(names="config")) if not summary.empty else [],
+                     "runs": _records(result.runs)}, out)
+        return 0
     print(summary_text(result), file=out)
     print(f"\n{result!r}\nrows: {exp.folder.rows}", file=out)
     return 0
@@ -228,6 +247,7 @@ def _demo_plots(results: dict[str, Any], runs: Path, folder: Path, err: TextIO) 
 
 # -------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .trace import runs_dir
 
     runs = runs_dir(args.runs)
@@ -249,7 +269,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             return 2
         tools: list[Any] = []
         fallback = None
-        if args.tools == "shop":
+        if args.tools not in ("shop", "none"):
+            tools = _tools_from_ref(args.tools, args.task)
+            print(f"tools: {', '.join(t.name for t in tools) or 'none'} (from {args.tools})", file=err)
+        elif args.tools == "shop":
             from .scenarios.behaviours import ShopAssistant
             from .shop import Shop
 
@@ -273,13 +296,45 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from ._facades import run
 
         result = run(args.task, tools, model=resolved.model, trace=runs, subscribers=[progress], **limits)
-    print(describe_result(result), file=out)
+    if args.json:
+        _print_json(result_json(result, runs), out)
+    else:
+        print(describe_result(result), file=out)
     print(f"trace: {runs}/{result.run_id}.jsonl   (agentlab report {result.run_id})", file=err)
     return 0 if result.outcome == "done" else 1
 
 
+def _tools_from_ref(ref: str, task: str) -> list[Any]:
+    """``--tools module:attr``, read as the experiment spec reads it: a tool, a list of tools,
+    or a factory ``tools(task) -> list`` called once with this run's task."""
+    from ._refs import load_object
+    from .experiments.tasks import Task, input_id
+    from .tools import Tool
+
+    obj = load_object(ref)
+    if isinstance(obj, Tool):
+        return [obj]
+    if callable(obj) and not isinstance(obj, (list, tuple)):
+        obj = obj(Task(id=input_id(task), input=task))
+    if isinstance(obj, Tool):
+        return [obj]
+    if not isinstance(obj, (list, tuple)):
+        raise ValueError(f"--tools {ref}: expected a tool, a list of tools or a factory returning one, got {type(obj).__name__}")
+    return list(obj)
+
+
+def result_json(result: Any, runs: Path) -> dict[str, Any]:
+    """A finished run as a JSON object: how it ended, its numbers, its answer and where its trace is."""
+    return {
+        "run_id": result.run_id, "outcome": result.outcome, "reason": str(result.reason), "detail": result.detail,
+        "text": result.text, "steps": result.steps, "model_calls": result.model_calls, "cost": result.cost,
+        "seconds": result.elapsed, "trace": str(runs / f"{result.run_id}.jsonl"),
+    }
+
+
 # ----------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .trace import find_run_file, runs_dir
 
     runs = runs_dir(args.runs)
@@ -293,7 +348,13 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     if args.notebook:
         path = report.export_notebook(run_id, args.notebook, runs=runs)
-        print(f"notebook written: {path}   (open it: .venv/bin/jupyter lab {path})", file=out)
+        print(f"notebook written: {path}   (open it: jupyter lab {path})", file=out)
+        return 0
+    if args.json:
+        from .trace import load_run
+
+        trace = load_run(run_id, runs)
+        _print_json({"summary": _jsonable(trace.summary), "steps": _records(trace.steps), "calls": _records(trace.calls)}, out)
         return 0
     print(report.report_text(run_id, runs=runs), file=out)
     return 0
@@ -310,6 +371,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     what was read, the runs made, and every file skipped and why."""
     import warnings
 
+    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .recorded import NoCalls, SkippedFileWarning, UnrecognizedFormat, import_recorded
 
     try:
@@ -319,6 +381,10 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (FileNotFoundError, UnrecognizedFormat, NoCalls) as exc:
         print(f"agentlab import: {exc}", file=err)
         return 2
+    if args.json:
+        _print_json({"written": [{"run_id": f.stem, "file": str(f)} for f in report],
+                     "skipped": [{"file": str(f), "why": why} for f, why in report.skipped]}, out)
+        return 0
     for f in report:
         print(f"  {f}", file=out)
     for f, why in report.skipped:
@@ -365,6 +431,80 @@ def _add_compact(sub: Any) -> None:
     c.set_defaults(fn=cmd_compact)
 
 
+def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """The runs in a traces folder, newest first: one line each (or one JSON object each)."""
+    import warnings
+
+    from .trace import load_runs, runs_dir
+
+    folder = runs_dir(args.folder)
+    if not folder.is_dir():
+        print(f"agentlab runs: {folder} is not a folder (traces go to $AGENTLAB_RUNS, default ./runs)", file=err)
+        return 2
+    with warnings.catch_warnings(record=True) as caught:  # a damaged file is named once, below the table
+        warnings.simplefilter("always")
+        summaries = [t.summary for t in load_runs(folder)]
+    summaries.sort(key=lambda s: str(s.get("started_at") or ""), reverse=True)
+    if args.json:
+        _print_json({"folder": str(folder), "runs": [_jsonable(s) for s in summaries]}, out)
+    elif not summaries:
+        print(f"no runs in {folder}", file=out)
+    else:
+        rows = [[s["run_id"], s["outcome"], s["reason"], s["steps"], f"${s['cost']:.4f}", s["model"],
+                 str(s.get("started_at") or "")[:19].replace("T", " ")] for s in summaries]
+        print(format_table(["run id", "outcome", "reason", "steps", "cost", "model", "started (UTC)"], rows, right=(3, 4)),
+              file=out)
+        print(f"\n{len(rows)} run(s) in {folder}; read one: agentlab report RUN_ID --runs {folder}", file=out)
+    for w in caught:
+        print(f"warning: {w.message}", file=err)
+    return 0
+
+
+def cmd_notebooks(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Copy the teaching notebooks out of the installed package; never overwrite a file."""
+    from ._teaching import copy_notebooks
+
+    copied, kept = copy_notebooks(Path(args.folder))
+    for f in copied:
+        print(f"  {f}", file=out)
+    for f in kept:
+        print(f"  {f}  (already there: kept yours)", file=out)
+    print(f"{len(copied)} notebook(s) copied to {args.folder}; open them: jupyter lab {args.folder}", file=out)
+    print("(JupyterLab is in the lab extra: pip install 'agentlab-loop[lab]'; each notebook runs offline)", file=out)
+    return 0
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON values: NaN and infinities as null, timestamps as ISO text, numpy scalars as numbers."""
+    import math
+
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if value is None or isinstance(value, (str, bool, int)):
+        return value
+    if hasattr(value, "isoformat"):
+        try:
+            return value.isoformat()
+        except ValueError:  # NaT
+            return None
+    if hasattr(value, "item"):  # a numpy scalar
+        return _jsonable(value.item())
+    return str(value)
+
+
+def _records(frame: Any) -> list[dict[str, Any]]:
+    """A DataFrame's rows as JSON objects (pandas does the dtype conversions)."""
+    return list(json.loads(frame.to_json(orient="records", date_format="iso")))
+
+
+def _print_json(document: Any, out: TextIO) -> None:
+    print(json.dumps(document, ensure_ascii=False, indent=2, allow_nan=False), file=out)
+
+
 # ------------------------------------------------------------------- main
 def _positive(kind: type) -> Any:
     def parse(text: str) -> Any:
@@ -380,8 +520,11 @@ def _positive(kind: type) -> Any:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from ._version import installed_version
+
     p = argparse.ArgumentParser(prog="agentlab", description=DESCRIPTION, epilog=EPILOG,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--version", action="version", version=f"agentlab {installed_version()} (distribution agentlab-loop)")
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
     d = sub.add_parser("demo", help="run every scenario offline; print a summary table; write traces and plots",
@@ -395,10 +538,13 @@ def build_parser() -> argparse.ArgumentParser:
     d.set_defaults(fn=cmd_demo)
 
     r = sub.add_parser("run", help="run one task (or one scenario), printing each step as it happens",
-                       description="Run one task with the shop's tools, or one offline scenario, and print each "
-                                   "step as it happens. A Claude model needs ANTHROPIC_API_KEY; --model offline needs none.")
+                       description="Run one task with the shop's tools (or your own: --tools module:attr), or one "
+                                   "offline scenario, and print each step as it happens. A Claude model needs "
+                                   "ANTHROPIC_API_KEY; --model offline needs none.")
     r.add_argument("task", nargs="?", help="what to ask, e.g. \"Why was order 1042 late?\"")
-    r.add_argument("--tools", choices=["shop", "none"], default="shop", help="the toolset (default: shop)")
+    r.add_argument("--tools", default="shop", metavar="shop|none|MODULE:ATTR",
+                   help="the toolset: the example shop (default), none, or module:attr naming a tool, a list of "
+                        "tools or a factory tools(task) -> list, as in an experiment spec")
     r.add_argument("--model", default="claude-sonnet-4-5", help="Claude model id (default: claude-sonnet-4-5), or 'offline'")
     r.add_argument("--scenario", metavar="NAME", help="run an offline scenario (see: agentlab scenarios)")
     r.add_argument("--seed", type=int, default=0, help="seed of a scenario's model (default 0)")
@@ -406,6 +552,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--max-cost", type=_positive(float), metavar="USD", help="cost budget in dollars")
     r.add_argument("--deadline", type=_positive(float), metavar="SECONDS", help="wall-clock budget")
     r.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
+    r.add_argument("--json", action="store_true", help="print the result as one JSON object")
     r.set_defaults(fn=cmd_run)
 
     rep = sub.add_parser("report", help="read a run's trace: budgets, every step, why it stopped",
@@ -413,6 +560,7 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("run_id", metavar="RUN_ID", help="the run's id (its trace file's name)")
     rep.add_argument("--notebook", metavar="OUT.ipynb", help="write the report as a notebook instead")
     rep.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
+    rep.add_argument("--json", action="store_true", help="print the run's summary, steps and tool calls as JSON")
     rep.set_defaults(fn=cmd_report)
 
     im = sub.add_parser("import", help="turn recorded runs (Claude Code, Codex, Gemini CLI, SWE-agent, API logs…) into traces",
@@ -422,7 +570,21 @@ def build_parser() -> argparse.ArgumentParser:
     im.add_argument("--format", default="auto", choices=["auto", *_recorded_formats()],
                     help="the records' format (default: recognised from the content)")
     im.add_argument("--force", action="store_true", help="overwrite runs already in the traces folder")
+    im.add_argument("--json", action="store_true", help="print the files written (and skipped) as JSON")
     im.set_defaults(fn=cmd_import)
+
+    ru = sub.add_parser("runs", help="list the runs in a traces folder, newest first",
+                        description="List the runs in a traces folder (native or imported), newest first.")
+    ru.add_argument("folder", nargs="?", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
+    ru.add_argument("--json", action="store_true", help="print each run's summary as JSON")
+    ru.set_defaults(fn=cmd_runs)
+
+    nb = sub.add_parser("notebooks", help="copy the teaching notebooks out of the installed package",
+                        description="Copy the teaching notebooks into a folder (files already there are kept), "
+                                    "then open them with jupyter lab. Each runs offline.")
+    nb.add_argument("folder", nargs="?", default="agentlab-notebooks", metavar="DIR",
+                    help="where to put them (default: ./agentlab-notebooks)")
+    nb.set_defaults(fn=cmd_notebooks)
 
     sc = sub.add_parser("scenarios", help="list the offline scenarios and what each one teaches")
     sc.add_argument("-v", "--verbose", action="store_true", help="also print each lesson and task")
@@ -435,19 +597,21 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--resume", action="store_true", help="continue an experiment whose folder already holds runs")
     ex.add_argument("--name", help="run it under a new name (a new folder)")
     ex.add_argument("--quiet", action="store_true", help="no progress bar")
+    ex.add_argument("--json", action="store_true", help="print the summary and every run's row as JSON")
     ex.set_defaults(fn=cmd_experiment)
     _add_compact(sub)
     return p
 
 
 def main(argv: Sequence[str] | None = None, *, out: TextIO | None = None, err: TextIO | None = None) -> int:
-    """The ``agentlab`` command. Returns the exit status (0 ok, 1 a run did not end as expected, 2 bad input)."""
+    """The ``agentlab`` command. Returns the exit status (0 ok, 1 a run did not end as expected,
+    2 bad input or no command)."""
     out, err = out or sys.stdout, err or sys.stderr
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "fn", None) is None:
-        parser.print_help(out)
-        return 0
+    if getattr(args, "fn", None) is None:  # no command: the help, as a usage error (exit 2)
+        parser.print_help(err)
+        return 2
     from .errors import AgentlabError
 
     try:

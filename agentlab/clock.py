@@ -65,15 +65,19 @@ class FakeClock:
         self.sleeps: list[float] = []
 
     def now(self) -> float:
+        """The fake time, in seconds (only advance() and sleep() move it)."""
         return self.t
 
     def wall(self) -> float:
+        """A wall-clock reading consistent with now(): a fixed epoch plus the fake time."""
         return self.EPOCH + self.t
 
     def advance(self, seconds: float) -> None:
+        """Move the fake time forward by ``seconds``, as if that much time had passed."""
         self.t += seconds
 
     async def sleep(self, seconds: float) -> None:
+        """Advance the fake time instead of waiting, so retries and deadlines are tested instantly."""
         self.sleeps.append(seconds)
         self.t += seconds
         await asyncio.sleep(0)

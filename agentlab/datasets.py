@@ -80,3 +80,19 @@ def _run_id(name: str) -> str:
     for suffix in (".traj.json", ".jsonl"):
         base = base.replace(suffix, "")
     return base.replace("#", "-")
+
+
+SESSIONS = {"multi-turn": "claude_code_multi_turn.jsonl", "subagent": "ae4a77f8-aedd-4bc1-888f-c94edc91af04/subagents/agent-aac57f5.jsonl"}
+
+
+def claude_code_session(which: Literal["multi-turn", "subagent"] = "multi-turn") -> Path:
+    """The path of a real Claude Code session file shipped with the package, to try
+    :func:`agentlab.load_recorded`, replay and fork on without a session of your own.
+
+    ``"multi-turn"``: 50 API calls of Claude Opus after a compaction, the user
+    speaking again twice; ``"subagent"``: a subagent's three calls. Both come from
+    the MIT-licensed marot/spotter test fixtures (strings cut short, usage exact;
+    see ``agentlab/data/NOTICE.md``)."""
+    if which not in SESSIONS:
+        raise ValueError(f"which must be one of {', '.join(map(repr, SESSIONS))}, got {which!r}")
+    return Path(str(files("agentlab") / "data" / "recorded" / SESSIONS[which]))

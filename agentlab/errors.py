@@ -44,6 +44,7 @@ class ToolError(AgentlabError):
         self.hint = hint
 
     def for_model(self) -> str:
+        """The message the model is shown: the error and, when there is one, the hint for its next step."""
         return f"{self.message} Next step: {self.hint}" if self.hint else self.message
 
 
@@ -75,6 +76,15 @@ class AuthenticationFailed(FatalError):
 
 class UnknownTool(FatalError):
     """The model asked for a tool that is not registered."""
+
+
+class OutcomeUnknown(FatalError):
+    """A call was sent and its answer lost (the connection dropped, the server died): it may have run.
+
+    Fatal, never retried, for a tool not known to be safe to repeat: sending
+    a write again could apply it twice (issue 24). The run stops and its
+    detail says the outcome is unknown, so a person checks before re-running.
+    """
 
 
 class Escaped(AgentlabError):

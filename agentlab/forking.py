@@ -31,6 +31,7 @@ from typing import Any
 
 import orjson
 
+from ._checks import is_whole
 from .errors import ToolError
 from .loop import Run
 from .models.replay import ReplayModel
@@ -151,7 +152,7 @@ def fork(trace: Any, at_step: int, *, task: str | None = None, **overrides: Any)
     message, needed when the history ends with the model's reply.
     """
     steps = trace.step_numbers
-    if isinstance(at_step, bool) or not isinstance(at_step, int) or not 0 <= at_step <= len(steps):
+    if not is_whole(at_step, 0) or at_step > len(steps):
         raise ValueError(f"at_step must be an int in 0..{len(steps)} (the record has {len(steps)} steps), got {at_step!r}")
     if at_step < len(steps):
         messages = trace.messages_at(steps[at_step])

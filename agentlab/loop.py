@@ -44,7 +44,7 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     reserve_call,
 )
 from .clock import Clock, SystemClock, wall_time
-from .errors import ModelError, Policy, TraceWriteError, classify, describe
+from .errors import ModelError, Policy, TraceWriteError, classify, describe, safe_str
 from .events import Event, Subscriber
 from .messages import (
     Block,
@@ -173,42 +173,52 @@ class Run:
     # ------------------------------------------------- the inputs (config)
     @property
     def model(self) -> Model:
+        """The model the run calls."""
         return self.config.model
 
     @property
     def tools(self) -> Mapping[str, Tool]:
+        """The run's tools by name."""
         return self.config.tools
 
     @property
     def task(self) -> str:
+        """What the run was asked (the first user message)."""
         return self.config.task
 
     @property
     def system(self) -> str | None:
+        """The system prompt, if any."""
         return self.config.system
 
     @property
     def max_tokens(self) -> int:
+        """The output limit asked for on each call (the cost guard may lower it near the budget)."""
         return self.config.max_tokens
 
     @property
     def policy(self) -> Policy:
+        """The failure policy: which errors are recoverable, retryable or fatal."""
         return self.config.policy
 
     @property
     def prices(self) -> Prices | None:
+        """The prices the run is charged at (``None``: looked up for the model)."""
         return self.config.prices
 
     @property
     def clock(self) -> Clock:
+        """The clock the deadline and retries use (inject a FakeClock in tests)."""
         return self.config.clock
 
     @property
     def rng(self) -> random.Random:
+        """The run's seeded random source (retry jitter), so an offline run reproduces."""
         return self.config.rng
 
     @property
     def run_id(self) -> str:
+        """The run's id: its trace file's name."""
         return self.config.run_id
 
     @property
@@ -234,6 +244,7 @@ class Run:
     # ----------------------------------------------------------- public state
     @property
     def finished(self) -> bool:
+        """Whether the run has ended (its ``result`` is set)."""
         return self.result is not None
 
     @property
@@ -243,6 +254,7 @@ class Run:
 
     @property
     def snapshot(self) -> BudgetSnapshot:
+        """The budgets as they stand now: steps, dollars and seconds used of each limit."""
         b = self.budget
         return BudgetSnapshot(self.steps, b.max_steps, self.spent, b.max_cost, self.elapsed, b.deadline_s)
 
@@ -647,13 +659,26 @@ class Run:
             return
         self._seq += 1
         event = Event(kind, self.run_id, self.steps, self._seq, self.elapsed, data)
+        ending = kind == EventKind.RUN_FINISHED
+        interrupted: KeyboardInterrupt | None = None
         for callback in list(self._subscribers):
+            if ending:  # issue 24: a subscriber that blocked on run_finished overran too; the next one (the trace) hears it
+                data.update(self._overrun(), elapsed=self.elapsed)
             try:
                 callback(event)
             except TraceWriteError as exc:  # issue 14: a trace that cannot be written stops the run
                 self._trace_error, self._cancel = self._trace_error or exc, True
-            except Exception:  # a broken subscriber must not break the run
-                warnings.warn(f"agentlab: subscriber {callback!r} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
+            except KeyboardInterrupt as exc:  # a Ctrl-C: the others hear the event first, then the run ends cancelled
+                interrupted = interrupted or exc
+            except BaseException:  # noqa: BLE001 - issue 24: SystemExit, CancelledError... from a subscriber are contained too
+                warnings.warn(f"agentlab: subscriber {safe_str(callback)} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
+        if ending and self.result is not None:
+            self.result = replace(self.result, **self._overrun())
+        if interrupted is not None:  # in the step's own task, step() ends the run cancelled; elsewhere (a call's
+            with contextlib.suppress(RuntimeError):  # task) it would tear through the event loop, so it cancels
+                if asyncio.current_task() is self._step_task is not None:
+                    raise interrupted
+            self.cancel()
 
     def _emit_start(self) -> None:
         self._emit(

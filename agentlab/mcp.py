@@ -11,7 +11,15 @@ is mapped from MCP's own vocabulary:
   the server's claim, and a wrong "read" would let writes run concurrently.
   Everything else is a *write* (alone, in order).
 * A result with ``isError`` is recoverable: the model gets the server's text.
-* A dropped connection is retryable (the next attempt reconnects).
+* A write runs once. A connection that drops (or a per-call ``timeout``
+  that passes) after a call was sent leaves its outcome unknown: the call is
+  retried (on a new connection) only for a tool that is safe to repeat,
+  ``readOnlyHint`` or ``idempotentHint`` on a trusted server; for any other
+  the run stops with :class:`~agentlab.errors.OutcomeUnknown` saying so, and
+  nothing is sent twice. The same rule holds over stdio and streamable HTTP.
+* What the server sends is checked as it arrives: a line that is not
+  JSON-RPC or an answer to a request never sent is a :class:`ProtocolError`,
+  named at once (no waiting out the deadline), and the connection is closed.
 * A tool the server says it does not know is fatal.
 * The run's deadline bounds every call (a cancelled call is cancelled on
   the connection too); ``timeout`` adds a per-call limit of its own.
@@ -33,29 +41,39 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
 import json
 import shlex
 import threading
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any
 
-from .errors import RetryableError, ToolError, UnknownTool
+from .errors import FatalError, OutcomeUnknown, RetryableError, ToolError, UnknownTool
 from .tools import SchemaTool, Tool
 
 try:
     import anyio
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
+    from mcp.client.streamable_http import streamable_http_client
     from mcp.shared.exceptions import MCPError
+    from mcp.shared.message import SessionMessage
+    from mcp.types import JSONRPCError, JSONRPCRequest, JSONRPCResponse
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
-    raise ImportError("agentlab.mcp needs the MCP SDK: pip install 'agentlab[mcp]'") from exc
+    raise ImportError("agentlab.mcp needs the MCP SDK: pip install 'agentlab-loop[mcp]'") from exc
 
-__all__ = ["MCPConnection", "mcp_tools"]
+__all__ = ["MCPConnection", "ProtocolError", "mcp_tools"]
 
 _DROPPED = (
     anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionError, BrokenPipeError, EOFError,
 )
 _CONNECTION_CLOSED = -32000
+_REQUEST_TIMEOUT = -32001
+
+
+class ProtocolError(FatalError):
+    """The MCP server broke JSON-RPC (a line that is not a message, an answer to a request never sent)."""
 
 
 def server_parameters(server: Any, *, env: dict[str, str] | None = None, cwd: str | None = None) -> Any:
@@ -103,6 +121,8 @@ class MCPConnection:
         self._held = False  # inside a with block: the block, not the run, ends it
         self._watched: weakref.WeakSet[asyncio.AbstractEventLoop] = weakref.WeakSet()
         self._watchers: set[asyncio.Task[None]] = set()
+        self._repeatable: set[str] = set()  # tools safe to send again after a drop (trusted read-only/idempotent hints)
+        self._fault: str | None = None  # the protocol error that ended the current connection, if one did
 
     # ---------------------------------------------------------- lifetime
     def open(self) -> MCPConnection:
@@ -119,7 +139,11 @@ class MCPConnection:
         except BaseException as exc:
             self.close()
             raise ConnectionError(f"mcp_tools: could not connect to {self._where()}: {type(exc).__name__}: {exc}") from exc
-        self.tools = [self._tool(t) for t in listing]
+        try:
+            self.tools = [self._tool(t) for t in listing]
+        except BaseException:  # issue 24: a tool we cannot offer (a name the API refuses) closes what was opened
+            self.close()
+            raise
         atexit.register(self.close)
         return self
 
@@ -204,8 +228,10 @@ class MCPConnection:
 
     async def _serve(self, ready: asyncio.Future[list[Any]]) -> None:
         assert self._closing is not None
+        self._fault = None
+        transport = streamable_http_client(self.params) if isinstance(self.params, str) else stdio_client(self.params)
         try:
-            async with Client(self.params) as client:
+            async with Client(_checked(transport, self._broken)) as client:
                 tools, cursor = [], None
                 while True:
                     page = await client.list_tools(cursor=cursor)
@@ -223,6 +249,20 @@ class MCPConnection:
                 raise
         finally:
             self._client = None
+
+    def _broken(self, problem: str | None) -> None:
+        """The connection ended under us: a protocol error (``problem``) or a drop (``None``).
+
+        Called on the connection's loop as soon as it is seen; calls in flight
+        already failed (their answers can no longer come). The serving task is
+        ended, so the server process and the transport close now.
+        """
+        if problem is not None and self._fault is None:
+            self._fault = problem
+        self._client = None
+        serving = self._serving
+        if serving is not None and not serving.done():
+            asyncio.get_running_loop().call_soon(serving.cancel)
 
     async def _shutdown(self) -> None:
         if self._closing is not None:
@@ -245,21 +285,43 @@ class MCPConnection:
         try:
             result = await client.call_tool(name, args, read_timeout_seconds=self.timeout)
         except MCPError as exc:
+            if self._fault is not None:
+                raise self._protocol_error(name) from None
             if "unknown tool" in exc.message.lower():
                 raise UnknownTool(f"the MCP server does not know a tool named {name!r}: {exc.message}") from None
             if exc.code == _CONNECTION_CLOSED or "closed" in exc.message.lower():
                 self._client = None
-                raise RetryableError(f"the connection to the MCP server dropped during {name}: {exc.message}") from None
+                raise self._lost(name, f"the connection to the MCP server dropped during {name}: {exc.message}") from None
+            if exc.code == _REQUEST_TIMEOUT:
+                raise self._lost(name, f"{name} got no answer from the MCP server within its {self.timeout}s timeout") from None
             raise ToolError(f"{name} failed on the MCP server: {exc.message}") from None
         except _DROPPED as exc:
+            if self._fault is not None:
+                raise self._protocol_error(name) from None
             self._client = None
-            raise RetryableError(f"the connection to the MCP server dropped during {name}: {type(exc).__name__}") from None
+            raise self._lost(name, f"the connection to the MCP server dropped during {name}: {type(exc).__name__}") from None
         text = result_text(result)
         if result.is_error:
             if text.lower().startswith("unknown tool"):
                 raise UnknownTool(f"the MCP server does not know a tool named {name!r}: {text}")
             raise ToolError(text or f"{name} failed on the MCP server (no message)")
         return text
+
+    def _lost(self, name: str, what: str) -> Exception:
+        """A call sent whose answer will not come: retried only if ``name`` is safe to send again."""
+        if name in self._repeatable:
+            return RetryableError(what)
+        return OutcomeUnknown(
+            f"{what}, after the call was sent: its outcome is unknown (the server may or may not have done it). "
+            f"Not sent again: {name} is not marked safe to repeat (readOnlyHint or idempotentHint on a "
+            "trusted server); check its effect before running it again"
+        )
+
+    def _protocol_error(self, name: str) -> ProtocolError:
+        return ProtocolError(
+            f"the MCP server {self._where()} broke the protocol during {name}: {self._fault}; the connection "
+            "is closed (the call's outcome is unknown)"
+        )
 
     # ------------------------------------------------ on the run's loop
     async def call(self, name: str, args: dict[str, Any]) -> str:
@@ -278,6 +340,8 @@ class MCPConnection:
         hints = spec.annotations
         read = self.trusted and hints is not None and hints.read_only_hint is True
         name = spec.name
+        if read or (self.trusted and hints is not None and hints.idempotent_hint is True):
+            self._repeatable.add(name)
 
         async def call(**kwargs: Any) -> str:
             return await self.call(name, kwargs)
@@ -287,6 +351,66 @@ class MCPConnection:
             call, name=name, description=spec.description or spec.title or name,
             input_schema=dict(spec.input_schema or {}), mode="read" if read else "write",
         )
+
+
+@contextlib.asynccontextmanager
+async def _checked(transport: Any, broken: Callable[[str | None], None]) -> AsyncIterator[tuple[Any, Any]]:
+    """The SDK's transport, with what the server sends checked as it arrives.
+
+    The SDK drops a line it cannot parse and an answer to an unknown request
+    id with a debug log, so a call would wait out the whole deadline. Here
+    either is a protocol error: ``broken(problem)`` is told at once and the
+    session sees the stream end, which fails every call in flight. A stream
+    that ends or fails (the server died, the HTTP connection broke) is a drop:
+    ``broken(None)``.
+    """
+    async with transport as (read, write):
+        to_session, from_server = anyio.create_memory_object_stream[SessionMessage | Exception](0)
+        to_server, from_session = anyio.create_memory_object_stream[SessionMessage](0)
+        sent: set[Any] = set()
+
+        async def inbound() -> None:
+            problem: str | None = None
+            async with to_session:
+                try:
+                    async for item in read:
+                        problem = _problem(item, sent)
+                        if problem is not None or isinstance(item, Exception):
+                            break
+                        await to_session.send(item)
+                except (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream):
+                    pass
+            broken(problem)
+
+        async def outbound() -> None:
+            async with from_session:
+                async for item in from_session:
+                    if isinstance(item.message, JSONRPCRequest):
+                        sent.add(item.message.id)
+                    await write.send(item)
+
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(inbound)
+            tg.start_soon(outbound)
+            try:
+                yield from_server, to_server
+            finally:
+                tg.cancel_scope.cancel()
+
+
+def _problem(item: Any, sent: set[Any]) -> str | None:
+    """What is wrong with one item the server sent, as a protocol error; ``None`` if nothing (or a drop)."""
+    if isinstance(item, ValueError):  # the transport could not parse a line (pydantic errors are ValueErrors)
+        first = str(item).splitlines()[0] if str(item) else type(item).__name__
+        return f"it sent something that is not a JSON-RPC message ({first[:200]})"
+    if isinstance(item, Exception):
+        return None  # the connection failed: a drop, not the server's words
+    message = item.message
+    if isinstance(message, (JSONRPCResponse, JSONRPCError)):
+        if message.id is None or message.id not in sent:
+            return f"it answered a request that was never sent (id {message.id!r})"
+        sent.discard(message.id)
+    return None
 
 
 def result_text(result: Any) -> str:

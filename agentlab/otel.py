@@ -45,8 +45,8 @@ try:
     from opentelemetry.trace import SpanKind, Status, StatusCode
 except ImportError as exc:  # pragma: no cover - exercised only without the extra
     raise ImportError(
-        "agentlab.otel needs OpenTelemetry: pip install 'agentlab[otel]' "
-        "(opentelemetry-api and opentelemetry-sdk)"
+        "agentlab.otel needs OpenTelemetry: pip install 'agentlab-loop[otel]' "
+        "(opentelemetry-api, opentelemetry-sdk and the OTLP exporter)"
     ) from exc
 
 __all__ = ["SpanBuilder", "TraceExporter", "export", "exporter"]
@@ -62,12 +62,10 @@ def _capture_from_env() -> bool:
 
 
 def _version() -> str:
-    try:
-        from importlib.metadata import version
+    """agentlab's installed version (the distribution is agentlab-loop), for the tracer's scope."""
+    from ._version import installed_version
 
-        return version("agentlab")
-    except Exception:
-        return "0"
+    return installed_version()
 
 
 class SpanBuilder:
@@ -331,6 +329,7 @@ class TraceExporter:
         self.builders: dict[str, SpanBuilder] = {}
 
     def builder(self, run_id: str) -> SpanBuilder:
+        """The span builder of one run (made on its first event): runs feed the exporter interleaved."""
         b = self.builders.get(run_id)
         if b is None:
             b = self.builders[run_id] = SpanBuilder(
@@ -339,6 +338,7 @@ class TraceExporter:
         return b
 
     def feed(self, rec: dict[str, Any]) -> None:
+        """Advance the spans of the record's run by one event record."""
         self.builder(str(rec.get("run_id") or "")).feed(rec)
 
     def __call__(self, event: Event) -> None:

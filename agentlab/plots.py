@@ -338,7 +338,10 @@ def whatif_grid(grid: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     from matplotlib.patches import Patch
 
     an._need(grid, "grid", ("run_id", "max_steps", "max_cost", "deadline_s", "outcome", "reason", "steps"))
-    ax = _axes(ax)
+    n_runs = grid["run_id"].nunique()
+    n_budgets = len(grid[["max_steps", "max_cost", "deadline_s"]].drop_duplicates())
+    # A cell must hold "step limit @30": the figure grows with the grid instead of squeezing it.
+    ax = _axes(ax, figsize=(max(8.0, 1.5 * n_budgets + 2.0), max(3.0, 0.35 * n_runs + 1.5)))
     _label(ax, "Budget what-if", "hypothetical budget", "run")
     if grid.empty:
         return _empty(ax, "no runs in the grid")
@@ -374,7 +377,7 @@ def whatif_grid(grid: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax.imshow(codes, cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5, aspect="auto")
     for i, line in enumerate(texts):
         for j, text in enumerate(line):
-            ax.text(j, i, text, ha="center", va="center", fontsize="small", color="white" if codes[i][j] not in
+            ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if codes[i][j] not in
                     (names.index("unknown"),) else "#333333")
     ax.set_xticks(range(len(budget_list)), [_budget_label(*b) for b in budget_list], fontsize="small")
     ax.set_yticks(range(len(runs)), [_short(r, 18) for r in runs], fontsize="small")

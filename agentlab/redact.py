@@ -1,8 +1,9 @@
-"""Keep secrets out of trace files (and out of error text the model reads).
+"""Keep secrets out of every byte the lab saves (and out of error text the model reads).
 
 A trace is meant to be read, shared and attached to bug reports, so nothing
-that grants access may reach it. Secrets are found three ways, whatever shape
-the value arrives in (an object, a JSON string, free text, an error message):
+that grants access may reach it, nor the notebook panel whose widget state is
+saved with the notebook. Secrets are found three ways, whatever shape the
+value arrives in (an object, a JSON string, free text, an error message):
 
 * by field *name* at any depth (``api_key``, ``password``, ``db_pass``,
   ``access_token``, ``Authorization``, ``Set-Cookie``, ``client_secret`` ...),
@@ -18,6 +19,21 @@ the value arrives in (an object, a JSON string, free text, an error message):
   removed by field name, so a password the model repeats in its own words
   later in the run is removed too.
 
+Precision matters as much as recall: redaction runs on every imported line
+and every native event, so a rule that fires on ordinary text corrupts it. A
+*name* says a value may be secret; the *value* must also look like one
+(:func:`value_shape`): code (``self.cookies = cookies``), identifiers
+(``signature: scroll_down``), paths, URLs without credentials, placeholders
+(``$TOKEN``, ``<your key>``) and plain numbers are left alone, except under
+the strongest names (``password``, ``passphrase``, ``otp`` ...). Only values
+that look secret are learned, and an environment variable counts only when
+its name *and* its value do (``PWD`` never does).
+
+Cost is linear in the text: one Aho-Corasick pass finds every place a rule
+could start (a secret word, a key prefix, ``://``), and each rule is tried
+there only, with bounded scans; nothing is retried at every position of a
+long run of characters.
+
 Users add names, patterns and values with :func:`add_secret_names`,
 :func:`add_secret_patterns`, :func:`add_secret_values` (process-wide: every
 trace writer and every error message) or per redactor.
@@ -26,8 +42,11 @@ A bare ``key`` is *not* a secret name: a lookup key is data a reader needs;
 ``api_key``, ``secret_key``, ``private_key`` and the like are.
 
 The writer calls :meth:`Redactor.needs_redaction` on each serialized line
-first: a lower-case copy and a few substring tests (a few µs for a typical
+first: a lower-case copy and one substring automaton (a few µs for a typical
 event). Only a line that might hold a secret is walked and rewritten.
+Streamed fragments are redacted over the assembled text of their block by
+:class:`StreamRedactor`, which holds back the tail that could still be the
+start of a secret.
 """
 
 from __future__ import annotations
@@ -36,9 +55,12 @@ import json
 import os
 import re
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from functools import lru_cache
-from typing import Any
+from typing import Any, Literal
+from urllib.parse import unquote
+
+import ahocorasick_rs
 
 REDACTED = "[redacted]"
 
@@ -52,67 +74,106 @@ _KEY_OWNERS = frozenset({
     "master", "license", "x", "ssh", "aws", "account", "storage", "subscription", "consumer", "app", "service",
     "webhook", "gpg", "pgp", "deploy",
 })
+# Names whose value is secret whatever it looks like (a password may be a plain word, an OTP a number).
+_STRONG_LAST = frozenset({"password", "passwd", "passphrase", "passcode", "pwd", "pass", "secret", "otp", "totp", "pin"})
+_NUMERIC_NAMES = frozenset({"otp", "totp", "pin", "passcode"})
+_NEVER_SECRET_ENV = frozenset({"PWD", "OLDPWD"})  # the shell's current and previous directory
+
 # Lower-case substrings that any secret name or credential-looking text contains,
 # besides "token" (not a name ending in "tokens": usage counts) and "key" (not a bare "key"),
-# which needs_redaction tests by counting. Each costs ~0.1 µs.
-_HINTS = (
+# which needs_redaction tells apart with the harmless matches below. Each entry is also
+# a place where redact_text tries its rules (see _RULE).
+_NAME_HINTS = (
     "token", "key", "secret", "pass", "pwd", "auth", "credential", "cookie", "bearer", "signature", "session",
-    "jwt", "otp", "sk-", "sk_", "rk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "akia", "asia",
+    "jwt", "otp",
+)
+_FORMAT_HINTS = (
+    "sk-", "sk_", "rk_", "pk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "akia", "asia",
     "agpa", "aida", "aroa", "anpa", "xox", "xapp-", "eyj", "aiza", "glpat-", "hf_", "npm_", "pypi-", "sg.",
     "hooks.slack", "dop_v1_", "shpat_", "shpss_", "shpca_", "shppa_", "-----begin",
 )
+_HINTS = _NAME_HINTS + _FORMAT_HINTS
 # Matches of these instead of "token"/"key" are harmless: usage counts ("input_tokens": ...) and a bare "key" field.
 _HARMLESS = ('tokens"', '"key"')
 _N_HINTS = len(_HINTS)
-try:  # one pass over the line for every hint: ~1 µs against ~7 µs for a loop of `in` tests
-    import ahocorasick_rs
-
-    _FINDER: Any = ahocorasick_rs.AhoCorasick(_HINTS + _HARMLESS, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest)
-except ImportError:  # pragma: no cover - the dependency is declared; this keeps a broken install working
-    _FINDER = None
+_LABEL_WORDS = ("basic",)  # "Basic <base64 credential>"
+_FINDER = ahocorasick_rs.AhoCorasick(
+    _HINTS + _HARMLESS + ("://",) + _LABEL_WORDS, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest
+)
+_URL_HINT = _N_HINTS + len(_HARMLESS)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
-# Well-known credential formats, matched by value wherever they appear.
-_VALUE_PATTERNS = [
-    r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?(?:-----END[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|$)",
-    r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{12,}",  # Anthropic, OpenAI (sk-proj-...) and look-alikes
-    r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}",  # Stripe
-    r"\bgh[pousr]_[A-Za-z0-9]{20,}",  # GitHub tokens
-    r"\bgithub_pat_[A-Za-z0-9_]{20,}",
-    r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b",  # AWS access key ids
-    r"\bxox[abposr]-[A-Za-z0-9-]{10,}",  # Slack
-    r"\bxapp-[A-Za-z0-9-]{10,}",
-    r"https://hooks\.slack\.com/services/[A-Za-z0-9/_-]+",
-    r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*",  # JWT
-    r"\bAIza[0-9A-Za-z_\-]{30,}",  # Google API keys
-    r"\bglpat-[A-Za-z0-9_\-]{20,}",  # GitLab
-    r"\bhf_[A-Za-z0-9]{30,}",  # Hugging Face
-    r"\bnpm_[A-Za-z0-9]{30,}",
-    r"\bpypi-[A-Za-z0-9_\-]{40,}",
-    r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}",  # SendGrid
-    r"\bdop_v1_[a-f0-9]{40,}",  # DigitalOcean
-    r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}",  # Shopify
-]
-# Credentials after a label: keep the label, drop what follows.
-_LABELLED = [
-    # user:password@ inside a URL (postgres://, redis://, https://, amqp://...)
-    r"([a-zA-Z][a-zA-Z0-9+.\-]*://[^\s:/@\"'<>]*:)[^\s@/\"'<>]+(?=@)",
-    r"((?i:\b(?:bearer|basic|token|digest)\s+))(?!\s*\[redacted\])[A-Za-z0-9._~+/=\-]{8,}",
-    # a whole Cookie / Set-Cookie header line
-    r"((?i:\b(?:set-)?cookie\s*:\s*))(?!\s*\[redacted\])[^\r\n]+",
-    # "the password is hunter2", "passphrase was: x"
-    r"((?i:\b(?:password|passphrase|passcode|passwd)\s+(?:is|was)\s*:?\s*)[\"'`]?)(?!\s*\[redacted\])[^\s\"'`,;]+",
-]
-# name = value / name: value / "name": "value" in text; the name is checked with is_secret_name.
-_NAME_VALUE = re.compile(
-    r"(?P<label>(?P<q>[\"']?)(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,63})(?P=q)\s*(?::|=|=>)\s*"
-    r"(?P<vq>[\"'])?(?:(?i:bearer|basic|token)\s+)?)"
-    r"(?P<value>(?!\[redacted\])(?(vq)[^\"'\r\n]+|[^\s\"',;&)}\]]+))"
+# Well-known credential formats, tried where their prefix (a hint) occurs.
+_FORMATS: dict[str, re.Pattern[str]] = {}
+for _prefixes, _pattern in [
+    (("sk-",), r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{12,}"),  # Anthropic, OpenAI (sk-proj-...) and look-alikes
+    (("sk_", "rk_", "pk_"), r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
+    (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
+    (("akia", "asia", "agpa", "aida", "aroa", "anpa"), r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b"),  # AWS
+    (("xox",), r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack
+    (("xapp-",), r"\bxapp-[A-Za-z0-9-]{10,}"),
+    (("hooks.slack",), r"hooks\.slack\.com/services/[A-Za-z0-9/_-]+"),
+    (("eyj",), r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),  # JWT
+    (("aiza",), r"\bAIza[0-9A-Za-z_\-]{30,}"),  # Google API keys
+    (("glpat-",), r"\bglpat-[A-Za-z0-9_\-]{20,}"),  # GitLab
+    (("hf_",), r"\bhf_[A-Za-z0-9]{30,}"),  # Hugging Face
+    (("npm_",), r"\bnpm_[A-Za-z0-9]{30,}"),
+    (("pypi-",), r"\bpypi-[A-Za-z0-9_\-]{40,}"),
+    (("sg.",), r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
+    (("dop_v1_",), r"\bdop_v1_[a-f0-9]{40,}"),  # DigitalOcean
+    (("shpat_", "shpss_", "shpca_", "shppa_"), r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"),  # Shopify
+]:
+    for _p in _prefixes:
+        _FORMATS[_p] = re.compile(_pattern)
+_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+
+# Scans that start at a hint; every repetition is bounded or stops at a character the next hint cannot pass.
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+_NAME_RUN = re.compile(r"[A-Za-z0-9_.\-]{0,65}")
+_SEPARATOR = re.compile(
+    r"[ \t]{0,16}(?::|=>|=)[ \t]{0,16}(?P<vq>[\"'])?(?:(?i:bearer|basic|token)[ \t]+)?"
 )
+_QUOTED_VALUE = re.compile(r"[^\"'\r\n]{1,4096}")
+_BARE_VALUE = re.compile(r"[^\s\"'`,;&)}\]]{1,4096}")
+_URL_CREDENTIAL = re.compile(r"://[^\s:/@\"'<>]{0,256}:(?P<pw>[^\s@/\"'<>]{1,256})@")
+_LABELLED: dict[str, re.Pattern[str]] = {
+    # "Bearer <credential>", "Basic <credential>", "token <credential>"
+    "bearer": re.compile(r"(?i:bearer)\s{1,16}(?P<v>[A-Za-z0-9._~+/=\-]{8,4096})"),
+    "basic": re.compile(r"(?i:basic)\s{1,16}(?P<v>[A-Za-z0-9+/]{12,4096}={0,2})(?![A-Za-z0-9._~+/=\-])"),
+    "token": re.compile(r"(?i:token)\s{1,16}(?P<v>[A-Za-z0-9._~+/=\-]{8,4096})"),
+    # a whole Cookie / Set-Cookie header line
+    "cookie": re.compile(r"(?i:cookie)[ \t]{0,16}:[ \t]{0,16}(?P<v>[^\r\n]{1,65536})"),
+    # "the password is hunter2", "passphrase was: x"
+    "pass": re.compile(
+        r"(?i:pass(?:word|phrase|code|wd))\s{1,16}(?i:is|was)\s{0,16}:?\s{0,16}[\"'`]?(?P<v>[^\s\"'`,;]{1,4096})"
+    ),
+}
+
+# Values that are no secret under any name.
+_NOT_VALUES = frozenset({"true", "false", "null", "none", "", "nan", "[redacted]", "undefined", "required", "optional"})
+_MASK = frozenset("*x.-_ #?")
+_WORDLIKE = re.compile(r"\.?[A-Za-z_][A-Za-z_.\-]*")  # identifiers, attribute paths, kebab-case words, domains
+# Words that make up example credentials in docs and tests (``user:pass``, ``your_password``, ``my-secret-token``).
+_PLACEHOLDER_WORDS = frozenset({
+    "user", "username", "name", "pass", "password", "passwd", "pwd", "pw", "word", "secret", "token", "key", "apikey",
+    "api", "example", "sample", "test", "dummy", "fake", "foo", "bar", "baz", "xxx", "your", "my", "here", "value",
+    "host", "s", "x", "the", "a", "insert", "enter", "redacted",
+})
+_LETTERS = re.compile(r"[A-Za-z]+")
+_DIGIT = re.compile(r"\d")
+_SPACE = re.compile(r"\s")
+_TRAILING_ESCAPES = re.compile(r"(?:\\[nrt\"'\\/])+$")  # "\n" and "\"" left by JSON quoted inside text
+_UUID = re.compile(r"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}")
+_NUMBERLIKE = re.compile(r"[+\-]?[0-9][0-9.,:_/\-]*")
+_WINDOWS_PATH = re.compile(r"[A-Za-z]:[\\/]")
 # Fields the engine itself writes whose names merely mention a secret word.
 _SAFE_SUBTREES = frozenset({"input_schema"})
-_NOT_VALUES = frozenset({"true", "false", "null", "none", "", "nan", "[redacted]", "***", "****"})
+_END: Any = object()
+
+Shape = Literal["empty", "placeholder", "path", "url", "number", "prose", "word", "code", "token"]
 
 _lock = threading.Lock()
 _user_names: set[str] = set()
@@ -121,8 +182,9 @@ _user_values: set[str] = set()
 _generation = [0]
 
 
-def _words(name: str) -> list[str]:
-    return [w for w in _SPLIT.split(_CAMEL.sub("_", name).lower()) if w]
+@lru_cache(maxsize=8192)
+def _words(name: str) -> tuple[str, ...]:
+    return tuple(w for w in _SPLIT.split(_CAMEL.sub("_", name).lower()) if w)
 
 
 def _normal(name: str) -> str:
@@ -138,6 +200,7 @@ def add_secret_names(*names: str) -> None:
         _user_names.update(_normal(n) for n in names)
         _generation[0] += 1
     is_secret_name.cache_clear()
+    _strength.cache_clear()
 
 
 def add_secret_patterns(*patterns: str | re.Pattern[str]) -> None:
@@ -174,11 +237,12 @@ def clear_user_rules() -> None:
         _user_values.clear()
         _generation[0] += 1
     is_secret_name.cache_clear()
+    _strength.cache_clear()
 
 
 @lru_cache(maxsize=4096)
 def is_secret_name(name: str) -> bool:
-    """Whether a field called ``name`` holds a secret (``apiKey``, ``x-api-key``, ``password``).
+    """Whether a field called ``name`` may hold a secret (``apiKey``, ``x-api-key``, ``password``).
 
     Token *counts* (``input_tokens``, ``max_tokens``) and a bare ``key`` are not secrets.
     """
@@ -200,21 +264,149 @@ def is_secret_name(name: str) -> bool:
     return len(words) >= 2 and words[-1] == "keys" and words[-2] in _KEY_OWNERS
 
 
+@lru_cache(maxsize=4096)
+def _strength(name: str) -> int:
+    """2: the value is secret whatever it looks like (``password``); 1: only if it looks secret; 0: not a secret name."""
+    if not is_secret_name(name):
+        return 0
+    words = _words(name)
+    return 2 if words[-1] in _STRONG_LAST or "".join(words) in _user_names else 1
+
+
+def _numeric_name(name: str) -> bool:
+    return _words(name)[-1] in _NUMERIC_NAMES
+
+
+def value_shape(value: str) -> Shape:
+    """What a candidate secret looks like; only a ``"token"`` is secret under any secret name.
+
+    ``token``: letters mixed with digits or punctuation (``Tr0ub4dor&3``,
+    ``live_a1b2c3``); ``word``: an identifier or attribute path without digits
+    (``scroll_down``, ``self.cookies``, ``YOUR_API_KEY``); ``code``: a call or
+    subscript; ``prose``: has spaces; ``number``; ``url`` (without
+    credentials); ``path``; ``placeholder`` (``$TOKEN``, ``<key>``,
+    ``{token}``); ``empty`` (``null``, ``****``).
+    """
+    return _shape(value) if len(value) <= 256 else _shape.__wrapped__(value)  # cache short values only
+
+
+@lru_cache(maxsize=8192)
+def _shape(value: str) -> Shape:
+    s = _TRAILING_ESCAPES.sub("", value.strip())
+    if s.lower() in _NOT_VALUES or set(s) <= _MASK or s.startswith(REDACTED):
+        return "empty"
+    plain = unquote(s) if "%" in s else s
+    if not _DIGIT.search(plain):
+        parts = _LETTERS.findall(plain.lower())
+        if parts and all(p in _PLACEHOLDER_WORDS for p in parts):
+            return "placeholder"
+    if s[0] in "$<{%" or s.endswith((">", "}")):
+        return "placeholder"
+    if s.endswith(":"):  # a label of its own (``username:``), not a value
+        return "code"
+    s = s.rstrip(".,!?") or s  # the end of a sentence
+    if s[0] in "/~\\" or s.startswith(("./", "../")) or _WINDOWS_PATH.match(s):
+        return "path"
+    if "://" in s:
+        return "url"
+    if _NUMBERLIKE.fullmatch(s):
+        return "number"
+    if _SPACE.search(s):
+        return "prose"
+    if _WORDLIKE.fullmatch(s):
+        return "word"
+    if "(" in s or "[" in s:
+        return "code"
+    return "token"
+
+
+def _secret_in_text(name: str, value: str, quoted: bool) -> bool:
+    """Whether ``value`` after ``name =`` / ``name:`` in free text is a secret to remove."""
+    strength = _strength(name)
+    if not strength:
+        return False
+    shape = value_shape(value)
+    n = len(value.strip())
+    if shape == "token":
+        return n >= 8 or (strength == 2 and n >= 6)
+    if shape == "number":
+        return strength == 2 and _numeric_name(name) and n >= 4
+    if shape in ("word", "prose"):  # a plain word after "password = " is code, a quoted one a hard-coded password
+        return strength == 2 and quoted and n >= 4
+    return False
+
+
+def _is_session_uuid(name: str, value: str) -> bool:
+    """A recorded session's id (Claude Code's ``sessionId``) is a UUID naming a file, not a login."""
+    return _normal(name).endswith("sessionid") and _UUID.fullmatch(value.strip()) is not None
+
+
+def _not_secret_here(thinking_at: int, at: int, name: str, value: str) -> bool:
+    """Values that a secret name labels in text but that are not secrets: a session's UUID, and
+    the ``signature`` of a thinking block quoted as JSON (the API's integrity check, kept in objects too);
+    ``thinking_at`` is where the text first says ``"thinking"`` (-1: nowhere)."""
+    if _is_session_uuid(name, value):
+        return True
+    return 0 <= thinking_at < at and _normal(name) == "signature"
+
+
+def _secret_field(name: str, value: Any) -> bool:
+    """Whether the value of an object field called ``name`` is replaced whole."""
+    strength = _strength(name)
+    if not strength or value is None or isinstance(value, bool):
+        return False
+    if isinstance(value, str):
+        if _is_session_uuid(name, value):
+            return False
+        shape = value_shape(value)
+        if shape in ("empty", "placeholder"):
+            return False
+        return shape == "token" or (strength == 2 and shape in ("word", "prose", "number", "code"))
+    if isinstance(value, (int, float)):
+        return strength == 2
+    if isinstance(value, (dict, list, tuple)):
+        return bool(value)
+    return True
+
+
+def _learnable(value: str, name: str) -> bool:
+    """Whether a removed value is remembered and removed wherever it appears later: only one that looks secret."""
+    s = value.strip()
+    shape = value_shape(s)
+    if shape == "token":
+        return len(s) >= 6
+    if shape == "number":
+        return len(s) >= 6 and _numeric_name(name)
+    return shape == "prose" and len(s) >= 12 and _strength(name) == 2
+
+
 def secrets_from_environment(env: Mapping[str, str] | None = None) -> list[str]:
-    """Values of environment variables named like secrets (8 characters or more)."""
+    """Values of environment variables whose names *and* values look secret (8 characters or more)."""
     env = os.environ if env is None else env
     return sorted(
-        {v for k, v in env.items() if len(v) >= 8 and is_secret_name(k)}, key=len, reverse=True
+        {
+            v for k, v in env.items()
+            if len(v) >= 8 and k not in _NEVER_SECRET_ENV and is_secret_name(k) and value_shape(v) == "token"
+        },
+        key=len, reverse=True,
     )
 
 
-def _keep_label(m: re.Match[str]) -> str:
-    """Keep a label such as ``Authorization: `` or ``Bearer `` and drop what follows it."""
-    return (m.group(1) or "") + REDACTED
+def _lower(text: str) -> str:
+    """A lower-case copy with the same length (so hint positions index ``text``)."""
+    low = text.lower()
+    return low if len(low) == len(text) else "".join(c if len(c.lower()) != 1 else c.lower() for c in text)
 
 
-_VALUES_RE = re.compile("|".join(f"(?:{p})" for p in _VALUE_PATTERNS))
-_LABELLED_RE = [re.compile(p) for p in _LABELLED]
+def _name_before(text: str, start: int, end: int) -> int:
+    """Where the name ending at ``end`` starts: the run of name characters, at most 64 of them, from a letter or ``_``."""
+    s = start
+    floor = max(0, end - 64)
+    while s > floor and text[s - 1] in _NAME_CHARS:
+        s -= 1
+    while s < end and not (text[s].isalpha() or text[s] == "_"):
+        s += 1
+    return s
 
 
 class Redactor:
@@ -224,7 +416,8 @@ class Redactor:
     values are added unless ``env=False``); ``names`` extra secret field
     names; ``patterns`` extra regular expressions whose matches are secrets.
     ``learn`` (default on): a value removed by field name is remembered and
-    removed wherever it appears later (the model repeating a password).
+    removed wherever it appears later (the model repeating a password); use
+    :meth:`for_run` to give each run its own memory.
     """
 
     def __init__(
@@ -245,8 +438,24 @@ class Redactor:
         self.learn = learn
         self._learned: set[str] = set()
         self._gen = -1
+        self.changes = 0
+        """How many replacements this redactor has made (a cheap way to tell whether a walk changed anything)."""
         self.secrets: tuple[str, ...] = ()
         self._refresh()
+
+    def for_run(self) -> Redactor:
+        """A redactor with the same rules and none of the values this one learned: values learned in one run
+        apply to that run only (an import of thousands of sessions does not slow down as they pile up)."""
+        fresh = object.__new__(Redactor)
+        fresh._own, fresh.names, fresh.patterns, fresh.learn = self._own, self.names, self.patterns, self.learn
+        fresh._learned, fresh._gen, fresh.changes, fresh.secrets = set(), -1, 0, ()
+        fresh._refresh()
+        return fresh
+
+    @property
+    def learned(self) -> frozenset[str]:
+        """The values this redactor removed by name and now removes wherever they appear."""
+        return frozenset(self._learned)
 
     def _refresh(self) -> None:
         self._gen = _generation[0]
@@ -268,50 +477,113 @@ class Redactor:
             if s in line:
                 return True
         low = line.lower()
-        if _FINDER is not None:
-            if any(i < _N_HINTS for i, _, _ in _FINDER.find_matches_as_indexes(low)):
+        url = False
+        for i, _, _ in _FINDER.find_matches_as_indexes(low):
+            if i < _N_HINTS:
                 return True
-        elif low.count("token") != low.count('tokens"') or low.count("key") != low.count('"key"') or any(
-            h in low for h in _HINTS[2:]
-        ):
-            return True
-        if "://" in low and "@" in low:
+            url = url or i == _URL_HINT
+        if url and "@" in low:
             return True
         if self._names and any(n in low.replace("_", "").replace("-", "").replace(".", "") for n in self._names):
             return True
         return any(p.search(line) for p in self._patterns)
 
+    def clean(self, value: Any) -> Any:
+        """``value`` itself when nothing in it can be a secret, else a redacted copy.
+
+        The test walks the value (no serializing): each field name is checked and each
+        string gets :meth:`needs_redaction`, which is cheaper than dumping the value to
+        JSON first for content-heavy records (an import's blocks)."""
+        if self._gen != _generation[0]:
+            self._refresh()
+        if isinstance(value, str):
+            return self.redact(value) if value and self.needs_redaction(value) else value
+        if not isinstance(value, (dict, list, tuple)):
+            return value
+        strings: list[str] = []
+        stack = [value]
+        while stack:
+            v = stack.pop()
+            if isinstance(v, dict):
+                for k, x in v.items():
+                    if not isinstance(k, str) or self._secret_name(k):
+                        return self.redact(value)
+                    if isinstance(x, str):
+                        strings.append(x)
+                    elif isinstance(x, (dict, list, tuple)) and k not in _SAFE_SUBTREES:
+                        stack.append(x)
+            else:
+                for x in v:
+                    if isinstance(x, str):
+                        strings.append(x)
+                    elif isinstance(x, (dict, list, tuple)):
+                        stack.append(x)
+        # one test over every string: no hint or secret contains the NUL that joins them
+        return self.redact(value) if strings and self.needs_redaction("\0".join(strings)) else value
+
     def redact(self, value: Any) -> Any:
-        """A copy of ``value`` (JSON-like) with every secret replaced; the input is not changed."""
+        """A copy of ``value`` (JSON-like) with every secret replaced; the input is not changed.
+
+        The walk is iterative (document order), so any depth of nesting is fine."""
         if self._gen != _generation[0]:
             self._refresh()
         return self._redact(value)
 
     def _redact(self, value: Any) -> Any:
-        if isinstance(value, dict):
-            out = {}
-            # A thinking block's signature is the API's own integrity check, not a
-            # credential: without it a history rebuilt from a trace cannot be sent back.
-            thinking = value.get("type") in ("thinking", "redacted_thinking")
-            for k, v in value.items():
-                if thinking and k in ("signature", "data"):
-                    out[k] = v
-                elif isinstance(k, str) and self._secret_name(k) and v is not None and not isinstance(v, bool):
-                    self._remember(v)
-                    out[k] = REDACTED
-                elif k in _SAFE_SUBTREES:
-                    out[k] = v
-                else:
-                    out[k] = self._redact(v)
-            return out
-        if isinstance(value, (list, tuple)):
-            return [self._redact(v) for v in value]
         if isinstance(value, str):
             return self._redact_string(value)
-        return value
+        if not isinstance(value, (dict, list, tuple)):
+            return value
+        root: Any = {} if isinstance(value, dict) else []
+        stack: list[tuple[Any, Any, bool]] = [(self._items(value), root, _is_thinking(value))]
+        while stack:
+            items, out, thinking = stack[-1]
+            nxt: Any = next(items, _END)
+            if nxt is _END:
+                stack.pop()
+                continue
+            k, v = nxt
+            if isinstance(out, dict):
+                # A thinking block's signature is the API's own integrity check, not a
+                # credential: without it a history rebuilt from a trace cannot be sent back.
+                if thinking and k in ("signature", "data"):
+                    out[k] = v
+                    continue
+                if isinstance(k, str) and self._field_is_secret(k, v):
+                    self._remember(v, k)
+                    self.changes += 1
+                    out[k] = REDACTED
+                    continue
+                if k in _SAFE_SUBTREES:
+                    out[k] = v
+                    continue
+            if isinstance(v, (dict, list, tuple)):
+                child: Any = {} if isinstance(v, dict) else []
+                stack.append((self._items(v), child, _is_thinking(v)))
+            elif isinstance(v, str):
+                child = self._redact_string(v)
+            else:
+                child = v
+            if isinstance(out, dict):
+                out[k] = child
+            else:
+                out.append(child)
+        return root
 
-    def _remember(self, v: Any) -> None:
-        if self.learn and isinstance(v, str) and len(v) >= 6 and v.strip().lower() not in _NOT_VALUES:
+    @staticmethod
+    def _items(value: Any) -> Any:
+        return iter(value.items()) if isinstance(value, dict) else ((None, v) for v in value)
+
+    def _field_is_secret(self, name: str, value: Any) -> bool:
+        if _secret_field(name, value):
+            return True
+        if self.names and _normal(name) in self.names:  # the user said so: any value
+            return value is not None and not isinstance(value, bool) and value not in ("", REDACTED)
+        return False
+
+    def _remember(self, v: Any, name: str) -> None:
+        if self.learn and isinstance(v, str) and _learnable(v, name):
+            v = v.strip()
             if v not in self._learned:
                 self._learned.add(v)
                 self._refresh()
@@ -321,52 +593,281 @@ class Redactor:
         if len(s) >= 2 and s[0] in "{[" and s[-1] in "}]":
             try:
                 parsed = json.loads(s)
-            except ValueError:
+            except (ValueError, RecursionError):  # not JSON, or nested deeper than the parser goes: redact it as text
                 pass
             else:
                 if isinstance(parsed, (dict, list)):
+                    before = self.changes
                     cleaned = self._redact(parsed)
-                    if cleaned == parsed:
+                    if self.changes == before:
                         return text
-                    return json.dumps(cleaned, ensure_ascii=False)
+                    try:
+                        return json.dumps(cleaned, ensure_ascii=False)
+                    except (RecursionError, ValueError):
+                        pass
         return self.redact_text(text)
 
     def redact_text(self, text: str) -> str:
         """``text`` with known secret values and credential-looking strings replaced."""
         if self._gen != _generation[0]:
             self._refresh()
-        text = _NAME_VALUE.sub(self._name_value, text)
+        spans = self._spans(text)
+        if spans:
+            text = self._apply(text, spans)
         for s in self.secrets:
             if s in text:
+                self.changes += 1
                 text = text.replace(s, REDACTED)
-        text = _VALUES_RE.sub(REDACTED, text)
-        for p in _LABELLED_RE:
-            text = p.sub(_keep_label, text)
+        if self._names:
+            text = self._user_name_values(text)
         for p in self._patterns:
-            text = p.sub(REDACTED, text)
+            text, n = p.subn(REDACTED, text)
+            self.changes += n
         return text
 
-    def _name_value(self, m: re.Match[str]) -> str:
-        value = m.group("value")
-        if not self._secret_name(m.group("name")) or value.strip().lower() in _NOT_VALUES:
+    def _apply(self, text: str, spans: list[tuple[int, int]]) -> str:
+        spans.sort()
+        out, at = [], 0
+        for a, b in spans:
+            if b <= at:
+                continue
+            a = max(a, at)
+            out.append(text[at:a])
+            out.append(REDACTED)
+            self.changes += 1
+            at = b
+        out.append(text[at:])
+        return "".join(out)
+
+    def _spans(self, text: str) -> list[tuple[int, int]]:
+        """Every secret's (start, end) in ``text``, found by trying each rule where a hint occurs."""
+        spans: list[tuple[int, int]] = []
+        if len(text) < 4:
+            return spans
+        low = _lower(text)
+        name_done = label_done = 0  # like re.sub: a rule resumes after its last match
+        pem_done = format_done = 0
+        thinking_at = -2  # found on first need
+        for i, a, b in _FINDER.find_matches_as_indexes(low):
+            if i >= _N_HINTS:
+                if i == _URL_HINT:
+                    m = _URL_CREDENTIAL.match(text, a)
+                    if m and len(m.group("pw")) >= 4 and value_shape(m.group("pw")) not in ("empty", "placeholder"):
+                        spans.append(m.span("pw"))
+                elif low[a:b] in _LABELLED and a >= label_done:
+                    label_done = self._label(text, low[a:b], a, spans)
+                continue
+            hint = low[a:b]
+            if i < len(_NAME_HINTS):
+                if a >= name_done:
+                    if thinking_at == -2:
+                        thinking_at = text.find('"thinking"')
+                    name_done = self._name_value(text, a, b, spans, thinking_at)
+                if hint in _LABELLED and a >= label_done:
+                    label_done = self._label(text, hint, a, spans)
+                continue
+            if hint == "-----begin":
+                if a >= pem_done:
+                    pem_done = self._pem(text, a, spans)
+                continue
+            pattern = _FORMATS.get(hint)
+            if pattern is not None and a >= format_done:
+                m = pattern.match(text, a)
+                if m:
+                    spans.append(m.span())
+                    format_done = m.end()
+        return spans
+
+    def _label(self, text: str, word: str, at: int, spans: list[tuple[int, int]]) -> int:
+        m = _LABELLED[word].match(text, at)
+        if not m:
+            return at
+        v = m.group("v")
+        if v.startswith(REDACTED):
+            return m.end()
+        if word == "cookie" or value_shape(v) == "token" or (word == "pass" and value_shape(v) == "number"):
+            spans.append(m.span("v"))
+        return m.end()
+
+    def _pem(self, text: str, at: int, spans: list[tuple[int, int]]) -> int:
+        m = _PEM_BEGIN.match(text, at)
+        if not m:
+            return at
+        end = _PEM_END.search(text, m.end())
+        stop = end.end() if end else len(text)
+        spans.append((at, stop))
+        return stop
+
+    def _name_value(self, text: str, a: int, b: int, spans: list[tuple[int, int]], thinking_at: int) -> int:
+        """At a secret word: ``name = value`` / ``"name": "value"`` around it; returns where the next try may start."""
+        run = _NAME_RUN.match(text, b)
+        end = run.end() if run else b
+        if end - a > 64:
+            return a + 1
+        sep = _SEPARATOR.match(text, end)  # the cheap test first: most secret words are no label
+        if not sep and end < len(text) and text[end] in "\"'":
+            sep = _SEPARATOR.match(text, end + 1)
+        if not sep:
+            return a + 1
+        name = text[_name_before(text, a, end) : end]
+        vq = sep.group("vq")
+        vm = (_QUOTED_VALUE if vq else _BARE_VALUE).match(text, sep.end())
+        if not vm:
+            return sep.end()
+        value = _TRAILING_ESCAPES.sub("", vm.group())
+        span = (vm.start(), vm.start() + len(value))
+        if not value or _not_secret_here(thinking_at, a, name, value):
+            return vm.end()
+        if self._secret_name(name) and _secret_in_text(name, value, bool(vq)):
+            self._remember(value, name)
+            spans.append(span)
+        elif self.names and _normal(name) in self.names and value_shape(value) not in ("empty", "placeholder"):
+            spans.append(span)
+        return vm.end()
+
+    def _user_name_values(self, text: str) -> str:
+        """``name = value`` for names the user registered (which no built-in hint finds)."""
+        def one(m: re.Match[str]) -> str:
+            if _normal(m.group("name")) in self._names and value_shape(m.group("value")) not in ("empty", "placeholder"):
+                self.changes += 1
+                return m.group("label") + REDACTED
             return m.group(0)
-        self._remember(value.strip())
-        return m.group("label") + REDACTED
+
+        return _USER_NAME_VALUE.sub(one, text)
+
+
+_USER_NAME_VALUE = re.compile(
+    r"(?P<label>(?<![A-Za-z0-9_.\-])(?P<name>[A-Za-z_][A-Za-z0-9_.\-]{0,63})[\"']?[ \t]{0,16}(?::|=>|=)[ \t]{0,16}"
+    r"(?P<vq>[\"'])?)(?P<value>(?(vq)[^\"'\r\n]{1,4096}|[^\s\"',;&)}\]]{1,4096}))"
+)
+
+
+def _is_thinking(value: Any) -> bool:
+    return isinstance(value, dict) and value.get("type") in ("thinking", "redacted_thinking")
+
+
+class StreamRedactor:
+    """Redacts streamed fragments over the assembled text of each content block.
+
+    Redacting each fragment on its own lets a key or a password split across
+    fragments pass every rule while the saved fragments rebuild it whole. So
+    each block's text is gathered, and a prefix is released (redacted) only up
+    to a *safe cut*: a whitespace after which nothing can still turn earlier
+    text into a secret. A cut is safe when no secret word or label occurred in
+    the line before it or in the 256 characters before it (a ``password:``
+    whose value is still coming), no PEM block is open, and no exact secret
+    value containing spaces spans it. Secrets without spaces (keys, tokens,
+    URLs with passwords) never span a whitespace. Whatever has not been
+    released is the held-back tail; :meth:`flush` releases it, redacted, when
+    the block ends. Work per fragment is proportional to the fragment.
+    """
+
+    LOOKBACK = 256
+
+    def __init__(self, redactor: Redactor) -> None:
+        self.redactor = redactor
+        self._blocks: dict[Hashable, _Block] = {}
+
+    def feed(self, key: Hashable, text: str) -> str:
+        """Add a fragment of block ``key``; return the redacted text released now (maybe ``""``)."""
+        block = self._blocks.get(key)
+        if block is None:
+            block = self._blocks[key] = _Block()
+        if not text:
+            return ""
+        r = self.redactor
+        if r._gen != _generation[0]:
+            r._refresh()
+        scan_from = max(0, len(block.pending) - 16)  # a hint may straddle the fragments
+        block.pending += text
+        pending, base = block.pending, block.base
+        hint_end = block.hint_end
+        for i, _a, b in _FINDER.find_matches_as_indexes(_lower(pending[scan_from:])):
+            if i < _N_HINTS or i > _URL_HINT:  # a secret word, a key prefix or a label word
+                hint_end = max(hint_end, base + scan_from + b)
+        if hint_end != block.hint_end:
+            block.hint_end, block.newline = hint_end, -1
+        if block.newline < 0:  # the first line end after the last hint
+            nl = pending.find("\n", max(scan_from, hint_end - base))
+            block.newline = base + nl if nl >= 0 else -1
+        begin = pending.rfind("-----BEGIN", scan_from)
+        if begin >= 0:
+            block.pem_open = pending.find("-----END", begin) < 0
+        elif block.pem_open and pending.find("-----END", scan_from) >= 0:
+            block.pem_open = False
+        if block.pem_open or r._patterns or r._names:  # user rules may span anything: release at the end
+            return ""
+        spaced = [s for s in r.secrets if any(c.isspace() for c in s)]
+        margin = max((len(s) for s in spaced), default=0)
+        lo = max(scan_from - margin, 0, hint_end - base + self.LOOKBACK)
+        limit = len(pending) - margin
+        cut = max(pending.rfind(c, lo, limit) for c in " \n\t\r")
+        if cut < 0:
+            return ""
+        if hint_end > base and not 0 <= block.newline - base <= cut:
+            return ""  # the last hint's line is not over before the cut
+        for s in spaced:
+            pos = pending.find(s, max(0, cut - len(s) + 1), cut + len(s))
+            if 0 <= pos <= cut < pos + len(s):
+                return ""
+        chunk, block.pending = pending[: cut + 1], pending[cut + 1 :]
+        block.base += cut + 1
+        block.released = True
+        return r.redact_text(chunk) if r.needs_redaction(chunk) else chunk
+
+    def flush(self, key: Hashable) -> str:
+        """The rest of block ``key``, redacted; the block is forgotten."""
+        block = self._blocks.pop(key, None)
+        if block is None or not block.pending:
+            return ""
+        r = self.redactor
+        text = block.pending
+        if not r.needs_redaction(text):
+            return text
+        # a whole tool input is JSON: redact it by its field names
+        return r.redact_text(text) if block.released else r._redact_string(text)
+
+    def pending(self) -> list[Hashable]:
+        """The blocks holding text not yet released."""
+        return [k for k, b in self._blocks.items() if b.pending]
+
+    def forget(self) -> None:
+        """Drop every held-back tail (a retried call streams anew)."""
+        self._blocks.clear()
+
+
+class _Block:
+    """One content block's held-back text and where a cut may fall."""
+
+    __slots__ = ("base", "hint_end", "newline", "pem_open", "pending", "released")
+
+    def __init__(self) -> None:
+        self.pending = ""  # text not yet released
+        self.base = 0  # the block offset where pending starts
+        self.hint_end = -(10**9)  # block offset just after the last secret word or key prefix
+        self.newline = -1  # block offset of the first line end after it (-1: none yet)
+        self.pem_open = False
+        self.released = False
 
 
 _default: list[Redactor] = []
 
 
-def scrub(text: str) -> str:
+def scrub(text: str, secrets: Iterable[str] = ()) -> str:
     """``text`` (an error message, say) with every secret this module recognizes replaced.
 
     Uses a process-wide redactor with the environment's secrets and the rules
-    added by :func:`add_secret_names` / :func:`add_secret_patterns` / :func:`add_secret_values`.
+    added by :func:`add_secret_names` / :func:`add_secret_patterns` /
+    :func:`add_secret_values`; ``secrets`` are exact values to remove as well
+    (an API client's key). The one place error text is scrubbed.
     """
-    if not _default:
-        _default.append(Redactor(learn=False))
-    r = _default[0]
     try:
+        for s in secrets:
+            if s and s in text:
+                text = text.replace(s, REDACTED)
+        if not _default:
+            _default.append(Redactor(learn=False))
+        r = _default[0]
         return r.redact_text(text) if r.needs_redaction(text) else text
     except Exception:  # redaction must never turn an error into another error
         return REDACTED

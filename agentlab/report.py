@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ._safe_text import clean, md_code, terminal_text
 from .trace import load_run
 from .trace.display import (
     LONG,
@@ -33,7 +34,7 @@ def report_text(run_id: str, runs: str | os.PathLike[str] | None = None) -> str:
     parts += [step_text(view) for view in trace]
     if trace.finished is None:
         parts.append(f"The trace ends without a run_finished event: {trace.summary['detail']}.")
-    return "\n\n".join(parts) + "\n"
+    return terminal_text("\n\n".join(parts) + "\n")  # issue 24: what a tool or model said cannot drive the terminal
 
 
 PLOT_CODE = """\
@@ -96,7 +97,7 @@ def export_notebook(
     folder = (trace.file.parent if trace.file else Path(".")).resolve()
     s = trace.summary
     intro = "\n\n".join([
-        f"# Run `{trace.run_id}`",
+        f"# Run {md_code(trace.run_id)}",
         "\n".join(f"- {md_escape(x)}" for x in headline(trace)[1:]),
         f"**Ending:** {md_escape(s['outcome'])}" + (f" — {md_escape(s['reason'])}" if s["outcome"] != "done" else "")
         + (f": {md_escape(s['detail'])}" if s["detail"] else ""),
@@ -104,7 +105,7 @@ def export_notebook(
     system = trace.started.get("system")
     if system:
         intro += f"\n\n**System prompt:**\n\n{fence(clip(system, LONG))}"
-    cells = [v4.new_markdown_cell(intro)]
+    cells = [v4.new_markdown_cell(intro)]  # every foreign value above and below is escaped (agentlab._safe_text)
     cells.append(v4.new_code_cell(
         f"import agentlab\n\ntrace = agentlab.load_run({trace.run_id!r}, {str(folder)!r})\ntrace"
     ))
@@ -126,10 +127,12 @@ def export_notebook(
     cells.append(v4.new_code_cell("trace.steps"))
     cells.append(v4.new_code_cell(_plot_code()))
     cells.append(v4.new_code_cell("trace.calls"))
+    for cell in cells:  # issue 24: a lone surrogate in a result must not make the notebook unwritable
+        cell.source = clean(cell.source)
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}
-    nb.metadata["agentlab"] = {"run_id": trace.run_id, "runs": str(folder)}
+    nb.metadata["agentlab"] = {"run_id": clean(trace.run_id), "runs": clean(folder)}
     nbformat.validate(nb)
     out.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, str(out))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import html
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
+from ._safe_text import html_text
 from ._shorten import shorten
 from .budget import BudgetSnapshot, GuardReport
 from .messages import Message, text_of
@@ -87,7 +87,7 @@ class _Result:
 
     def _repr_html_(self) -> str:
         rows = "".join(
-            f"<tr><th style='text-align:left'>{html.escape(k)}</th><td style='text-align:left'>{html.escape(v)}</td></tr>"
+            f"<tr><th style='text-align:left'>{html_text(k)}</th><td style='text-align:left'>{html_text(v)}</td></tr>"
             for k, v in self._rows()
         )
         return f"<table class='agentlab-result'>{rows}</table>"
@@ -130,6 +130,7 @@ class Stopped(_Result):
 
     @property
     def text(self) -> str:
+        """The last text the model wrote before the run stopped (empty if none)."""
         for msg in reversed(self.messages):
             if msg.get("role") == "assistant" and isinstance(msg.get("content"), list):
                 return text_of(msg["content"])

@@ -33,6 +33,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Literal, NoReturn
 
+from ._checks import whole
 from .errors import PermissionDenied, RetryableError, ToolError
 from .tools import Retry, Tool
 
@@ -64,8 +65,7 @@ class CarrierAPI:
     """
 
     def __init__(self, *, fail_first: int = 0, hang: bool = False, hang_s: float = 300.0, latency: float = 0.0) -> None:
-        if isinstance(fail_first, bool) or not isinstance(fail_first, int) or fail_first < 0:
-            raise ValueError(f"fail_first must be an int >= 0, got {fail_first!r}")
+        whole("fail_first", fail_first, at_least=0)
         self.fail_first = fail_first
         self.hang = bool(hang)
         self.hang_s = _check_seconds("hang_s", hang_s)
@@ -156,12 +156,17 @@ class Shop:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         partial = self.path.with_name(self.path.name + ".partial")
         partial.unlink(missing_ok=True)
+        # Built in memory and copied in one transaction: the script's statements each commit, and on
+        # a file each commit is a sync to disk (~0.3 s a shop on a busy machine, paid by every run
+        # that gets a fresh shop).
+        memory = sqlite3.connect(":memory:")
         con = sqlite3.connect(partial)
         try:
-            con.executescript(schema_sql())
-            con.commit()
+            memory.executescript(schema_sql())
+            memory.backup(con)
         finally:
             con.close()
+            memory.close()
         os.replace(partial, self.path)  # never leave a half-made database behind
 
     def connect(self) -> sqlite3.Connection:
@@ -221,6 +226,7 @@ class Shop:
         )
 
     def get_order(self, order_id: int) -> dict[str, Any]:
+        """One order: items, status, total, notes and its shipment (the ``get_order`` tool)."""
         order = self._order_or_hint(order_id)
         self._pause()
         ship = self.query(
@@ -235,6 +241,7 @@ class Shop:
         self, customer_id: int | None = None, status: str | None = None, text: str | None = None,
         page: int = 1, page_size: int = 20,
     ) -> dict[str, Any]:
+        """Orders matching a customer, status or text (the ``search_orders`` tool)."""
         if page < 1:
             raise ToolError(f"page must be 1 or more, got {page}.", hint="start at page=1.")
         if not 1 <= page_size <= 100:
@@ -263,6 +270,7 @@ class Shop:
         return {"page": page, "pages": pages, "total": total, "orders": rows}
 
     def get_customer(self, customer_id: int) -> dict[str, Any]:
+        """One customer's record (the ``get_customer`` tool)."""
         rows = self.query("SELECT * FROM customers WHERE id = ?", (customer_id,)) if _fits(customer_id) else []
         if not rows:
             n = self.query("SELECT count(*) AS n FROM customers")[0]["n"]
@@ -276,6 +284,7 @@ class Shop:
         return customer
 
     def carrier_status(self, tracking: str) -> dict[str, Any]:
+        """The carrier's tracking events for a shipment (the ``carrier_status`` tool)."""
         rows = self.query("SELECT * FROM shipments WHERE tracking = ?", (tracking,))
         if not rows:
             raise ToolError(f"No shipment with tracking number {tracking!r}.", hint="get_order shows an order's tracking number.")
@@ -283,6 +292,7 @@ class Shop:
 
     # ------------------------------------------------------------ writes
     def update_order_status(self, order_id: int, status: Status) -> dict[str, Any]:
+        """Set an order's status, a write (the ``update_order_status`` tool)."""
         if status == "refunded" and self.role != REFUND_ROLE:
             raise PermissionDenied(
                 f"setting an order to 'refunded' needs role {REFUND_ROLE!r}; this agent has role {self.role!r}"
@@ -292,6 +302,7 @@ class Shop:
         return {"order_id": order_id, "status": status, "was": before}
 
     def add_note(self, order_id: int, note: str) -> dict[str, Any]:
+        """Add a note to an order, a write (the ``add_note`` tool)."""
         if not note.strip():
             raise ToolError("The note is empty.", hint="call add_note with the text to record.")
         if not self.transactions:
@@ -328,6 +339,7 @@ class Shop:
         return {"order_id": order_id, "notes": updated.split("\n")}
 
     def refund_order(self, order_id: int, amount: float, reason: str) -> dict[str, Any]:
+        """Refund an order, a write that needs the billing role (the ``refund_order`` tool)."""
         if self.role != REFUND_ROLE:
             raise PermissionDenied(f"refund_order needs role {REFUND_ROLE!r}; this agent has role {self.role!r}")
         order = self._order_or_hint(order_id)

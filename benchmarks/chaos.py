@@ -5,7 +5,10 @@ loop, as in a notebook) with a short deadline and a random script of calls to
 a fault zoo: tools that raise anything (``SystemExit``, ``KeyboardInterrupt``,
 ``StopIteration``...), retry, hang on their thread, ignore their
 cancellation, or run past the deadline. Subscribers sleep a little on some
-events; a trace-writing subscriber fails on some events like a full disk.
+events; one, ahead of the others, raises anything (``SystemExit``,
+``KeyboardInterrupt``, ``CancelledError``...) at one kind of event in some
+runs (issue 24); a trace-writing subscriber fails on some events like a full
+disk.
 
 Counted, with the goals of issue 14:
 
@@ -137,6 +140,12 @@ def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> Non
     replies.append(al.reply("done"))
     steps_seen: list[int] = []
     trace = FlakyTrace(folder, rng, rate=rng.choice([0.0, 0.0, 0.05]))
+    hostile = rng.choice([None, None, *RAISES])
+    hostile_on = rng.choice(["run_started", "model_called", "tool_started", "tool_finished", "step_finished", "run_finished"])
+
+    def hostile_subscriber(event: al.Event) -> None:
+        if hostile is not None and event.kind == hostile_on:
+            raise hostile
     slow_every = rng.choice([0, 0, 3])
 
     def slow_subscriber(event: al.Event) -> None:
@@ -151,7 +160,7 @@ def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> Non
     try:
         result = al.run(  # warnings (from the failing trace subscriber) are silenced for the whole benchmark
             "chaos", _tools(release), model=al.ScriptedModel(replies), trace=False, deadline_s=deadline,
-            max_cost=None, max_steps=10, subscribers=[steps, slow_subscriber, trace],
+            max_cost=None, max_steps=10, subscribers=[hostile_subscriber, steps, slow_subscriber, trace],
             policy=al.Policy(base_delay=0.005, max_delay=0.01),
         )
     except BaseException as exc:  # noqa: BLE001 - counting exactly this

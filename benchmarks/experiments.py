@@ -109,7 +109,7 @@ async def ray_row(cells: int) -> Row:
     try:
         import ray
     except ImportError:
-        return missing(key, label, goal, "n/a (ray not installed: pip install 'agentlab[ray]')")
+        return missing(key, label, goal, "n/a (ray not installed: pip install 'agentlab-loop[ray]')")
     started = not ray.is_initialized()
     if started:
         ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)

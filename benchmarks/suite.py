@@ -32,6 +32,8 @@ class Sizes:
     cache_steps: int = 20
     cold_reps: int = 9
     recorded_mb: float = 50.0
+    redact_mb: float = 1.0
+    redact_import_mb: float = 20.0
     stream_reps: int = 21
     guard_steps: int = 20
     chaos_runs: int = 1000
@@ -50,7 +52,7 @@ FULL = Sizes()
 QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
     trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
-    recorded_mb=0.5, stream_reps=2, guard_steps=8, chaos_runs=12, chaos_folders=1, chaos_ray_rounds=0, exp_runs=8, exp_reps=1, exp_ray_cells=0,
+    recorded_mb=0.5, redact_mb=0.02, redact_import_mb=0.3, stream_reps=2, guard_steps=8, chaos_runs=12, chaos_folders=1, chaos_ray_rounds=0, exp_runs=8, exp_reps=1, exp_ray_cells=0,
     store_steps=5, store_events=2000, sql_events=20_000, store_reps=1,
 )
 
@@ -70,6 +72,7 @@ def benches() -> list[Bench]:
         panel,
         parallel,
         recorded,
+        redaction,
         steps,
         store,
         streaming,
@@ -94,6 +97,8 @@ def benches() -> list[Bench]:
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
         ("cold", ["cold.import_run"], lambda s: asyncio.to_thread(coldstart.coldstart_rows, s.cold_reps)),
         ("recorded", ["recorded.import", "recorded.memory"], lambda s: asyncio.to_thread(recorded.recorded_rows, s.recorded_mb)),
+        ("redaction", ["redact.text", "redact.adversarial", "redact.import_share"],
+         lambda s: asyncio.to_thread(redaction.redaction_rows, s.redact_mb, s.redact_import_mb, 1 if s is QUICK else 3)),
         ("guard", ["guard.counts_25", "guard.counts_50", "guard.counts_100", "guard.counts_1000"],
          lambda s: guard.guard_rows(s.guard_steps)),
         ("experiments", ["exp.runs_per_s", "exp.overhead", "exp.peak_rss", "exp.ray_overhead"],

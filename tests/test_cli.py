@@ -30,14 +30,14 @@ def test_help_names_every_command_and_shows_examples(capsys):
         main(["--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for word in ("demo", "run", "report", "scenarios", "agentlab run \"Why was order 1042 late?\" --tools shop", "make lab"):
+    for word in ("demo", "run", "report", "scenarios", "agentlab run \"Why was order 1042 late?\" --tools shop", "agentlab notebooks"):
         assert word in text
 
 
-def test_no_command_prints_the_help():
-    """Plain `agentlab` explains itself instead of failing."""
-    code, out, _ = cli()
-    assert code == 0 and "usage: agentlab" in out and "commands" in out
+def test_no_command_prints_the_help_and_exits_2():
+    """Plain `agentlab` explains itself, on stderr, with the usage-error status 2 (as argparse does)."""
+    code, out, err = cli()
+    assert code == 2 and out == "" and "usage: agentlab" in err and "commands" in err
 
 
 def test_format_table_aligns_columns():
@@ -66,7 +66,7 @@ def test_demo_subset_prints_one_table_and_writes_traces_plots_and_summary(tmp_pa
         summary = list(csv.DictReader(f))
     assert [r["scenario"] for r in summary][:2] == ["growing-context", "growing-context/after"]
     assert float(summary[1]["cost"]) > 0.10 >= float(summary[0]["cost"])
-    assert "make lab" in out
+    assert "agentlab notebooks DIR" in out and ".venv" not in out
     assert "[1/5] growing-context" in err.replace("[ ", "[")
 
 

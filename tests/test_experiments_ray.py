@@ -12,7 +12,7 @@ from agentlab.scenarios.shop_study import shop_experiment
 
 PRICES = Prices(input=3.0, output=15.0)
 
-ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip install 'agentlab[ray]'")
+ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip install 'agentlab-loop[ray]'")
 
 
 def test_ray_backend_gives_the_same_rows_as_local(local_ray, tmp_path):

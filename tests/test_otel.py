@@ -10,7 +10,7 @@ import pytest
 import agentlab as al
 from agentlab import reply
 
-pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed: pip install 'agentlab[otel]'")
+pytest.importorskip("opentelemetry.sdk", reason="the otel extra is not installed: pip install 'agentlab-loop[otel]'")
 
 from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402

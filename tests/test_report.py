@@ -75,7 +75,7 @@ def test_the_exported_notebook_validates_and_has_a_cell_per_step(tmp_path):
     steps = [c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## Step ")]
     assert [c.source.splitlines()[0] for c in steps] == [f"## Step {k}" for k in range(1, 6)]
     assert "Order 9 not found" in steps[0].source and "recoverable" in steps[0].source
-    assert "broken \\| chipped 'mug'" in steps[3].source  # a pipe cannot break the table
+    assert 'broken \\| chipped `mug`' in steps[3].source  # a pipe cannot break the table, a backtick not the code span
     assert nb.metadata["agentlab"]["run_id"] == done.run_id
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert f"agentlab.load_run({done.run_id!r}" in code and "cost_curve" in code

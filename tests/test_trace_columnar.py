@@ -218,17 +218,20 @@ def test_a_run_still_being_written_is_read_from_its_log_beside_stored_runs(tmp_p
 
 
 def test_a_log_that_grew_after_it_was_stored_is_read_from_the_log_until_compacted_again(tmp_path):
-    """A run id used again appends to its log: the stale stored copy is not used, and compaction replaces it."""
+    """A run resumed after it was stored appends to its log: the stale stored copy is not used, and
+    compaction replaces it."""
     folder = tmp_path / "runs"
-    script = [reply(None, ("lookup", {"key": "a"})), reply("done")]
-    al.run(
-        "first",
+    script = [reply(None, ("lookup", {"key": str(i)})) for i in range(3)] + [reply("done")]
+    run = al.Run(
+        "resumed",
         [lookup],
         model=al.ScriptedModel(script),
-        trace=folder,
         max_cost=None,
+        max_steps=2,
         run_id="again",
     )
+    run.subscribe(TraceWriter(folder))
+    assert asyncio.run(run.run()).reason == "step limit"
     al.run(
         "other",
         [lookup],
@@ -238,14 +241,8 @@ def test_a_log_that_grew_after_it_was_stored_is_read_from_the_log_until_compacte
         run_id="other",
     )
     compact(folder)
-    al.run(
-        "second",
-        [lookup],
-        model=al.ScriptedModel(script),
-        trace=folder,
-        max_cost=None,
-        run_id="again",
-    )
+    run.resume(max_steps=8)
+    assert isinstance(asyncio.run(run.run()), al.Done)
     logs = from_logs(folder)
     assert len(logs.steps[logs.steps["run_id"] == "again"]) == 4
     assert_same_frames(logs, al.load_runs(folder))

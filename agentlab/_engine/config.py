@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._checks import whole
 from .._options import DEFAULTS
 from ..budget import Budget, CostGuard
 from ..clock import Clock, SystemClock
@@ -22,6 +23,7 @@ from ..messages import Message
 from ..models.base import Model
 from ..pricing import Prices, resolve_prices
 from ..tools import Tool, as_tools
+from ..trace.files import check_name
 
 
 @dataclass(frozen=True)
@@ -83,7 +85,7 @@ class RunConfig:
             task=task if isinstance(task, str) else _first_text(messages), messages=tuple(messages),
             system=system, max_tokens=max_tokens, policy=policy or Policy(), max_concurrency=max_concurrency,
             loop_nudge_at=loop_nudge_at, prices=found, clock=clock or SystemClock(), rng=rng or random.Random(),
-            run_id=run_id or uuid.uuid4().hex[:12],
+            run_id=uuid.uuid4().hex[:12] if run_id is None else check_name(run_id),  # issue 24: before the run starts
         )
 
 
@@ -101,8 +103,7 @@ def _resolve_model(model: Model | str) -> Model:
 
 
 def _check_int(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"{name} must be an int >= 1, got {value!r}")
+    whole(name, value)
 
 
 def initial_messages(task: str | Sequence[Message]) -> list[Message]:

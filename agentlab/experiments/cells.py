@@ -49,11 +49,11 @@ class Cell:
     @property
     def seed(self) -> int:
         """Derived from task, config and repeat: the same cell always gets the same seed."""
-        return int(hashlib.sha256(self.key.encode()).hexdigest()[:8], 16)
+        return int(hashlib.sha256(self.key.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16)
 
     @property
     def run_id(self) -> str:
-        return "x" + hashlib.sha256(self.key.encode()).hexdigest()[:14]
+        return "x" + hashlib.sha256(self.key.encode("utf-8", "surrogatepass")).hexdigest()[:14]
 
 
 class _Tokens:

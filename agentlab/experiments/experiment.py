@@ -16,10 +16,12 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from .._checks import whole
 from .._runtime.driver import run_to_end
 from ..loop import Run
 from ..models.base import Model
 from ..pricing import resolve_prices
+from ..trace.files import check_name
 from ..vocab import StopReason
 from .cells import Cell, CellRunner, config_columns
 from .folder import Folder, row_line, spec_of
@@ -81,10 +83,8 @@ class Experiment:
         self.configs = load_configs(configs)
         for c in self.configs:
             check_config(c, model)
-        if isinstance(concurrency, bool) or not isinstance(concurrency, int) or concurrency < 1:
-            raise ValueError(f"concurrency must be an int >= 1, got {concurrency!r}")
-        if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-            raise ValueError(f"repeats must be an int >= 1, got {repeats!r}")
+        whole("concurrency", concurrency)
+        whole("repeats", repeats)
         if max_total_cost is not None and (not isinstance(max_total_cost, (int, float)) or math.isnan(max_total_cost) or max_total_cost <= 0):
             raise ValueError(f"max_total_cost must be a number > 0 (or None), got {max_total_cost!r}")
         if deadline_s is not None and (not isinstance(deadline_s, (int, float)) or deadline_s <= 0):
@@ -105,7 +105,7 @@ class Experiment:
         self.concurrency = concurrency
         self.max_total_cost = None if max_total_cost is None else float(max_total_cost)
         self.deadline_s = deadline_s
-        self.name = name or "experiment"
+        self.name = "experiment" if name is None else check_name(name, "experiment name")  # issue 24: stays inside folder=
         self.folder = Folder(Path(folder or "experiments") / self.name)
         self.backend = backend
         self.progress = progress

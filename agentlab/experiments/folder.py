@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from ..errors import AgentlabError
+from ..trace.files import inside
 from ._spend import Spend, trace_spend
 from .grid import Config, describe
 from .tasks import Task
@@ -53,7 +54,7 @@ class FolderInUse(AgentlabError, RuntimeError):
 
 def spec_of(tasks: list[Task], configs: list[Config], repeats: int) -> dict[str, Any]:
     return {
-        "tasks": {t.id: hashlib.sha256(t.input.encode()).hexdigest()[:16] for t in tasks},
+        "tasks": {t.id: hashlib.sha256(t.input.encode("utf-8", "surrogatepass")).hexdigest()[:16] for t in tasks},
         "configs": {c.name: {"hash": c.digest(), "options": describe(c.params)} for c in configs},
         "repeats": repeats,
     }
@@ -64,8 +65,10 @@ def versions() -> dict[str, str]:
     """Package versions for the manifest (looked up once per process: the lookup scans sys.path)."""
     from importlib.metadata import PackageNotFoundError, version
 
-    out = {"python": platform.python_version()}
-    for pkg in ("agentlab", "anthropic", "pandas"):
+    from .._version import installed_version
+
+    out = {"python": platform.python_version(), "agentlab": installed_version()}  # the distribution is agentlab-loop
+    for pkg in ("anthropic", "pandas"):
         try:
             out[pkg] = version(pkg)
         except PackageNotFoundError:
@@ -90,10 +93,10 @@ class Folder:
     """One experiment's folder on disk."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path
-        self.manifest = path / "manifest.json"
-        self.rows = path / "rows.jsonl"
-        self.traces = path / "traces"
+        self.path = path  # issue 24: every file in it is placed by inside(), which refuses a way out (a planted link)
+        self.manifest = inside(path, "manifest.json")
+        self.rows = inside(path, "rows.jsonl")
+        self.traces = inside(path, "traces")
 
     @contextlib.contextmanager
     def own(self) -> Iterator[None]:

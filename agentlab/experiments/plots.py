@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 
 
-def _ax(ax: Any, size: tuple[float, float] = (7, 4)) -> Any:
+def _ax(ax: Any, size: tuple[float, float] = (8, 4)) -> Any:
     """``ax``, or the Axes of a new standalone Figure: never pyplot's, which a notebook would show a
     second time beside the returned figure."""
     if ax is None:
@@ -23,8 +23,11 @@ def cost_vs_success(result: Any, ax: Any = None) -> Any:
     s = result.summary()
     for name, r in s.iterrows():
         ax.errorbar(r["cost_mean"], r["success"], xerr=[[r["cost_mean"] - r["cost_lo"]], [r["cost_hi"] - r["cost_mean"]]],
-                    yerr=[[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]], fmt="o", capsize=4)
-        ax.annotate(str(name), (r["cost_mean"], r["success"]), textcoords="offset points", xytext=(6, 4), fontsize=8)
+                    yerr=[[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]], fmt="o", capsize=4,
+                    label=str(name))
+    # A legend beside the plot, not labels at the points: configs that cost and succeed alike would
+    # print their names over each other.
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_xlabel("mean cost per run (USD, 95 % interval)")
     ax.set_ylabel("success rate (95 % interval)")
     ax.set_ylim(-0.05, 1.05)
@@ -63,7 +66,7 @@ def stop_reasons(result: Any, ax: Any = None) -> Any:
         ax.barh(table.index, table[reason], left=left, label=reason)
         left += table[reason].to_numpy()
     ax.set_xlabel("runs")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the bars, never over them
     ax.set_title("stop reasons per config")
     ax.tick_params(axis="y", labelsize=8)
     return ax
@@ -82,6 +85,6 @@ def context_growth(result: Any, ax: Any = None) -> Any:
         ax.fill_between(q.index, q[0.1], q[0.9], alpha=0.15)
     ax.set_xlabel("step")
     ax.set_ylabel("context tokens")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
     ax.set_title("context growth per config (median, 10-90 %)")
     return ax

@@ -9,9 +9,12 @@ and the widget only draw it.
 from __future__ import annotations
 
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+from .._safe_text import html_text
 
 ExperimentSubscriber = Callable[["ExperimentEvent"], None]
 
@@ -133,7 +136,7 @@ class LineProgress:
 
 
 def terminal_progress() -> ExperimentSubscriber:
-    """A tqdm bar when tqdm is installed (``agentlab[progress]``), else a plain line."""
+    """A tqdm bar when tqdm is installed (``agentlab-loop[progress]``), else a plain line."""
     try:
         import tqdm  # noqa: F401
     except ImportError:
@@ -141,11 +144,17 @@ def terminal_progress() -> ExperimentSubscriber:
     return TqdmProgress()
 
 
+LIVE: weakref.WeakSet[ProgressWidget] = weakref.WeakSet()
+"""Progress widgets alive in this process: a notebook saved after its run asks them for their text."""
+
+
 class ProgressWidget:
     """The notebook's view of an experiment: counts, dollars of the total, ETA, and a Stop button."""
 
     def __init__(self, on_stop: Callable[[], None] | None = None) -> None:
         import ipywidgets as w
+
+        LIVE.add(self)
 
         self.state = ProgressState()
         self.bar = w.IntProgress(value=0, min=0, max=1, description="runs")
@@ -160,11 +169,15 @@ class ProgressWidget:
         s = self.state
         self.bar.max = max(1, s.total)
         self.bar.value = s.skipped + s.completed
-        self.text.value = f"<span class='agentlab-experiment'>{s.line()}</span>"
+        self.text.value = f"<span class='agentlab-experiment'>{html_text(s.line())}</span>"
         if s.finished:
             self.stop.disabled = True
 
-    def _ipython_display_(self) -> None:
-        from IPython.display import display
-
-        display(self.box)
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        """The widget, with the progress line as its text: what a terminal, an export or a viewer
+        without widgets shows (kept current in saved notebooks: see :data:`LIVE`)."""
+        bundle = self.box._repr_mimebundle_(**kwargs)
+        data = bundle[0] if isinstance(bundle, tuple) else bundle
+        if isinstance(data, dict):
+            data["text/plain"] = self.state.line()
+        return bundle

@@ -29,7 +29,7 @@ def _ray() -> Any:
     try:
         import ray
     except ImportError as exc:  # pragma: no cover - depends on the extra
-        raise ImportError("backend='ray' needs Ray: pip install 'agentlab[ray]'") from exc
+        raise ImportError("backend='ray' needs Ray: pip install 'agentlab-loop[ray]'") from exc
     return ray
 
 

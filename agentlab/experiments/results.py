@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .._safe_text import clean, html_text
 from .cells import ROW_COLUMNS, config_columns
 from .folder import RERUN_REASONS
 from .grid import Config, describe
@@ -220,21 +221,25 @@ class ExperimentResult:
 
     # ---------------------------------------------------------------- plots
     def plot_cost_vs_success(self, ax: Any = None) -> Any:
+        """Success rate against mean cost, one point per config (with its interval): the trade-off at a glance."""
         from . import plots
 
         return plots.cost_vs_success(self, ax=ax)
 
     def plot_cost_distribution(self, ax: Any = None) -> Any:
+        """Each config's spread of cost per run, so a long tail is not hidden by the mean."""
         from . import plots
 
         return plots.cost_distribution(self, ax=ax)
 
     def plot_stop_reasons(self, ax: Any = None) -> Any:
+        """How the runs of each config ended (done, budget, step limit...), stacked."""
         from . import plots
 
         return plots.stop_reasons(self, ax=ax)
 
     def plot_context_growth(self, ax: Any = None) -> Any:
+        """Median context size per step for each config: the growth that makes cost quadratic."""
         from . import plots
 
         return plots.context_growth(self, ax=ax)
@@ -245,4 +250,6 @@ class ExperimentResult:
         return f"<ExperimentResult {len(df)} runs, {done} done, ${self.spent:.4f} spent; folder {self.folder}>"
 
     def _repr_html_(self) -> str:
-        return f"<p>{self!r}</p>" + self.summary().to_html(float_format=lambda v: f"{v:.4g}")
+        # issue 24: the folder, the config names and the stop reasons are foreign text; to_html escapes the table
+        summary = self.summary().to_html(float_format=lambda v: f"{v:.4g}", escape=True)
+        return f"<p class='agentlab-experiment-result'>{html_text(repr(self))}</p>" + clean(summary)

@@ -21,29 +21,16 @@
 
 from __future__ import annotations
 
-import importlib
-import sys
 import tomllib
 from pathlib import Path
 from typing import Any
 
+from .._refs import load_object as _load_object
 from .experiment import Experiment
 from .grid import grid
 
 KEYS = {"name", "folder", "tasks", "tools", "model", "scorer", "repeats", "concurrency", "max_total_cost", "deadline_s",
         "axes", "configs", "preset", "backend"}
-
-
-def _load_object(ref: str, base: Path) -> Any:
-    if ":" not in ref:
-        raise ValueError(f"{ref!r} must look like module:attribute")
-    module, attr = ref.split(":", 1)
-    if str(base) not in sys.path:
-        sys.path.insert(0, str(base))
-    try:
-        return getattr(importlib.import_module(module), attr)
-    except (ImportError, AttributeError) as exc:
-        raise ValueError(f"cannot load {ref!r}: {exc}") from exc
 
 
 def load_spec(path: str | Path, *, name: str | None = None, progress: bool | str = "tqdm") -> Experiment:

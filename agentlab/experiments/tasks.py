@@ -49,7 +49,7 @@ class Task:
 
 def input_id(text: str) -> str:
     """A stable id from a task's input (the same input always gets the same id)."""
-    return "t" + hashlib.sha256(text.encode("utf-8")).hexdigest()[:10]
+    return "t" + hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:10]
 
 
 def load_tasks(tasks: Any) -> list[Task]:

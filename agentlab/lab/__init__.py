@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Sequence
 from types import EllipsisType
 from typing import Any
 
+from .._checks import whole
 from .._options import DEFAULTS, collect, documented
 from .._runtime.driver import run_to_end
 from ..approval import Ask
@@ -104,13 +105,11 @@ class Lab:
         _require_ipywidgets()
         if isinstance(refresh_s, bool) or not isinstance(refresh_s, (int, float)) or not refresh_s >= 0:
             raise ValueError(f"refresh_s must be a number of seconds >= 0, got {refresh_s!r}")
-        if isinstance(log_limit, bool) or not isinstance(log_limit, int) or log_limit < 1:
-            raise ValueError(f"log_limit must be an int >= 1, got {log_limit!r}")
+        whole("log_limit", log_limit)
         if trace is not True and trace is not False and not isinstance(trace, (str, os.PathLike)):
             raise TypeError(f"trace must be True, False or a folder path, got {type(trace).__name__}")
         from ._panel import Panel
 
-        self.state = PanelState()
         self._trace_dir = None if trace is True or trace is False else trace
         self._writer = None
         run_options = collect(locals())
@@ -125,6 +124,8 @@ class Lab:
         run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
+        # the panel keeps what the trace keeps: the same redaction, the same learned values
+        self.state = PanelState(self._writer.redactor_for(self.engine.run_id) if self._writer is not None else None)
         s = self.state
         s.run_id, s.model, s.task = self.engine.run_id, self.engine.model.model, self.engine.task
         b = self.engine.budget
@@ -230,6 +231,7 @@ class Lab:
 
     @property
     def result(self) -> Result | None:
+        """The run's result once it has ended (``Done`` or ``Stopped``), else ``None``."""
         return self.engine.result
 
     @property
@@ -239,10 +241,12 @@ class Lab:
 
     @property
     def snapshot(self) -> Any:
+        """The budgets as they stand now (steps, dollars, seconds used of each limit)."""
         return self.engine.snapshot
 
     @property
     def run_id(self) -> str:
+        """The id of the run the panel drives (its trace file's name)."""
         return self.engine.run_id
 
     @property

@@ -9,10 +9,10 @@ find it by class.
 
 from __future__ import annotations
 
-import html
 import json
 from typing import Any
 
+from .._safe_text import html_text
 from ._state import CallEntry, Gauge, PanelState, StepEntry
 
 PREVIEW_CHARS = 300
@@ -36,8 +36,8 @@ BAR_STYLE = {"idle": "", "ok": "success", "warn": "warning", "danger": "danger",
 
 
 def esc(text: Any) -> str:
-    """HTML-escape, and keep ``$`` away from MathJax."""
-    return html.escape(str(text)).replace("$", "&#36;")
+    """HTML-escape (an element or a quoted attribute), and keep ``$`` away from MathJax."""
+    return html_text(text)
 
 
 def outcome_label(call: CallEntry) -> str:
@@ -88,7 +88,7 @@ def call_html(call: CallEntry) -> str:
 
 def step_html(entry: StepEntry) -> str:
     """One step of the log: model line, the assistant's text, then each call."""
-    bits = [f"<b>step {entry.step}</b>"]
+    bits = [f"<b>step {esc(entry.step)}</b>"]
     if entry.latency is not None:
         bits.append(f"model {_seconds(entry.latency)}")
     if entry.input_tokens or entry.output_tokens:
@@ -119,7 +119,7 @@ def step_html(entry: StepEntry) -> str:
         out.append(f"<div style='color:#cf222e;margin-left:1em'>{esc(entry.error)}</div>")
     out.extend(call_html(c) for c in entry.calls)
     return (
-        f"<div class='agentlab-step' data-step='{entry.step}' "
+        f"<div class='agentlab-step' data-step='{esc(entry.step)}' "
         f"style='border-top:1px solid #d0d7de;padding:3px 0;font-size:13px'>{''.join(out)}</div>"
     )
 
@@ -128,8 +128,8 @@ def gauge_html(g: Gauge) -> str:
     """The number beside a gauge's bar, coloured by its level."""
     note = " — stopped the run" if g.stopped_run else ""
     return (
-        f"<span class='agentlab-gauge-text agentlab-level-{g.level}' "
-        f"style='color:{LEVEL_COLOUR[g.level]};font-family:monospace'>{esc(g.text + note)}</span>"
+        f"<span class='agentlab-gauge-text agentlab-level-{esc(g.level)}' "
+        f"style='color:{LEVEL_COLOUR.get(g.level, LEVEL_COLOUR['idle'])};font-family:monospace'>{esc(g.text + note)}</span>"
     )
 
 

@@ -270,18 +270,19 @@ class Panel:
         ``answer(value)`` gets ``True`` (Approve) or a reason string (Deny).
         The other buttons and the gauges keep working meanwhile.
         """
-        import html as _html
         import json
+
+        from ._html import esc
 
         self._answer = answer
         if request is None:
             self.approval.layout.display = "none"
             self.approval_text.value = ""
             return
-        args = json.dumps(request.args, ensure_ascii=False, indent=1, default=str)
+        args = json.dumps(self.state.redactor.clean(request.args), ensure_ascii=False, indent=1, default=str)
         self.approval_text.value = (
-            f"<b>approve this write?</b> step {request.step}: <code>{_html.escape(request.tool)}</code>"
-            f"<pre style='margin:2px 0'>{_html.escape(args)}</pre>"
+            f"<b>approve this write?</b> step {esc(request.step)}: <code>{esc(request.tool)}</code>"
+            f"<pre style='margin:2px 0'>{esc(args)}</pre>"
         )
         self.approval.layout.display = "flex"
 

@@ -6,6 +6,11 @@ widget. :meth:`PanelState.apply` is O(1) per event (it touches only the
 current step), because it runs inside the engine's step and a benchmark holds
 the panel to a few percent of a step's time. It also marks which parts
 changed, so the widget layer redraws only those.
+
+Everything it keeps goes through the trace's redaction first (the widget
+state a notebook saves is a file like a trace): text and arguments when they
+arrive, streamed fragments over their block's assembled text with the tail
+that could still start a secret held back (:class:`~agentlab.redact.StreamRedactor`).
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..redact import Redactor, StreamRedactor
 from ..vocab import EventKind, StopReason
 
 GaugeName = Literal["steps", "cost", "time"]
@@ -113,12 +119,18 @@ class PanelState:
     ``control`` is set by whoever drives the run (the ``Lab``): ``"running"``,
     ``"pausing"`` (asked to pause; the step in flight has not ended),
     ``"paused"``, ``"stopping"`` or ``None``. The engine knows nothing of it.
+
+    ``redactor``: the one the run's trace writer uses (so a value it learned
+    is removed here too); a fresh :class:`~agentlab.redact.Redactor` by default.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, redactor: Redactor | None = None) -> None:
+        self.redactor = redactor or Redactor()
+        self._stream = StreamRedactor(self.redactor)
+        self._streaming: tuple[int, int, str] | None = None  # the block whose fragments are arriving
         self.run_id = ""
         self.model = ""
-        self.task = ""
+        self._task = ""
         self.limits: dict[str, Any] = {"max_steps": None, "max_cost": None, "deadline_s": None}
         self.steps = 0
         self.spent = 0.0
@@ -143,6 +155,17 @@ class PanelState:
         self.chart_dirty = False
         self.events = 0
 
+    @property
+    def task(self) -> str:
+        return self._task
+
+    @task.setter
+    def task(self, value: Any) -> None:
+        self._task = self._clean(value) if isinstance(value, str) else value
+
+    def _clean(self, value: Any) -> Any:
+        return self.redactor.clean(value)
+
     # ---------------------------------------------------------------- events
     def apply(self, event: Any) -> None:
         """Fold one engine event into the state (O(1); unknown kinds are ignored)."""
@@ -155,7 +178,7 @@ class PanelState:
             handler(self, event, event.data)
 
     def _run_started(self, e: Any, d: dict[str, Any]) -> None:
-        self.run_id, self.model, self.task = e.run_id, d.get("model", ""), d.get("task", "")
+        self.run_id, self.model, self.task = e.run_id, d.get("model", ""), self._clean(d.get("task", ""))
         self._set_limits(d.get("budget") or {})
         self.modes = {t["name"]: t.get("mode") for t in d.get("tools") or ()}
         self.engine_phase = "ready"
@@ -169,36 +192,52 @@ class PanelState:
         entry = self._entry(e.step)
         entry.model_retries += 1
         entry.text, entry.thinking, entry.forming, entry.streaming = "", "", {}, False  # the retry streams anew
+        self._stream.forget()
+        self._streaming = None
 
     def _model_delta(self, e: Any, d: dict[str, Any]) -> None:
         """A fragment of the reply: the text grows, thinking grows (folded), tool input forms."""
         entry = self._entry(e.step)
         entry.streaming = True
-        kind, text = d.get("type"), d.get("text", "")
+        kind, index = str(d.get("type")), int(d.get("index", 0))
+        key = (e.step, index, kind)
+        if self._streaming is not None and self._streaming != key:  # the previous block ended: show its tail
+            self._show(self._streaming, self._stream.flush(self._streaming))
+        self._streaming = key
+        text = d.get("text", "")
+        self._show(key, self._stream.feed(key, text) if isinstance(text, str) else "")
+
+    def _show(self, key: tuple[int, int, str], text: str) -> None:
+        if not text:
+            return
+        step, index, kind = key
+        entry = self._entry(step)
         if kind == "text":
             entry.text += text
         elif kind == "thinking":
             entry.thinking += text
         elif kind == "tool_input":
-            index = int(d.get("index", 0))
             entry.forming[index] = entry.forming.get(index, "") + text
 
     def _model_called(self, e: Any, d: dict[str, Any]) -> None:
         entry = self._entry(e.step)
+        self._stream.forget()  # the whole reply is here: it replaces the fragments
+        self._streaming = None
         if d.get("error"):
-            entry.error = f"malformed reply: {d['error']}"
+            entry.error = f"malformed reply: {self._clean(str(d['error']))}"
             return
         usage = d.get("usage") or {}
         entry.streaming, entry.forming = False, {}
-        entry.text = "".join(b.get("text", "") for b in d.get("content") or () if b.get("type") == "text")
-        entry.thinking = "".join(b.get("thinking", "") for b in d.get("content") or () if b.get("type") == "thinking")
+        content = self._clean(d.get("content") or [])
+        entry.text = "".join(b.get("text", "") for b in content if b.get("type") == "text")
+        entry.thinking = "".join(b.get("thinking", "") for b in content if b.get("type") == "thinking")
         entry.stop_reason = d.get("stop_reason")
         entry.input_tokens = usage.get("input_tokens", 0)
         entry.output_tokens = usage.get("output_tokens", 0)
         entry.context_tokens = d.get("context_tokens", entry.input_tokens)
         entry.cost = d.get("cost", 0.0)
         entry.latency = d.get("latency")
-        for block in d.get("content") or ():
+        for block in content:
             if block.get("type") == "tool_use":
                 call = CallEntry(block.get("id", ""), block.get("name", ""), block.get("input"), self.modes.get(block.get("name", "")))
                 entry.calls.append(call)
@@ -224,12 +263,12 @@ class PanelState:
         call = self._call(e.step, d)
         call.outcome = d.get("outcome", "ok")
         call.attempts = d.get("attempts", 0)
-        call.result = d.get("result", "")
+        call.result = self._clean(d.get("result", ""))
         call.is_error = bool(d.get("is_error"))
         call.start, call.end = d.get("start", call.start), d.get("end", e.t)
         call.mode = d.get("mode", call.mode)
         err = d.get("error")
-        call.error = f"{err.get('type')}: {err.get('message')}" if isinstance(err, dict) else None
+        call.error = self._clean(f"{err.get('type')}: {err.get('message')}") if isinstance(err, dict) else None
 
     def _step_finished(self, e: Any, d: dict[str, Any]) -> None:
         self.spent = d.get("spent", self.spent)
@@ -245,14 +284,14 @@ class PanelState:
 
     def _run_finished(self, e: Any, d: dict[str, Any]) -> None:
         self.outcome = d.get("outcome")
-        self.reason, self.detail = d.get("reason", ""), d.get("detail", "")
+        self.reason, self.detail = d.get("reason", ""), self._clean(d.get("detail", "") or "")
         self.guard_note = d.get("guard_note", "") or ""
-        self.answer = d.get("text", "") or ""
+        self.answer = self._clean(d.get("text", "") or "")
         self.steps = d.get("steps", self.steps)
         self.spent = d.get("spent", self.spent)
         self.elapsed = d.get("elapsed", self.elapsed)
         err = d.get("error")
-        self.error = f"{err.get('type')}: {err.get('message')}" if isinstance(err, dict) else ""
+        self.error = self._clean(f"{err.get('type')}: {err.get('message')}") if isinstance(err, dict) else ""
         self.engine_phase = "done" if self.outcome == "done" else "stopped"
         if self.steps in self.log:
             self._entry(self.steps).end = e.t
@@ -274,7 +313,7 @@ class PanelState:
         self.dirty_steps.add(step)
         call = self._calls.get(d.get("call_id", ""))
         if call is None:  # an event whose model_called we never saw (a late subscriber)
-            call = CallEntry(d.get("call_id", ""), d.get("tool", ""), d.get("args"), d.get("mode"))
+            call = CallEntry(d.get("call_id", ""), d.get("tool", ""), self._clean(d.get("args")), d.get("mode"))
             self._entry(step).calls.append(call)
             self._calls[call.call_id] = call
         return call

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._safe_text import terminal_text
 from .._shorten import shorten
 from ._state import PanelState
 
@@ -34,4 +35,4 @@ def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> s
     if state.answer:
         answer = f"  answer: {state.answer.strip()}"
         lines.append(shorten(answer, width))
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))  # issue 24: shown in terminal IPython and plain exports

@@ -45,6 +45,7 @@ from typing import Any, Literal
 
 import orjson
 
+from .._safe_text import without_lone_surrogates
 from ..errors import (
     AgentlabError,
     AuthenticationFailed,
@@ -55,6 +56,7 @@ from ..errors import (
 )
 from ..messages import Block, MalformedReply, Message
 from ..netguard import NetworkBlocked, check_url
+from ..redact import scrub as _scrub  # the one owner of scrubbing (issue 23)
 from .base import ModelRequest
 from .streaming import StreamAssembler, StreamError, feed_batch, sse_batches
 
@@ -213,7 +215,7 @@ class AnthropicModel:
         if container:
             params["container"] = container
         params.update(self.params)
-        return params
+        return without_lone_surrogates(params)  # issue 24: the SDK cannot encode them; the API gets U+FFFD
 
     def remember_container(self, messages: list[Message], reply: Mapping[str, Any]) -> None:
         """Keep the reply's container id for the request that follows it (history + this reply)."""
@@ -226,6 +228,7 @@ class AnthropicModel:
             self._containers[key] = cid
 
     async def complete(self, request: ModelRequest) -> dict[str, Any]:
+        """One Messages API call through the SDK (streamed unless ``stream=False``): the reply as a dict, usage and cost included."""
         with self._in_flight():
             return await self._complete(request)
 
@@ -579,13 +582,6 @@ def api_error(
 # ------------------------------------------------------------------ helpers
 def _secrets(client: Any) -> tuple[str, ...]:
     return tuple(s for s in (getattr(client, "api_key", None), getattr(client, "auth_token", None)) if s)
-
-
-def _scrub(text: str, secrets: tuple[str, ...]) -> str:
-    for s in secrets:
-        if s in text:
-            text = text.replace(s, "[redacted]")
-    return text
 
 
 def _host(url: str) -> str:

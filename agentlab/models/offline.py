@@ -21,6 +21,7 @@ import itertools
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
+from .._checks import is_whole
 from ..clock import Clock, SystemClock
 from ..messages import CHARS_PER_TOKEN, Message, estimate_tokens
 from .base import ModelRequest
@@ -91,12 +92,12 @@ class FunctionModel:
                 n = counter(request)
                 if inspect.isawaitable(n):
                     n = await n
-                if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+                if not is_whole(n, 0):
                     raise TypeError(f"count_tokens must return an int >= 0, got {n!r}")
                 return n
 
             self.count_tokens = count
-        if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int) or stream < 1):
+        if stream is not None and not is_whole(stream, 1):
             raise ValueError(f"stream must be a number of characters per fragment (>= 1) or None, got {stream!r}")
         if not isinstance(chunk_delay, (int, float)) or chunk_delay < 0:
             raise ValueError(f"chunk_delay must be seconds >= 0, got {chunk_delay!r}")
@@ -115,6 +116,7 @@ class FunctionModel:
         return f"<{type(self).__name__} {self.name} priced as {self.model}>"
 
     async def complete(self, request: ModelRequest) -> Any:
+        """Call the function with the history, the tool schemas and the request; the reply with estimated usage."""
         self.calls += 1
         args = (request.messages, request.tools, request) if self._wants_request else (request.messages, request.tools)
         out = self.fn(*args)

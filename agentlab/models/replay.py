@@ -62,6 +62,7 @@ class ReplayModel:
         return max(len(self.replies) - self.calls, 0)
 
     async def complete(self, request: ModelRequest) -> dict[str, Any]:
+        """The next recorded reply, with its recorded usage (a model error past the record's last reply)."""
         if self.calls >= len(self.replies):
             raise ModelError(
                 f"the record of run {self.run_id} has {len(self.replies)} replies and call {self.calls + 1} "

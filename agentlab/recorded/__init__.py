@@ -30,6 +30,7 @@ from ..errors import AgentlabError
 from ..pricing import Prices
 from ..redact import Redactor
 from ..trace import Trace, Traces, TraceWriter
+from ..trace.files import SUFFIX, inside, name_from, within
 from ..trace.writer import dumps
 from . import (
     claude_code,
@@ -82,10 +83,11 @@ class ImportReport(list[Path]):
 
 def _files(path: Path) -> list[Path]:
     if path.is_file():
-        return [path, *claude_code.subagent_files(path)]  # a Claude Code session brings its subagents
+        return [path, *(p for p in claude_code.subagent_files(path) if within(path.parent, p))]  # its subagents, not links out
     if not path.is_dir():
         raise FileNotFoundError(f"no recorded run at {str(path)!r} (give a file or a folder)")
-    found = sorted(p for p in path.rglob("*") if p.is_file() and p.name.endswith(SUFFIXES))
+    # issue 24: a link pointing out of the folder is not followed (a foreign file is never read nor shown)
+    found = sorted(p for p in path.rglob("*") if p.name.endswith(SUFFIXES) and within(path, p) and p.is_file())
     if not found:
         raise FileNotFoundError(f"no recorded runs in {str(path)!r} (looked for files ending in {', '.join(SUFFIXES)})")
     return found
@@ -280,7 +282,10 @@ def import_recorded(
     writer.dir.mkdir(parents=True, exist_ok=True)
     with _progress(path) as tick:
         for r in recorded_runs(path, format, report=report, progress=tick):
-            file = writer.file_of(r.run_id)
+            r.run_id = name_from(r.run_id)  # issue 24: the file's name comes from us, never from the content
+            if r.parent is not None and isinstance(r.parent.get("run_id"), str):
+                r.parent = {**r.parent, "run_id": name_from(r.parent["run_id"])}  # the same mapping: the link holds
+            file = inside(writer.dir, f"{r.run_id}{SUFFIX}")
             if file.exists() and not force:
                 report.skipped.append((file, f"run {r.run_id!r} is already in {writer.dir} (pass --force / force=True to overwrite)"))
                 continue

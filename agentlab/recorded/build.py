@@ -23,7 +23,6 @@ from typing import Any
 from ..messages import Block, Message, Usage, estimate_tokens
 from ..pricing import Prices, provider_prices, resolve_prices
 from ..redact import Redactor
-from ..trace.writer import dumps
 from ..vocab import EventKind, Outcome
 
 TOOL_RESULT = "tool_result"
@@ -168,8 +167,10 @@ def build_run(
     prices: Prices | dict[str, Prices] | None = None,
     redactor: Redactor | None = None,
 ) -> list[dict[str, Any]]:
-    """The event records of a native trace for ``run`` (redacted like a native trace)."""
-    redactor = redactor or Redactor()
+    """The event records of a native trace for ``run`` (redacted like a native trace).
+
+    Values ``redactor`` learns while redacting this run apply to this run only."""
+    redactor = redactor.for_run() if redactor is not None else Redactor()
     out: list[dict[str, Any]] = []
     seq = 0
 
@@ -366,14 +367,12 @@ def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     an import of tens of megabytes within seconds."""
     if record["kind"] in (EventKind.MODEL_REQUEST, EventKind.STEP_FINISHED):
         return record
-    if not redactor.needs_redaction(dumps(record)):  # most records: one serialization, one scan
-        return record
     out = dict(record)
     for k, v in record.items():
         if isinstance(v, list):
-            out[k] = [redactor.redact(x) if redactor.needs_redaction(dumps(x)) else x for x in v]
-        elif isinstance(v, (dict, str)) and redactor.needs_redaction(dumps({k: v})):
-            out.update(redactor.redact({k: v}))
+            out[k] = [redactor.clean(x) for x in v]
+        elif isinstance(v, (dict, str)):
+            out.update(redactor.clean({k: v}))
     return out
 
 

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._checks import is_whole
 from ..models.offline import FunctionModel
 from ..shop import CarrierAPI, Shop
 from .behaviours import Behaviour
@@ -56,7 +57,7 @@ class Scenario:
         override the scenario's run options (e.g. ``max_cost=None``,
         ``cost_guard="after"``, ``clock=agentlab.FakeClock()``).
         """
-        if isinstance(seed, bool) or not isinstance(seed, int):
+        if not is_whole(seed):
             raise TypeError(f"seed must be an int, got {type(seed).__name__}")
         shop = Shop(shop_path, carrier=CarrierAPI(**self.carrier), **self.shop)
         behaviour = self.behaviour(random.Random(seed))
@@ -123,4 +124,5 @@ class Setup:
         return Lab(**self.kwargs(**overrides))
 
     def close(self) -> None:
+        """Close the scenario's shop database."""
         self.shop.close()

@@ -107,7 +107,10 @@ def analyst(task: Task, seed: int, *, cache: bool = False) -> FunctionModel:
         text = out["content"][0]["text"]
         output = estimate_tokens(out["content"])
         if output > request.max_tokens:  # cut off, as the API does: the text is kept, the calls are lost
-            out = {**out, "content": [{"type": "text", "text": text[: request.max_tokens * 4 - 40]}], "stop_reason": "max_tokens"}
+            # What fits of the text, by the same estimate that measured it: its end (the verdict comes
+            # last) is what is lost, so a reply marked cut off is never a complete one.
+            keep = text[: max(0, len(text) * request.max_tokens // output - 1)]
+            out = {**out, "content": [{"type": "text", "text": keep}], "stop_reason": "max_tokens"}
             output = request.max_tokens
         if cache:
             usage = {"input_tokens": 0, "output_tokens": output, "cache_read_input_tokens": prev_total,

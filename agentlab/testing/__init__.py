@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from .._checks import is_whole
 from ..models.offline import reply
 from .tokens import (
     Tokenizer,
@@ -86,6 +87,7 @@ class Fault:
     page: str | None = None  # the HTML page to send, when ``html``
 
     def body(self) -> Any:
+        """The error body the server sends: the API's JSON error shape, or an HTML page for a proxy error."""
         if self.html and self.page is not None:
             return self.page
         if self.html:
@@ -204,6 +206,7 @@ class Received:
 
     @property
     def messages(self) -> list[dict[str, Any]]:
+        """The request's ``messages`` (empty when the body was not a Messages request)."""
         return self.body.get("messages", []) if isinstance(self.body, dict) else []
 
 
@@ -215,7 +218,7 @@ def validate_request(body: Any) -> str | None:
     if not isinstance(body.get("model"), str) or not body["model"]:
         return "model: Field required"
     mt = body.get("max_tokens")
-    if isinstance(mt, bool) or not isinstance(mt, int) or mt < 1:
+    if not is_whole(mt, 1):
         return "max_tokens: must be an integer >= 1"
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
@@ -441,6 +444,7 @@ class MessagesServer:
 
     # lifecycle
     def start(self) -> MessagesServer:
+        """Start listening on a free port of 127.0.0.1 (a no-op when already started)."""
         if self._httpd is not None:
             return self
         handler = type("Handler", (_Handler,), {"owner": self})
@@ -453,6 +457,7 @@ class MessagesServer:
         return self
 
     def close(self) -> None:
+        """Stop the server and release its port."""
         self._closing.set()
         if self._httpd is not None:
             self._httpd.shutdown()
@@ -467,6 +472,7 @@ class MessagesServer:
 
     @property
     def url(self) -> str:
+        """The server's base URL, for ``anthropic.AsyncAnthropic(base_url=...)``."""
         if self._httpd is None:
             raise RuntimeError("the server is not running: use `with MessagesServer() as server:` or call start()")
         return f"http://127.0.0.1:{self._httpd.server_address[1]}"

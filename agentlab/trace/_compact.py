@@ -130,7 +130,7 @@ def compact(
             f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces"
         )
     if not available():
-        raise ModuleNotFoundError("the trace store needs pyarrow: pip install 'agentlab[store]'")
+        raise ModuleNotFoundError("the trace store needs pyarrow: pip install 'agentlab-loop[store]'")
     if rebuild and store_dir(path).exists():
         shutil.rmtree(store_dir(path))
     logs = log_sizes(path)

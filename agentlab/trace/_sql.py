@@ -30,7 +30,7 @@ def sql(
     ``compact`` (default) first stores runs not stored yet, so the answer counts every run
     in the folder. Columns are those of ``docs/traces.md`` plus ``day`` (the partition);
     ``file`` holds the log's name, and ``events.data`` is JSON text (``data->>'tool'``).
-    Needs ``pip install 'agentlab[store]'`` (pyarrow and duckdb).
+    Needs ``pip install 'agentlab-loop[store]'`` (pyarrow and duckdb).
     """
     if not isinstance(query, str) or not query.strip():
         raise ValueError(f"query must be a non-empty SQL string, got {query!r}")
@@ -38,7 +38,7 @@ def sql(
         import duckdb
     except ModuleNotFoundError:
         raise ModuleNotFoundError(
-            "agentlab.sql needs duckdb: pip install 'agentlab[store]'"
+            "agentlab.sql needs duckdb: pip install 'agentlab-loop[store]'"
         ) from None
     folder = runs_dir(path)
     if not folder.is_dir():

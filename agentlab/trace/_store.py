@@ -31,7 +31,7 @@ again by the next compaction.
 
 This module knows the layout and reads and merges parts; :mod:`._compact`
 builds parts from the logs. Needs ``pyarrow`` (``pip install
-'agentlab[store]'``); without it everything reads the JSONL, as before.
+'agentlab-loop[store]'``); without it everything reads the JSONL, as before.
 """
 
 from __future__ import annotations

@@ -6,11 +6,11 @@ the pieces :mod:`agentlab.report` assembles into a report or a notebook.
 
 from __future__ import annotations
 
-import html
 import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any
 
+from .._safe_text import clean, html_text, md_code, md_text, terminal_text
 from .._shorten import shorten
 from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
@@ -152,7 +152,7 @@ def step_text(view: StepView, n: int = SHORT) -> str:
             lines.append(f"  {_call_line(c, n)}")
             lines += [f"    {line}" for line in _traceback(c).splitlines()]
     lines += _step_extras(view)
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))  # issue 24: a repr is printed to terminals too
 
 
 def _sent(view: StepView) -> str:
@@ -175,7 +175,8 @@ def _traceback(call: dict[str, Any]) -> str:
 
 
 def fence(text: str) -> str:
-    """A fenced block that the text cannot close early."""
+    """A fenced block that the text cannot close early (inside it, nothing is markup)."""
+    text = clean(text)
     fence = "```"
     while fence in text:
         fence += "`"
@@ -184,7 +185,7 @@ def fence(text: str) -> str:
 
 def step_markdown(view: StepView, n: int = LONG) -> str:
     """One step as a notebook markdown cell: messages, the reply, calls and results."""
-    parts = [f"## Step {view.step}", f"**Reply:** {md_escape(_reply_head(view))}"]
+    parts = [f"## Step {md_escape(view.step)}", f"**Reply:** {md_escape(_reply_head(view))}"]
     if view.new:
         body = "\n".join(line for m in view.new for line in message_lines(m, n))
         parts.append(f"**Sent** {_sent(view)}:\n\n{fence(body)}")
@@ -196,8 +197,8 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
         for c in view.calls:
             secs = f"{c['end'] - c['start']:.3f}" if c.get("end") is not None and c.get("start") is not None else ""
             rows.append(
-                f"| {c.get('index', 0)} | {_cell(c.get('tool'))} | {c.get('mode') or ''} | {_cell(_args(c.get('args', {}), 300))} "
-                f"| {c.get('outcome')} | {c.get('attempts', 0)} | {secs} | {_cell(_one_line(c.get('result') or '', 300))} |"
+                f"| {_cell(c.get('index', 0))} | {_cell(c.get('tool'))} | {_cell(c.get('mode') or '')} | {_cell(_args(c.get('args', {}), 300))} "
+                f"| {_cell(c.get('outcome'))} | {_cell(c.get('attempts', 0))} | {secs} | {_cell(_one_line(c.get('result') or '', 300))} |"
             )
         parts.append("**Tool calls:**\n\n" + "\n".join(rows))
         for c in view.calls:
@@ -210,17 +211,18 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
 
 
 def md_escape(text: object) -> str:
-    return html.escape(str(text), quote=False).replace("*", "\\*").replace("_", "\\_").replace("`", "\\`")
+    """Foreign text in inline markdown: shown as written, never a link, an image or HTML (issue 24)."""
+    return md_text(text)
 
 
 def _cell(text: Any) -> str:
-    """Text safe inside a markdown table cell."""
-    return "`" + str(text).replace("|", "\\|").replace("`", "'").replace("\n", " ") + "`" if text else ""
+    """Text safe inside a markdown table cell: one literal code span."""
+    return md_code(text) if text or text == 0 else ""
 
 
 def step_html(view: StepView) -> str:
     """One step as HTML for a notebook output."""
-    e = html.escape
+    e = html_text
     sent = "".join(f"<li><code>{e(line)}</code></li>" for m in view.new for line in message_lines(m, LONG))
     reply = ""
     if view.reply and view.reply.get("content"):
@@ -231,7 +233,7 @@ def step_html(view: StepView) -> str:
     calls = "".join(f"<li><code>{e(_call_line(c, LONG))}</code></li>" for c in view.calls)
     extras = "".join(f"<li>{e(x)}</li>" for x in _step_extras(view))
     return (
-        f"<div class='agentlab-step'><b>Step {view.step}</b> of run <code>{e(view.run_id)}</code>"
+        f"<div class='agentlab-step'><b>Step {e(view.step)}</b> of run <code>{e(view.run_id)}</code>"
         f"<div>sent {e(_sent(view))}:</div><ul>{sent}</ul>"
         f"<div>reply: {e(_reply_head(view))}</div><ul>{reply}</ul>"
         + (f"<div>tools:</div><ul>{calls}</ul>" if calls else "")
@@ -281,7 +283,7 @@ def _step_table(trace: Trace) -> list[tuple[int, str, str, str, str, str]]:
 def trace_text(trace: Trace) -> str:
     """A run for a terminal: the headline, then one line per step."""
     if not trace.records:
-        return f"Run {trace.run_id}: empty trace ({trace.file})"
+        return terminal_text(f"Run {trace.run_id}: empty trace ({trace.file})")
     lines = headline(trace)
     rows = _step_table(trace)
     if rows:
@@ -289,12 +291,12 @@ def trace_text(trace: Trace) -> str:
         lines += [f"{k:>4}  {c:>9}  {cum:>9}  {tok:>14}  {lat:>8}  {calls}" for k, c, cum, tok, lat, calls in rows]
         last = rows[-1][0]
         lines.append(f"trace.step({min(4, last)}) shows what happened at step {min(4, last)}; file: {trace.file}")
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))
 
 
 def trace_html(trace: Trace) -> str:
     """A run for a notebook: the headline and a table of steps."""
-    e = html.escape
+    e = html_text
     if not trace.records:
         return f"<div>Run <code>{e(trace.run_id)}</code>: empty trace</div>"
     head = "".join(f"<div>{e(x)}</div>" for x in headline(trace))
@@ -325,8 +327,8 @@ def traces_text(traces: Traces) -> str:
     ]
     if len(rows) > 20:
         lines.append(f"  ... {len(rows) - 20} earlier runs: see .runs")
-    return "\n".join(lines)
+    return terminal_text("\n".join(lines))
 
 
 def traces_html(traces: Traces) -> str:
-    return "<pre>" + html.escape(traces_text(traces)) + "</pre>"
+    return "<pre>" + html_text(traces_text(traces)) + "</pre>"

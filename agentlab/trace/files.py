@@ -1,12 +1,79 @@
-"""Where traces live: the runs folder, and finding one run's file in it."""
+"""Where traces live: the runs folder, finding one run's file in it, and the rule for every file the lab writes.
+
+Paths come from us, never from content (issue 24): a run id or an
+experiment name is checked against one rule (:data:`NAME_RULE`) before a
+run starts, an id read from a recorded file is made into one by
+:func:`name_from`, and every file the lab writes is placed by
+:func:`inside`, which refuses anything that resolves outside its folder
+(``..``, an absolute path, a symlink pointing out).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import re
 from pathlib import Path
+
+from ..errors import AgentlabError
 
 RUNS_ENV = "AGENTLAB_RUNS"
 SUFFIX = ".jsonl"
+
+NAME_RULE = (
+    "1 to 128 characters of letters, digits, '.', '_' and '-', starting with a letter, a digit or '_' "
+    "(so it names one file in its folder: no '/', no '..', no hidden file)"
+)
+"""What a run id and an experiment name may be, said in the error that refuses one."""
+_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+_NOT_NAME = re.compile(r"[^A-Za-z0-9._-]+")
+
+
+class UnsafePath(AgentlabError, ValueError):
+    """A name or path that would place a file outside its folder, or that breaks :data:`NAME_RULE`."""
+
+
+def check_name(name: object, what: str = "run_id") -> str:
+    """``name`` if it follows :data:`NAME_RULE`, else :class:`UnsafePath` naming ``what`` and the rule."""
+    if not isinstance(name, str) or _NAME.fullmatch(name) is None:
+        raise UnsafePath(f"{what} {name!r} is not allowed: it must be {NAME_RULE}")
+    return name
+
+
+def name_from(text: str) -> str:
+    """A name that follows :data:`NAME_RULE`, made from foreign text (an id read from a recorded file).
+
+    A name that already follows the rule is kept as it is; any other gets its
+    disallowed characters replaced and a short hash of the original, so two
+    different ids never share a file.
+    """
+    if _NAME.fullmatch(text):
+        return text
+    digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    stem = _NOT_NAME.sub("-", text).lstrip(".-")[:100]
+    return f"{stem}-{digest}" if stem else f"run-{digest}"
+
+
+def inside(folder: str | os.PathLike[str], name: str) -> Path:
+    """``folder / name``, refused (:class:`UnsafePath`) unless it resolves inside ``folder``.
+
+    The one function every file the lab writes goes through: links are
+    followed before the check, so a symlink planted in the folder cannot
+    send a write elsewhere.
+    """
+    if not isinstance(name, str) or not name or "\x00" in name:
+        raise UnsafePath(f"{name!r} cannot name a file")
+    base = Path(folder)
+    target = base / name
+    root = base.resolve()
+    if Path(name).is_absolute() or not target.resolve().is_relative_to(root) or target.resolve() == root:
+        raise UnsafePath(f"{name!r} would be written outside {str(base)!r}: files are written only inside their folder")
+    return target
+
+
+def within(folder: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` (links followed) is inside ``folder``: what a folder walk may read."""
+    return Path(path).resolve().is_relative_to(Path(folder).resolve())
 
 _written: dict[str, Path] = {}
 """Run id -> the absolute folder this process wrote it to, so ``result.trace``

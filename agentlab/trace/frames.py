@@ -14,6 +14,7 @@ from itertools import repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .._safe_text import clean
 from .._shorten import shorten
 
 if TYPE_CHECKING:
@@ -318,8 +319,8 @@ def _build(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFram
         elif dtype.startswith("datetime64"):
             s = pd.to_datetime(pd.Series(values, dtype=object), utc=True, errors="coerce", format="ISO8601")
             s = s.astype(dtype)
-        elif dtype == "str":
-            s = pd.Series(values, dtype=_str_dtype())
+        elif dtype == "str":  # issue 24: arrow strings are UTF-8; a lone surrogate is shown as U+FFFD, not a crash
+            s = pd.Series([clean(v) if isinstance(v, str) else v for v in values], dtype=_str_dtype())
         else:
             s = pd.Series(values, dtype=dtype)
         out[name] = s

@@ -17,6 +17,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._checks import is_whole
 from ..events import SCHEMA_VERSION
 from ..messages import text_of
 from ..vocab import EventKind
@@ -102,10 +103,12 @@ class Trace(Frames):
 
     @property
     def outcome(self) -> str:
+        """How the run ended: ``done``, ``stopped`` or ``unfinished`` (a trace cut short)."""
         return self.summary["outcome"]
 
     @property
     def reason(self) -> str:
+        """Why it ended (``done``, ``budget``, ``deadline``...), as in ``Stopped.reason``."""
         return self.summary["reason"]
 
     @property
@@ -146,7 +149,7 @@ class Trace(Frames):
         from the first messages and what each earlier step added. Redacted
         secrets stay redacted."""
         history, sent = self._history
-        if isinstance(step, bool) or not isinstance(step, int):
+        if not is_whole(step):
             raise TypeError(f"step must be an int, got {type(step).__name__}")
         if step not in sent:
             have = f"steps {min(sent)}..{max(sent)}" if sent else "no steps"

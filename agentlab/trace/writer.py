@@ -19,6 +19,7 @@ import json
 import math
 import os
 import warnings
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,8 +27,8 @@ import orjson
 
 from ..errors import TraceWriteError
 from ..events import PLAIN_KINDS, Event
-from ..redact import Redactor
-from .files import SUFFIX, remember, runs_dir
+from ..redact import Redactor, StreamRedactor
+from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
 
 try:  # POSIX advisory locks; elsewhere a second writer is not detected
     import fcntl
@@ -38,6 +39,12 @@ STORE_ONCE_CHARS = 2048
 """A tool result at least this long is written once, in ``tool_finished``: the
 ``tool_results`` block that hands it to the model says ``"content_ref":
 "tool_finished"`` instead of repeating it (the reader puts it back)."""
+MAX_DEPTH = 128
+"""Objects and lists nested deeper than this (a tool input 1,000 levels deep) are written
+as their JSON text, a string, so every reader (orjson stops at 1,024 levels, the standard
+library near Python's recursion limit) can read the line; nothing is dropped."""
+RUN_MEMORIES = 64
+"""How many runs' redaction memories a writer keeps (see :meth:`TraceWriter.redactor_for`)."""
 FLOAT_TAG = "$float"
 """NaN and infinities are written as ``{"$float": "NaN" | "Infinity" | "-Infinity"}``
 (valid JSON; the reader turns them back into floats)."""
@@ -60,6 +67,16 @@ class _File:
             with open(f.name, "rb") as r:
                 r.seek(self.good - 1)
                 self.ragged = r.read(1) != b"\n"
+
+
+class _Stream:
+    """One run's streamed fragments: the redactor holding back each block's tail, and the line not yet written."""
+
+    __slots__ = ("held", "redactor")
+
+    def __init__(self, redactor: StreamRedactor) -> None:
+        self.redactor = redactor
+        self.held: tuple[Event, Any, dict[str, Any]] | None = None
 
 
 # ------------------------------------------------------------------ writing
@@ -95,14 +112,37 @@ class TraceWriter:
         self._files: dict[str, _File] = {}
         self._long_results: dict[tuple[str, str], str] = {}
         self._warned: set[str] = set()
+        self._opened: set[str] = set()  # runs this writer started: only these may be appended to (a resumed run)
+        self._streams: dict[str, _Stream] = {}
+        self._run_redactors: OrderedDict[str, Redactor] = OrderedDict()
+
+    def redactor_for(self, run_id: str) -> Redactor:
+        """The redactor of one run: this writer's rules, and a memory of removed values that is that run's
+        alone (a writer serving thousands of runs neither slows down nor carries one run's values to the next).
+        The last :data:`RUN_MEMORIES` runs are remembered, so a paused or resumed run keeps its memory."""
+        r = self._run_redactors.get(run_id)
+        if r is None:
+            r = self._run_redactors[run_id] = self.redactor.for_run()
+            while len(self._run_redactors) > RUN_MEMORIES:
+                self._run_redactors.popitem(last=False)
+        else:
+            self._run_redactors.move_to_end(run_id)
+        return r
 
     def file_of(self, run_id: str) -> Path:
         """Where this writer puts the events of ``run_id``."""
         return self.dir / f"{run_id}{SUFFIX}"
 
     def __call__(self, event: Event) -> None:
-        if event.kind == "model_delta" and not self.deltas:
+        if event.kind == "model_delta":
+            if self.deltas:
+                self._delta(event)
             return
+        if event.run_id in self._streams:
+            self._end_stream(event.run_id)
+        self._put(event, self._line(event))
+
+    def _line(self, event: Event) -> bytes:
         record = event.as_record()
         if event.kind == "tool_finished":
             result = record.get("result")
@@ -111,11 +151,50 @@ class TraceWriter:
         elif event.kind == "tool_results" and self._long_results:
             record["content"] = [self._once(event.run_id, b) for b in record.get("content") or []]
         line = dumps(record)
-        if event.kind not in PLAIN_KINDS and self.redactor.needs_redaction(line):
-            line = dumps(self.redactor.redact(record))
+        if event.kind not in PLAIN_KINDS:
+            redactor = self.redactor_for(event.run_id)
+            if redactor.needs_redaction(line):
+                line = dumps(redactor.redact(record))
+        return line
+
+    def _delta(self, event: Event) -> None:
+        """A fragment, redacted over its block's assembled text (see :class:`~agentlab.redact.StreamRedactor`).
+
+        Each fragment's line is written when the next event of the run arrives, so the last
+        fragment of a block can carry the held-back tail: one line per fragment, none rebuilds a secret."""
+        stream = self._streams.get(event.run_id)
+        if stream is None:
+            stream = self._streams[event.run_id] = _Stream(StreamRedactor(self.redactor_for(event.run_id)))
+        d = event.data
+        key = (event.step, d.get("index", 0), d.get("type"))
+        if stream.held is not None and stream.held[1] != key:
+            self._release(stream, flush=True)
+        text = d.get("text")
+        record = event.as_record()
+        record["text"] = stream.redactor.feed(key, text) if isinstance(text, str) else text
+        self._release(stream, flush=False)
+        stream.held = (event, key, record)
+
+    def _release(self, stream: _Stream, *, flush: bool) -> None:
+        if stream.held is None:
+            return
+        event, key, record = stream.held
+        stream.held = None
+        if flush:
+            record["text"] = (record.get("text") or "") + stream.redactor.flush(key)
+        self._put(event, dumps(record))
+
+    def _end_stream(self, run_id: str) -> None:
+        """The stream of a step is over (another event came): write the held fragment with its block's tail."""
+        stream = self._streams.pop(run_id)
+        self._release(stream, flush=True)
+
+    def _put(self, event: Event, line: bytes) -> None:
         try:
             out = self._files.get(event.run_id)
             if out is None:
+                if event.kind == "run_started":  # a new run: only a resumed one may append to its own file
+                    self._opened.discard(event.run_id)
                 out = self._open(event.run_id)
             self._write(out, line)
         except OSError as exc:
@@ -152,7 +231,7 @@ class TraceWriter:
             f"the trace holds the events before {event.kind} #{event.seq}"
         )
         if isinstance(exc, TraceWriteError):
-            message = str(exc)
+            message = exc.strerror or str(exc)  # its own message, without a second "[Errno N]"
         if self.on_error == "warn":
             if event.run_id not in self._warned:
                 self._warned.add(event.run_id)
@@ -170,10 +249,11 @@ class TraceWriter:
         return {k: v for k, v in block.items() if k != "content"} | {"content_ref": "tool_finished"}
 
     def _open(self, run_id: str) -> _File:
-        if not run_id or "/" in run_id or "\\" in run_id or run_id.startswith("."):
-            raise ValueError(f"run_id {run_id!r} cannot name a trace file")
+        try:  # issue 24: a refusal is a TraceWriteError, so the run stops instead of going on with no trace
+            file = inside(self.dir, f"{check_name(run_id)}{SUFFIX}")
+        except UnsafePath as exc:
+            raise TraceWriteError(errno.EINVAL, f"trace write refused for run {run_id!r}: {exc}") from None
         self.dir.mkdir(parents=True, exist_ok=True)
-        file = self.file_of(run_id)
         f = open(file, "ab", buffering=0)
         if fcntl is not None:
             try:
@@ -185,6 +265,14 @@ class TraceWriter:
                     f"run {run_id} is already being written to {file} by another writer (another Run or "
                     "process with the same run id): one writer per run",
                 ) from None
+        if run_id not in self._opened and os.fstat(f.fileno()).st_size:  # issue 24: another run's trace
+            f.close()
+            raise TraceWriteError(
+                errno.EEXIST,
+                f"run {run_id} already has a trace at {file}: a run id names one run, so a second run cannot "
+                "write into it; pass another run_id= (or none, for a fresh one)",
+            )
+        self._opened.add(run_id)
         out = self._files[run_id] = _File(f)
         remember(run_id, self.dir)
         return out
@@ -194,6 +282,8 @@ class TraceWriter:
 
     def close(self) -> None:
         """Close every open trace file (events already written stay on disk)."""
+        for run_id in list(self._streams):
+            self._end_stream(run_id)
         for run_id in list(self._files):
             self._close(run_id)
 
@@ -219,6 +309,7 @@ def dumps(record: dict[str, Any]) -> bytes:
         line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
     except (TypeError, orjson.JSONEncodeError):
         # ensure_ascii: a lone surrogate (text cut from a UTF-16 source) is kept as an escape, not dropped
+        record = _shallow(record)
         return (json.dumps(_finite(record), ensure_ascii=True, default=str, allow_nan=False) + "\n").encode("ascii")
     if b"null" in line and _has_nonfinite(record):
         return orjson.dumps(_finite(record), default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
@@ -264,3 +355,63 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def _shallow(value: Any) -> Any:
+    """``value`` with every container deeper than :data:`MAX_DEPTH` replaced by its JSON text (no recursion)."""
+    if not isinstance(value, (dict, list, tuple)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    stack: list[tuple[Any, Any, int]] = [(_items(value), root, 1)]
+    while stack:
+        items, out, depth = stack[-1]
+        nxt = next(items, None)
+        if nxt is None:
+            stack.pop()
+            continue
+        k, v = nxt
+        if isinstance(v, (dict, list, tuple)):
+            if depth >= MAX_DEPTH:
+                child: Any = _deep_json(v)
+            else:
+                child = {} if isinstance(v, dict) else []
+                stack.append((_items(v), child, depth + 1))
+        else:
+            child = v
+        if isinstance(out, dict):
+            out[k] = child
+        else:
+            out.append(child)
+    return root
+
+
+def _items(value: Any) -> Any:
+    return iter(value.items()) if isinstance(value, dict) else ((None, v) for v in value)
+
+
+def _deep_json(value: Any) -> str:
+    """JSON text of ``value`` at any depth, built with a stack instead of recursion."""
+    parts: list[str] = []
+    stack: list[tuple[bool, Any]] = [(False, value)]
+    while stack:
+        raw, v = stack.pop()
+        if raw:
+            parts.append(v)
+        elif isinstance(v, dict):
+            parts.append("{")
+            stack.append((True, "}"))
+            items = list(v.items())
+            for j in range(len(items) - 1, -1, -1):
+                k, x = items[j]
+                stack.append((False, x))
+                stack.append((True, ("," if j else "") + json.dumps(k if isinstance(k, str) else str(k)) + ":"))
+        elif isinstance(v, (list, tuple)):
+            parts.append("[")
+            stack.append((True, "]"))
+            for j in range(len(v) - 1, -1, -1):
+                stack.append((False, v[j]))
+                if j:
+                    stack.append((True, ","))
+        else:
+            parts.append(json.dumps(_finite(v), ensure_ascii=True, default=str, allow_nan=False))
+    return "".join(parts)

@@ -1,0 +1,135 @@
+"""Text from a run, made inert for where it is shown: HTML, markdown, a terminal (pure, no I/O).
+
+Everything a record or a tool can set (a result, an error, a tool's name, a
+run id, a ``mode`` read back from a shared or imported trace) is foreign
+text. Shown raw, it is code: ``<img onerror>`` runs in a notebook,
+``![m](http://host/leak?...)`` is fetched the moment a markdown cell
+renders, ``[j](javascript:...)`` runs on a click, and ``ESC ] 52`` writes the
+clipboard of whoever runs ``agentlab report``. This module is the one owner
+of those rules (issue 24): each output context has one function here, and
+links, images and markup come only from the project's own templates around
+what these functions return.
+
+Unpaired surrogates (text cut from a UTF-16 source) cannot be encoded as
+UTF-8 and would crash the write of a notebook or a ``print``; every function
+here shows them as U+FFFD, the way the trace writer keeps them readable.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from typing import Any
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+_MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=^$])")
+"""Backslash-escaped in markdown (CommonMark escapes any ASCII punctuation): no emphasis, no link,
+no image, no heading, no table cell break, no math. ``& < > " '`` become entities instead."""
+
+_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+"""C0 controls but tab and newline (ESC starts CSI, OSC 0/52, DCS...), DEL, the C1 controls (8-bit
+CSI and OSC), and the bidirectional overrides that make a line read differently from what it holds."""
+
+
+def clean(value: Any) -> str:
+    """``str(value)`` with every unpaired surrogate shown as U+FFFD, so the text encodes as UTF-8."""
+    text = value if isinstance(value, str) else str(value)
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
+def html_text(value: Any) -> str:
+    """Text for HTML, in an element or a quoted attribute: no tag, no entity, no attribute break.
+
+    ``$`` becomes ``&#36;`` too, so a dollar amount next to another is not typeset as math.
+    """
+    return html.escape(clean(value), quote=True).replace("$", "&#36;")
+
+
+def md_text(value: Any) -> str:
+    """Text for inline markdown (a paragraph, a list item, a heading): shown as written, nothing else.
+
+    Every markdown punctuation mark is backslash-escaped and ``& < > " '``
+    become HTML entities, so no emphasis, link, image, autolink, raw HTML or
+    math can form, in JupyterLab's renderer as in nbconvert's. Newlines
+    become spaces: the text cannot start a block of its own.
+    """
+    text = " ".join(clean(value).split())
+    text = _MD_PUNCTUATION.sub(r"\\\1", text)  # also breaks GFM's bare-URL links: ``http\://``, ``www\.``
+    return html.escape(text, quote=True)
+
+
+def md_code(value: Any) -> str:
+    """Text as one inline code span (a markdown table cell): literal, one line, ``|`` kept in the cell."""
+    text = " ".join(clean(value).split()).replace("|", "\\|")
+    if not text:
+        return ""
+    ticks = "`"
+    while ticks in text:
+        ticks += "`"
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{ticks}{pad}{text}{pad}{ticks}"
+
+
+def terminal_text(value: Any) -> str:
+    """Text for a terminal: every control character but tab and newline shown as ``\\xNN``.
+
+    With its ESC (or 8-bit introducer) made visible, no sequence can move
+    the cursor, retitle the window (OSC 0), write the clipboard (OSC 52) or
+    rewrite a line (a carriage return); the reader sees what was sent.
+    """
+    text = clean(value)
+    return _TERMINAL.sub(_visible, text) if _TERMINAL.search(text) else text
+
+
+def _visible(match: re.Match[str]) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+class TerminalStream:
+    """A text stream that writes through :func:`terminal_text`: what the CLI prints to a terminal."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        self._stream.write(terminal_text(text))
+        return len(text)
+
+    def __getattr__(self, name: str) -> Any:  # flush, isatty, fileno, encoding...: the stream's own
+        return getattr(self._stream, name)
+
+
+def for_terminal(stream: Any) -> Any:
+    """``stream``, wrapped so control sequences cannot reach the terminal (once: a wrapped stream is kept)."""
+    return stream if isinstance(stream, TerminalStream) else TerminalStream(stream)
+
+
+def without_lone_surrogates(obj: Any) -> Any:
+    """``obj`` (JSON-like) with every unpaired surrogate in its strings shown as U+FFFD.
+
+    For what is sent as UTF-8 (a request to the Messages API): the SDK cannot
+    encode a lone surrogate and the call would fail on every retry. Returned
+    as is, with no copy, when there is none (orjson refuses exactly those).
+    """
+    import orjson
+
+    try:
+        orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS)
+        return obj
+    except TypeError:
+        pass
+    return _deep_clean(obj)
+
+
+def _deep_clean(obj: Any) -> Any:
+    if isinstance(obj, str):
+        return clean(obj)
+    if isinstance(obj, dict):
+        return {_deep_clean(k): _deep_clean(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_deep_clean(v) for v in obj]
+    if isinstance(obj, tuple):
+        return tuple(_deep_clean(v) for v in obj)
+    return obj

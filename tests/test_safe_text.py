@@ -1,0 +1,71 @@
+"""The one owner of how foreign text is shown (agentlab._safe_text), checked without a browser (issue 24).
+
+tests/browser/test_render_browser.py proves the same in Chromium and JupyterLab;
+these say, fast, what each context's rule is.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from markdown_it import MarkdownIt
+
+import agentlab as al
+from agentlab import reply
+from agentlab._safe_text import html_text, md_code, md_text, terminal_text
+from agentlab.experiments.grid import Config
+from agentlab.experiments.results import ExperimentResult
+
+MARKDOWN_ATTACKS = [
+    "![m](http://127.0.0.1:9/leak?k=v)", "[j](javascript:alert(1))", "<img src=x onerror=alert(1)>",
+    "<http://127.0.0.1:9/autolink>", "www.example.com", "http://127.0.0.1:9/bare", "![r][ref]\n\n[ref]: http://x/y",
+    "**bold** _em_ `code` # heading", "| a | b |", "&lt;script&gt;", "$x$ \\(y\\)",
+]
+
+
+def _render(markdown: str) -> str:
+    return MarkdownIt("commonmark", {"html": True}).enable("table").render(markdown)
+
+
+@pytest.mark.parametrize("text", MARKDOWN_ATTACKS)
+def test_markdown_text_renders_as_the_text_itself_and_nothing_else(text):
+    html = _render(md_text(text))
+    assert "<a" not in html and "<img" not in html and "<strong" not in html and "<em" not in html
+    assert "<code" not in html and "<h1" not in html and "<table" not in html and "<script" not in html
+
+
+@pytest.mark.parametrize("text", ["a | b", "`tick` and ``two``", "<img src=x onerror=alert(1)>", "x\ny"])
+def test_a_markdown_table_cell_stays_one_literal_code_span(text):
+    html = _render(f"| h |\n|---|\n| {md_code(text)} |")
+    assert html.count("<td>") == 1 and html.count("<code>") == 1 and "<img" not in html
+
+
+def test_html_text_escapes_for_elements_and_quoted_attributes():
+    assert html_text("e'><img src=x onerror=alert(1)> \"$5\"") == (
+        "e&#x27;&gt;&lt;img src=x onerror=alert(1)&gt; &quot;&#36;5&quot;")
+
+
+def test_terminal_text_shows_control_sequences_instead_of_sending_them():
+    shown = terminal_text("\x1b]52;c;aGk=\x07 \x1b]0;title\x07 \x1b[2J \r \x9b \u202e ok\ttab\nline")
+    assert shown == "\\x1b]52;c;aGk=\\x07 \\x1b]0;title\\x07 \\x1b[2J \\x0d \\x9b \\u202e ok\ttab\nline"
+    assert terminal_text(shown) == shown  # once is enough
+
+
+def test_reprs_printed_to_a_terminal_hold_no_control_character(tmp_path):
+    @al.tool
+    def hostile() -> str:
+        """Answer with a clipboard write."""
+        return "\x1b]52;c;cm0gLXJm\x07 done"
+
+    done = al.run("q", [hostile], model=al.ScriptedModel([reply(None, ("hostile", {})), reply("\x1b]0;t\x07")]),
+                  trace=tmp_path)
+    trace = al.load_run(done.run_id, tmp_path)
+    for text in (repr(trace), repr(trace.step(1)), repr(al.load_runs(tmp_path))):
+        assert "\x1b" not in text and "\x07" not in text
+
+
+def test_the_experiment_repr_escapes_its_folder_and_names():
+    result = ExperimentResult([], [Config("e><img src=x onerror=alert(1)>", {})], Path("/tmp/<b>x</b>"), None)
+    html = result._repr_html_()
+    assert "&lt;ExperimentResult 0 runs" in html and "<img" not in html and "<b>" not in html
