@@ -52,7 +52,7 @@ if _TYPE_CHECKING:  # the lazily loaded names, typed for editors and mypy (``__g
 __all__ = [
     "AnthropicModel", "AuthenticationFailed", "Experiment", "ExperimentResult", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
     "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "grid", "import_recorded", "load_recorded", "load_run", "load_runs", "mcp_tools", "replay", "reply", "resolve_model", "run", "tool",
+    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "grid", "import_recorded", "load_recorded", "load_run", "load_runs", "mcp_tools", "replay", "reply", "resolve_model", "run", "sql", "tool",
 ]
 
 
@@ -62,7 +62,7 @@ def __getattr__(name: str) -> object:
         from ._version import installed_version
 
         return installed_version()
-    if name in ("Trace", "Traces", "load_run", "load_runs"):  # the trace package loads when first used
+    if name in ("Trace", "Traces", "load_run", "load_runs", "sql"):  # the trace package loads when first used
         from . import trace
 
         return getattr(trace, name)

@@ -8,6 +8,7 @@
     agentlab import PATH               recorded runs (Claude Code, ...) as traces
     agentlab runs [DIR]                the runs in a traces folder, newest first
     agentlab notebooks [DIR]           copy the teaching notebooks out of the installed package
+    agentlab compact RUNS_DIR          the runs as Parquet, for fast loading and SQL
 
 ``--json`` on ``run``, ``report``, ``experiment``, ``import`` and ``runs`` prints one JSON
 document on stdout instead of the text (progress still goes to stderr).
@@ -406,6 +407,30 @@ def cmd_scenarios(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+# ---------------------------------------------------------------- compact
+def cmd_compact(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Bring a runs folder's columnar store up to date with its logs (docs/traces.md, "The store")."""
+    from .trace import compact
+
+    try:
+        counts = compact(args.runs_dir, rebuild=args.rebuild)
+    except (FileNotFoundError, ModuleNotFoundError) as exc:
+        print(f"agentlab compact: {exc}", file=err)
+        return 2
+    print(f"{counts['stored']} run(s) stored, {counts['fresh']} already fresh; "
+          f"{counts['parts']} part(s) in {Path(args.runs_dir) / '_store'}", file=out)
+    return 0
+
+
+def _add_compact(sub: Any) -> None:
+    c = sub.add_parser("compact", help="write (or update) the columnar store of a runs folder, for fast loading and SQL",
+                       description="Store every run of RUNS_DIR not stored yet (or changed since) as Parquet in "
+                                   "RUNS_DIR/_store, merged into one part per day. Safe to interrupt.")
+    c.add_argument("runs_dir", metavar="RUNS_DIR", help="the folder that holds the .jsonl traces")
+    c.add_argument("--rebuild", action="store_true", help="throw the store away and re-derive it from the logs")
+    c.set_defaults(fn=cmd_compact)
+
+
 def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """The runs in a traces folder, newest first: one line each (or one JSON object each)."""
     import warnings
@@ -574,6 +599,7 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--quiet", action="store_true", help="no progress bar")
     ex.add_argument("--json", action="store_true", help="print the summary and every run's row as JSON")
     ex.set_defaults(fn=cmd_experiment)
+    _add_compact(sub)
     return p
 
 

@@ -21,7 +21,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks the code runs, figures mean nothing")
-    p.add_argument("--only", default="", help="comma-separated: W1,W2,W3,traces,panel,memory,caching,cold,recorded,streaming,chaos,chaos-folders,chaos-ray")
+    p.add_argument("--only", default="", help="comma-separated: W1,W2,W3,traces,store,panel,memory,caching,cold,recorded,streaming,chaos,chaos-folders,chaos-ray")
     p.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     p.add_argument("--doc", type=Path, default=None, help="markdown file whose bench table to replace")
     args = p.parse_args(argv)

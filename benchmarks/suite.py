@@ -42,6 +42,10 @@ class Sizes:
     exp_runs: int = 1000
     exp_reps: int = 3
     exp_ray_cells: int = 100
+    store_steps: int = 50
+    store_events: int = 1_000_000
+    sql_events: int = 100_000_000
+    store_reps: int = 5
 
 
 FULL = Sizes()
@@ -49,6 +53,7 @@ QUICK = Sizes(
     w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
     trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
     recorded_mb=0.5, redact_mb=0.02, redact_import_mb=0.3, stream_reps=2, guard_steps=8, chaos_runs=12, chaos_folders=1, chaos_ray_rounds=0, exp_runs=8, exp_reps=1, exp_ray_cells=0,
+    store_steps=5, store_events=2000, sql_events=20_000, store_reps=1,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -69,6 +74,7 @@ def benches() -> list[Bench]:
         recorded,
         redaction,
         steps,
+        store,
         streaming,
         traces,
     )
@@ -84,6 +90,8 @@ def benches() -> list[Bench]:
         ("W3", ["w3.growth"], lambda s: steps.history_growth(s.w3_steps, s.w3_window, s.w3_reps)),
         ("traces", ["trace.write_rate", "trace.bytes_per_step", "trace.load_rate"],
          lambda s: traces.trace_rows(s.trace_steps, s.trace_reps, s.load_runs)),
+        ("store", ["store.jsonl_ratio", "store.load", "store.memory", "store.compaction", "store.sql"],
+         lambda s: store.store_rows(s.store_steps, s.store_events, s.sql_events, s.store_reps)),
         ("panel", ["panel.ratio"], lambda s: panel.panel_rows(s.panel_steps, s.panel_reps)),
         ("memory", ["memory.peak_rss", "memory.trace_linear"], mem),
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),

@@ -18,3 +18,13 @@ os.environ.setdefault("AGENTLAB_CACHE", tempfile.mkdtemp(prefix="agentlab-cache-
 def _runs_in_tmp(tmp_path, monkeypatch):
     """Every test writes its traces under its own temporary folder."""
     monkeypatch.setenv("AGENTLAB_RUNS", str(tmp_path / "runs"))
+
+
+@pytest.fixture(scope="session")
+def local_ray():
+    """One local Ray for the whole test session (starting one takes seconds)."""
+    ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip install 'agentlab[ray]'")
+    if not ray.is_initialized():
+        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield ray
+    ray.shutdown()

@@ -14,15 +14,6 @@ from .helpers import PRICES
 ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip install 'agentlab-loop[ray]'")
 
 
-@pytest.fixture(scope="session")
-def local_ray():
-    """One local Ray for the whole test session (starting one takes seconds)."""
-    if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
-    yield ray
-    ray.shutdown()
-
-
 def test_ray_backend_gives_the_same_rows_as_local(local_ray, tmp_path):
     local = shop_experiment(folder=tmp_path / "local", tasks=3, max_total_cost=3.0, progress=False).run()
     remote = shop_experiment(folder=tmp_path / "ray", tasks=3, max_total_cost=3.0, progress=False, backend="ray",

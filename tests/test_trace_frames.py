@@ -43,9 +43,8 @@ def a_run(folder: Path, script, tools=(lookup,), **kw):
 def documented_columns(section: str) -> list[str]:
     """The column names listed in docs/traces.md under **section**, in order."""
     text = DOCS.read_text(encoding="utf-8")
-    body = text.split(f"**{section}**", 1)[1].split("\n\n", 1)[0]
-    body = re.sub(r"\([^()]*(?:\([^()]*\)[^()]*)*\)", "", body)  # drop the "(dtype, notes)" parts
-    return re.findall(r"`([a-z_]+)`", body)
+    table = text.split(f"**{section}**", 1)[1].split("\n\n", 2)[1]
+    return [m for m in re.findall(r"^\| `([a-z_]+)` \| (?!—)", table, flags=re.M)]  # "—": a store-only column
 
 
 def test_frames_have_exactly_the_documented_columns_and_dtypes(tmp_path):

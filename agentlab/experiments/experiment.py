@@ -228,6 +228,9 @@ class Experiment:
             if deadline is not None:
                 deadline.cancel()
             out.close()
+            from ..trace._compact import store_batch
+
+            store_batch(self.folder.traces)  # the finished runs into the columnar store, in one batch
             self._emit("experiment_finished", spent=self._spent())
             self._loop = None
         ordered = [rows[(c.task.id, c.config.name, c.repeat)] for c in cells if (c.task.id, c.config.name, c.repeat) in rows]

@@ -11,7 +11,6 @@ and floats.
 from __future__ import annotations
 
 import json
-import math
 import operator
 import os
 import warnings
@@ -20,14 +19,14 @@ from typing import Any
 
 import orjson
 
+from ..events import well_formed
+from ._tags import untag as _floats
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
 from .records import Trace, Traces
 from .writer import FLOAT_TAG
 
 _BOM = b"\xef\xbb\xbf"
-_FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
-_NUM = (int, float)
 
 
 class TruncatedTraceWarning(UserWarning):
@@ -63,7 +62,7 @@ def read_events(file: str | os.PathLike[str]) -> list[dict[str, Any]]:
 
 
 def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
-    """Line by line, each checked with :func:`_well_formed`: the slow path, taken when the fast one finds a problem."""
+    """Line by line, each checked with :func:`~agentlab.events.well_formed`: the slow path, taken when the fast one finds a problem."""
     if data.startswith(_BOM):
         data = data[len(_BOM):]
     events, bad = [], []
@@ -71,7 +70,7 @@ def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
         if not line.strip():
             continue
         event = _parse_line(line)
-        if event is not None and _well_formed(event):
+        if event is not None and well_formed(event):
             events.append(_floats(event) if FLOAT_TAG.encode() in line else event)
         else:
             bad.append(n)
@@ -124,71 +123,15 @@ def _parse_line(line: bytes) -> Any:
         return None
 
 
-def _well_formed(e: Any) -> bool:
-    """Whether ``e`` is an event the frames can use: the base fields, and the fields the frames read, of the right types."""
-    if type(e) is not dict:
-        return False
-    g = e.get
-    kind, step, t = g("kind"), g("step"), g("t")
-    seq = g("seq", 0)
-    if type(kind) is not str or type(step) is not int or not _num_or_none(t) or t is None or type(seq) is not int:
-        return False
-    if not (-_BIG < step < _BIG and -_BIG < seq < _BIG):
-        return False
-    if not isinstance(g("run_id", ""), str):
-        return False
-    if kind == "model_called":
-        usage = g("usage")
-        if usage is not None and (type(usage) is not dict or not all(type(v) is int for v in usage.values())):
-            return False
-        content = g("content", [])
-        if content is not None and type(content) is not list:
-            return False
-        for f in ("cost", "spent", "latency"):
-            v = g(f, 0.0)
-            if not isinstance(v, _NUM) and not (type(v) is dict and FLOAT_TAG in v):
-                return False
-        return isinstance(g("stop_reason") or "", str)
-    if kind in ("tool_started", "tool_finished"):
-        return (
-            type(g("call_id")) is str and type(g("index", 0)) is int and isinstance(g("tool", ""), str)
-            and type(g("attempts", 0)) is int and _num_or_none(g("start")) and _num_or_none(g("end"))
-            and isinstance(g("args") or {}, dict) and isinstance(g("outcome", ""), str)
-            and isinstance(g("mode") or "", str)
-        )
-    if kind == "run_started":
-        return type(g("budget") or {}) is dict and isinstance(g("task", ""), str) and isinstance(g("model", ""), str) \
-            and isinstance(g("started_at") or "", str) and type(g("messages") or []) is list
-    if kind == "run_finished":
-        return all(type(g(f, 0)) is int for f in ("steps", "model_calls", "nudges")) and all(
-            isinstance(g(f, ""), str) for f in ("outcome", "reason", "detail")
-        ) and _num_or_none(g("spent")) and _num_or_none(g("elapsed"))
-    if kind == "resumed":
-        return type(g("limits") or {}) is dict
-    if kind == "tool_results":
-        return type(g("content")) is list
-    return True
-
-
-def _num_or_none(v: Any) -> bool:
-    return v is None or (isinstance(v, _NUM) and type(v) is not bool) or (type(v) is dict and FLOAT_TAG in v)
-
-
-def _floats(value: Any) -> Any:
-    """``{"$float": "NaN"}`` (how the writer keeps JSON valid) back to the float."""
-    if type(value) is dict:
-        if len(value) == 1 and FLOAT_TAG in value and value[FLOAT_TAG] in _FLOATS:
-            return _FLOATS[value[FLOAT_TAG]]
-        return {k: _floats(v) for k, v in value.items()}
-    if type(value) is list:
-        return [_floats(v) for v in value]
-    return value
-
-
 def load_run(run_id: str, path: str | os.PathLike[str] | None = None) -> Trace:
     """One run's trace: ``run_id`` (or a unique prefix of it, or a ``.jsonl`` path)
     in the runs folder ``path`` (default: ``$AGENTLAB_RUNS`` or ``./runs``)."""
     file = find_run_file(run_id, path)
+    return _trace(file, read_events(file))
+
+
+def read_trace(file: Path) -> Trace:
+    """One log file as a summarized :class:`Trace` (what :func:`load_run` returns for it)."""
     return _trace(file, read_events(file))
 
 
@@ -216,11 +159,16 @@ _SUMMARY_ERRORS = (TypeError, ValueError, KeyError, AttributeError, OverflowErro
 def load_runs(path: str | os.PathLike[str] | None = None) -> Traces:
     """Every run in a runs folder (or one ``.jsonl`` file), as DataFrames.
 
-    Columns and dtypes are documented in ``docs/traces.md``. A file that
-    cannot be read (a directory named like a trace, no permission) is skipped
-    with a :class:`TruncatedTraceWarning` naming it.
+    Columns and dtypes are documented in ``docs/traces.md``. Runs the
+    folder's store holds fresh (``agentlab compact``) are read from it; every
+    other run (not stored yet, still being written, resumed since) from its
+    log, with the same frames either way. A file that cannot be read (a
+    directory named like a trace, no permission) is skipped with a
+    :class:`TruncatedTraceWarning` naming it.
     """
-    files = trace_files(path)
+    every = trace_files(path)
+    folder = runs_dir(path)
+    frames, stored, files = _from_store(folder, every)
     traces = []
     with gc_paused():
         for f in files:
@@ -231,4 +179,20 @@ def load_runs(path: str | os.PathLike[str] | None = None) -> Traces:
                 warnings.warn(f"{f}: skipped the whole file: {why}", TruncatedTraceWarning, stacklevel=2)
                 continue
             traces.append(_trace(f, events))
-    return Traces(traces, runs_dir(path))
+    if frames is None:
+        return Traces(traces, folder)
+    return Traces._with_store(frames, stored, traces, folder, every, load=read_trace)
+
+
+def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, str]], list[Path]]:
+    """The frames of the runs the store holds fresh, those runs (id, log name), and the log files still to read."""
+    from ._store import available, frames_of, log_sizes, read, store_dir
+
+    if not folder.is_dir() or not store_dir(folder).is_dir() or not available():
+        return None, [], files
+    tables, covered = read(folder, log_sizes(folder))
+    if not covered:
+        return None, [], files
+    frames = frames_of(tables, folder)
+    stored = list(zip(tables["runs"].column("run_id").to_pylist(), tables["runs"].column("file").to_pylist(), strict=True))
+    return frames, stored, [f for f in files if f.name not in covered]

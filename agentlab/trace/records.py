@@ -11,7 +11,7 @@ from __future__ import annotations
 import copy
 import os
 import warnings
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -208,12 +208,68 @@ class Traces(Frames):
     """
 
     def __init__(self, traces: Iterable[Trace], folder: Path | None = None) -> None:
-        self.traces = [t for t in traces if t.records]
+        self._traces: list[Trace] | None = [t for t in traces if t.records]
         self.folder = folder
-        self._by_id = {t.run_id: t for t in self.traces}
+        self._by_id = {t.run_id: t for t in self._traces}
+        self._stored: list[tuple[str, str]] = []
+        self._load: Callable[[Path], Trace] = _no_loader
+
+    @classmethod
+    def _with_store(
+        cls, frames: dict[str, pd.DataFrame], stored: list[tuple[str, str]], loaded: list[Trace],
+        folder: Path, order: list[Path], load: Callable[[Path], Trace],
+    ) -> Traces:
+        """Runs read from the store (their frames; each :class:`Trace` read from its log when asked for)
+        beside runs read from their logs, in the folder's file order, as if every one came from its log."""
+        import numpy as np
+        import pandas as pd
+
+        self = cls(loaded, folder)
+        self._traces = None
+        self._stored = stored
+        self._load = load
+        if loaded:
+            rank = {f.name: i for i, f in enumerate(order)}
+            logged = cls(loaded, folder)
+            own = {name: getattr(logged, name) for name in frames}
+            joined = {n: pd.concat([frames[n], own[n]], ignore_index=True) for n in frames}
+            runs = joined["runs"]
+            run_rank = {r: rank.get(Path(f).name, len(rank)) for r, f in zip(runs["run_id"], runs["file"], strict=True)}
+            for name, df in joined.items():
+                keys = [rank.get(Path(f).name, len(rank)) for f in df["file"]] if name == "runs" else [run_rank[r] for r in df["run_id"]]
+                joined[name] = df.take(np.argsort(np.asarray(keys), kind="stable")).reset_index(drop=True)
+            frames = joined
+        for name, df in frames.items():
+            self.__dict__[name] = df  # the cached frames
+        return self
+
+    @property
+    def traces(self) -> list[Trace]:
+        """Every run's :class:`Trace` (runs read from the store are read from their logs now)."""
+        if self._traces is None:
+            for run_id, name in self._stored:
+                if run_id not in self._by_id:
+                    self._by_id[run_id] = self._stored_trace(run_id, name)
+            ids = list(self.runs["run_id"])
+            self._traces = [self._by_id[r] for r in ids if r in self._by_id]
+        return self._traces
+
+    def _stored_trace(self, run_id: str, name: str) -> Trace:
+        file = (self.folder or Path()) / name
+        return self._load(file) if file.is_file() else self._from_events(run_id)
+
+    def _from_events(self, run_id: str) -> Trace:
+        """A stored run whose log is gone: its records rebuilt from the events frame."""
+        ev = self.events
+        rows = ev[ev["run_id"] == run_id]
+        records = [
+            {"v": SCHEMA_VERSION, "run_id": r, "seq": q, "step": s, "t": t, "kind": k, **d}
+            for r, q, s, t, k, d in zip(rows["run_id"], rows["seq"], rows["step"], rows["t"], rows["kind"], rows["data"], strict=True)
+        ]
+        return Trace(records, None)
 
     def __len__(self) -> int:
-        return len(self.traces)
+        return len(self.traces) if self._traces is not None else len(self.runs)
 
     def __iter__(self) -> Iterator[Trace]:
         return iter(self.traces)
@@ -223,6 +279,10 @@ class Traces(Frames):
 
     def run(self, run_id: str) -> Trace:
         """One run's :class:`Trace`, by id."""
+        if run_id not in self._by_id and self._traces is None:
+            name = dict(self._stored).get(run_id)
+            if name is not None:
+                self._by_id[run_id] = self._stored_trace(run_id, name)
         try:
             return self._by_id[run_id]
         except KeyError:
@@ -253,6 +313,10 @@ class Traces(Frames):
     def _repr_html_(self) -> str:
         return display.traces_html(self)
 
+
+
+def _no_loader(file: Path) -> Trace:  # pragma: no cover - only store-backed Traces load lazily
+    raise RuntimeError(f"no loader for {file}")
 
 
 def _with_content(block: Any, results: dict[str, Any]) -> Any:

@@ -26,7 +26,7 @@ from typing import Any, Literal
 import orjson
 
 from ..errors import TraceWriteError
-from ..events import Event
+from ..events import PLAIN_KINDS, Event
 from ..redact import Redactor, StreamRedactor
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
 
@@ -35,8 +35,6 @@ try:  # POSIX advisory locks; elsewhere a second writer is not detected
 except ImportError:  # pragma: no cover - Windows
     fcntl = None  # type: ignore[assignment]
 
-# Kinds whose fields are numbers and limits only: nothing in them can be a secret.
-PLAIN_KINDS = frozenset({"model_request", "step_finished", "paused", "resumed"})
 STORE_ONCE_CHARS = 2048
 """A tool result at least this long is written once, in ``tool_finished``: the
 ``tool_results`` block that hands it to the model says ``"content_ref":

@@ -1,0 +1,182 @@
+"""Building the store from the logs: a batch of runs at a time, at run end, after an experiment, or for a folder.
+
+Every part is derived from the JSONL logs through the same reader and frames
+``load_runs`` uses, which is why the store's frames equal the logs' (see
+:mod:`._store` for the layout and its guarantees).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._store import (
+    available,
+    chosen,
+    day_of,
+    log_sizes,
+    merge_tiers,
+    parts,
+    schema,
+    store_dir,
+    string_array,
+    write_part,
+)
+from ._tags import data_of
+from .files import runs_dir
+from .frames import TABLES, gc_paused
+from .reader import read_trace
+from .records import Trace, Traces
+from .writer import TraceWriter, TraceWriteWarning, dumps
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+def _json(value: Any) -> str:
+    return dumps(value)[:-1].decode()
+
+
+def _tables(traces: list[Trace], sizes: list[int]) -> dict[str, pa.Table]:
+    """The four tables of these runs, built from the same frames ``load_runs`` gives."""
+    import pyarrow as pa
+
+    many = Traces(traces)
+    frames = {"runs": many.runs, "steps": many.steps, "calls": many.calls}
+    runs = frames["runs"].copy()
+    runs["file"] = [Path(f).name for f in runs["file"]]
+    runs["_bytes"] = sizes
+    frames["runs"] = runs
+    calls = frames["calls"].copy()
+    calls["args"] = [_json(a) for a in calls["args"]]
+    frames["calls"] = calls
+    out = {
+        name: pa.Table.from_pandas(df, schema=schema(name), preserve_index=False)
+        for name, df in frames.items()
+    }
+    cols: dict[str, list[Any]] = {c.name: [] for c in TABLES["events"]} | {"_run": []}
+    with gc_paused():
+        for t in traces:
+            recs = t.records
+            cols["run_id"].extend(e.get("run_id", t.run_id) for e in recs)
+            cols["seq"].extend(e.get("seq", 0) for e in recs)
+            cols["step"].extend(e.get("step", 0) for e in recs)
+            cols["t"].extend(float(e.get("t", "nan")) for e in recs)
+            cols["kind"].extend(e.get("kind", "") for e in recs)
+            cols["data"].extend(_json(data_of(e)) for e in recs)
+            cols["_run"].extend([t.run_id] * len(recs))
+    out["events"] = pa.table(cols, schema=schema("events"))
+    return out
+
+
+def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> int:
+    """Store these runs' logs (a batch: one part per day), then merge tiers; returns how many runs were stored."""
+    import pyarrow.compute as pc
+
+    traces, sizes = [], []
+    with gc_paused():
+        for f in files:
+            try:
+                size = (
+                    f.stat().st_size
+                )  # before reading: a log that grows meanwhile is seen as stale, never as fresh
+                t = read_trace(f)
+            except OSError:
+                continue
+            if t.records:
+                traces.append(t)
+                sizes.append(size)
+    if not traces:
+        return 0
+    root = store_dir(folder)
+    tables = _tables(traces, sizes)
+    days = [day_of(s) for s in tables["runs"].column("started_at").to_pandas()]
+    for day in sorted(set(days)):
+        ids = [
+            rid
+            for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True)
+            if d == day
+        ]
+        if len(set(days)) == 1:
+            part = tables
+        else:
+            keep = pc.is_in(tables["runs"].column("run_id"), value_set=string_array(ids))
+            part = {
+                n: t.filter(pc.is_in(t.column("run_id"), value_set=string_array(ids)))
+                if n != "runs"
+                else t.filter(keep)
+                for n, t in tables.items()
+            }
+        write_part(root, day, part, 0)
+    if merge:
+        merge_tiers(folder)
+    return len(traces)
+
+
+def compact(
+    folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int = 2000
+) -> dict[str, int]:
+    """Bring the store of a runs folder up to date with its logs: store every run not stored fresh,
+    in batches, then merge each day into one part. ``rebuild``: throw the store away first and
+    re-derive it from the logs. Returns counts (``stored``, ``fresh``, ``parts``)."""
+    import shutil
+
+    path = runs_dir(folder)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces"
+        )
+    if not available():
+        raise ModuleNotFoundError("the trace store needs pyarrow: pip install 'agentlab-loop[store]'")
+    if rebuild and store_dir(path).exists():
+        shutil.rmtree(store_dir(path))
+    logs = log_sizes(path)
+    fresh: set[str] = set()
+    for names in chosen(parts(path), logs).values():
+        fresh |= {n for n in names if n in logs}
+    todo = sorted(n for n in logs if n not in fresh)
+    for start in range(0, len(todo), batch):
+        store_runs(path, [path / n for n in todo[start : start + batch]], merge=False)
+    merge_tiers(path, full=True)
+    return {"stored": len(todo), "fresh": len(fresh), "parts": len(parts(path))}
+
+
+def store_batch(folder: Path) -> None:
+    """After an experiment: store its finished runs in batches (when pyarrow is installed); a failure
+    only warns, since the logs hold every event and ``agentlab compact`` can try again."""
+    if not available() or not folder.is_dir():
+        return
+    try:
+        compact(folder)
+    except Exception as exc:  # noqa: BLE001 - the store is derived: never fail an experiment over it
+        warnings.warn(
+            f"the runs in {folder} were not all stored: {type(exc).__name__}: {exc} "
+            "(the logs are whole; agentlab compact retries)",
+            UserWarning,
+            stacklevel=2,
+        )
+
+
+class StoredTraceWriter(TraceWriter):
+    """A :class:`~.writer.TraceWriter` that also adds each run to the folder's store when it finishes.
+
+    Not the default: a one-run script would pay pyarrow's import (about 0.13 s) for a
+    store ``agentlab compact`` can build later. A store write that fails only warns
+    (the log holds every event; the next compaction adds the run).
+    """
+
+    def __call__(self, event: Any) -> None:
+        super().__call__(event)
+        if event.kind == "run_finished":
+            try:
+                store_runs(self.dir, [self.file_of(event.run_id)])
+            except Exception as exc:  # noqa: BLE001 - the store is derived: never fail a run over it
+                warnings.warn(
+                    f"run {event.run_id} was not added to the store in {self.dir}: {type(exc).__name__}: "
+                    f"{exc} (its log is whole; agentlab compact adds it)",
+                    TraceWriteWarning,
+                    stacklevel=2,
+                )

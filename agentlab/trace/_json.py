@@ -1,0 +1,232 @@
+"""The events frame's ``data`` column: one dict per event, parsed only when read.
+
+A million events loaded from the store would spend most of their load time
+turning JSON into dicts nobody looks at; this pandas extension array keeps
+the JSON text as the store holds it (an Arrow string array, zero-copy) and
+parses an element the first time it is read, keeping the dict. Loaded from a
+JSONL file, where every line was parsed anyway, it holds the parsed events
+and cuts each one's ``data`` out of it when read.
+Either way ``frame["data"].iloc[i]`` is a dict, and ``.map``, iteration and
+``astype(object)`` see dicts; the dtype is ``json`` for both.
+"""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import orjson
+import pandas as pd
+from pandas.api.extensions import ExtensionArray, ExtensionDtype, register_extension_dtype, take
+
+from ._tags import data_of, untag
+from .writer import FLOAT_TAG
+
+
+@register_extension_dtype
+class JSONDtype(ExtensionDtype):
+    """A dict per row, held as JSON until read."""
+
+    name = "json"
+    type = dict
+    kind = "O"
+    na_value = None
+
+    @classmethod
+    def construct_array_type(cls) -> builtins.type[JSONArray]:
+        return JSONArray
+
+
+def loads(text: Any) -> dict[str, Any]:
+    value = orjson.loads(text)
+    if FLOAT_TAG.encode() in (text if isinstance(text, bytes) else text.encode()):
+        value = untag(value)
+    return value
+
+
+class JSONArray(ExtensionArray):
+    """``parsed[i]`` is the dict once read (else None); ``raw`` the JSON text (an Arrow string array)
+    or None; ``events`` whole event records (from a log), whose ``data`` is cut out when read."""
+
+    def __init__(
+        self, parsed: np.ndarray, raw: Any = None, events: np.ndarray | None = None
+    ) -> None:
+        self._parsed = parsed
+        self._raw = raw
+        self._events = events
+
+    @classmethod
+    def from_events(cls, records: list[dict[str, Any]]) -> JSONArray:
+        """Each event's own fields (less the base ones), cut out of the record the first time it is read."""
+        events = np.empty(len(records), dtype=object)
+        events[:] = records
+        return cls(np.full(len(records), None, dtype=object), None, events)
+
+    # -- construction
+    @classmethod
+    def from_dicts(cls, values: Sequence[Any]) -> JSONArray:
+        out = np.empty(len(values), dtype=object)
+        out[:] = values if isinstance(values, list) else list(values)
+        return cls(out)
+
+    @classmethod
+    def from_arrow(cls, raw: Any) -> JSONArray:
+        """JSON text, one object per row (a pyarrow string array), parsed element by element when read."""
+        return cls(np.full(len(raw), None, dtype=object), raw)
+
+    @classmethod
+    def _from_sequence(cls, scalars: Any, *, dtype: Any = None, copy: bool = False) -> JSONArray:
+        return cls.from_dicts(list(scalars))
+
+    @classmethod
+    def _from_factorized(
+        cls, values: Any, original: Any
+    ) -> JSONArray:  # pragma: no cover - dicts do not factorize
+        raise TypeError("json values (dicts) cannot be factorized")
+
+    @classmethod
+    def _concat_same_type(cls, to_concat: Sequence[JSONArray]) -> JSONArray:
+        if any(a._events is not None for a in to_concat):
+            return cls.from_dicts([v for a in to_concat for v in a._all()])
+        parsed = (
+            np.concatenate([a._parsed for a in to_concat])
+            if to_concat
+            else np.empty(0, dtype=object)
+        )
+        if all(a._raw is None for a in to_concat):
+            return cls(parsed)
+        import pyarrow as pa  # some hold JSON text, so pyarrow is there
+
+        chunks: list[Any] = []
+        for a in to_concat:
+            if a._raw is None:
+                chunks.append(pa.nulls(len(a), pa.string()))
+            else:
+                raw = a._raw.cast(pa.string())
+                chunks.extend(raw.chunks if isinstance(raw, pa.ChunkedArray) else [raw])
+        raw = pa.chunked_array(chunks, type=pa.string())
+        return cls(parsed, raw)
+
+    # -- reading
+    @property
+    def dtype(self) -> JSONDtype:
+        return JSONDtype()
+
+    def __len__(self) -> int:
+        return len(self._parsed)
+
+    def _one(self, i: int) -> Any:
+        value = self._parsed[i]
+        if value is None and self._events is not None:
+            value = self._parsed[i] = data_of(self._events[i])
+        elif value is None and self._raw is not None:
+            text = self._raw[i].as_py()
+            if text is not None:
+                value = self._parsed[i] = loads(text)
+        return value
+
+    def _all(self) -> list[Any]:
+        """Every element, parsing those not read yet (one pass over the Arrow array)."""
+        parsed = self._parsed
+        if self._events is not None:
+            events = self._events
+            for i, v in enumerate(parsed):
+                if v is None:
+                    parsed[i] = data_of(events[i])
+            self._events = None
+        if self._raw is not None and any(v is None for v in parsed):
+            texts = self._raw.to_pylist()
+            for i, v in enumerate(parsed):
+                if v is None and texts[i] is not None:
+                    parsed[i] = loads(texts[i])
+            self._raw = None
+        return list(parsed)
+
+    def __getitem__(self, item: Any) -> Any:
+        if isinstance(item, (int, np.integer)):
+            n = len(self)
+            i = int(item)
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for a json array of length {n}")
+            return self._one(i % n)
+        item = pd.api.indexers.check_array_indexer(self, item)
+        if isinstance(item, slice):
+            return JSONArray(
+                self._parsed[item],
+                None if self._raw is None else self._raw[item],
+                None if self._events is None else self._events[item],
+            )
+        positions = np.arange(len(self))[item]
+        return self.take(positions)
+
+    def __iter__(self) -> Any:
+        return iter(self._all())
+
+    def take(self, indices: Any, *, allow_fill: bool = False, fill_value: Any = None) -> JSONArray:
+        indices = np.asarray(indices, dtype=np.intp)
+        if (self._raw is not None or self._events is not None) and not (
+            allow_fill and (indices < 0).any()
+        ):
+            positions = np.where(indices < 0, indices + len(self), indices)
+            return JSONArray(
+                self._parsed.take(positions),
+                None if self._raw is None else self._raw.take(positions),
+                None if self._events is None else self._events.take(positions),
+            )
+        values = np.empty(len(self), dtype=object)
+        values[:] = self._all()
+        return JSONArray(take(values, indices, allow_fill=allow_fill, fill_value=fill_value))
+
+    def copy(self) -> JSONArray:
+        return JSONArray(self._parsed.copy(), self._raw, self._events)
+
+    def isna(self) -> np.ndarray:
+        if self._events is not None:
+            return np.zeros(len(self), dtype=bool)
+        if self._raw is not None:
+            return np.asarray(self._raw.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        return np.array([v is None for v in self._parsed], dtype=bool)
+
+    @property
+    def nbytes(self) -> int:
+        return int(
+            self._parsed.nbytes
+            + (self._raw.nbytes if self._raw is not None else 0)
+            + (self._events.nbytes if self._events is not None else 0)
+        )
+
+    def to_numpy(self, dtype: Any = None, copy: bool = False, na_value: Any = None) -> np.ndarray:
+        out = np.empty(len(self), dtype=object)
+        out[:] = self._all()
+        return out
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.to_numpy()
+
+    def astype(self, dtype: Any, copy: bool = True) -> Any:
+        if isinstance(dtype, JSONDtype) or dtype == "json":
+            return self.copy() if copy else self
+        if np.dtype(dtype) == object:
+            return self.to_numpy()
+        return super().astype(dtype, copy=copy)
+
+    def map(self, mapper: Any, na_action: Any = None) -> Any:
+        """``mapper`` over the dicts; the result takes the dtype of what it returns (bools give a mask)."""
+        from pandas.core.algorithms import map_array
+
+        return map_array(self.to_numpy(), mapper, na_action=na_action)
+
+    def __eq__(self, other: Any) -> Any:
+        values = self._all()
+        if isinstance(other, (JSONArray, list, np.ndarray)):
+            return np.array([a == b for a, b in zip(values, list(other), strict=True)], dtype=bool)
+        return np.array([v == other for v in values], dtype=bool)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._all()
+        self._parsed[key] = value
+
+    def _formatter(self, boxed: bool = False) -> Any:
+        return repr

@@ -1,0 +1,73 @@
+"""SQL over a runs folder: DuckDB reading the store's Parquet files as they stand.
+
+The views are plain ``read_parquet`` over the day folders, the same files
+DuckDB, Polars, Spark or Ray Data read on a cluster; nothing is loaded into
+Python but the query's answer, so an aggregate over a hundred million
+events runs in bounded memory.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING
+
+from ._compact import compact as compact_folder
+from ._store import schema, store_dir
+from .files import SUFFIX, runs_dir
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+_HIDDEN = {"runs": "exclude (_bytes)", "events": "exclude (_run)"}
+
+
+def sql(
+    query: str, path: str | os.PathLike[str] | None = None, *, compact: bool = True
+) -> pd.DataFrame:
+    """Run ``query`` (DuckDB SQL) over the tables ``runs``, ``steps``, ``calls`` and ``events`` of a runs
+    folder (default ``$AGENTLAB_RUNS`` or ``./runs``) and return the answer as a DataFrame.
+
+    ``compact`` (default) first stores runs not stored yet, so the answer counts every run
+    in the folder. Columns are those of ``docs/traces.md`` plus ``day`` (the partition);
+    ``file`` holds the log's name, and ``events.data`` is JSON text (``data->>'tool'``).
+    Needs ``pip install 'agentlab-loop[store]'`` (pyarrow and duckdb).
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise ValueError(f"query must be a non-empty SQL string, got {query!r}")
+    try:
+        import duckdb
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError(
+            "agentlab.sql needs duckdb: pip install 'agentlab-loop[store]'"
+        ) from None
+    folder = runs_dir(path)
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"no runs folder at {str(folder)!r}: pass path= or set $AGENTLAB_RUNS"
+        )
+    if compact and any(folder.glob(f"*{SUFFIX}")):
+        compact_folder(folder)
+    con = duckdb.connect()
+    con.execute("set enable_progress_bar = false")  # it would print over the caller's output
+    root = store_dir(folder)
+    for table in ("runs", "steps", "calls", "events"):
+        files = sorted((root / table).glob("day=*/part-*.parquet"))
+        files = [
+            f for f in files if (root / "runs" / f.parent.name / f.name).exists()
+        ]  # complete parts only
+        if files:
+            listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+            con.execute(
+                f"create view {table} as select * {_HIDDEN.get(table, '')} "
+                f"from read_parquet([{listed}], hive_partitioning = true)"
+            )
+        else:
+            empty = schema(table).empty_table()
+            con.register(f"_{table}_empty", empty)
+            con.execute(
+                f"create view {table} as select * {_HIDDEN.get(table, '')}, null::varchar as day from _{table}_empty"
+            )
+    try:
+        return con.execute(query).df()
+    finally:
+        con.close()

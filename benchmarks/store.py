@@ -1,0 +1,393 @@
+"""The columnar store: loading a million events from it and from the logs, SQL over 100M, compaction, memory.
+
+Each speed goal is a ratio against the bare library call on the same files in
+the same run, best of N for each side (``pyarrow.parquet.read_table``, ``orjson.loads`` per line), so a
+loaded machine moves both sides; the absolute seconds are shown beside them.
+The corpus is copies of one 50-step run of the W1 workload, each with its own
+run id, task and keys (so the store does not compress copies to nothing). The 100M-event store for
+SQL is generated (generation is timed but is not the figure).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .report import Row, fmt, judged
+from .traces import record_run, write_seconds
+from .workload import SYNC_TOOL, run_options, script
+
+STORE_LOAD_GOAL_S = 1.0
+STORE_VS_BARE = 1.5
+JSONL_VS_ORJSON = 2.0
+SQL_GOAL_S = 5.0
+SQL_MEMORY_SHARE = 0.1
+"""Bounded memory: the query's peak growth is at most this share of the events table unpacked."""
+COMPACT_SHARE = 0.05
+MEMORY_X = 3.0
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _corpus(events: list[Any], folder: Path, total: int) -> int:
+    """``folder`` filled with copies of one run's log, about ``total`` events in all; returns the events written."""
+    write_seconds(events, folder / "one")
+    run_id = events[0].run_id
+    text = (folder / "one" / f"{run_id}.jsonl").read_text(encoding="utf-8")
+    runs = max(1, -(-total // len(events)))
+    out = folder / "runs"
+    out.mkdir()
+    rng = random.Random(7)
+    for i in range(runs):
+        new = f"bench{i:07d}"
+        own = f"{rng.getrandbits(64):016x}"  # each run looks its own keys up, as real runs differ
+        varied = text.replace(run_id, new).replace("look up the keys", f"look up the keys #{i}")
+        varied = varied.replace("value of k", f"value of {own} k").replace(
+            '"key":"k', f'"key":"{own}-k'
+        )
+        (out / f"{new}.jsonl").write_text(varied, encoding="utf-8")
+    return runs * len(events)
+
+
+def _four(traces: Any) -> None:
+    for name in ("runs", "steps", "calls", "events"):
+        getattr(traces, name)
+
+
+def _bare_orjson(folder: Path) -> float:
+    import orjson
+
+    t0 = time.perf_counter()
+    for f in sorted(folder.glob("*.jsonl")):
+        [orjson.loads(line) for line in f.read_bytes().splitlines()]
+    return time.perf_counter() - t0
+
+
+def _bare_arrow(folder: Path) -> float:
+    import pyarrow.parquet as pq
+
+    t0 = time.perf_counter()
+    for f in sorted((folder / "_store").glob("*/day=*/part-*.parquet")):
+        pq.read_table(f)
+    return time.perf_counter() - t0
+
+
+def _load(folder: Path) -> float:
+    import agentlab as al
+
+    t0 = time.perf_counter()
+    _four(al.load_runs(folder))
+    return time.perf_counter() - t0
+
+
+async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -> list[Row]:
+    from agentlab.trace import compact
+
+    events = await record_run(steps)
+    rows: list[Row] = []
+    with tempfile.TemporaryDirectory(prefix="agentlab-store-") as d:
+        root = Path(d)
+        total = _corpus(events, root, load_events)
+        folder = root / "runs"
+        per = f"{fmt(total)} events"
+        _load(folder)  # warm: pandas' imports are not the load's
+        jsonl, bare = [], []
+        for _ in range(reps):  # interleaved, so both sides see the same machine
+            bare.append(_bare_orjson(folder))
+            jsonl.append(_load(folder))
+        ratio = min(jsonl) / min(
+            bare
+        )  # best of each: on a shared machine the slow runs are other people's
+        rows.append(
+            Row(
+                "store.jsonl_ratio",
+                f"Load {per} from the logs alone / bare orjson",
+                ratio,
+                "x",
+                f"{ratio:.2f}x ({fmt(min(jsonl))} s vs {fmt(min(bare))} s, best of {reps})",
+                f"≤ {JSONL_VS_ORJSON:g}x",
+                judged(ratio <= JSONL_VS_ORJSON),
+                extra={"events": total, "load_s": jsonl, "bare_s": bare},
+            )
+        )
+        t0 = time.perf_counter()
+        compact(folder)
+        compact_s = time.perf_counter() - t0
+        store_bytes = sum(f.stat().st_size for f in (folder / "_store").rglob("*.parquet"))
+        loads, arrows = [], []
+        for _ in range(reps):
+            arrows.append(_bare_arrow(folder))
+            loads.append(_load(folder))
+        seconds = min(loads)
+        ratio = min(loads) / min(arrows)
+        per_million = seconds * 1e6 / total
+        rows.append(
+            Row(
+                "store.load",
+                f"Load {per} from the store into the four frames",
+                per_million,
+                "s per 1M events",
+                f"{fmt(per_million)} s per 1M events ({ratio:.2f}x bare read_table; compaction took {fmt(compact_s)} s)",
+                f"≤ {STORE_LOAD_GOAL_S:g} s and ≤ {STORE_VS_BARE:g}x read_table",
+                judged(per_million <= STORE_LOAD_GOAL_S and ratio <= STORE_VS_BARE),
+                extra={
+                    "events": total,
+                    "load_s": loads,
+                    "read_table_s": arrows,
+                    "ratio": ratio,
+                    "compact_s": compact_s,
+                    "store_bytes": store_bytes,
+                },
+            )
+        )
+        try:
+            rows.append(_memory_row(folder, total, store_bytes))
+        except (
+            Exception
+        ) as exc:  # one figure that cannot be taken leaves its row, not a hole in the others
+            rows.append(_failed("store.memory", exc))
+        try:
+            rows.append(await _compaction_row(steps, reps, root / "compaction"))
+        except Exception as exc:
+            rows.append(_failed("store.compaction", exc))
+    try:
+        rows.append(await asyncio.to_thread(_sql_row, sql_events))
+    except Exception as exc:
+        rows.append(_failed("store.sql", exc))
+    return rows
+
+
+def _last_json(stdout: str) -> dict[str, Any]:
+    """The child's report: its last line that is a JSON object (libraries may print before it)."""
+    lines = [line for line in stdout.splitlines() if line.startswith("{")]
+    if not lines:
+        raise RuntimeError(f"the child printed no report: {stdout[-500:]!r}")
+    return json.loads(lines[-1])
+
+
+def _failed(key: str, exc: Exception) -> Row:
+    return Row(key, key, None, "", f"failed: {type(exc).__name__}: {exc}"[:200], status="n/a")
+
+
+# ------------------------------------------------------------- memory
+MEMORY_SCRIPT = """
+import json, sys
+from pathlib import Path
+import agentlab as al, pandas, pyarrow.parquet  # the libraries' own size is not the load's
+
+def rss(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+
+before = rss("VmRSS:")
+traces = al.load_runs(sys.argv[1])
+for name in ("runs", "steps", "calls", "events"):
+    getattr(traces, name)
+print(json.dumps({"before": before, "peak": rss("VmHWM:")}))
+"""
+
+
+def _memory_row(folder: Path, events: int, store_bytes: int) -> Row:
+    out = subprocess.run(
+        [sys.executable, "-c", MEMORY_SCRIPT, str(folder)],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    got = _last_json(out.stdout)
+    grown = got["peak"] - got["before"]
+    ratio = grown / store_bytes
+    return Row(
+        "store.memory",
+        f"Memory loading {fmt(events)} events from the store / its bytes",
+        ratio,
+        "x",
+        f"{ratio:.1f}x ({fmt(grown / 2**20)} MiB peak growth, store {fmt(store_bytes / 2**20)} MiB on disk)",
+        f"≤ {MEMORY_X:g}x",
+        judged(ratio <= MEMORY_X),
+        note="the copies compress far better on disk than real runs would",
+        extra={"peak_growth_bytes": grown, "store_bytes": store_bytes},
+    )
+
+
+# ------------------------------------------------------------- compaction at run end
+async def _compaction_row(steps: int, reps: int, folder: Path) -> Row:
+    """A 50-step traced run, then the same log stored: the store's share of the run's traced time."""
+    import agentlab as al
+    from agentlab.trace import TraceWriter
+    from agentlab.trace._compact import store_runs
+
+    runs_s, store_s = [], []
+    for i in range(reps + 1):
+        where = folder / f"r{i}"
+        writer = TraceWriter(where)
+        run = al.Run(
+            "look up the keys",
+            [SYNC_TOOL],
+            model=al.ScriptedModel(script(steps)),
+            subscribers=[writer],
+            **run_options(steps),
+        )
+        t0 = time.perf_counter()
+        await run.run()
+        t1 = time.perf_counter()
+        store_runs(where, list(where.glob("*.jsonl")))
+        t2 = time.perf_counter()
+        if i:  # the first pays pyarrow's and pandas' imports
+            runs_s.append(t1 - t0)
+            store_s.append(t2 - t1)
+    share = min(store_s) / min(runs_s)
+    return Row(
+        "store.compaction",
+        f"Storing a {steps}-step run when it finishes / the run's traced time",
+        share * 100,
+        "%",
+        f"{share * 100:.0f}% ({fmt(min(store_s) * 1e3)} ms vs {fmt(min(runs_s) * 1e3)} ms, best of {reps})",
+        f"≤ {COMPACT_SHARE * 100:g}%",
+        judged(share <= COMPACT_SHARE),
+        extra={"store_s": store_s, "run_s": runs_s},
+    )
+
+
+# ------------------------------------------------------------- SQL over a generated store
+_KINDS = [
+    "model_request",
+    "model_called",
+    "tool_started",
+    "tool_finished",
+    "tool_results",
+    "step_finished",
+]
+
+
+def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int = 300) -> None:
+    """A store of ``events`` events (and their runs), in parts of ``per_file`` events over four days,
+    written with the store's own schema; data is a handful of JSON shapes."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from agentlab.trace._store import schema
+
+    rng = np.random.default_rng(7)
+    kinds = pa.array(_KINDS)
+    datas = pa.array(
+        [json.dumps({"tool": f"tool{i % 7}", "index": i % 3, "outcome": "ok"}) for i in range(64)]
+    )
+    part = 0
+    for start in range(0, events, per_file):
+        n = min(per_file, events - start)
+        idx = np.arange(start, start + n, dtype=np.int64)
+        run = idx // per_run
+        seq = idx % per_run + 1
+        run_ids = pc.binary_join_element_wise("run", pa.array(run).cast(pa.string()), "")
+        table = pa.table(
+            {
+                "run_id": run_ids,
+                "seq": pa.array(seq),
+                "step": pa.array(seq // 6),
+                "t": pa.array(seq * 0.01 + rng.random(n)),
+                "kind": pc.take(kinds, pa.array(seq % len(_KINDS))),
+                "data": pc.take(datas, pa.array(rng.integers(0, len(datas), n))),
+                "_run": run_ids,
+            },
+            schema=schema("events"),
+        )
+        day = f"day=2026-12-0{1 + part % 4}"
+        name = f"part-3-{part:020d}-gen.parquet"
+        first, last = int(run[0]), int(run[-1])
+        ids = pa.array([f"run{r}" for r in range(first, last + 1)])
+        m = len(ids)
+        cols: dict[str, Any] = {}
+        for f in schema("runs"):
+            if f.name == "run_id":
+                cols[f.name] = ids
+            elif f.name == "file":
+                cols[f.name] = pc.binary_join_element_wise(ids, pa.array([".jsonl"] * m), "")
+            elif pa.types.is_string(f.type):
+                cols[f.name] = pa.array(["done"] * m)
+            elif pa.types.is_timestamp(f.type):
+                cols[f.name] = pa.array([None] * m, f.type)
+            else:
+                cols[f.name] = (
+                    pa.array(np.ones(m), f.type)
+                    if pa.types.is_floating(f.type)
+                    else pa.array(np.full(m, per_run), f.type)
+                )
+        for table_name, t in (("events", table), ("runs", pa.table(cols, schema=schema("runs")))):
+            where = folder / "_store" / table_name / day
+            where.mkdir(parents=True, exist_ok=True)
+            pq.write_table(t, where / name, compression="zstd", row_group_size=1_000_000)
+        part += 1
+
+
+SQL_SCRIPT = """
+import json, sys, time
+from pathlib import Path
+import agentlab as al, duckdb, pandas
+
+def rss(field):
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field):
+            return int(line.split()[1]) * 1024
+
+al.sql("select count(*) from runs", sys.argv[1], compact=False)  # a warm DuckDB: its own start is not the query's
+before = rss("VmRSS:")
+t0 = time.perf_counter()
+answer = al.sql("select kind, count(*) as n, avg(t) as mean_t from events group by kind", sys.argv[1], compact=False)
+print(json.dumps({"seconds": time.perf_counter() - t0, "n": int(answer["n"].sum()), "before": before, "peak": rss("VmHWM:")}))
+"""
+
+
+def _sql_row(events: int) -> Row:
+    with tempfile.TemporaryDirectory(prefix="agentlab-sql-") as d:
+        folder = Path(d)
+        t0 = time.perf_counter()
+        generate(folder, events)
+        generated = time.perf_counter() - t0
+        size = sum(f.stat().st_size for f in folder.rglob("*.parquet"))
+        import pyarrow.parquet as pq
+
+        unpacked = sum(
+            md.row_group(i).total_byte_size
+            for f in (folder / "_store" / "events").rglob("*.parquet")
+            for md in [pq.ParquetFile(f).metadata]
+            for i in range(md.num_row_groups)
+        )
+        out = subprocess.run(
+            [sys.executable, "-c", SQL_SCRIPT, str(folder)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        got = _last_json(out.stdout)
+    if got["n"] != events:
+        raise RuntimeError(f"the SQL aggregate counted {got['n']} events, expected {events}")
+    grown = got["peak"] - got["before"]
+    return Row(
+        "store.sql",
+        f"SQL aggregate over {fmt(events)} generated events",
+        got["seconds"],
+        "s",
+        f"{fmt(got['seconds'])} s, peak memory +{fmt(grown / 2**20)} MiB (the table is {fmt(unpacked / 2**30)} GiB "
+        f"unpacked, {fmt(size / 2**30)} GiB on disk; generated in {fmt(generated)} s)",
+        f"≤ {SQL_GOAL_S:g} s, memory ≤ {SQL_MEMORY_SHARE:.0%} of the table",
+        judged(got["seconds"] <= SQL_GOAL_S and grown <= SQL_MEMORY_SHARE * unpacked),
+        extra={
+            "generate_s": generated,
+            "store_bytes": size,
+            "table_bytes": unpacked,
+            "peak_growth_bytes": grown,
+        },
+    )
