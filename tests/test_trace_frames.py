@@ -198,3 +198,13 @@ def test_done_and_stopped_render_in_a_notebook_and_a_terminal(tmp_path):
     stopped = a_run(tmp_path, [reply(None, ("refund", {"order_id": 1}))], tools=(refund,))
     assert repr(stopped).startswith("Stopped('fatal',")
     assert "fatal" in stopped._repr_html_() and "<table" in stopped._repr_html_()
+
+
+def test_the_args_column_turns_into_text_like_any_column(tmp_path):
+    """``calls["args"].astype(str)`` (a notebook's way to key calls) gives each call's arguments as text,
+    whatever pandas' string dtype is."""
+    r = al.run("q", [lookup], model=al.ScriptedModel([al.reply(None, ("lookup", {"key": "k1"})), al.reply("done")]),
+               trace=tmp_path)
+    args = al.load_run(r.run_id, tmp_path).calls["args"]
+    assert list(args.astype(str)) == [str({"key": "k1"})]
+    assert args.astype(object).iloc[0] == {"key": "k1"}

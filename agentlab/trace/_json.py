@@ -208,8 +208,16 @@ class JSONArray(ExtensionArray):
     def astype(self, dtype: Any, copy: bool = True) -> Any:
         if isinstance(dtype, JSONDtype) or dtype == "json":
             return self.copy() if copy else self
-        if np.dtype(dtype) == object:
+        try:
+            as_numpy = np.dtype(dtype)
+        except TypeError:  # a pandas dtype (``str`` is pandas' StringDtype from pandas 3 on)
+            as_numpy = None
+        if as_numpy == object:
             return self.to_numpy()
+        if as_numpy is None or as_numpy.kind in "US":  # text: each value as str() shows it, as for an object column
+            import pandas as pd
+
+            return pd.array([None if v is None else str(v) for v in self.to_numpy()], dtype=dtype)
         return super().astype(dtype, copy=copy)
 
     def map(self, mapper: Any, na_action: Any = None) -> Any:
