@@ -212,7 +212,7 @@ class JSONArray(ExtensionArray):
             as_numpy = np.dtype(dtype)
         except TypeError:  # a pandas dtype (``str`` is pandas' StringDtype from pandas 3 on)
             as_numpy = None
-        if as_numpy == object:
+        if as_numpy is not None and as_numpy.kind == "O":
             return self.to_numpy()
         if as_numpy is None or as_numpy.kind in "US":  # text: each value as str() shows it, as for an object column
             import pandas as pd
