@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import threading
 from typing import Any
 
 import agentlab as al
@@ -51,3 +52,23 @@ PRICES = al.Prices(input=3.0, output=15.0)
 def lookup(key: str) -> str:
     """Look a key up."""
     return f"value of {key}"
+
+
+def within(seconds: float, fn: Any, why: str = "") -> Any:
+    """Run ``fn()`` on a thread and fail (instead of hanging the suite) if it has not returned in time;
+    its value, or what it raised. ``why`` says what a hang would mean."""
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as exc:  # noqa: BLE001 - the test inspects it
+            box["error"] = exc
+
+    t = threading.Thread(target=target, daemon=True)
+    t.start()
+    t.join(seconds)
+    assert not t.is_alive(), f"still running after {seconds} s" + (f": {why}" if why else "")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -21,7 +21,7 @@ import agentlab as al
 from agentlab import reply
 from agentlab.trace import read_events
 
-from .helpers import Recorder
+from .helpers import Recorder, within
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -59,23 +59,6 @@ def trace_of(tmp_path: Path) -> list[dict]:
     return read_events(file)
 
 
-def within(seconds: float, fn):
-    """Run ``fn()`` on a thread and fail (instead of hanging the suite) if it has not returned in time."""
-    box: dict = {}
-
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - the test inspects it
-            box["error"] = exc
-
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), f"still running after {seconds} s"
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])

@@ -23,7 +23,7 @@ from agentlab import FunctionModel, reply
 from agentlab.experiments import model_graded
 from agentlab.experiments.tasks import Task
 
-from .helpers import PRICES
+from .helpers import PRICES, within
 
 DEADLINE_S = 1.0
 """Long enough that set-up (counted by the deadline) never uses it up on a loaded machine, so the tool always runs."""
@@ -41,26 +41,10 @@ def warm():
     al.run("q", [ok], model=al.ScriptedModel([reply(None, ("ok", {})), reply("done")]), trace=False)
 
 
-def within(seconds: float, fn):
-    """Run ``fn()`` on a thread; fail (instead of hanging the suite) if it has not returned in time."""
-    box: dict = {}
 
-    def target():
-        try:
-            box["value"] = fn()
-        except BaseException as exc:  # noqa: BLE001 - the test inspects it
-            box["error"] = exc
 
-    t = threading.Thread(target=target, daemon=True)
-    t.start()
-    t.join(seconds)
-    assert not t.is_alive(), (
-        f"still running after {seconds} s: the entry point waited for an abandoned task"
-    )
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
+HANG = "the entry point waited for an abandoned task"
+"""What a test here hanging would mean."""
 
 @pytest.fixture
 def stubborn():
@@ -89,13 +73,14 @@ def test_run_returns_at_the_deadline_despite_a_stubborn_tool(stubborn):
     result = within(
         20,
         lambda: al.run("q", [stubborn], model=calls_stubborn(), trace=False, deadline_s=DEADLINE_S),
+        HANG,
     )
     assert result.reason == "deadline" and result.abandoned
 
 
 def test_lab_run_from_a_script_returns_at_the_deadline_despite_a_stubborn_tool(stubborn):
     lab = al.Lab("q", [stubborn], model=calls_stubborn(), trace=False, deadline_s=DEADLINE_S)
-    result = within(20, lab.run)
+    result = within(20, lab.run, HANG)
     assert result.reason == "deadline" and result.abandoned
 
 
@@ -109,7 +94,7 @@ def test_experiment_run_returns_at_the_deadline_despite_a_stubborn_tool(stubborn
         progress=False,
         concurrency=2,
     )
-    runs = within(20, exp.run).runs
+    runs = within(20, exp.run, HANG).runs
     assert list(runs["reason"]) == ["deadline", "deadline"] and list(runs["steps"]) == [
         1,
         1,
@@ -135,7 +120,7 @@ def test_model_graded_called_plainly_returns_despite_a_task_its_model_left_behin
 
     scorer = model_graded("is it right?", model=FunctionModel(grade), prices=PRICES)
     try:
-        score = within(20, lambda: scorer(SimpleNamespace(text="4"), Task("t", "2+2?", "4")))
+        score = within(20, lambda: scorer(SimpleNamespace(text="4"), Task("t", "2+2?", "4")), HANG)
     finally:
         let_go.set()
     assert score == 1.0
