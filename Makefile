@@ -18,7 +18,8 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	bash scripts/ensure-browser.sh
-	$(BIN)/ruff check agentlab tests
+	$(BIN)/ruff check agentlab tests scripts benchmarks
+	$(BIN)/ruff format --check agentlab tests scripts benchmarks
 	$(BIN)/mypy agentlab
 	$(BIN)/lint-imports --no-cache
 	$(MAKE) docs
@@ -36,7 +37,8 @@ lab: $(STAMP)
 	$(BIN)/jupyter lab notebooks/
 
 lint: $(STAMP)
-	$(BIN)/ruff check agentlab tests
+	$(BIN)/ruff check agentlab tests scripts benchmarks
+	$(BIN)/ruff format --check agentlab tests scripts benchmarks
 	$(BIN)/mypy agentlab
 	$(BIN)/lint-imports --no-cache
 

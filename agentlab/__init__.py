@@ -50,9 +50,47 @@ if _TYPE_CHECKING:  # the lazily loaded names, typed for editors and mypy (``__g
     from .trace import Trace, Traces, load_run, load_runs
 
 __all__ = [
-    "AnthropicModel", "AuthenticationFailed", "Experiment", "ExperimentResult", "Budget", "BudgetSnapshot", "Done", "Event", "FakeClock", "FatalError",
-    "FunctionModel", "ModelError", "PermissionDenied", "Policy", "Prices", "Retry", "RetryableError",
-    "Lab", "ReplayModel", "Run", "ScriptedModel", "StepRecord", "Stopped", "Tool", "ToolError", "Trace", "Traces", "arun", "fork", "grid", "import_recorded", "load_recorded", "load_run", "load_runs", "mcp_tools", "replay", "reply", "resolve_model", "run", "sql", "tool",
+    "AnthropicModel",
+    "AuthenticationFailed",
+    "Experiment",
+    "ExperimentResult",
+    "Budget",
+    "BudgetSnapshot",
+    "Done",
+    "Event",
+    "FakeClock",
+    "FatalError",
+    "FunctionModel",
+    "ModelError",
+    "PermissionDenied",
+    "Policy",
+    "Prices",
+    "Retry",
+    "RetryableError",
+    "Lab",
+    "ReplayModel",
+    "Run",
+    "ScriptedModel",
+    "StepRecord",
+    "Stopped",
+    "Tool",
+    "ToolError",
+    "Trace",
+    "Traces",
+    "arun",
+    "fork",
+    "grid",
+    "import_recorded",
+    "load_recorded",
+    "load_run",
+    "load_runs",
+    "mcp_tools",
+    "replay",
+    "reply",
+    "resolve_model",
+    "run",
+    "sql",
+    "tool",
 ]
 
 
@@ -105,7 +143,18 @@ def __getattr__(name: str) -> object:
     raise AttributeError(f"module 'agentlab' has no attribute {name!r}")
 
 
-_SUBMODULES = ("analysis", "datasets", "experiments", "mcp", "otel", "plots", "recorded", "scenarios", "shop", "testing")
+_SUBMODULES = (
+    "analysis",
+    "datasets",
+    "experiments",
+    "mcp",
+    "otel",
+    "plots",
+    "recorded",
+    "scenarios",
+    "shop",
+    "testing",
+)
 
 
 def __dir__() -> list[str]:

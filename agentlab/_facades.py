@@ -125,16 +125,10 @@ def _prepare(
     if trace is not False and trace is not None:
         from .trace.writer import TraceWriter
 
-        writer = (
-            trace
-            if isinstance(trace, TraceWriter)
-            else TraceWriter(None if trace is True else trace)
-        )
+        writer = trace if isinstance(trace, TraceWriter) else TraceWriter(None if trace is True else trace)
         subscribers.append(writer)
     try:
-        return Run(
-            task, tools, model=model, subscribers=subscribers, counted_from=since, **options
-        ), writer
+        return Run(task, tools, model=model, subscribers=subscribers, counted_from=since, **options), writer
     except BaseException:
         if writer is not None:
             writer.close()

@@ -39,9 +39,7 @@ def _doc(text: str) -> dict[str, str]:
 class RunOptions:
     """The keywords of a run besides its task, tools and model (see the module docstring)."""
 
-    max_steps: int | None = field(
-        default=_LIMITS.max_steps, metadata=_doc("model calls allowed (None: no limit).")
-    )
+    max_steps: int | None = field(default=_LIMITS.max_steps, metadata=_doc("model calls allowed (None: no limit)."))
     max_cost: float | None = field(
         default=_LIMITS.max_cost,
         metadata=_doc(
@@ -50,33 +48,25 @@ class RunOptions:
     )
     deadline_s: float | None = field(
         default=_LIMITS.deadline_s,
-        metadata=_doc(
-            "seconds of working time (inside step(); set-up counts too) (None: no limit)."
-        ),
+        metadata=_doc("seconds of working time (inside step(); set-up counts too) (None: no limit)."),
     )
     cost_guard: CostGuard = field(
         default=_LIMITS.cost_guard,
-        metadata=_doc(
-            "'hard' (worst case checked before each call), 'estimate' (on a token estimate) or 'after'."
-        ),
+        metadata=_doc("'hard' (worst case checked before each call), 'estimate' (on a token estimate) or 'after'."),
     )
     system: str | None = field(default=None, metadata=_doc("the system prompt."))
     max_tokens: int = field(
         default=1024,
         metadata=_doc("the most output tokens one reply may use (the guard may lower it)."),
     )
-    policy: Policy | None = field(
-        default=None, metadata=_doc("retries and which errors are fatal (agentlab.Policy).")
-    )
+    policy: Policy | None = field(default=None, metadata=_doc("retries and which errors are fatal (agentlab.Policy)."))
     max_concurrency: int = field(
         default=8,
         metadata=_doc("read-only tool calls of one turn run together, at most this many."),
     )
     loop_nudge_at: int = field(
         default=3,
-        metadata=_doc(
-            "the same call this many times gets a nudge; once more after it stops the run."
-        ),
+        metadata=_doc("the same call this many times gets a nudge; once more after it stops the run."),
     )
     prices: Prices | None = field(
         default=None, metadata=_doc("USD per million tokens, when the model's are not known.")
@@ -84,12 +74,8 @@ class RunOptions:
     clock: Clock | None = field(
         default=None, metadata=_doc("the clock budgets and retries read (a FakeClock in tests).")
     )
-    rng: random.Random | None = field(
-        default=None, metadata=_doc("the randomness of retry jitter.")
-    )
-    run_id: str | None = field(
-        default=None, metadata=_doc("the run's id (default: 12 random hex digits).")
-    )
+    rng: random.Random | None = field(default=None, metadata=_doc("the randomness of retry jitter."))
+    run_id: str | None = field(default=None, metadata=_doc("the run's id (default: 12 random hex digits)."))
     subscribers: Iterable[Subscriber] = field(
         default=(), metadata=_doc("callbacks called with every event of the run.")
     )

@@ -45,9 +45,7 @@ def current_call() -> Link | None:
     return _CALL.get()
 
 
-def calling(
-    parent: Any, step: int, call_id: str, fn: Callable[[], Any], is_async: bool
-) -> Callable[[], Any]:
+def calling(parent: Any, step: int, call_id: str, fn: Callable[[], Any], is_async: bool) -> Callable[[], Any]:
     """``fn`` (a tool's call), run with the context variable naming its run and call."""
     if parent is None:
         return fn
@@ -84,14 +82,10 @@ class ParentLedger:
     def __init__(self, parent: Any, limit: Callable[[], float | None], outer: Any) -> None:
         self._parent = parent
         self._limit = limit
-        self._outer = (
-            outer  # the parent's own ledger: an experiment's total, a grandparent's, or unlimited
-        )
+        self._outer = outer  # the parent's own ledger: an experiment's total, a grandparent's, or unlimited
         self._lock = threading.Lock()
         self._held: dict[str, float] = {}
-        self.finished: list[
-            dict[str, Any]
-        ] = []  # sub-runs that ended, for the parent to record as events
+        self.finished: list[dict[str, Any]] = []  # sub-runs that ended, for the parent to record as events
         self.spent = 0.0  # by sub-runs, settled
 
     @property
@@ -108,9 +102,7 @@ class ParentLedger:
 
     def reserve(self, run_id: str, amount: float, minimum: float) -> float:
         with self._lock:
-            if (
-                self.parent_ended
-            ):  # its cost is final: a sub-run left running (or started late) may not add to it
+            if self.parent_ended:  # its cost is final: a sub-run left running (or started late) may not add to it
                 return 0.0
             limit = self._limit()
             if limit is not None:
@@ -141,9 +133,7 @@ class ParentLedger:
             if held > 0:
                 self._outer.settle(self._parent.run_id, held, 0.0)
 
-    def ended(
-        self, child: Any, link: Link, reported: tuple[float, int, int], *, holds: bool
-    ) -> tuple[float, int, int]:
+    def ended(self, child: Any, link: Link, reported: tuple[float, int, int], *, holds: bool) -> tuple[float, int, int]:
         """A sub-run finished: free what it still holds and keep its summary until the parent records it
         (on the parent's own loop). ``reported`` is what earlier ends reported (a resumed sub-run ends again);
         returns what has now been reported. ``holds``: the sub-run reserved from this ledger."""

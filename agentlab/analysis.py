@@ -56,7 +56,6 @@ BUDGET_STOPS = RESUMABLE  # kept for code that imported it from here; the rule l
 """Recorded stops that say nothing about what a run would have done with more room."""
 
 
-
 # ------------------------------------------------------------------ input checks
 def _need(df: Any, name: str, columns: Iterable[str]) -> None:
     """Fail with a message naming the frame and its missing columns, not a KeyError from pandas."""
@@ -78,6 +77,7 @@ def _frames(traces: Any) -> tuple[Any, Any, Any, Any]:
     if isinstance(traces, Mapping):
         get = traces.get
     elif all(hasattr(traces, a) for a in ("runs", "steps")):
+
         def get(key: str) -> Any:
             return getattr(traces, key, None)
     else:
@@ -144,9 +144,15 @@ def run_totals(steps: pd.DataFrame) -> pd.DataFrame:
     per = step_costs(steps)
     return (
         per.groupby("run_id", sort=False)
-        .agg(steps=("step", "size"), input_tokens=("input_tokens", "sum"), cache_read_tokens=("cache_read_tokens", "sum"),
-             cache_write_tokens=("cache_write_tokens", "sum"), output_tokens=("output_tokens", "sum"),
-             last_context=("context_tokens", "last"), cost=("cost", "sum"))
+        .agg(
+            steps=("step", "size"),
+            input_tokens=("input_tokens", "sum"),
+            cache_read_tokens=("cache_read_tokens", "sum"),
+            cache_write_tokens=("cache_write_tokens", "sum"),
+            output_tokens=("output_tokens", "sum"),
+            last_context=("context_tokens", "last"),
+            cost=("cost", "sum"),
+        )
         .reset_index()
     )
 
@@ -188,7 +194,9 @@ class CostFit:
         if isinstance(upto, bool) or not isinstance(upto, int) or upto < 1:
             raise ValueError(f"upto must be an int >= 1, got {upto!r}")
         n = list(range(1, upto + 1))
-        return pd.DataFrame({"step": n, "cost": [self.step_cost(k) for k in n], "cumulative_cost": [self.predict(k) for k in n]})
+        return pd.DataFrame(
+            {"step": n, "cost": [self.step_cost(k) for k in n], "cumulative_cost": [self.predict(k) for k in n]}
+        )
 
     def steps_until(self, max_cost: float) -> int | None:
         """The first step whose forecast cumulative cost passes ``max_cost``; None if it never does."""
@@ -222,8 +230,9 @@ class CostFit:
             f"a step limit of {max_steps} allows ${at_limit:.2f} "
             f"({at_limit / max_cost:.1f}x the ${max_cost:.2f} budget); {where}; "
             f"doubling the run to {2 * max_steps} steps costs ${self.predict(2 * max_steps):.2f} "
-            f"({self.predict(2 * max_steps) / at_limit:.1f}x)" if at_limit > 0 else
-            f"a step limit of {max_steps} allows ${at_limit:.2f}; {where}"
+            f"({self.predict(2 * max_steps) / at_limit:.1f}x)"
+            if at_limit > 0
+            else f"a step limit of {max_steps} allows ${at_limit:.2f}; {where}"
         )
 
     def __str__(self) -> str:
@@ -256,7 +265,8 @@ def fit_cost_curve(steps: pd.DataFrame, run_id: str | None = None) -> CostFit:
     rid = str(rows["run_id"].iloc[0]) if len(rows) else run_id
     if len(rows) < 3:
         raise ValueError(
-            f"fitting a quadratic needs at least 3 steps; run {rid!r} has {len(rows)}" if len(rows)
+            f"fitting a quadratic needs at least 3 steps; run {rid!r} has {len(rows)}"
+            if len(rows)
             else "steps is empty: there is no run to fit"
         )
     y = rows["cumulative_cost"].to_numpy(float)
@@ -310,8 +320,14 @@ class CostProjection:
 
     @classmethod
     def growing(
-        cls, first_input: int = 2000, reaches: int = 25_000, at_step: int = 8, *, output_per_step: int = 400,
-        prices: Prices | str = "claude-sonnet-4-5", caching: bool = False,
+        cls,
+        first_input: int = 2000,
+        reaches: int = 25_000,
+        at_step: int = 8,
+        *,
+        output_per_step: int = 400,
+        prices: Prices | str = "claude-sonnet-4-5",
+        caching: bool = False,
     ) -> CostProjection:
         """A projection whose context grows from ``first_input`` to ``reaches`` tokens by ``at_step``.
 
@@ -339,7 +355,9 @@ class CostProjection:
         if not self.caching:
             return Usage(input_tokens=ctx, output_tokens=self.output_per_step)
         read = 0 if k == 1 else self.context(k - 1)
-        return Usage(output_tokens=self.output_per_step, cache_read_input_tokens=read, cache_creation_input_tokens=ctx - read)
+        return Usage(
+            output_tokens=self.output_per_step, cache_read_input_tokens=read, cache_creation_input_tokens=ctx - read
+        )
 
     def step_cost(self, k: int) -> float:
         """USD of step ``k`` alone."""
@@ -362,12 +380,19 @@ class CostProjection:
             u = self.usage(k)
             cost = self.step_cost(k)
             total += cost
-            rows.append({
-                "run_id": "projection (cached)" if self.caching else "projection", "step": k,
-                "input_tokens": u.input_tokens, "output_tokens": u.output_tokens,
-                "cache_write_tokens": u.cache_creation_input_tokens, "cache_read_tokens": u.cache_read_input_tokens,
-                "context_tokens": u.context_tokens, "cost": cost, "cumulative_cost": total,
-            })
+            rows.append(
+                {
+                    "run_id": "projection (cached)" if self.caching else "projection",
+                    "step": k,
+                    "input_tokens": u.input_tokens,
+                    "output_tokens": u.output_tokens,
+                    "cache_write_tokens": u.cache_creation_input_tokens,
+                    "cache_read_tokens": u.cache_read_input_tokens,
+                    "context_tokens": u.context_tokens,
+                    "cost": cost,
+                    "cumulative_cost": total,
+                }
+            )
         return pd.DataFrame(rows)
 
     @staticmethod
@@ -401,7 +426,9 @@ def reprice(steps: pd.DataFrame, prices: Prices | str, *, caching: bool | None =
         out["cache_write_tokens"] = out["context_tokens"] - read
     out["cost"] = [
         p.cost(Usage(int(i), int(o), int(w), int(r)))
-        for i, o, w, r in zip(out["input_tokens"], out["output_tokens"], out["cache_write_tokens"], out["cache_read_tokens"], strict=True)
+        for i, o, w, r in zip(
+            out["input_tokens"], out["output_tokens"], out["cache_write_tokens"], out["cache_read_tokens"], strict=True
+        )
     ]
     out["cumulative_cost"] = out.groupby("run_id")["cost"].cumsum()
     return out
@@ -417,8 +444,16 @@ class _Verdict:
 
 
 def _replay(
-    rows: list[dict[str, Any]], run: dict[str, Any], *, max_steps: int | None, max_cost: float | None,
-    deadline_s: float | None, guard: CostGuard, prices: Prices | None, caches: bool, max_tokens: int,
+    rows: list[dict[str, Any]],
+    run: dict[str, Any],
+    *,
+    max_steps: int | None,
+    max_cost: float | None,
+    deadline_s: float | None,
+    guard: CostGuard,
+    prices: Prices | None,
+    caches: bool,
+    max_tokens: int,
     requests: Mapping[int, Mapping[str, Any]],
 ) -> _Verdict:
     """Walk one recorded run step by step under other limits, in the engine's order of checks."""
@@ -444,9 +479,14 @@ def _replay(
             step = int(r["step"])
             rec = requests.get(step, {})
             args = dict(
-                steps=k - 1, spent=spent, estimate=int(rec.get("estimate", r["context_tokens"])),
-                bound=int(rec.get("bound", r["context_tokens"])), billed_by_estimate=bool(i and rows[i - 1].get("estimated")),
-                fees=0.0, rates=rates, max_tokens=max_tokens,
+                steps=k - 1,
+                spent=spent,
+                estimate=int(rec.get("estimate", r["context_tokens"])),
+                bound=int(rec.get("bound", r["context_tokens"])),
+                billed_by_estimate=bool(i and rows[i - 1].get("estimated")),
+                fees=0.0,
+                rates=rates,
+                max_tokens=max_tokens,
             )
             checked = check_call(budget, **args)  # type: ignore[arg-type]
             if checked.wants_count and rec.get("can_count", True):
@@ -476,7 +516,13 @@ def _replay(
     n = max(n, int(run.get("steps") or 0))  # a last call that failed counts as a step but has no row
     if outcome == "incomplete" or reason in RESUMABLE:
         rec_cost = run.get("max_cost")
-        if reason == "budget" and max_cost is not None and rec_cost is not None and not _nan(rec_cost) and max_cost <= rec_cost:
+        if (
+            reason == "budget"
+            and max_cost is not None
+            and rec_cost is not None
+            and not _nan(rec_cost)
+            and max_cost <= rec_cost
+        ):
             return _Verdict("stopped", "budget", n, spent)
         return _Verdict("unknown", f"ran past the recording (which ended: {reason or outcome})", n, spent)
     return _Verdict(outcome, reason, n, spent)
@@ -528,9 +574,13 @@ def budget_whatif(
     runs, steps, _, events = _frames(traces)
     _need(runs, "runs", (*RUN_COLUMNS, "model", "seconds"))
     _need(steps, "steps", (*STEP_COLUMNS, "latency", "t"))
-    grid = list(itertools.product(
-        _limits("max_steps", max_steps, integer=True), _limits("max_cost", max_cost), _limits("deadline_s", deadline_s)
-    ))
+    grid = list(
+        itertools.product(
+            _limits("max_steps", max_steps, integer=True),
+            _limits("max_cost", max_cost),
+            _limits("deadline_s", deadline_s),
+        )
+    )
     started = _run_started(events)
     requests = _request_estimates(events)
     extra = [c for c in ("latency", "t", "estimated") if c in steps.columns]
@@ -546,16 +596,46 @@ def budget_whatif(
         max_tokens = int(info.get("max_tokens") or 1024)
         recorded = sum(r["cost"] for r in rows)
         for ms, mc, dl in grid:
-            v = _replay(rows, run, max_steps=ms, max_cost=mc, deadline_s=dl, guard=cost_guard, prices=prices,
-                        caches=caches, max_tokens=max_tokens, requests=requests.get(rid, {}))
-            out.append({
-                "run_id": rid, "max_steps": ms, "max_cost": mc, "deadline_s": dl, "outcome": v.outcome,
-                "reason": v.reason, "steps": v.steps, "spent": v.spent, "recorded_spent": recorded,
-                "saved": recorded - v.spent,
-                "changed": v.outcome != run["outcome"] or v.reason != run["reason"] or v.steps != len(rows),
-            })
-    cols = ["run_id", "max_steps", "max_cost", "deadline_s", "outcome", "reason", "steps", "spent",
-            "recorded_spent", "saved", "changed"]
+            v = _replay(
+                rows,
+                run,
+                max_steps=ms,
+                max_cost=mc,
+                deadline_s=dl,
+                guard=cost_guard,
+                prices=prices,
+                caches=caches,
+                max_tokens=max_tokens,
+                requests=requests.get(rid, {}),
+            )
+            out.append(
+                {
+                    "run_id": rid,
+                    "max_steps": ms,
+                    "max_cost": mc,
+                    "deadline_s": dl,
+                    "outcome": v.outcome,
+                    "reason": v.reason,
+                    "steps": v.steps,
+                    "spent": v.spent,
+                    "recorded_spent": recorded,
+                    "saved": recorded - v.spent,
+                    "changed": v.outcome != run["outcome"] or v.reason != run["reason"] or v.steps != len(rows),
+                }
+            )
+    cols = [
+        "run_id",
+        "max_steps",
+        "max_cost",
+        "deadline_s",
+        "outcome",
+        "reason",
+        "steps",
+        "spent",
+        "recorded_spent",
+        "saved",
+        "changed",
+    ]
     frame = pd.DataFrame(out, columns=cols)
     for c in ("max_steps", "max_cost", "deadline_s"):
         frame[c] = frame[c].astype(float)  # NaN = no limit, as in the runs frame
@@ -567,11 +647,16 @@ def whatif_summary(grid: pd.DataFrame) -> pd.DataFrame:
     _need(grid, "grid", ("max_steps", "max_cost", "deadline_s", "outcome", "reason", "spent", "saved"))
     keys = ["max_steps", "max_cost", "deadline_s"]
     stopped = grid["outcome"] == "stopped"
-    flags = {f"stopped: {r}": (stopped & (grid["reason"] == r)).astype(int)
-             for r in sorted(grid.loc[stopped, "reason"].unique())}
+    flags = {
+        f"stopped: {r}": (stopped & (grid["reason"] == r)).astype(int)
+        for r in sorted(grid.loc[stopped, "reason"].unique())
+    }
     g = grid.assign(
-        runs=1, done=(grid["outcome"] == "done").astype(int), stopped=stopped.astype(int),
-        unknown=(grid["outcome"] == "unknown").astype(int), **flags,
+        runs=1,
+        done=(grid["outcome"] == "done").astype(int),
+        stopped=stopped.astype(int),
+        unknown=(grid["outcome"] == "unknown").astype(int),
+        **flags,
     )
     cols = ["runs", "done", "stopped", "unknown", *flags, "spent", "saved"]
     return g.groupby(keys, dropna=False, sort=True)[cols].sum().reset_index()
@@ -607,8 +692,12 @@ def _run_prices(recorded: Any, model: Any) -> Prices | None:
         table = lookup_prices(model) if isinstance(model, str) else None
         if table is not None and (table.input, table.output) == (recorded["input"], recorded["output"]):
             return table  # the table's own entry also knows the long-context tier
-        return Prices(input=recorded["input"], output=recorded["output"],
-                      cache_read=recorded.get("cache_read"), cache_write=recorded.get("cache_write"))
+        return Prices(
+            input=recorded["input"],
+            output=recorded["output"],
+            cache_read=recorded.get("cache_read"),
+            cache_write=recorded.get("cache_write"),
+        )
     return lookup_prices(model) if isinstance(model, str) else None
 
 
@@ -646,15 +735,22 @@ def retry_counts(calls: pd.DataFrame, events: pd.DataFrame | None = None) -> pd.
 
     _need(calls, "calls", ("run_id", "attempts"))
     c = calls.assign(extra=(calls["attempts"].fillna(1).astype(int) - 1).clip(lower=0))
-    out = c.groupby("run_id", sort=False).agg(tool_calls=("extra", "size"), retried_calls=("extra", lambda s: int((s > 0).sum())),
-                                              tool_retries=("extra", "sum"))
+    out = c.groupby("run_id", sort=False).agg(
+        tool_calls=("extra", "size"),
+        retried_calls=("extra", lambda s: int((s > 0).sum())),
+        tool_retries=("extra", "sum"),
+    )
     if events is not None:
         _need(events, "events", ("run_id", "kind"))
         model = events[events["kind"] == EventKind.MODEL_RETRY].groupby("run_id").size().rename("model_retries")
         out = out.join(model, how="outer")
     else:
         out["model_retries"] = 0
-    out = out.fillna(0).astype(int) if len(out) else pd.DataFrame(columns=["tool_calls", "retried_calls", "tool_retries", "model_retries"])
+    out = (
+        out.fillna(0).astype(int)
+        if len(out)
+        else pd.DataFrame(columns=["tool_calls", "retried_calls", "tool_retries", "model_retries"])
+    )
     return out.reset_index().rename(columns={"index": "run_id"})
 
 
@@ -689,7 +785,9 @@ def parallel_speedup(calls: pd.DataFrame) -> pd.DataFrame:
     _need(calls, "calls", CALL_COLUMNS)
     ran = _executed(calls)
     g = ran.groupby(["run_id", "step"], sort=False)
-    out = g.agg(calls=("tool", "size"), busy=("duration", "sum"), first=("start", "min"), last=("end", "max")).reset_index()
+    out = g.agg(
+        calls=("tool", "size"), busy=("duration", "sum"), first=("start", "min"), last=("end", "max")
+    ).reset_index()
     out["wall"] = out["last"] - out["first"]
     out["speedup"] = (out["busy"] / out["wall"]).where(out["wall"] > 0)
     return out[["run_id", "step", "calls", "busy", "wall", "speedup"]]

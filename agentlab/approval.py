@@ -127,8 +127,14 @@ class Approver:
     """
 
     def __init__(
-        self, approve: ApproveCallback | bool | None, *, stops_clock: bool, emit: Callable[..., None],
-        time_left: Callable[[], float | None], now: Callable[[], float], credit: Callable[[float], None],
+        self,
+        approve: ApproveCallback | bool | None,
+        *,
+        stops_clock: bool,
+        emit: Callable[..., None],
+        time_left: Callable[[], float | None],
+        now: Callable[[], float],
+        credit: Callable[[float], None],
         step: Callable[[], int],
     ) -> None:
         if isinstance(approve, Ask):
@@ -179,13 +185,28 @@ class Approver:
         return out
 
 
-def interpret_and_report(answer: Any, request: ApprovalRequest, emit: Callable[..., None], waited: float) -> dict[str, Any]:
+def interpret_and_report(
+    answer: Any, request: ApprovalRequest, emit: Callable[..., None], waited: float
+) -> dict[str, Any]:
     try:
         args = interpret(answer, request)
     except ApprovalDenied as exc:
-        emit(EventKind.APPROVAL_ANSWERED, call_id=request.call_id, tool=request.tool, answer="deny", reason=str(exc), waited=waited)
+        emit(
+            EventKind.APPROVAL_ANSWERED,
+            call_id=request.call_id,
+            tool=request.tool,
+            answer="deny",
+            reason=str(exc),
+            waited=waited,
+        )
         raise
     edited = args != request.args
-    emit(EventKind.APPROVAL_ANSWERED, call_id=request.call_id, tool=request.tool, answer="edit" if edited else "approve",
-         args=args if edited else None, waited=waited)
+    emit(
+        EventKind.APPROVAL_ANSWERED,
+        call_id=request.call_id,
+        tool=request.tool,
+        answer="edit" if edited else "approve",
+        args=args if edited else None,
+        waited=waited,
+    )
     return args

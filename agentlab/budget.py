@@ -193,8 +193,16 @@ def worst_case_cost(
 
 
 def guard_call(
-    budget: Budget, *, steps: int, spent: float, est_input_tokens: int, input_rate: float, output_rate: float,
-    max_tokens: int, fees: float = 0.0, basis: GuardBasis = "estimated",
+    budget: Budget,
+    *,
+    steps: int,
+    spent: float,
+    est_input_tokens: int,
+    input_rate: float,
+    output_rate: float,
+    max_tokens: int,
+    fees: float = 0.0,
+    basis: GuardBasis = "estimated",
 ) -> int | Stop:
     """The pre-call cost guard: the ``max_tokens`` the next call may use, or why it may not be made.
 
@@ -277,8 +285,11 @@ class GuardCheck:
         out: dict[str, Any] = {"input_bound": self.input_bound, "can_count": self.can_count}
         if self.basis is not None:
             out.update(
-                guard_basis=self.basis, guard_input_tokens=self.input_tokens, guard_fees=self.fees,
-                guard_worst_case=self.worst_case, guard_why=self.why,
+                guard_basis=self.basis,
+                guard_input_tokens=self.input_tokens,
+                guard_fees=self.fees,
+                guard_worst_case=self.worst_case,
+                guard_why=self.why,
             )
         if self.count_error is not None:
             out["count_error"] = self.count_error
@@ -288,8 +299,18 @@ class GuardCheck:
 
 
 def check_call(
-    budget: Budget, *, steps: int, spent: float, estimate: int, bound: int, billed_by_estimate: bool,
-    fees: float | None, rates: Rates | None, max_tokens: int, counted: int | None = None, can_count: bool = True,
+    budget: Budget,
+    *,
+    steps: int,
+    spent: float,
+    estimate: int,
+    bound: int,
+    billed_by_estimate: bool,
+    fees: float | None,
+    rates: Rates | None,
+    max_tokens: int,
+    counted: int | None = None,
+    can_count: bool = True,
 ) -> GuardCheck:
     """The pre-call cost guard for step ``steps + 1``: may the call be made, with how many output tokens, and why.
 
@@ -311,13 +332,26 @@ def check_call(
         tokens, basis, wants = counted, "exact", False
     else:
         tokens, basis, wants = guard_input(
-            budget, spent=spent, estimate=estimate, bound=bound, billed_by_estimate=billed_by_estimate,
-            fees=fees, rates=rates, max_tokens=max_tokens,
+            budget,
+            spent=spent,
+            estimate=estimate,
+            bound=bound,
+            billed_by_estimate=billed_by_estimate,
+            fees=fees,
+            rates=rates,
+            max_tokens=max_tokens,
         )
     in_rate, out_rate = rates(tokens)
     decided = guard_call(
-        budget, steps=steps, spent=spent, est_input_tokens=tokens, input_rate=in_rate, output_rate=out_rate,
-        max_tokens=max_tokens, fees=fees or 0.0, basis=basis,
+        budget,
+        steps=steps,
+        spent=spent,
+        est_input_tokens=tokens,
+        input_rate=in_rate,
+        output_rate=out_rate,
+        max_tokens=max_tokens,
+        fees=fees or 0.0,
+        basis=basis,
     )
     allowed = decided if isinstance(decided, int) else min(MIN_REPLY_TOKENS, max_tokens)
     worst = worst_case_cost(tokens, in_rate, out_rate, allowed, fees or 0.0)
@@ -329,8 +363,17 @@ def check_call(
         lowered = f", max_tokens lowered to {allowed}" if allowed < max_tokens else ""
         why = f"{what} {tokens} input tokens: worst case ${worst:.4f} of ${left:.4f} left{lowered}"
     return GuardCheck(
-        basis, bound, tokens, worst, basis == "exact" and counted is not None, allowed, fees, why,
-        stop=decided if isinstance(decided, Stop) else None, wants_count=wants, can_count=can_count,
+        basis,
+        bound,
+        tokens,
+        worst,
+        basis == "exact" and counted is not None,
+        allowed,
+        fees,
+        why,
+        stop=decided if isinstance(decided, Stop) else None,
+        wants_count=wants,
+        can_count=can_count,
     )
 
 
@@ -358,13 +401,17 @@ def input_bound(obj: Any) -> int:
     their base64 size exceeds for any real file.
     """
     if isinstance(obj, str):
-        return len(obj.encode("utf-8", "surrogatepass")) + BLOCK_OVERHEAD_TOKENS  # issue 24: a lone surrogate is 3 bytes, not a crash
+        return (
+            len(obj.encode("utf-8", "surrogatepass")) + BLOCK_OVERHEAD_TOKENS
+        )  # issue 24: a lone surrogate is 3 bytes, not a crash
     try:
         n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
     except TypeError:  # e.g. an int too large for orjson
         import json
 
-        n = len(json.dumps(obj, separators=(",", ":"), default=str, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        n = len(
+            json.dumps(obj, separators=(",", ":"), default=str, ensure_ascii=False).encode("utf-8", "surrogatepass")
+        )
     return n + _framing(obj)
 
 
@@ -387,7 +434,13 @@ def request_input_bound(system: str | None, tools: list[dict[str, Any]], message
 
 
 def needs_exact_count(
-    budget: Budget, *, spent: float, bound_tokens: int, input_rate: float, output_rate: float, max_tokens: int,
+    budget: Budget,
+    *,
+    spent: float,
+    bound_tokens: int,
+    input_rate: float,
+    output_rate: float,
+    max_tokens: int,
     fees: float = 0.0,
 ) -> bool:
     """Should the hard guard ask the API for the exact input count before this call?
@@ -403,8 +456,15 @@ def needs_exact_count(
 
 
 def guard_input(
-    budget: Budget, *, spent: float, estimate: int, bound: int, billed_by_estimate: bool, fees: float | None,
-    rates: Callable[[int], tuple[float, float]], max_tokens: int,
+    budget: Budget,
+    *,
+    spent: float,
+    estimate: int,
+    bound: int,
+    billed_by_estimate: bool,
+    fees: float | None,
+    rates: Callable[[int], tuple[float, float]],
+    max_tokens: int,
 ) -> tuple[int, GuardBasis, bool]:
     """What the guard takes as the next call's input: (tokens, basis, ask the model for an exact count?).
 
@@ -420,7 +480,13 @@ def guard_input(
         return estimate, "exact", False
     in_rate, out_rate = rates(bound)
     ask = needs_exact_count(
-        budget, spent=spent, bound_tokens=bound, input_rate=in_rate, output_rate=out_rate, max_tokens=max_tokens, fees=fees
+        budget,
+        spent=spent,
+        bound_tokens=bound,
+        input_rate=in_rate,
+        output_rate=out_rate,
+        max_tokens=max_tokens,
+        fees=fees,
     )
     return bound, "bounded", ask
 
@@ -490,8 +556,12 @@ class GuardReport:
 
     def as_dict(self) -> dict[str, Any]:
         return {
-            "mode": self.mode, "calls": dict(self.calls), "input_counts": self.input_counts,
-            "estimate_short": self.estimate_short, "over": self.over, "guarantee": self.guarantee,
+            "mode": self.mode,
+            "calls": dict(self.calls),
+            "input_counts": self.input_counts,
+            "estimate_short": self.estimate_short,
+            "over": self.over,
+            "guarantee": self.guarantee,
         }
 
 
@@ -525,7 +595,11 @@ NO_LEDGER: Ledger = _Unlimited()
 
 
 def reserve_call(
-    ledger: Ledger, run_id: str, est_input_tokens: int, rates: tuple[float, float], max_tokens: int,
+    ledger: Ledger,
+    run_id: str,
+    est_input_tokens: int,
+    rates: tuple[float, float],
+    max_tokens: int,
 ) -> tuple[int, float] | Stop:
     """Reserve a call's worst case against a shared ledger: ``(max_tokens, reserved)`` or why not.
 

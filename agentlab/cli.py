@@ -52,8 +52,9 @@ examples:
 traces go to $AGENTLAB_RUNS (default ./runs); add --json to run, report, experiment,
 import or runs for machine-readable output"""
 
-NOTEBOOKS_HINT = "notebooks: agentlab notebooks DIR, then jupyter lab DIR   (pip install 'agentlab-loop[lab]' for JupyterLab)"
-
+NOTEBOOKS_HINT = (
+    "notebooks: agentlab notebooks DIR, then jupyter lab DIR   (pip install 'agentlab-loop[lab]' for JupyterLab)"
+)
 
 
 # ------------------------------------------------------------- formatting
@@ -83,23 +84,29 @@ def describe_event(kind: str, step: int, data: dict[str, Any]) -> str | None:
     if kind == EventKind.MODEL_CALLED and "content" in data:
         calls = [b for b in data["content"] if b.get("type") == "tool_use"]
         what = ", ".join(f"{b['name']}({_args_text(b.get('input', {}), 40)})" for b in calls) or "answers"
-        return (f"step {step}: model → {what}   [{data.get('context_tokens', 0):,} tokens in, "
-                f"${data.get('cost', 0):.4f}, {data.get('latency', 0):.2f}s]")
+        return (
+            f"step {step}: model → {what}   [{data.get('context_tokens', 0):,} tokens in, "
+            f"${data.get('cost', 0):.4f}, {data.get('latency', 0):.2f}s]"
+        )
     if kind == EventKind.TOOL_RETRY:
         return f"    {data['tool']}: {_short(data['error'], 70)}; retry {data['attempt']} in {data['wait']:.2f}s"
     if kind == EventKind.NUDGED:
         return f"    {data['tool']}: asked {data['count']} times with the same arguments; nudged instead of run"
     if kind == EventKind.TOOL_FINISHED and data.get("outcome") != "nudged":
         took = (data.get("end") or 0) - (data.get("start") or 0)
-        mark = {"ok": "ok", "retried": f"ok after {data.get('attempts')} attempts"}.get(data["outcome"], data["outcome"])
+        mark = {"ok": "ok", "retried": f"ok after {data.get('attempts')} attempts"}.get(
+            data["outcome"], data["outcome"]
+        )
         return f"    {data['tool']}({_args_text(data.get('args', {}))}) {mark} in {took:.2f}s: {_short(data.get('result', ''), 70)}"
     return None
 
 
 def describe_result(result: Any) -> str:
     """The last lines of a run: outcome, numbers, answer or diagnosis."""
-    head = (f"{result.outcome}: {result.reason}  ·  {result.steps} steps  ·  ${result.cost:.4f}  ·  "
-            f"{result.elapsed:.2f}s  ·  {result.model_calls} model calls")
+    head = (
+        f"{result.outcome}: {result.reason}  ·  {result.steps} steps  ·  ${result.cost:.4f}  ·  "
+        f"{result.elapsed:.2f}s  ·  {result.model_calls} model calls"
+    )
     body = result.text if result.outcome == "done" else (result.detail or result.text)
     return f"{head}\n{body}"
 
@@ -153,13 +160,29 @@ def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         expected = s.expected if "/" not in label else result.reason
         ok = result.reason == expected
         print(f" {result.reason} ({took:.1f}s){'' if ok else f'  UNEXPECTED, wanted {expected}'}", file=err, flush=True)
-        rows.append([label, result.reason, result.steps, f"${result.cost:.4f}", f"{took:.2f}", result.model_calls,
-                     result.run_id])
+        rows.append(
+            [
+                label,
+                result.reason,
+                result.steps,
+                f"${result.cost:.4f}",
+                f"{took:.2f}",
+                result.model_calls,
+                result.run_id,
+            ]
+        )
     print(file=err)
-    print(format_table(["scenario", "reason", "steps", "cost", "seconds", "model calls", "run id"], rows, right=(2, 3, 4, 5)),
-          file=out)
-    unexpected = [r[0] for r, (label, name, _) in zip(rows, plan, strict=True)
-                  if "/" not in label and r[1] != scenarios.get(name).expected]
+    print(
+        format_table(
+            ["scenario", "reason", "steps", "cost", "seconds", "model calls", "run id"], rows, right=(2, 3, 4, 5)
+        ),
+        file=out,
+    )
+    unexpected = [
+        r[0]
+        for r, (label, name, _) in zip(rows, plan, strict=True)
+        if "/" not in label and r[1] != scenarios.get(name).expected
+    ]
     files = _demo_plots(results, runs, plots, err) if not args.no_plots else []
     summary = plots / "summary.csv"
     plots.mkdir(parents=True, exist_ok=True)
@@ -168,7 +191,10 @@ def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         + "".join(",".join(str(c).replace("$", "") for c in r) + "\n" for r in rows),
         encoding="utf-8",
     )
-    print(f"\n{len(plan) - len(unexpected)}/{len(plan)} runs ended as their lesson says, in {time.monotonic() - t_all:.1f}s.", file=out)
+    print(
+        f"\n{len(plan) - len(unexpected)}/{len(plan)} runs ended as their lesson says, in {time.monotonic() - t_all:.1f}s.",
+        file=out,
+    )
     print(f"traces:   {runs}/<run id>.jsonl  (read one: agentlab report {rows[0][-1]})", file=out)
     print(f"summary:  {summary}", file=out)
     for f in files:
@@ -186,13 +212,22 @@ def cmd_experiment(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     exp = load_spec(args.spec, name=args.name, progress=False if args.quiet else "tqdm")
     if exp.folder.rows.exists() and not args.resume:
-        raise ValueError(f"{exp.folder.path} already holds runs: pass --resume to continue it, or --name NEW for a new one")
+        raise ValueError(
+            f"{exp.folder.path} already holds runs: pass --resume to continue it, or --name NEW for a new one"
+        )
     result = exp.run()
     if args.json:
         summary = result.summary()
-        _print_json({"experiment": exp.folder.path.name, "folder": str(exp.folder.path), "rows_file": str(exp.folder.rows),
-                     "summary": _records(summary.reset_index(names="config")) if not summary.empty else [],
-                     "runs": _records(result.runs)}, out)
+        _print_json(
+            {
+                "experiment": exp.folder.path.name,
+                "folder": str(exp.folder.path),
+                "rows_file": str(exp.folder.rows),
+                "summary": _records(summary.reset_index(names="config")) if not summary.empty else [],
+                "runs": _records(result.runs),
+            },
+            out,
+        )
         return 0
     print(summary_text(result), file=out)
     print(f"\n{result!r}\nrows: {exp.folder.rows}", file=out)
@@ -224,8 +259,11 @@ def _demo_plots(results: dict[str, Any], runs: Path, folder: Path, err: TextIO) 
         t = trace("growing-context/no-limit")
         save(plots.cost_curve(t.steps, max_cost=0.10, max_steps=12, forecast_to=12), "cost-curve.png")
         save(plots.token_growth(t.steps), "token-growth.png")
-    names = {"growing-context/no-limit": "no cost limit", "growing-context/after": "after-the-fact check (the sketch)",
-             "growing-context": "hard cost guard"}
+    names = {
+        "growing-context/no-limit": "no cost limit",
+        "growing-context/after": "after-the-fact check (the sketch)",
+        "growing-context": "hard cost guard",
+    }
     labels = {results[k].run_id: v for k, v in names.items() if k in results}
     if len(labels) > 1:
         both = Traces([load_run(r, runs) for r in labels])
@@ -240,7 +278,9 @@ def _demo_plots(results: dict[str, Any], runs: Path, folder: Path, err: TextIO) 
         for ax, k in zip(axes, timeline, strict=True):
             t = trace(k)
             plots.tool_timeline(t.calls, steps=t.steps, ax=ax)
-            ax.set_title(f"{k}: {'reads run together' if k == 'parallel-lookups' else 'writes run one at a time'}", loc="left")
+            ax.set_title(
+                f"{k}: {'reads run together' if k == 'parallel-lookups' else 'writes run one at a time'}", loc="left"
+            )
         save(axes[0], "tool-timeline.png")
     return written
 
@@ -251,8 +291,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .trace import runs_dir
 
     runs = runs_dir(args.runs)
-    limits = {k: v for k, v in (("max_steps", args.max_steps), ("max_cost", args.max_cost), ("deadline_s", args.deadline))
-              if v is not None}
+    limits = {
+        k: v
+        for k, v in (("max_steps", args.max_steps), ("max_cost", args.max_cost), ("deadline_s", args.deadline))
+        if v is not None
+    }
     progress = Progress(err)
     if args.scenario:
         from . import scenarios
@@ -291,7 +334,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"agentlab run: {exc}".replace("model='offline'", "--model offline"), file=err)
             return 2
         if offline:
-            print(f"model: offline ({getattr(resolved.model, 'name', OFFLINE)}, priced as {resolved.model.model})", file=err)
+            print(
+                f"model: offline ({getattr(resolved.model, 'name', OFFLINE)}, priced as {resolved.model.model})",
+                file=err,
+            )
         print(f"task: {args.task}", file=err, flush=True)
         from ._facades import run
 
@@ -319,16 +365,25 @@ def _tools_from_ref(ref: str, task: str) -> list[Any]:
     if isinstance(obj, Tool):
         return [obj]
     if not isinstance(obj, (list, tuple)):
-        raise ValueError(f"--tools {ref}: expected a tool, a list of tools or a factory returning one, got {type(obj).__name__}")
+        raise ValueError(
+            f"--tools {ref}: expected a tool, a list of tools or a factory returning one, got {type(obj).__name__}"
+        )
     return list(obj)
 
 
 def result_json(result: Any, runs: Path) -> dict[str, Any]:
     """A finished run as a JSON object: how it ended, its numbers, its answer and where its trace is."""
     return {
-        "run_id": result.run_id, "outcome": result.outcome, "reason": str(result.reason), "detail": result.detail,
-        "text": result.text, "steps": result.steps, "model_calls": result.model_calls, "cost": result.cost,
-        "seconds": result.elapsed, "trace": str(runs / f"{result.run_id}.jsonl"),
+        "run_id": result.run_id,
+        "outcome": result.outcome,
+        "reason": str(result.reason),
+        "detail": result.detail,
+        "text": result.text,
+        "steps": result.steps,
+        "model_calls": result.model_calls,
+        "cost": result.cost,
+        "seconds": result.elapsed,
+        "trace": str(runs / f"{result.run_id}.jsonl"),
     }
 
 
@@ -354,7 +409,9 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         from .trace import load_run
 
         trace = load_run(run_id, runs)
-        _print_json({"summary": _jsonable(trace.summary), "steps": _records(trace.steps), "calls": _records(trace.calls)}, out)
+        _print_json(
+            {"summary": _jsonable(trace.summary), "steps": _records(trace.steps), "calls": _records(trace.calls)}, out
+        )
         return 0
     print(report.report_text(run_id, runs=runs), file=out)
     return 0
@@ -382,8 +439,13 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(f"agentlab import: {exc}", file=err)
         return 2
     if args.json:
-        _print_json({"written": [{"run_id": f.stem, "file": str(f)} for f in report],
-                     "skipped": [{"file": str(f), "why": why} for f, why in report.skipped]}, out)
+        _print_json(
+            {
+                "written": [{"run_id": f.stem, "file": str(f)} for f in report],
+                "skipped": [{"file": str(f), "why": why} for f, why in report.skipped],
+            },
+            out,
+        )
         return 0
     for f in report:
         print(f"  {f}", file=out)
@@ -417,15 +479,21 @@ def cmd_compact(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (FileNotFoundError, ModuleNotFoundError) as exc:
         print(f"agentlab compact: {exc}", file=err)
         return 2
-    print(f"{counts['stored']} run(s) stored, {counts['fresh']} already fresh; "
-          f"{counts['parts']} part(s) in {Path(args.runs_dir) / '_store'}", file=out)
+    print(
+        f"{counts['stored']} run(s) stored, {counts['fresh']} already fresh; "
+        f"{counts['parts']} part(s) in {Path(args.runs_dir) / '_store'}",
+        file=out,
+    )
     return 0
 
 
 def _add_compact(sub: Any) -> None:
-    c = sub.add_parser("compact", help="write (or update) the columnar store of a runs folder, for fast loading and SQL",
-                       description="Store every run of RUNS_DIR not stored yet (or changed since) as Parquet in "
-                                   "RUNS_DIR/_store, merged into one part per day. Safe to interrupt.")
+    c = sub.add_parser(
+        "compact",
+        help="write (or update) the columnar store of a runs folder, for fast loading and SQL",
+        description="Store every run of RUNS_DIR not stored yet (or changed since) as Parquet in "
+        "RUNS_DIR/_store, merged into one part per day. Safe to interrupt.",
+    )
     c.add_argument("runs_dir", metavar="RUNS_DIR", help="the folder that holds the .jsonl traces")
     c.add_argument("--rebuild", action="store_true", help="throw the store away and re-derive it from the logs")
     c.set_defaults(fn=cmd_compact)
@@ -450,10 +518,24 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     elif not summaries:
         print(f"no runs in {folder}", file=out)
     else:
-        rows = [[s["run_id"], s["outcome"], s["reason"], s["steps"], f"${s['cost']:.4f}", s["model"],
-                 str(s.get("started_at") or "")[:19].replace("T", " ")] for s in summaries]
-        print(format_table(["run id", "outcome", "reason", "steps", "cost", "model", "started (UTC)"], rows, right=(3, 4)),
-              file=out)
+        rows = [
+            [
+                s["run_id"],
+                s["outcome"],
+                s["reason"],
+                s["steps"],
+                f"${s['cost']:.4f}",
+                s["model"],
+                str(s.get("started_at") or "")[:19].replace("T", " "),
+            ]
+            for s in summaries
+        ]
+        print(
+            format_table(
+                ["run id", "outcome", "reason", "steps", "cost", "model", "started (UTC)"], rows, right=(3, 4)
+            ),
+            file=out,
+        )
         print(f"\n{len(rows)} run(s) in {folder}; read one: agentlab report RUN_ID --runs {folder}", file=out)
     for w in caught:
         print(f"warning: {w.message}", file=err)
@@ -511,7 +593,9 @@ def _positive(kind: type) -> Any:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a {'whole ' if kind is int else ''}number, got {text!r}") from None
+            raise argparse.ArgumentTypeError(
+                f"expected a {'whole ' if kind is int else ''}number, got {text!r}"
+            ) from None
         if value <= 0:
             raise argparse.ArgumentTypeError(f"must be > 0, got {text!r}")
         return value
@@ -522,14 +606,20 @@ def _positive(kind: type) -> Any:
 def build_parser() -> argparse.ArgumentParser:
     from ._version import installed_version
 
-    p = argparse.ArgumentParser(prog="agentlab", description=DESCRIPTION, epilog=EPILOG,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--version", action="version", version=f"agentlab {installed_version()} (distribution agentlab-loop)")
+    p = argparse.ArgumentParser(
+        prog="agentlab", description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    p.add_argument(
+        "--version", action="version", version=f"agentlab {installed_version()} (distribution agentlab-loop)"
+    )
     sub = p.add_subparsers(dest="command", metavar="COMMAND", title="commands")
 
-    d = sub.add_parser("demo", help="run every scenario offline; print a summary table; write traces and plots",
-                       description="Run every scenario offline, print one summary table, write the traces and the key "
-                                   "plots, and say where everything went.")
+    d = sub.add_parser(
+        "demo",
+        help="run every scenario offline; print a summary table; write traces and plots",
+        description="Run every scenario offline, print one summary table, write the traces and the key "
+        "plots, and say where everything went.",
+    )
     d.add_argument("--only", nargs="+", metavar="NAME", help="run only these scenarios")
     d.add_argument("--out", metavar="DIR", help="folder for the plots and summary.csv (default: RUNS/demo)")
     d.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
@@ -537,15 +627,24 @@ def build_parser() -> argparse.ArgumentParser:
     d.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
     d.set_defaults(fn=cmd_demo)
 
-    r = sub.add_parser("run", help="run one task (or one scenario), printing each step as it happens",
-                       description="Run one task with the shop's tools (or your own: --tools module:attr), or one "
-                                   "offline scenario, and print each step as it happens. A Claude model needs "
-                                   "ANTHROPIC_API_KEY; --model offline needs none.")
-    r.add_argument("task", nargs="?", help="what to ask, e.g. \"Why was order 1042 late?\"")
-    r.add_argument("--tools", default="shop", metavar="shop|none|MODULE:ATTR",
-                   help="the toolset: the example shop (default), none, or module:attr naming a tool, a list of "
-                        "tools or a factory tools(task) -> list, as in an experiment spec")
-    r.add_argument("--model", default="claude-sonnet-4-5", help="Claude model id (default: claude-sonnet-4-5), or 'offline'")
+    r = sub.add_parser(
+        "run",
+        help="run one task (or one scenario), printing each step as it happens",
+        description="Run one task with the shop's tools (or your own: --tools module:attr), or one "
+        "offline scenario, and print each step as it happens. A Claude model needs "
+        "ANTHROPIC_API_KEY; --model offline needs none.",
+    )
+    r.add_argument("task", nargs="?", help='what to ask, e.g. "Why was order 1042 late?"')
+    r.add_argument(
+        "--tools",
+        default="shop",
+        metavar="shop|none|MODULE:ATTR",
+        help="the toolset: the example shop (default), none, or module:attr naming a tool, a list of "
+        "tools or a factory tools(task) -> list, as in an experiment spec",
+    )
+    r.add_argument(
+        "--model", default="claude-sonnet-4-5", help="Claude model id (default: claude-sonnet-4-5), or 'offline'"
+    )
     r.add_argument("--scenario", metavar="NAME", help="run an offline scenario (see: agentlab scenarios)")
     r.add_argument("--seed", type=int, default=0, help="seed of a scenario's model (default 0)")
     r.add_argument("--max-steps", type=_positive(int), help="step budget")
@@ -555,44 +654,68 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", action="store_true", help="print the result as one JSON object")
     r.set_defaults(fn=cmd_run)
 
-    rep = sub.add_parser("report", help="read a run's trace: budgets, every step, why it stopped",
-                         description="Print a run's trace as a report, or export it as a notebook.")
+    rep = sub.add_parser(
+        "report",
+        help="read a run's trace: budgets, every step, why it stopped",
+        description="Print a run's trace as a report, or export it as a notebook.",
+    )
     rep.add_argument("run_id", metavar="RUN_ID", help="the run's id (its trace file's name)")
     rep.add_argument("--notebook", metavar="OUT.ipynb", help="write the report as a notebook instead")
     rep.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
     rep.add_argument("--json", action="store_true", help="print the run's summary, steps and tool calls as JSON")
     rep.set_defaults(fn=cmd_report)
 
-    im = sub.add_parser("import", help="turn recorded runs (Claude Code, Codex, Gemini CLI, SWE-agent, API logs…) into traces",
-                        description="Read recorded runs from a file or folder and write them as native trace files.")
+    im = sub.add_parser(
+        "import",
+        help="turn recorded runs (Claude Code, Codex, Gemini CLI, SWE-agent, API logs…) into traces",
+        description="Read recorded runs from a file or folder and write them as native trace files.",
+    )
     im.add_argument("path", metavar="PATH", help="a recorded file or a folder of them")
     im.add_argument("--out", metavar="DIR", help="traces folder to write (default: $AGENTLAB_RUNS or ./runs)")
-    im.add_argument("--format", default="auto", choices=["auto", *_recorded_formats()],
-                    help="the records' format (default: recognised from the content)")
+    im.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", *_recorded_formats()],
+        help="the records' format (default: recognised from the content)",
+    )
     im.add_argument("--force", action="store_true", help="overwrite runs already in the traces folder")
     im.add_argument("--json", action="store_true", help="print the files written (and skipped) as JSON")
     im.set_defaults(fn=cmd_import)
 
-    ru = sub.add_parser("runs", help="list the runs in a traces folder, newest first",
-                        description="List the runs in a traces folder (native or imported), newest first.")
+    ru = sub.add_parser(
+        "runs",
+        help="list the runs in a traces folder, newest first",
+        description="List the runs in a traces folder (native or imported), newest first.",
+    )
     ru.add_argument("folder", nargs="?", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
     ru.add_argument("--json", action="store_true", help="print each run's summary as JSON")
     ru.set_defaults(fn=cmd_runs)
 
-    nb = sub.add_parser("notebooks", help="copy the teaching notebooks out of the installed package",
-                        description="Copy the teaching notebooks into a folder (files already there are kept), "
-                                    "then open them with jupyter lab. Each runs offline.")
-    nb.add_argument("folder", nargs="?", default="agentlab-notebooks", metavar="DIR",
-                    help="where to put them (default: ./agentlab-notebooks)")
+    nb = sub.add_parser(
+        "notebooks",
+        help="copy the teaching notebooks out of the installed package",
+        description="Copy the teaching notebooks into a folder (files already there are kept), "
+        "then open them with jupyter lab. Each runs offline.",
+    )
+    nb.add_argument(
+        "folder",
+        nargs="?",
+        default="agentlab-notebooks",
+        metavar="DIR",
+        help="where to put them (default: ./agentlab-notebooks)",
+    )
     nb.set_defaults(fn=cmd_notebooks)
 
     sc = sub.add_parser("scenarios", help="list the offline scenarios and what each one teaches")
     sc.add_argument("-v", "--verbose", action="store_true", help="also print each lesson and task")
     sc.set_defaults(fn=cmd_scenarios)
 
-    ex = sub.add_parser("experiment", help="run a grid of tasks x configs under one total budget (TOML spec)",
-                        description="Run the experiment a TOML spec describes (see docs/experiments.md), printing "
-                                    "progress and the summary table. Finished runs are kept in its folder.")
+    ex = sub.add_parser(
+        "experiment",
+        help="run a grid of tasks x configs under one total budget (TOML spec)",
+        description="Run the experiment a TOML spec describes (see docs/experiments.md), printing "
+        "progress and the summary table. Finished runs are kept in its folder.",
+    )
     ex.add_argument("spec", metavar="SPEC", help="the experiment's .toml file")
     ex.add_argument("--resume", action="store_true", help="continue an experiment whose folder already holds runs")
     ex.add_argument("--name", help="run it under a new name (a new folder)")
@@ -641,4 +764,3 @@ def error_line(exc: BaseException) -> str:
 
 if __name__ == "__main__":  # pragma: no cover
     raise SystemExit(main())
-

@@ -56,18 +56,30 @@ def real_usage(source: Source = "all") -> Traces:
                         unique = f"{base}-{n}"
                     used.add(unique)
                     run = runs[rid] = RecordedRun(
-                        run_id=unique, format=name, source=f"{row['source']}:{rid}", messages=[], steps=[],
-                        task=rid, model=row["model"], meta={"dataset": FILES[name], "text": "not shipped (numbers only)"},
+                        run_id=unique,
+                        format=name,
+                        source=f"{row['source']}:{rid}",
+                        messages=[],
+                        steps=[],
+                        task=rid,
+                        model=row["model"],
+                        meta={"dataset": FILES[name], "text": "not shipped (numbers only)"},
                     )
                 cost = row.get("cost_if_given") or ""
-                run.steps.append(RecordedStep(
-                    content=[], model=row["model"], stop_reason="tool_use",
-                    usage={
-                        "input_tokens": _int(row["uncached_input"]), "output_tokens": _int(row["output_tokens"]),
-                        "cache_creation_input_tokens": _int(row["cache_write"]), "cache_read_input_tokens": _int(row["cache_read"]),
-                    },
-                    recorded_cost=float(cost) if cost else None,
-                ))
+                run.steps.append(
+                    RecordedStep(
+                        content=[],
+                        model=row["model"],
+                        stop_reason="tool_use",
+                        usage={
+                            "input_tokens": _int(row["uncached_input"]),
+                            "output_tokens": _int(row["output_tokens"]),
+                            "cache_creation_input_tokens": _int(row["cache_write"]),
+                            "cache_read_input_tokens": _int(row["cache_read"]),
+                        },
+                        recorded_cost=float(cost) if cost else None,
+                    )
+                )
         for run in runs.values():
             run.steps[-1].stop_reason = "end_turn"
             traces.append(Trace(build_run(run, redactor=redactor), None))
@@ -82,7 +94,10 @@ def _run_id(name: str) -> str:
     return base.replace("#", "-")
 
 
-SESSIONS = {"multi-turn": "claude_code_multi_turn.jsonl", "subagent": "ae4a77f8-aedd-4bc1-888f-c94edc91af04/subagents/agent-aac57f5.jsonl"}
+SESSIONS = {
+    "multi-turn": "claude_code_multi_turn.jsonl",
+    "subagent": "ae4a77f8-aedd-4bc1-888f-c94edc91af04/subagents/agent-aac57f5.jsonl",
+}
 
 
 def claude_code_session(which: Literal["multi-turn", "subagent"] = "multi-turn") -> Path:

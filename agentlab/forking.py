@@ -53,11 +53,24 @@ class RecordedTool(Tool):
     saw (a fork's model asked something new) gets a recoverable error saying so.
     """
 
-    def __init__(self, name: str, results: list[tuple[Any, str, bool]], *, description: str = "", schema: dict[str, Any] | None = None, mode: str | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        results: list[tuple[Any, str, bool]],
+        *,
+        description: str = "",
+        schema: dict[str, Any] | None = None,
+        mode: str | None = None,
+    ) -> None:
         async def answer() -> str:  # replaced below; the signature only gives Tool an (empty) schema
             return ""
 
-        super().__init__(answer, name=name, description=description or f"{name} (recorded results)", mode="read" if mode == "read" else "write")
+        super().__init__(
+            answer,
+            name=name,
+            description=description or f"{name} (recorded results)",
+            mode="read" if mode == "read" else "write",
+        )
         self.input_schema = schema or {"type": "object", "properties": {}, "additionalProperties": True}
         self._queue: deque[tuple[Any, str, bool]] = deque(results)
         self._by_args: dict[bytes, deque[tuple[str, bool]]] = defaultdict(deque)
@@ -94,10 +107,14 @@ def recorded_tools(trace: Any, *, after_step: int = 0) -> list[Tool]:
     names = list(dict.fromkeys([*defs, *found]))
     return [
         RecordedTool(
-            n, found.get(n, []), description=(defs.get(n) or {}).get("description") or "",
-            schema=(defs.get(n) or {}).get("input_schema"), mode=(defs.get(n) or {}).get("mode"),
+            n,
+            found.get(n, []),
+            description=(defs.get(n) or {}).get("description") or "",
+            schema=(defs.get(n) or {}).get("input_schema"),
+            mode=(defs.get(n) or {}).get("mode"),
         )
-        for n in names if n
+        for n in names
+        if n
     ]
 
 
@@ -122,9 +139,16 @@ def replay_setup(trace: Any, *, tools: Any = None, replay_tools: bool = True, **
         # replies still replay; the prompt they answered is said to be missing, not invented
         messages = [{"role": "user", "content": MISSING_PROMPT}]
     setup: dict[str, Any] = {
-        "task": messages, "tools": tools, "model": model,
-        "max_steps": None, "max_cost": None, "deadline_s": None, "loop_nudge_at": _FOREVER,
-        "system": started.get("system"), "prices": model.prices, "max_tokens": started.get("max_tokens") or 4096,
+        "task": messages,
+        "tools": tools,
+        "model": model,
+        "max_steps": None,
+        "max_cost": None,
+        "deadline_s": None,
+        "loop_nudge_at": _FOREVER,
+        "system": started.get("system"),
+        "prices": model.prices,
+        "max_tokens": started.get("max_tokens") or 4096,
         "run_id": f"{trace.run_id}-replay",
     }
     setup.update(options)
@@ -153,7 +177,9 @@ def fork(trace: Any, at_step: int, *, task: str | None = None, **overrides: Any)
     """
     steps = trace.step_numbers
     if not is_whole(at_step, 0) or at_step > len(steps):
-        raise ValueError(f"at_step must be an int in 0..{len(steps)} (the record has {len(steps)} steps), got {at_step!r}")
+        raise ValueError(
+            f"at_step must be an int in 0..{len(steps)} (the record has {len(steps)} steps), got {at_step!r}"
+        )
     if at_step < len(steps):
         messages = trace.messages_at(steps[at_step])
     else:
@@ -167,7 +193,8 @@ def fork(trace: Any, at_step: int, *, task: str | None = None, **overrides: Any)
         )
     started = trace.started
     opts: dict[str, Any] = {
-        "model": started.get("model") or "", "system": started.get("system"),
+        "model": started.get("model") or "",
+        "system": started.get("system"),
         "run_id": f"{trace.run_id}-fork{at_step}",
     }
     if "recorded" not in started and started.get("max_tokens"):

@@ -145,10 +145,19 @@ class Run:
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(
             CallContext(
-                tools=c.tools, policy=c.policy, clock=c.clock, rng=c.rng, emit=self._emit,
-                elapsed=lambda: self.elapsed, time_left=self._time_left,
-                deadline_s=lambda: self.budget.deadline_s, step=lambda: self.steps, abandon=self.abandoned.append,
-                approve=approve, approval_stops_clock=approval_stops_clock, credit=lambda s: setattr(self, "_worked", self._worked - s),
+                tools=c.tools,
+                policy=c.policy,
+                clock=c.clock,
+                rng=c.rng,
+                emit=self._emit,
+                elapsed=lambda: self.elapsed,
+                time_left=self._time_left,
+                deadline_s=lambda: self.budget.deadline_s,
+                step=lambda: self.steps,
+                abandon=self.abandoned.append,
+                approve=approve,
+                approval_stops_clock=approval_stops_clock,
+                credit=lambda s: setattr(self, "_worked", self._worked - s),
                 parent=self,
             ),
             c.max_concurrency,
@@ -169,7 +178,9 @@ class Run:
         self._caps = capabilities(c.model)  # the model's optional parts, read once
         self._said: Callable[[], list[Block] | None] | None = self._caps.user_turn  # a replay's recorded user turns
         # The next request's input as the cost guard sees it: estimate, bound, exact count.
-        self._input = InputTracker(c.system, self._tool_defs, self.messages, can_count=self._caps.count_tokens is not None)
+        self._input = InputTracker(
+            c.system, self._tool_defs, self.messages, can_count=self._caps.count_tokens is not None
+        )
         self._worked = self._setup_s = max(0.0, self.clock.now() - since)
 
     # ------------------------------------------------- the inputs (config)
@@ -293,14 +304,22 @@ class Run:
         self._emit(kind, **data)
 
     def resume(
-        self, *, max_steps: int | None | Any = ..., max_cost: float | None | Any = ..., deadline_s: float | None | Any = ...
+        self,
+        *,
+        max_steps: int | None | Any = ...,
+        max_cost: float | None | Any = ...,
+        deadline_s: float | None | Any = ...,
     ) -> None:
         """Reopen a run stopped by a budget (or cancelled), with raised limits."""
         if not isinstance(self.result, Stopped) or self.result.reason not in RESUMABLE:
             raise RuntimeError(
                 f"only a run stopped by a budget or cancelled can be resumed; this one is {self.result!r}"
             )
-        changes: dict[str, Any] = {k: v for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s)) if v is not ...}
+        changes: dict[str, Any] = {
+            k: v
+            for k, v in (("max_steps", max_steps), ("max_cost", max_cost), ("deadline_s", deadline_s))
+            if v is not ...
+        }
         self.budget = replace(self.budget, **changes)
         self.result, self._cancel, self.phase, self._trace_error = None, False, "ready", None
         self._emit(EventKind.RESUMED, limits=self._limits())
@@ -351,7 +370,11 @@ class Run:
             if self.result is None:
                 ctrl_c = isinstance(exc, KeyboardInterrupt)
                 what = "interrupted by Ctrl-C" if ctrl_c else describe(exc)
-                self._stop(StopReason.CANCELLED if ctrl_c else StopReason.FATAL, f"{what} during step {self.steps} ({self.phase})", exc)
+                self._stop(
+                    StopReason.CANCELLED if ctrl_c else StopReason.FATAL,
+                    f"{what} during step {self.steps} ({self.phase})",
+                    exc,
+                )
             raise
         finally:
             self._worked += self.clock.now() - self._t0
@@ -377,7 +400,9 @@ class Run:
         if isinstance(held, Stop):
             if isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is the one that is short
                 p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
-                return self._stop(StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}"))
+                return self._stop(
+                    StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}")
+                )
             return self._stop(held.reason, held.detail)
         max_tokens, reserved = held
 
@@ -386,25 +411,51 @@ class Run:
         self.phase = "calling model"
         # The reservation is in the trace before the call is sent: a resumed experiment counts it if no cost follows.
         held_extra = {"reserved": reserved} if reserved else {}
-        self._emit(EventKind.MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **self._input.request_fields(), **held_extra)
+        self._emit(
+            EventKind.MODEL_REQUEST,
+            max_tokens=max_tokens,
+            estimated_input_tokens=self._input.estimate,
+            **self._input.request_fields(),
+            **held_extra,
+        )
         t_call = self.clock.now()
         try:
             reply = await self._call_model(max_tokens, reserved)
         except DeadlineExceeded as exc:
             return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
-            return self._stop(StopReason.MODEL_ERROR, f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}", exc.last)
+            return self._stop(
+                StopReason.MODEL_ERROR,
+                f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}",
+                exc.last,
+            )
         except MalformedReply as exc:  # refused here, but billed by the API when it came with usage
             billed = self._charge(billed_usage(exc.raw), exc.raw, reserved)
-            self._emit(EventKind.MODEL_CALLED, raw=_jsonable(exc.raw), error=exc.problem, latency=self.clock.now() - t_call, **billed)
-            return self._stop(StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc)
+            self._emit(
+                EventKind.MODEL_CALLED,
+                raw=_jsonable(exc.raw),
+                error=exc.problem,
+                latency=self.clock.now() - t_call,
+                **billed,
+            )
+            return self._stop(
+                StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc
+            )
         except ModelError as exc:
             if getattr(exc, "maybe_billed", False):  # lost in transit after the API began it: charged at its worst case
                 worst = self._input.last.worst_case if self._input.last is not None else 0.0
                 self.spent, self.model_calls = self.spent + worst, self.model_calls + 1
                 self._ledger.settle(self.run_id, reserved, worst)
-                self._emit(EventKind.MODEL_CALLED, content=[], estimated=True, lost=True, cost=worst, spent=self.spent,
-                           latency=self.clock.now() - t_call, error=exc.message)
+                self._emit(
+                    EventKind.MODEL_CALLED,
+                    content=[],
+                    estimated=True,
+                    lost=True,
+                    cost=worst,
+                    spent=self.spent,
+                    latency=self.clock.now() - t_call,
+                    error=exc.message,
+                )
             return self._stop(exc.reason, f"step {self.steps}: {exc.message}", exc)
         except Exception as exc:
             kind = classify(exc, self.policy)
@@ -430,10 +481,20 @@ class Run:
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
-            EventKind.MODEL_CALLED, content=reply.content, stop_reason=reply.stop_reason, usage=usage.as_dict(),
-            estimated=estimated, cost=cost, server_tool_cost=prices.server_tool_cost(usage) if prices else 0.0,
-            spent=self.spent, latency=latency, request_id=reply.request_id, context_tokens=usage.context_tokens,
-            max_tokens=max_tokens, model=reply.model, **({"stop_details": reply.stop_details} if reply.stop_details else {}),
+            EventKind.MODEL_CALLED,
+            content=reply.content,
+            stop_reason=reply.stop_reason,
+            usage=usage.as_dict(),
+            estimated=estimated,
+            cost=cost,
+            server_tool_cost=prices.server_tool_cost(usage) if prices else 0.0,
+            spent=self.spent,
+            latency=latency,
+            request_id=reply.request_id,
+            context_tokens=usage.context_tokens,
+            max_tokens=max_tokens,
+            model=reply.model,
+            **({"stop_details": reply.stop_details} if reply.stop_details else {}),
             **({"requested_model": self.model.model} if prices is not self.prices else {}),
             **({"context_management": reply.context_management} if reply.context_management else {}),
         )
@@ -444,28 +505,43 @@ class Run:
             if self._said and (said := self._said()):  # a replayed record: the user spoke again, so the run goes on
                 self._append({"role": "user", "content": said})
                 return self._emit(EventKind.TOOL_RESULTS, content=said)
-            return self._finish_done(reply.text, "" if reply.content else f"the model ended step {self.steps} with no content", reply.parsed)
+            return self._finish_done(
+                reply.text, "" if reply.content else f"the model ended step {self.steps} with no content", reply.parsed
+            )
         if why == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
         if why == "max_tokens":
             lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
             last = reply.content[-1] if reply.content else {}
             inside = f", inside the input of {last.get('name')} (kept as far as it arrived)" if "input" in last else ""
-            return self._stop(StopReason.MAX_TOKENS, f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}{inside}")
+            return self._stop(
+                StopReason.MAX_TOKENS,
+                f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}{inside}",
+            )
         if why == "refusal":
             return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}{reply.stop_note}")
         if why == "model_context_window_exceeded":
-            return self._stop(StopReason.CONTEXT_WINDOW, f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}")
+            return self._stop(
+                StopReason.CONTEXT_WINDOW,
+                f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}",
+            )
         if why != "tool_use":
             return self._stop(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
         if not reply.tool_calls:
-            return self._stop(StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}")
+            return self._stop(
+                StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}"
+            )
         ids = [c["id"] for c in reply.tool_calls]
         if dup := next((i for i in ids if ids.count(i) > 1), None):
-            return self._stop(StopReason.MALFORMED_REPLY, f"{ids.count(dup)} tool_use blocks share the id {dup!r} at step {self.steps}: each call needs its own id for its result")
+            return self._stop(
+                StopReason.MALFORMED_REPLY,
+                f"{ids.count(dup)} tool_use blocks share the id {dup!r} at step {self.steps}: each call needs its own id for its result",
+            )
         if self._cancel:
             self.pending_calls = reply.tool_calls
-            return self._stop(StopReason.CANCELLED, f"cancelled after the model call of step {self.steps}, before its tools")
+            return self._stop(
+                StopReason.CANCELLED, f"cancelled after the model call of step {self.steps}, before its tools"
+            )
         if pause_before_tools:
             self.pending_calls = reply.tool_calls
             self.phase = "awaiting tools"
@@ -489,9 +565,16 @@ class Run:
         """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
         count = lambda: self._retrying(lambda: self._caps.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[misc]  # noqa: E731
         return await self._input.check(
-            self.budget, steps=self.steps, spent=self.spent, prices=self.prices, caching=self._caps.caches,
-            tools=[*self._tool_defs, *self._caps.server_tools], max_tokens=self.max_tokens, count=count,
-            retryable=lambda e: classify(e, self.policy) == "retryable", now=self.clock.now,
+            self.budget,
+            steps=self.steps,
+            spent=self.spent,
+            prices=self.prices,
+            caching=self._caps.caches,
+            tools=[*self._tool_defs, *self._caps.server_tools],
+            max_tokens=self.max_tokens,
+            count=count,
+            retryable=lambda e: classify(e, self.policy) == "retryable",
+            now=self.clock.now,
             terms=self._caps.request_terms,
         )
 
@@ -500,18 +583,27 @@ class Run:
 
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
             nonlocal parts
-            parts = Fragments(lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel)
+            parts = Fragments(
+                lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel
+            )
             return normalize_reply(await self.model.complete(self._request(max_tokens, parts)))
+
         try:
             return await self._retrying(attempt, "messages")
         except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
             if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
                 why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
-                self.spent, self.model_calls, self._last_cost = self.spent + cut["cost"], self.model_calls + 1, cut["cost"]
+                self.spent, self.model_calls, self._last_cost = (
+                    self.spent + cut["cost"],
+                    self.model_calls + 1,
+                    cut["cost"],
+                )
                 self.input_tokens += cut["usage"]["input_tokens"]
                 self.output_tokens += cut["usage"]["output_tokens"]
                 self._ledger.settle(self.run_id, reserved, cut["cost"])  # the shared total counts the part it paid for
-                self._emit(EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call)
+                self._emit(
+                    EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call
+                )
             raise
 
     def _request(self, max_tokens: int, on_delta: Any = None) -> ModelRequest:
@@ -521,10 +613,21 @@ class Run:
         """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
         p, tag = self.policy, {} if request == "messages" else {"request": request}
         value, _ = await retrying(
-            lambda: bounded(call, is_async=True, where="the model", time_left=self._time_left(), own_timeout=None,
-                            deadline_s=self.budget.deadline_s, trusted=True, on_abandon=lambda: None),
-            is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply), max_attempts=p.max_attempts,
-            wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng), sleep=self.clock.sleep, time_left=self._time_left,
+            lambda: bounded(
+                call,
+                is_async=True,
+                where="the model",
+                time_left=self._time_left(),
+                own_timeout=None,
+                deadline_s=self.budget.deadline_s,
+                trusted=True,
+                on_abandon=lambda: None,
+            ),
+            is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply),
+            max_attempts=p.max_attempts,
+            wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng),
+            sleep=self.clock.sleep,
+            time_left=self._time_left,
             on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
         )
         return value
@@ -540,7 +643,10 @@ class Run:
         await asyncio.sleep(0)
         left = self._time_left()
         if left is not None and left <= 0:
-            return self._stop(StopReason.DEADLINE, f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools")
+            return self._stop(
+                StopReason.DEADLINE,
+                f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools",
+            )
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
         results: list[Block | None] = [self._kept.get(i) for i in range(len(calls))]
         reused = [calls[i]["id"] for i, r in enumerate(results) if r is not None]
@@ -587,7 +693,11 @@ class Run:
             return
         self._kept[out.index] = out.block
         call = self.pending_calls[out.index]
-        self.loop_guard.remember(call_key(call["name"], call["input"]), result_summary(out.block["content"]), out.block.get("is_error", False))
+        self.loop_guard.remember(
+            call_key(call["name"], call["input"]),
+            result_summary(out.block["content"]),
+            out.block.get("is_error", False),
+        )
         tool = self.tools.get(call["name"])
         if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
             self.loop_guard.reset()  # a successful write changed the world
@@ -605,9 +715,19 @@ class Run:
         self._record_sub_runs()
         if self._trace_error is None:  # issue 14: never Done over an incomplete trace
             self.result = Done(
-                self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-                self._input.report(self.budget, self.spent), **self._overrun(),
-                input_tokens=self.input_tokens, output_tokens=self.output_tokens, text=text, detail=note, parsed=parsed,
+                self.run_id,
+                self.steps,
+                self.spent,
+                list(self.messages),
+                self.snapshot,
+                self.model_calls,
+                self._input.report(self.budget, self.spent),
+                **self._overrun(),
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                text=text,
+                detail=note,
+                parsed=parsed,
             )
             self.phase = "done"
             self._emit_end("done", "done", note, text, None)
@@ -619,9 +739,19 @@ class Run:
         if self._trace_error is not None and reason == StopReason.CANCELLED:  # issue 14: the trace asked to stop
             reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
-            self.run_id, self.steps, self.spent, list(self.messages), self.snapshot, self.model_calls,
-            self._input.report(self.budget, self.spent), **self._overrun(),
-            input_tokens=self.input_tokens, output_tokens=self.output_tokens, reason=reason, detail=detail, error=error,
+            self.run_id,
+            self.steps,
+            self.spent,
+            list(self.messages),
+            self.snapshot,
+            self.model_calls,
+            self._input.report(self.budget, self.spent),
+            **self._overrun(),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            reason=reason,
+            detail=detail,
+            error=error,
         )
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
@@ -663,7 +793,12 @@ class Run:
 
     def _limits(self) -> dict[str, Any]:
         b = self.budget
-        return {"max_steps": b.max_steps, "max_cost": b.max_cost, "deadline_s": b.deadline_s, "cost_guard": b.cost_guard}
+        return {
+            "max_steps": b.max_steps,
+            "max_cost": b.max_cost,
+            "deadline_s": b.deadline_s,
+            "cost_guard": b.cost_guard,
+        }
 
     def _record(self) -> StepRecord:
         assistant = next((m for m in reversed(self.messages) if m.get("role") == "assistant"), None)
@@ -692,7 +827,9 @@ class Run:
         ending = kind == EventKind.RUN_FINISHED
         interrupted: KeyboardInterrupt | None = None
         for callback in list(self._subscribers):
-            if ending:  # issue 24: a subscriber that blocked on run_finished overran too; the next one (the trace) hears it
+            if (
+                ending
+            ):  # issue 24: a subscriber that blocked on run_finished overran too; the next one (the trace) hears it
                 data.update(self._overrun(), elapsed=self.elapsed)
             try:
                 callback(event)
@@ -701,7 +838,10 @@ class Run:
             except KeyboardInterrupt as exc:  # a Ctrl-C: the others hear the event first, then the run ends cancelled
                 interrupted = interrupted or exc
             except BaseException:  # noqa: BLE001 - issue 24: SystemExit, CancelledError... from a subscriber are contained too
-                warnings.warn(f"agentlab: subscriber {safe_str(callback)} failed on {kind}:\n{traceback.format_exc()}", stacklevel=2)
+                warnings.warn(
+                    f"agentlab: subscriber {safe_str(callback)} failed on {kind}:\n{traceback.format_exc()}",
+                    stacklevel=2,
+                )
         if ending and self.result is not None:
             self.result = replace(self.result, **self._overrun())
         if interrupted is not None:  # in the step's own task, step() ends the run cancelled; elsewhere (a call's
@@ -712,9 +852,18 @@ class Run:
 
     def _emit_start(self) -> None:
         self._emit(
-            EventKind.RUN_STARTED, task=self.task, started_at=datetime.fromtimestamp(wall_time(self.clock), UTC).isoformat(), model=self.model.model, model_name=self._caps.name,
-            system=self.system, budget=self._limits(), max_tokens=self.max_tokens,
-            tools=[{"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema} for t in self.tools.values()],
+            EventKind.RUN_STARTED,
+            task=self.task,
+            started_at=datetime.fromtimestamp(wall_time(self.clock), UTC).isoformat(),
+            model=self.model.model,
+            model_name=self._caps.name,
+            system=self.system,
+            budget=self._limits(),
+            max_tokens=self.max_tokens,
+            tools=[
+                {"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema}
+                for t in self.tools.values()
+            ],
             prices=None if self.prices is None else asdict(self.prices),
             caches=self._caps.caches,
             messages=list(self.messages),  # a copy: the live history keeps growing
@@ -723,10 +872,19 @@ class Run:
 
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:
         self._emit(
-            EventKind.RUN_FINISHED, outcome=outcome, reason=reason, detail=detail, text=text, steps=self.steps,
-            spent=self.spent, elapsed=self.elapsed, model_calls=self.model_calls, nudges=self.nudges,
+            EventKind.RUN_FINISHED,
+            outcome=outcome,
+            reason=reason,
+            detail=detail,
+            text=text,
+            steps=self.steps,
+            spent=self.spent,
+            elapsed=self.elapsed,
+            model_calls=self.model_calls,
+            nudges=self.nudges,
             error=None if error is None else format_error(error),
-            guard=self._input.report(self.budget, self.spent).as_dict(), guard_note=self._input.report(self.budget, self.spent).note(),
+            guard=self._input.report(self.budget, self.spent).as_dict(),
+            guard_note=self._input.report(self.budget, self.spent).note(),
             last_guard_check=self._input.request_fields(),  # a check that stopped the run has no model_request
             **self._overrun(),
         )

@@ -66,7 +66,12 @@ except ImportError as exc:  # pragma: no cover - exercised only without the extr
 __all__ = ["MCPConnection", "ProtocolError", "mcp_tools"]
 
 _DROPPED = (
-    anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream, ConnectionError, BrokenPipeError, EOFError,
+    anyio.ClosedResourceError,
+    anyio.BrokenResourceError,
+    anyio.EndOfStream,
+    ConnectionError,
+    BrokenPipeError,
+    EOFError,
 )
 _CONNECTION_CLOSED = -32000
 _REQUEST_TIMEOUT = -32001
@@ -104,8 +109,14 @@ class MCPConnection:
     """
 
     def __init__(
-        self, server: Any, *, trusted: bool = False, timeout: float | None = None,
-        env: dict[str, str] | None = None, cwd: str | None = None, connect_timeout: float = 30.0,
+        self,
+        server: Any,
+        *,
+        trusted: bool = False,
+        timeout: float | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        connect_timeout: float = 30.0,
     ) -> None:
         self.params = server_parameters(server, env=env, cwd=cwd)
         self.trusted = bool(trusted)
@@ -138,7 +149,9 @@ class MCPConnection:
             listing = asyncio.run_coroutine_threadsafe(self._connect(), loop).result(self.connect_timeout)
         except BaseException as exc:
             self.close()
-            raise ConnectionError(f"mcp_tools: could not connect to {self._where()}: {type(exc).__name__}: {exc}") from exc
+            raise ConnectionError(
+                f"mcp_tools: could not connect to {self._where()}: {type(exc).__name__}: {exc}"
+            ) from exc
         try:
             self.tools = [self._tool(t) for t in listing]
         except BaseException:  # issue 24: a tool we cannot offer (a name the API refuses) closes what was opened
@@ -291,15 +304,21 @@ class MCPConnection:
                 raise UnknownTool(f"the MCP server does not know a tool named {name!r}: {exc.message}") from None
             if exc.code == _CONNECTION_CLOSED or "closed" in exc.message.lower():
                 self._client = None
-                raise self._lost(name, f"the connection to the MCP server dropped during {name}: {exc.message}") from None
+                raise self._lost(
+                    name, f"the connection to the MCP server dropped during {name}: {exc.message}"
+                ) from None
             if exc.code == _REQUEST_TIMEOUT:
-                raise self._lost(name, f"{name} got no answer from the MCP server within its {self.timeout}s timeout") from None
+                raise self._lost(
+                    name, f"{name} got no answer from the MCP server within its {self.timeout}s timeout"
+                ) from None
             raise ToolError(f"{name} failed on the MCP server: {exc.message}") from None
         except _DROPPED as exc:
             if self._fault is not None:
                 raise self._protocol_error(name) from None
             self._client = None
-            raise self._lost(name, f"the connection to the MCP server dropped during {name}: {type(exc).__name__}") from None
+            raise self._lost(
+                name, f"the connection to the MCP server dropped during {name}: {type(exc).__name__}"
+            ) from None
         text = result_text(result)
         if result.is_error:
             if text.lower().startswith("unknown tool"):
@@ -348,8 +367,11 @@ class MCPConnection:
 
         call.__name__ = name
         return SchemaTool(
-            call, name=name, description=spec.description or spec.title or name,
-            input_schema=dict(spec.input_schema or {}), mode="read" if read else "write",
+            call,
+            name=name,
+            description=spec.description or spec.title or name,
+            input_schema=dict(spec.input_schema or {}),
+            mode="read" if read else "write",
         )
 
 
@@ -430,8 +452,12 @@ def result_text(result: Any) -> str:
 
 
 def mcp_tools(
-    server: Any, *, trusted: bool = False, timeout: float | None = None,
-    env: dict[str, str] | None = None, cwd: str | None = None,
+    server: Any,
+    *,
+    trusted: bool = False,
+    timeout: float | None = None,
+    env: dict[str, str] | None = None,
+    cwd: str | None = None,
 ) -> MCPConnection:
     """Connect to an MCP server and return its tools (an open :class:`MCPConnection`).
 

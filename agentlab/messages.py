@@ -124,7 +124,13 @@ class Usage:
             "cache_creation_input_tokens": self.cache_creation_input_tokens,
             "cache_read_input_tokens": self.cache_read_input_tokens,
         }
-        for name in ("cache_creation_1h_input_tokens", "web_search_requests", "web_fetch_requests", "speed", "inference_geo"):
+        for name in (
+            "cache_creation_1h_input_tokens",
+            "web_search_requests",
+            "web_fetch_requests",
+            "speed",
+            "inference_geo",
+        ):
             value = getattr(self, name)
             if value:
                 out[name] = value
@@ -181,11 +187,22 @@ def _to_dict(raw: Any) -> dict[str, Any]:
     raise MalformedReply(f"a reply must be a dict or an anthropic Message, got {type(raw).__name__}", raw)
 
 
-KNOWN_USAGE_FIELDS = frozenset({
-    "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens", "cache_creation",
-    "server_tool_use", "service_tier", "speed", "inference_geo", "iterations", "output_tokens_details",
-    "fallback_credit",
-})
+KNOWN_USAGE_FIELDS = frozenset(
+    {
+        "input_tokens",
+        "output_tokens",
+        "cache_creation_input_tokens",
+        "cache_read_input_tokens",
+        "cache_creation",
+        "server_tool_use",
+        "service_tier",
+        "speed",
+        "inference_geo",
+        "iterations",
+        "output_tokens_details",
+        "fallback_credit",
+    }
+)
 """The ``usage`` fields the lab prices or knows carry no price (from the SDK's ``Usage``/``BetaUsage``).
 Any other field is a warning that names it: a price the lab may be missing is never silent."""
 KNOWN_SERVER_TOOL_FIELDS = frozenset({"web_search_requests", "web_fetch_requests"})
@@ -203,16 +220,21 @@ def _counts(raw: dict[str, Any], **extra: Any) -> Usage:
     if split and not writes:  # only the breakdown was given
         writes = one_hour + int(split.get("ephemeral_5m_input_tokens") or 0)
     return Usage(
-        input_tokens=_int(raw, "input_tokens"), output_tokens=_int(raw, "output_tokens"),
-        cache_creation_input_tokens=writes, cache_read_input_tokens=_int(raw, "cache_read_input_tokens"),
-        cache_creation_1h_input_tokens=min(one_hour, writes), **extra,
+        input_tokens=_int(raw, "input_tokens"),
+        output_tokens=_int(raw, "output_tokens"),
+        cache_creation_input_tokens=writes,
+        cache_read_input_tokens=_int(raw, "cache_read_input_tokens"),
+        cache_creation_1h_input_tokens=min(one_hour, writes),
+        **extra,
     )
 
 
 def _not_understood(what: str) -> None:
     warnings.warn(
         f"the reply's usage has {what}, which agentlab does not understand: its cost (if any) is not counted; "
-        "upgrade agentlab or check the call's price by hand", UserWarning, stacklevel=4,
+        "upgrade agentlab or check the call's price by hand",
+        UserWarning,
+        stacklevel=4,
     )
 
 

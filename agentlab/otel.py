@@ -116,15 +116,20 @@ class SpanBuilder:
         elif kind == "model_retry" and self.chat is not None:
             self.chat.add_event(
                 "agentlab.retry",
-                {"agentlab.attempt": int(rec.get("attempt") or 0), "agentlab.error": str(rec.get("error") or ""),
-                 "agentlab.wait_s": float(rec.get("wait") or 0.0)},
+                {
+                    "agentlab.attempt": int(rec.get("attempt") or 0),
+                    "agentlab.error": str(rec.get("error") or ""),
+                    "agentlab.wait_s": float(rec.get("wait") or 0.0),
+                },
                 timestamp=self._ns(t),
             )
         elif kind == "model_called":
             self._end_chat(rec, t)
         elif kind == "tool_finished":
             self._tool_span(rec)
-        elif kind in ("paused", "resumed", "nudged", "approval_requested", "approval_answered") and self.root is not None:
+        elif (
+            kind in ("paused", "resumed", "nudged", "approval_requested", "approval_answered") and self.root is not None
+        ):
             attrs: dict[str, Any] = {"agentlab.step": int(rec.get("step") or 0)}
             if rec.get("tool"):
                 attrs["gen_ai.tool.name"] = str(rec["tool"])
@@ -169,7 +174,10 @@ class SpanBuilder:
         if tools:
             attrs["agentlab.tools"] = [f"{x.get('name')}:{x.get('mode')}" for x in tools]
         self.root = self.tracer.start_span(
-            f"invoke_agent {self.agent_name}", kind=SpanKind.INTERNAL, attributes=attrs, start_time=self._ns(t),
+            f"invoke_agent {self.agent_name}",
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=self._ns(t),
             context=otel_trace.set_span_in_context(otel_trace.INVALID_SPAN),
         )
         self.finished = False
@@ -189,14 +197,19 @@ class SpanBuilder:
         if rec.get("estimated_input_tokens") is not None:
             attrs["agentlab.estimated_input_tokens"] = int(rec["estimated_input_tokens"])
         self.chat = self.tracer.start_span(
-            f"chat {self.model}", kind=SpanKind.CLIENT, attributes=attrs, start_time=self._ns(t),
+            f"chat {self.model}",
+            kind=SpanKind.CLIENT,
+            attributes=attrs,
+            start_time=self._ns(t),
             context=self._child_context(),
         )
 
     def _end_chat(self, rec: dict[str, Any], t: float) -> None:
         if self.chat is None:  # a trace without model_request events: start at t - latency
-            self._start_chat({"step": rec.get("step"), "max_tokens": rec.get("max_tokens")},
-                             float(t) - float(rec.get("latency") or 0.0))
+            self._start_chat(
+                {"step": rec.get("step"), "max_tokens": rec.get("max_tokens")},
+                float(t) - float(rec.get("latency") or 0.0),
+            )
         span = self.chat
         self.chat = None
         if rec.get("error"):
@@ -246,13 +259,20 @@ class SpanBuilder:
             attrs["gen_ai.tool.call.arguments"] = self._content(rec.get("args") or {})
             attrs["gen_ai.tool.call.result"] = self._content(rec.get("result") or "")
         span = self.tracer.start_span(
-            f"execute_tool {name}", kind=SpanKind.INTERNAL, attributes=attrs, start_time=self._ns(start),
+            f"execute_tool {name}",
+            kind=SpanKind.INTERNAL,
+            attributes=attrs,
+            start_time=self._ns(start),
             context=self._child_context(),
         )
         if rec.get("is_error") or outcome in ("fatal", "cancelled"):
             error = rec.get("error") or {}
             span.set_attribute("error.type", str(error.get("type") or outcome or "tool_error"))
-            description = str(error.get("message") or "") if not self.capture else self.redactor.redact_text(str(rec.get("result") or ""))
+            description = (
+                str(error.get("message") or "")
+                if not self.capture
+                else self.redactor.redact_text(str(rec.get("result") or ""))
+            )
             span.set_status(Status(StatusCode.ERROR, description or outcome))
         span.end(end_time=self._ns(end))
 
@@ -319,8 +339,12 @@ class TraceExporter:
     """
 
     def __init__(
-        self, tracer_provider: Any = None, *, capture_content: bool | None = None,
-        redactor: Redactor | None = None, agent_name: str = "agentlab",
+        self,
+        tracer_provider: Any = None,
+        *,
+        capture_content: bool | None = None,
+        redactor: Redactor | None = None,
+        agent_name: str = "agentlab",
     ) -> None:
         self.tracer = otel_trace.get_tracer("agentlab", _version(), tracer_provider=tracer_provider)
         self.capture_content = _capture_from_env() if capture_content is None else bool(capture_content)
@@ -351,7 +375,10 @@ class TraceExporter:
 
 
 def exporter(
-    tracer_provider: Any = None, *, capture_content: bool | None = None, agent_name: str = "agentlab",
+    tracer_provider: Any = None,
+    *,
+    capture_content: bool | None = None,
+    agent_name: str = "agentlab",
     redactor: Redactor | None = None,
 ) -> TraceExporter:
     """A subscriber that sends a run's events to OpenTelemetry as GenAI spans.
@@ -365,7 +392,11 @@ def exporter(
 
 
 def export(
-    trace: Any, tracer_provider: Any = None, *, capture_content: bool | None = None, agent_name: str = "agentlab",
+    trace: Any,
+    tracer_provider: Any = None,
+    *,
+    capture_content: bool | None = None,
+    agent_name: str = "agentlab",
     redactor: Redactor | None = None,
 ) -> TraceExporter:
     """Replay a stored run (a :class:`agentlab.Trace`, a :class:`agentlab.Traces`

@@ -30,12 +30,27 @@ FIGSIZE = (8.0, 4.5)
 """Inches: 800 px wide at the default 100 dpi, readable at notebook width."""
 
 MODE_COLORS: dict[str | None, str] = {"read": "#1f77b4", "write": "#ff7f0e", None: "#7f7f7f"}
-TOKEN_COLORS = {"input_tokens": "#4c72b0", "cache_read_tokens": "#8fb8de", "cache_write_tokens": "#dd8452",
-                "output_tokens": "#55a868"}
-TOKEN_LABELS = {"input_tokens": "input (uncached)", "cache_read_tokens": "cache read", "cache_write_tokens": "cache write",
-                "output_tokens": "output"}
-REASON_COLORS = {"done": "#55a868", "budget": "#c44e52", "step limit": "#dd8452", "deadline": "#8172b3",
-                 "max_tokens": "#937860", "unknown": "#d0d0d0", "other": "#8c8c8c"}
+TOKEN_COLORS = {
+    "input_tokens": "#4c72b0",
+    "cache_read_tokens": "#8fb8de",
+    "cache_write_tokens": "#dd8452",
+    "output_tokens": "#55a868",
+}
+TOKEN_LABELS = {
+    "input_tokens": "input (uncached)",
+    "cache_read_tokens": "cache read",
+    "cache_write_tokens": "cache write",
+    "output_tokens": "output",
+}
+REASON_COLORS = {
+    "done": "#55a868",
+    "budget": "#c44e52",
+    "step limit": "#dd8452",
+    "deadline": "#8172b3",
+    "max_tokens": "#937860",
+    "unknown": "#d0d0d0",
+    "other": "#8c8c8c",
+}
 
 
 # ------------------------------------------------------------------ plumbing
@@ -93,6 +108,7 @@ def _dollars(ax: Axes) -> None:
 
 def _poly(a: float, b: float, c: float) -> str:
     """``a·n² + b·n + c`` with signs written once (no ``+ -``)."""
+
     def term(v: float, suffix: str) -> str:
         return f" {'-' if v < 0 else '+'} {abs(v):.2g}{suffix}"
 
@@ -128,8 +144,11 @@ def token_growth(steps: pd.DataFrame, run_id: str | None = None, *, ax: Axes | N
             continue  # no legend entries for kinds of token the run never had
         ax.bar(rows["step"], values, bottom=bottom, color=TOKEN_COLORS[col], label=TOKEN_LABELS[col], width=0.7)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
-    ax.set_title(f"Tokens per step — run {_short(rows['run_id'].iloc[0])}: "
-                 f"{rows['context_tokens'].iloc[0]:,} → {rows['context_tokens'].iloc[-1]:,} context tokens", loc="left")
+    ax.set_title(
+        f"Tokens per step — run {_short(rows['run_id'].iloc[0])}: "
+        f"{rows['context_tokens'].iloc[0]:,} → {rows['context_tokens'].iloc[-1]:,} context tokens",
+        loc="left",
+    )
     _thousands(ax)
     _integer_steps(ax)
     ax.legend(loc="upper left", frameon=False)
@@ -139,7 +158,7 @@ def token_growth(steps: pd.DataFrame, run_id: str | None = None, *, ax: Axes | N
 
 # --------------------------------------------------------------------- cost
 def _recorded_label(steps: pd.DataFrame, run_id: str) -> str:
-    """"recorded", or how many of the points are estimates (imported records without usage)."""
+    """ "recorded", or how many of the points are estimates (imported records without usage)."""
     if "estimated" not in steps.columns:
         return "recorded"
     n = int(steps.loc[steps["run_id"] == run_id, "estimated"].sum())
@@ -150,8 +169,13 @@ def _recorded_label(steps: pd.DataFrame, run_id: str) -> str:
 
 
 def cost_curve(
-    steps: pd.DataFrame, run_id: str | None = None, *, max_cost: float | None = None, max_steps: int | None = None,
-    forecast_to: int | None = None, ax: Axes | None = None,
+    steps: pd.DataFrame,
+    run_id: str | None = None,
+    *,
+    max_cost: float | None = None,
+    max_steps: int | None = None,
+    forecast_to: int | None = None,
+    ax: Axes | None = None,
 ) -> Axes:
     """Cumulative cost per step, the fitted quadratic (extended to ``forecast_to``), and the budget.
 
@@ -178,12 +202,24 @@ def cost_curve(
 
         fit = None
         ax.set_title(f"Cumulative cost — run {_short(rid)}: no quadratic fit", loc="left")
-        ax.text(0.5, 0.55, textwrap.fill(f"no fit: {exc}", 70), transform=ax.transAxes, ha="center", va="center",
-                color="#666666")
+        ax.text(
+            0.5,
+            0.55,
+            textwrap.fill(f"no fit: {exc}", 70),
+            transform=ax.transAxes,
+            ha="center",
+            va="center",
+            color="#666666",
+        )
     if fit is not None:
         x = np.linspace(1, end, max(50, 10 * end))
-        ax.plot(x, fit.predict(x), "--", color="#c44e52",
-                label=f"fit: {_poly(fit.a, fit.b, fit.c)}  (R² {fit.r_squared:.3f})")
+        ax.plot(
+            x,
+            fit.predict(x),
+            "--",
+            color="#c44e52",
+            label=f"fit: {_poly(fit.a, fit.b, fit.c)}  (R² {fit.r_squared:.3f})",
+        )
         ax.set_title(f"Cumulative cost — run {_short(rid)}: quadratic in the number of steps", loc="left")
     if max_cost is not None:
         ax.axhline(max_cost, color="#333333", lw=1.2, label=f"max_cost ${max_cost:.2f}")
@@ -222,7 +258,10 @@ def caching_comparison(
 
 
 def compare_runs(
-    steps: pd.DataFrame, run_ids: Sequence[str] | None = None, *, labels: Mapping[str, str] | None = None,
+    steps: pd.DataFrame,
+    run_ids: Sequence[str] | None = None,
+    *,
+    labels: Mapping[str, str] | None = None,
     ax: Axes | None = None,
 ) -> Axes:
     """Cumulative cost per step of several runs on one chart (``labels``: run id → legend text)."""
@@ -238,8 +277,13 @@ def compare_runs(
     for rid in ids:
         rows = per[per["run_id"] == rid]
         text = (labels or {}).get(rid, _short(rid, 24))
-        ax.plot(rows["step"], rows["cumulative_cost"], "o-", ms=4,
-                label=f"{text} ({len(rows)} steps, ${rows['cost'].sum():.3f})")
+        ax.plot(
+            rows["step"],
+            rows["cumulative_cost"],
+            "o-",
+            ms=4,
+            label=f"{text} ({len(rows)} steps, ${rows['cost'].sum():.3f})",
+        )
     ax.set_title(f"Runs compared: cumulative cost of {len(ids)} run{'s' if len(ids) != 1 else ''}", loc="left")
     ax.set_ylim(bottom=0)
     _dollars(ax)
@@ -278,13 +322,23 @@ def tool_timeline(
     widths = (rows["end"].astype(float) - rows["start"].astype(float)).tolist()
     colors = [MODE_COLORS[m if m in ("read", "write") else None] for m in modes]
     ax.barh(ys, widths, left=rows["start"].astype(float), color=colors, height=0.6, edgecolor="white")
-    span = max([float(rows["end"].astype(float).max()), 1e-9]
-               + ([float(steps["t"].astype(float).max())] if steps is not None and "t" in steps.columns else []))
+    span = max(
+        [float(rows["end"].astype(float).max()), 1e-9]
+        + ([float(steps["t"].astype(float).max())] if steps is not None and "t" in steps.columns else [])
+    )
     visible = span * VISIBLE_FRACTION
-    instant = [(x, y, c) for x, y, w, c in zip(rows["start"].astype(float), ys, widths, colors, strict=True) if w < visible]
+    instant = [
+        (x, y, c) for x, y, w, c in zip(rows["start"].astype(float), ys, widths, colors, strict=True) if w < visible
+    ]
     if instant:  # a nudge (no time) or a 1 ms read would be an invisible bar: mark where it happened
-        ax.scatter([x for x, _, _ in instant], [y for _, y, _ in instant], marker="|", s=150,
-                   c=[c for _, _, c in instant], zorder=3)
+        ax.scatter(
+            [x for x, _, _ in instant],
+            [y for _, y, _ in instant],
+            marker="|",
+            s=150,
+            c=[c for _, _, c in instant],
+            zorder=3,
+        )
     labels = [f"step {s} · {t}" for s, t in zip(rows["step"], rows["tool"], strict=True)]
     ticks, ticklabels = list(ys), labels
     # a light band per turn, so the calls of one step read as a group
@@ -292,14 +346,23 @@ def tool_timeline(
         if i % 2 == 0:
             top, bottom = ys[grp.index.min()] + 0.5, ys[grp.index.max()] - 0.5
             ax.axhspan(bottom, top, color="#000000", alpha=0.04, lw=0)
-    handles = [Patch(color=MODE_COLORS["read"], label="read (run together)"),
-               Patch(color=MODE_COLORS["write"], label="write (runs alone)")]
+    handles = [
+        Patch(color=MODE_COLORS["read"], label="read (run together)"),
+        Patch(color=MODE_COLORS["write"], label="write (runs alone)"),
+    ]
     if steps is not None:
         model = an.one_run(steps, rows["run_id"].iloc[0])
         an._need(model, "steps", ("t", "latency"))
         y_model = len(rows) + 1
-        ax.barh([y_model] * len(model), model["latency"].astype(float), left=(model["t"] - model["latency"]).astype(float),
-                color="#b0b0b0", height=0.6, edgecolor="#808080", lw=0.5)
+        ax.barh(
+            [y_model] * len(model),
+            model["latency"].astype(float),
+            left=(model["t"] - model["latency"]).astype(float),
+            color="#b0b0b0",
+            height=0.6,
+            edgecolor="#808080",
+            lw=0.5,
+        )
         short = model[model["latency"].astype(float) < visible]
         if len(short):  # an offline model answers in microseconds: a marker, not an invisible bar
             ax.scatter(short["t"].astype(float), [y_model] * len(short), marker="|", s=150, c="#808080", zorder=3)
@@ -377,8 +440,15 @@ def whatif_grid(grid: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax.imshow(codes, cmap=cmap, vmin=-0.5, vmax=len(names) - 0.5, aspect="auto")
     for i, line in enumerate(texts):
         for j, text in enumerate(line):
-            ax.text(j, i, text, ha="center", va="center", fontsize=7, color="white" if codes[i][j] not in
-                    (names.index("unknown"),) else "#333333")
+            ax.text(
+                j,
+                i,
+                text,
+                ha="center",
+                va="center",
+                fontsize=7,
+                color="white" if codes[i][j] not in (names.index("unknown"),) else "#333333",
+            )
     ax.set_xticks(range(len(budget_list)), [_budget_label(*b) for b in budget_list], fontsize="small")
     ax.set_yticks(range(len(runs)), [_short(r, 18) for r in runs], fontsize="small")
     ax.set_xticks([x - 0.5 for x in range(1, len(budget_list))], minor=True)
@@ -386,8 +456,13 @@ def whatif_grid(grid: pd.DataFrame, *, ax: Axes | None = None) -> Axes:
     ax.grid(which="minor", color="white", lw=2)
     ax.tick_params(which="minor", length=0)
     used = sorted({c for line in codes for c in line})
-    ax.legend(handles=[Patch(color=REASON_COLORS[names[c]], label=names[c]) for c in used],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False, fontsize="small")
+    ax.legend(
+        handles=[Patch(color=REASON_COLORS[names[c]], label=names[c]) for c in used],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        frameon=False,
+        fontsize="small",
+    )
     ax.set_title(f"Budget what-if — {len(runs)} recorded runs × {len(budget_list)} budgets", loc="left")
     return ax
 
@@ -405,14 +480,22 @@ def fork_curve(parent: Any, *forks: Any, ax: Axes | None = None) -> Axes:
     rows = an.step_costs(parent.steps)
     if rows.empty:
         return _empty(ax, "the parent run has no steps")
-    ax.plot(rows["step"], rows["cumulative_cost"], "o-", color="#4c72b0",
-            label=f"{_short(parent.run_id)} ({_recorded_label(parent.steps, parent.run_id)})", zorder=3)
+    ax.plot(
+        rows["step"],
+        rows["cumulative_cost"],
+        "o-",
+        color="#4c72b0",
+        label=f"{_short(parent.run_id)} ({_recorded_label(parent.steps, parent.run_id)})",
+        zorder=3,
+    )
     colors = ["#c44e52", "#55a868", "#8172b3", "#dd8452", "#937860"]
     for i, f in enumerate(forks):
         where = (f.started or {}).get("parent") or {}
         k = where.get("step")
         if where.get("run_id") != parent.run_id or not isinstance(k, int):
-            raise ValueError(f"run {f.run_id} is not a fork of {parent.run_id} (its run_started.parent is {where or 'missing'})")
+            raise ValueError(
+                f"run {f.run_id} is not a fork of {parent.run_id} (its run_started.parent is {where or 'missing'})"
+            )
         base = float(rows.loc[rows["step"] <= k, "cost"].sum())
         fr = an.step_costs(f.steps)
         xs = [k, *(fr["step"] + k).tolist()]

@@ -69,7 +69,9 @@ def geo_multiplier(geo: str | None) -> float:
     if found is None:
         warnings.warn(
             f"inference_geo={geo!r} has no price rule in agentlab.pricing.GEO_MULTIPLIERS; priced at the dearest "
-            f"known multiplier ({max(GEO_MULTIPLIERS.values())}x, source: {GEO_SOURCE})", UserWarning, stacklevel=3,
+            f"known multiplier ({max(GEO_MULTIPLIERS.values())}x, source: {GEO_SOURCE})",
+            UserWarning,
+            stacklevel=3,
         )
         return max(GEO_MULTIPLIERS.values())
     return found
@@ -147,7 +149,9 @@ class Prices:
         found = (self.variants or {}).get(f"speed={speed}")
         if found is None:
             warnings.warn(
-                f"no {speed!r} speed price is known for these prices; priced at standard rates", UserWarning, stacklevel=3
+                f"no {speed!r} speed price is known for these prices; priced at standard rates",
+                UserWarning,
+                stacklevel=3,
             )
             return self
         return replace(self, **found, variants=None)  # type: ignore[arg-type]  # rate fields, by name
@@ -213,7 +217,9 @@ class Prices:
         for model in terms.models:
             other = resolve_prices(model, None)
             if other is None:
-                raise ValueError(f"no price is known for the fallback model {model!r}: the cost guard cannot bound the call")
+                raise ValueError(
+                    f"no price is known for the fallback model {model!r}: the cost guard cannot bound the call"
+                )
             o_in, o_out = other.at_speed(terms.speed)._worst(est_input_tokens, caching)
             inp, out = max(inp, o_in), max(out, o_out)
         k = geo_multiplier(terms.inference_geo)
@@ -246,7 +252,8 @@ def _base(tp: object) -> tuple[float | None, int | None, float | None]:
 def _unpriced_advisor(model: str, fallback: Prices) -> Prices:
     warnings.warn(
         f"no price is known for the advisor model {model!r}; its pass is priced at the call's own rates",
-        UserWarning, stacklevel=4,
+        UserWarning,
+        stacklevel=4,
     )
     return fallback
 
@@ -299,8 +306,13 @@ def lookup_prices(model_id: str, platform: str | None = None) -> Prices | None:
 def _rate_fields(mp: Any) -> dict[str, Any]:
     """The :class:`Prices` fields a genai-prices (partial) ``ModelPrice`` sets, for a variant's overrides."""
     out: dict[str, Any] = {}
-    for name, attr in (("input", "input_mtok"), ("output", "output_mtok"), ("cache_read", "cache_read_mtok"),
-                       ("cache_write", "cache_write_mtok"), ("cache_write_1h", "cache_write_1h_mtok")):
+    for name, attr in (
+        ("input", "input_mtok"),
+        ("output", "output_mtok"),
+        ("cache_read", "cache_read_mtok"),
+        ("cache_write", "cache_write_mtok"),
+        ("cache_write_1h", "cache_write_1h_mtok"),
+    ):
         base, start, tier = _base(getattr(mp, attr, None))
         if base is None:
             continue
@@ -322,10 +334,17 @@ def _from_model_price(mp: Any) -> Prices | None:
     if inp is None or out is None:
         return None
     return Prices(
-        input=inp, output=out, cache_read=read, cache_write=write,
-        tier_start=start, tier_input=t_inp, tier_output=t_out,
-        tier_cache_read=t_read, tier_cache_write=t_write,
-        cache_write_1h=write_1h, web_search=searches / 1000 if searches is not None else WEB_SEARCH_USD,
+        input=inp,
+        output=out,
+        cache_read=read,
+        cache_write=write,
+        tier_start=start,
+        tier_input=t_inp,
+        tier_output=t_out,
+        tier_cache_read=t_read,
+        tier_cache_write=t_write,
+        cache_write_1h=write_1h,
+        web_search=searches / 1000 if searches is not None else WEB_SEARCH_USD,
     )
 
 

@@ -64,18 +64,65 @@ import ahocorasick_rs
 
 REDACTED = "[redacted]"
 
-_SECRET_WORDS = frozenset({
-    "token", "secret", "password", "passwd", "pwd", "pass", "passphrase", "passcode", "authorization", "auth",
-    "oauth", "credential", "credentials", "cookie", "cookies", "bearer", "apikey", "privatekey", "signature",
-    "sessionid", "jwt", "otp", "totp",
-})
-_KEY_OWNERS = frozenset({
-    "api", "access", "secret", "private", "signing", "encryption", "session", "auth", "client",
-    "master", "license", "x", "ssh", "aws", "account", "storage", "subscription", "consumer", "app", "service",
-    "webhook", "gpg", "pgp", "deploy",
-})
+_SECRET_WORDS = frozenset(
+    {
+        "token",
+        "secret",
+        "password",
+        "passwd",
+        "pwd",
+        "pass",
+        "passphrase",
+        "passcode",
+        "authorization",
+        "auth",
+        "oauth",
+        "credential",
+        "credentials",
+        "cookie",
+        "cookies",
+        "bearer",
+        "apikey",
+        "privatekey",
+        "signature",
+        "sessionid",
+        "jwt",
+        "otp",
+        "totp",
+    }
+)
+_KEY_OWNERS = frozenset(
+    {
+        "api",
+        "access",
+        "secret",
+        "private",
+        "signing",
+        "encryption",
+        "session",
+        "auth",
+        "client",
+        "master",
+        "license",
+        "x",
+        "ssh",
+        "aws",
+        "account",
+        "storage",
+        "subscription",
+        "consumer",
+        "app",
+        "service",
+        "webhook",
+        "gpg",
+        "pgp",
+        "deploy",
+    }
+)
 # Names whose value is secret whatever it looks like (a password may be a plain word, an OTP a number).
-_STRONG_LAST = frozenset({"password", "passwd", "passphrase", "passcode", "pwd", "pass", "secret", "otp", "totp", "pin"})
+_STRONG_LAST = frozenset(
+    {"password", "passwd", "passphrase", "passcode", "pwd", "pass", "secret", "otp", "totp", "pin"}
+)
 _NUMERIC_NAMES = frozenset({"otp", "totp", "pin", "passcode"})
 _NEVER_SECRET_ENV = frozenset({"PWD", "OLDPWD"})  # the shell's current and previous directory
 
@@ -84,13 +131,53 @@ _NEVER_SECRET_ENV = frozenset({"PWD", "OLDPWD"})  # the shell's current and prev
 # which needs_redaction tells apart with the harmless matches below. Each entry is also
 # a place where redact_text tries its rules (see _RULE).
 _NAME_HINTS = (
-    "token", "key", "secret", "pass", "pwd", "auth", "credential", "cookie", "bearer", "signature", "session",
-    "jwt", "otp",
+    "token",
+    "key",
+    "secret",
+    "pass",
+    "pwd",
+    "auth",
+    "credential",
+    "cookie",
+    "bearer",
+    "signature",
+    "session",
+    "jwt",
+    "otp",
 )
 _FORMAT_HINTS = (
-    "sk-", "sk_", "rk_", "pk_", "ghp_", "gho_", "ghu_", "ghs_", "ghr_", "github_pat_", "akia", "asia",
-    "agpa", "aida", "aroa", "anpa", "xox", "xapp-", "eyj", "aiza", "glpat-", "hf_", "npm_", "pypi-", "sg.",
-    "hooks.slack", "dop_v1_", "shpat_", "shpss_", "shpca_", "shppa_", "-----begin",
+    "sk-",
+    "sk_",
+    "rk_",
+    "pk_",
+    "ghp_",
+    "gho_",
+    "ghu_",
+    "ghs_",
+    "ghr_",
+    "github_pat_",
+    "akia",
+    "asia",
+    "agpa",
+    "aida",
+    "aroa",
+    "anpa",
+    "xox",
+    "xapp-",
+    "eyj",
+    "aiza",
+    "glpat-",
+    "hf_",
+    "npm_",
+    "pypi-",
+    "sg.",
+    "hooks.slack",
+    "dop_v1_",
+    "shpat_",
+    "shpss_",
+    "shpca_",
+    "shppa_",
+    "-----begin",
 )
 _HINTS = _NAME_HINTS + _FORMAT_HINTS
 # Matches of these instead of "token"/"key" are harmless: usage counts ("input_tokens": ...) and a bare "key" field.
@@ -133,9 +220,7 @@ _PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 # Scans that start at a hint; every repetition is bounded or stops at a character the next hint cannot pass.
 _NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 _NAME_RUN = re.compile(r"[A-Za-z0-9_.\-]{0,65}")
-_SEPARATOR = re.compile(
-    r"[ \t]{0,16}(?::|=>|=)[ \t]{0,16}(?P<vq>[\"'])?(?:(?i:bearer|basic|token)[ \t]+)?"
-)
+_SEPARATOR = re.compile(r"[ \t]{0,16}(?::|=>|=)[ \t]{0,16}(?P<vq>[\"'])?(?:(?i:bearer|basic|token)[ \t]+)?")
 _QUOTED_VALUE = re.compile(r"[^\"'\r\n]{1,4096}")
 _BARE_VALUE = re.compile(r"[^\s\"'`,;&)}\]]{1,4096}")
 _URL_CREDENTIAL = re.compile(r"://[^\s:/@\"'<>]{0,256}:(?P<pw>[^\s@/\"'<>]{1,256})@")
@@ -157,11 +242,45 @@ _NOT_VALUES = frozenset({"true", "false", "null", "none", "", "nan", "[redacted]
 _MASK = frozenset("*x.-_ #?")
 _WORDLIKE = re.compile(r"\.?[A-Za-z_][A-Za-z_.\-]*")  # identifiers, attribute paths, kebab-case words, domains
 # Words that make up example credentials in docs and tests (``user:pass``, ``your_password``, ``my-secret-token``).
-_PLACEHOLDER_WORDS = frozenset({
-    "user", "username", "name", "pass", "password", "passwd", "pwd", "pw", "word", "secret", "token", "key", "apikey",
-    "api", "example", "sample", "test", "dummy", "fake", "foo", "bar", "baz", "xxx", "your", "my", "here", "value",
-    "host", "s", "x", "the", "a", "insert", "enter", "redacted",
-})
+_PLACEHOLDER_WORDS = frozenset(
+    {
+        "user",
+        "username",
+        "name",
+        "pass",
+        "password",
+        "passwd",
+        "pwd",
+        "pw",
+        "word",
+        "secret",
+        "token",
+        "key",
+        "apikey",
+        "api",
+        "example",
+        "sample",
+        "test",
+        "dummy",
+        "fake",
+        "foo",
+        "bar",
+        "baz",
+        "xxx",
+        "your",
+        "my",
+        "here",
+        "value",
+        "host",
+        "s",
+        "x",
+        "the",
+        "a",
+        "insert",
+        "enter",
+        "redacted",
+    }
+)
 _LETTERS = re.compile(r"[A-Za-z]+")
 _DIGIT = re.compile(r"\d")
 _SPACE = re.compile(r"\s")
@@ -254,8 +373,19 @@ def is_secret_name(name: str) -> bool:
         return True
     if any(w in _SECRET_WORDS for w in words):
         return True
-    if joined in {"apikey", "secretkey", "privatekey", "accesskey", "xapikey", "setcookie", "accountkey",
-                  "sharedaccesskey", "masterkey", "appkey", "clientkey"}:
+    if joined in {
+        "apikey",
+        "secretkey",
+        "privatekey",
+        "accesskey",
+        "xapikey",
+        "setcookie",
+        "accountkey",
+        "sharedaccesskey",
+        "masterkey",
+        "appkey",
+        "clientkey",
+    }:
         return True
     if joined.endswith(("sessionid", "sessiontoken", "sessionkey", "sessioncookie")):
         return True
@@ -385,10 +515,12 @@ def secrets_from_environment(env: Mapping[str, str] | None = None) -> list[str]:
     env = os.environ if env is None else env
     return sorted(
         {
-            v for k, v in env.items()
+            v
+            for k, v in env.items()
             if len(v) >= 8 and k not in _NEVER_SECRET_ENV and is_secret_name(k) and value_shape(v) == "token"
         },
-        key=len, reverse=True,
+        key=len,
+        reverse=True,
     )
 
 
@@ -734,8 +866,12 @@ class Redactor:
 
     def _user_name_values(self, text: str) -> str:
         """``name = value`` for names the user registered (which no built-in hint finds)."""
+
         def one(m: re.Match[str]) -> str:
-            if _normal(m.group("name")) in self._names and value_shape(m.group("value")) not in ("empty", "placeholder"):
+            if _normal(m.group("name")) in self._names and value_shape(m.group("value")) not in (
+                "empty",
+                "placeholder",
+            ):
                 self.changes += 1
                 return m.group("label") + REDACTED
             return m.group(0)
@@ -750,8 +886,10 @@ _USER_NAME_VALUE = re.compile(
 
 
 API_VERBATIM: dict[str, tuple[str, ...]] = {
-    "thinking": ("signature", "data"), "redacted_thinking": ("signature", "data"),
-    "compaction": ("signature", "encrypted_content"), "refusal": ("fallback_credit_token",),
+    "thinking": ("signature", "data"),
+    "redacted_thinking": ("signature", "data"),
+    "compaction": ("signature", "encrypted_content"),
+    "refusal": ("fallback_credit_token",),
 }
 """Per block (or ``stop_details``) type, the fields the Messages API requires back byte for byte: never redacted."""
 

@@ -77,9 +77,7 @@ def _plot_code() -> str:
     return PLOT_CODE if importlib.util.find_spec("agentlab.plots") is not None else PLAIN_PLOT_CODE
 
 
-def export_notebook(
-    run_id: str, out_path: str | os.PathLike[str], runs: str | os.PathLike[str] | None = None
-) -> Path:
+def export_notebook(run_id: str, out_path: str | os.PathLike[str], runs: str | os.PathLike[str] | None = None) -> Path:
     """Write one run as a Jupyter notebook: a summary, a markdown cell per step,
     and code cells that load the run and plot its cost curve. Returns the path.
 
@@ -96,19 +94,22 @@ def export_notebook(
     trace = load_run(run_id, runs)
     folder = (trace.file.parent if trace.file else Path(".")).resolve()
     s = trace.summary
-    intro = "\n\n".join([
-        f"# Run {md_code(trace.run_id)}",
-        "\n".join(f"- {md_escape(x)}" for x in headline(trace)[1:]),
-        f"**Ending:** {md_escape(s['outcome'])}" + (f" — {md_escape(s['reason'])}" if s["outcome"] != "done" else "")
-        + (f": {md_escape(s['detail'])}" if s["detail"] else ""),
-    ])
+    intro = "\n\n".join(
+        [
+            f"# Run {md_code(trace.run_id)}",
+            "\n".join(f"- {md_escape(x)}" for x in headline(trace)[1:]),
+            f"**Ending:** {md_escape(s['outcome'])}"
+            + (f" — {md_escape(s['reason'])}" if s["outcome"] != "done" else "")
+            + (f": {md_escape(s['detail'])}" if s["detail"] else ""),
+        ]
+    )
     system = trace.started.get("system")
     if system:
         intro += f"\n\n**System prompt:**\n\n{fence(clip(system, LONG))}"
     cells = [v4.new_markdown_cell(intro)]  # every foreign value above and below is escaped (agentlab._safe_text)
-    cells.append(v4.new_code_cell(
-        f"import agentlab\n\ntrace = agentlab.load_run({trace.run_id!r}, {str(folder)!r})\ntrace"
-    ))
+    cells.append(
+        v4.new_code_cell(f"import agentlab\n\ntrace = agentlab.load_run({trace.run_id!r}, {str(folder)!r})\ntrace")
+    )
     cells += [v4.new_markdown_cell(step_markdown(view)) for view in trace]
     final = trace.finished
     if final is not None:

@@ -54,7 +54,9 @@ class _Result:
     @property
     def guard(self) -> GuardReport | None:
         """Deprecated: ``result.cost_check`` (the name cannot be confused with ``Run.loop_guard``)."""
-        warnings.warn("result.guard is now result.cost_check (the cost guard's report)", DeprecationWarning, stacklevel=2)
+        warnings.warn(
+            "result.guard is now result.cost_check (the cost guard's report)", DeprecationWarning, stacklevel=2
+        )
         return self.cost_check
 
     @property
@@ -80,7 +82,12 @@ class _Result:
 
     def _rows(self) -> list[tuple[str, str]]:
         note = self.cost_check.note() if self.cost_check else ""
-        rows = [("run", self.run_id), ("tokens", self.tokens), ("budgets", str(self.budget)), *([("cost guard", note)] if note else [])]
+        rows = [
+            ("run", self.run_id),
+            ("tokens", self.tokens),
+            ("budgets", str(self.budget)),
+            *([("cost guard", note)] if note else []),
+        ]
         if self.overrun_s > 0:
             rows.append(("deadline overrun", f"{self.overrun_s:.3f}s {self.overrun_cause}".rstrip()))
         if self.abandoned:

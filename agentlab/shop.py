@@ -90,12 +90,22 @@ class CarrierAPI:
             time.sleep(self.latency)
         if n <= self.fail_first:
             raise RetryableError(f"503 Service Unavailable from the {shipment['carrier']} tracking API (call {n})")
-        events = [{"date": shipment["shipped_on"], "event": "collected from the warehouse"}] if shipment["shipped_on"] else []
+        events = (
+            [{"date": shipment["shipped_on"], "event": "collected from the warehouse"}]
+            if shipment["shipped_on"]
+            else []
+        )
         if shipment.get("delay_reason"):
             events.append({"date": shipment["promised_on"], "event": f"delayed: {shipment['delay_reason']}"})
         if shipment["delivered_on"]:
             events.append({"date": shipment["delivered_on"], "event": "delivered, signed for at the door"})
-        state = "delivered" if shipment["delivered_on"] else "in transit" if shipment["shipped_on"] else "awaiting collection"
+        state = (
+            "delivered"
+            if shipment["delivered_on"]
+            else "in transit"
+            if shipment["shipped_on"]
+            else "awaiting collection"
+        )
         return {"tracking": shipment["tracking"], "carrier": shipment["carrier"], "state": state, "events": events}
 
 
@@ -139,9 +149,7 @@ class Shop:
         self.carrier = carrier or CarrierAPI()
         if path is None:
             tmp = tempfile.mkdtemp(prefix="agentlab-shop-")
-            self._cleanup: weakref.finalize[..., Shop] | None = weakref.finalize(
-                self, shutil.rmtree, tmp, True
-            )
+            self._cleanup: weakref.finalize[..., Shop] | None = weakref.finalize(self, shutil.rmtree, tmp, True)
             path = Path(tmp) / "shop.sqlite"
         else:
             self._cleanup = None
@@ -238,8 +246,12 @@ class Shop:
         return order
 
     def search_orders(
-        self, customer_id: int | None = None, status: str | None = None, text: str | None = None,
-        page: int = 1, page_size: int = 20,
+        self,
+        customer_id: int | None = None,
+        status: str | None = None,
+        text: str | None = None,
+        page: int = 1,
+        page_size: int = 20,
     ) -> dict[str, Any]:
         """Orders matching a customer, status or text (the ``search_orders`` tool)."""
         if page < 1:
@@ -280,14 +292,18 @@ class Shop:
             )
         self._pause()
         customer = rows[0]
-        customer["orders"] = self.query("SELECT count(*) AS n FROM orders WHERE customer_id = ?", (customer_id,))[0]["n"]
+        customer["orders"] = self.query("SELECT count(*) AS n FROM orders WHERE customer_id = ?", (customer_id,))[0][
+            "n"
+        ]
         return customer
 
     def carrier_status(self, tracking: str) -> dict[str, Any]:
         """The carrier's tracking events for a shipment (the ``carrier_status`` tool)."""
         rows = self.query("SELECT * FROM shipments WHERE tracking = ?", (tracking,))
         if not rows:
-            raise ToolError(f"No shipment with tracking number {tracking!r}.", hint="get_order shows an order's tracking number.")
+            raise ToolError(
+                f"No shipment with tracking number {tracking!r}.", hint="get_order shows an order's tracking number."
+            )
         return self.carrier.status(rows[0])
 
     # ------------------------------------------------------------ writes
@@ -346,8 +362,10 @@ class Shop:
         if not 0 < amount <= order["total"]:
             raise ToolError(f"A refund must be more than 0 and at most the order total {order['total']}.")
         self.write(
-            ("INSERT INTO refunds (order_id, amount, reason, created_at, approved_by) VALUES (?, ?, ?, datetime('now'), ?)",
-             (order_id, amount, reason, self.role)),
+            (
+                "INSERT INTO refunds (order_id, amount, reason, created_at, approved_by) VALUES (?, ?, ?, datetime('now'), ?)",
+                (order_id, amount, reason, self.role),
+            ),
             ("UPDATE orders SET status = 'refunded' WHERE id = ?", (order_id,)),
         )
         return {"order_id": order_id, "refunded": amount}
@@ -366,8 +384,11 @@ class Shop:
             return shop.get_order(order_id)
 
         def search_orders(
-            customer_id: int | None = None, status: Status | None = None, text: str | None = None,
-            page: int = 1, page_size: int = 20,
+            customer_id: int | None = None,
+            status: Status | None = None,
+            text: str | None = None,
+            page: int = 1,
+            page_size: int = 20,
         ) -> dict[str, Any]:
             """Search orders by customer, status or text in the items and notes; results come a page at a time.
 
@@ -452,4 +473,3 @@ def _digit_swaps(n: int, existing: set[int]) -> list[int]:
 def shop_tools(path: str | os.PathLike[str] | None = None, **options: Any) -> list[Tool]:
     """The shop's tools on the database at ``path`` (created on first use)."""
     return Shop(path, **options).tools()
-

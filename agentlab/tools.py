@@ -58,7 +58,9 @@ class Retry:
             raise ValueError(f"Retry: max_attempts must be an int >= 1 (1 = no retry) or None, got {m!r}")
         for field in ("base_delay", "max_delay"):
             v = getattr(self, field)
-            if v is not None and (isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0):
+            if v is not None and (
+                isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0
+            ):
                 raise ValueError(f"Retry: {field} must be a finite number of seconds >= 0 or None, got {v!r}")
 
 
@@ -89,8 +91,15 @@ class Tool:
                 "return a list or a string instead"
             )
         if timeout is not None:
-            if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not math.isfinite(timeout) or timeout <= 0:
-                raise ValueError(f"tool {name!r}: timeout must be a finite number of seconds > 0 or None, got {timeout!r}")
+            if (
+                isinstance(timeout, bool)
+                or not isinstance(timeout, numbers.Real)
+                or not math.isfinite(timeout)
+                or timeout <= 0
+            ):
+                raise ValueError(
+                    f"tool {name!r}: timeout must be a finite number of seconds > 0 or None, got {timeout!r}"
+                )
             timeout = float(timeout)
         if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
             raise ValueError(f"tool {name!r}: max_calls must be an int >= 1, got {max_calls!r}")
@@ -124,8 +133,14 @@ class Tool:
         if obj is None or inspect.ismethod(self.fn):
             return self
         return Tool(
-            self.fn.__get__(obj, owner), name=self.name, description=self.description, mode=self.mode,
-            timeout=self.timeout, retry=self.retry, max_calls=self.max_calls, max_result_chars=self.max_result_chars,
+            self.fn.__get__(obj, owner),
+            name=self.name,
+            description=self.description,
+            mode=self.mode,
+            timeout=self.timeout,
+            retry=self.retry,
+            max_calls=self.max_calls,
+            max_result_chars=self.max_result_chars,
             approve=self.approve,
         )
 
@@ -189,9 +204,7 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.B
         if annotation is inspect.Parameter.empty:
             annotation = Any
         fields[pname] = _field(annotation, param.default, param_help.get(pname))
-    model = pydantic.create_model(
-        f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields
-    )
+    model = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
     description = "\n\n".join(x for x in (doc.short_description, doc.long_description) if x)
     return model, description
 
@@ -309,7 +322,8 @@ def result_text(value: Any, max_chars: int | None = MAX_RESULT_CHARS) -> str:
             text = str(value)
     if max_chars is not None and len(text) > max_chars:
         text = (
-            text[:max_chars] + f"\n[agentlab: this result was cut to its first {max_chars:,} of {len(text):,} characters "
+            text[:max_chars]
+            + f"\n[agentlab: this result was cut to its first {max_chars:,} of {len(text):,} characters "
             "(the tool's max_result_chars). Next step: ask for less, e.g. a narrower query or one page at a time.]"
         )
     return text
@@ -324,16 +338,21 @@ def _checked_name(fn: Callable[..., Any], name: Any) -> str:
     if not isinstance(name, str):
         raise TypeError(f"tool name must be a string, got {type(name).__name__} {name!r}")
     if not NAME_RULE.match(name):
-        why = "a lambda has no usable name; pass name=" if name == "<lambda>" else (
-            f"{len(name)} characters, at most 64" if len(name) > 64 else "only letters, digits, '_' and '-'")
+        why = (
+            "a lambda has no usable name; pass name="
+            if name == "<lambda>"
+            else (f"{len(name)} characters, at most 64" if len(name) > 64 else "only letters, digits, '_' and '-'")
+        )
         raise ValueError(f"tool name {name!r} breaks the API's rule ^[a-zA-Z0-9_-]{{1,64}}$ ({why})")
     return name
 
 
 def _generator_call(fn: Any) -> bool:
     call = inspect.getattr_static(type(fn), "__call__", None)
-    return not inspect.isfunction(fn) and not inspect.ismethod(fn) and (
-        inspect.isgeneratorfunction(call) or inspect.isasyncgenfunction(call)
+    return (
+        not inspect.isfunction(fn)
+        and not inspect.ismethod(fn)
+        and (inspect.isgeneratorfunction(call) or inspect.isasyncgenfunction(call))
     )
 
 
@@ -351,14 +370,30 @@ class SchemaTool(Tool):
     """
 
     def __init__(
-        self, fn: Callable[..., Any], *, name: str, description: str, input_schema: dict[str, Any],
-        mode: Mode = "write", timeout: float | None = None, retry: Retry | None = None, max_calls: int | None = None,
+        self,
+        fn: Callable[..., Any],
+        *,
+        name: str,
+        description: str,
+        input_schema: dict[str, Any],
+        mode: Mode = "write",
+        timeout: float | None = None,
+        retry: Retry | None = None,
+        max_calls: int | None = None,
         approve: bool = False,
     ) -> None:
         if not isinstance(input_schema, dict):
             raise TypeError(f"tool {name!r}: input_schema must be a JSON schema object (a dict)")
-        super().__init__(lambda: None, name=name, description=description or name, mode=mode, timeout=timeout,
-                         retry=retry, max_calls=max_calls, approve=approve)
+        super().__init__(
+            lambda: None,
+            name=name,
+            description=description or name,
+            mode=mode,
+            timeout=timeout,
+            retry=retry,
+            max_calls=max_calls,
+            approve=approve,
+        )
         self.fn = fn
         self.is_async = inspect.iscoroutinefunction(fn)
         self.input_schema = _clean_schema(json.loads(json.dumps(input_schema)))

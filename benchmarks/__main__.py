@@ -21,18 +21,27 @@ RESULTS = Path(__file__).resolve().parent / "results" / "latest.json"
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__.splitlines()[0])
     p.add_argument("--quick", action="store_true", help="tiny sizes: checks the code runs, figures mean nothing")
-    p.add_argument("--only", default="", help="comma-separated: W1,W2,W3,traces,store,panel,memory,caching,cold,recorded,streaming,chaos,chaos-folders,chaos-ray")
+    p.add_argument(
+        "--only",
+        default="",
+        help="comma-separated: W1,W2,W3,traces,store,panel,memory,caching,cold,recorded,streaming,chaos,chaos-folders,chaos-ray",
+    )
     p.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     p.add_argument("--doc", type=Path, default=None, help="markdown file whose bench table to replace")
     args = p.parse_args(argv)
     known = {name for name, _, _ in suite.benches()}
     only = {x.strip() for x in args.only.split(",") if x.strip()}
     if only - known:
-        p.error(f"--only: unknown benchmark(s) {', '.join(sorted(only - known))}; choose from {', '.join(sorted(known))}")
+        p.error(
+            f"--only: unknown benchmark(s) {', '.join(sorted(only - known))}; choose from {', '.join(sorted(known))}"
+        )
     sizes = suite.QUICK if args.quick else suite.FULL
     where = machine.describe()
-    print(f"agentlab benchmarks ({'quick' if args.quick else 'full'} sizes) on {where['cpu']}, "
-          f"{where['cores']} cores, load {where['load (1 min) at start']}", flush=True)
+    print(
+        f"agentlab benchmarks ({'quick' if args.quick else 'full'} sizes) on {where['cpu']}, "
+        f"{where['cores']} cores, load {where['load (1 min) at start']}",
+        flush=True,
+    )
     rows = asyncio.run(suite.run_all(sizes, only or None, progress=lambda s: print(s, flush=True)))
     print()
     print(report.table(rows))

@@ -59,11 +59,21 @@ async def caching_rows(steps: int) -> list[Row]:
 
     shop = Shop()
     try:
-        with tempfile.TemporaryDirectory(prefix="agentlab-bench-") as d, \
-                MessagesServer(_script(steps), min_cache_tokens=MIN_CACHE_TOKENS) as server:
+        with (
+            tempfile.TemporaryDirectory(prefix="agentlab-bench-") as d,
+            MessagesServer(_script(steps), min_cache_tokens=MIN_CACHE_TOKENS) as server,
+        ):
             model = AnthropicModel(MODEL, client=server.client(), cache=True)
-            result = await al.arun("Which of my orders are late, and why?", shop.tools(), model=model, system=SYSTEM,
-                                   trace=Path(d), max_steps=steps, max_cost=None, deadline_s=120)
+            result = await al.arun(
+                "Which of my orders are late, and why?",
+                shop.tools(),
+                model=model,
+                system=SYSTEM,
+                trace=Path(d),
+                max_steps=steps,
+                max_cost=None,
+                deadline_s=120,
+            )
             if not isinstance(result, al.Done) or result.steps != steps:
                 raise RuntimeError(f"the shop run did not finish as scripted: {result!r}")
             recorded = load_runs(Path(d)).steps
@@ -74,11 +84,20 @@ async def caching_rows(steps: int) -> list[Row]:
     ideal = float(reprice(recorded, MODEL, caching=True).cost.sum())
     ratio = cached / plain
     return [
-        Row("cost.cache_ratio", label, ratio, "ratio",
+        Row(
+            "cost.cache_ratio",
+            label,
+            ratio,
+            "ratio",
             f"{ratio:.2f} (${fmt(cached)} vs ${fmt(plain)}; an ideal cache: {ideal / plain:.2f})",
             note=f"{MODEL} prices; prefixes under {MIN_CACHE_TOKENS} tokens are not cached, as on the API",
-            extra={"with_cache_usd": cached, "without_cache_usd": plain, "ideal_cache_usd": ideal,
-                   "read_tokens": int(recorded.cache_read_tokens.sum()),
-                   "write_tokens": int(recorded.cache_write_tokens.sum()),
-                   "uncached_tokens": int(recorded.input_tokens.sum())}),
+            extra={
+                "with_cache_usd": cached,
+                "without_cache_usd": plain,
+                "ideal_cache_usd": ideal,
+                "read_tokens": int(recorded.cache_read_tokens.sum()),
+                "write_tokens": int(recorded.cache_write_tokens.sum()),
+                "uncached_tokens": int(recorded.input_tokens.sum()),
+            },
+        ),
     ]

@@ -44,8 +44,14 @@ HANG_S = 5.0
 CONCURRENCY = 2
 OVERRUN_GOAL_S = 0.1
 RAISES: list[BaseException] = [
-    SystemExit(1), KeyboardInterrupt(), StopIteration(), GeneratorExit(), asyncio.CancelledError(),
-    ValueError("bug"), al.ToolError("not found", hint="ask again"), al.RetryableError("busy", retry_after=0.01),
+    SystemExit(1),
+    KeyboardInterrupt(),
+    StopIteration(),
+    GeneratorExit(),
+    asyncio.CancelledError(),
+    ValueError("bug"),
+    al.ToolError("not found", hint="ask again"),
+    al.RetryableError("busy", retry_after=0.01),
     PermissionError("denied"),
 ]
 FAULTS = ["ok", "ok", "ok", "raise", "slow", "hang_thread", "stubborn", "block_loop"]
@@ -141,11 +147,14 @@ def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> Non
     steps_seen: list[int] = []
     trace = FlakyTrace(folder, rng, rate=rng.choice([0.0, 0.0, 0.05]))
     hostile = rng.choice([None, None, *RAISES])
-    hostile_on = rng.choice(["run_started", "model_called", "tool_started", "tool_finished", "step_finished", "run_finished"])
+    hostile_on = rng.choice(
+        ["run_started", "model_called", "tool_started", "tool_finished", "step_finished", "run_finished"]
+    )
 
     def hostile_subscriber(event: al.Event) -> None:
         if hostile is not None and event.kind == hostile_on:
             raise hostile
+
     slow_every = rng.choice([0, 0, 3])
 
     def slow_subscriber(event: al.Event) -> None:
@@ -159,8 +168,14 @@ def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> Non
     t0 = time.perf_counter()
     try:
         result = al.run(  # warnings (from the failing trace subscriber) are silenced for the whole benchmark
-            "chaos", _tools(release), model=al.ScriptedModel(replies), trace=False, deadline_s=deadline,
-            max_cost=None, max_steps=10, subscribers=[hostile_subscriber, steps, slow_subscriber, trace],
+            "chaos",
+            _tools(release),
+            model=al.ScriptedModel(replies),
+            trace=False,
+            deadline_s=deadline,
+            max_cost=None,
+            max_steps=10,
+            subscribers=[hostile_subscriber, steps, slow_subscriber, trace],
             policy=al.Policy(base_delay=0.005, max_delay=0.01),
         )
     except BaseException as exc:  # noqa: BLE001 - counting exactly this
@@ -182,8 +197,9 @@ def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> Non
                 explained = bool(result.overrun_cause) or result.overrun_s <= OVERRUN_GOAL_S
                 tally.blocked.append((over, explained))
                 if not explained:
-                    tally.unexplained.append({"seed": seed, "overrun_s": over, "engine_overrun_s": result.overrun_s,
-                                              "detail": result.detail})
+                    tally.unexplained.append(
+                        {"seed": seed, "overrun_s": over, "engine_overrun_s": result.overrun_s, "detail": result.detail}
+                    )
             else:
                 tally.overruns.append(over)
                 tally.engine_overruns.append(result.overrun_s)
@@ -224,22 +240,64 @@ async def chaos_rows(runs: int) -> list[Row]:
     size = f"{tally.runs} runs, {CONCURRENCY} at a time"
     extra: dict[str, Any] = {"size": size, "stop_reasons": tally.reasons}
     return [
-        Row("chaos.hangs", "chaos: runs that hung", tally.hangs, "runs", f"{tally.hangs} of {tally.runs}", "0",
-            judged(tally.hangs == 0), extra=extra),
-        Row("chaos.escaped", "chaos: exceptions escaping run()", len(tally.escaped), "runs",
-            f"{len(tally.escaped)} of {tally.runs}", "0", judged(not tally.escaped),
-            note="; ".join(sorted(set(tally.escaped)))[:300], extra={"size": size}),
-        Row("chaos.lost_steps", "chaos: finished steps silently missing from the trace", tally.lost_steps, "steps",
-            str(tally.lost_steps), "0", judged(tally.lost_steps == 0), extra={"size": size}),
-        Row("chaos.overrun", "chaos: deadline overrun, loop free (p99)", p99, "s",
+        Row(
+            "chaos.hangs",
+            "chaos: runs that hung",
+            tally.hangs,
+            "runs",
+            f"{tally.hangs} of {tally.runs}",
+            "0",
+            judged(tally.hangs == 0),
+            extra=extra,
+        ),
+        Row(
+            "chaos.escaped",
+            "chaos: exceptions escaping run()",
+            len(tally.escaped),
+            "runs",
+            f"{len(tally.escaped)} of {tally.runs}",
+            "0",
+            judged(not tally.escaped),
+            note="; ".join(sorted(set(tally.escaped)))[:300],
+            extra={"size": size},
+        ),
+        Row(
+            "chaos.lost_steps",
+            "chaos: finished steps silently missing from the trace",
+            tally.lost_steps,
+            "steps",
+            str(tally.lost_steps),
+            "0",
+            judged(tally.lost_steps == 0),
+            extra={"size": size},
+        ),
+        Row(
+            "chaos.overrun",
+            "chaos: deadline overrun, loop free (p99)",
+            p99,
+            "s",
             f"p50 {fmt(p50 * 1e3)} ms · p99 {fmt(p99 * 1e3)} ms · max {fmt(worst * 1e3)} ms ({len(over)} deadline stops)",
-            f"p99 ≤ {OVERRUN_GOAL_S * 1e3:g} ms", judged(p99 <= OVERRUN_GOAL_S),
+            f"p99 ≤ {OVERRUN_GOAL_S * 1e3:g} ms",
+            judged(p99 <= OVERRUN_GOAL_S),
             note="wall time of run() past deadline_s: thread start, the 20 ms grace, trace close, and the OS scheduler",
-            extra={"p50_s": p50, "p99_s": p99, "max_s": worst, "n": len(over), "size": size,
-                   "engine_p99_s": _quantile(tally.engine_overruns, 0.99),
-                   "worst_runs": [{"overrun_s": o, "seed": sd, "detail": dt} for o, sd, dt in tally.worst]}),
-        Row("chaos.blocked_loop", "chaos: overruns with the loop blocked, explained", blocked_explained, "runs",
+            extra={
+                "p50_s": p50,
+                "p99_s": p99,
+                "max_s": worst,
+                "n": len(over),
+                "size": size,
+                "engine_p99_s": _quantile(tally.engine_overruns, 0.99),
+                "worst_runs": [{"overrun_s": o, "seed": sd, "detail": dt} for o, sd, dt in tally.worst],
+            },
+        ),
+        Row(
+            "chaos.blocked_loop",
+            "chaos: overruns with the loop blocked, explained",
+            blocked_explained,
+            "runs",
             f"{blocked_explained} of {len(tally.blocked)} explained; max {fmt(max((o for o, _ in tally.blocked), default=0.0) * 1e3)} ms",
-            "all explained", judged(blocked_explained == len(tally.blocked)),
-            extra={"size": size, "unexplained": tally.unexplained[:5]}),
+            "all explained",
+            judged(blocked_explained == len(tally.blocked)),
+            extra={"size": size, "unexplained": tally.unexplained[:5]},
+        ),
     ]

@@ -98,9 +98,7 @@ class Tally:
 
 def _trace_money(folder: Path) -> float:
     """Dollars the folder's trace files show (earlier attempts included)."""
-    return _trace_money_files(
-        [*(folder / "traces").glob("*.jsonl"), *(folder / "attempts").glob("*.jsonl")]
-    )
+    return _trace_money_files([*(folder / "traces").glob("*.jsonl"), *(folder / "attempts").glob("*.jsonl")])
 
 
 def _round(seed: int, base: Path, script: Path, tally: Tally) -> None:
@@ -121,9 +119,7 @@ def _round(seed: int, base: Path, script: Path, tally: Tally) -> None:
     )
     try:
         assert first.stdout is not None
-        in_flight = any(
-            line.strip() == "IN FLIGHT" for line in first.stdout
-        )  # blocks until the line (or the end)
+        in_flight = any(line.strip() == "IN FLIGHT" for line in first.stdout)  # blocks until the line (or the end)
         if in_flight:
             tally.kills_in_flight += 1
             second = subprocess.run(
@@ -151,9 +147,7 @@ def _round(seed: int, base: Path, script: Path, tally: Tally) -> None:
     saved = {k: os.environ.get(k) for k in ("CHAOS_SEED", "HOLD")}
     os.environ["CHAOS_SEED"], os.environ["HOLD"] = str(seed), ""
     try:
-        spec.loader.exec_module(
-            mod
-        )  # the child's module, read here: HOLD is empty, so nothing is held
+        spec.loader.exec_module(mod)  # the child's module, read here: HOLD is empty, so nothing is held
     finally:
         for k, v in saved.items():
             if v is None:
@@ -166,9 +160,7 @@ def _round(seed: int, base: Path, script: Path, tally: Tally) -> None:
     gap = abs(exp.spent_before - spent_in_traces)
     if gap > 1e-6:
         tally.forgotten.append(gap)
-        tally.notes.append(
-            f"round {seed}: resumed with ${exp.spent_before:.6f}, traces show ${spent_in_traces:.6f}"
-        )
+        tally.notes.append(f"round {seed}: resumed with ${exp.spent_before:.6f}, traces show ${spent_in_traces:.6f}")
     total = _trace_money(exp_folder)
     if total > exp.max_total_cost + 1e-9:
         tally.overspend.append(total - exp.max_total_cost)
@@ -248,9 +240,7 @@ def _ray_round(seed: int, base: Path, tally: Tally) -> None:
     folder = base / f"ray{seed}"
     folder.mkdir()
     n = rnd.randint(3, 6)
-    doomed = {
-        f"t{i}": rnd.randint(1, 2) for i in rnd.sample(range(n), rnd.randint(1, 2))
-    }  # task -> call it dies in
+    doomed = {f"t{i}": rnd.randint(1, 2) for i in rnd.sample(range(n), rnd.randint(1, 2))}  # task -> call it dies in
 
     def factory(task: Any, seed: int) -> Any:
         def fn(messages: Any, tools: Any) -> Any:
@@ -260,11 +250,7 @@ def _ray_round(seed: int, base: Path, tally: Tally) -> None:
                 marker.write_text("x")
                 os.kill(os.getpid(), signal.SIGKILL)  # the worker dies with this call in flight
             words = 10 + (seed + calls * 7) % 90
-            return (
-                al.reply("x " * words, ("lookup", {"key": "k"}))
-                if calls < 3
-                else al.reply("done " * words)
-            )
+            return al.reply("x " * words, ("lookup", {"key": "k"})) if calls < 3 else al.reply("done " * words)
 
         return al.FunctionModel(fn)
 
@@ -296,14 +282,10 @@ def _ray_round(seed: int, base: Path, tally: Tally) -> None:
         shown = _trace_money_of(exp_folder / "traces" / f"{row['run_id']}.jsonl")
         if abs(row["cost"] - shown) > 1e-9:
             tally.forgotten.append(abs(row["cost"] - shown))
-            tally.notes.append(
-                f"round {seed}: lost cell billed ${row['cost']:.6f}, trace shows ${shown:.6f}"
-            )
+            tally.notes.append(f"round {seed}: lost cell billed ${row['cost']:.6f}, trace shows ${shown:.6f}")
     assert first.ledger is not None
     if first.ledger.reserved > 1e-12 or abs(first.ledger.spent - _trace_money(exp_folder)) > 1e-9:
-        tally.forgotten.append(
-            first.ledger.reserved + abs(first.ledger.spent - _trace_money(exp_folder))
-        )
+        tally.forgotten.append(first.ledger.reserved + abs(first.ledger.spent - _trace_money(exp_folder)))
     second = build()
     again = second.run().runs.set_index("task_id")
     for task in lost[

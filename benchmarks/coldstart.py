@@ -44,8 +44,15 @@ def coldstart_rows(reps: int) -> list[Row]:
     total = median([s["import"] + s["run"] for s in samples]) * 1e3
     ok = total <= GOAL_MS
     return [
-        Row("cold.import_run", "Cold `import agentlab` + first `Run()`", total, "ms",
-            f"{fmt(total)} ms (import {fmt(imp)} ms, Run() {fmt(run)} ms)", f"≤ {GOAL_MS:.0f} ms", judged(ok),
+        Row(
+            "cold.import_run",
+            "Cold `import agentlab` + first `Run()`",
+            total,
+            "ms",
+            f"{fmt(total)} ms (import {fmt(imp)} ms, Run() {fmt(run)} ms)",
+            f"≤ {GOAL_MS:.0f} ms",
+            judged(ok),
             "" if ok else "most of the import is asyncio (+ssl) and the engine's own modules",
-            {"import_ms": imp, "run_ms": run, "reps": reps}),
+            {"import_ms": imp, "run_ms": run, "reps": reps},
+        ),
     ]

@@ -35,8 +35,16 @@ def _experiment(n: int, folder: Path, concurrency: int, backend: str = "local") 
         return al.ScriptedModel(replies)
 
     tasks = [{"id": f"t{i}", "input": f"look up the keys ({i})"} for i in range(n)]
-    return al.Experiment(tasks, {"w": run_options(STEPS - 1)}, tools=[ASYNC_TOOL], model=model, folder=folder,
-                         concurrency=concurrency, progress=False, backend=backend)
+    return al.Experiment(
+        tasks,
+        {"w": run_options(STEPS - 1)},
+        tools=[ASYNC_TOOL],
+        model=model,
+        folder=folder,
+        concurrency=concurrency,
+        progress=False,
+        backend=backend,
+    )
 
 
 async def _time_experiment(n: int, concurrency: int, backend: str = "local") -> float:
@@ -59,8 +67,13 @@ async def _time_bare(n: int) -> float:
     with tempfile.TemporaryDirectory(prefix="agentlab-bench-bare-") as d:
         t0 = time.perf_counter()
         for i in range(n):
-            await al.arun(f"look up the keys ({i})", [ASYNC_TOOL], model=al.ScriptedModel(replies), trace=d,
-                          **run_options(STEPS - 1))
+            await al.arun(
+                f"look up the keys ({i})",
+                [ASYNC_TOOL],
+                model=al.ScriptedModel(replies),
+                trace=d,
+                **run_options(STEPS - 1),
+            )
         return time.perf_counter() - t0
 
 
@@ -71,34 +84,58 @@ async def throughput_rows(n: int, reps: int) -> list[Row]:
     for c in (1, 8, 64):
         best = min([await _time_experiment(n, c) for _ in range(reps)])
         rates[c] = n / best
-    rows.append(Row(
-        "exp.runs_per_s", f"Experiments: runs/s, {n} runs of {STEPS} steps, traced", rates[64], "runs/s",
-        f"{fmt(rates[64])} runs/s at concurrency 64 ({fmt(rates[8])} at 8, {fmt(rates[1])} at 1)",
-        f"≥ {RUNS_PER_S_GOAL:g} runs/s at 64", judged(rates[64] >= RUNS_PER_S_GOAL), extra={"rates": rates},
-    ))
+    rows.append(
+        Row(
+            "exp.runs_per_s",
+            f"Experiments: runs/s, {n} runs of {STEPS} steps, traced",
+            rates[64],
+            "runs/s",
+            f"{fmt(rates[64])} runs/s at concurrency 64 ({fmt(rates[8])} at 8, {fmt(rates[1])} at 1)",
+            f"≥ {RUNS_PER_S_GOAL:g} runs/s at 64",
+            judged(rates[64] >= RUNS_PER_S_GOAL),
+            extra={"rates": rates},
+        )
+    )
     exp_t, bare_t = [], []
     for _ in range(reps):  # interleaved, so drift in the machine's load hits both alike
         bare_t.append(await _time_bare(n))
         exp_t.append(await _time_experiment(n, 1))
     overhead = min(exp_t) / min(bare_t) - 1
-    rows.append(Row(
-        "exp.overhead", "Experiments: machinery overhead per run over bare arun()", overhead, "ratio",
-        f"{overhead * 100:+.1f} % ({fmt(min(exp_t) / n * 1000)} ms vs {fmt(min(bare_t) / n * 1000)} ms per run, concurrency 1)",
-        f"≤ {OVERHEAD_GOAL * 100:g} %", judged(overhead <= OVERHEAD_GOAL),
-        extra={"experiment_s": exp_t, "bare_s": bare_t},
-    ))
+    rows.append(
+        Row(
+            "exp.overhead",
+            "Experiments: machinery overhead per run over bare arun()",
+            overhead,
+            "ratio",
+            f"{overhead * 100:+.1f} % ({fmt(min(exp_t) / n * 1000)} ms vs {fmt(min(bare_t) / n * 1000)} ms per run, concurrency 1)",
+            f"≤ {OVERHEAD_GOAL * 100:g} %",
+            judged(overhead <= OVERHEAD_GOAL),
+            extra={"experiment_s": exp_t, "bare_s": bare_t},
+        )
+    )
     return rows
 
 
 def memory_row(n: int) -> Row:
-    out = subprocess.run([sys.executable, "-m", "benchmarks.experiments", "memory", str(n)], capture_output=True,
-                         text=True, timeout=900, cwd=Path(__file__).resolve().parent.parent)
+    out = subprocess.run(
+        [sys.executable, "-m", "benchmarks.experiments", "memory", str(n)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     data = json.loads(out.stdout.strip().splitlines()[-1])
-    return Row("exp.peak_rss", f"Experiments: peak RSS, {n} runs at concurrency 64", data["peak_mib"], "MiB",
-               f"{fmt(data['peak_mib'])} MiB ({fmt(data['before_mib'])} MiB before the experiment; "
-               f"{fmt((data['peak_mib'] - data['before_mib']) * 1024 / n)} KiB per run)", extra=data)
+    return Row(
+        "exp.peak_rss",
+        f"Experiments: peak RSS, {n} runs at concurrency 64",
+        data["peak_mib"],
+        "MiB",
+        f"{fmt(data['peak_mib'])} MiB ({fmt(data['before_mib'])} MiB before the experiment; "
+        f"{fmt((data['peak_mib'] - data['before_mib']) * 1024 / n)} KiB per run)",
+        extra=data,
+    )
 
 
 async def ray_row(cells: int) -> Row:
@@ -121,8 +158,16 @@ async def ray_row(cells: int) -> Row:
         if started:
             ray.shutdown()
     per_cell = (ray_t - local_t) / cells * 1000
-    return Row(key, label, per_cell, "ms", f"{fmt(per_cell)} ms ({fmt(ray_t)} s vs {fmt(local_t)} s local, concurrency 2)",
-               goal, judged(per_cell <= RAY_GOAL_MS), extra={"ray_s": ray_t, "local_s": local_t})
+    return Row(
+        key,
+        label,
+        per_cell,
+        "ms",
+        f"{fmt(per_cell)} ms ({fmt(ray_t)} s vs {fmt(local_t)} s local, concurrency 2)",
+        goal,
+        judged(per_cell <= RAY_GOAL_MS),
+        extra={"ray_s": ray_t, "local_s": local_t},
+    )
 
 
 async def experiment_rows(n: int, reps: int, ray_cells: int) -> list[Row]:

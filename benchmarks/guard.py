@@ -52,9 +52,16 @@ async def _one(steps: int, max_cost: float | None) -> dict[str, Any]:
         # A pool of our own, closed here: one run per server, all on this event loop.
         client = server.client(http_client=anthropic.DefaultAsyncHttpxClient())
         try:
-            result = await al.arun("Read every part of the file and summarise it.", [read_part],
-                                   model=AnthropicModel(MODEL, client=client), trace=False, max_steps=steps,
-                                   max_cost=max_cost, deadline_s=120, subscribers=[events.append])
+            result = await al.arun(
+                "Read every part of the file and summarise it.",
+                [read_part],
+                model=AnthropicModel(MODEL, client=client),
+                trace=False,
+                max_steps=steps,
+                max_cost=max_cost,
+                deadline_s=120,
+                subscribers=[events.append],
+            )
         finally:
             await client.close()
         counts = sum(1 for r in server.requests if r.path.startswith("/v1/messages/count_tokens"))
@@ -65,8 +72,13 @@ async def _one(steps: int, max_cost: float | None) -> dict[str, Any]:
     call_latency = [e.data["latency"] for e in events if e.kind == "model_called"]
     counted_steps = [i + 1 for i, d in enumerate(checks) if "count_latency" in d]
     return {
-        "result": result, "counts": counts, "checks": len(checks), "steps": result.steps,
-        "count_latency": count_latency, "call_latency": call_latency, "counted_steps": counted_steps,
+        "result": result,
+        "counts": counts,
+        "checks": len(checks),
+        "steps": result.steps,
+        "count_latency": count_latency,
+        "call_latency": call_latency,
+        "counted_steps": counted_steps,
     }
 
 
@@ -87,18 +99,32 @@ async def guard_rows(steps: int) -> list[Row]:
         first = r["counted_steps"][0] if r["counted_steps"] else None
         over = res.cost > full_cost * share
         ok = not over and r["counts"] <= r["checks"] and (share < 10 or r["counts"] == 0)
-        rows.append(Row(
-            f"guard.counts_{int(share * 100)}", f"{label}, max_cost = {share:.0%} of its cost",
-            r["counts"], "requests",
-            f"{r['counts']} counts in {r['checks']} checks ({res.steps} steps, {res.reason}"
-            + (f", first at check {first}" if first else "") + f"); +{per_step_ms:.2f} ms/step "
-            f"(count p50 {count_p50:.2f} ms, call p50 {1000 * call_p50:.2f} ms); spent ${fmt(res.cost)}",
-            "no counts far from the limit; <= 1 count per step near it; never over max_cost",
-            judged(ok),
-            note="real SDK, local dense server (~1.7 bytes/token)",
-            extra={"share": share, "checks": r["checks"], "steps": res.steps, "reason": str(res.reason),
-                   "counted_steps": r["counted_steps"], "added_ms_per_step": per_step_ms,
-                   "count_p50_ms": count_p50, "call_p50_ms": 1000 * call_p50, "full_cost_usd": full_cost,
-                   "spent_usd": res.cost, "max_cost_usd": full_cost * share},
-        ))
+        rows.append(
+            Row(
+                f"guard.counts_{int(share * 100)}",
+                f"{label}, max_cost = {share:.0%} of its cost",
+                r["counts"],
+                "requests",
+                f"{r['counts']} counts in {r['checks']} checks ({res.steps} steps, {res.reason}"
+                + (f", first at check {first}" if first else "")
+                + f"); +{per_step_ms:.2f} ms/step "
+                f"(count p50 {count_p50:.2f} ms, call p50 {1000 * call_p50:.2f} ms); spent ${fmt(res.cost)}",
+                "no counts far from the limit; <= 1 count per step near it; never over max_cost",
+                judged(ok),
+                note="real SDK, local dense server (~1.7 bytes/token)",
+                extra={
+                    "share": share,
+                    "checks": r["checks"],
+                    "steps": res.steps,
+                    "reason": str(res.reason),
+                    "counted_steps": r["counted_steps"],
+                    "added_ms_per_step": per_step_ms,
+                    "count_p50_ms": count_p50,
+                    "call_p50_ms": 1000 * call_p50,
+                    "full_cost_usd": full_cost,
+                    "spent_usd": res.cost,
+                    "max_cost_usd": full_cost * share,
+                },
+            )
+        )
     return rows

@@ -42,13 +42,19 @@ async def _one_run(steps: int, folder: Path) -> dict[str, Any]:
     await al.arun("warm up", [SYNC_TOOL], model=al.ScriptedModel(script(2)), trace=warm, **run_options(2))
     replies = script(steps)
     tracemalloc.start()
-    result = await al.arun("look up the keys", [SYNC_TOOL], model=al.ScriptedModel(replies), trace=folder,
-                           **run_options(steps))
+    result = await al.arun(
+        "look up the keys", [SYNC_TOOL], model=al.ScriptedModel(replies), trace=folder, **run_options(steps)
+    )
     _, heap_peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     (file,) = folder.glob("*.jsonl")  # the warm-up run is in its own folder
-    return {"steps": steps, "peak_kib": _peak_kib(), "heap_peak_kib": heap_peak / 1024,
-            "trace_bytes": file.stat().st_size, "done": result.outcome == "done"}
+    return {
+        "steps": steps,
+        "peak_kib": _peak_kib(),
+        "heap_peak_kib": heap_peak / 1024,
+        "trace_bytes": file.stat().st_size,
+        "done": result.outcome == "done",
+    }
 
 
 def measure_in_child(steps: int) -> dict[str, Any]:
@@ -56,7 +62,10 @@ def measure_in_child(steps: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="agentlab-bench-") as d:
         out = subprocess.run(
             [sys.executable, "-m", "benchmarks.memory", str(steps), d],
-            capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=Path(__file__).resolve().parent.parent,
         )
     if out.returncode != 0:
         raise RuntimeError(f"memory benchmark child failed:\n{out.stderr[-2000:]}")
@@ -71,13 +80,25 @@ def memory_rows(steps: int) -> list[Row]:
     per_step = {d["steps"]: d["trace_bytes"] / (d["steps"] + 1) for d in (small, mid, big)}
     linear = per_step[big["steps"]] / per_step[small["steps"]]
     return [
-        Row("memory.peak_rss", f"Memory: peak RSS, {steps}-step traced run", big["peak_kib"] / 1024, "MiB",
+        Row(
+            "memory.peak_rss",
+            f"Memory: peak RSS, {steps}-step traced run",
+            big["peak_kib"] / 1024,
+            "MiB",
             f"{fmt(big['peak_kib'] / 1024)} MiB (the run's Python heap peak {fmt(big['heap_peak_kib'])} KiB; "
             f"at {small['steps']} steps {fmt(small['heap_peak_kib'])} KiB)",
-            extra={"children": [small, mid, big]}),
-        Row("memory.trace_linear", f"Memory: trace bytes/step at {steps} vs {small['steps']} steps", linear,
-            "ratio", f"{linear:.2f} ({fmt(per_step[small['steps']])} → {fmt(per_step[big['steps']])} B/step)",
-            f"≤ {LINEAR_GOAL} (linear)", judged(linear <= LINEAR_GOAL), extra={"bytes_per_step": per_step}),
+            extra={"children": [small, mid, big]},
+        ),
+        Row(
+            "memory.trace_linear",
+            f"Memory: trace bytes/step at {steps} vs {small['steps']} steps",
+            linear,
+            "ratio",
+            f"{linear:.2f} ({fmt(per_step[small['steps']])} → {fmt(per_step[big['steps']])} B/step)",
+            f"≤ {LINEAR_GOAL} (linear)",
+            judged(linear <= LINEAR_GOAL),
+            extra={"bytes_per_step": per_step},
+        ),
     ]
 
 

@@ -42,8 +42,14 @@ class StepClock:
 async def _plain(steps: int, folder: Path) -> tuple[float, float]:
     clock = StepClock()
     t0 = time.perf_counter()
-    result = await al.arun("look up the keys", [SYNC_TOOL], model=al.ScriptedModel(script(steps)), trace=folder,
-                           subscribers=[clock], **run_options(steps))
+    result = await al.arun(
+        "look up the keys",
+        [SYNC_TOOL],
+        model=al.ScriptedModel(script(steps)),
+        trace=folder,
+        subscribers=[clock],
+        **run_options(steps),
+    )
     whole = time.perf_counter() - t0
     if not isinstance(result, al.Done):
         raise RuntimeError(f"the benchmark run did not finish as scripted: {result!r}")
@@ -53,8 +59,14 @@ async def _plain(steps: int, folder: Path) -> tuple[float, float]:
 async def _with_panel(steps: int, folder: Path) -> tuple[float, float, int]:
     clock = StepClock()
     t0 = time.perf_counter()
-    lab: Any = al.Lab("look up the keys", [SYNC_TOOL], model=al.ScriptedModel(script(steps)), trace=folder,
-                      subscribers=[clock], **run_options(steps))
+    lab: Any = al.Lab(
+        "look up the keys",
+        [SYNC_TOOL],
+        model=al.ScriptedModel(script(steps)),
+        trace=folder,
+        subscribers=[clock],
+        **run_options(steps),
+    )
     lab.run()
     result = await lab.wait()
     whole = time.perf_counter() - t0
@@ -84,12 +96,24 @@ async def panel_rows(steps: int, reps: int) -> list[Row]:
     steady = median([p[0] for p in panel]) / median([p[0] for p in plain])
     whole = median([p[1] for p in panel]) / median([p[1] for p in plain])
     return [
-        Row("panel.ratio", label, steady, "ratio",
+        Row(
+            "panel.ratio",
+            label,
+            steady,
+            "ratio",
             f"{steady:.2f} steady; {whole:.1f} over the whole run with its final draw "
             f"({median([p[2] for p in panel]):.0f} redraws)",
-            goal, judged(steady <= PANEL_GOAL),
-            note="" if whole <= PANEL_GOAL else "the whole-run figure is the panel's construction and final draw "
+            goal,
+            judged(steady <= PANEL_GOAL),
+            note=""
+            if whole <= PANEL_GOAL
+            else "the whole-run figure is the panel's construction and final draw "
             "(the log's widgets, the chart), paid once per run",
-            extra={"steady_ratio": steady, "whole_run_ratio": whole,
-                   "plain_ms": [p[0] * 1e3 for p in plain], "panel_ms": [p[0] * 1e3 for p in panel]}),
+            extra={
+                "steady_ratio": steady,
+                "whole_run_ratio": whole,
+                "plain_ms": [p[0] * 1e3 for p in plain],
+                "panel_ms": [p[0] * 1e3 for p in panel],
+            },
+        ),
     ]

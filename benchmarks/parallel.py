@@ -72,20 +72,36 @@ async def parallel_reads(seconds: float, reps: int) -> list[Row]:
     wall = median(walls)
     goal = 1.25 * seconds
 
-    mixed = [("read_record", {"record": "r1"}), ("write_record", {"record": "r1", "value": "v2"}),
-             ("read_record", {"record": "r1"})]
+    mixed = [
+        ("read_record", {"record": "r1"}),
+        ("write_record", {"record": "r1", "value": "v2"}),
+        ("read_record", {"record": "r1"}),
+    ]
     alone, mixed_walls = True, []
     for _ in range(reps):
         probe = Probe(seconds)
         mixed_walls.append(await _first_step(probe, _turn(*mixed)))
-        (_, ws, we), = [s for s in probe.spans if s[0] == "write"]
+        ((_, ws, we),) = [s for s in probe.spans if s[0] == "write"]
         alone &= all(e <= ws or s >= we for name, s, e in probe.spans if name == "read")
     return [
-        Row("w2.reads_wall", f"W2 3 reads of {fmt(seconds)} s in one turn", wall, "s",
-            f"{fmt(wall)} s wall (ideal {fmt(seconds)})", f"≤ {fmt(goal)} s", judged(wall <= goal),
-            extra={"samples_s": walls, "reps": reps}),
-        Row("w2.reads_concurrent", "W2 most calls running at once", most, "calls", str(most), "3",
-            judged(most == 3)),
-        Row("w2.write_alone", "W2 read, write, read: the write ran alone", float(alone), "bool",
-            f"{'yes' if alone else 'NO'} ({fmt(median(mixed_walls))} s wall)", "yes", judged(alone)),
+        Row(
+            "w2.reads_wall",
+            f"W2 3 reads of {fmt(seconds)} s in one turn",
+            wall,
+            "s",
+            f"{fmt(wall)} s wall (ideal {fmt(seconds)})",
+            f"≤ {fmt(goal)} s",
+            judged(wall <= goal),
+            extra={"samples_s": walls, "reps": reps},
+        ),
+        Row("w2.reads_concurrent", "W2 most calls running at once", most, "calls", str(most), "3", judged(most == 3)),
+        Row(
+            "w2.write_alone",
+            "W2 read, write, read: the write ran alone",
+            float(alone),
+            "bool",
+            f"{'yes' if alone else 'NO'} ({fmt(median(mixed_walls))} s wall)",
+            "yes",
+            judged(alone),
+        ),
     ]

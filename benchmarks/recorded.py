@@ -63,8 +63,10 @@ def _real_sessions() -> list[tuple[str, list[dict[str, Any]], dict[str, list[dic
     source = Path(os.environ.get(SOURCE_ENV) or FIXTURE)
     out = []
     for main in sorted(source.glob("*.jsonl")):
-        subs = {f.name: [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
-                for f in sorted((source / main.stem / "subagents").glob("*.jsonl"))}
+        subs = {
+            f.name: [json.loads(x) for x in f.read_text().splitlines() if x.strip()]
+            for f in sorted((source / main.stem / "subagents").glob("*.jsonl"))
+        }
         out.append((main.stem, [json.loads(x) for x in main.read_text().splitlines() if x.strip()], subs))
     return out
 
@@ -79,7 +81,9 @@ def synthesise(folder: Path, megabytes: float) -> int:
     import os
 
     sessions = _real_sessions()
-    fix = (lambda d: _padded(d)) if not os.environ.get(SOURCE_ENV) else (lambda d: d)  # the fixtures' results were trimmed
+    fix = (
+        (lambda d: _padded(d)) if not os.environ.get(SOURCE_ENV) else (lambda d: d)
+    )  # the fixtures' results were trimmed
     total, n = 0, 0
     while total < megabytes * 1e6:
         name, lines, subs = sessions[n % len(sessions)]
@@ -128,7 +132,10 @@ def measure_in_child(megabytes: float) -> dict[str, Any]:
         size = synthesise(folder, megabytes)
         out = subprocess.run(
             [sys.executable, "-m", "benchmarks.recorded", str(folder)],
-            capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parent.parent,
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=Path(__file__).resolve().parent.parent,
         )
         if out.returncode != 0:
             raise RuntimeError(f"benchmarks.recorded failed: {out.stderr.strip()[-400:]}")
@@ -143,12 +150,26 @@ def recorded_rows(megabytes: float) -> list[Row]:
     secs = m["seconds"]
     ratio = m["extra_kib"] * 1024 / m["bytes"]
     return [
-        Row("recorded.import", f"import a {mb:.0f} MB Claude Code folder", secs, "s",
+        Row(
+            "recorded.import",
+            f"import a {mb:.0f} MB Claude Code folder",
+            secs,
+            "s",
             f"{fmt(secs)} s ({m['runs']} runs, {m['steps']:,} steps, {mb / secs:.0f} MB/s)",
-            f"<= {TIME_GOAL_S:g} s for 50 MB", judged(secs <= TIME_GOAL_S * mb / 50), ""),
-        Row("recorded.memory", "peak extra memory / folder size", ratio, "x",
+            f"<= {TIME_GOAL_S:g} s for 50 MB",
+            judged(secs <= TIME_GOAL_S * mb / 50),
+            "",
+        ),
+        Row(
+            "recorded.memory",
+            "peak extra memory / folder size",
+            ratio,
+            "x",
             f"{ratio:.2f}x ({m['extra_kib'] / 1024:.0f} MiB for {mb:.0f} MB)",
-            f"<= {MEMORY_GOAL:g}x", judged(ratio <= MEMORY_GOAL), ""),
+            f"<= {MEMORY_GOAL:g}x",
+            judged(ratio <= MEMORY_GOAL),
+            "",
+        ),
     ]
 
 

@@ -120,12 +120,32 @@ def redaction_rows(megabytes: float, import_mb: float, reps: int) -> list[Row]:
     share = max(0.0, on - off) / on if on > 0 else 0.0
     mb = f"{megabytes:g} MB"
     return [
-        Row("redact.text", f"redact a {mb} tool result (real agent text)", text_s, "s", f"{fmt(text_s * 1e3)} ms CPU",
-            f"<= {TEXT_GOAL_S:g} s", judged(text_s <= TEXT_GOAL_S * megabytes)),
-        Row("redact.adversarial", f"redact {mb} of the slowest of {len(SHAPES)} adversarial shapes", worst, "s",
+        Row(
+            "redact.text",
+            f"redact a {mb} tool result (real agent text)",
+            text_s,
+            "s",
+            f"{fmt(text_s * 1e3)} ms CPU",
+            f"<= {TEXT_GOAL_S:g} s",
+            judged(text_s <= TEXT_GOAL_S * megabytes),
+        ),
+        Row(
+            "redact.adversarial",
+            f"redact {mb} of the slowest of {len(SHAPES)} adversarial shapes",
+            worst,
+            "s",
             f"{fmt(worst * 1e3)} ms CPU ({worst_shape!r}); 4x input -> at most {growth:.1f}x time ({growth_shape!r})",
             f"<= {ADVERSARIAL_GOAL_S:g} s, 4x input <= {GROWTH_GOAL:g}x time",
-            judged(worst <= ADVERSARIAL_GOAL_S * megabytes and growth <= GROWTH_GOAL), extra={"shapes": per_shape}),
-        Row("redact.import_share", f"redaction's share of importing {import_mb:g} MB of Claude Code sessions", share,
-            "fraction", f"{share:.0%} ({fmt(on)} s with, {fmt(off)} s without)", "", "info"),
+            judged(worst <= ADVERSARIAL_GOAL_S * megabytes and growth <= GROWTH_GOAL),
+            extra={"shapes": per_shape},
+        ),
+        Row(
+            "redact.import_share",
+            f"redaction's share of importing {import_mb:g} MB of Claude Code sessions",
+            share,
+            "fraction",
+            f"{share:.0%} ({fmt(on)} s with, {fmt(off)} s without)",
+            "",
+            "info",
+        ),
     ]

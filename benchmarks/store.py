@@ -49,9 +49,7 @@ def _corpus(events: list[Any], folder: Path, total: int) -> int:
         new = f"bench{i:07d}"
         own = f"{rng.getrandbits(64):016x}"  # each run looks its own keys up, as real runs differ
         varied = text.replace(run_id, new).replace("look up the keys", f"look up the keys #{i}")
-        varied = varied.replace("value of k", f"value of {own} k").replace(
-            '"key":"k', f'"key":"{own}-k'
-        )
+        varied = varied.replace("value of k", f"value of {own} k").replace('"key":"k', f'"key":"{own}-k')
         (out / f"{new}.jsonl").write_text(varied, encoding="utf-8")
     return runs * len(events)
 
@@ -102,9 +100,7 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
         for _ in range(reps):  # interleaved, so both sides see the same machine
             bare.append(_bare_orjson(folder))
             jsonl.append(_load(folder))
-        ratio = min(jsonl) / min(
-            bare
-        )  # best of each: on a shared machine the slow runs are other people's
+        ratio = min(jsonl) / min(bare)  # best of each: on a shared machine the slow runs are other people's
         rows.append(
             Row(
                 "store.jsonl_ratio",
@@ -149,9 +145,7 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
         )
         try:
             rows.append(_memory_row(folder, total, store_bytes))
-        except (
-            Exception
-        ) as exc:  # one figure that cannot be taken leaves its row, not a hole in the others
+        except Exception as exc:  # one figure that cannot be taken leaves its row, not a hole in the others
             rows.append(_failed("store.memory", exc))
         try:
             rows.append(await _compaction_row(steps, reps, root / "compaction"))
@@ -281,9 +275,7 @@ def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int 
 
     rng = np.random.default_rng(7)
     kinds = pa.array(_KINDS)
-    datas = pa.array(
-        [json.dumps({"tool": f"tool{i % 7}", "index": i % 3, "outcome": "ok"}) for i in range(64)]
-    )
+    datas = pa.array([json.dumps({"tool": f"tool{i % 7}", "index": i % 3, "outcome": "ok"}) for i in range(64)])
     part = 0
     for start in range(0, events, per_file):
         n = min(per_file, events - start)

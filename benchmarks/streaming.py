@@ -61,8 +61,9 @@ async def _one(model: Any, stamps: list[float], cpu: list[float]) -> float:
             first.append(time.perf_counter())
 
     t0, c0 = time.perf_counter(), time.thread_time()
-    result = await al.arun("Tell me.", model=model, trace=False, max_cost=None, max_tokens=4096,
-                           deadline_s=60, subscribers=[watch])
+    result = await al.arun(
+        "Tell me.", model=model, trace=False, max_cost=None, max_tokens=4096, deadline_s=60, subscribers=[watch]
+    )
     took = time.perf_counter() - t0
     cpu.append(time.thread_time() - c0)  # the client's own CPU (the server is another process)
     if not isinstance(result, al.Done):
@@ -80,10 +81,23 @@ async def _pairs(reps: int, pause: float) -> dict[str, list[float]]:
     from agentlab.models.anthropic import AnthropicModel
 
     proc = subprocess.Popen(
-        [sys.executable, "-m", "benchmarks.stream_server", str(REPLY_TOKENS * 3), str(CHUNK_CHARS), str(2 * (reps + 1)), str(pause)],
-        stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parent.parent,
+        [
+            sys.executable,
+            "-m",
+            "benchmarks.stream_server",
+            str(REPLY_TOKENS * 3),
+            str(CHUNK_CHARS),
+            str(2 * (reps + 1)),
+            str(pause),
+        ],
+        stdout=subprocess.PIPE,
+        stdin=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
     )
-    out: dict[str, list[float]] = {k: [] for k in ("ratios", "stream_s", "whole_s", "stream_cpu", "whole_cpu", "seen", "sent")}
+    out: dict[str, list[float]] = {
+        k: [] for k in ("ratios", "stream_s", "whole_s", "stream_cpu", "whole_cpu", "seen", "sent")
+    }
     try:
         assert proc.stdout is not None
         url = await asyncio.to_thread(proc.stdout.readline)
@@ -116,8 +130,11 @@ async def streaming_rows(reps: int) -> list[Row]:
     label_p = f"Streaming, paced like the API (1 fragment / {PACE_S * 1000:g} ms): streamed ÷ whole after the same wait"
     label_f = "Streaming: first fragment at the socket → first model_delta at a subscriber"
     if any(importlib.util.find_spec(m) is None for m in ("agentlab.testing", "agentlab.models.streaming")):
-        return [missing("stream.overhead", label_o, "≤ 1.05"), missing("stream.paced", label_p, "≤ 1.05"),
-                missing("stream.first_delta", label_f, "≤ 5 ms")]
+        return [
+            missing("stream.overhead", label_o, "≤ 1.05"),
+            missing("stream.paced", label_p, "≤ 1.05"),
+            missing("stream.first_delta", label_f, "≤ 5 ms"),
+        ]
     import asyncio
 
     # Each part on its own event loop, ended when it is done: agentlab's per-loop SDK clients
@@ -133,20 +150,42 @@ async def streaming_rows(reps: int) -> list[Row]:
     cpu_us = (med(burst["stream_cpu"]) - med(burst["whole_cpu"])) * 1e6 / deltas
     paced_extra_ms = (med(paced["stream_s"]) - med(paced["whole_s"])) * 1000
     return [
-        Row("stream.overhead", label_o, ratio, "ratio",
+        Row(
+            "stream.overhead",
+            label_o,
+            ratio,
+            "ratio",
             f"{ratio:.3f} ({fmt(med(burst['stream_s']) * 1000)} ms vs {fmt(med(burst['whole_s']) * 1000)} ms)",
-            "≤ 1.05", judged(ratio <= 1 + OVERHEAD_GOAL),
-            note=(f"{deltas} fragments of {CHUNK_CHARS} chars sent back to back, each a model_delta: "
-                  f"~{fmt(extra_ms / deltas * 1000)} µs per fragment of wall time, ~{fmt(cpu_us)} µs of client CPU "
-                  "(mostly the HTTP stack's per-chunk parsing; the local server's own pace is the rest)"),
+            "≤ 1.05",
+            judged(ratio <= 1 + OVERHEAD_GOAL),
+            note=(
+                f"{deltas} fragments of {CHUNK_CHARS} chars sent back to back, each a model_delta: "
+                f"~{fmt(extra_ms / deltas * 1000)} µs per fragment of wall time, ~{fmt(cpu_us)} µs of client CPU "
+                "(mostly the HTTP stack's per-chunk parsing; the local server's own pace is the rest)"
+            ),
             extra={k: burst[k] for k in ("ratios", "stream_s", "whole_s", "stream_cpu", "whole_cpu")}
-            | {"per_fragment_us": extra_ms / deltas * 1000, "client_cpu_per_fragment_us": cpu_us}),
-        Row("stream.paced", label_p, paced_ratio, "ratio",
+            | {"per_fragment_us": extra_ms / deltas * 1000, "client_cpu_per_fragment_us": cpu_us},
+        ),
+        Row(
+            "stream.paced",
+            label_p,
+            paced_ratio,
+            "ratio",
             f"{paced_ratio:.3f} ({fmt(med(paced['stream_s']) * 1000)} ms vs {fmt(med(paced['whole_s']) * 1000)} ms)",
-            "≤ 1.05", judged(paced_ratio <= 1 + OVERHEAD_GOAL),
+            "≤ 1.05",
+            judged(paced_ratio <= 1 + OVERHEAD_GOAL),
             note=f"{deltas} fragments 5 ms apart; streamed minus whole: {fmt(paced_extra_ms)} ms (medians)",
-            extra={k: paced[k] for k in ("ratios", "stream_s", "whole_s", "stream_cpu", "whole_cpu")}),
-        Row("stream.first_delta", label_f, first_ms, "ms", f"{fmt(first_ms)} ms", "≤ 5 ms",
-            judged(first_ms <= FIRST_DELTA_GOAL_MS), note="median; the server runs in its own process",
-            extra={"samples_ms": lags}),
+            extra={k: paced[k] for k in ("ratios", "stream_s", "whole_s", "stream_cpu", "whole_cpu")},
+        ),
+        Row(
+            "stream.first_delta",
+            label_f,
+            first_ms,
+            "ms",
+            f"{fmt(first_ms)} ms",
+            "≤ 5 ms",
+            judged(first_ms <= FIRST_DELTA_GOAL_MS),
+            note="median; the server runs in its own process",
+            extra={"samples_ms": lags},
+        ),
     ]

@@ -50,10 +50,37 @@ class Sizes:
 
 FULL = Sizes()
 QUICK = Sizes(
-    w1_steps=5, w1_reps=2, bare_inner=2, w2_seconds=0.02, w2_reps=1, w3_steps=12, w3_window=4, w3_reps=1,
-    trace_steps=5, trace_reps=2, load_runs=3, panel_steps=5, panel_reps=2, memory_steps=8, cache_steps=20, cold_reps=1,
-    recorded_mb=0.5, redact_mb=0.02, redact_import_mb=0.3, stream_reps=2, guard_steps=8, chaos_runs=12, chaos_folders=1, chaos_ray_rounds=0, exp_runs=8, exp_reps=1, exp_ray_cells=0,
-    store_steps=5, store_events=2000, sql_events=20_000, store_reps=1,
+    w1_steps=5,
+    w1_reps=2,
+    bare_inner=2,
+    w2_seconds=0.02,
+    w2_reps=1,
+    w3_steps=12,
+    w3_window=4,
+    w3_reps=1,
+    trace_steps=5,
+    trace_reps=2,
+    load_runs=3,
+    panel_steps=5,
+    panel_reps=2,
+    memory_steps=8,
+    cache_steps=20,
+    cold_reps=1,
+    recorded_mb=0.5,
+    redact_mb=0.02,
+    redact_import_mb=0.3,
+    stream_reps=2,
+    guard_steps=8,
+    chaos_runs=12,
+    chaos_folders=1,
+    chaos_ray_rounds=0,
+    exp_runs=8,
+    exp_reps=1,
+    exp_ray_cells=0,
+    store_steps=5,
+    store_events=2000,
+    sql_events=20_000,
+    store_reps=1,
 )
 
 # (name, rows it produces if it fails, how to run it)
@@ -83,31 +110,68 @@ def benches() -> list[Bench]:
         return await asyncio.to_thread(memory.memory_rows, s.memory_steps)
 
     return [
-        ("W1", ["w1.bare", "w1.off", "w1.on", "w1.on_async"],
-         lambda s: steps.per_step_overhead(s.w1_steps, s.w1_reps, s.bare_inner)),
-        ("W2", ["w2.reads_wall", "w2.reads_concurrent", "w2.write_alone"],
-         lambda s: parallel.parallel_reads(s.w2_seconds, s.w2_reps)),
+        (
+            "W1",
+            ["w1.bare", "w1.off", "w1.on", "w1.on_async"],
+            lambda s: steps.per_step_overhead(s.w1_steps, s.w1_reps, s.bare_inner),
+        ),
+        (
+            "W2",
+            ["w2.reads_wall", "w2.reads_concurrent", "w2.write_alone"],
+            lambda s: parallel.parallel_reads(s.w2_seconds, s.w2_reps),
+        ),
         ("W3", ["w3.growth"], lambda s: steps.history_growth(s.w3_steps, s.w3_window, s.w3_reps)),
-        ("traces", ["trace.write_rate", "trace.bytes_per_step", "trace.load_rate"],
-         lambda s: traces.trace_rows(s.trace_steps, s.trace_reps, s.load_runs)),
-        ("store", ["store.jsonl_ratio", "store.load", "store.memory", "store.compaction", "store.sql"],
-         lambda s: store.store_rows(s.store_steps, s.store_events, s.sql_events, s.store_reps)),
+        (
+            "traces",
+            ["trace.write_rate", "trace.bytes_per_step", "trace.load_rate"],
+            lambda s: traces.trace_rows(s.trace_steps, s.trace_reps, s.load_runs),
+        ),
+        (
+            "store",
+            ["store.jsonl_ratio", "store.load", "store.memory", "store.compaction", "store.sql"],
+            lambda s: store.store_rows(s.store_steps, s.store_events, s.sql_events, s.store_reps),
+        ),
         ("panel", ["panel.ratio"], lambda s: panel.panel_rows(s.panel_steps, s.panel_reps)),
         ("memory", ["memory.peak_rss", "memory.trace_linear"], mem),
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
         ("cold", ["cold.import_run"], lambda s: asyncio.to_thread(coldstart.coldstart_rows, s.cold_reps)),
-        ("recorded", ["recorded.import", "recorded.memory"], lambda s: asyncio.to_thread(recorded.recorded_rows, s.recorded_mb)),
-        ("redaction", ["redact.text", "redact.adversarial", "redact.import_share"],
-         lambda s: asyncio.to_thread(redaction.redaction_rows, s.redact_mb, s.redact_import_mb, 1 if s is QUICK else 3)),
-        ("guard", ["guard.counts_25", "guard.counts_50", "guard.counts_100", "guard.counts_1000"],
-         lambda s: guard.guard_rows(s.guard_steps)),
-        ("experiments", ["exp.runs_per_s", "exp.overhead", "exp.peak_rss", "exp.ray_overhead"],
-         lambda s: experiments.experiment_rows(s.exp_runs, s.exp_reps, s.exp_ray_cells)),
-        ("streaming", ["stream.overhead", "stream.paced", "stream.first_delta"], lambda s: streaming.streaming_rows(s.stream_reps)),
-        ("chaos", ["chaos.hangs", "chaos.escaped", "chaos.lost_steps", "chaos.overrun", "chaos.blocked_loop"],
-         lambda s: chaos.chaos_rows(s.chaos_runs)),
-        ("chaos-folders", ["chaos.folder_owners", "chaos.folder_money", "chaos.folder_cells"],
-         lambda s: chaos_folders.folder_rows(s.chaos_folders)),
+        (
+            "recorded",
+            ["recorded.import", "recorded.memory"],
+            lambda s: asyncio.to_thread(recorded.recorded_rows, s.recorded_mb),
+        ),
+        (
+            "redaction",
+            ["redact.text", "redact.adversarial", "redact.import_share"],
+            lambda s: asyncio.to_thread(
+                redaction.redaction_rows, s.redact_mb, s.redact_import_mb, 1 if s is QUICK else 3
+            ),
+        ),
+        (
+            "guard",
+            ["guard.counts_25", "guard.counts_50", "guard.counts_100", "guard.counts_1000"],
+            lambda s: guard.guard_rows(s.guard_steps),
+        ),
+        (
+            "experiments",
+            ["exp.runs_per_s", "exp.overhead", "exp.peak_rss", "exp.ray_overhead"],
+            lambda s: experiments.experiment_rows(s.exp_runs, s.exp_reps, s.exp_ray_cells),
+        ),
+        (
+            "streaming",
+            ["stream.overhead", "stream.paced", "stream.first_delta"],
+            lambda s: streaming.streaming_rows(s.stream_reps),
+        ),
+        (
+            "chaos",
+            ["chaos.hangs", "chaos.escaped", "chaos.lost_steps", "chaos.overrun", "chaos.blocked_loop"],
+            lambda s: chaos.chaos_rows(s.chaos_runs),
+        ),
+        (
+            "chaos-folders",
+            ["chaos.folder_owners", "chaos.folder_money", "chaos.folder_cells"],
+            lambda s: chaos_folders.folder_rows(s.chaos_folders),
+        ),
         ("chaos-ray", ["chaos.ray_workers"], lambda s: chaos_folders.ray_rows(s.chaos_ray_rounds)),
     ]
 

@@ -28,8 +28,9 @@ async def record_run(steps: int) -> list[al.Event]:
             e = replace(e, data={**e.data, "messages": list(e.data["messages"])})
         events.append(e)
 
-    run = al.Run("look up the keys", [SYNC_TOOL], model=al.ScriptedModel(script(steps)),
-                 subscribers=[keep], **run_options(steps))
+    run = al.Run(
+        "look up the keys", [SYNC_TOOL], model=al.ScriptedModel(script(steps)), subscribers=[keep], **run_options(steps)
+    )
     result = await run.run()
     if not isinstance(result, al.Done):
         raise RuntimeError(f"the benchmark run did not finish as scripted: {result!r}")
@@ -62,11 +63,21 @@ async def trace_rows(steps: int, reps: int, runs_to_load: int) -> list[Row]:
         size = file.stat().st_size
         rate = len(events) / median(secs)
         rows = [
-            Row("trace.write_rate", "Trace: events written per second", rate, "events/s",
+            Row(
+                "trace.write_rate",
+                "Trace: events written per second",
+                rate,
+                "events/s",
                 f"{fmt(rate)} events/s ({fmt(1e6 / rate)} µs each, flushed)",
-                extra={"events_per_run": len(events), "reps": reps}),
-            Row("trace.bytes_per_step", "Trace: bytes per step", size / (steps + 1), "bytes",
-                f"{fmt(size / (steps + 1))} B ({len(events) / (steps + 1):.1f} events/step)"),
+                extra={"events_per_run": len(events), "reps": reps},
+            ),
+            Row(
+                "trace.bytes_per_step",
+                "Trace: bytes per step",
+                size / (steps + 1),
+                "bytes",
+                f"{fmt(size / (steps + 1))} B ({len(events) / (steps + 1):.1f} events/step)",
+            ),
         ]
         rows.append(load_row(file, run_id, len(events), steps, runs_to_load, root / "many"))
     return rows
@@ -95,6 +106,13 @@ def load_row(file: Path, run_id: str, events_per_run: int, steps: int, runs: int
         raise RuntimeError(f"load_runs found {loaded} runs, expected {runs}")
     rate = total / elapsed
     per_million = 1e6 / rate
-    return Row("trace.load_rate", label, rate, "events/s",
-               f"{fmt(rate)} events/s ({fmt(elapsed)} s; 1M events ≈ {fmt(per_million)} s)", goal,
-               judged(per_million <= LOAD_GOAL_S_PER_MILLION), extra={"events": total, "seconds": elapsed})
+    return Row(
+        "trace.load_rate",
+        label,
+        rate,
+        "events/s",
+        f"{fmt(rate)} events/s ({fmt(elapsed)} s; 1M events ≈ {fmt(per_million)} s)",
+        goal,
+        judged(per_million <= LOAD_GOAL_S_PER_MILLION),
+        extra={"events": total, "seconds": elapsed},
+    )

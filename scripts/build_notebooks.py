@@ -77,7 +77,8 @@ NOTEBOOKS: dict[str, list[nbformat.NotebookNode]] = {}
 
 # --------------------------------------------------------------------------- 1
 NOTEBOOKS["01-the-loop-step-by-step"] = [
-    md("""
+    md(
+        """
 # 1 · The loop, one step at a time
 
 An agent is a loop: call the model, run the tools it asks for, hand the results
@@ -86,12 +87,14 @@ that loop by hand, then runs the same task through `agentlab.Run`, whose
 `await run.step()` does exactly one model call and that turn's tools, then
 stops, so you can look at everything in between.
 
-""" + offline_note("""
+"""
+        + offline_note("""
 the replies, and so the number of steps, are Claude's own and vary from run to
 run, and the costs are what Anthropic bills. The tools still work on the same
 local SQLite shop. (The loop by hand below calls `bare.model`: replace it with
 `al.AnthropicModel()` there too.)
-""")),
+""")
+    ),
     code(SETUP),
     md("""
 ## The loop by hand
@@ -211,7 +214,8 @@ result"""),
 
 # --------------------------------------------------------------------------- 2
 NOTEBOOKS["02-three-budgets"] = [
-    md("""
+    md(
+        """
 # 2 · Three budgets: steps, cost, time
 
 * **Steps** catch the model that alternates between two tools forever.
@@ -221,11 +225,13 @@ NOTEBOOKS["02-three-budgets"] = [
 They fail independently, so each one is checked, and the result says which one
 ran out, with the numbers.
 
-""" + offline_note("""
+"""
+        + offline_note("""
 the dollars are billed; the budgets work the same way,
 but which one stops a run depends on what the model does. The hanging tool and
 the growing context are properties of the tools, so they stop a real model too.
-""")),
+""")
+    ),
     code(SETUP),
     code("""
 results = {name: await scenarios.get(name).setup().arun()
@@ -295,7 +301,8 @@ A stop reason is a value with numbers in it. Compare a generic "timeout" with:
 
 # --------------------------------------------------------------------------- 3
 NOTEBOOKS["03-three-kinds-of-failure"] = [
-    md("""
+    md(
+        """
 # 3 · Three kinds of failure
 
 | kind | examples | what the loop does |
@@ -306,11 +313,13 @@ NOTEBOOKS["03-three-kinds-of-failure"] = [
 
 One policy table (`agentlab.Policy`) decides which is which.
 
-""" + offline_note("""
+"""
+        + offline_note("""
 the model's own errors go through the same table: a 429 or 529 from the
 Messages API is retried with backoff, a refused key is an authentication
 failure and stops the run at its first call.
-""")),
+""")
+    ),
     code(SETUP),
     md("## Recoverable: an error that names the next step"),
     code("""
@@ -398,7 +407,8 @@ shows it:
 
 # --------------------------------------------------------------------------- 4
 NOTEBOOKS["04-loop-detection"] = [
-    md("""
+    md(
+        """
 # 4 · Detecting the loop within the loop
 
 A model that calls the same tool with the same arguments a third time is
@@ -408,10 +418,12 @@ blip is legitimate). The third is **not run**: the model gets the earlier result
 and a nudge to try something else. One more after the nudge stops the run with
 `"loop detected"`.
 
-""" + offline_note("""
+"""
+        + offline_note("""
 whether a nudged model changes course is Claude's decision, not a script's:
 that is the number worth measuring on your own runs (the last section).
-""")),
+""")
+    ),
     code(SETUP),
     code("""
 recovers = await scenarios.get("repeat-recovers").setup().arun()
@@ -476,7 +488,8 @@ mine[["run_id", "outcome", "reason", "nudges"]]"""),
 
 # --------------------------------------------------------------------------- 5
 NOTEBOOKS["05-parallel-tool-calls"] = [
-    md("""
+    md(
+        """
 # 5 · Parallel tool calls
 
 A model can ask for several tools in one turn. Independent reads run together:
@@ -485,10 +498,12 @@ message, in the order requested. Writes are the trap: two writes to the same
 record, run at once, race. Tools are marked `read` or `write`; reads run
 together, writes run alone.
 
-""" + offline_note("""
+"""
+        + offline_note("""
 Claude decides whether to ask for several tools in one turn; when it does, the
 engine runs them exactly as here. The latencies are the shop's simulated ones.
-""")),
+""")
+    ),
     code(SETUP),
     code("""
 lookups = await scenarios.get("parallel-lookups").setup().arun()
@@ -559,7 +574,8 @@ ax.figure"""),
 
 # --------------------------------------------------------------------------- 6
 NOTEBOOKS["06-traces-step-four"] = [
-    md("""
+    md(
+        """
 # 6 · Traces: reading a failed run at step four
 
 A failed run is nearly impossible to debug from its last message. Every
@@ -568,10 +584,12 @@ sent, each tool call with its full arguments and result, token usage, timing),
 keyed by the run id. Each step's *new* messages are stored once, and "what was
 sent at step k" is rebuilt exactly.
 
-""" + offline_note("""
+"""
+        + offline_note("""
 the trace records Claude's own token counts (instead of estimates), its
 cache reads and writes, and the API's request ids; reading it works the same.
-""")),
+""")
+    ),
     code(SETUP),
     code("""
 failed = await scenarios.get("repeat-forever").setup().arun()
@@ -626,7 +644,8 @@ status = agentlab_command(["report", failed.run_id, "--runs", RUNS])"""),
 
 # --------------------------------------------------------------------------- 7
 NOTEBOOKS["07-cost-analysis"] = [
-    md("""
+    md(
+        """
 # 7 · Cost: the quadratic curve, caching, what-ifs
 
 Every step re-sends the whole conversation. If each step adds about the same
@@ -635,10 +654,12 @@ plus *k − 1* times that growth, so the cost of one step grows linearly and the
 cost of a run grows with the **square** of its length. The `growing-context`
 scenario audits orders a page at a time; each page stays in the context.
 
-""" + offline_note("""
+"""
+        + offline_note("""
 the token counts are Claude's own (the offline ones are estimated from the
 characters sent) and the dollars are billed; the shape of the curve is the same.
-""")),
+""")
+    ),
     code(SETUP),
     code("""
 free = await scenarios.get("growing-context").setup(max_cost=None).arun()
@@ -925,7 +946,9 @@ thousands of tokens, and some pieces are a single compaction call. Fewer runs
 reach each later step, so a median at step 20 is partly a statement about which
 runs lasted that long (the tables below say how many runs each step has).
 """),
-    code(SETUP + """
+    code(
+        SETUP
+        + """
 from pathlib import Path
 import numpy as np
 from matplotlib.figure import Figure
@@ -936,7 +959,8 @@ real = real_usage()
 steps = real.steps.merge(real.runs[["run_id", "model"]], on="run_id")
 steps["agent"] = np.where(steps["model"].str.startswith("claude"), "Claude Code", "mini-swe-agent")
 real.runs.groupby(real.runs["model"].str.startswith("claude").map({True: "Claude Code", False: "mini-swe-agent"}))[
-    ["steps", "cost"]].describe().round(3)"""),
+    ["steps", "cost"]].describe().round(3)"""
+    ),
     md("""
 ## How fast does the context grow?
 
@@ -1147,7 +1171,8 @@ ax.figure"""),
 
 
 NOTEBOOKS["10-your-loop-against-the-scenarios"] = [
-    md("""
+    md(
+        """
 # 10 · Your loop against the scenarios
 
 The article's claim is that every line of the loop is a decision. This notebook
@@ -1158,7 +1183,9 @@ and plays every version, and agentlab, against the same nine scenarios. A
 scoreboard, computed below and not typed, says which lessons each version
 keeps, with the calls, dollars and seconds each game took.
 
-""" + OFFLINE.strip() + """
+"""
+        + OFFLINE.strip()
+        + """
 Here the scripted models are the point: each scenario's model misbehaves the
 same way every time (it loops, it probes, its upstream hangs), which is what
 makes the versions comparable. Nothing here reads `ANTHROPIC_API_KEY`; with
@@ -1166,8 +1193,11 @@ it set you could hand any of these loops `al.AnthropicModel()` in place of
 `setup.model`, but Claude
 would not reproduce the misbehaviours on demand, so a scoreboard would
 measure the model as much as the loop.
-"""),
-    code(SETUP + """
+"""
+    ),
+    code(
+        SETUP
+        + """
 import asyncio
 import json
 import time
@@ -1176,7 +1206,8 @@ from functools import partial
 from agentlab.models.base import ModelRequest
 from agentlab.scenarios import scoreboard as sb
 
-pd.DataFrame({"the lesson holds when": {name: lesson.point for name, lesson in sb.LESSONS.items()}})"""),
+pd.DataFrame({"the lesson holds when": {name: lesson.point for name, lesson in sb.LESSONS.items()}})"""
+    ),
     md("""
 ## The referee
 
@@ -1356,7 +1387,6 @@ print("refunds made by this run:", refunds() - before)"""),
 ]
 
 
-
 def cells_of(name: str) -> list[nbformat.NotebookNode]:
     """Notebook ``name``'s cells as written to disk (its own name filled in where a cell says __NOTEBOOK__)."""
     return [nbformat.from_dict({**cell, "source": cell.source.replace(NOTEBOOK, name)}) for cell in NOTEBOOKS[name]]
@@ -1431,7 +1461,9 @@ def widget_state(nb: nbformat.NotebookNode) -> dict | None:
     return nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json")
 
 
-def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 300, illegible: list[str] | None = None) -> nbformat.NotebookNode:
+def execute(
+    nb: nbformat.NotebookNode, cwd: Path, timeout: int = 300, illegible: list[str] | None = None
+) -> nbformat.NotebookNode:
     """Run every cell of ``nb`` in a fresh kernel (in folder ``cwd``) and save its widgets as they end up.
 
     With ``illegible`` (a list), every figure the notebook shows is checked as it is drawn (text over
@@ -1446,17 +1478,26 @@ def execute(nb: nbformat.NotebookNode, cwd: Path, timeout: int = 300, illegible:
     nb.cells.append(probe)
     if checking:
         first_code = next(i for i, c in enumerate(nb.cells) if c.cell_type == "code")
-        nb.cells.insert(first_code + 1, hook)  # after the set-up cell: `%matplotlib inline` installs the drawing it wraps
+        nb.cells.insert(
+            first_code + 1, hook
+        )  # after the set-up cell: `%matplotlib inline` installs the drawing it wraps
         nb.cells.insert(len(nb.cells) - 1, report)
     try:
-        NotebookClient(nb, timeout=timeout, kernel_name="python3", store_widget_state=True,
-                       resources={"metadata": {"path": str(cwd)}}).execute()
+        NotebookClient(
+            nb,
+            timeout=timeout,
+            kernel_name="python3",
+            store_widget_state=True,
+            resources={"metadata": {"path": str(cwd)}},
+        ).execute()
     finally:
         nb.cells.remove(probe)
         if checking:
             nb.cells.remove(hook)
             nb.cells.remove(report)
-            shown = "".join(o.get("text", "") for o in report.outputs if o.output_type == "stream" and o.name == "stdout")
+            shown = "".join(
+                o.get("text", "") for o in report.outputs if o.output_type == "stream" and o.name == "stdout"
+            )
             illegible.extend(json.loads(shown or "[]"))
     text = "".join(o.get("text", "") for o in probe.outputs if o.output_type == "stream" and o.name == "stdout")
     state = json.loads(text or "{}")

@@ -24,13 +24,42 @@ from mkdocs.structure.files import File, Files
 ROOT = Path(__file__).resolve().parents[1]
 
 GROUPS: dict[str, list[str]] = {
-    "Running the loop": ["run", "arun", "Run", "Done", "Stopped", "StepRecord", "Budget", "BudgetSnapshot", "Event",
-                         "FakeClock"],
+    "Running the loop": [
+        "run",
+        "arun",
+        "Run",
+        "Done",
+        "Stopped",
+        "StepRecord",
+        "Budget",
+        "BudgetSnapshot",
+        "Event",
+        "FakeClock",
+    ],
     "Models": ["AnthropicModel", "FunctionModel", "ScriptedModel", "ReplayModel", "reply", "resolve_model", "Prices"],
-    "Tools and failures": ["tool", "Tool", "Retry", "mcp_tools", "ToolError", "RetryableError", "FatalError",
-                           "PermissionDenied", "AuthenticationFailed", "ModelError", "Policy"],
-    "Traces, records, replay and fork": ["Trace", "Traces", "load_run", "load_runs", "load_recorded", "import_recorded",
-                                         "replay", "fork"],
+    "Tools and failures": [
+        "tool",
+        "Tool",
+        "Retry",
+        "mcp_tools",
+        "ToolError",
+        "RetryableError",
+        "FatalError",
+        "PermissionDenied",
+        "AuthenticationFailed",
+        "ModelError",
+        "Policy",
+    ],
+    "Traces, records, replay and fork": [
+        "Trace",
+        "Traces",
+        "load_run",
+        "load_runs",
+        "load_recorded",
+        "import_recorded",
+        "replay",
+        "fork",
+    ],
     "Experiments": ["Experiment", "ExperimentResult", "grid"],
     "The lab": ["Lab"],
 }
@@ -43,8 +72,13 @@ MODULES = ["plots", "analysis", "datasets", "otel", "shop", "scenarios", "testin
 def _public(module: Any) -> list[str]:
     names = getattr(module, "__all__", None)
     if names is None:
-        names = [n for n, v in vars(module).items() if not n.startswith("_") and getattr(v, "__module__", None) == module.__name__
-                 and (inspect.isfunction(v) or inspect.isclass(v))]
+        names = [
+            n
+            for n, v in vars(module).items()
+            if not n.startswith("_")
+            and getattr(v, "__module__", None) == module.__name__
+            and (inspect.isfunction(v) or inspect.isclass(v))
+        ]
     return list(names)
 
 
@@ -77,7 +111,9 @@ def missing_docstrings() -> list[str]:
             if (inspect.isfunction(obj) or inspect.isclass(obj)) and not (obj.__doc__ or "").strip():
                 missing.append(f"{prefix}.{name}")
             if inspect.isclass(obj):
-                missing += [f"{prefix}.{name}.{m}" for m, f in _members(obj) if not (getattr(f, "__doc__", None) or "").strip()]
+                missing += [
+                    f"{prefix}.{name}.{m}" for m, f in _members(obj) if not (getattr(f, "__doc__", None) or "").strip()
+                ]
     return sorted(set(missing))
 
 
@@ -93,9 +129,13 @@ def reference_page() -> str:
     rest = [n for n in agentlab.__all__ if n not in listed]
     if rest:
         groups["More"] = rest
-    lines = ["# API reference", "",
-             "Everything below is importable from `agentlab` (`import agentlab as al`; `al.run`, `al.Lab`...),",
-             "whatever module defines it. The modules at the end are reached as `al.plots`, `al.analysis`...", ""]
+    lines = [
+        "# API reference",
+        "",
+        "Everything below is importable from `agentlab` (`import agentlab as al`; `al.run`, `al.Lab`...),",
+        "whatever module defines it. The modules at the end are reached as `al.plots`, `al.analysis`...",
+        "",
+    ]
     for title, names in groups.items():
         lines += [f"## {title}", ""]
         for name in names:
@@ -103,8 +143,14 @@ def reference_page() -> str:
             lines += [f"::: {obj.__module__}.{obj.__qualname__}", "    options:", f"      heading: {name}", ""]
     lines += ["## Modules", ""]
     for mod in MODULES:
-        lines += [f"::: agentlab.{mod}", "    options:", "      show_root_full_path: true", "      heading_level: 3",
-                  f"      members: {_public(importlib.import_module(f'agentlab.{mod}'))}", ""]
+        lines += [
+            f"::: agentlab.{mod}",
+            "    options:",
+            "      show_root_full_path: true",
+            "      heading_level: 3",
+            f"      members: {_public(importlib.import_module(f'agentlab.{mod}'))}",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -126,6 +172,12 @@ def on_files(files: Files, config: Any) -> Files:
     files.append(File.generated(config, "index.md", content=readme_as_index()))
     files.append(File.generated(config, "reference.md", content=reference_page()))
     for notebook in sorted((ROOT / "notebooks").glob("*.ipynb")):
-        files.append(File(f"notebooks/{notebook.name}", src_dir=str(ROOT), dest_dir=config["site_dir"],
-                          use_directory_urls=config["use_directory_urls"]))
+        files.append(
+            File(
+                f"notebooks/{notebook.name}",
+                src_dir=str(ROOT),
+                dest_dir=config["site_dir"],
+                use_directory_urls=config["use_directory_urls"],
+            )
+        )
     return files

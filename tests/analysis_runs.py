@@ -38,11 +38,18 @@ def quadratic_steps(a: float, b: float, c: float, n: int, run_id: str = "q") -> 
     """A steps frame whose cumulative cost is exactly a·k² + b·k + c."""
     cum = [a * k * k + b * k + c for k in range(1, n + 1)]
     cost = [cum[0]] + [y - x for x, y in zip(cum, cum[1:], strict=False)]
-    return pd.DataFrame({
-        "run_id": run_id, "step": range(1, n + 1), "input_tokens": [1000 * k for k in range(1, n + 1)],
-        "output_tokens": 100, "cache_write_tokens": 0, "cache_read_tokens": 0, "cost": cost, "cumulative_cost": cum,
-    })
-
+    return pd.DataFrame(
+        {
+            "run_id": run_id,
+            "step": range(1, n + 1),
+            "input_tokens": [1000 * k for k in range(1, n + 1)],
+            "output_tokens": 100,
+            "cache_write_tokens": 0,
+            "cache_read_tokens": 0,
+            "cost": cost,
+            "cumulative_cost": cum,
+        }
+    )
 
 
 SCRIPTS = {

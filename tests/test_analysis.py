@@ -46,8 +46,18 @@ def test_step_costs_show_the_context_growing_every_step(growing):
 def test_missing_columns_are_named_in_the_error():
     """A frame without the spec's columns fails with the frame's name and the missing columns, not a KeyError."""
     with pytest.raises(ValueError, match=r"steps is missing column\(s\) 'cost'.*docs/traces.md"):
-        an.step_costs(pd.DataFrame({"run_id": ["a"], "step": [1], "input_tokens": [1], "output_tokens": [1],
-                                    "cache_write_tokens": [0], "cache_read_tokens": [0]}))
+        an.step_costs(
+            pd.DataFrame(
+                {
+                    "run_id": ["a"],
+                    "step": [1],
+                    "input_tokens": [1],
+                    "output_tokens": [1],
+                    "cache_write_tokens": [0],
+                    "cache_read_tokens": [0],
+                }
+            )
+        )
     with pytest.raises(TypeError, match="steps must be a pandas DataFrame"):
         an.step_costs([{"step": 1}])
 
@@ -122,7 +132,11 @@ def test_caching_cuts_the_cost_but_the_curve_stays_quadratic():
     """With prompt caching each step rereads the last request cheaply: far cheaper, still growing with the square."""
     plain, cached = an.CostProjection.growing(), an.CostProjection.growing(caching=True)
     u = cached.usage(3)
-    assert (u.input_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens) == (0, cached.context(2), cached.added_per_step)
+    assert (u.input_tokens, u.cache_read_input_tokens, u.cache_creation_input_tokens) == (
+        0,
+        cached.context(2),
+        cached.added_per_step,
+    )
     assert cached.total_cost(8) < 0.5 * plain.total_cost(8)
     t = [cached.total_cost(n) for n in (10, 11, 12)]
     assert t[2] - 2 * t[1] + t[0] == pytest.approx(cached.added_per_step * 0.3 / 1e6)  # the cache-read rate
@@ -165,7 +179,9 @@ def test_reprice_with_caching_turns_the_resent_history_into_cache_reads(growing)
 
 def test_reprice_names_an_unknown_model():
     """Repricing at a model with no known prices says so and how to pass prices."""
-    with pytest.raises(ValueError, match=r"prices: no price is known for model 'gpt-nonexistent'; pass agentlab.Prices"):
+    with pytest.raises(
+        ValueError, match=r"prices: no price is known for model 'gpt-nonexistent'; pass agentlab.Prices"
+    ):
         an.reprice(quadratic_steps(1, 1, 1, 3), "gpt-nonexistent")
 
 
@@ -184,8 +200,18 @@ def test_budget_whatif_matches_actually_rerunning_with_those_budgets(tmp_path, g
     for row in grid.itertuples():
         ms = None if math.isnan(row.max_steps) else int(row.max_steps)
         mc = None if math.isnan(row.max_cost) else row.max_cost
-        real = al.run("read everything", [fetch], model=al.ScriptedModel(SCRIPTS[row.run_id]), trace=False,
-                      max_steps=ms, max_cost=mc, deadline_s=None, cost_guard=guard, prices=PRICES, loop_nudge_at=1000)
+        real = al.run(
+            "read everything",
+            [fetch],
+            model=al.ScriptedModel(SCRIPTS[row.run_id]),
+            trace=False,
+            max_steps=ms,
+            max_cost=mc,
+            deadline_s=None,
+            cost_guard=guard,
+            prices=PRICES,
+            loop_nudge_at=1000,
+        )
         assert (row.outcome, row.reason, row.steps) == (real.outcome, real.reason, real.steps), row
         if real.reason == "max_tokens":
             assert real.cost <= row.spent + 1e-12  # the what-if charges the cut-off reply in full
@@ -206,8 +232,17 @@ def test_whatif_and_engine_agree_on_budgets_of_every_number_type(tmp_path, kind)
         max_cost = kind(cost) if kind is not Fraction else Fraction(cost)
         max_steps = None if steps is None else (np.int64(steps) if kind is np.float64 else steps)
         row = an.budget_whatif(traces, max_cost=max_cost, max_steps=max_steps).iloc[0]
-        real = al.run("read everything", [fetch], model=al.ScriptedModel(SCRIPTS["long"]), trace=False, max_steps=max_steps,
-                      max_cost=max_cost, deadline_s=None, prices=PRICES, loop_nudge_at=1000)
+        real = al.run(
+            "read everything",
+            [fetch],
+            model=al.ScriptedModel(SCRIPTS["long"]),
+            trace=False,
+            max_steps=max_steps,
+            max_cost=max_cost,
+            deadline_s=None,
+            prices=PRICES,
+            loop_nudge_at=1000,
+        )
         assert (row.outcome, row.reason, row.steps) == (real.outcome, real.reason, real.steps)
         assert row.max_cost == float(max_cost) and row.spent == pytest.approx(real.cost)
     with pytest.raises(ValueError, match="max_cost must be finite"):
@@ -241,8 +276,18 @@ def test_deadline_whatif_replays_working_time(tmp_path):
         await clock.sleep(2.0)
         return script[len([m for m in messages if m["role"] == "assistant"])]
 
-    al.run("q", [slow_fetch], model=al.FunctionModel(model_fn), clock=clock, trace=tmp_path / "runs",
-           max_steps=None, max_cost=None, deadline_s=None, prices=PRICES, run_id="timed")
+    al.run(
+        "q",
+        [slow_fetch],
+        model=al.FunctionModel(model_fn),
+        clock=clock,
+        trace=tmp_path / "runs",
+        max_steps=None,
+        max_cost=None,
+        deadline_s=None,
+        prices=PRICES,
+        run_id="timed",
+    )
     tr = load_traces(tmp_path / "runs")
     # step k's call runs [3k-3, 3k-1], its tools [3k-1, 3k]; the run ends at t=14
     assert list(tr.steps["t"]) == [2, 5, 8, 11, 14]
@@ -307,8 +352,15 @@ def test_retry_counts_add_up_tool_attempts(tmp_path):
             raise al.RetryableError("503")
         return "ok"
 
-    al.run("q", [flaky], model=al.ScriptedModel([reply(None, ("flaky", {})), reply("done")]), trace=tmp_path / "runs",
-           run_id="r", max_cost=None, prices=PRICES)
+    al.run(
+        "q",
+        [flaky],
+        model=al.ScriptedModel([reply(None, ("flaky", {})), reply("done")]),
+        trace=tmp_path / "runs",
+        run_id="r",
+        max_cost=None,
+        prices=PRICES,
+    )
     tr = load_traces(tmp_path / "runs")
     counts = an.retry_counts(tr.calls, tr.events).set_index("run_id")
     assert counts.loc["r", ["tool_calls", "retried_calls", "tool_retries", "model_retries"]].tolist() == [1, 1, 2, 0]
@@ -316,9 +368,16 @@ def test_retry_counts_add_up_tool_attempts(tmp_path):
 
 def hand_calls() -> pd.DataFrame:
     """Turn 1: three 0.4 s reads together; turn 2: two 0.5 s writes one after the other."""
-    rows = [("r", 1, "lookup", "read", 0.0, 0.4), ("r", 1, "lookup", "read", 0.0, 0.4), ("r", 1, "lookup", "read", 0.01, 0.41),
-            ("r", 2, "save", "write", 1.0, 1.5), ("r", 2, "save", "write", 1.5, 2.0)]
-    return pd.DataFrame(rows, columns=["run_id", "step", "tool", "mode", "start", "end"]).assign(outcome="ok", attempts=1)
+    rows = [
+        ("r", 1, "lookup", "read", 0.0, 0.4),
+        ("r", 1, "lookup", "read", 0.0, 0.4),
+        ("r", 1, "lookup", "read", 0.01, 0.41),
+        ("r", 2, "save", "write", 1.0, 1.5),
+        ("r", 2, "save", "write", 1.5, 2.0),
+    ]
+    return pd.DataFrame(rows, columns=["run_id", "step", "tool", "mode", "start", "end"]).assign(
+        outcome="ok", attempts=1
+    )
 
 
 def test_parallel_speedup_is_busy_time_over_wall_time():
@@ -359,8 +418,15 @@ def test_parallel_reads_overlap_in_a_real_run(tmp_path):
         return key
 
     turn = reply(None, ("lookup", {"key": "a"}), ("lookup", {"key": "b"}), ("lookup", {"key": "c"}))
-    al.run("q", [lookup], model=al.ScriptedModel([turn, reply("done")]), trace=tmp_path / "runs", max_cost=None,
-           prices=PRICES, clock=clock)
+    al.run(
+        "q",
+        [lookup],
+        model=al.ScriptedModel([turn, reply("done")]),
+        trace=tmp_path / "runs",
+        max_cost=None,
+        prices=PRICES,
+        clock=clock,
+    )
     sp = an.parallel_speedup(load_traces(tmp_path / "runs").calls)
     assert sp["calls"].tolist() == [3]
     assert sp["speedup"].iloc[0] == pytest.approx(3.0)
@@ -368,8 +434,14 @@ def test_parallel_reads_overlap_in_a_real_run(tmp_path):
 
 def test_a_run_with_unknown_prices_is_explained_not_crashed(tmp_path):
     """A run on a model with no known prices costs $0: the fit says why, repricing fixes it, the what-if says max_cost cannot apply."""
-    al.run("q", [fetch], model=al.ScriptedModel(growing_script(5), model="house-model-7"), trace=tmp_path / "runs",
-           max_cost=None, run_id="unpriced")
+    al.run(
+        "q",
+        [fetch],
+        model=al.ScriptedModel(growing_script(5), model="house-model-7"),
+        trace=tmp_path / "runs",
+        max_cost=None,
+        run_id="unpriced",
+    )
     tr = load_traces(tmp_path / "runs")
     assert an.step_costs(tr.steps)["cost"].sum() == 0
     with pytest.raises(ValueError, match="run 'unpriced' has no recorded cost \\(were its prices unknown\\?\\)"):
@@ -385,8 +457,11 @@ def test_a_run_with_unknown_prices_is_explained_not_crashed(tmp_path):
 @given(
     sizes=st.lists(st.integers(min_value=0, max_value=12_000), min_size=0, max_size=10),
     answer=st.integers(min_value=1, max_value=5000),
-    budgets=st.lists(st.tuples(st.one_of(st.none(), st.integers(1, 10)), st.one_of(st.none(), st.floats(0.0005, 0.2))),
-                     min_size=1, max_size=4),
+    budgets=st.lists(
+        st.tuples(st.one_of(st.none(), st.integers(1, 10)), st.one_of(st.none(), st.floats(0.0005, 0.2))),
+        min_size=1,
+        max_size=4,
+    ),
     guard=st.sampled_from(["hard", "after"]),
 )
 def test_whatif_agrees_with_a_real_rerun_for_any_script_and_budget(sizes, answer, budgets, guard):
@@ -397,8 +472,20 @@ def test_whatif_agrees_with_a_real_rerun_for_any_script_and_budget(sizes, answer
         traces = load_traces(Path(folder))
         for max_steps, max_cost in budgets:
             row = an.budget_whatif(traces, max_steps=max_steps, max_cost=max_cost, cost_guard=guard).iloc[0]
-            real = al.run("read everything", [fetch], model=al.ScriptedModel(script), trace=False, max_steps=max_steps,
-                          max_cost=max_cost, deadline_s=None, cost_guard=guard, prices=PRICES, loop_nudge_at=1000,
-                          max_tokens=2000)
+            real = al.run(
+                "read everything",
+                [fetch],
+                model=al.ScriptedModel(script),
+                trace=False,
+                max_steps=max_steps,
+                max_cost=max_cost,
+                deadline_s=None,
+                cost_guard=guard,
+                prices=PRICES,
+                loop_nudge_at=1000,
+                max_tokens=2000,
+            )
             assert (row.outcome, row.reason, row.steps) == (real.outcome, real.reason, real.steps)
-            assert real.cost <= row.spent + 1e-12 and (real.reason == "max_tokens" or row.spent == pytest.approx(real.cost))
+            assert real.cost <= row.spent + 1e-12 and (
+                real.reason == "max_tokens" or row.spent == pytest.approx(real.cost)
+            )

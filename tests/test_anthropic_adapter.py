@@ -63,11 +63,17 @@ def cache_marks(obj) -> list[str]:
 
 def test_tool_round_trip_sends_definitions_and_results_in_request_order(server):
     """Two reads in one turn come back to the API as tool_result blocks in request order, ids matching."""
-    server.add(reply("Checking both.", ("lookup", {"order_id": 7}), ("lookup", {"order_id": 8})), reply("Both shipped."))
+    server.add(
+        reply("Checking both.", ("lookup", {"order_id": 7}), ("lookup", {"order_id": 8})), reply("Both shipped.")
+    )
     rec = Recorder()
     result = al.run(
-        "Where are orders 7 and 8?", [lookup, refund], model=model_for(server), system="You are a shop assistant.",
-        clock=al.FakeClock(), subscribers=[rec],
+        "Where are orders 7 and 8?",
+        [lookup, refund],
+        model=model_for(server),
+        system="You are a shop assistant.",
+        clock=al.FakeClock(),
+        subscribers=[rec],
     )
     assert isinstance(result, al.Done) and result.text == "Both shipped."
     assert result.steps == 2 and len(server.requests) == 2
@@ -76,8 +82,12 @@ def test_tool_round_trip_sends_definitions_and_results_in_request_order(server):
     assert first["tools"][0]["description"] == "Look up one order by its number."
     assert first["tools"][0]["input_schema"]["properties"] == {"order_id": {"type": "integer"}}
     assert first["system"][0]["text"] == "You are a shop assistant."
-    assert first["messages"] == [{"role": "user", "content": [
-        {"type": "text", "text": "Where are orders 7 and 8?", "cache_control": {"type": "ephemeral"}}]}]
+    assert first["messages"] == [
+        {
+            "role": "user",
+            "content": [{"type": "text", "text": "Where are orders 7 and 8?", "cache_control": {"type": "ephemeral"}}],
+        }
+    ]
     asked = [b for b in second["messages"][1]["content"] if b["type"] == "tool_use"]
     answered = second["messages"][2]["content"]
     assert [b["tool_use_id"] for b in answered] == [b["id"] for b in asked]
@@ -122,8 +132,13 @@ def _long_run(server: MessagesServer, cache: bool) -> al.Done:
     server.add(*steps)
     manual = "Shop policy. " + "Refunds need a reason and an order number. " * 400
     return al.run(
-        "Find orders 1 to 5.", [lookup], model=model_for(server, cache=cache), system=manual, clock=al.FakeClock(),
-        max_cost=None, max_steps=10,
+        "Find orders 1 to 5.",
+        [lookup],
+        model=model_for(server, cache=cache),
+        system=manual,
+        clock=al.FakeClock(),
+        max_cost=None,
+        max_steps=10,
     )
 
 
@@ -143,7 +158,12 @@ def test_caching_makes_a_long_run_cheaper_by_reading_the_prefix_from_cache():
 
 def test_cost_prices_cache_reads_and_writes_at_their_own_rates(server):
     """The run's cost is the reported usage priced with the cache read and write rates."""
-    usage = {"input_tokens": 100, "output_tokens": 50, "cache_creation_input_tokens": 2000, "cache_read_input_tokens": 10000}
+    usage = {
+        "input_tokens": 100,
+        "output_tokens": 50,
+        "cache_creation_input_tokens": 2000,
+        "cache_read_input_tokens": 10000,
+    }
     server.add({**reply("Cached."), "usage": usage})
     prices = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
     result = al.run("Hi", model=model_for(server), prices=prices, clock=al.FakeClock())
@@ -153,19 +173,42 @@ def test_cost_prices_cache_reads_and_writes_at_their_own_rates(server):
 
 def test_thinking_and_server_tool_blocks_are_sent_back_exactly_as_they_came(server):
     """Blocks the engine does not interpret travel back to the API unchanged, so thinking models can use tools."""
-    first = {"role": "assistant", "stop_reason": "tool_use", "content": [
-        {"type": "thinking", "thinking": "I should look the order up.", "signature": "EqQBCkgIARABGAIiQL+sig=="},
-        {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"},
-        {"type": "server_tool_use", "id": "srvtoolu_01", "name": "web_search", "input": {"query": "carrier status"}},
-        {"type": "web_search_tool_result", "tool_use_id": "srvtoolu_01", "content": [
-            {"type": "web_search_result", "url": "https://example.com/c", "title": "Carrier", "encrypted_content": "Zm9v", "page_age": None}]},
-        {"type": "text", "text": "Let me check.", "citations": None},
-        {"type": "tool_use", "id": "toolu_01", "name": "lookup", "input": {"order_id": 7}},
-    ]}
+    first = {
+        "role": "assistant",
+        "stop_reason": "tool_use",
+        "content": [
+            {"type": "thinking", "thinking": "I should look the order up.", "signature": "EqQBCkgIARABGAIiQL+sig=="},
+            {"type": "redacted_thinking", "data": "EmwKAhgBEgy3va3pzix/LafPsn4aDFIT2Xlxh0L5L8rLVyIwxtE3rAFBa8cr3qpP"},
+            {
+                "type": "server_tool_use",
+                "id": "srvtoolu_01",
+                "name": "web_search",
+                "input": {"query": "carrier status"},
+            },
+            {
+                "type": "web_search_tool_result",
+                "tool_use_id": "srvtoolu_01",
+                "content": [
+                    {
+                        "type": "web_search_result",
+                        "url": "https://example.com/c",
+                        "title": "Carrier",
+                        "encrypted_content": "Zm9v",
+                        "page_age": None,
+                    }
+                ],
+            },
+            {"type": "text", "text": "Let me check.", "citations": None},
+            {"type": "tool_use", "id": "toolu_01", "name": "lookup", "input": {"order_id": 7}},
+        ],
+    }
     server.add(first, reply("Shipped."))
     result = al.run(
-        "Where is 7?", [lookup], model=model_for(server, thinking={"type": "enabled", "budget_tokens": 2048}),
-        max_tokens=4096, clock=al.FakeClock(),
+        "Where is 7?",
+        [lookup],
+        model=model_for(server, thinking={"type": "enabled", "budget_tokens": 2048}),
+        max_tokens=4096,
+        clock=al.FakeClock(),
     )
     assert isinstance(result, al.Done)
     sent_back = server.requests[1].body["messages"][1]
@@ -259,7 +302,9 @@ def test_bad_adapter_settings_fail_with_a_message_naming_the_parameter(server):
     """Each bad setting is refused at construction, naming what is wrong."""
     client = server.client(api_key=KEY)
     for kwargs, word in [
-        ({"cache": "yes"}, "cache"), ({"timeout": 0}, "timeout"), ({"max_tokens": 0}, "max_tokens"),
+        ({"cache": "yes"}, "cache"),
+        ({"timeout": 0}, "timeout"),
+        ({"max_tokens": 0}, "max_tokens"),
         ({"params": {"messages": []}}, "params"),
     ]:
         with pytest.raises(ValueError, match=word):
@@ -332,7 +377,9 @@ def test_a_vertex_client_runs_through_the_adapter_priced_from_googles_table(stre
     from genai_prices import calc_price
 
     with MessagesServer([reply("x" * 3000), reply("Done.")], tokenizer="dense") as server:
-        client = anthropic.AsyncAnthropicVertex(region="us-east5", project_id="proj", access_token="tok", base_url=server.url)
+        client = anthropic.AsyncAnthropicVertex(
+            region="us-east5", project_id="proj", access_token="tok", base_url=server.url
+        )
         model = AnthropicModel("claude-sonnet-4-5", client=client, stream=stream, cache=False)
         assert model.platform == "google"
         events: list = []
@@ -341,6 +388,9 @@ def test_a_vertex_client_runs_through_the_adapter_priced_from_googles_table(stre
     assert any(":streamRawPredict" in p or ":rawPredict" in p for p in paths if "count-tokens" not in p)
     assert any("count-tokens:rawPredict" in p for p in paths)  # near the limit: one exact count, on Vertex's route
     usage = next(e.data["usage"] for e in events if e.kind == "model_called")
-    google = calc_price(GUsage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"]),
-                        model_ref="claude-sonnet-4-5", provider_id="google")
+    google = calc_price(
+        GUsage(input_tokens=usage["input_tokens"], output_tokens=usage["output_tokens"]),
+        model_ref="claude-sonnet-4-5",
+        provider_id="google",
+    )
     assert result.spent == pytest.approx(float(google.total_price), rel=1e-9) and result.spent <= 0.004

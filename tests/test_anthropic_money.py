@@ -31,20 +31,39 @@ STREAMS = pytest.mark.parametrize("stream", [True, False], ids=["streamed", "who
 def genai(model: str, usage: dict[str, Any], context: dict[str, str] | None = None) -> float:
     """genai-prices' price of one Anthropic-shaped usage (its input counts cache tokens too)."""
     read, write = usage.get("cache_read_input_tokens", 0), usage.get("cache_creation_input_tokens", 0)
-    counted = GUsage(input_tokens=usage["input_tokens"] + read + write, output_tokens=usage["output_tokens"],
-                     cache_read_tokens=read, cache_write_tokens=write)
+    counted = GUsage(
+        input_tokens=usage["input_tokens"] + read + write,
+        output_tokens=usage["output_tokens"],
+        cache_read_tokens=read,
+        cache_write_tokens=write,
+    )
     return float(calc_price(counted, model_ref=model, provider_id="anthropic", price_context=context).total_price)
 
 
 def answer(usage: dict[str, Any], content: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
-    return {"content": content or [{"type": "text", "text": "Done."}], "stop_reason": "end_turn", "usage": usage, **extra}
+    return {
+        "content": content or [{"type": "text", "text": "Done."}],
+        "stop_reason": "end_turn",
+        "usage": usage,
+        **extra,
+    }
 
 
 def run(item: dict[str, Any], *, stream: bool, model: str = OPUS, **options: Any) -> tuple[al.Result, list[al.Event]]:
     events: list[al.Event] = []
     with MessagesServer([item]) as server:
-        adapter = AnthropicModel(model, client=server.client(), stream=stream, cache=False, **options.pop("adapter", {}))
-        result = al.run("Go.", model=adapter, trace=False, clock=al.FakeClock(), max_cost=None, subscribers=[events.append], **options)
+        adapter = AnthropicModel(
+            model, client=server.client(), stream=stream, cache=False, **options.pop("adapter", {})
+        )
+        result = al.run(
+            "Go.",
+            model=adapter,
+            trace=False,
+            clock=al.FakeClock(),
+            max_cost=None,
+            subscribers=[events.append],
+            **options,
+        )
     return result, events
 
 
@@ -58,8 +77,13 @@ TOP = {"input_tokens": 2_000, "output_tokens": 300, "cache_read_input_tokens": 0
 @STREAMS
 def test_a_compaction_pass_is_charged_on_top_of_the_top_level_usage(stream):
     """Item 1: usage.iterations' compaction entry (not in the top-level counts, per BetaIterationsUsage) is billed."""
-    compaction = {"type": "compaction", "input_tokens": 180_000, "output_tokens": 3_000,
-                  "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+    compaction = {
+        "type": "compaction",
+        "input_tokens": 180_000,
+        "output_tokens": 3_000,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
     usage = {**TOP, "iterations": [compaction, {"type": "message", **TOP}]}
     content = [{"type": "compaction", "content": "Earlier conversation summarized."}, {"type": "text", "text": "Done."}]
     result, events = run(answer(usage, content), stream=stream)
@@ -81,8 +105,14 @@ def test_fast_mode_is_billed_at_the_fast_variant(stream):
 @STREAMS
 def test_an_advisor_pass_is_billed_at_the_advisor_models_rates(stream):
     """Item 3: an advisor_message iteration is charged at its own model's prices."""
-    advisor = {"type": "advisor_message", "model": "claude-haiku-4-5", "input_tokens": 12_000, "output_tokens": 900,
-               "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+    advisor = {
+        "type": "advisor_message",
+        "model": "claude-haiku-4-5",
+        "input_tokens": 12_000,
+        "output_tokens": 900,
+        "cache_read_input_tokens": 0,
+        "cache_creation_input_tokens": 0,
+    }
     usage = {**TOP, "iterations": [{"type": "message", **TOP}, advisor]}
     result, _ = run(answer(usage), stream=stream)
     assert result.cost == pytest.approx(genai(OPUS, TOP) + genai("claude-haiku-4-5", advisor), rel=1e-9)
@@ -91,8 +121,12 @@ def test_an_advisor_pass_is_billed_at_the_advisor_models_rates(stream):
 @STREAMS
 def test_a_reply_served_by_a_fallback_model_is_priced_at_that_model_and_shows_both(stream):
     """Item 4: priced at the model that served it; the step shows the serving model and the requested one."""
-    hop = {"type": "fallback", "from": {"model": OPUS}, "to": {"model": "claude-sonnet-4-5"},
-           "trigger": {"type": "refusal", "category": None}}
+    hop = {
+        "type": "fallback",
+        "from": {"model": OPUS},
+        "to": {"model": "claude-sonnet-4-5"},
+        "trigger": {"type": "refusal", "category": None},
+    }
     usage = {**TOP, "iterations": [{"type": "fallback_message", "model": "claude-sonnet-4-5", **TOP}]}
     item = answer(usage, [hop, {"type": "text", "text": "Done."}], model="claude-sonnet-4-5")
     result, events = run(item, stream=stream)
@@ -157,7 +191,13 @@ def test_the_guard_bounds_advisor_passes_and_fallback_models_or_says_it_cannot()
     from agentlab.pricing import RequestTerms, lookup_prices
 
     haiku = lookup_prices("claude-haiku-4-5")
-    advisor = {"type": "advisor_20260301", "name": "advisor", "model": "claude-haiku-4-5", "max_uses": 2, "max_tokens": 500}
+    advisor = {
+        "type": "advisor_20260301",
+        "name": "advisor",
+        "model": "claude-haiku-4-5",
+        "max_uses": 2,
+        "max_tokens": 500,
+    }
     fees = tool_fees([advisor], lookup_prices(OPUS), bound=10_000, caching=False)
     assert fees == pytest.approx(2 * (10_000 * haiku.input + 500 * haiku.output) / 1e6)
     assert tool_fees([{**advisor, "max_uses": None}], lookup_prices(OPUS), bound=10_000, caching=False) is None
@@ -170,5 +210,10 @@ def test_an_unknown_cache_write_split_is_named_too():
     with pytest.warns(UserWarning, match="'ephemeral_24h_input_tokens'"):
         from agentlab.messages import normalize_reply
 
-        normalize_reply({"content": [{"type": "text", "text": "x"}], "stop_reason": "end_turn", "usage": {
-            "input_tokens": 1, "output_tokens": 1, "cache_creation": {"ephemeral_24h_input_tokens": 9}}})
+        normalize_reply(
+            {
+                "content": [{"type": "text", "text": "x"}],
+                "stop_reason": "end_turn",
+                "usage": {"input_tokens": 1, "output_tokens": 1, "cache_creation": {"ephemeral_24h_input_tokens": 9}},
+            }
+        )

@@ -59,7 +59,10 @@ def test_a_prompt_too_long_is_a_context_window_stop_not_a_plain_bad_request():
 def test_error_messages_carry_status_type_code_and_request_id_but_never_the_key():
     """An error says what the API said, and scrubs the key if the server echoed it."""
     err = api_error(
-        401, {"request-id": "req_42"}, body("invalid key sk-secret-123", "authentication_error"), secrets=("sk-secret-123",)
+        401,
+        {"request-id": "req_42"},
+        body("invalid key sk-secret-123", "authentication_error"),
+        secrets=("sk-secret-123",),
     )
     text = str(err)
     assert "401 authentication_error" in text and "req_42" in text
@@ -99,8 +102,14 @@ def test_cache_breakpoints_are_added_to_copies_and_never_to_the_inputs():
 
 def test_the_message_breakpoint_skips_thinking_and_empty_text_blocks():
     """Thinking blocks and empty text cannot carry cache_control, so the marker goes on the block before them."""
-    msg = {"role": "assistant", "content": [
-        {"type": "text", "text": "Plan."}, {"type": "thinking", "thinking": "t", "signature": "s"}, {"type": "text", "text": ""}]}
+    msg = {
+        "role": "assistant",
+        "content": [
+            {"type": "text", "text": "Plan."},
+            {"type": "thinking", "thinking": "t", "signature": "s"},
+            {"type": "text", "text": ""},
+        ],
+    }
     _, _, (marked,) = with_cache_breakpoints(None, [], [msg])
     assert [("cache_control" in b) for b in marked["content"]] == [True, False, False]
     _, tools, _ = with_cache_breakpoints(None, [{"name": "a"}], [msg])
@@ -144,7 +153,9 @@ def test_resolve_model_picks_claude_when_a_key_is_set():
     import anthropic
 
     client = anthropic.AsyncAnthropic(api_key="resolve-key", base_url="http://127.0.0.1:9")
-    model, notice = resolve_model("claude-haiku-4-5", environ={"ANTHROPIC_API_KEY": "resolve-key"}, client=client, cache=False)
+    model, notice = resolve_model(
+        "claude-haiku-4-5", environ={"ANTHROPIC_API_KEY": "resolve-key"}, client=client, cache=False
+    )
     assert isinstance(model, AnthropicModel) and model.model == "claude-haiku-4-5" and model.cache is False
     assert notice is None
     offline = al.ScriptedModel([al.reply("x")])
@@ -198,8 +209,10 @@ def test_a_tool_that_returns_content_blocks_hands_them_to_claude_as_blocks():
     from agentlab.testing import MessagesServer
 
     pixel = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
-    blocks = [{"type": "text", "text": "The chart:"},
-              {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": pixel}}]
+    blocks = [
+        {"type": "text", "text": "The chart:"},
+        {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": pixel}},
+    ]
 
     @al.tool(mode="read")
     def chart() -> list:
@@ -208,8 +221,14 @@ def test_a_tool_that_returns_content_blocks_hands_them_to_claude_as_blocks():
 
     events: list = []
     with MessagesServer([al.reply(None, ("chart", {})), al.reply("A single pixel.")]) as server:
-        result = al.run("Show me", [chart], model=AnthropicModel(client=server.client()), trace=False,
-                        prices=al.Prices(3.0, 15.0), subscribers=[events.append])
+        result = al.run(
+            "Show me",
+            [chart],
+            model=AnthropicModel(client=server.client()),
+            trace=False,
+            prices=al.Prices(3.0, 15.0),
+            subscribers=[events.append],
+        )
     sent = server.requests[1].body["messages"][-1]["content"][0]
     assert sent["type"] == "tool_result" and sent["content"] == blocks and result.text == "A single pixel."
     finished = next(e for e in events if e.kind == "tool_finished")

@@ -41,7 +41,11 @@ def test_replies_parse_as_real_sdk_messages_with_ids_usage_and_request_id():
     assert isinstance(msg, anthropic.types.Message)
     assert msg.id.startswith("msg_") and msg.model == "claude-sonnet-4-5" and msg.stop_reason == "tool_use"
     assert msg.content[0].text == "Let me look."
-    assert msg.content[1].type == "tool_use" and msg.content[1].id.startswith("toolu_") and msg.content[1].input == {"id": 7}
+    assert (
+        msg.content[1].type == "tool_use"
+        and msg.content[1].id.startswith("toolu_")
+        and msg.content[1].input == {"id": 7}
+    )
     assert msg.usage.input_tokens > 0 and msg.usage.output_tokens > 0
     assert msg._request_id.startswith("req_")
 
@@ -64,14 +68,30 @@ def test_the_server_refuses_a_tool_use_without_its_tool_result_as_the_api_does()
 def test_request_validation_catches_what_the_api_would_refuse():
     """Results out of order with other content, unknown result ids, and a fifth cache breakpoint are refused."""
     use = {"type": "tool_use", "id": "t1", "name": "a", "input": {}}
-    ok = {"model": "m", "max_tokens": 5, "messages": msgs("Go", [use], [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}])}
+    ok = {
+        "model": "m",
+        "max_tokens": 5,
+        "messages": msgs("Go", [use], [{"type": "tool_result", "tool_use_id": "t1", "content": "x"}]),
+    }
     assert validate_request(ok) is None
-    late = {**ok, "messages": msgs("Go", [use], [{"type": "text", "text": "hi"}, {"type": "tool_result", "tool_use_id": "t1"}])}
+    late = {
+        **ok,
+        "messages": msgs("Go", [use], [{"type": "text", "text": "hi"}, {"type": "tool_result", "tool_use_id": "t1"}]),
+    }
     assert "before any other content" in validate_request(late)
-    stray = {**ok, "messages": msgs("Go", [use], [{"type": "tool_result", "tool_use_id": "t1"}, {"type": "tool_result", "tool_use_id": "t9"}])}
+    stray = {
+        **ok,
+        "messages": msgs(
+            "Go", [use], [{"type": "tool_result", "tool_use_id": "t1"}, {"type": "tool_result", "tool_use_id": "t9"}]
+        ),
+    }
     assert "t9" in validate_request(stray)
     cc = {"type": "ephemeral"}
-    five = {**ok, "cache_control": cc, "tools": [{"name": f"t{i}", "input_schema": {}, "cache_control": cc} for i in range(4)]}
+    five = {
+        **ok,
+        "cache_control": cc,
+        "tools": [{"name": f"t{i}", "input_schema": {}, "cache_control": cc} for i in range(4)],
+    }
     assert "maximum of 4" in validate_request(five)
     assert "max_tokens" in validate_request({**ok, "max_tokens": 0})
 
@@ -80,7 +100,9 @@ def test_a_request_without_credentials_is_refused_with_401():
     """No key, no answer: the server behaves like the API."""
     with MessagesServer([reply("never")]) as server:
         req = urllib.request.Request(
-            server.url + "/v1/messages", data=json.dumps({"model": "m"}).encode(), method="POST",
+            server.url + "/v1/messages",
+            data=json.dumps({"model": "m"}).encode(),
+            method="POST",
             headers={"content-type": "application/json"},
         )
         with pytest.raises(urllib.error.HTTPError) as info:
@@ -104,14 +126,20 @@ def test_the_prompt_cache_writes_at_breakpoints_and_reads_matching_prefixes():
     cache = PromptCache()
     cc = {"type": "ephemeral"}
     system = [{"type": "text", "text": "Manual. " * 300, "cache_control": cc}]
-    first = {"system": system, "messages": [{"role": "user", "content": [{"type": "text", "text": "Q1", "cache_control": cc}]}]}
+    first = {
+        "system": system,
+        "messages": [{"role": "user", "content": [{"type": "text", "text": "Q1", "cache_control": cc}]}],
+    }
     u1 = cache.usage(first)
     assert u1["cache_read_input_tokens"] == 0 and u1["cache_creation_input_tokens"] > 800 and u1["input_tokens"] == 0
-    second = {"system": system, "messages": [
-        {"role": "user", "content": [{"type": "text", "text": "Q1"}]},
-        {"role": "assistant", "content": [{"type": "text", "text": "A1"}]},
-        {"role": "user", "content": [{"type": "text", "text": "Q2", "cache_control": cc}]},
-    ]}
+    second = {
+        "system": system,
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Q1"}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "A1"}]},
+            {"role": "user", "content": [{"type": "text", "text": "Q2", "cache_control": cc}]},
+        ],
+    }
     u2 = cache.usage(second)
     assert u2["cache_read_input_tokens"] == u1["cache_creation_input_tokens"]
     assert 0 < u2["cache_creation_input_tokens"] < 40  # only A1 and Q2 are new
@@ -122,7 +150,10 @@ def test_the_prompt_cache_writes_at_breakpoints_and_reads_matching_prefixes():
 def test_prefixes_below_the_minimum_are_not_cached():
     """Like the API, a short prefix is neither written nor read."""
     cache = PromptCache(min_tokens=1024)
-    req = {"system": [{"type": "text", "text": "short", "cache_control": {"type": "ephemeral"}}], "messages": msgs("hi")}
+    req = {
+        "system": [{"type": "text", "text": "short", "cache_control": {"type": "ephemeral"}}],
+        "messages": msgs("hi"),
+    }
     assert cache.usage(req)["cache_creation_input_tokens"] == 0
     assert cache.usage(req)["cache_read_input_tokens"] == 0
 
@@ -134,7 +165,9 @@ def test_closing_the_server_cuts_a_slow_reply_short():
 
     def call():
         req = urllib.request.Request(
-            server.url + "/v1/messages", method="POST", headers={"x-api-key": KEY, "content-type": "application/json"},
+            server.url + "/v1/messages",
+            method="POST",
+            headers={"x-api-key": KEY, "content-type": "application/json"},
             data=json.dumps({"model": "m", "max_tokens": 5, "messages": msgs("hi")}).encode(),
         )
         try:

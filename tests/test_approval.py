@@ -33,11 +33,20 @@ def _run(answer, *, clock=None, **options):
             clock.advance(5.0)  # the human took five seconds
         return answer
 
-    model = al.ScriptedModel([reply(None, ("lookup", {"order_id": 7}), ("refund", {"order_id": 7, "amount": 30.0})),
-                              reply("refunded")])
+    model = al.ScriptedModel(
+        [reply(None, ("lookup", {"order_id": 7}), ("refund", {"order_id": 7, "amount": 30.0})), reply("refunded")]
+    )
     rec = Recorder()
-    result = al.run("refund order 7", _tools(log), model=model, trace=False, approve=approve, clock=clock,
-                    subscribers=[rec], **options)
+    result = al.run(
+        "refund order 7",
+        _tools(log),
+        model=model,
+        trace=False,
+        approve=approve,
+        clock=clock,
+        subscribers=[rec],
+        **options,
+    )
     return result, log, asked, rec, model
 
 
@@ -92,7 +101,7 @@ def test_run_approve_true_asks_for_every_write_through_the_prompt(monkeypatch):
     def save(note: str) -> str:
         return "saved"
 
-    answers = iter(["e {\"note\": \"edited\"}", "y"])
+    answers = iter(['e {"note": "edited"}', "y"])
     monkeypatch.setattr("builtins.input", lambda prompt="": next(answers))
     model = al.ScriptedModel([reply(None, ("save", {"note": "x"})), reply("ok")])
     rec = Recorder()

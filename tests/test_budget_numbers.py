@@ -53,7 +53,9 @@ def test_infinities_nan_and_overflowing_limits_are_value_errors_naming_the_param
         Budget(**kwargs)
 
 
-@pytest.mark.parametrize(("value", "match"), [(True, "must be a number"), ("5", "must be a number"), (2.5, "whole number")])
+@pytest.mark.parametrize(
+    ("value", "match"), [(True, "must be a number"), ("5", "must be a number"), (2.5, "whole number")]
+)
 def test_a_non_number_or_fractional_step_limit_is_a_type_error(value, match):
     with pytest.raises(TypeError, match=match):
         Budget(max_steps=value)
@@ -61,8 +63,14 @@ def test_a_non_number_or_fractional_step_limit_is_a_type_error(value, match):
 
 def test_a_run_with_numpy_and_decimal_limits_runs_and_writes_a_readable_trace(tmp_path):
     """The limits reach the trace as plain JSON numbers."""
-    result = al.run("hi", model=al.ScriptedModel([reply("hello")]), trace=tmp_path,
-                    max_steps=np.int64(3), max_cost=Decimal("0.5"), deadline_s=np.float32(10))
+    result = al.run(
+        "hi",
+        model=al.ScriptedModel([reply("hello")]),
+        trace=tmp_path,
+        max_steps=np.int64(3),
+        max_cost=Decimal("0.5"),
+        deadline_s=np.float32(10),
+    )
     assert isinstance(result, al.Done)
     run = al.load_run(result.run_id, tmp_path).runs.iloc[0]
     assert (run["max_steps"], run["max_cost"], run["deadline_s"]) == (3.0, 0.5, 10.0)

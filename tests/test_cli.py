@@ -30,7 +30,14 @@ def test_help_names_every_command_and_shows_examples(capsys):
         main(["--help"])
     assert exit_.value.code == 0
     text = capsys.readouterr().out
-    for word in ("demo", "run", "report", "scenarios", "agentlab run \"Why was order 1042 late?\" --tools shop", "agentlab notebooks"):
+    for word in (
+        "demo",
+        "run",
+        "report",
+        "scenarios",
+        'agentlab run "Why was order 1042 late?" --tools shop',
+        "agentlab notebooks",
+    ):
         assert word in text
 
 
@@ -49,8 +56,9 @@ def test_format_table_aligns_columns():
 def test_demo_subset_prints_one_table_and_writes_traces_plots_and_summary(tmp_path):
     """A demo of three lessons: one table row per run, a trace per run, PNG plots, a CSV, and where to look."""
     runs, out_dir = tmp_path / "runs", tmp_path / "demo"
-    code, out, err = cli("demo", "--only", "growing-context", "parallel-lookups", "truncated",
-                         "--runs", str(runs), "--out", str(out_dir))
+    code, out, err = cli(
+        "demo", "--only", "growing-context", "parallel-lookups", "truncated", "--runs", str(runs), "--out", str(out_dir)
+    )
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0].split() == ["scenario", "reason", "steps", "cost", "seconds", "model", "calls", "run", "id"]
@@ -120,7 +128,9 @@ def test_retries_are_shown_as_progress(tmp_path):
 
 def test_run_offline_with_the_shop_answers_from_the_database(tmp_path):
     """--model offline: the offline shop assistant reads order 1042, says it is offline, and the shop DB is created."""
-    code, out, err = cli("run", "Why was order 1042 late?", "--tools", "shop", "--model", "offline", "--runs", str(tmp_path))
+    code, out, err = cli(
+        "run", "Why was order 1042 late?", "--tools", "shop", "--model", "offline", "--runs", str(tmp_path)
+    )
     assert code == 0
     assert "model: offline (offline shop assistant, priced as claude-sonnet-4-5)" in err
     assert "5 days late" in out and "storm" in out
@@ -141,7 +151,9 @@ def test_run_with_a_key_uses_claude_through_the_real_sdk(tmp_path, monkeypatch):
     """With ANTHROPIC_API_KEY set the same command drives the real SDK (here against a local Messages server)."""
     from agentlab.testing import MessagesServer, reply
 
-    with MessagesServer([reply(None, ("get_order", {"order_id": 1042})), reply("A storm held it at the hub.")]) as server:
+    with MessagesServer(
+        [reply(None, ("get_order", {"order_id": 1042})), reply("A storm held it at the hub.")]
+    ) as server:
         monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-local")
         monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
         code, out, err = cli("run", "Why was order 1042 late?", "--tools", "shop", "--runs", str(tmp_path))

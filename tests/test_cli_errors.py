@@ -37,9 +37,7 @@ def one_line_error(argv: list[str]) -> str:
 
 def test_report_to_a_notebook_path_that_cannot_be_written(a_run):
     run_id, runs = a_run
-    line = one_line_error(
-        ["report", run_id, "--runs", str(runs), "--notebook", "/proc/nope/x.ipynb"]
-    )
+    line = one_line_error(["report", run_id, "--runs", str(runs), "--notebook", "/proc/nope/x.ipynb"])
     assert "No such file or directory" in line and "/proc/nope" in line
 
 
@@ -86,16 +84,12 @@ def test_experiment_whose_folder_another_run_holds(tmp_path):
     (tmp_path / "m.py").write_text(
         "from agentlab import FunctionModel, reply\ndef f(task, seed):\n    return FunctionModel(lambda m, t: reply('ok'))\n"
     )
-    path = spec(
-        tmp_path, 'name = "busy"\ntasks = "t.jsonl"\nmodel = "m:f"\n[axes]\nmax_steps = [2]\n'
-    )
+    path = spec(tmp_path, 'name = "busy"\ntasks = "t.jsonl"\nmodel = "m:f"\n[axes]\nmax_steps = [2]\n')
     from agentlab.experiments.folder import Folder
 
     with Folder(tmp_path / "experiments" / "busy").own():
         assert "is in use by process" in one_line_error(["experiment", path, "--quiet"])
-    assert (
-        main(["experiment", path, "--quiet"], out=io.StringIO(), err=io.StringIO()) == 0
-    )  # free again
+    assert main(["experiment", path, "--quiet"], out=io.StringIO(), err=io.StringIO()) == 0  # free again
 
 
 def test_the_installed_command_prints_no_traceback(tmp_path):
@@ -113,6 +107,4 @@ def test_the_installed_command_prints_no_traceback(tmp_path):
         timeout=120,
     )
     assert done.returncode == 2
-    assert done.stderr.count("\n") == 1 and done.stderr.startswith(
-        "agentlab experiment: tasks file"
-    ), done.stderr
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith("agentlab experiment: tasks file"), done.stderr

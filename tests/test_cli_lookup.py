@@ -54,8 +54,10 @@ def test_report_json_has_the_summary_and_every_step(tmp_path):
 
 
 def test_runs_lists_a_folder_newest_first_in_text_and_json(tmp_path):
-    ids = [json.loads(cli("run", "--scenario", name, "--runs", str(tmp_path), "--json")[1])["run_id"]
-           for name in ("parallel-lookups", "truncated")]
+    ids = [
+        json.loads(cli("run", "--scenario", name, "--runs", str(tmp_path), "--json")[1])["run_id"]
+        for name in ("parallel-lookups", "truncated")
+    ]
     code, out, _ = cli("runs", str(tmp_path))
     assert code == 0
     lines = out.splitlines()
@@ -85,13 +87,15 @@ def test_import_json_lists_the_runs_written_from_a_real_claude_code_session(tmp_
 
 def test_experiment_json_has_the_summary_and_a_row_per_run(tmp_path):
     spec = tmp_path / "spec.toml"
-    spec.write_text(textwrap.dedent("""
+    spec.write_text(
+        textwrap.dedent("""
         preset = "shop"
         name = "tiny"
         repeats = 1
         [configs.baseline]
         max_steps = 6
-    """))
+    """)
+    )
     code, out, err = cli("experiment", str(spec), "--quiet", "--json")
     assert code == 0, err
     doc = json.loads(out)
@@ -102,7 +106,8 @@ def test_experiment_json_has_the_summary_and_a_row_per_run(tmp_path):
 
 def test_run_tools_accepts_module_attr_like_the_experiment_spec(tmp_path, monkeypatch, request):
     """A list, a single tool and a factory tools(task) all work; a bad reference is exit 2, named."""
-    (tmp_path / "mytools.py").write_text(textwrap.dedent('''
+    (tmp_path / "mytools.py").write_text(
+        textwrap.dedent('''
         import agentlab as al
 
         @al.tool(mode="read")
@@ -116,7 +121,8 @@ def test_run_tools_accepts_module_attr_like_the_experiment_spec(tmp_path, monkey
         def make(task):
             seen.append(task.input)
             return [lookup]
-    '''))
+    ''')
+    )
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.delitem(sys.modules, "mytools", raising=False)

@@ -46,8 +46,12 @@ def _imports() -> tuple[dict[str, set[str]], list[tuple[str, str]]]:
     private = []
     for mod, f in mods.items():
         tree = ast.parse(f.read_text())
-        typing_only = {id(n) for node in ast.walk(tree) if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
-                       for n in ast.walk(node)}
+        typing_only = {
+            id(n)
+            for node in ast.walk(tree)
+            if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test)
+            for n in ast.walk(node)
+        }
         package = mod if f.name == "__init__.py" else mod.rsplit(".", 1)[0]
         for node in ast.walk(tree):
             if id(node) in typing_only or not isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -98,16 +102,28 @@ def test_the_event_catalogue_matches_the_vocabulary_and_what_the_engine_emits():
             raise agentlab.RetryableError("overloaded")
         return agentlab.reply("fine")
 
-    agentlab.run("q", model=agentlab.FunctionModel(flaky, stream=2), trace=False, clock=agentlab.FakeClock(), max_cost=None,
-                 subscribers=[lambda e: seen.add(e.kind)])
+    agentlab.run(
+        "q",
+        model=agentlab.FunctionModel(flaky, stream=2),
+        trace=False,
+        clock=agentlab.FakeClock(),
+        max_cost=None,
+        subscribers=[lambda e: seen.add(e.kind)],
+    )
 
     @agentlab.tool(mode="read")
     def ask_agent(question: str) -> str:  # an agent calling an agent: the parent records a sub_run
         """Ask a sub-agent."""
         return agentlab.run(question, model=agentlab.ScriptedModel([agentlab.reply("sub answer")]), trace=False).text
 
-    agentlab.run("q", [ask_agent], model=agentlab.ScriptedModel([agentlab.reply(None, ("ask_agent", {"question": "?"})),
-                 agentlab.reply("ok")]), trace=False, clock=agentlab.FakeClock(), subscribers=[lambda e: seen.add(e.kind)])
+    agentlab.run(
+        "q",
+        [ask_agent],
+        model=agentlab.ScriptedModel([agentlab.reply(None, ("ask_agent", {"question": "?"})), agentlab.reply("ok")]),
+        trace=False,
+        clock=agentlab.FakeClock(),
+        subscribers=[lambda e: seen.add(e.kind)],
+    )
     assert seen <= {k.value for k in EventKind}
     driver_only = {EventKind.PAUSED, EventKind.RESUMED}  # sent by the panel / by resume(), not by a run to its end
     assert {k.value for k in EventKind} - driver_only <= seen
@@ -168,8 +184,13 @@ def _lint_imports(root: Path) -> subprocess.CompletedProcess[str]:
     import os
 
     env = {**os.environ, "PYTHONPATH": str(root)}
-    return subprocess.run([str(LINT_IMPORTS), str(root / "pyproject.toml"), "--no-cache"],
-                          capture_output=True, text=True, cwd=root, env=env)
+    return subprocess.run(
+        [str(LINT_IMPORTS), str(root / "pyproject.toml"), "--no-cache"],
+        capture_output=True,
+        text=True,
+        cwd=root,
+        env=env,
+    )
 
 
 def test_the_import_contracts_hold():
@@ -186,7 +207,9 @@ def test_the_import_contracts_catch_an_indirect_violation(tmp_path):
     shutil.copytree(PACKAGE, tmp_path / "agentlab", ignore=shutil.ignore_patterns("__pycache__", "data"))
     shutil.copy(PACKAGE.parent / "pyproject.toml", tmp_path / "pyproject.toml")
     guard = tmp_path / "agentlab" / "_engine" / "loopguard.py"
-    guard.write_text(guard.read_text() + "\n\ndef _peek():\n    from ..trace import load_runs\n\n    return load_runs\n")
+    guard.write_text(
+        guard.read_text() + "\n\ndef _peek():\n    from ..trace import load_runs\n\n    return load_runs\n"
+    )
     out = _lint_imports(tmp_path)
     assert out.returncode != 0
     report = " ".join(out.stdout.split())
@@ -212,8 +235,13 @@ def test_every_error_the_lab_raises_is_an_agentlab_error():
         except ImportError:  # an optional extra that is not installed
             continue
         for attr, obj in vars(module).items():
-            if (inspect.isclass(obj) and obj.__module__ == name and issubclass(obj, BaseException)
-                    and not issubclass(obj, Warning) and not issubclass(obj, AgentlabError)):
+            if (
+                inspect.isclass(obj)
+                and obj.__module__ == name
+                and issubclass(obj, BaseException)
+                and not issubclass(obj, Warning)
+                and not issubclass(obj, AgentlabError)
+            ):
                 outside.append(f"{name}.{attr}")
     assert outside == []
 
@@ -225,10 +253,13 @@ def test_the_architecture_page_and_the_readme_show_every_module():
     root = PACKAGE.parent
     for doc in (root / "docs" / "architecture.md", root / "README.md"):
         text = doc.read_text()
-        tree = text[re.search(r"```(?:text)?\nagentlab/", text).start():]  # the fence may say text
+        tree = text[re.search(r"```(?:text)?\nagentlab/", text).start() :]  # the fence may say text
         words = set(re.findall(r"\w+", tree[: tree.index("```\n", 4)]))
-        missing = sorted(str(f.relative_to(PACKAGE)) for f in PACKAGE.rglob("*.py")
-                         if f.name != "__init__.py" and f.stem not in words)
+        missing = sorted(
+            str(f.relative_to(PACKAGE))
+            for f in PACKAGE.rglob("*.py")
+            if f.name != "__init__.py" and f.stem not in words
+        )
         assert missing == [], f"{doc.name} does not show {missing}"
 
 
@@ -241,11 +272,17 @@ def test_the_engine_reads_a_models_optional_parts_only_through_capabilities():
     assert "getattr(c.model" not in (PACKAGE / "loop.py").read_text()
     assert capabilities(agentlab.ScriptedModel([agentlab.reply("hi")])).count_tokens is None
     assert set(Capabilities.__dataclass_fields__) == {
-        "name", "caches", "server_tools", "count_tokens", "user_turn", "request_terms"}
+        "name",
+        "caches",
+        "server_tools",
+        "count_tokens",
+        "user_turn",
+        "request_terms",
+    }
 
 
 def test_whole_numbers_are_checked_by_one_rule():
-    """"An int of at least N, never a bool" has one owner (agentlab._checks); no module spells it out again."""
+    """ "An int of at least N, never a bool" has one owner (agentlab._checks); no module spells it out again."""
     import re
 
     spelled = re.compile(r"isinstance\((\w+), bool\) or not isinstance\(\1, int\)")
@@ -259,6 +296,9 @@ def test_test_modules_share_builders_through_helpers_not_each_other():
     import re
 
     tests = PACKAGE.parent / "tests"
-    crossing = sorted(str(f.relative_to(tests)) for f in tests.rglob("test_*.py")
-                      if re.search(r"^from \.+test_\w+ import", f.read_text(), flags=re.M))
+    crossing = sorted(
+        str(f.relative_to(tests))
+        for f in tests.rglob("test_*.py")
+        if re.search(r"^from \.+test_\w+ import", f.read_text(), flags=re.M)
+    )
     assert crossing == []

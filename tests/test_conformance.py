@@ -24,8 +24,17 @@ CASES = sorted(p for p in HERE.glob("*.json") if p.name != "errors.json")
 ERRORS = json.loads((HERE / "errors.json").read_text())["cases"]
 
 PRICES = al.Prices(
-    input=3.0, output=15.0, cache_read=0.3, cache_write=3.75, cache_write_1h=6.0, web_search=0.01,
-    tier_start=200_000, tier_input=6.0, tier_output=22.5, tier_cache_read=0.6, tier_cache_write=7.5,
+    input=3.0,
+    output=15.0,
+    cache_read=0.3,
+    cache_write=3.75,
+    cache_write_1h=6.0,
+    web_search=0.01,
+    tier_start=200_000,
+    tier_input=6.0,
+    tier_output=22.5,
+    tier_cache_read=0.6,
+    tier_cache_write=7.5,
 )
 """Sonnet-4.5-like rates (USD per MTok; web search per request), fixed so the expected spend is hand-checkable."""
 
@@ -45,9 +54,23 @@ def go(server: MessagesServer, stream: bool, **kw):
 
 
 KNOWN_EXPECTATIONS = {
-    "citations", "cost", "detail_contains", "first_wait_at_least", "history_valid", "next_request_ends_with_assistant",
-    "next_request_has", "only_tool_results", "outcome", "reason", "requests", "retries", "sent_back_unchanged",
-    "server_tool_cost", "text", "tool_result_ids", "tools_run",
+    "citations",
+    "cost",
+    "detail_contains",
+    "first_wait_at_least",
+    "history_valid",
+    "next_request_ends_with_assistant",
+    "next_request_has",
+    "only_tool_results",
+    "outcome",
+    "reason",
+    "requests",
+    "retries",
+    "sent_back_unchanged",
+    "server_tool_cost",
+    "text",
+    "tool_result_ids",
+    "tools_run",
 }
 """Every key a case's ``expect`` may hold: a misspelt key fails the case instead of checking nothing."""
 
@@ -68,7 +91,9 @@ def _check(result, events, server, expect, replies=None):
         assert sum(e.data["cost"] for e in called) == pytest.approx(result.cost)  # every reply is in the spend
         assert not any(e.data.get("estimated") for e in called)  # reported usage, not an estimate
     if "server_tool_cost" in expect:
-        assert sum(e.data["server_tool_cost"] for e in events if e.kind == "model_called") == pytest.approx(expect["server_tool_cost"])
+        assert sum(e.data["server_tool_cost"] for e in events if e.kind == "model_called") == pytest.approx(
+            expect["server_tool_cost"]
+        )
     if "requests" in expect:
         assert len(server.requests) == expect["requests"]
     if "sent_back_unchanged" in expect:
@@ -139,7 +164,9 @@ def test_every_documented_error_status_is_retried_or_stops_as_documented(case, s
 
 def test_an_error_event_inside_a_200_stream_is_retried_like_its_status():
     """An overloaded_error sent after the stream began (before any text) is retried as a 529 would be."""
-    with MessagesServer([streamed(reply("Too busy"), error="overloaded_error", after=1), reply("Recovered.")]) as server:
+    with MessagesServer(
+        [streamed(reply("Too busy"), error="overloaded_error", after=1), reply("Recovered.")]
+    ) as server:
         result, events = go(server, True)
     assert isinstance(result, al.Done) and result.text == "Recovered."
     retry = next(e for e in events if e.kind == "model_retry")

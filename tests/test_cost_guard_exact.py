@@ -89,7 +89,9 @@ def run_on(loop: asyncio.AbstractEventLoop, model: Any, **options: Any) -> tuple
     options.setdefault("deadline_s", None)
     options.setdefault("prices", PRICES)
     result = loop.run_until_complete(
-        al.arun("Read the files.", [fetch], model=model, trace=False, system=SYSTEM, subscribers=[events.append], **options)
+        al.arun(
+            "Read the files.", [fetch], model=model, trace=False, system=SYSTEM, subscribers=[events.append], **options
+        )
     )
     return result, events
 
@@ -164,14 +166,27 @@ def test_far_from_the_limit_no_count_is_asked(dense):
 
 def test_without_the_endpoint_the_guard_falls_back_to_the_byte_bound_and_stays_hard():
     """A proxy that answers 404 for count_tokens: asked once, then the bound decides, and spend stays under."""
-    with MessagesServer(plan([40000, 40000, 40000], [200, 200, 200]), tokenizer="dense", count_endpoint=False) as server:
+    with MessagesServer(
+        plan([40000, 40000, 40000], [200, 200, 200]), tokenizer="dense", count_endpoint=False
+    ) as server:
         model = AnthropicModel("claude-sonnet-4-5", client=server.client())
         events: list[al.Event] = []
-        result = al.run("Read the files.", [fetch], model=model, trace=False, prices=PRICES, system=SYSTEM,
-                        max_steps=None, max_cost=0.09, subscribers=[events.append])
+        result = al.run(
+            "Read the files.",
+            [fetch],
+            model=model,
+            trace=False,
+            prices=PRICES,
+            system=SYSTEM,
+            max_steps=None,
+            max_cost=0.09,
+            subscribers=[events.append],
+        )
     assert result.spent <= 0.09 and result.reason in ("budget", "max_tokens")
     assert counts_asked(server) == 1
-    checks = [e.data for e in events if e.kind == "model_request"] + [e.data["last_guard_check"] for e in events if e.kind == "run_finished"]
+    checks = [e.data for e in events if e.kind == "model_request"] + [
+        e.data["last_guard_check"] for e in events if e.kind == "run_finished"
+    ]
     failed = [d for d in checks if "count_error" in d]
     assert len(failed) == 1 and "404" in failed[0]["count_error"]
     assert result.cost_check is not None and result.cost_check.guarantee == "bounded"
@@ -191,8 +206,17 @@ def test_a_failed_count_is_retried_like_a_model_call():
 
     with MessagesServer(plan([40000, 40000], [200, 200]), tokenizer="dense") as server:
         events: list[al.Event] = []
-        result = al.run("Read the files.", [fetch], model=Flaky(client=server.client()), trace=False, prices=PRICES,
-                        max_steps=None, max_cost=0.06, policy=al.Policy(base_delay=0.001, jitter=False), subscribers=[events.append])
+        result = al.run(
+            "Read the files.",
+            [fetch],
+            model=Flaky(client=server.client()),
+            trace=False,
+            prices=PRICES,
+            max_steps=None,
+            max_cost=0.06,
+            policy=al.Policy(base_delay=0.001, jitter=False),
+            subscribers=[events.append],
+        )
     retries = [e.data for e in events if e.kind == "model_retry"]
     assert [r.get("request") for r in retries] == ["count_tokens"]
     assert result.spent <= 0.06 and result.cost_check is not None and result.cost_check.input_counts >= 1
@@ -200,14 +224,23 @@ def test_a_failed_count_is_retried_like_a_model_call():
 
 def test_a_deadline_passing_while_counting_stops_the_run_with_deadline():
     """The count is bounded by the deadline like any call: a count that hangs ends the run with "deadline"."""
+
     class Hanging(AnthropicModel):
         async def count_tokens(self, request: ModelRequest) -> int:
             await asyncio.sleep(30)
             return 0
 
     with MessagesServer(plan([40000], [10]), tokenizer="dense") as server:
-        result = al.run("Read.", [fetch], model=Hanging(client=server.client()), trace=False, prices=PRICES,
-                        max_steps=None, max_cost=0.002, deadline_s=1.0)  # room for set-up, which the deadline counts
+        result = al.run(
+            "Read.",
+            [fetch],
+            model=Hanging(client=server.client()),
+            trace=False,
+            prices=PRICES,
+            max_steps=None,
+            max_cost=0.002,
+            deadline_s=1.0,
+        )  # room for set-up, which the deadline counts
     assert result.reason == "deadline" and "counting the input of step 1" in result.detail
 
 
@@ -236,14 +269,23 @@ class InProcess:
 
 
 def prove(
-    server: MessagesServer, script: Script, loop: asyncio.AbstractEventLoop, model: Any, runs: int,
+    server: MessagesServer,
+    script: Script,
+    loop: asyncio.AbstractEventLoop,
+    model: Any,
+    runs: int,
     prices: al.Prices = PRICES,
 ) -> Counter[str]:
     """``runs`` runs with random budgets, tool-result sizes and reply lengths; fails on any run over max_cost."""
     stats: Counter[str] = Counter()
 
-    @settings(max_examples=runs, deadline=None, derandomize=True, database=None,
-              suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+    @settings(
+        max_examples=runs,
+        deadline=None,
+        derandomize=True,
+        database=None,
+        suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+    )
     @given(
         sizes=st.lists(st.integers(0, 30000), min_size=0, max_size=3),
         out=st.integers(0, 1500),
@@ -266,7 +308,9 @@ def prove(
         stats["counted"] += guard.input_counts
         stats["stopped by budget"] += result.reason == "budget"
         stats["over"] += result.spent > max_cost
-        stats["compacted"] += any("iterations" in (e.data.get("usage") or {}) for e in events if e.kind == "model_called")
+        stats["compacted"] += any(
+            "iterations" in (e.data.get("usage") or {}) for e in events if e.kind == "model_called"
+        )
         assert result.spent <= max_cost, (result, max_cost)
 
     one()
@@ -289,13 +333,23 @@ def test_no_run_ends_over_max_cost_in_1000_runs_on_the_dense_tokenizer():
     assert stats["stopped by budget"] > 100  # the budgets did bite
 
 
-FAST = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75,
-                 variants={"speed=fast": {"input": 6.0, "output": 30.0, "cache_read": 0.6, "cache_write": 7.5}})
+FAST = al.Prices(
+    input=3.0,
+    output=15.0,
+    cache_read=0.3,
+    cache_write=3.75,
+    variants={"speed=fast": {"input": 6.0, "output": 30.0, "cache_read": 0.6, "cache_write": 7.5}},
+)
 TERMS = {
     "fast mode": {"speed": "fast"},
     "US-only inference": {"inference_geo": "us"},
-    "compaction": {"params": {"context_management": {"edits": [
-        {"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 3000}}]}}},
+    "compaction": {
+        "params": {
+            "context_management": {
+                "edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 3000}}]
+            }
+        }
+    },
 }
 
 
@@ -361,7 +415,9 @@ def test_the_input_bound_is_never_below_the_dense_count(text):
 def test_server_tool_fees_count_max_uses_and_refuse_an_uncapped_tool():
     """Web search with max_uses=5 may cost 5 fees; without max_uses nothing caps it."""
     fees = {"web_search": 0.01}
-    assert server_tool_fees([{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}], fees) == pytest.approx(0.05)
+    assert server_tool_fees(
+        [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}], fees
+    ) == pytest.approx(0.05)
     assert server_tool_fees([{"type": "web_search_20250305", "name": "web_search"}], fees) is None
     assert server_tool_fees([fetch.definition()], fees) == 0.0
 
@@ -399,8 +455,16 @@ def test_the_check_is_one_pure_function_with_a_typed_answer():
     from agentlab.budget import GuardCheck, check_call
 
     budget = Budget(max_cost=0.01)
-    args = dict(steps=2, spent=0.0, estimate=500, bound=1500, billed_by_estimate=False, fees=0.0,
-                rates=lambda n: (3e-6, 15e-6), max_tokens=1000)
+    args = dict(
+        steps=2,
+        spent=0.0,
+        estimate=500,
+        bound=1500,
+        billed_by_estimate=False,
+        fees=0.0,
+        rates=lambda n: (3e-6, 15e-6),
+        max_tokens=1000,
+    )
     first = check_call(budget, **args)
     assert isinstance(first, GuardCheck) and first.basis == "bounded" and first.wants_count
     assert first.max_tokens < 1000 and first.worst_case <= 0.01 + 1e-12

@@ -72,8 +72,10 @@ def run_shell(example: Example) -> None:
             continue
         argv = [os.path.expanduser(a) for a in shlex.split(command)]
         if argv[0] != "agentlab":
-            raise AssertionError(f"{example.path}:{example.line}: cannot run {command!r} here: mark the block "
-                                 "<!-- skip: next \"why\" --> or write it with agentlab commands only")
+            raise AssertionError(
+                f"{example.path}:{example.line}: cannot run {command!r} here: mark the block "
+                '<!-- skip: next "why" --> or write it with agentlab commands only'
+            )
         out, err = io.StringIO(), io.StringIO()
         with redirect_stdout(out), redirect_stderr(err):
             try:
@@ -101,8 +103,14 @@ def save_toml(example: Example) -> None:
         Path(first[2:].strip()).write_text(text, encoding="utf-8")
 
 
-SYBIL = Sybil(parsers=[CodeBlockParser("python", run_python), CodeBlockParser("sh", run_shell),
-                       CodeBlockParser("toml", save_toml), SkipParser()])
+SYBIL = Sybil(
+    parsers=[
+        CodeBlockParser("python", run_python),
+        CodeBlockParser("sh", run_shell),
+        CodeBlockParser("toml", save_toml),
+        SkipParser(),
+    ]
+)
 
 
 def local_answer(body: dict) -> dict:
@@ -168,7 +176,11 @@ def test_every_code_block_runs_as_written(document, tmp_path, monkeypatch, local
     setup(parsed.namespace)
     for name, module in list(sys.modules.items()):  # a module another test made in a temporary folder
         file = str(getattr(module, "__file__", "") or "")
-        if file.startswith(tempfile.gettempdir()) and not file.startswith(str(ROOT)) and not file.startswith(sys.prefix):
+        if (
+            file.startswith(tempfile.gettempdir())
+            and not file.startswith(str(ROOT))
+            and not file.startswith(sys.prefix)
+        ):
             del sys.modules[name]
     before = set(sys.modules)
     ran, skipped = 0, []

@@ -29,7 +29,7 @@ def docs_command() -> list[str]:
 def test_the_docs_command_fails_on_a_broken_link_and_passes_without_one(tmp_path):
     argv = docs_command()
     env_assignments = [a for a in argv if re.fullmatch(r"[A-Z_0-9]+=.*", a)]
-    command = argv[len(env_assignments):]
+    command = argv[len(env_assignments) :]
     assert command[1:3] == ["build", "--strict"] and "--quiet" not in command and "-q" not in command
     (tmp_path / "docs").mkdir()
     (tmp_path / "mkdocs.yml").write_text("site_name: t\nnav:\n  - index.md\n  - other.md\n")
@@ -47,6 +47,10 @@ def test_the_site_config_is_strict_and_checks_links_and_anchors():
 
     config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
     assert config["strict"] is True
-    assert config["validation"]["links"] == {"not_found": "warn", "anchors": "warn", "absolute_links": "warn",
-                                             "unrecognized_links": "warn"}
+    assert config["validation"]["links"] == {
+        "not_found": "warn",
+        "anchors": "warn",
+        "absolute_links": "warn",
+        "unrecognized_links": "warn",
+    }
     assert "scripts/mkdocs_hooks.py" in config["hooks"]

@@ -28,7 +28,9 @@ def growing_model(result_size: int):
 
 def test_hard_cost_guard_stops_before_spending_past_max_cost():
     """With the hard guard, a growing run stops with "budget" and never spends more than max_cost."""
-    result = al.run("q", [big_read], model=growing_model(6000), trace=False, max_steps=None, max_cost=0.05, prices=PRICES)
+    result = al.run(
+        "q", [big_read], model=growing_model(6000), trace=False, max_steps=None, max_cost=0.05, prices=PRICES
+    )
     assert result.reason == "budget"
     assert result.spent <= 0.05
     assert result.detail.startswith(f"spent ${result.spent:.4f} of $0.05 after step {result.steps}; the next call")
@@ -38,8 +40,15 @@ def test_after_the_fact_guard_overshoots_by_at_most_one_call():
     """The article's check-after-spending lets one call pass the limit: the overshoot is that call."""
     rec = []
     result = al.run(
-        "q", [big_read], model=growing_model(6000), trace=False, max_steps=None, max_cost=0.05,
-        cost_guard="after", prices=PRICES, subscribers=[lambda e: rec.append(e)],
+        "q",
+        [big_read],
+        model=growing_model(6000),
+        trace=False,
+        max_steps=None,
+        max_cost=0.05,
+        cost_guard="after",
+        prices=PRICES,
+        subscribers=[lambda e: rec.append(e)],
     )
     costs = [e.data["cost"] for e in rec if e.kind == "model_called"]
     assert result.reason == "budget"
@@ -57,8 +66,14 @@ def test_hard_guard_lowers_max_tokens_to_what_the_budget_affords():
         return reply(None, ("big_read", {"n": 3000 + len(messages)}))
 
     result = al.run(
-        "q", [big_read], model=al.FunctionModel(model), trace=False, max_steps=None, max_cost=0.03,
-        prices=PRICES, max_tokens=1000,
+        "q",
+        [big_read],
+        model=al.FunctionModel(model),
+        trace=False,
+        max_steps=None,
+        max_cost=0.03,
+        prices=PRICES,
+        max_tokens=1000,
     )
     assert seen[0] == 1000
     assert any(32 <= mt < 1000 for mt in seen), seen
@@ -76,8 +91,15 @@ def test_hard_guard_never_spends_more_than_max_cost(sizes, answer_len, max_cost,
     """Over random runs (tool result sizes, answer lengths, budgets), spent <= max_cost always."""
     script = [reply("t" * (i % 7), ("big_read", {"n": n})) for i, n in enumerate(sizes)] + [reply("a" * answer_len)]
     result = al.run(
-        "q", [big_read], model=al.ScriptedModel(script), trace=False, max_steps=None,
-        max_cost=max_cost, prices=PRICES, max_tokens=max_tokens, loop_nudge_at=1000,
+        "q",
+        [big_read],
+        model=al.ScriptedModel(script),
+        trace=False,
+        max_steps=None,
+        max_cost=max_cost,
+        prices=PRICES,
+        max_tokens=max_tokens,
+        loop_nudge_at=1000,
     )
     assert result.spent <= max_cost + 1e-12
 
@@ -102,7 +124,9 @@ def test_deadline_on_an_injected_clock_stops_with_the_numbers():
     """Model calls of 10 s against a 25 s deadline stop after step 3 with "deadline"."""
     clock = al.FakeClock()
     model = SlowModel(clock, 10.0)
-    result = al.run("q", [big_read], model=model, clock=clock, trace=False, max_steps=None, max_cost=None, deadline_s=25)
+    result = al.run(
+        "q", [big_read], model=model, clock=clock, trace=False, max_steps=None, max_cost=None, deadline_s=25
+    )
     assert result.reason == "deadline"
     assert result.detail == "30.00s of 25s used at step 3, before its tools"
     assert model.calls == 3
@@ -112,7 +136,14 @@ def test_budgets_are_told_apart_when_steps_would_also_run_out():
     """Within its step limit but over its deadline, the run names the deadline."""
     clock = al.FakeClock()
     result = al.run(
-        "q", [big_read], model=SlowModel(clock, 10.0), clock=clock, trace=False, max_steps=3, max_cost=None, deadline_s=15
+        "q",
+        [big_read],
+        model=SlowModel(clock, 10.0),
+        clock=clock,
+        trace=False,
+        max_steps=3,
+        max_cost=None,
+        deadline_s=15,
     )
     assert result.reason == "deadline" and result.steps == 2
 
@@ -153,7 +184,9 @@ def test_an_async_tool_that_never_returns_is_cancelled_at_the_deadline():
         return "never"
 
     t0 = time.monotonic()
-    result = al.run("q", [hang_async], model=al.ScriptedModel([reply(None, ("hang_async", {}))]), trace=False, deadline_s=0.3)
+    result = al.run(
+        "q", [hang_async], model=al.ScriptedModel([reply(None, ("hang_async", {}))]), trace=False, deadline_s=0.3
+    )
     assert result.reason == "deadline" and cancelled == [True]
     assert time.monotonic() - t0 < 0.3 + 2.0
 

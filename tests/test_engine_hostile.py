@@ -59,8 +59,6 @@ def trace_of(tmp_path: Path) -> list[dict]:
     return read_events(file)
 
 
-
-
 @pytest.mark.parametrize("is_async", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize(("exc", "named"), HOSTILE, ids=[n.split()[0] for _, n in HOSTILE])
 def test_whatever_a_tool_raises_the_run_ends_fatal_naming_it_and_the_trace_ends(tmp_path, exc, named, is_async):
@@ -92,8 +90,14 @@ def test_base_exceptions_can_be_made_recoverable_by_policy():
         seen.append(messages[-1]["content"][0])
         return reply("carried on")
 
-    result = al.run("q", [al.tool(sync_tool, name="quit")], model=al.FunctionModel(model), trace=False,
-                    policy=al.Policy(base_exceptions="recoverable"), clock=al.FakeClock())
+    result = al.run(
+        "q",
+        [al.tool(sync_tool, name="quit")],
+        model=al.FunctionModel(model),
+        trace=False,
+        policy=al.Policy(base_exceptions="recoverable"),
+        clock=al.FakeClock(),
+    )
     assert isinstance(result, al.Done) and result.text == "carried on"
     assert seen[0]["is_error"] and "tool quit raised SystemExit (exit code 2)" in seen[0]["content"]
 
@@ -139,8 +143,12 @@ def test_an_async_tool_that_swallows_its_cancellation_is_abandoned_and_named(tmp
 
     t0 = time.monotonic()
     try:
-        result = within(20, lambda: al.run("q", [stubborn], model=al.ScriptedModel([reply(None, ("stubborn", {}))]),
-                                           trace=tmp_path, deadline_s=0.3))
+        result = within(
+            20,
+            lambda: al.run(
+                "q", [stubborn], model=al.ScriptedModel([reply(None, ("stubborn", {}))]), trace=tmp_path, deadline_s=0.3
+            ),
+        )
     finally:
         stop.set()
     assert result.reason == "deadline"
@@ -158,8 +166,12 @@ def test_an_async_tool_that_blocks_the_event_loop_is_blamed_by_the_watchdog():
         time.sleep(1.5)  # long enough for the watchdog to look even on a loaded machine
         return "thawed"
 
-    result = within(20, lambda: al.run("q", [freezer], model=al.ScriptedModel([reply(None, ("freezer", {}))]),
-                                       trace=False, deadline_s=0.3))
+    result = within(
+        20,
+        lambda: al.run(
+            "q", [freezer], model=al.ScriptedModel([reply(None, ("freezer", {}))]), trace=False, deadline_s=0.3
+        ),
+    )
     assert result.reason == "deadline" and result.overrun_s > 0
     assert "freezer" in result.overrun_cause and "blocked the event loop" in result.overrun_cause
 
@@ -176,8 +188,17 @@ def test_a_blocking_subscriber_is_named_as_the_cause_of_the_overrun():
         """Answer."""
         return "ok"
 
-    result = within(20, lambda: al.run("q", [quick], model=al.ScriptedModel([reply(None, ("quick", {}))]),
-                                       trace=False, deadline_s=0.3, subscribers=[slow_display]))
+    result = within(
+        20,
+        lambda: al.run(
+            "q",
+            [quick],
+            model=al.ScriptedModel([reply(None, ("quick", {}))]),
+            trace=False,
+            deadline_s=0.3,
+            subscribers=[slow_display],
+        ),
+    )
     assert result.reason == "deadline" and result.overrun_s > 0
     assert "a subscriber, slow_display" in result.overrun_cause
 
@@ -270,8 +291,9 @@ def test_lab_pause_and_stop_work_from_another_thread():
         return t, errors
 
     async def go():
-        lab = al.Lab("q", [lookup], model=al.FunctionModel(model), trace=False, max_steps=10_000, max_cost=None,
-                     deadline_s=None)
+        lab = al.Lab(
+            "q", [lookup], model=al.FunctionModel(model), trace=False, max_steps=10_000, max_cost=None, deadline_s=None
+        )
         task = lab.run()
         await asyncio.to_thread(called.wait, 10)  # until the run is under way
         t, errors = from_thread(lab.pause)
@@ -356,8 +378,9 @@ def test_resume_after_a_deadline_mid_turn_keeps_the_finished_calls():
         clock.advance(6)  # this write takes 6 s of the 10 s deadline
         return f"wrote {key}"
 
-    model = al.ScriptedModel([reply(None, ("write", {"key": "a"}), ("write", {"key": "b"}), ("write", {"key": "c"})),
-                              reply("ok")])
+    model = al.ScriptedModel(
+        [reply(None, ("write", {"key": "a"}), ("write", {"key": "b"}), ("write", {"key": "c"})), reply("ok")]
+    )
     r = al.Run("q", [write], model=model, clock=clock, deadline_s=10, max_cost=None)
     asyncio.run(r.step())
     assert r.result.reason == "deadline" and done == ["a", "b"]
@@ -369,10 +392,14 @@ def test_resume_after_a_deadline_mid_turn_keeps_the_finished_calls():
 # -------------------------------------------------------------------------------- bad replies
 def test_two_tool_use_blocks_sharing_an_id_stop_the_run_clearly():
     """Each call needs its own result; a reply that reuses an id is a malformed reply, named."""
-    dup = {"role": "assistant", "stop_reason": "tool_use", "content": [
-        {"type": "tool_use", "id": "toolu_x", "name": "lookup", "input": {"key": "a"}},
-        {"type": "tool_use", "id": "toolu_x", "name": "lookup", "input": {"key": "b"}},
-    ]}
+    dup = {
+        "role": "assistant",
+        "stop_reason": "tool_use",
+        "content": [
+            {"type": "tool_use", "id": "toolu_x", "name": "lookup", "input": {"key": "a"}},
+            {"type": "tool_use", "id": "toolu_x", "name": "lookup", "input": {"key": "b"}},
+        ],
+    }
 
     @al.tool(mode="read")
     def lookup(key: str) -> str:
@@ -433,8 +460,9 @@ def test_cancelling_arun_records_the_run_then_passes_the_cancellation_on(tmp_pat
         return "never"
 
     async def go():
-        task = asyncio.ensure_future(al.arun("q", [hang], model=al.ScriptedModel([reply(None, ("hang", {}))]),
-                                             trace=tmp_path, deadline_s=None))
+        task = asyncio.ensure_future(
+            al.arun("q", [hang], model=al.ScriptedModel([reply(None, ("hang", {}))]), trace=tmp_path, deadline_s=None)
+        )
         await asyncio.wait_for(started.wait(), 10)  # the tool is running: cancel now, mid-step
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -489,8 +517,16 @@ def test_a_keyboard_interrupt_inside_the_engine_ends_the_run_cancelled_with_the_
         """Answer."""
         return "ok"
 
-    result = within(20, lambda: al.run("q", [quick], model=al.ScriptedModel([reply(None, ("quick", {}))]),
-                                       trace=tmp_path, subscribers=[interrupted_display]))
+    result = within(
+        20,
+        lambda: al.run(
+            "q",
+            [quick],
+            model=al.ScriptedModel([reply(None, ("quick", {}))]),
+            trace=tmp_path,
+            subscribers=[interrupted_display],
+        ),
+    )
     assert isinstance(result, al.Stopped) and result.reason == "cancelled"
     assert result.detail == "interrupted by Ctrl-C during step 1 (calling model)"
     assert trace_of(tmp_path)[-1]["kind"] == "run_finished"

@@ -36,19 +36,37 @@ WAIT_S = 15.0
 """The longest any rule waits for the engine; reaching it is a hang, and a failure."""
 
 RAISES = {
-    "system_exit": SystemExit(1), "keyboard_interrupt": KeyboardInterrupt(), "stop_iteration": StopIteration(),
-    "generator_exit": GeneratorExit(), "tool_error": al.ToolError("not found", hint="ask again"),
-    "retryable": al.RetryableError("busy"), "value_error": ValueError("bug"),
+    "system_exit": SystemExit(1),
+    "keyboard_interrupt": KeyboardInterrupt(),
+    "stop_iteration": StopIteration(),
+    "generator_exit": GeneratorExit(),
+    "tool_error": al.ToolError("not found", hint="ask again"),
+    "retryable": al.RetryableError("busy"),
+    "value_error": ValueError("bug"),
 }
 ZOO = ["read", "write", "raise", "block_thread", "block_loop", "stubborn"]
 SUBSCRIBER_RAISES = {
-    "system_exit": SystemExit(2), "generator_exit": GeneratorExit(), "cancelled": asyncio.CancelledError(),
-    "stop_iteration": StopIteration(), "value_error": ValueError("exporter bug"), "base": BaseException("odd"),
+    "system_exit": SystemExit(2),
+    "generator_exit": GeneratorExit(),
+    "cancelled": asyncio.CancelledError(),
+    "stop_iteration": StopIteration(),
+    "value_error": ValueError("exporter bug"),
+    "base": BaseException("odd"),
 }
 """What a hostile subscriber raises (issue 24). A KeyboardInterrupt is a Ctrl-C, re-raised by step() once
 every subscriber heard the event: tests/test_subscribers_contained.py covers it."""
-EVENT_KINDS = ["run_started", "model_request", "model_called", "tool_started", "tool_finished", "tool_retry",
-               "tool_results", "step_finished", "run_finished", "resumed"]
+EVENT_KINDS = [
+    "run_started",
+    "model_request",
+    "model_called",
+    "tool_started",
+    "tool_finished",
+    "tool_retry",
+    "tool_results",
+    "step_finished",
+    "run_finished",
+    "resumed",
+]
 
 
 class HostileSubscriber:
@@ -106,7 +124,8 @@ def make_tools(done: list[str]):
 
 turns = st.lists(
     st.lists(st.tuples(st.sampled_from(ZOO), st.sampled_from(sorted(RAISES))), min_size=1, max_size=3),
-    min_size=1, max_size=8,
+    min_size=1,
+    max_size=8,
 )
 
 
@@ -118,9 +137,14 @@ class RunMachine(RuleBasedStateMachine):
         self.thread.start()
         self.r: al.Run | None = None  # made by start(), the first rule
 
-    @initialize(script=turns, max_steps=st.integers(1, 6), max_cost=st.sampled_from([None, 0.003, 0.05]),
-          deadline=st.sampled_from([None, 0.3, 2.0]), hostile=st.sampled_from([None, *sorted(SUBSCRIBER_RAISES)]),
-          on=st.sampled_from(EVENT_KINDS))
+    @initialize(
+        script=turns,
+        max_steps=st.integers(1, 6),
+        max_cost=st.sampled_from([None, 0.003, 0.05]),
+        deadline=st.sampled_from([None, 0.3, 2.0]),
+        hostile=st.sampled_from([None, *sorted(SUBSCRIBER_RAISES)]),
+        on=st.sampled_from(EVENT_KINDS),
+    )
     def start(self, script, max_steps, max_cost, deadline, hostile, on):
         import tempfile
 
@@ -140,12 +164,19 @@ class RunMachine(RuleBasedStateMachine):
                 calls.append((name, {"key": key}))
             return reply(None, *calls)
 
-        self.r = self.on_loop(lambda: al.Run(
-            "q", make_tools(self.done), model=al.FunctionModel(model), max_steps=max_steps, max_cost=max_cost,
-            deadline_s=deadline, prices=PRICES,
-            subscribers=[HostileSubscriber(SUBSCRIBER_RAISES.get(hostile or ""), on), self.rec, self.writer],
-            policy=al.Policy(base_delay=0.001, max_delay=0.002),
-        ))
+        self.r = self.on_loop(
+            lambda: al.Run(
+                "q",
+                make_tools(self.done),
+                model=al.FunctionModel(model),
+                max_steps=max_steps,
+                max_cost=max_cost,
+                deadline_s=deadline,
+                prices=PRICES,
+                subscribers=[HostileSubscriber(SUBSCRIBER_RAISES.get(hostile or ""), on), self.rec, self.writer],
+                policy=al.Policy(base_delay=0.001, max_delay=0.002),
+            )
+        )
 
     def on_loop(self, make):
         async def build():
@@ -160,8 +191,11 @@ class RunMachine(RuleBasedStateMachine):
         else:
             self.loop.call_soon_threadsafe(self.r.cancel)
 
-    @rule(pause=st.booleans(), cancel_after=st.sampled_from([None, 0.0, 0.005, 0.02]),
-          where=st.sampled_from(["loop", "thread"]))
+    @rule(
+        pause=st.booleans(),
+        cancel_after=st.sampled_from([None, 0.0, 0.005, 0.02]),
+        where=st.sampled_from(["loop", "thread"]),
+    )
     def step(self, pause, cancel_after, where):
         assert self.r is not None
         was_finished = self.r.finished
@@ -258,7 +292,9 @@ class RunMachine(RuleBasedStateMachine):
 
 
 RunMachine.TestCase.settings = settings(
-    max_examples=60, stateful_step_count=15, deadline=None,
+    max_examples=60,
+    stateful_step_count=15,
+    deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 test_a_run_survives_any_sequence_of_steps_cancels_and_resumes_with_hostile_tools = pytest.mark.filterwarnings(

@@ -37,7 +37,6 @@ from .helpers import PRICES
 matplotlib.use("Agg")
 
 
-
 @tool
 def lookup(key: str) -> str:
     """Look a key up."""
@@ -97,8 +96,14 @@ def test_total_budget_is_never_exceeded(tmp_path_factory, words, concurrency, to
         return FunctionModel(fn)
 
     exp = agentlab.Experiment(
-        tasks(12), {"a": {"prices": PRICES, "max_cost": None}, "b": {"prices": PRICES, "max_tokens": 256}},
-        tools=[lookup], model=factory, folder=folder, concurrency=concurrency, max_total_cost=total, progress=False,
+        tasks(12),
+        {"a": {"prices": PRICES, "max_cost": None}, "b": {"prices": PRICES, "max_tokens": 256}},
+        tools=[lookup],
+        model=factory,
+        folder=folder,
+        concurrency=concurrency,
+        max_total_cost=total,
+        progress=False,
     )
     result = exp.run()
     runs = result.runs
@@ -155,7 +160,9 @@ def test_a_failing_cell_does_not_stop_the_others(tmp_path):
 
         return FunctionModel(fn)
 
-    exp = agentlab.Experiment(tasks(5), {"a": {"prices": PRICES}}, tools=tools, model=factory, folder=tmp_path, progress=False)
+    exp = agentlab.Experiment(
+        tasks(5), {"a": {"prices": PRICES}}, tools=tools, model=factory, folder=tmp_path, progress=False
+    )
     runs = exp.run().runs.set_index("task_id")
     assert runs.loc["t1", "outcome"] == "error" and "no database for t1" in runs.loc["t1", "error"]
     assert runs.loc["t2", "outcome"] == "stopped" and "the model broke" in runs.loc["t2", "error"]
@@ -290,7 +297,14 @@ def test_stop_keeps_finished_runs_and_a_rerun_finishes_the_rest(tmp_path):
         ({"tasks": []}, "no tasks"),
         ({"tasks": [{"id": "x", "input": "a"}, {"id": "x", "input": "b"}]}, "duplicate task id 'x'"),
         ({"configs": {"a": {"max_stepz": 3}}}, "unknown option 'max_stepz'"),
-        ({"configs": {"a": {}}, "model": FunctionModel(lambda m, t: reply("x"), model="no-such-model"), "max_total_cost": 1.0}, "no known price"),
+        (
+            {
+                "configs": {"a": {}},
+                "model": FunctionModel(lambda m, t: reply("x"), model="no-such-model"),
+                "max_total_cost": 1.0,
+            },
+            "no known price",
+        ),
         ({"concurrency": 0}, "concurrency must be an int >= 1"),
     ],
 )
@@ -317,8 +331,10 @@ def test_tasks_from_strings_dataframe_and_jsonl_get_stable_ids(tmp_path):
 def test_grid_names_configs_by_the_axes_that_vary():
     configs = agentlab.grid(model=["claude-haiku-4-5"], max_steps=[8, 20], cost_guard=["hard", "after"])
     assert [c.name for c in configs] == [
-        "max_steps=8 cost_guard=hard", "max_steps=8 cost_guard=after",
-        "max_steps=20 cost_guard=hard", "max_steps=20 cost_guard=after",
+        "max_steps=8 cost_guard=hard",
+        "max_steps=8 cost_guard=after",
+        "max_steps=20 cost_guard=hard",
+        "max_steps=20 cost_guard=after",
     ]
     assert all(c.params["model"] == "claude-haiku-4-5" for c in configs)
 
@@ -343,12 +359,26 @@ def test_model_graded_spending_counts_against_the_total(tmp_path):
 
 # ---------------------------------------------------- frames, summary, plots
 def test_result_frames_summary_and_plots(tmp_path):
-    result = make(tmp_path, n=5, configs=agentlab.grid(max_steps=[1, 4], prices=[PRICES]), scorer="includes", repeats=2).run()
+    result = make(
+        tmp_path, n=5, configs=agentlab.grid(max_steps=[1, 4], prices=[PRICES]), scorer="includes", repeats=2
+    ).run()
     runs = result.runs
     assert list(runs.columns[:4]) == ["task_id", "config", "max_steps", "prices"]
     assert runs["prices"].iloc[0].startswith("Prices(input=3.0")
-    for col in ("repeat", "outcome", "reason", "steps", "cost", "input_tokens", "output_tokens", "cache_read_tokens",
-                "seconds", "score", "run_id", "error"):
+    for col in (
+        "repeat",
+        "outcome",
+        "reason",
+        "steps",
+        "cost",
+        "input_tokens",
+        "output_tokens",
+        "cache_read_tokens",
+        "seconds",
+        "score",
+        "run_id",
+        "error",
+    ):
         assert col in runs.columns
     assert len(runs) == 20
     assert set(result.steps["config"]) == {"max_steps=1", "max_steps=4"} and "task_id" in result.calls.columns
@@ -356,7 +386,12 @@ def test_result_frames_summary_and_plots(tmp_path):
     assert s.loc["max_steps=4", "success"] == 1.0 and s.loc["max_steps=1", "success"] == 0.0
     assert s.loc["max_steps=4", "cost_lo"] <= s.loc["max_steps=4", "cost_mean"] <= s.loc["max_steps=4", "cost_hi"]
     assert "step limit 10" in s.loc["max_steps=1", "stop_reasons"]
-    for plot in (result.plot_cost_vs_success, result.plot_cost_distribution, result.plot_stop_reasons, result.plot_context_growth):
+    for plot in (
+        result.plot_cost_vs_success,
+        result.plot_cost_distribution,
+        result.plot_stop_reasons,
+        result.plot_context_growth,
+    ):
         ax = plot()
         assert isinstance(ax, matplotlib.axes.Axes) and ax.get_title()
     import matplotlib.pyplot as plt
@@ -381,13 +416,16 @@ def test_experiment_cli_runs_a_spec_and_resume_is_required_to_continue(tmp_path,
     from agentlab.cli import main
 
     (tmp_path / "tasks.jsonl").write_text("\n".join(json.dumps(t) for t in tasks(3)))
-    (tmp_path / "mymodels.py").write_text(textwrap.dedent('''
+    (tmp_path / "mymodels.py").write_text(
+        textwrap.dedent("""
         from agentlab import FunctionModel, reply
         def factory(task, seed):
             return FunctionModel(lambda m, t: reply(task.target))
-    '''))
+    """)
+    )
     spec = tmp_path / "exp.toml"
-    spec.write_text(textwrap.dedent('''
+    spec.write_text(
+        textwrap.dedent("""
         name = "cli"
         tasks = "tasks.jsonl"
         model = "mymodels:factory"
@@ -395,7 +433,8 @@ def test_experiment_cli_runs_a_spec_and_resume_is_required_to_continue(tmp_path,
         max_total_cost = 1.0
         [axes]
         max_steps = [2, 4]
-    '''))
+    """)
+    )
     assert main(["experiment", str(spec), "--quiet"]) == 0
     out = capsys.readouterr().out
     assert "max_steps=2" in out and "success" in out
@@ -418,7 +457,11 @@ def test_terminal_progress_bar_and_plain_line_are_subscribers(tmp_path):
 # ------------------------------------------------ comparing configs fairly
 def test_a_grid_cut_short_by_the_total_leaves_every_config_the_same_tasks(tmp_path):
     """Cells run round-robin over configs: when the total runs out, each config ran about as many, on the same tasks."""
-    configs = {"a": {"prices": PRICES}, "b": {"prices": PRICES, "max_tokens": 512}, "c": {"prices": PRICES, "max_steps": 6}}
+    configs = {
+        "a": {"prices": PRICES},
+        "b": {"prices": PRICES, "max_tokens": 512},
+        "c": {"prices": PRICES, "max_steps": 6},
+    }
     runs = make(tmp_path, n=8, configs=configs, concurrency=1, max_total_cost=0.012).run().runs
     ran = runs[runs["outcome"] != "not run"]
     counts = ran.groupby("config").size().reindex(["a", "b", "c"], fill_value=0)
@@ -432,9 +475,25 @@ def rows_for(spec: list[tuple[str, str, int, str, str, float, float | None]]) ->
     """(task, config, repeat, outcome, reason, cost, score) -> full rows."""
     out = []
     for task, config, repeat, outcome, reason, cost, score in spec:
-        out.append({"task_id": task, "config": config, "repeat": repeat, "outcome": outcome, "reason": reason, "steps": 1,
-                    "cost": cost, "input_tokens": 0, "output_tokens": 0, "cache_read_tokens": 0, "seconds": 0.0,
-                    "score": score, "score_cost": 0.0, "run_id": f"{task}{config}{repeat}", "error": ""})
+        out.append(
+            {
+                "task_id": task,
+                "config": config,
+                "repeat": repeat,
+                "outcome": outcome,
+                "reason": reason,
+                "steps": 1,
+                "cost": cost,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_read_tokens": 0,
+                "seconds": 0.0,
+                "score": score,
+                "score_cost": 0.0,
+                "run_id": f"{task}{config}{repeat}",
+                "error": "",
+            }
+        )
     return out
 
 
@@ -443,22 +502,26 @@ def result_of(spec, configs=("a", "b")) -> agentlab.experiments.ExperimentResult
 
     from agentlab.experiments.grid import load_configs
 
-    return agentlab.experiments.ExperimentResult(rows_for(spec), load_configs({c: {} for c in configs}), Path("unused"), None)
+    return agentlab.experiments.ExperimentResult(
+        rows_for(spec), load_configs({c: {} for c in configs}), Path("unused"), None
+    )
 
 
 def test_success_means_done_and_scored_a_stopped_run_fails_and_a_cut_run_is_no_sample():
     from agentlab.experiments.results import success_of
 
-    r = result_of([
-        ("t0", "a", 0, "done", "done", 0.01, 1.0),
-        ("t1", "a", 0, "done", "done", 0.01, 0.0),
-        ("t2", "a", 0, "stopped", "max_tokens", 0.01, 1.0),  # the scorer liked its partial text: still a failure
-        ("t3", "a", 0, "stopped", "experiment budget", 0.01, None),  # cut by the experiment: no sample
-        ("t4", "a", 0, "not run", "experiment budget", 0.0, None),
-        ("t5", "a", 0, "done", "done", 0.01, None),  # the scorer gave no verdict: no sample
-        ("t0", "b", 0, "done", "done", 0.02, None),  # no scorer in b: done is a success
-        ("t1", "b", 0, "error", "fatal", 0.0, None),
-    ])
+    r = result_of(
+        [
+            ("t0", "a", 0, "done", "done", 0.01, 1.0),
+            ("t1", "a", 0, "done", "done", 0.01, 0.0),
+            ("t2", "a", 0, "stopped", "max_tokens", 0.01, 1.0),  # the scorer liked its partial text: still a failure
+            ("t3", "a", 0, "stopped", "experiment budget", 0.01, None),  # cut by the experiment: no sample
+            ("t4", "a", 0, "not run", "experiment budget", 0.0, None),
+            ("t5", "a", 0, "done", "done", 0.01, None),  # the scorer gave no verdict: no sample
+            ("t0", "b", 0, "done", "done", 0.02, None),  # no scorer in b: done is a success
+            ("t1", "b", 0, "error", "fatal", 0.0, None),
+        ]
+    )
     assert list(success_of(r.runs).fillna(-1)) == [1.0, 0.0, 0.0, -1, -1, -1, 1.0, 0.0]
     with pytest.warns(agentlab.experiments.UnequalSamples, match=r"unequal samples \(a 3, b 2\).*compare"):
         s = r.summary()
@@ -482,7 +545,17 @@ def test_compare_pairs_configs_by_task_and_averages_repeats_first():
     spec = []
     for i in range(8):
         for rep in range(2):
-            spec.append((f"t{i}", "a", rep, "done" if i % 2 else "stopped", "done" if i % 2 else "budget", 0.01 + i / 1000, None))
+            spec.append(
+                (
+                    f"t{i}",
+                    "a",
+                    rep,
+                    "done" if i % 2 else "stopped",
+                    "done" if i % 2 else "budget",
+                    0.01 + i / 1000,
+                    None,
+                )
+            )
             spec.append((f"t{i}", "b", rep, "done", "done", 0.02 + i / 1000, None))
     spec.append(("t9", "b", 0, "done", "done", 5.0, None))  # a task only b ran: not in the comparison
     c = result_of(spec).compare("a", "b")

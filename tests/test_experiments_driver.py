@@ -41,10 +41,9 @@ def warm():
     al.run("q", [ok], model=al.ScriptedModel([reply(None, ("ok", {})), reply("done")]), trace=False)
 
 
-
-
 HANG = "the entry point waited for an abandoned task"
 """What a test here hanging would mean."""
+
 
 @pytest.fixture
 def stubborn():
@@ -113,9 +112,7 @@ def test_model_graded_called_plainly_returns_despite_a_task_its_model_left_behin
                 pass
 
     async def grade(messages, tools):
-        asyncio.get_running_loop().create_task(
-            stubborn()
-        )  # a telemetry flush, say, that never ends
+        asyncio.get_running_loop().create_task(stubborn())  # a telemetry flush, say, that never ends
         return reply("PASS")
 
     scorer = model_graded("is it right?", model=FunctionModel(grade), prices=PRICES)
@@ -147,9 +144,7 @@ def test_a_loop_closed_by_the_caller_leaves_no_pending_task_at_exit(tmp_path):
         print("ok")
     """)
     )
-    done = subprocess.run(
-        [sys.executable, "-X", "dev", str(script)], capture_output=True, text=True, timeout=120
-    )
+    done = subprocess.run([sys.executable, "-X", "dev", str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "ok"
     assert "Task was destroyed" not in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -78,11 +78,7 @@ class FolderMachine(RuleBasedStateMachine):
                 await asyncio.sleep(0)  # let other cells and Stop in between calls
                 n = sum(1 for m in messages if m["role"] == "assistant")
                 size = words + (seed + n) % 50
-                return (
-                    reply("x " * size, ("lookup", {"key": str(n)}))
-                    if n < 2
-                    else reply("done " * size)
-                )
+                return reply("x " * size, ("lookup", {"key": str(n)})) if n < 2 else reply("done " * size)
 
             return FunctionModel(fn)
 
@@ -129,23 +125,15 @@ class FolderMachine(RuleBasedStateMachine):
                     refused.append(True)
             elif e.kind == "cell_finished":
                 finished += 1
-            if (
-                stop_after is not None
-                and finished >= stop_after
-                and e.kind in ("cell_started", "cell_finished")
-            ):
+            if stop_after is not None and finished >= stop_after and e.kind in ("cell_started", "cell_finished"):
                 exp.stop()
 
         exp.subscribe(watch)
         calls_before = len(self.calls)
         result = exp.run()
-        assert opening == [
-            pytest.approx(before, abs=1e-9)
-        ]  # the ledger opened with everything spent so far
+        assert opening == [pytest.approx(before, abs=1e-9)]  # the ledger opened with everything spent so far
         assert all(refused)
-        assert (
-            not set(self.calls[calls_before:]) & self.finished
-        )  # a finished cell never runs again
+        assert not set(self.calls[calls_before:]) & self.finished  # a finished cell never runs again
         after = trace_money(self.folder)
         assert after <= self.total + 1e-9
         assert exp.ledger is not None and exp.ledger.spent == pytest.approx(after, abs=1e-9)

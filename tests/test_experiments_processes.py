@@ -120,11 +120,7 @@ def trace_money(folder: Path) -> tuple[float, float]:
 
 
 def rows_of(folder: Path) -> list[dict]:
-    return [
-        json.loads(line)
-        for line in (folder / "rows.jsonl").read_bytes().splitlines()
-        if line.strip()
-    ]
+    return [json.loads(line) for line in (folder / "rows.jsonl").read_bytes().splitlines() if line.strip()]
 
 
 def test_a_second_process_on_a_running_folder_is_refused_and_nothing_runs_twice(script, tmp_path):
@@ -132,13 +128,9 @@ def test_a_second_process_on_a_running_folder_is_refused_and_nothing_runs_twice(
     first = start(script, folder, HOLD="t0:1", HOW="stdin")
     try:
         wait_in_flight(first)
-        second = subprocess.run(
-            [sys.executable, str(script), str(folder)], capture_output=True, text=True, timeout=120
-        )
+        second = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, timeout=120)
         assert second.returncode != 0
-        assert (
-            "FolderInUse" in second.stderr and f"in use by process {first.pid} on" in second.stderr
-        )
+        assert "FolderInUse" in second.stderr and f"in use by process {first.pid} on" in second.stderr
         assert "CALL" not in second.stdout  # refused before any model call, any read or any write
         out, err = first.communicate("go\n", timeout=120)
     finally:
@@ -151,18 +143,12 @@ def test_a_second_process_on_a_running_folder_is_refused_and_nothing_runs_twice(
     assert json.loads((folder / "experiment" / "manifest.json").read_text())["name"] == "experiment"
     assert not [p.name for p in (folder / "experiment").iterdir() if p.name.endswith(".tmp")]
 
-    again = subprocess.run(
-        [sys.executable, str(script), str(folder)], capture_output=True, text=True, timeout=120
-    )
+    again = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, timeout=120)
     assert again.returncode == 0, again.stderr
-    assert (
-        "CALL" not in again.stdout and len(rows_of(folder / "experiment")) == 6
-    )  # nothing left to run
+    assert "CALL" not in again.stdout and len(rows_of(folder / "experiment")) == 6  # nothing left to run
 
 
-def test_a_second_run_in_the_same_process_is_refused_while_the_first_holds_the_folder(
-    script, tmp_path
-):
+def test_a_second_run_in_the_same_process_is_refused_while_the_first_holds_the_folder(script, tmp_path):
     import asyncio
 
     from agentlab.experiments import FolderInUse
@@ -195,39 +181,27 @@ def test_sigkill_mid_call_then_resume_counts_every_cent_the_traces_show(script, 
         proc.communicate(timeout=60)
     exp_folder = folder / "experiment"
     billed, held = trace_money(exp_folder)
-    assert (
-        held > 0
-    )  # the call in flight at the kill left its reservation in its trace, and no reply
+    assert held > 0  # the call in flight at the kill left its reservation in its trace, and no reply
 
     mod = load(script)
     exp = mod.build(folder, total)
     seen_at_start = []
-    exp.subscribe(
-        lambda e: seen_at_start.append(e.spent) if e.kind == "experiment_started" else None
-    )
+    exp.subscribe(lambda e: seen_at_start.append(e.spent) if e.kind == "experiment_started" else None)
     result = exp.run()
-    assert seen_at_start == [
-        pytest.approx(billed + held, abs=1e-9)
-    ]  # everything spent before the kill, to the cent
+    assert seen_at_start == [pytest.approx(billed + held, abs=1e-9)]  # everything spent before the kill, to the cent
     assert exp.spent_before == pytest.approx(billed + held, abs=1e-9)
 
     runs = result.runs.set_index("task_id")
     assert runs.loc["t3", "outcome"] == "done"  # the killed cell ran again ...
-    assert (
-        exp_folder / "attempts" / f"{runs.loc['t3', 'run_id']}.1.jsonl"
-    ).exists()  # ... and its first try is kept
+    assert (exp_folder / "attempts" / f"{runs.loc['t3', 'run_id']}.1.jsonl").exists()  # ... and its first try is kept
     billed_after, held_after = trace_money(exp_folder)
     assert held_after == pytest.approx(held)  # the killed attempt's hold still counts
-    assert exp.ledger.spent == pytest.approx(
-        billed_after + held_after, abs=1e-9
-    )  # the ledger and the traces agree
+    assert exp.ledger.spent == pytest.approx(billed_after + held_after, abs=1e-9)  # the ledger and the traces agree
     assert exp.ledger.spent <= total + 1e-12
     assert exp.ledger.reserved == pytest.approx(0.0, abs=1e-12)
 
 
-def test_ctrl_c_stops_an_experiment_at_safe_points_keeps_its_rows_and_a_rerun_finishes(
-    script, tmp_path
-):
+def test_ctrl_c_stops_an_experiment_at_safe_points_keeps_its_rows_and_a_rerun_finishes(script, tmp_path):
     """SIGINT mid-call: Experiment.run() (on the lab's driver) stops every run, saves every row, and returns."""
     folder = tmp_path / "exp"
     proc = start(script, folder, HOLD="t2:1")
@@ -240,13 +214,9 @@ def test_ctrl_c_stops_an_experiment_at_safe_points_keeps_its_rows_and_a_rerun_fi
     assert proc.returncode == 0, err
     assert "FINISHED" in out and "Traceback" not in err
     rows = {r["task_id"]: r for r in rows_of(folder / "experiment")}
-    assert (
-        rows["t2"]["reason"] == "cancelled"
-    )  # the run in flight ended as Stopped("cancelled"), and says so
+    assert rows["t2"]["reason"] == "cancelled"  # the run in flight ended as Stopped("cancelled"), and says so
     assert {r["reason"] for r in rows.values()} <= {"done", "cancelled"}
-    assert sorted(rows) == [
-        f"t{i}" for i in range(6)
-    ]  # every cell has its row: finished, cut, or not started
+    assert sorted(rows) == [f"t{i}" for i in range(6)]  # every cell has its row: finished, cut, or not started
 
     result = load(script).build(folder).run()
     assert (result.runs["outcome"] == "done").all()

@@ -16,8 +16,9 @@ ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip in
 
 def test_ray_backend_gives_the_same_rows_as_local(local_ray, tmp_path):
     local = shop_experiment(folder=tmp_path / "local", tasks=3, max_total_cost=3.0, progress=False).run()
-    remote = shop_experiment(folder=tmp_path / "ray", tasks=3, max_total_cost=3.0, progress=False, backend="ray",
-                             concurrency=4).run()
+    remote = shop_experiment(
+        folder=tmp_path / "ray", tasks=3, max_total_cost=3.0, progress=False, backend="ray", concurrency=4
+    ).run()
     cols = [c for c in local.runs.columns if c != "seconds"]
     pd.testing.assert_frame_equal(local.runs[cols], remote.runs[cols])
     assert len(remote.steps) == len(local.steps)  # the workers' traces landed in the experiment folder
@@ -58,8 +59,14 @@ def test_a_worker_killed_mid_cell_is_paid_for_released_and_run_again_on_resume(l
 
     def build():
         return al.Experiment(
-            [{"id": f"t{i}", "input": f"q{i}"} for i in range(3)], {"a": {"prices": PRICES, "max_tokens": 300}},
-            tools=[lookup], model=factory, folder=tmp_path, backend="ray", concurrency=2, max_total_cost=0.5,
+            [{"id": f"t{i}", "input": f"q{i}"} for i in range(3)],
+            {"a": {"prices": PRICES, "max_tokens": 300}},
+            tools=[lookup],
+            model=factory,
+            folder=tmp_path,
+            backend="ray",
+            concurrency=2,
+            max_total_cost=0.5,
             progress=False,
         )
 
@@ -67,7 +74,10 @@ def test_a_worker_killed_mid_cell_is_paid_for_released_and_run_again_on_resume(l
     runs = first.run().runs.set_index("task_id")
     lost = runs.loc["t1"]
     assert (lost["outcome"], lost["reason"]) == ("error", "worker failed") and "died" in lost["error"]
-    trace = [json.loads(line) for line in (tmp_path / "experiment" / "traces" / f"{lost['run_id']}.jsonl").read_bytes().splitlines()]
+    trace = [
+        json.loads(line)
+        for line in (tmp_path / "experiment" / "traces" / f"{lost['run_id']}.jsonl").read_bytes().splitlines()
+    ]
     billed = sum(e["cost"] for e in trace if e["kind"] == "model_called")
     held = trace[-1]["reserved"] if trace[-1]["kind"] == "model_request" else 0.0
     assert billed > 0 and held > 0
@@ -104,8 +114,15 @@ def test_a_ray_worker_returns_at_the_deadline_despite_a_stubborn_tool(local_ray,
     def factory(task, seed):
         return al.ScriptedModel([al.reply(None, ("stubborn", {})), al.reply("never")])
 
-    exp = al.Experiment([{"id": "t0", "input": "q"}], {"a": {"prices": PRICES, "deadline_s": 1.0}}, tools=[stubborn],
-                        model=factory, folder=tmp_path, backend="ray", progress=False)
+    exp = al.Experiment(
+        [{"id": "t0", "input": "q"}],
+        {"a": {"prices": PRICES, "deadline_s": 1.0}},
+        tools=[stubborn],
+        model=factory,
+        folder=tmp_path,
+        backend="ray",
+        progress=False,
+    )
     box: dict = {}
     worker = threading.Thread(target=lambda: box.update(result=exp.run()), daemon=True)
     worker.start()

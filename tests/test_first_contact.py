@@ -37,10 +37,7 @@ def test_a_run_has_a_repr_with_its_id_phase_model_tokens_and_budgets():
         run_id="abc123",
         clock=al.FakeClock(),
     )
-    assert (
-        repr(r)
-        == "<Run abc123 ready · scripted · 0 in / 0 out tokens · steps 0/8 · $0.0000/$0.50 · 0.0s/60s>"
-    )
+    assert repr(r) == "<Run abc123 ready · scripted · 0 in / 0 out tokens · steps 0/8 · $0.0000/$0.50 · 0.0s/60s>"
     result = al.run(
         "Why was order 1042 late?",
         [get_order],
@@ -64,9 +61,7 @@ def test_done_and_stopped_show_tokens_as_well_as_dollars():
         prices=PRICES,
     )
     tokens = f"{done.input_tokens:,} in / {done.output_tokens:,} out"
-    assert repr(done).startswith(
-        f"Done('Order 1042 was held at the depot.', steps=2, tokens={tokens}, cost=$"
-    )
+    assert repr(done).startswith(f"Done('Order 1042 was held at the depot.', steps=2, tokens={tokens}, cost=$")
     assert f"<td style='text-align:left'>{tokens}</td>" in done._repr_html_()
     stopped = al.run(
         "Why was order 1042 late?",
@@ -78,9 +73,7 @@ def test_done_and_stopped_show_tokens_as_well_as_dollars():
         prices=PRICES,
         max_steps=1,
     )
-    assert repr(stopped).startswith(
-        "Stopped('step limit', 'used all 1 steps without a final answer', steps=1, tokens="
-    )
+    assert repr(stopped).startswith("Stopped('step limit', 'used all 1 steps without a final answer', steps=1, tokens=")
     assert stopped.input_tokens > 0 and ", spent=$" in repr(stopped)
 
 
@@ -89,9 +82,7 @@ def test_the_loop_guard_and_the_cost_guard_report_have_names_that_cannot_be_conf
     assert type(r.loop_guard).__name__ == "LoopGuard"
     with pytest.warns(DeprecationWarning, match="run.loop_guard"):
         assert r.guard is r.loop_guard
-    result = al.run(
-        "hi", model=al.ScriptedModel([al.reply("hello")]), trace=False, clock=al.FakeClock()
-    )
+    result = al.run("hi", model=al.ScriptedModel([al.reply("hello")]), trace=False, clock=al.FakeClock())
     assert type(result.cost_check).__name__ == "GuardReport"
     with pytest.warns(DeprecationWarning, match="result.cost_check"):
         assert result.guard is result.cost_check
@@ -148,9 +139,7 @@ def test_pydantic_limits_are_enforced_when_the_model_calls_the_tool():
         search.validate({"query": "tea", "limit": -1})
     with pytest.raises(al.ToolError, match="'page': Input should be less than or equal to 50"):
         search.validate({"query": "tea", "limit": 1, "page": 51})
-    model = al.ScriptedModel(
-        [al.reply(None, ("search", {"query": "tea", "limit": -1})), al.reply("gave up")]
-    )
+    model = al.ScriptedModel([al.reply(None, ("search", {"query": "tea", "limit": -1})), al.reply("gave up")])
     result = al.run("find tea", [search], model=model, trace=False, clock=al.FakeClock())
     sent = result.messages[2]["content"][0]
     assert sent["is_error"] and "greater than 0" in sent["content"]
@@ -159,19 +148,9 @@ def test_pydantic_limits_are_enforced_when_the_model_calls_the_tool():
 # ------------------------------------------------------------------ tasks
 def test_a_scorer_can_read_a_task_given_as_a_dict_as_a_dict():
     (task,) = load_tasks([{"id": "t1", "input": "What is 2+2?", "target": "4", "level": 1}])
-    assert (
-        task["target"] == task.target == "4"
-        and task["input"] == "What is 2+2?"
-        and task["level"] == 1
-    )
-    assert (
-        task.get("missing", "x") == "x"
-        and "level" in task
-        and task.keys() == ["level", "id", "input", "target"]
-    )
-    with pytest.raises(
-        KeyError, match="task 't1' has no 'answer': it has 'level', 'id', 'input', 'target'"
-    ):
+    assert task["target"] == task.target == "4" and task["input"] == "What is 2+2?" and task["level"] == 1
+    assert task.get("missing", "x") == "x" and "level" in task and task.keys() == ["level", "id", "input", "target"]
+    with pytest.raises(KeyError, match="task 't1' has no 'answer': it has 'level', 'id', 'input', 'target'"):
         task["answer"]
     assert Task("t2", "q")["target"] is None
 
@@ -218,9 +197,7 @@ def test_function_model_count_tokens_must_be_a_function_returning_an_int():
     with pytest.raises(TypeError, match="count_tokens must be a function"):
         al.FunctionModel(lambda m, t: al.reply("x"), count_tokens=5)
     events: list[al.Event] = []
-    model = al.FunctionModel(
-        lambda m, t: al.reply("short answer"), count_tokens=lambda request: "many"
-    )
+    model = al.FunctionModel(lambda m, t: al.reply("short answer"), count_tokens=lambda request: "many")
     result = al.run(
         BIG,
         model=model,
@@ -230,11 +207,6 @@ def test_function_model_count_tokens_must_be_a_function_returning_an_int():
         clock=al.FakeClock(),
         subscribers=[events.append],
     )
-    assert (
-        result.reason == "budget" and result.spent == 0
-    )  # a count that fails leaves the bound to decide
+    assert result.reason == "budget" and result.spent == 0  # a count that fails leaves the bound to decide
     (end,) = [e for e in events if e.kind == "run_finished"]
-    assert (
-        "count_tokens must return an int >= 0, got 'many'"
-        in end.data["last_guard_check"]["count_error"]
-    )
+    assert "count_tokens must return an int >= 0, got 'many'" in end.data["last_guard_check"]["count_error"]

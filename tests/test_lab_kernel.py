@@ -77,10 +77,19 @@ def last_json(cell) -> dict:
 def test_notebook_pauses_resumes_and_stops_a_run_through_the_panel(tmp_path):
     """In a real kernel, Run/Pause/Run/Stop clicks drive a background run while later cells await it."""
     nb = nbformat.v4.new_notebook()
-    nb.cells = [nbformat.v4.new_code_cell(src) for src in (
-        f"TRACE_DIR = {str(tmp_path / 'runs')!r}\n" + SETUP, START, PAUSE, HOLD, RESUME_AND_STOP,
-    )]
-    client = nbclient.NotebookClient(nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
+    nb.cells = [
+        nbformat.v4.new_code_cell(src)
+        for src in (
+            f"TRACE_DIR = {str(tmp_path / 'runs')!r}\n" + SETUP,
+            START,
+            PAUSE,
+            HOLD,
+            RESUME_AND_STOP,
+        )
+    ]
+    client = nbclient.NotebookClient(
+        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    )
     client.execute()
 
     setup_out = nb.cells[0].outputs

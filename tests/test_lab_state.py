@@ -43,8 +43,13 @@ def test_gauge_text_shows_used_and_limit_with_infinity_for_none():
 
 def test_a_finished_run_shows_its_steps_cost_answer_and_log():
     """After a two-step run the state holds the step count, spent dollars, the answer and both steps."""
-    state, result = feed("find a", [lookup], [reply("let me look", ("lookup", {"key": "a"})), reply("It is A.")],
-                         max_steps=4, prices=PRICES)
+    state, result = feed(
+        "find a",
+        [lookup],
+        [reply("let me look", ("lookup", {"key": "a"})), reply("It is A.")],
+        max_steps=4,
+        prices=PRICES,
+    )
     assert isinstance(result, al.Done)
     assert state.status_line() == "done"
     assert state.answer == "It is A."
@@ -53,7 +58,13 @@ def test_a_finished_run_shows_its_steps_cost_answer_and_log():
     assert state.gauge("cost").used == pytest.approx(result.cost)
     assert sorted(state.log) == [1, 2]
     call = state.log[1].calls[0]
-    assert (call.tool, call.args, call.mode, call.outcome, call.result) == ("lookup", {"key": "a"}, "read", "ok", "value of a")
+    assert (call.tool, call.args, call.mode, call.outcome, call.result) == (
+        "lookup",
+        {"key": "a"},
+        "read",
+        "ok",
+        "value of a",
+    )
     assert state.log[1].text == "let me look"
     assert state.context_tokens == state.log[2].context_tokens > state.log[1].context_tokens
     assert state.chart_steps == [1, 2] and state.chart_cost[-1] == pytest.approx(result.cost)
@@ -127,7 +138,7 @@ def test_long_results_are_cut_with_the_whole_text_one_click_away():
     out = result_html(text, preview=50)
     assert "agentlab-truncated" in out and "<details" in out
     assert out.count("line") == 10 + 200
-    assert result_html("short") .count("<details") == 0
+    assert result_html("short").count("<details") == 0
 
 
 def test_dollars_never_reach_mathjax():

@@ -45,9 +45,13 @@ def test_the_cost_guards_byte_bound_counts_a_lone_surrogate_instead_of_crashing(
 
 
 def test_an_experiment_task_with_a_lone_surrogate_runs(tmp_path):
-    exp = al.Experiment([CUT], {"a": {"prices": al.Prices(input=3, output=15)}},
-                        model=lambda task, seed, **o: al.ScriptedModel([reply(f"ok {CUT}")]), folder=tmp_path,
-                        progress=False)
+    exp = al.Experiment(
+        [CUT],
+        {"a": {"prices": al.Prices(input=3, output=15)}},
+        model=lambda task, seed, **o: al.ScriptedModel([reply(f"ok {CUT}")]),
+        folder=tmp_path,
+        progress=False,
+    )
     result = exp.run()
     assert list(result.runs["outcome"]) == ["done"]
     assert "<table" in result._repr_html_()

@@ -44,7 +44,9 @@ def test_third_identical_call_is_nudged_and_fourth_stops_the_run():
     result = al.run("q", [search], model=al.FunctionModel(seen), trace=False, subscribers=[rec], max_steps=10)
     assert runs == ["lost parcel", "lost parcel"]
     nudge = last_tool_results(seen.requests[3])[0]["content"]
-    assert nudge.startswith("no match for lost parcel\n\n[agentlab] You have now asked for search with exactly these arguments 3 times")
+    assert nudge.startswith(
+        "no match for lost parcel\n\n[agentlab] You have now asked for search with exactly these arguments 3 times"
+    )
     assert "Try a different approach" in nudge
     assert result.reason == "loop detected"
     assert result.detail == "search was requested 4 times with the same arguments, after a nudge, at step 4"
@@ -79,9 +81,12 @@ def test_a_successful_write_resets_the_counts():
     def refresh() -> str:
         return "refreshed"
 
-    script = [reply(None, ("search", {"query": "q"}))] * 2 + [reply(None, ("refresh", {}))] + [
-        reply(None, ("search", {"query": "q"}))
-    ] * 2 + [reply("done")]
+    script = (
+        [reply(None, ("search", {"query": "q"}))] * 2
+        + [reply(None, ("refresh", {}))]
+        + [reply(None, ("search", {"query": "q"}))] * 2
+        + [reply("done")]
+    )
     result = al.run("q", [search, refresh], model=al.ScriptedModel(script), trace=False)
     assert isinstance(result, al.Done) and runs == ["q"] * 4
 

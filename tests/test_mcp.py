@@ -34,14 +34,30 @@ def _run(tools, *turns, **options):
 
 
 def _results(result):
-    return [b["content"] for m in result.messages if m["role"] == "user" and isinstance(m["content"], list)
-            for b in m["content"]]
+    return [
+        b["content"]
+        for m in result.messages
+        if m["role"] == "user" and isinstance(m["content"], list)
+        for b in m["content"]
+    ]
 
 
 def test_tools_come_with_the_servers_names_descriptions_and_schemas(trusted):
     tools = {t.name: t for t in trusted}
-    assert set(tools) == {"pair_a", "pair_b", "append", "history", "broken", "slow", "crash", "record_then_die",
-                          "lookup_then_die", "garbage", "wrong_id", "half_line"}
+    assert set(tools) == {
+        "pair_a",
+        "pair_b",
+        "append",
+        "history",
+        "broken",
+        "slow",
+        "crash",
+        "record_then_die",
+        "lookup_then_die",
+        "garbage",
+        "wrong_id",
+        "half_line",
+    }
     assert tools["append"].description == "Append an item to the log (a write)."
     assert tools["append"].input_schema["properties"]["item"]["type"] == "string"
     assert tools["append"].input_schema["required"] == ["item"]
@@ -112,7 +128,9 @@ def test_bad_server_arguments_are_named():
     with pytest.raises(TypeError, match="http\\(s\\) URL, a command line"):
         al.mcp_tools(42)
     with pytest.raises(ConnectionError, match="could not connect"):
-        al.mcp_tools([sys.executable, "-c", "import sys; sys.exit(1)"], )
+        al.mcp_tools(
+            [sys.executable, "-c", "import sys; sys.exit(1)"],
+        )
 
 
 def test_a_connection_not_held_in_a_with_block_closes_with_its_run_and_reopens_for_the_next():
@@ -142,8 +160,9 @@ def http_server(tmp_path, env=None):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     log = open(tmp_path / "server.log", "w")  # noqa: SIM115 - closed below
-    proc = subprocess.Popen([*SERVER, "--http", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            env={**os.environ, **(env or {})})
+    proc = subprocess.Popen(
+        [*SERVER, "--http", str(port)], stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
+    )
     try:
         end = time.monotonic() + 60
         while time.monotonic() < end:  # polling a server that is starting, not timing the test
@@ -177,8 +196,12 @@ def test_a_write_whose_server_dies_mid_call_is_sent_once_and_the_run_says_its_ou
             conn = stack.enter_context(al.mcp_tools(stack.enter_context(http_server(tmp_path, env)), trusted=True))
         else:
             conn = stack.enter_context(al.mcp_tools(SERVER, trusted=True, env=env))
-        result = _run(conn, reply(None, ("record_then_die", {"item": "charge card"})),
-                      policy=al.Policy(max_attempts=5, base_delay=0.0), deadline_s=60)
+        result = _run(
+            conn,
+            reply(None, ("record_then_die", {"item": "charge card"})),
+            policy=al.Policy(max_attempts=5, base_delay=0.0),
+            deadline_s=60,
+        )
     assert ledger.read_text().splitlines() == ["write charge card"]  # reached the server once, never again
     assert isinstance(result, al.Stopped) and result.reason == "fatal"
     assert "its outcome is unknown" in result.detail and "Not sent again" in result.detail
@@ -188,8 +211,12 @@ def test_a_read_only_idempotent_tool_of_a_trusted_server_is_retried_on_a_new_con
     ledger = tmp_path / "server-side.log"
     rec = []
     with al.mcp_tools(SERVER, trusted=True, env={"AGENTLAB_MCP_LOG": str(ledger)}) as conn:
-        result = _run(conn, reply(None, ("lookup_then_die", {"key": "stock"})), subscribers=[rec.append],
-                      policy=al.Policy(max_attempts=3, base_delay=0.0))
+        result = _run(
+            conn,
+            reply(None, ("lookup_then_die", {"key": "stock"})),
+            subscribers=[rec.append],
+            policy=al.Policy(max_attempts=3, base_delay=0.0),
+        )
     assert isinstance(result, al.Done) and _results(result) == ["stock = 42"]
     assert "the connection to the MCP server dropped" in [e.data["error"] for e in rec if e.kind == "tool_retry"][0]
     assert ledger.read_text().splitlines() == ["lookup stock", "lookup stock"]  # sent again, on a fresh server
@@ -203,11 +230,14 @@ def test_an_untrusted_servers_idempotent_hint_is_not_believed_so_nothing_is_sent
     assert ledger.read_text().splitlines() == ["lookup stock"]
 
 
-@pytest.mark.parametrize("tool, named", [
-    ("garbage", "not a JSON-RPC message"),
-    ("wrong_id", "answered a request that was never sent (id 987654)"),
-    ("half_line", "not a JSON-RPC message"),
-])
+@pytest.mark.parametrize(
+    "tool, named",
+    [
+        ("garbage", "not a JSON-RPC message"),
+        ("wrong_id", "answered a request that was never sent (id 987654)"),
+        ("half_line", "not a JSON-RPC message"),
+    ],
+)
 def test_malformed_json_rpc_is_named_as_a_protocol_error_without_waiting_out_the_deadline(tool, named):
     with al.mcp_tools(SERVER) as conn:
         result = _run(conn, reply(None, (tool, {})), deadline_s=120)

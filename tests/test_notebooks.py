@@ -15,8 +15,13 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]-*.ipynb"))
 LESSONS = [
-    "01-the-loop-step-by-step", "02-three-budgets", "03-three-kinds-of-failure", "04-loop-detection",
-    "05-parallel-tool-calls", "06-traces-step-four", "07-cost-analysis",
+    "01-the-loop-step-by-step",
+    "02-three-budgets",
+    "03-three-kinds-of-failure",
+    "04-loop-detection",
+    "05-parallel-tool-calls",
+    "06-traces-step-four",
+    "07-cost-analysis",
 ]
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 WIDGET_STATE = "application/vnd.jupyter.widget-state+json"
@@ -78,8 +83,9 @@ def test_committed_notebooks_match_the_build_script():
     builder = _builder()
     for path in NOTEBOOKS:
         assert path.stem in builder.NOTEBOOKS, f"{path.name} is not in scripts/build_notebooks.py"
-        assert _sources(_read(path).cells) == _sources(builder.cells_of(path.stem)), \
+        assert _sources(_read(path).cells) == _sources(builder.cells_of(path.stem)), (
             f"{path.name}: run scripts/build_notebooks.py"
+        )
 
 
 def test_the_first_lesson_writes_the_loop_by_hand_before_using_run_step():
@@ -100,11 +106,15 @@ def test_committed_outputs_are_whole_and_clean(path):
         assert cell.execution_count is not None, f"{path.name} c{i} was not executed: build with --execute"
         for out in cell.outputs:
             assert out.output_type != "error", f"{path.name} c{i}: {out.get('ename')}: {out.get('evalue')}"
-            assert not (out.output_type == "stream" and out.name == "stderr"), f"{path.name} c{i} wrote to stderr: {out.text[:200]}"
+            assert not (out.output_type == "stream" and out.name == "stderr"), (
+                f"{path.name} c{i} wrote to stderr: {out.text[:200]}"
+            )
             text = _shown_text(out)
             assert "Warning:" not in text, f"{path.name} c{i} shows a warning: {text[:200]}"
             cut = CUT_MID_WORD.search(text)
-            assert cut is None, f"{path.name} c{i} shows text cut mid-word: ...{text[max(0, cut.start() - 60):cut.end()]}"
+            assert cut is None, (
+                f"{path.name} c{i} shows text cut mid-word: ...{text[max(0, cut.start() - 60) : cut.end()]}"
+            )
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -141,7 +151,9 @@ def _panels(state: dict) -> list[dict]:
     for model_id, model in models.items():
         if "agentlab-panel" in model["state"].get("_dom_classes", []):
             inside = list(walk(model_id))
-            status = next(m["state"]["value"] for m in inside if "agentlab-status-box" in m["state"].get("_dom_classes", []))
+            status = next(
+                m["state"]["value"] for m in inside if "agentlab-status-box" in m["state"].get("_dom_classes", [])
+            )
             phase = re.search(r"class='agentlab-phase'[^>]*>([^<]*)<", status).group(1)
             gauges = [m["state"]["value"] for m in inside if m["model_name"] == "FloatProgressModel"]
             panels.append({"phase": phase, "gauges": gauges})
@@ -152,21 +164,34 @@ def _panels(state: dict) -> list[dict]:
 def test_saved_widgets_show_the_finished_run_not_the_initial_panel(path):
     """Every widget a cell displays is in the saved state, and every panel was saved after its run."""
     nb = _read(path)
-    shown = [o["data"][WIDGET_VIEW]["model_id"] for c in nb.cells if c.cell_type == "code"
-             for o in c.outputs if WIDGET_VIEW in o.get("data", {})]
+    shown = [
+        o["data"][WIDGET_VIEW]["model_id"]
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if WIDGET_VIEW in o.get("data", {})
+    ]
     if not shown:
         return
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE)
     assert state, f"{path.name} displays widgets but saved no widget state"
     missing = [m for m in shown if m not in state["state"]]
     assert not missing, f"{path.name}: displayed widgets {missing} are not in the saved state (they render as errors)"
-    fallbacks = [o["data"].get("text/plain", "") for c in nb.cells if c.cell_type == "code"
-                 for o in c.outputs if WIDGET_VIEW in o.get("data", {})]
-    stale = [t.splitlines()[0] for t in fallbacks if t.startswith("agentlab run") and t.splitlines()[0].endswith(": ready")]
+    fallbacks = [
+        o["data"].get("text/plain", "")
+        for c in nb.cells
+        if c.cell_type == "code"
+        for o in c.outputs
+        if WIDGET_VIEW in o.get("data", {})
+    ]
+    stale = [
+        t.splitlines()[0] for t in fallbacks if t.startswith("agentlab run") and t.splitlines()[0].endswith(": ready")
+    ]
     assert not stale, f"{path.name}: a panel's text fallback was saved before its run: {stale}"
     for panel in _panels(state):
-        assert not (panel["phase"].startswith("ready") and not any(panel["gauges"])), \
+        assert not (panel["phase"].startswith("ready") and not any(panel["gauges"])), (
             f"{path.name}: a panel was saved in its initial state ({panel}); build with --execute"
+        )
 
 
 @pytest.mark.kernel
@@ -217,4 +242,4 @@ def _code_before(cells, i):
 
 
 def _code_after(cells, i):
-    return next((c for c in cells[i + 1:] if c.cell_type == "code"), None)
+    return next((c for c in cells[i + 1 :] if c.cell_type == "code"), None)

@@ -70,18 +70,35 @@ def _parallel_run(clock: al.FakeClock, subscribers=()):
     def model(messages, tools):
         clock.advance(0.5)
         if len(messages) == 1:
-            out = reply(None, ("read_a", {}), ("read_b", {}), ("save", {"note": "api_key=sk-abcdefghijklmnopqrstu"}),
-                        usage={"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 40,
-                               "cache_creation_input_tokens": 7})
+            out = reply(
+                None,
+                ("read_a", {}),
+                ("read_b", {}),
+                ("save", {"note": "api_key=sk-abcdefghijklmnopqrstu"}),
+                usage={
+                    "input_tokens": 100,
+                    "output_tokens": 20,
+                    "cache_read_input_tokens": 40,
+                    "cache_creation_input_tokens": 7,
+                },
+            )
         else:
             out = reply("All done.", usage={"input_tokens": 150, "output_tokens": 5})
         out["request_id"] = f"req_{len(messages)}"
         out["model"] = "claude-sonnet-4-5-20250929"
         return out
 
-    return al.run("read both, then save", [read_a, read_b, save], model=al.FunctionModel(model),
-                  clock=clock, trace=False, max_steps=5, max_cost=1.0, deadline_s=30,
-                  subscribers=[note_finished, *subscribers])
+    return al.run(
+        "read both, then save",
+        [read_a, read_b, save],
+        model=al.FunctionModel(model),
+        clock=clock,
+        trace=False,
+        max_steps=5,
+        max_cost=1.0,
+        deadline_s=30,
+        subscribers=[note_finished, *subscribers],
+    )
 
 
 def test_a_run_becomes_an_invoke_agent_span_with_chat_and_tool_children(spans_out):
@@ -89,10 +106,16 @@ def test_a_run_becomes_an_invoke_agent_span_with_chat_and_tool_children(spans_ou
     result = _parallel_run(al.FakeClock(), subscribers=[otel.exporter(provider)])
     assert isinstance(result, al.Done)
     spans = memory.get_finished_spans()
-    assert sorted(s.name for s in spans) == sorted([
-        "invoke_agent agentlab", "chat claude-sonnet-4-5", "chat claude-sonnet-4-5",
-        "execute_tool read_a", "execute_tool read_b", "execute_tool save",
-    ])
+    assert sorted(s.name for s in spans) == sorted(
+        [
+            "invoke_agent agentlab",
+            "chat claude-sonnet-4-5",
+            "chat claude-sonnet-4-5",
+            "execute_tool read_a",
+            "execute_tool read_b",
+            "execute_tool save",
+        ]
+    )
     (root,) = _by_name(spans, "invoke_agent")
     assert root.parent is None
     for child in spans:
@@ -206,8 +229,12 @@ def test_a_stored_trace_replays_into_the_same_spans(spans_out, tmp_path):
     def shape(spans):
         root = next(s for s in spans if s.parent is None)
         return sorted(
-            (s.name, s.start_time - root.start_time, s.end_time - root.start_time,
-             {k: v for k, v in s.attributes.items() if not isinstance(v, tuple)})
+            (
+                s.name,
+                s.start_time - root.start_time,
+                s.end_time - root.start_time,
+                {k: v for k, v in s.attributes.items() if not isinstance(v, tuple)},
+            )
             for s in spans
         )
 
@@ -217,13 +244,37 @@ def test_a_stored_trace_replays_into_the_same_spans(spans_out, tmp_path):
 def test_a_trace_cut_short_still_exports_its_finished_calls(spans_out):
     provider, memory = spans_out
     records = [
-        {"kind": "run_started", "run_id": "r1", "t": 0.0, "step": 0, "model": "claude-sonnet-4-5",
-         "started_at": "2026-12-03T07:00:00+00:00", "budget": {"max_steps": 3}},
+        {
+            "kind": "run_started",
+            "run_id": "r1",
+            "t": 0.0,
+            "step": 0,
+            "model": "claude-sonnet-4-5",
+            "started_at": "2026-12-03T07:00:00+00:00",
+            "budget": {"max_steps": 3},
+        },
         {"kind": "model_request", "run_id": "r1", "t": 0.1, "step": 1, "max_tokens": 512},
-        {"kind": "model_called", "run_id": "r1", "t": 0.9, "step": 1, "stop_reason": "tool_use",
-         "usage": {"input_tokens": 10, "output_tokens": 3}},
-        {"kind": "tool_finished", "run_id": "r1", "t": 1.5, "step": 1, "call_id": "c1", "tool": "look",
-         "mode": "read", "outcome": "ok", "is_error": False, "start": 0.9, "end": 1.5},
+        {
+            "kind": "model_called",
+            "run_id": "r1",
+            "t": 0.9,
+            "step": 1,
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 10, "output_tokens": 3},
+        },
+        {
+            "kind": "tool_finished",
+            "run_id": "r1",
+            "t": 1.5,
+            "step": 1,
+            "call_id": "c1",
+            "tool": "look",
+            "mode": "read",
+            "outcome": "ok",
+            "is_error": False,
+            "start": 0.9,
+            "end": 1.5,
+        },
     ]
     otel.export(records, provider)
     spans = {s.name: s for s in memory.get_finished_spans()}

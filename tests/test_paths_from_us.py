@@ -40,7 +40,9 @@ def _model():
 def test_a_bad_run_id_is_refused_before_the_run_starts_with_the_rule_named(tmp_path, run_id):
     runs = tmp_path / "deep" / "runs"
     model = _model()
-    with pytest.raises(ValueError, match=r"run_id .* is not allowed: it must be 1 to 128 characters of letters, digits"):
+    with pytest.raises(
+        ValueError, match=r"run_id .* is not allowed: it must be 1 to 128 characters of letters, digits"
+    ):
         al.run("q", model=model, run_id=run_id, trace=runs, max_cost=None)
     with pytest.raises(ValueError, match="is not allowed"):
         al.Run("q", model=model, run_id=run_id, max_cost=None)
@@ -80,8 +82,15 @@ def test_a_second_run_through_the_same_writer_cannot_write_into_the_first_runs_t
 
 
 def test_a_resumed_run_still_appends_to_its_own_trace(tmp_path):
-    run = al.Run("q", model=al.ScriptedModel([reply(None, ("echo", {})), reply("done")]), tools=[echo],
-                 run_id="resumable", max_steps=1, max_cost=None, subscribers=[TraceWriter(tmp_path)])
+    run = al.Run(
+        "q",
+        model=al.ScriptedModel([reply(None, ("echo", {})), reply("done")]),
+        tools=[echo],
+        run_id="resumable",
+        max_steps=1,
+        max_cost=None,
+        subscribers=[TraceWriter(tmp_path)],
+    )
     import asyncio
 
     stopped = asyncio.run(run.run())
@@ -102,8 +111,9 @@ def echo() -> str:
 @pytest.mark.parametrize("name", ["../..", "../outside", "/tmp/abs-experiment", ".hidden", "a/b", "a\x00"], ids=repr)
 def test_an_experiment_name_follows_the_same_rule(tmp_path, name):
     with pytest.raises(ValueError, match=r"experiment name .* is not allowed: it must be 1 to 128 characters"):
-        al.Experiment(["q"], {"a": {}}, model=lambda task, seed, **o: _model(), folder=tmp_path / "exp", name=name,
-                      progress=False)
+        al.Experiment(
+            ["q"], {"a": {}}, model=lambda task, seed, **o: _model(), folder=tmp_path / "exp", name=name, progress=False
+        )
     assert files_under(tmp_path) == set()
 
 
@@ -119,7 +129,9 @@ def _session_with_sidechain(folder: Path, agent_id: str) -> Path:
     return f
 
 
-@pytest.mark.parametrize("agent_id", ["real-runs/../../../escaped/pwned", "/tmp/abs-pwned", "..", ".hidden", "a\x00b"], ids=repr)
+@pytest.mark.parametrize(
+    "agent_id", ["real-runs/../../../escaped/pwned", "/tmp/abs-pwned", "..", ".hidden", "a\x00b"], ids=repr
+)
 def test_an_agent_id_from_a_recorded_file_never_places_a_file_outside_the_out_folder(tmp_path, agent_id):
     src = _session_with_sidechain(tmp_path / "in", agent_id)
     out = tmp_path / "real-runs" / "out"
@@ -162,6 +174,7 @@ def test_a_link_planted_in_an_experiment_folder_cannot_send_its_writes_elsewhere
     (tmp_path / "exp" / "e").mkdir(parents=True)
     os.symlink(target, tmp_path / "exp" / "e" / "manifest.json")
     with pytest.raises(ValueError, match="would be written outside"):
-        al.Experiment(["q"], {"a": {}}, model=lambda task, seed, **o: _model(), folder=tmp_path / "exp", name="e",
-                      progress=False)
+        al.Experiment(
+            ["q"], {"a": {}}, model=lambda task, seed, **o: _model(), folder=tmp_path / "exp", name="e", progress=False
+        )
     assert not target.exists()

@@ -116,7 +116,9 @@ def test_cost_curve_of_a_single_step_run_says_why_there_is_no_fit(tmp_path):
     ax = plots.cost_curve(steps)
     assert len(ax.get_lines()) == 1
     assert ax.get_title(loc="left") == "Cumulative cost — run q: no quadratic fit"
-    assert [t.get_text().replace("\n", " ") for t in ax.texts] == ["no fit: fitting a quadratic needs at least 3 steps; run 'q' has 1"]
+    assert [t.get_text().replace("\n", " ") for t in ax.texts] == [
+        "no fit: fitting a quadratic needs at least 3 steps; run 'q' has 1"
+    ]
     save(ax, tmp_path, "cost_curve_single")
 
 
@@ -149,8 +151,12 @@ def test_compare_runs_draws_one_cumulative_line_per_run(traces, tmp_path):
 
 # -------------------------------------------------------------------- time
 def hand_calls() -> pd.DataFrame:
-    rows = [("r", 1, 0, "lookup", "read", 0.0, 0.4), ("r", 1, 1, "lookup", "read", 0.0, 0.4),
-            ("r", 2, 0, "save", "write", 1.0, 1.5), ("r", 2, 1, "save", "write", 1.5, 2.0)]
+    rows = [
+        ("r", 1, 0, "lookup", "read", 0.0, 0.4),
+        ("r", 1, 1, "lookup", "read", 0.0, 0.4),
+        ("r", 2, 0, "save", "write", 1.0, 1.5),
+        ("r", 2, 1, "save", "write", 1.5, 2.0),
+    ]
     return pd.DataFrame(rows, columns=["run_id", "step", "index", "tool", "mode", "start", "end"])
 
 
@@ -160,7 +166,12 @@ def test_tool_timeline_bars_span_each_call_and_tell_reads_from_writes(tmp_path):
     got = [(p.get_x(), p.get_x() + p.get_width(), to_hex(p.get_facecolor())) for p in ax.containers[0]]
     read, write = plots.MODE_COLORS["read"], plots.MODE_COLORS["write"]
     assert got == [(0.0, 0.4, read), (0.0, 0.4, read), (1.0, 1.5, write), (1.5, 2.0, write)]
-    assert [t.get_text() for t in ax.get_yticklabels()] == ["step 1 · lookup", "step 1 · lookup", "step 2 · save", "step 2 · save"]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [
+        "step 1 · lookup",
+        "step 1 · lookup",
+        "step 2 · save",
+        "step 2 · save",
+    ]
     assert ax.get_xlabel() == "working time since the run started (s)"
 
 
@@ -187,8 +198,14 @@ def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes
         await asyncio.sleep(0.05)  # a model call that takes visible time
         return script[sum(m["role"] == "assistant" for m in messages)]
 
-    al.run("q", [lookup, store], model=al.FunctionModel(thinking_model), trace=tmp_path / "runs",
-           max_cost=None, run_id="timeline")
+    al.run(
+        "q",
+        [lookup, store],
+        model=al.FunctionModel(thinking_model),
+        trace=tmp_path / "runs",
+        max_cost=None,
+        run_id="timeline",
+    )
     tr = load_traces(tmp_path / "runs")
     ax = plots.tool_timeline(tr.calls, steps=tr.steps)
     spans = [(p.get_x(), p.get_x() + p.get_width()) for p in ax.containers[0]]
@@ -228,11 +245,19 @@ def test_whatif_grid_colours_each_cell_by_how_the_run_would_have_ended(traces, t
 
 
 # --------------------------------------------------------------- bad input
-@pytest.mark.parametrize("draw", [
-    lambda s, c: plots.token_growth(s), lambda s, c: plots.cost_curve(s), lambda s, c: plots.compare_runs(s),
-    lambda s, c: plots.caching_comparison(s, "claude-sonnet-4-5"), lambda s, c: plots.tool_timeline(c),
-    lambda s, c: plots.whatif_grid(an.budget_whatif({"runs": pd.DataFrame(columns=[*an.RUN_COLUMNS, "model", "seconds"]), "steps": s})),
-])
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda s, c: plots.token_growth(s),
+        lambda s, c: plots.cost_curve(s),
+        lambda s, c: plots.compare_runs(s),
+        lambda s, c: plots.caching_comparison(s, "claude-sonnet-4-5"),
+        lambda s, c: plots.tool_timeline(c),
+        lambda s, c: plots.whatif_grid(
+            an.budget_whatif({"runs": pd.DataFrame(columns=[*an.RUN_COLUMNS, "model", "seconds"]), "steps": s})
+        ),
+    ],
+)
 def test_empty_frames_give_an_empty_but_labelled_plot(draw, tmp_path):
     """With no rows every plot still has its title and axis labels, and says there is nothing to show."""
     steps = quadratic_steps(1, 1, 1, 3).iloc[0:0].assign(latency=0.0, t=0.0)
@@ -242,10 +267,16 @@ def test_empty_frames_give_an_empty_but_labelled_plot(draw, tmp_path):
     save(ax, tmp_path, "empty")
 
 
-@pytest.mark.parametrize("draw", [
-    lambda s, c: plots.token_growth(s), lambda s, c: plots.cost_curve(s), lambda s, c: plots.compare_runs(s),
-    lambda s, c: plots.caching_comparison(s, "claude-sonnet-4-5"), lambda s, c: plots.tool_timeline(c),
-])
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda s, c: plots.token_growth(s),
+        lambda s, c: plots.cost_curve(s),
+        lambda s, c: plots.compare_runs(s),
+        lambda s, c: plots.caching_comparison(s, "claude-sonnet-4-5"),
+        lambda s, c: plots.tool_timeline(c),
+    ],
+)
 def test_a_plot_as_the_last_expression_of_a_cell_shows_itself(draw, tmp_path):
     """IPython's display formatter renders what a helper returns as a PNG (not just ``<Axes: ...>``),
     and the value is still a matplotlib Axes to save and compose."""

@@ -24,10 +24,13 @@ def test_cost_matches_genai_prices_with_cache_tokens_counted(model_id, usage):
     """Anthropic's input excludes cache tokens; the cost still matches genai-prices exactly."""
     expected = calc_price(
         GUsage(
-            input_tokens=usage.context_tokens, output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_input_tokens, cache_write_tokens=usage.cache_creation_input_tokens,
+            input_tokens=usage.context_tokens,
+            output_tokens=usage.output_tokens,
+            cache_read_tokens=usage.cache_read_input_tokens,
+            cache_write_tokens=usage.cache_creation_input_tokens,
         ),
-        model_ref=model_id, provider_id="anthropic",
+        model_ref=model_id,
+        provider_id="anthropic",
     ).total_price
     assert lookup_prices(model_id).cost(usage) == pytest.approx(float(expected), rel=1e-9)
 
@@ -39,8 +42,13 @@ def test_unknown_model_has_no_price():
 
 def test_user_prices_override_the_table():
     """prices= charges the run at the caller's rates."""
-    result = al.run("q", model=al.ScriptedModel([al.reply("x" * 300, usage={"input_tokens": 1_000_000, "output_tokens": 0})]),
-                    prices=al.Prices(input=2.0, output=10.0), max_cost=None, trace=False)
+    result = al.run(
+        "q",
+        model=al.ScriptedModel([al.reply("x" * 300, usage={"input_tokens": 1_000_000, "output_tokens": 0})]),
+        prices=al.Prices(input=2.0, output=10.0),
+        max_cost=None,
+        trace=False,
+    )
     assert result.cost == pytest.approx(2.0)
 
 
@@ -48,12 +56,21 @@ def test_anthropic_message_objects_travel_the_same_path():
     """A real SDK Message is accepted as a reply, usage and all."""
     from anthropic.types import Message
 
-    msg = Message.model_validate({
-        "id": "msg_1", "type": "message", "role": "assistant", "model": "claude-sonnet-4-5",
-        "content": [{"type": "text", "text": "hi"}, {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}],
-        "stop_reason": "tool_use", "stop_sequence": None,
-        "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 7},
-    })
+    msg = Message.model_validate(
+        {
+            "id": "msg_1",
+            "type": "message",
+            "role": "assistant",
+            "model": "claude-sonnet-4-5",
+            "content": [
+                {"type": "text", "text": "hi"},
+                {"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}},
+            ],
+            "stop_reason": "tool_use",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 10, "output_tokens": 5, "cache_read_input_tokens": 7},
+        }
+    )
     r = normalize_reply(msg)
     assert r.stop_reason == "tool_use" and r.text == "hi"
     assert r.tool_calls == [{"type": "tool_use", "id": "toolu_1", "name": "f", "input": {"a": 1}}]
@@ -63,16 +80,23 @@ def test_anthropic_message_objects_travel_the_same_path():
 @pytest.mark.parametrize("model_id", ["claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5"])
 def test_one_hour_cache_writes_and_web_searches_cost_what_genai_prices_says(model_id):
     """1h writes at their own (2x input) rate, 5m writes at 1.25x, and $10 per 1,000 web searches."""
-    usage = Usage(10_000, 300, cache_creation_input_tokens=3000, cache_creation_1h_input_tokens=2000, web_search_requests=3)
+    usage = Usage(
+        10_000, 300, cache_creation_input_tokens=3000, cache_creation_1h_input_tokens=2000, web_search_requests=3
+    )
     expected = calc_price(
-        GUsage(input_tokens=13_000, output_tokens=300, cache_write_tokens=3000, cache_write_1h_tokens=2000, web_searches=3),
-        model_ref=model_id, provider_id="anthropic",
+        GUsage(
+            input_tokens=13_000, output_tokens=300, cache_write_tokens=3000, cache_write_1h_tokens=2000, web_searches=3
+        ),
+        model_ref=model_id,
+        provider_id="anthropic",
     ).total_price
     prices = lookup_prices(model_id)
     assert prices.cost(usage) == pytest.approx(float(expected), rel=1e-9)
     assert prices.server_tool_cost(usage) == pytest.approx(0.03)
     five_minute_only = Usage(10_000, 300, cache_creation_input_tokens=3000)
-    assert prices.cost(usage) - prices.cost(five_minute_only) == pytest.approx(2000 * (2 * prices.input - prices.cache_write) / 1e6 + 0.03)
+    assert prices.cost(usage) - prices.cost(five_minute_only) == pytest.approx(
+        2000 * (2 * prices.input - prices.cache_write) / 1e6 + 0.03
+    )
 
 
 def test_every_model_id_the_sdk_lists_has_a_price():
@@ -83,20 +107,32 @@ def test_every_model_id_the_sdk_lists_has_a_price():
 
     literal = next(a for a in typing.get_args(Model) if typing.get_origin(a) is typing.Literal)
     missing = [m for m in typing.get_args(literal) if lookup_prices(m) is None]
-    assert not missing, f"no price for {missing}: add them to pricing.FALLBACK_ALIASES (with the source) or upgrade genai-prices"
+    assert not missing, (
+        f"no price for {missing}: add them to pricing.FALLBACK_ALIASES (with the source) or upgrade genai-prices"
+    )
     for m in typing.get_args(literal):
         p = lookup_prices(m)
         assert p.input > 0 and p.output > p.input and p.cache_read is not None and p.write_1h_rate() >= p.input
 
 
 def test_usage_reads_the_ttl_split_and_server_tool_requests_from_the_api_shape():
-    reply = normalize_reply({
-        "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn",
-        "usage": {"input_tokens": 5, "output_tokens": 2, "cache_creation_input_tokens": 300, "cache_read_input_tokens": 0,
-                  "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200},
-                  "server_tool_use": {"web_search_requests": 4, "web_fetch_requests": 1}},
-    })
-    assert reply.usage == Usage(5, 2, 300, 0, cache_creation_1h_input_tokens=200, web_search_requests=4, web_fetch_requests=1)
+    reply = normalize_reply(
+        {
+            "content": [{"type": "text", "text": "ok"}],
+            "stop_reason": "end_turn",
+            "usage": {
+                "input_tokens": 5,
+                "output_tokens": 2,
+                "cache_creation_input_tokens": 300,
+                "cache_read_input_tokens": 0,
+                "cache_creation": {"ephemeral_5m_input_tokens": 100, "ephemeral_1h_input_tokens": 200},
+                "server_tool_use": {"web_search_requests": 4, "web_fetch_requests": 1},
+            },
+        }
+    )
+    assert reply.usage == Usage(
+        5, 2, 300, 0, cache_creation_1h_input_tokens=200, web_search_requests=4, web_fetch_requests=1
+    )
     assert reply.usage.as_dict()["web_search_requests"] == 4
 
 
@@ -110,12 +146,18 @@ def test_the_hard_guard_reserves_web_search_fees_bounded_by_max_uses():
     search = {"type": "web_search_20250305", "name": "web_search", "max_uses": 5}
     with MessagesServer([reply("unused")]) as server:
         model = AnthropicModel(client=server.client(), server_tools=[search])
-        result = al.run("Search.", model=model, max_cost=0.04, prices=prices, max_tokens=256, clock=al.FakeClock(), trace=False)
+        result = al.run(
+            "Search.", model=model, max_cost=0.04, prices=prices, max_tokens=256, clock=al.FakeClock(), trace=False
+        )
         assert isinstance(result, al.Stopped) and result.reason == "budget"
-        assert [r for r in server.requests if r.path == "/v1/messages"] == [] and result.cost == 0  # a token count at most
+        assert [
+            r for r in server.requests if r.path == "/v1/messages"
+        ] == [] and result.cost == 0  # a token count at most
     with MessagesServer([reply("Found.")]) as server:
         model = AnthropicModel(client=server.client(), server_tools=[search])
-        result = al.run("Search.", model=model, max_cost=0.06, prices=prices, max_tokens=256, clock=al.FakeClock(), trace=False)
+        result = al.run(
+            "Search.", model=model, max_cost=0.06, prices=prices, max_tokens=256, clock=al.FakeClock(), trace=False
+        )
         assert isinstance(result, al.Done)
         sent = next(r for r in server.requests if r.path == "/v1/messages")
         assert sent.body["tools"][-1]["name"] == "web_search"
@@ -131,14 +173,23 @@ def test_cache_1h_marks_the_breakpoints_with_the_one_hour_ttl_and_those_writes_c
     events: list = []
     with MessagesServer([reply("Done.")]) as server:
         model = AnthropicModel(client=server.client(), cache="1h")
-        result = al.run("Summarise.", model=model, system="You are terse. " * 50, prices=prices,
-                        clock=al.FakeClock(), trace=False, subscribers=[events.append])
+        result = al.run(
+            "Summarise.",
+            model=model,
+            system="You are terse. " * 50,
+            prices=prices,
+            clock=al.FakeClock(),
+            trace=False,
+            subscribers=[events.append],
+        )
     body = server.requests[0].body
     assert body["system"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     assert body["messages"][-1]["content"][-1]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
     usage = next(e.data["usage"] for e in events if e.kind == "model_called")
     assert usage["cache_creation_1h_input_tokens"] == usage["cache_creation_input_tokens"] > 0
-    expected = (usage["input_tokens"] * 3 + usage["output_tokens"] * 15 + usage["cache_creation_input_tokens"] * 6) / 1e6
+    expected = (
+        usage["input_tokens"] * 3 + usage["output_tokens"] * 15 + usage["cache_creation_input_tokens"] * 6
+    ) / 1e6
     assert result.cost == pytest.approx(expected)
     assert model.caches == "1h" and prices.worst_rates(1000, "1h")[0] == pytest.approx(6.0 / 1e6)
     with pytest.raises(ValueError, match="'5m', '1h'"):
@@ -148,7 +199,9 @@ def test_cache_1h_marks_the_breakpoints_with_the_one_hour_ttl_and_those_writes_c
 def test_a_model_of_another_provider_is_priced_from_its_providers_table():
     """FunctionModel(fn, model="gpt-4o") is priced at OpenAI's rates (genai-prices), not refused."""
     expected = calc_price(GUsage(input_tokens=1_000, output_tokens=10), model_ref="gpt-4o").total_price
-    model = al.FunctionModel(lambda m, t: al.reply("Paris.", usage={"input_tokens": 1_000, "output_tokens": 10}), model="gpt-4o")
+    model = al.FunctionModel(
+        lambda m, t: al.reply("Paris.", usage={"input_tokens": 1_000, "output_tokens": 10}), model="gpt-4o"
+    )
     result = al.run("Capital of France?", model=model, trace=False)
     assert result.cost == pytest.approx(float(expected), rel=1e-9) and result.cost > 0
     assert lookup_prices("claude-opus-4-8").input == 5.0  # Anthropic's own table still comes first
@@ -173,10 +226,15 @@ def test_prices_follow_the_platform_the_client_reaches_claude_through():
 
     from agentlab.models.anthropic import AnthropicModel
 
-    bedrock = anthropic.AsyncAnthropicBedrock(aws_region="us-east-1", aws_access_key="AKIAEXAMPLE", aws_secret_key="secret")
+    bedrock = anthropic.AsyncAnthropicBedrock(
+        aws_region="us-east-1", aws_access_key="AKIAEXAMPLE", aws_secret_key="secret"
+    )
     model = AnthropicModel("global.anthropic.claude-opus-4-8-v1:0", client=bedrock)
     assert model.platform == "aws"
     run = al.Run("q", model=model, max_cost=1.0)  # built, never sent: the prices are resolved up front
-    aws = calc_price(GUsage(input_tokens=1_000_000, output_tokens=1_000_000),
-                     model_ref="global.anthropic.claude-opus-4-8-v1:0", provider_id="aws").total_price
+    aws = calc_price(
+        GUsage(input_tokens=1_000_000, output_tokens=1_000_000),
+        model_ref="global.anthropic.claude-opus-4-8-v1:0",
+        provider_id="aws",
+    ).total_price
     assert run.prices.cost(Usage(1_000_000, 1_000_000)) == pytest.approx(float(aws), rel=1e-9)

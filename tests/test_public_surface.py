@@ -33,7 +33,9 @@ def test_every_name_in_all_resolves_and_tab_completion_lists_it():
 
 def test_dir_shows_no_public_name_that_all_leaves_out():
     """Besides submodules and ``__version__``, what ``dir(agentlab)`` offers is exactly ``__all__``."""
-    extra = {n for n in dir(agentlab) if not n.startswith("_") and not isinstance(getattr(agentlab, n), types.ModuleType)}
+    extra = {
+        n for n in dir(agentlab) if not n.startswith("_") and not isinstance(getattr(agentlab, n), types.ModuleType)
+    }
     assert extra == set(agentlab.__all__)
     assert "__version__" in dir(agentlab) and isinstance(agentlab.__version__, str)
 
@@ -69,7 +71,9 @@ def test_the_docstring_check_catches_a_public_name_without_one(monkeypatch):
 
 def _code_blocks() -> str:
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-    return "\n".join(b for d in docs for b in re.findall(r"```python\n(.*?)```", d.read_text(encoding="utf-8"), flags=re.S))
+    return "\n".join(
+        b for d in docs for b in re.findall(r"```python\n(.*?)```", d.read_text(encoding="utf-8"), flags=re.S)
+    )
 
 
 def test_every_agentlab_name_the_readme_and_docs_use_exists():

@@ -45,7 +45,11 @@ def plain_claude_code_calls(path: Path) -> list[dict]:
 
 
 def steps_of(traces: Traces | Trace, prefix: str) -> list[dict]:
-    runs = [traces] if isinstance(traces, Trace) else [t for t in traces if t.run_id.startswith(prefix) and "agent-" not in t.run_id]
+    runs = (
+        [traces]
+        if isinstance(traces, Trace)
+        else [t for t in traces if t.run_id.startswith(prefix) and "agent-" not in t.run_id]
+    )
     rows = []
     for t in runs:
         rows += t.steps.to_dict("records")
@@ -135,13 +139,22 @@ def test_sidechain_lines_inside_a_session_file_become_their_own_linked_run(tmp_p
 def test_synthetic_lines_are_not_calls_and_unknown_line_types_are_counted(tmp_path):
     lines = TOOL_HEAVY.read_text().splitlines()
     first_call = json.loads(next(x for x in lines if '"type":"assistant"' in x))
-    synthetic = dict(first_call, uuid="synthetic-1", message={
-        **first_call["message"], "id": "msg_synthetic", "model": "<synthetic>",
-        "content": [{"type": "text", "text": "No response requested."}], "usage": {"input_tokens": 0, "output_tokens": 0},
-    })
+    synthetic = dict(
+        first_call,
+        uuid="synthetic-1",
+        message={
+            **first_call["message"],
+            "id": "msg_synthetic",
+            "model": "<synthetic>",
+            "content": [{"type": "text", "text": "No response requested."}],
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        },
+    )
     odd = {"type": "brand-new-kind", "sessionId": first_call["sessionId"], "uuid": "odd-1"}
     f = tmp_path / "s.jsonl"
-    f.write_text("\n".join([*lines, json.dumps(synthetic), json.dumps(odd), json.dumps(odd | {"uuid": "odd-2"})]) + "\n")
+    f.write_text(
+        "\n".join([*lines, json.dumps(synthetic), json.dumps(odd), json.dumps(odd | {"uuid": "odd-2"})]) + "\n"
+    )
     trace = load_recorded(f)
     assert len(trace) == 4  # the synthetic line added no step
     rec = trace.started["recorded"]
@@ -234,18 +247,50 @@ def test_swe_agent_trajectory_imports_with_its_tool_calls_and_run_totals():
 # ------------------------------------------------------------ Messages API logs
 def _log_lines() -> list[dict]:
     sys_msgs = [{"role": "user", "content": "What is 2+2? Use the calculator."}]
-    r1 = {"id": "msg_1", "model": "claude-sonnet-4-5", "content": [{"type": "tool_use", "id": "tu_1", "name": "calc", "input": {"expr": "2+2"}}],
-          "stop_reason": "tool_use", "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 50}}
-    m2 = [*sys_msgs, {"role": "assistant", "content": r1["content"]},
-          {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "4"}]}]
-    r2 = {"id": "msg_2", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": "4"}], "stop_reason": "end_turn",
-          "usage": {"input_tokens": 130, "output_tokens": 5}}
-    other = {"id": "msg_3", "model": "claude-sonnet-4-5", "content": [{"type": "text", "text": "hi"}], "stop_reason": "end_turn",
-             "usage": {"input_tokens": 10, "output_tokens": 2}}
+    r1 = {
+        "id": "msg_1",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "tool_use", "id": "tu_1", "name": "calc", "input": {"expr": "2+2"}}],
+        "stop_reason": "tool_use",
+        "usage": {"input_tokens": 100, "output_tokens": 20, "cache_read_input_tokens": 50},
+    }
+    m2 = [
+        *sys_msgs,
+        {"role": "assistant", "content": r1["content"]},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "tu_1", "content": "4"}]},
+    ]
+    r2 = {
+        "id": "msg_2",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "4"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 130, "output_tokens": 5},
+    }
+    other = {
+        "id": "msg_3",
+        "model": "claude-sonnet-4-5",
+        "content": [{"type": "text", "text": "hi"}],
+        "stop_reason": "end_turn",
+        "usage": {"input_tokens": 10, "output_tokens": 2},
+    }
     return [
-        {"timestamp": "2026-01-01T00:00:00Z", "latency_ms": 800, "request": {"model": "claude-sonnet-4-5", "messages": sys_msgs}, "response": r1},
-        {"timestamp": "2026-01-01T00:00:02Z", "latency_ms": 500, "request": {"model": "claude-sonnet-4-5", "messages": m2}, "response": r2},
-        {"timestamp": "2026-01-01T00:05:00Z", "request": {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hello"}]}, "response": other},
+        {
+            "timestamp": "2026-01-01T00:00:00Z",
+            "latency_ms": 800,
+            "request": {"model": "claude-sonnet-4-5", "messages": sys_msgs},
+            "response": r1,
+        },
+        {
+            "timestamp": "2026-01-01T00:00:02Z",
+            "latency_ms": 500,
+            "request": {"model": "claude-sonnet-4-5", "messages": m2},
+            "response": r2,
+        },
+        {
+            "timestamp": "2026-01-01T00:05:00Z",
+            "request": {"model": "claude-sonnet-4-5", "messages": [{"role": "user", "content": "hello"}]},
+            "response": other,
+        },
     ]
 
 
@@ -301,8 +346,12 @@ def test_every_analysis_helper_and_plot_runs_on_imported_traces(tmp_path):
     assert set(grid["max_cost"].dropna()) == {0.05}
     assert not an.tool_latency(calls).empty
     for ax in (
-        plots.token_growth(steps), plots.cost_curve(steps, max_cost=0.5), plots.caching_comparison(steps, "claude-opus-4-6"),
-        plots.compare_runs(traces.steps), plots.tool_timeline(calls, steps=steps), plots.whatif_grid(grid),
+        plots.token_growth(steps),
+        plots.cost_curve(steps, max_cost=0.5),
+        plots.caching_comparison(steps, "claude-opus-4-6"),
+        plots.compare_runs(traces.steps),
+        plots.tool_timeline(calls, steps=steps),
+        plots.whatif_grid(grid),
     ):
         assert ax.has_data()
     shutil.rmtree(tmp_path / "runs", ignore_errors=True)
@@ -337,7 +386,10 @@ def _session_folder(tmp_path: Path) -> Path:
     shutil.copy(SESSION, root / SESSION.name)
     shutil.copy(SUB, subs / SUB.name)
     parent = [json.loads(x) for x in SESSION.read_text().splitlines()]
-    own = [json.loads(x) for x in (CC / SESSION.stem / "subagents" / "agent-acompact-946d2b.jsonl").read_text().splitlines()]
+    own = [
+        json.loads(x)
+        for x in (CC / SESSION.stem / "subagents" / "agent-acompact-946d2b.jsonl").read_text().splitlines()
+    ]
     copies = [dict(d, isSidechain=True, agentId="acompact-946d2b") for d in parent[:120]]
     (subs / "agent-acompact-946d2b.jsonl").write_text("\n".join(json.dumps(d) for d in copies + own) + "\n")
     return root
@@ -347,7 +399,11 @@ def test_a_compaction_helper_that_copies_its_parent_counts_each_call_once(tmp_pa
     root = _session_folder(tmp_path)
     traces = load_recorded(root)
     helper = traces[f"{SESSION.stem}-agent-acompact-946d2b"]
-    own_calls = {json.loads(x)["message"]["id"] for x in (CC / SESSION.stem / "subagents" / "agent-acompact-946d2b.jsonl").read_text().splitlines() if '"assistant"' in x}
+    own_calls = {
+        json.loads(x)["message"]["id"]
+        for x in (CC / SESSION.stem / "subagents" / "agent-acompact-946d2b.jsonl").read_text().splitlines()
+        if '"assistant"' in x
+    }
     assert len(helper) == len(own_calls) == 1  # only the helper's own call is its run's
     copies = [x for x in SESSION.read_text().splitlines()[:120] if '"uuid"' in x]
     assert helper.started["recorded"]["copied_lines"] == len(copies) > 100
@@ -367,7 +423,9 @@ def test_claude_code_2_0_subagents_beside_the_session_are_linked_in_both_layouts
         traces = load_recorded(path)
         sub = traces[f"{SESSION.stem}-agent-aac57f5"]
         assert sub.started["parent"]["run_id"] == SESSION.stem
-        assert sub.started["parent"]["tool_use_id"] in [b["id"] for b in traces[SESSION.stem].step(sub.started["parent"]["step"]).tool_uses]
+        assert sub.started["parent"]["tool_use_id"] in [
+            b["id"] for b in traces[SESSION.stem].step(sub.started["parent"]["step"]).tool_uses
+        ]
         assert len(sub) == len(load_recorded(SUB))
 
 
@@ -378,14 +436,43 @@ def _sse(message: dict) -> str:
     events = [("message_start", {"type": "message_start", "message": start})]
     for i, b in enumerate(message["content"]):
         if b["type"] == "text":
-            events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}}),
-                       ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": b["text"]}})]
+            events += [
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": {"type": "text", "text": ""}},
+                ),
+                (
+                    "content_block_delta",
+                    {"type": "content_block_delta", "index": i, "delta": {"type": "text_delta", "text": b["text"]}},
+                ),
+            ]
         elif b["type"] == "tool_use":
-            events += [("content_block_start", {"type": "content_block_start", "index": i, "content_block": {**b, "input": {}}}),
-                       ("content_block_delta", {"type": "content_block_delta", "index": i, "delta": {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}})]
+            events += [
+                (
+                    "content_block_start",
+                    {"type": "content_block_start", "index": i, "content_block": {**b, "input": {}}},
+                ),
+                (
+                    "content_block_delta",
+                    {
+                        "type": "content_block_delta",
+                        "index": i,
+                        "delta": {"type": "input_json_delta", "partial_json": json.dumps(b["input"])},
+                    },
+                ),
+            ]
         events.append(("content_block_stop", {"type": "content_block_stop", "index": i}))
-    events += [("message_delta", {"type": "message_delta", "delta": {"stop_reason": message.get("stop_reason") or "end_turn"}, "usage": {"output_tokens": u["output_tokens"]}}),
-               ("message_stop", {"type": "message_stop"})]
+    events += [
+        (
+            "message_delta",
+            {
+                "type": "message_delta",
+                "delta": {"stop_reason": message.get("stop_reason") or "end_turn"},
+                "usage": {"output_tokens": u["output_tokens"]},
+            },
+        ),
+        ("message_stop", {"type": "message_stop"}),
+    ]
     return "".join(f"event: {k}\ndata: {json.dumps(v)}\n\n" for k, v in events)
 
 
@@ -411,8 +498,16 @@ def test_a_line_holding_an_sse_stream_as_a_string_gives_the_streams_real_usage(t
 
 def test_swe_agents_synthetic_exit_message_is_not_a_model_call(tmp_path):
     doc = json.loads(SWE.read_text())
-    doc["history"].append({"role": "assistant", "content": "Exit due to context window", "thought": "Exit due to context window",
-                           "action": "", "agent": "main", "message_type": "action"})
+    doc["history"].append(
+        {
+            "role": "assistant",
+            "content": "Exit due to context window",
+            "thought": "Exit due to context window",
+            "action": "",
+            "agent": "main",
+            "message_type": "action",
+        }
+    )
     doc["info"]["exit_status"] = "exit_context"
     calls = [m for m in json.loads(SWE.read_text())["history"] if m["role"] == "assistant"]
     f = tmp_path / "ctx.traj"
@@ -455,8 +550,15 @@ def test_a_folder_of_good_files_stubs_empty_and_unknown_files_imports_every_good
     (root / "broken.traj.json").write_text('{"messages": [')
     # a real session whose first line is longer than 64 KiB (a big queue-operation)
     first = json.loads(TOOL_HEAVY.read_text().splitlines()[0])
-    big = {"type": "queue-operation", "operation": "enqueue", "content": "x" * 80_000, "sessionId": first.get("sessionId")}
-    other = TOOL_HEAVY.read_text().replace('"uuid":"', '"uuid":"other-').replace('"id":"msg_', '"id":"msg_other')  # another session
+    big = {
+        "type": "queue-operation",
+        "operation": "enqueue",
+        "content": "x" * 80_000,
+        "sessionId": first.get("sessionId"),
+    }
+    other = (
+        TOOL_HEAVY.read_text().replace('"uuid":"', '"uuid":"other-').replace('"id":"msg_', '"id":"msg_other')
+    )  # another session
     (root / "long_first.jsonl").write_text(json.dumps(big) + "\n" + other)
     from agentlab.recorded import ImportReport, SkippedFileWarning
 
@@ -521,8 +623,15 @@ def test_models_routed_through_openrouter_get_openrouters_prices(tmp_path, model
     assert not trace.steps["cost"].isna().any()
     ref = model.removeprefix("openrouter/")
     for _, row in trace.steps.iterrows():  # genai-prices counts cache reads inside input_tokens
-        expected = calc_price(GUsage(input_tokens=int(row["input_tokens"] + row["cache_read_tokens"]), output_tokens=int(row["output_tokens"]),
-                                     cache_read_tokens=int(row["cache_read_tokens"])), model_ref=ref, provider_id="openrouter")
+        expected = calc_price(
+            GUsage(
+                input_tokens=int(row["input_tokens"] + row["cache_read_tokens"]),
+                output_tokens=int(row["output_tokens"]),
+                cache_read_tokens=int(row["cache_read_tokens"]),
+            ),
+            model_ref=ref,
+            provider_id="openrouter",
+        )
         assert row["cost"] == pytest.approx(float(expected.total_price))
 
 
@@ -534,7 +643,9 @@ def test_a_fork_of_a_record_without_usage_uses_the_run_default_max_tokens_not_on
     import inspect
 
     assert branch.max_tokens == inspect.signature(agentlab.Run).parameters["max_tokens"].default
-    assert fork(trace, at_step=2, max_tokens=321, model=agentlab.ScriptedModel([agentlab.reply("ok")])).max_tokens == 321
+    assert (
+        fork(trace, at_step=2, max_tokens=321, model=agentlab.ScriptedModel([agentlab.reply("ok")])).max_tokens == 321
+    )
 
 
 def test_a_one_line_subagent_file_replays_its_reply(tmp_path):
@@ -571,8 +682,15 @@ def test_a_session_with_only_synthetic_replies_fails_the_same_way_in_the_api_and
 
     first = json.loads(next(x for x in TOOL_HEAVY.read_text().splitlines() if '"type":"assistant"' in x))
     user = json.loads(next(x for x in TOOL_HEAVY.read_text().splitlines() if '"type":"user"' in x))
-    synthetic = dict(first, message={**first["message"], "id": "msg_s", "model": "<synthetic>",
-                                     "content": [{"type": "text", "text": "No response requested."}]})
+    synthetic = dict(
+        first,
+        message={
+            **first["message"],
+            "id": "msg_s",
+            "model": "<synthetic>",
+            "content": [{"type": "text", "text": "No response requested."}],
+        },
+    )
     f = tmp_path / "synthetic.jsonl"
     f.write_text(json.dumps(user) + "\n" + json.dumps(synthetic) + "\n")
     with pytest.raises(NoCalls, match="no API calls"):
@@ -604,8 +722,14 @@ def test_codex_rollout_steps_are_its_distinct_token_events_with_openai_usage_map
         if info and info["total_token_usage"] != last:
             last = info["total_token_usage"]
             u = info["last_token_usage"]
-            expected.append({"input_tokens": u["input_tokens"] - u["cached_input_tokens"], "output_tokens": u["output_tokens"],
-                             "cache_read_tokens": u["cached_input_tokens"], "cache_write_tokens": 0})
+            expected.append(
+                {
+                    "input_tokens": u["input_tokens"] - u["cached_input_tokens"],
+                    "output_tokens": u["output_tokens"],
+                    "cache_read_tokens": u["cached_input_tokens"],
+                    "cache_write_tokens": 0,
+                }
+            )
     assert load_recorded.__module__ == "agentlab.recorded"
     trace = load_recorded(CODEX)
     assert isinstance(trace, Trace) and trace.started["recorded"]["format"] == "codex"
@@ -615,20 +739,30 @@ def test_codex_rollout_steps_are_its_distinct_token_events_with_openai_usage_map
     assert list(trace.calls["tool"]) == [c["name"] for c in calls]
     assert (trace.calls["outcome"] == "ok").all()  # every call matched to its output by call_id
     assert trace.steps["latency"].iloc[0] == pytest.approx(7.5 - 5.002, abs=1e-3)  # turn context -> token event
-    assert {"type": "text", "text": "and the test?"} in trace.messages_at(4)[-1]["content"]  # the user spoke after step 3
+    assert {"type": "text", "text": "and the test?"} in trace.messages_at(4)[-1][
+        "content"
+    ]  # the user spoke after step 3
     assert not math.isnan(trace.summary["cost"])  # gpt-5-codex is in genai-prices' OpenAI table
 
 
 def test_gemini_cli_session_maps_tokens_as_google_bills_them():
     doc = json.loads(GEMINI.read_text())
     calls = [m for m in doc["messages"] if m["type"] == "gemini"]
-    expected = [{"input_tokens": m["tokens"]["input"] - m["tokens"]["cached"] + m["tokens"]["tool"],
-                 "output_tokens": m["tokens"]["output"] + m["tokens"]["thoughts"],
-                 "cache_read_tokens": m["tokens"]["cached"], "cache_write_tokens": 0} for m in calls]
+    expected = [
+        {
+            "input_tokens": m["tokens"]["input"] - m["tokens"]["cached"] + m["tokens"]["tool"],
+            "output_tokens": m["tokens"]["output"] + m["tokens"]["thoughts"],
+            "cache_read_tokens": m["tokens"]["cached"],
+            "cache_write_tokens": 0,
+        }
+        for m in calls
+    ]
     traces = load_recorded(GEMINI)  # the CLI fell back to flash: one model, one price list per run
     pro, flash = traces.traces
     assert [pro.started["model"], flash.started["model"]] == ["gemini-2.5-pro", "gemini-2.5-flash"]
-    assert flash.started["recorded"]["boundary"] == "model switch" and flash.started["recorded"]["previous"] == pro.run_id
+    assert (
+        flash.started["recorded"]["boundary"] == "model switch" and flash.started["recorded"]["previous"] == pro.run_id
+    )
     _steps_equal(pro, expected[:2])
     _steps_equal(flash, expected[2:])
     assert flash.messages_at(1)[: len(pro.messages_at(2))] == pro.messages_at(2)  # the history goes on
@@ -642,8 +776,15 @@ def test_gemini_cli_session_maps_tokens_as_google_bills_them():
     from genai_prices import calc_price
 
     row = pro.steps.iloc[0]  # priced from genai-prices' Google table
-    google = calc_price(GUsage(input_tokens=int(row["input_tokens"] + row["cache_read_tokens"]), cache_read_tokens=int(row["cache_read_tokens"]),
-                               output_tokens=int(row["output_tokens"])), model_ref="gemini-2.5-pro", provider_id="google")
+    google = calc_price(
+        GUsage(
+            input_tokens=int(row["input_tokens"] + row["cache_read_tokens"]),
+            cache_read_tokens=int(row["cache_read_tokens"]),
+            output_tokens=int(row["output_tokens"]),
+        ),
+        model_ref="gemini-2.5-pro",
+        provider_id="google",
+    )
     assert row["cost"] == pytest.approx(float(google.total_price))
 
 
@@ -652,20 +793,39 @@ def test_cline_task_reads_usage_from_ui_messages_or_the_messages_metrics_and_is_
 
     assert detect(CLINE) == "cline"
     hist = json.loads(CLINE.read_text())
-    ui = [json.loads(m["text"]) for m in json.loads((CLINE.parent / "ui_messages.json").read_text()) if m.get("say") == "api_req_started"]
+    ui = [
+        json.loads(m["text"])
+        for m in json.loads((CLINE.parent / "ui_messages.json").read_text())
+        if m.get("say") == "api_req_started"
+    ]
     expected = []
     for i, m in enumerate(x for x in hist if x["role"] == "assistant"):
         if "metrics" in m:
             t = m["metrics"]["tokens"]
-            expected.append({"input_tokens": t["prompt"] - t["cached"], "output_tokens": t["completion"], "cache_read_tokens": t["cached"], "cache_write_tokens": 0})
+            expected.append(
+                {
+                    "input_tokens": t["prompt"] - t["cached"],
+                    "output_tokens": t["completion"],
+                    "cache_read_tokens": t["cached"],
+                    "cache_write_tokens": 0,
+                }
+            )
         else:
-            expected.append({"input_tokens": ui[i]["tokensIn"], "output_tokens": ui[i]["tokensOut"],
-                             "cache_read_tokens": ui[i]["cacheReads"], "cache_write_tokens": ui[i]["cacheWrites"]})
+            expected.append(
+                {
+                    "input_tokens": ui[i]["tokensIn"],
+                    "output_tokens": ui[i]["tokensOut"],
+                    "cache_read_tokens": ui[i]["cacheReads"],
+                    "cache_write_tokens": ui[i]["cacheWrites"],
+                }
+            )
     trace = load_recorded(CLINE)
     _steps_equal(trace, expected)
     assert trace.run_id == "task-1714000000000"
     assert list(trace.calls["tool"]) == ["read_file", "replace_in_file", "attempt_completion"][: len(trace.calls)]
-    assert trace.started["recorded"]["recorded_cost"] == pytest.approx(ui[0]["cost"] + ui[1]["cost"] + hist[-1]["metrics"]["cost"])
+    assert trace.started["recorded"]["recorded_cost"] == pytest.approx(
+        ui[0]["cost"] + ui[1]["cost"] + hist[-1]["metrics"]["cost"]
+    )
     # the task folder is one run: its ui_messages.json is not reported as a skipped file
     from agentlab.recorded import ImportReport
 
@@ -679,12 +839,22 @@ def test_claude_code_stream_json_output_is_read_like_a_session_with_its_subagent
     per_call: dict[tuple, dict] = {}
     for d in lines:
         if d["type"] == "assistant":
-            per_call[(d["parent_tool_use_id"], d["message"]["id"])] = d["message"]["usage"]  # the last line's usage wins
+            per_call[(d["parent_tool_use_id"], d["message"]["id"])] = d["message"][
+                "usage"
+            ]  # the last line's usage wins
     traces = load_recorded(STREAM)
     main, sub = traces["claude-p-run"], traces["claude-p-run-agent-toolu_T1"]
     for trace, parent in ((main, None), (sub, "toolu_T1")):
-        expected = [{"input_tokens": u["input_tokens"], "output_tokens": u["output_tokens"], "cache_read_tokens": u["cache_read_input_tokens"],
-                     "cache_write_tokens": u["cache_creation_input_tokens"]} for (p, _), u in per_call.items() if p == parent]
+        expected = [
+            {
+                "input_tokens": u["input_tokens"],
+                "output_tokens": u["output_tokens"],
+                "cache_read_tokens": u["cache_read_input_tokens"],
+                "cache_write_tokens": u["cache_creation_input_tokens"],
+            }
+            for (p, _), u in per_call.items()
+            if p == parent
+        ]
         _steps_equal(trace, expected)
     assert sub.started["parent"] == {"run_id": "claude-p-run", "step": 2, "tool_use_id": "toolu_T1"}
     result = lines[-1]
@@ -692,7 +862,22 @@ def test_claude_code_stream_json_output_is_read_like_a_session_with_its_subagent
     assert main.started["recorded"]["num_turns"] == result["num_turns"] == len(main) + len(sub)
 
 
-@pytest.mark.parametrize("path", [CODEX, GEMINI, CLINE, STREAM, FIX / "inspect" / "add_tool.eval", FIX / "openhands" / "output.jsonl", MINI, SWE, TOOL_HEAVY, CC / "multi_turn.jsonl"], ids=lambda p: p.parent.name)
+@pytest.mark.parametrize(
+    "path",
+    [
+        CODEX,
+        GEMINI,
+        CLINE,
+        STREAM,
+        FIX / "inspect" / "add_tool.eval",
+        FIX / "openhands" / "output.jsonl",
+        MINI,
+        SWE,
+        TOOL_HEAVY,
+        CC / "multi_turn.jsonl",
+    ],
+    ids=lambda p: p.parent.name,
+)
 def test_every_imported_fixture_replays_to_the_end_the_record_reached(path):
     import asyncio
 
@@ -729,12 +914,23 @@ def test_mini_swe_agent_2_tool_calling_trajectory_matches_tool_results_and_reads
         if m["role"] == "assistant":
             cmd = re.findall(r"```bash\s*\n(.*?)\n```", m["content"], re.DOTALL)[0]
             last_id = f"call_{i}"
-            m = {**m, "tool_calls": [{"id": last_id, "type": "function", "function": {"name": "bash", "arguments": json.dumps({"command": cmd})}}],
-                 "extra": {**m["extra"], "actions": [{"command": cmd, "tool_call_id": last_id}]}}
+            m = {
+                **m,
+                "tool_calls": [
+                    {
+                        "id": last_id,
+                        "type": "function",
+                        "function": {"name": "bash", "arguments": json.dumps({"command": cmd})},
+                    }
+                ],
+                "extra": {**m["extra"], "actions": [{"command": cmd, "tool_call_id": last_id}]},
+            }
         elif m["role"] == "user" and last_id:
             m = {"role": "tool", "tool_call_id": last_id, "content": m["content"]}
         msgs.append(m)
-    msgs.append({"role": "exit", "content": "Submitted", "extra": {"exit_status": "Submitted", "submission": "diff --git …"}})
+    msgs.append(
+        {"role": "exit", "content": "Submitted", "extra": {"exit_status": "Submitted", "submission": "diff --git …"}}
+    )
     doc["messages"] = msgs
     doc["trajectory_format"] = "mini-swe-agent-1.1"
     f = tmp_path / "v2.traj.json"
@@ -742,7 +938,9 @@ def test_mini_swe_agent_2_tool_calling_trajectory_matches_tool_results_and_reads
     trace = load_recorded(f)
     assert len(trace) == doc["info"]["model_stats"]["api_calls"]
     calls = trace.calls
-    assert list(calls["call_id"]) == [f"call_{i}" for i, m in enumerate(json.loads(MINI.read_text())["messages"]) if m["role"] == "assistant"]
+    assert list(calls["call_id"]) == [
+        f"call_{i}" for i, m in enumerate(json.loads(MINI.read_text())["messages"]) if m["role"] == "assistant"
+    ]
     assert (calls["outcome"] == "ok").all()
     answers = [b for e in trace.records if e["kind"] == "tool_results" for b in e["content"]]
     assert {"type": "text", "text": "Submitted"} not in answers  # the exit message is no answer to the model
@@ -755,7 +953,9 @@ INSPECT = FIX / "inspect" / "add_tool.eval"
 def test_an_inspect_eval_log_gives_one_run_per_sample_with_each_model_events_usage():
     import zipfile
 
-    zstandard = pytest.importorskip("zstandard")  # the log's entries are zstd-compressed, as inspect 0.3.285 writes them
+    zstandard = pytest.importorskip(
+        "zstandard"
+    )  # the log's entries are zstd-compressed, as inspect 0.3.285 writes them
     with zipfile.ZipFile(INSPECT) as z:
         info = z.getinfo("samples/1_epoch_1.json")
         with open(INSPECT, "rb") as f:  # a plain reading of the zip entry
@@ -768,9 +968,17 @@ def test_an_inspect_eval_log_gives_one_run_per_sample_with_each_model_events_usa
         if e["event"] == "model":
             u = e["output"]["usage"]
             read, write = u.get("input_tokens_cache_read", 0), u.get("input_tokens_cache_write", 0)
-            inside = (read or write) and u["total_tokens"] == u["input_tokens"] + u["output_tokens"]  # cached counted in the input
-            expected.append({"input_tokens": u["input_tokens"] - (read + write if inside else 0), "output_tokens": u["output_tokens"],
-                             "cache_read_tokens": read, "cache_write_tokens": write})
+            inside = (read or write) and u["total_tokens"] == u["input_tokens"] + u[
+                "output_tokens"
+            ]  # cached counted in the input
+            expected.append(
+                {
+                    "input_tokens": u["input_tokens"] - (read + write if inside else 0),
+                    "output_tokens": u["output_tokens"],
+                    "cache_read_tokens": read,
+                    "cache_write_tokens": write,
+                }
+            )
     trace = load_recorded(INSPECT)
     _steps_equal(trace, expected)
     tools = [e for e in sample["events"] if e["event"] == "tool"]
@@ -786,8 +994,15 @@ OPENHANDS = FIX / "openhands" / "output.jsonl"
 def test_openhands_output_gives_a_step_per_llm_response_with_its_token_usage_and_results():
     line = json.loads(OPENHANDS.read_text().splitlines()[0])
     usages = line["metrics"]["token_usages"]
-    expected = [{"input_tokens": u["prompt_tokens"] - u["cache_read_tokens"] - u["cache_write_tokens"], "output_tokens": u["completion_tokens"],
-                 "cache_read_tokens": u["cache_read_tokens"], "cache_write_tokens": u["cache_write_tokens"]} for u in usages]
+    expected = [
+        {
+            "input_tokens": u["prompt_tokens"] - u["cache_read_tokens"] - u["cache_write_tokens"],
+            "output_tokens": u["completion_tokens"],
+            "cache_read_tokens": u["cache_read_tokens"],
+            "cache_write_tokens": u["cache_write_tokens"],
+        }
+        for u in usages
+    ]
     trace = load_recorded(OPENHANDS)
     assert trace.run_id == line["instance_id"]
     _steps_equal(trace, expected)  # two actions of one response are one step
@@ -804,9 +1019,21 @@ def test_a_multi_agent_trajectory_is_a_run_per_agent_each_with_the_history_it_sa
     doc = json.loads(SWE.read_text())  # the real trajectory, its history split the CodeR way between two agents
     hist = doc["history"]
     manager = [dict(m, agent="Manager") for m in hist[:4]]
-    programmer = [{"role": "system", "content": "You are the Programmer.", "agent": "Programmer", "message_type": "system_prompt"},
-                  {"role": "user", "content": "Manager: fix the missing colon.", "agent": "Programmer", "message_type": "observation"},
-                  *[dict(m, agent="Programmer") for m in hist[4:]]]
+    programmer = [
+        {
+            "role": "system",
+            "content": "You are the Programmer.",
+            "agent": "Programmer",
+            "message_type": "system_prompt",
+        },
+        {
+            "role": "user",
+            "content": "Manager: fix the missing colon.",
+            "agent": "Programmer",
+            "message_type": "observation",
+        },
+        *[dict(m, agent="Programmer") for m in hist[4:]],
+    ]
     doc["history"] = manager + programmer
     f = tmp_path / "coder.traj"
     f.write_text(json.dumps(doc))
@@ -815,7 +1042,9 @@ def test_a_multi_agent_trajectory_is_a_run_per_agent_each_with_the_history_it_sa
     assert [len(boss), len(worker)] == [sum(m["role"] == "assistant" for m in part) for part in (manager, programmer)]
     assert worker.started["parent"]["run_id"] == boss.run_id
     assert worker.started["system"] == "You are the Programmer." and boss.started["system"] == hist[0]["content"]
-    assert worker.messages_at(1) == [{"role": "user", "content": [{"type": "text", "text": "Manager: fix the missing colon."}]}]
+    assert worker.messages_at(1) == [
+        {"role": "user", "content": [{"type": "text", "text": "Manager: fix the missing colon."}]}
+    ]
     assert boss.started["recorded"]["agents"] == ["Manager", "Programmer"]
     assert boss.started["recorded"]["calls_found_all_agents"] == len(boss) + len(worker)
 
@@ -833,7 +1062,9 @@ def test_an_import_in_a_terminal_shows_a_progress_bar_once_it_takes_long_enough(
     root = tmp_path / "sessions"
     root.mkdir()
     for name in ("a", "b"):  # two sessions (fresh ids for the second)
-        (root / f"{name}.jsonl").write_text(TOOL_HEAVY.read_text().replace('"uuid":"', f'"uuid":"{name}-').replace('"id":"msg_', f'"id":"msg_{name}'))
+        (root / f"{name}.jsonl").write_text(
+            TOOL_HEAVY.read_text().replace('"uuid":"', f'"uuid":"{name}-').replace('"id":"msg_', f'"id":"msg_{name}')
+        )
     shown = Terminal()
     monkeypatch.setattr(sys, "stderr", shown)
     monkeypatch.setattr(rec, "PROGRESS_AFTER_S", 0.0)  # "long enough" is now: no waiting in a test
@@ -866,22 +1097,32 @@ def test_the_whole_fixtures_folder_imports_every_format_at_once_with_unique_ids_
     report = ImportReport()
     traces = load_recorded(FIX, report=report)
     assert report.skipped == []
-    assert {t.started["recorded"]["format"] for t in traces} == set(FORMATS) - {"messages-log"}  # no proxy log is shipped
+    assert {t.started["recorded"]["format"] for t in traces} == set(FORMATS) - {
+        "messages-log"
+    }  # no proxy log is shipped
     assert len({t.run_id for t in traces}) == len(traces) == report.runs
 
 
-def test_a_codex_compaction_starts_a_new_segment_from_its_summary_and_old_rollouts_without_last_usage_still_count(tmp_path):
+def test_a_codex_compaction_starts_a_new_segment_from_its_summary_and_old_rollouts_without_last_usage_still_count(
+    tmp_path,
+):
     lines = [json.loads(x) for x in CODEX.read_text().splitlines()]
     at = next(i for i, d in enumerate(lines) if d["payload"].get("message") == "and the test?")
-    summary = {"timestamp": lines[at]["timestamp"], "type": "compacted", "payload": {"message": "Summary: --verbose was added to cli.py."}}
+    summary = {
+        "timestamp": lines[at]["timestamp"],
+        "type": "compacted",
+        "payload": {"message": "Summary: --verbose was added to cli.py."},
+    }
     f = tmp_path / "rollout-compacted.jsonl"
-    f.write_text("\n".join(json.dumps(d) for d in [*lines[: at + 1], summary, *lines[at + 1:]]) + "\n")
+    f.write_text("\n".join(json.dumps(d) for d in [*lines[: at + 1], summary, *lines[at + 1 :]]) + "\n")
     before, after = load_recorded(f).traces
     whole = load_recorded(CODEX)
     assert (len(before), len(after)) == (3, 2) and len(before) + len(after) == len(whole)
     assert after.started["recorded"]["boundary"] == "compact" and after.started["recorded"]["previous"] == before.run_id
     assert after.messages_at(1)[0]["content"][0]["text"].startswith("Summary:")
-    assert list(before.steps["output_tokens"]) + list(after.steps["output_tokens"]) == list(whole.steps["output_tokens"])
+    assert list(before.steps["output_tokens"]) + list(after.steps["output_tokens"]) == list(
+        whole.steps["output_tokens"]
+    )
     # an older rollout writes only the running total: each call is what the total grew by
     for d in lines:
         info = d["payload"].get("info") if d["payload"].get("type") == "token_count" else None
@@ -889,8 +1130,11 @@ def test_a_codex_compaction_starts_a_new_segment_from_its_summary_and_old_rollou
             info.pop("last_token_usage")
     g = tmp_path / "rollout-old.jsonl"
     g.write_text("\n".join(json.dumps(d) for d in lines) + "\n")
-    assert load_recorded(g).steps[["input_tokens", "output_tokens", "cache_read_tokens"]].equals(
-        whole.steps[["input_tokens", "output_tokens", "cache_read_tokens"]])
+    assert (
+        load_recorded(g)
+        .steps[["input_tokens", "output_tokens", "cache_read_tokens"]]
+        .equals(whole.steps[["input_tokens", "output_tokens", "cache_read_tokens"]])
+    )
 
 
 def test_estimates_are_scaled_to_the_records_own_totals_and_labelled_estimated():
@@ -903,7 +1147,9 @@ def test_estimates_are_scaled_to_the_records_own_totals_and_labelled_estimated()
     steps = trace.steps
     assert steps["estimated"].all()
     # the record's tokens_sent counts every prompt sent; the estimated steps now add up to it
-    assert (steps["input_tokens"] + steps["cache_read_tokens"] + steps["cache_write_tokens"]).sum() == pytest.approx(stats["tokens_sent"], abs=len(steps))
+    assert (steps["input_tokens"] + steps["cache_read_tokens"] + steps["cache_write_tokens"]).sum() == pytest.approx(
+        stats["tokens_sent"], abs=len(steps)
+    )
     assert steps["output_tokens"].sum() == pytest.approx(stats["tokens_received"], abs=len(steps))
     notes = " ".join(trace.started["recorded"]["notes"])
     assert "scaled x" in notes and f"({stats['tokens_sent']:,})" in notes
@@ -922,7 +1168,9 @@ def test_a_resumed_session_that_copies_the_lines_it_resumed_counts_each_call_onc
     ids = [e["request_id"] for t in traces for e in t.records if e["kind"] == "model_called"]
     assert len(ids) == len(set(ids)) == len(expected)
     first = traces["zz-first"]
-    assert len(first) == len(plain_claude_code_calls(root / "zz-first.jsonl"))  # its calls stay with the session that made them
+    assert len(first) == len(
+        plain_claude_code_calls(root / "zz-first.jsonl")
+    )  # its calls stay with the session that made them
     assert traces["aa-resumed"].started["recorded"]["copied_lines"] > 0
 
 
@@ -960,9 +1208,15 @@ def test_a_folder_of_every_fixture_cut_in_half_beside_the_whole_ones_still_impor
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # skipped and truncated files warn; that they do is tested above
         traces = load_recorded(root, report=report)
+
     def calls(ts, fmt):
-        return [e["request_id"] or e["content"][0].get("id", "") for t in ts if t.started["recorded"]["format"] == fmt
-                for e in t.records if e["kind"] == "model_called"]
+        return [
+            e["request_id"] or e["content"][0].get("id", "")
+            for t in ts
+            if t.started["recorded"]["format"] == fmt
+            for e in t.records
+            if e["kind"] == "model_called"
+        ]
 
     # Claude Code: a call is counted once across all the copies, and none is lost
     mixed = calls(traces, "claude-code")

@@ -84,8 +84,11 @@ URL_SECRETS = {
 }
 BEARER = "Bearer ya29.a0AfH6SMBexampleOAuthAccessToken0123"
 ALL = (
-    FORMAT_SECRETS + [PEM_BODY] + [v for v in NAMED_SECRETS.values() if len(v) >= 6]
-    + list(URL_SECRETS.values()) + ["ya29.a0AfH6SMBexampleOAuthAccessToken0123"]
+    FORMAT_SECRETS
+    + [PEM_BODY]
+    + [v for v in NAMED_SECRETS.values() if len(v) >= 6]
+    + list(URL_SECRETS.values())
+    + ["ya29.a0AfH6SMBexampleOAuthAccessToken0123"]
 )
 
 
@@ -146,16 +149,31 @@ def test_no_secret_in_any_position_reaches_the_trace_bytes(tmp_path):
 
     fetch_config_kw = al.tool(mode="read", name="fetch_config_kw")(lambda section, config: "ok")
     repeat = " ".join(v for v in NAMED_SECRETS.values())
-    model = al.ScriptedModel([
-        reply(f"Using {FORMAT_SECRETS[1]} and password: {NAMED_SECRETS['password']}",
-              ("fetch_config_kw", {"section": "prod", "config": payload}), ("fetch_config_json", {"section": "prod"})),
-        reply(None, ("fetch_env", {"section": "prod"}), ("login2", {"section": "prod"}),
-              ("fetch_config", {"section": "prod"})),
-        reply("the password is hunter2-ish", ("login", {"section": "prod"})),
-        reply(f"Done. For the record the secrets were: {repeat} {' '.join(URL_SECRETS)} {PEM}"),
-    ])
-    result = al.run("deploy", [fetch_config, fetch_config_json, fetch_env, login, login2, fetch_config_kw],
-                    model=model, trace=tmp_path, max_cost=None, clock=al.FakeClock())
+    model = al.ScriptedModel(
+        [
+            reply(
+                f"Using {FORMAT_SECRETS[1]} and password: {NAMED_SECRETS['password']}",
+                ("fetch_config_kw", {"section": "prod", "config": payload}),
+                ("fetch_config_json", {"section": "prod"}),
+            ),
+            reply(
+                None,
+                ("fetch_env", {"section": "prod"}),
+                ("login2", {"section": "prod"}),
+                ("fetch_config", {"section": "prod"}),
+            ),
+            reply("the password is hunter2-ish", ("login", {"section": "prod"})),
+            reply(f"Done. For the record the secrets were: {repeat} {' '.join(URL_SECRETS)} {PEM}"),
+        ]
+    )
+    result = al.run(
+        "deploy",
+        [fetch_config, fetch_config_json, fetch_env, login, login2, fetch_config_kw],
+        model=model,
+        trace=tmp_path,
+        max_cost=None,
+        clock=al.FakeClock(),
+    )
     data = (tmp_path / f"{result.run_id}.jsonl").read_bytes()
     text = data.decode("utf-8")
     found = [s for s in ALL if s in text or json.dumps(s)[1:-1] in text]
@@ -201,8 +219,14 @@ def test_a_user_added_name_alone_keeps_its_value_out_of_a_real_trace(tmp_path):
 def test_redaction_keeps_ordinary_data_readable():
     """Token counts, a bare key, ids and prose are not secrets."""
     r = Redactor(env=False)
-    record = {"usage": {"input_tokens": 12, "max_tokens": 1024}, "key": "order-7", "text": "The password reset page",
-              "url": "https://example.com/a@b", "email": "ada@example.com", "keys": ["a", "b"]}
+    record = {
+        "usage": {"input_tokens": 12, "max_tokens": 1024},
+        "key": "order-7",
+        "text": "The password reset page",
+        "url": "https://example.com/a@b",
+        "email": "ada@example.com",
+        "keys": ["a", "b"],
+    }
     assert r.redact(record) == record
 
 
@@ -284,14 +308,27 @@ def test_a_streamed_run_with_a_key_and_a_password_keeps_them_out_of_the_delta_li
     from .helpers import PRICES
 
     login = al.tool(mode="read", name="login")(lambda host, password, note: "ok")
-    first = {"role": "assistant", "stop_reason": "tool_use", "content": [
-        {"type": "text", "text": STREAM_TEXT},
-        {"type": "tool_use", "id": "toolu_01", "name": "login", "input": json.loads(STREAM_INPUT)},
-    ]}
+    first = {
+        "role": "assistant",
+        "stop_reason": "tool_use",
+        "content": [
+            {"type": "text", "text": STREAM_TEXT},
+            {"type": "tool_use", "id": "toolu_01", "name": "login", "input": json.loads(STREAM_INPUT)},
+        ],
+    }
     writer = TraceWriter(tmp_path, deltas=True)
-    with MessagesServer([streamed(first, chunk=3), streamed(reply(f"Logged in with {STREAM_PASSWORD}."), chunk=3)]) as server:
-        result = al.run("log in", [login], model=AnthropicModel(client=server.client()), subscribers=[writer],
-                        clock=al.FakeClock(), trace=False, prices=PRICES)
+    with MessagesServer(
+        [streamed(first, chunk=3), streamed(reply(f"Logged in with {STREAM_PASSWORD}."), chunk=3)]
+    ) as server:
+        result = al.run(
+            "log in",
+            [login],
+            model=AnthropicModel(client=server.client()),
+            subscribers=[writer],
+            clock=al.FakeClock(),
+            trace=False,
+            prices=PRICES,
+        )
     writer.close()
     assert isinstance(result, al.Done), result
     lines = [json.loads(x) for x in (tmp_path / f"{result.run_id}.jsonl").read_text().splitlines()]
@@ -365,10 +402,14 @@ def test_the_panels_saved_widget_state_holds_no_streamed_key_or_password(tmp_pat
     from .helpers import PRICES
 
     login = al.tool(mode="read", name="login")(lambda host, password, note: f"logged in; session token {STREAM_KEY}")
-    first = {"role": "assistant", "stop_reason": "tool_use", "content": [
-        {"type": "text", "text": STREAM_TEXT},
-        {"type": "tool_use", "id": "toolu_01", "name": "login", "input": json.loads(STREAM_INPUT)},
-    ]}
+    first = {
+        "role": "assistant",
+        "stop_reason": "tool_use",
+        "content": [
+            {"type": "text", "text": STREAM_TEXT},
+            {"type": "tool_use", "id": "toolu_01", "name": "login", "input": json.loads(STREAM_INPUT)},
+        ],
+    }
     final = reply(f"Logged in with password {STREAM_PASSWORD} and key {STREAM_KEY}.")
     states: list[str] = []
 
@@ -377,8 +418,16 @@ def test_the_panels_saved_widget_state_holds_no_streamed_key_or_password(tmp_pat
             states.append(json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=False)))
 
     with MessagesServer([streamed(first, chunk=3), streamed(final, chunk=3)]) as server:
-        lab = al.Lab("log in to the db", [login], model=AnthropicModel(client=server.client()), trace=tmp_path,
-                     refresh_s=0, subscribers=[snapshot], clock=al.FakeClock(), prices=PRICES)
+        lab = al.Lab(
+            "log in to the db",
+            [login],
+            model=AnthropicModel(client=server.client()),
+            trace=tmp_path,
+            refresh_s=0,
+            subscribers=[snapshot],
+            clock=al.FakeClock(),
+            prices=PRICES,
+        )
         result = lab.run()
     assert isinstance(result, al.Done), result
     lab.panel.render()
@@ -417,13 +466,22 @@ def test_a_secret_word_before_an_identifier_learns_nothing_and_corrupts_nothing(
     assert r.redact({"next": "call scroll_down, then read cookies"}) == {"next": "call scroll_down, then read cookies"}
     assert r.learned == frozenset()
     # a value that looks secret is still removed, learned, and removed where it is repeated
-    assert r.redact("password = 'Tr0ub4dor&3xyz'\nlater: Tr0ub4dor&3xyz") == f"password = '{REDACTED}'\nlater: {REDACTED}"
+    assert (
+        r.redact("password = 'Tr0ub4dor&3xyz'\nlater: Tr0ub4dor&3xyz") == f"password = '{REDACTED}'\nlater: {REDACTED}"
+    )
 
 
 def test_an_environment_variable_counts_only_when_its_name_and_value_look_secret():
     """PWD is never a secret; SSH_AUTH_SOCK is a path; GITHUB_TOKEN and DB_PASSWORD values are."""
-    env = {"PWD": "/tmp/proj", "OLDPWD": "/tmp", "SSH_AUTH_SOCK": "/tmp/ssh-XXXX/agent.12", "AUTH_MODE": "oauth",
-           "GITHUB_TOKEN": "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly12345", "DB_PASSWORD": "Pr0d-DB-p4ss", "HOME": "/root"}
+    env = {
+        "PWD": "/tmp/proj",
+        "OLDPWD": "/tmp",
+        "SSH_AUTH_SOCK": "/tmp/ssh-XXXX/agent.12",
+        "AUTH_MODE": "oauth",
+        "GITHUB_TOKEN": "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly12345",
+        "DB_PASSWORD": "Pr0d-DB-p4ss",
+        "HOME": "/root",
+    }
     r = Redactor(env=env)
     assert r.redact({"file_path": "/tmp/proj/src/a.py"}) == {"file_path": "/tmp/proj/src/a.py"}
     assert r.redact("auth is oauth via /tmp/ssh-XXXX/agent.12") == "auth is oauth via /tmp/ssh-XXXX/agent.12"
@@ -436,6 +494,7 @@ def test_values_learned_in_one_run_apply_to_that_run_only(tmp_path):
     src = (FIXTURES / "claude_code" / "tool_heavy.jsonl").read_text().splitlines()
     folder = tmp_path / "sessions"
     folder.mkdir()
+
     def own_copy(line: str, i: int) -> str:  # a session of its own: ids the importer will not take for copies
         d = json.loads(line.replace("d6e0bada-1959-4eec-a9d2-0bfade768d8f", f"00000000-0000-4000-8000-{i:012d}"))
         for key in ("uuid", "parentUuid"):
@@ -502,15 +561,34 @@ def test_redaction_time_grows_linearly_on_adversarial_text(shape):
     assert t_large < 8 * t_small + 0.02, (shape, t_small, t_large)
 
 
-_PIECES = ["Connecting", "now.", "\n", "the", "db", "is", "up;", "password:", "api_key=", "token", "Bearer", "value",
-           "self.cookies = cookies", "http://", "@host", "-----BEGIN RSA PRIVATE KEY-----", "-----END RSA PRIVATE KEY-----"]
+_PIECES = [
+    "Connecting",
+    "now.",
+    "\n",
+    "the",
+    "db",
+    "is",
+    "up;",
+    "password:",
+    "api_key=",
+    "token",
+    "Bearer",
+    "value",
+    "self.cookies = cookies",
+    "http://",
+    "@host",
+    "-----BEGIN RSA PRIVATE KEY-----",
+    "-----END RSA PRIVATE KEY-----",
+]
 _SECRETS = [STREAM_KEY, STREAM_PASSWORD, "postgres://app:Pg-Str3am-77@db/x", "ghp_R4nd0mT0k3nV4lu3F0rT3st1ngOnly12345"]
 
 
 @settings(max_examples=100, deadline=None)
-@given(words=st.lists(st.sampled_from(_PIECES + _SECRETS), min_size=1, max_size=40),
-       seps=st.lists(st.sampled_from([" ", "\n", "  ", ""]), min_size=40, max_size=40),
-       cuts=st.lists(st.integers(min_value=1, max_value=2000), max_size=12))
+@given(
+    words=st.lists(st.sampled_from(_PIECES + _SECRETS), min_size=1, max_size=40),
+    seps=st.lists(st.sampled_from([" ", "\n", "  ", ""]), min_size=40, max_size=40),
+    cuts=st.lists(st.integers(min_value=1, max_value=2000), max_size=12),
+)
 def test_no_split_of_any_text_rebuilds_a_secret_that_its_whole_text_hides(words, seps, cuts):
     """Random text, random fragments: whatever redacting the whole block hides, the released fragments hide too;
     text with nothing to hide comes out unchanged."""
@@ -550,8 +628,13 @@ def test_the_messages_api_adapter_scrubs_errors_with_the_same_rules_as_the_trace
     """One owner for scrubbing (issue 23): an API error quoting any credential, not only the client's key, is clean."""
     from agentlab.models.anthropic import api_error
 
-    body = {"type": "error", "error": {"type": "invalid_request_error", "message":
-            f"bad header x-api-key: {FORMAT_SECRETS[3]} from postgres://app:Sup3rS3cretPg@db/x, key own-key-5f3a9c7e"}}
+    body = {
+        "type": "error",
+        "error": {
+            "type": "invalid_request_error",
+            "message": f"bad header x-api-key: {FORMAT_SECRETS[3]} from postgres://app:Sup3rS3cretPg@db/x, key own-key-5f3a9c7e",
+        },
+    }
     text = str(api_error(400, {"request-id": "req_1"}, body, secrets=("own-key-5f3a9c7e",)))
     assert FORMAT_SECRETS[3] not in text and "Sup3rS3cretPg" not in text and "own-key-5f3a9c7e" not in text
     assert text.startswith("400 invalid_request_error: bad header x-api-key: ") and "req_1" in text

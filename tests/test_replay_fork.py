@@ -25,7 +25,9 @@ def _run(r: Run):
     return asyncio.run(r.run())
 
 
-@pytest.mark.parametrize("path", [SUBAGENT, TOOL_HEAVY, MINI], ids=["claude-subagent", "claude-session", "mini-swe-agent"])
+@pytest.mark.parametrize(
+    "path", [SUBAGENT, TOOL_HEAVY, MINI], ids=["claude-subagent", "claude-session", "mini-swe-agent"]
+)
 def test_a_replay_spends_exactly_what_the_record_spent_step_by_step(path, tmp_path):
     recorded = load_recorded(path)
     r = replay(recorded, subscribers=[TraceWriter(tmp_path)])
@@ -85,7 +87,9 @@ def test_a_fork_continues_live_with_other_tools_and_budgets():
         """Run a shell command (a stub)."""
         return f"ran {command}"
 
-    model = ScriptedModel([reply(None, ("bash", {"command": "ls"})), reply(None, ("bash", {"command": "pwd"})), reply("done")])
+    model = ScriptedModel(
+        [reply(None, ("bash", {"command": "ls"})), reply(None, ("bash", {"command": "pwd"})), reply("done")]
+    )
     f = fork(recorded, at_step=3, model=model, tools=[bash], max_steps=2, max_cost=None)
     result = _run(f)
     assert isinstance(result, Stopped) and result.reason == "step limit"
@@ -115,7 +119,9 @@ def test_fork_curve_draws_the_parent_and_the_fork_from_the_fork_point(tmp_path):
     from agentlab import plots
 
     recorded = load_recorded(MINI)
-    f = fork(recorded, at_step=4, model=ScriptedModel([reply("done")]), max_cost=None, subscribers=[TraceWriter(tmp_path)])
+    f = fork(
+        recorded, at_step=4, model=ScriptedModel([reply("done")]), max_cost=None, subscribers=[TraceWriter(tmp_path)]
+    )
     _run(f)
     forked = load_run(f.run_id, tmp_path)
     ax = plots.fork_curve(recorded, forked)
@@ -132,7 +138,13 @@ def test_a_fork_after_a_final_reply_asks_what_to_do_next():
     recorded = load_recorded(SUBAGENT)  # ends with the subagent's answer
     with pytest.raises(ValueError, match="task="):
         fork(recorded, at_step=len(recorded), model=ScriptedModel([reply("ok")]), max_cost=None)
-    f = fork(recorded, at_step=len(recorded), task="Now summarise it in one line.", model=ScriptedModel([reply("ok")]), max_cost=None)
+    f = fork(
+        recorded,
+        at_step=len(recorded),
+        task="Now summarise it in one line.",
+        model=ScriptedModel([reply("ok")]),
+        max_cost=None,
+    )
     assert f.messages[-1] == {"role": "user", "content": "Now summarise it in one line."}
 
 
@@ -148,7 +160,9 @@ def test_replay_tools_false_runs_the_tools_you_give_instead_of_the_record():
 
     r = replay(recorded, replay_tools=False, tools=[bash])
     _run(r)
-    assert ran == [c["args"]["command"] for c in recorded.calls.to_dict("records")][: len(ran)] and len(ran) == len(recorded)
+    assert ran == [c["args"]["command"] for c in recorded.calls.to_dict("records")][: len(ran)] and len(ran) == len(
+        recorded
+    )
     assert r.spent == recorded.summary["cost"]  # the replies, and so the spend, are still the record's
 
 

@@ -37,8 +37,15 @@ SCRIPT = [
 
 
 def a_finished_run(folder) -> al.Done:
-    result = al.run("Refund the broken mugs from order 7", [get_order, refund], model=al.ScriptedModel(SCRIPT),
-                    trace=folder, max_cost=0.5, system="You are a careful support agent.", clock=al.FakeClock())
+    result = al.run(
+        "Refund the broken mugs from order 7",
+        [get_order, refund],
+        model=al.ScriptedModel(SCRIPT),
+        trace=folder,
+        max_cost=0.5,
+        system="You are a careful support agent.",
+        clock=al.FakeClock(),
+    )
     assert isinstance(result, al.Done)
     return result
 
@@ -74,7 +81,7 @@ def test_the_exported_notebook_validates_and_has_a_cell_per_step(tmp_path):
     steps = [c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## Step ")]
     assert [c.source.splitlines()[0] for c in steps] == [f"## Step {k}" for k in range(1, 6)]
     assert "Order 9 not found" in steps[0].source and "recoverable" in steps[0].source
-    assert 'broken \\| chipped `mug`' in steps[3].source  # a pipe cannot break the table, a backtick not the code span
+    assert "broken \\| chipped `mug`" in steps[3].source  # a pipe cannot break the table, a backtick not the code span
     assert nb.metadata["agentlab"]["run_id"] == done.run_id
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert f"agentlab.load_run({done.run_id!r}" in code and "cost_curve" in code
@@ -108,8 +115,9 @@ def test_the_exported_notebook_runs_in_a_real_kernel_and_plots_the_cost_curve(tm
     done = a_finished_run(tmp_path / "runs")
     out = export_notebook(done.run_id, tmp_path / "run.ipynb", runs=tmp_path / "runs")
     nb = nbformat.read(str(out), as_version=4)
-    nbclient.NotebookClient(nb, timeout=240, kernel_name="python3",
-                            resources={"metadata": {"path": str(tmp_path)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     texts = " ".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
@@ -128,8 +136,13 @@ def test_a_bug_in_a_tool_is_reported_with_its_traceback(tmp_path):
         table = {"one": 1}
         return str(table[text])  # KeyError on anything else: a bug
 
-    stopped = al.run("parse", [parse], model=al.ScriptedModel([reply(None, ("parse", {"text": "two"}))]),
-                     trace=tmp_path, max_cost=None)
+    stopped = al.run(
+        "parse",
+        [parse],
+        model=al.ScriptedModel([reply(None, ("parse", {"text": "two"}))]),
+        trace=tmp_path,
+        max_cost=None,
+    )
     assert stopped.reason == "fatal"
     text = report_text(stopped.run_id, tmp_path)
     assert "KeyError: 'two'" in text and "return str(table[text])" in text

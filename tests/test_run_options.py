@@ -40,9 +40,7 @@ def test_every_way_of_starting_a_run_takes_the_same_typed_options(
     where: str, fn: object, names: tuple[str, ...]
 ) -> None:
     params = inspect.signature(fn).parameters  # type: ignore[arg-type]
-    assert not [p for p in params.values() if p.kind is p.VAR_KEYWORD], (
-        f"{where} hides options behind **kwargs"
-    )
+    assert not [p for p in params.values() if p.kind is p.VAR_KEYWORD], f"{where} hides options behind **kwargs"
     for name in names:
         assert name in params, f"{where} does not take {name}"
         p = params[name]
@@ -53,10 +51,7 @@ def test_every_way_of_starting_a_run_takes_the_same_typed_options(
         assert p.default == getattr(DEFAULTS, name), (
             f"{where}: {name} defaults to {p.default!r}, not {getattr(DEFAULTS, name)!r}"
         )
-    assert (
-        params["model"].annotation == "Model | str"
-        and params["model"].default is inspect.Parameter.empty
-    )
+    assert params["model"].annotation == "Model | str" and params["model"].default is inspect.Parameter.empty
 
 
 def test_the_limits_default_to_the_budget_defaults() -> None:
@@ -121,9 +116,7 @@ def test_mypy_types_a_user_script(tmp_path: Path) -> None:
     assert 'Revealed type is "agentlab.results.Done | agentlab.results.Stopped"' in out
     assert "-> agentlab.lab.Lab" in out  # a lazily loaded name is typed too
     assert 'Unexpected keyword argument "max_stepz" for "run"; did you mean "max_steps"?' in out
-    assert (
-        'Argument "max_cost" to "run" has incompatible type "str"; expected "float | None"' in out
-    )
+    assert 'Argument "max_cost" to "run" has incompatible type "str"; expected "float | None"' in out
     assert 'Unexpected keyword argument "max_stepz" for "run" of "Lab"' in out
 
 

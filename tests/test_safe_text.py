@@ -18,9 +18,17 @@ from agentlab.experiments.grid import Config
 from agentlab.experiments.results import ExperimentResult
 
 MARKDOWN_ATTACKS = [
-    "![m](http://127.0.0.1:9/leak?k=v)", "[j](javascript:alert(1))", "<img src=x onerror=alert(1)>",
-    "<http://127.0.0.1:9/autolink>", "www.example.com", "http://127.0.0.1:9/bare", "![r][ref]\n\n[ref]: http://x/y",
-    "**bold** _em_ `code` # heading", "| a | b |", "&lt;script&gt;", "$x$ \\(y\\)",
+    "![m](http://127.0.0.1:9/leak?k=v)",
+    "[j](javascript:alert(1))",
+    "<img src=x onerror=alert(1)>",
+    "<http://127.0.0.1:9/autolink>",
+    "www.example.com",
+    "http://127.0.0.1:9/bare",
+    "![r][ref]\n\n[ref]: http://x/y",
+    "**bold** _em_ `code` # heading",
+    "| a | b |",
+    "&lt;script&gt;",
+    "$x$ \\(y\\)",
 ]
 
 
@@ -42,8 +50,9 @@ def test_a_markdown_table_cell_stays_one_literal_code_span(text):
 
 
 def test_html_text_escapes_for_elements_and_quoted_attributes():
-    assert html_text("e'><img src=x onerror=alert(1)> \"$5\"") == (
-        "e&#x27;&gt;&lt;img src=x onerror=alert(1)&gt; &quot;&#36;5&quot;")
+    assert html_text('e\'><img src=x onerror=alert(1)> "$5"') == (
+        "e&#x27;&gt;&lt;img src=x onerror=alert(1)&gt; &quot;&#36;5&quot;"
+    )
 
 
 def test_terminal_text_shows_control_sequences_instead_of_sending_them():
@@ -58,8 +67,9 @@ def test_reprs_printed_to_a_terminal_hold_no_control_character(tmp_path):
         """Answer with a clipboard write."""
         return "\x1b]52;c;cm0gLXJm\x07 done"
 
-    done = al.run("q", [hostile], model=al.ScriptedModel([reply(None, ("hostile", {})), reply("\x1b]0;t\x07")]),
-                  trace=tmp_path)
+    done = al.run(
+        "q", [hostile], model=al.ScriptedModel([reply(None, ("hostile", {})), reply("\x1b]0;t\x07")]), trace=tmp_path
+    )
     trace = al.load_run(done.run_id, tmp_path)
     for text in (repr(trace), repr(trace.step(1)), repr(al.load_runs(tmp_path))):
         assert "\x1b" not in text and "\x07" not in text

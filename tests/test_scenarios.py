@@ -36,8 +36,19 @@ def test_every_scenario_ends_with_its_expected_reason(name):
 def test_the_registry_covers_the_ten_lessons_in_order():
     """Thirteen scenarios (lessons with a contrasting variant), in the article's order."""
     assert scenarios.names() == [
-        "parallel-lookups", "ping-pong", "growing-context", "hanging-tool", "repeat-recovers", "repeat-forever",
-        "permission-denied", "permission-probing", "approval-denied", "flaky-upstream", "not-found-hint", "parallel-writes", "truncated",
+        "parallel-lookups",
+        "ping-pong",
+        "growing-context",
+        "hanging-tool",
+        "repeat-recovers",
+        "repeat-forever",
+        "permission-denied",
+        "permission-probing",
+        "approval-denied",
+        "flaky-upstream",
+        "not-found-hint",
+        "parallel-writes",
+        "truncated",
     ]
     for s in scenarios.all():
         assert s.lesson.endswith(".") and s.title and s.task
@@ -139,7 +150,12 @@ def test_permission_denial_is_fatal_and_the_model_is_never_told():
     result, rec, setup = run_scenario("permission-denied", **FAST)
     assert result.reason == "fatal" and "PermissionDenied" in result.detail
     assert result.model_calls == 2 and [c["tool"] for c in finished_calls(rec)] == ["get_order", "refund_order"]
-    assert all(b.get("type") != "tool_result" or "denied" not in str(b) for m in result.messages for b in m["content"] if isinstance(m["content"], list))
+    assert all(
+        b.get("type") != "tool_result" or "denied" not in str(b)
+        for m in result.messages
+        for b in m["content"]
+        if isinstance(m["content"], list)
+    )
     assert setup.shop.get_order(1042)["notes"] == []
 
 
@@ -164,10 +180,14 @@ def test_flaky_upstream_is_retried_and_the_model_sees_only_the_answer():
 
 
 def test_not_found_hint_leads_to_the_right_order():
-    """"No order 1402" with its hint leads to search_orders(customer_id=7), then get_order(1042)."""
+    """ "No order 1402" with its hint leads to search_orders(customer_id=7), then get_order(1042)."""
     result, rec, _ = run_scenario("not-found-hint", **FAST)
     calls = [(c["tool"], c["args"]) for c in finished_calls(rec)]
-    assert calls == [("get_order", {"order_id": 1402}), ("search_orders", {"customer_id": 7}), ("get_order", {"order_id": 1042})]
+    assert calls == [
+        ("get_order", {"order_id": 1402}),
+        ("search_orders", {"customer_id": 7}),
+        ("get_order", {"order_id": 1042}),
+    ]
     assert finished_calls(rec)[0]["outcome"] == "recoverable"
     assert "meant order 1042" in result.text
 

@@ -23,7 +23,10 @@ def test_database_is_created_from_the_shipped_sql_on_first_use(tmp_path):
     path = tmp_path / "db" / "shop.sqlite"
     Shop(path)
     con = sqlite3.connect(path)
-    counts = {t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0] for t in ("customers", "orders", "shipments", "refunds")}
+    counts = {
+        t: con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+        for t in ("customers", "orders", "shipments", "refunds")
+    }
     con.close()
     assert counts == {"customers": 40, "orders": 240, "shipments": 215, "refunds": 1}
     assert "CREATE TABLE orders" in schema_sql()
@@ -102,7 +105,12 @@ def test_setting_status_refunded_is_the_same_permission():
 def test_tools_declare_read_and_write_modes_and_validate_status():
     """Reads may run together, writes run alone; an unknown status is refused by the schema."""
     tools = tools_by_name(Shop())
-    assert {n for n, t in tools.items() if t.mode == "read"} == {"get_order", "search_orders", "get_customer", "carrier_status"}
+    assert {n for n, t in tools.items() if t.mode == "read"} == {
+        "get_order",
+        "search_orders",
+        "get_customer",
+        "carrier_status",
+    }
     assert {n for n, t in tools.items() if t.mode == "write"} == {"update_order_status", "add_note", "refund_order"}
     with pytest.raises(al.ToolError, match="'status'"):
         tools["update_order_status"].validate({"order_id": 1042, "status": "lost"})
@@ -216,8 +224,11 @@ def test_search_text_is_matched_literally_not_as_a_like_pattern(tmp_path):
 def test_an_out_of_range_order_number_is_a_recoverable_error(tmp_path, order_id):
     """The model sees 'no such order' and can try again; the run is not stopped by an OverflowError."""
     shop = Shop(tmp_path / "shop.sqlite")
-    for call in (lambda: shop.get_order(order_id), lambda: shop.add_note(order_id, "x"),
-                 lambda: shop.update_order_status(order_id, "packed")):
+    for call in (
+        lambda: shop.get_order(order_id),
+        lambda: shop.add_note(order_id, "x"),
+        lambda: shop.update_order_status(order_id, "packed"),
+    ):
         with pytest.raises(al.ToolError, match="No order with an id that large"):
             call()
     with pytest.raises(al.ToolError, match="No customer"):

@@ -26,8 +26,13 @@ def test_a_shortened_text_fits_and_says_what_it_hid(text, width):
 
 
 def test_a_done_repr_no_longer_cuts_the_answer_mid_word():
-    done = agentlab.run("q", model=agentlab.ScriptedModel([agentlab.reply(
-        "The customer meant order 1042, not 1402. Order 1042 was packed late at the depot.")]), trace=False)
+    done = agentlab.run(
+        "q",
+        model=agentlab.ScriptedModel(
+            [agentlab.reply("The customer meant order 1042, not 1402. Order 1042 was packed late at the depot.")]
+        ),
+        trace=False,
+    )
     assert "was p..." not in repr(done) and "chars)" in repr(done)
 
 

@@ -32,9 +32,7 @@ def lookup(q: str) -> str:
 
 
 def parent_model(tool: str) -> al.ScriptedModel:
-    return al.ScriptedModel(
-        [al.reply(None, (tool, {"question": "why late?"})), al.reply("Done: the depot held it.")]
-    )
+    return al.ScriptedModel([al.reply(None, (tool, {"question": "why late?"})), al.reply("Done: the depot held it.")])
 
 
 def run_parent(tool, tmp_path, **options):
@@ -96,9 +94,7 @@ def test_a_run_started_inside_a_tool_is_linked_to_the_call_and_billed_to_the_par
         "tool_use_id": "toolu_0001",
     }
     own = sum(e["cost"] for e in parent_trace.records if e["kind"] == "model_called")
-    assert result.cost == pytest.approx(
-        own + child.cost
-    )  # the parent's cost includes its sub-run's
+    assert result.cost == pytest.approx(own + child.cost)  # the parent's cost includes its sub-run's
     assert result.input_tokens > child.input_tokens > 0  # and so do its tokens
     (sub,) = [e for e in parent_trace.records if e["kind"] == "sub_run"]
     assert (sub["run_id"], sub["tool_use_id"], sub["outcome"], sub["step"]) == (
@@ -115,9 +111,7 @@ def test_the_parents_trace_frames_and_cost_curve_include_the_sub_run(tmp_path):
     steps = load_run("parent", runs).steps
     assert steps["sub_run_cost"].tolist() == [pytest.approx(child.cost), 0.0]
     assert steps["cost"].sum() == pytest.approx(result.cost)
-    assert al.load_runs(runs).runs.set_index("run_id").loc["parent", "cost"] == pytest.approx(
-        result.cost
-    )
+    assert al.load_runs(runs).runs.set_index("run_id").loc["parent", "cost"] == pytest.approx(result.cost)
     ax = al.plots.cost_curve(steps)
     assert max(max(line.get_ydata()) for line in ax.get_lines()) == pytest.approx(result.cost)
 
@@ -127,9 +121,7 @@ def test_a_sub_run_reserves_from_the_parents_budget_and_never_passes_it(tmp_path
     (whose first call could cost $0.0068) is refused before it spends anything, and the parent goes on."""
     result, (child,), _ = run_parent("sync", tmp_path, max_cost=0.007)
     assert (child.outcome, child.reason, child.cost, child.steps) == ("stopped", "budget", 0.0, 0)
-    assert child.detail.startswith(
-        "the budget left to parent run parent cannot cover the next call (at least $0.0068)"
-    )
+    assert child.detail.startswith("the budget left to parent run parent cannot cover the next call (at least $0.0068)")
     assert isinstance(result, al.Done) and 0 < result.cost <= 0.007
     roomy, (funded,), _ = run_parent("sync", tmp_path / "roomy", max_cost=0.01)
     assert isinstance(funded, al.Done) and funded.cost < roomy.cost <= 0.01
@@ -165,9 +157,7 @@ def test_sub_runs_reserve_through_the_parents_own_ledger(tmp_path):
 
 
 def test_a_run_made_outside_any_tool_is_not_a_sub_run(tmp_path):
-    first = al.run(
-        "hi", model=al.ScriptedModel([al.reply("a")]), trace=tmp_path, clock=al.FakeClock()
-    )
+    first = al.run("hi", model=al.ScriptedModel([al.reply("a")]), trace=tmp_path, clock=al.FakeClock())
     assert "parent" not in load_run(first.run_id, tmp_path).started
 
 
@@ -178,9 +168,7 @@ def test_a_sub_run_cannot_spend_once_its_parent_has_ended(tmp_path):
     @al.tool(mode="read")
     def ask_later(question: str) -> str:
         """Make a sub-agent and leave it for later."""
-        made.append(
-            al.Run(CHILD_TASK, [lookup], model=child_model(), prices=PRICES, clock=al.FakeClock())
-        )
+        made.append(al.Run(CHILD_TASK, [lookup], model=child_model(), prices=PRICES, clock=al.FakeClock()))
         return "queued"
 
     result = al.run(
@@ -194,9 +182,7 @@ def test_a_sub_run_cannot_spend_once_its_parent_has_ended(tmp_path):
     )
     late = asyncio.run(made[0].run())
     assert (late.reason, late.cost, late.steps) == ("budget", 0.0, 0)
-    assert late.detail.startswith(
-        "the budget left to parent run gone (which has ended) cannot cover the next call"
-    )
+    assert late.detail.startswith("the budget left to parent run gone (which has ended) cannot cover the next call")
     assert result.cost > 0
 
 
@@ -234,10 +220,7 @@ def test_sub_runs_started_by_parallel_calls_of_one_turn_all_add_up(tmp_path):
     )
     trace = load_run("two", tmp_path)
     subs = [e for e in trace.records if e["kind"] == "sub_run"]
-    assert (
-        sorted(e["tool_use_id"] for e in subs) == ["toolu_0001", "toolu_0002"]
-        and len(children) == 2
-    )
+    assert sorted(e["tool_use_id"] for e in subs) == ["toolu_0001", "toolu_0002"] and len(children) == 2
     own = sum(e["cost"] for e in trace.records if e["kind"] == "model_called")
     assert result.cost == pytest.approx(own + sum(c.cost for c in children))
     assert trace.steps["sub_run_cost"].tolist() == [

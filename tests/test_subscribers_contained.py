@@ -20,8 +20,16 @@ class Custom(BaseException):
 
 
 RAISED = [SystemExit(1), GeneratorExit(), asyncio.CancelledError(), Custom("boom"), ValueError("bad"), StopIteration()]
-KINDS = ["run_started", "model_request", "model_called", "tool_started", "tool_finished", "tool_results",
-         "step_finished", "run_finished"]
+KINDS = [
+    "run_started",
+    "model_request",
+    "model_called",
+    "tool_started",
+    "tool_finished",
+    "tool_results",
+    "step_finished",
+    "run_finished",
+]
 
 
 @al.tool
@@ -39,8 +47,15 @@ def _run(folder, *subscribers, **options):
     model = al.ScriptedModel([reply(None, ("lookup", {"order_id": 7})), reply("shipped")])
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        result = al.run("where is 7?", [lookup], model=model, trace=folder, subscribers=list(subscribers),
-                        clock=al.FakeClock(), **options)
+        result = al.run(
+            "where is 7?",
+            [lookup],
+            model=model,
+            trace=folder,
+            subscribers=list(subscribers),
+            clock=al.FakeClock(),
+            **options,
+        )
     return result, [str(w.message) for w in caught]
 
 
@@ -61,7 +76,9 @@ def test_a_subscriber_raising_anything_leaves_the_run_a_result_and_the_trace_who
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_a_keyboard_interrupt_from_a_subscriber_ends_the_run_cancelled_after_every_subscriber_heard_the_event(tmp_path, kind):
+def test_a_keyboard_interrupt_from_a_subscriber_ends_the_run_cancelled_after_every_subscriber_heard_the_event(
+    tmp_path, kind
+):
     """Taken as a Ctrl-C, at any event: from the step's own task or from a tool call's (where, raised, it
     would tear through the event loop and out of run())."""
 
@@ -88,8 +105,17 @@ def test_a_subscriber_blocking_on_run_finished_counts_in_the_overrun_of_the_resu
             clock.advance(2.0)  # a flush to a collector that does not answer
 
     model = al.ScriptedModel([reply(None, ("lookup", {"order_id": 7})), reply("shipped")])
-    result = al.run("where is 7?", [lookup], model=model, trace=tmp_path, subscribers=[blocking_exporter],
-                    clock=clock, deadline_s=1.0)
+    result = al.run(
+        "where is 7?",
+        [lookup],
+        model=model,
+        trace=tmp_path,
+        subscribers=[blocking_exporter],
+        clock=clock,
+        deadline_s=1.0,
+    )
     assert result.reason == "deadline"
-    assert result.overrun_s == pytest.approx(3.0)  # 4 s worked against a 1 s deadline, not the 1 s seen before the flush
+    assert result.overrun_s == pytest.approx(
+        3.0
+    )  # 4 s worked against a 1 s deadline, not the 1 s seen before the flush
     assert _trace(tmp_path)[-1]["overrun_s"] == pytest.approx(3.0)

@@ -21,15 +21,23 @@ from agentlab import reply
 from agentlab.testing import MessagesServer
 
 REPO = Path(__file__).resolve().parents[1]
-HOSTILE = "\x1b]52;c;cm0gLXJmIH4=\x07 \x1b]0;pwned\x07 \x1b[2J\x1b[H\x1b[31m red \rover \x9b1;1H \x1bP+q\x1b\\ \u202eevil"
+HOSTILE = (
+    "\x1b]52;c;cm0gLXJmIH4=\x07 \x1b]0;pwned\x07 \x1b[2J\x1b[H\x1b[31m red \rover \x9b1;1H \x1bP+q\x1b\\ \u202eevil"
+)
 CONTROLS = [b"\x1b", b"\x07", b"\r\x20", "\x9b".encode(), b"\xc2\x9b", "\u202e".encode()]
 
 
 def on_a_terminal(args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, bytes]:
     """Run ``python -m agentlab.cli ARGS`` with stdout and stderr on a pty; return (status, every byte written)."""
     master, slave = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "agentlab.cli", *args], stdin=subprocess.DEVNULL, stdout=slave,
-                            stderr=slave, env={**os.environ, "PYTHONPATH": str(REPO), **env}, cwd=cwd)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "agentlab.cli", *args],
+        stdin=subprocess.DEVNULL,
+        stdout=slave,
+        stderr=slave,
+        env={**os.environ, "PYTHONPATH": str(REPO), **env},
+        cwd=cwd,
+    )
     os.close(slave)
     chunks: list[bytes] = []
 
@@ -59,11 +67,14 @@ def assert_inert(shown: bytes) -> None:
 
 
 def test_agentlab_run_shows_the_models_control_sequences_without_sending_them(tmp_path):
-    with MessagesServer([reply(f"Looking it up. {HOSTILE}", ("get_order", {"order_id": 1042})),
-                         reply(f"Order 1042 is late. {HOSTILE}")]) as server:
+    with MessagesServer(
+        [reply(f"Looking it up. {HOSTILE}", ("get_order", {"order_id": 1042})), reply(f"Order 1042 is late. {HOSTILE}")]
+    ) as server:
         status, shown = on_a_terminal(
             ["run", f"Why was order 1042 late? {HOSTILE}", "--runs", str(tmp_path / "runs")],
-            {"ANTHROPIC_API_KEY": "sk-ant-test-terminal", "ANTHROPIC_BASE_URL": server.url}, tmp_path)
+            {"ANTHROPIC_API_KEY": "sk-ant-test-terminal", "ANTHROPIC_BASE_URL": server.url},
+            tmp_path,
+        )
     assert status == 0, shown.decode(errors="replace")
     assert b"done: done" in shown
     assert_inert(shown)
@@ -80,7 +91,9 @@ def test_agentlab_report_shows_a_tools_control_sequences_without_sending_them(tm
         """Fails."""
         raise al.ToolError(f"no such thing {HOSTILE}")
 
-    model = al.ScriptedModel([reply(HOSTILE, ("lookup", {"order_id": 7}), ("broken", {})), reply(f"Shipped. {HOSTILE}")])
+    model = al.ScriptedModel(
+        [reply(HOSTILE, ("lookup", {"order_id": 7}), ("broken", {})), reply(f"Shipped. {HOSTILE}")]
+    )
     done = al.run(f"where is 7? {HOSTILE}", [lookup, broken], model=model, trace=tmp_path / "runs", system=HOSTILE)
     assert isinstance(done, al.Done)
     status, shown = on_a_terminal(["report", done.run_id, "--runs", str(tmp_path / "runs")], {}, tmp_path)

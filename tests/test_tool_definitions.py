@@ -97,8 +97,13 @@ def test_timeouts_of_any_real_type_become_floats():
 
 @pytest.mark.parametrize(
     ("kwargs", "match"),
-    [({"max_attempts": 0}, "max_attempts"), ({"max_attempts": True}, "max_attempts"), ({"max_attempts": 1.5}, "max_attempts"),
-     ({"base_delay": -1}, "base_delay"), ({"max_delay": math.inf}, "max_delay")],
+    [
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"max_attempts": True}, "max_attempts"),
+        ({"max_attempts": 1.5}, "max_attempts"),
+        ({"base_delay": -1}, "base_delay"),
+        ({"max_delay": math.inf}, "max_delay"),
+    ],
 )
 def test_bad_retry_settings_are_refused(kwargs, match):
     with pytest.raises(ValueError, match=match):

@@ -31,7 +31,9 @@ def test_tool_error_reaches_the_model_with_its_hint():
     result, rec, seen = run_with([get_order], [reply(None, ("get_order", {"order_id": 9})), reply("ok")])
     block = last_tool_results(seen.requests[1])[0]
     assert block == {
-        "type": "tool_result", "tool_use_id": block["tool_use_id"], "is_error": True,
+        "type": "tool_result",
+        "tool_use_id": block["tool_use_id"],
+        "is_error": True,
         "content": "Order 9 not found. Next step: search_orders by customer email to find the number.",
     }
     assert rec.of("tool_finished")[0].data["outcome"] == "recoverable"
@@ -54,11 +56,15 @@ def test_retryable_errors_are_retried_invisibly_with_exact_backoff():
     rng = random.Random(7)
     expected_rng = random.Random(7)
     expected = [1.0 * (1 - 0.5 * expected_rng.random()), 2.0 * (1 - 0.5 * expected_rng.random())]
-    result, rec, seen = run_with([upstream], [reply(None, ("upstream", {})), reply("ok")], clock=clock, policy=policy, rng=rng)
+    result, rec, seen = run_with(
+        [upstream], [reply(None, ("upstream", {})), reply("ok")], clock=clock, policy=policy, rng=rng
+    )
     assert len(attempts) == 3
     assert clock.sleeps == pytest.approx(expected)
     assert last_tool_results(seen.requests[1])[0] == {
-        "type": "tool_result", "tool_use_id": last_tool_results(seen.requests[1])[0]["tool_use_id"], "content": "fresh data",
+        "type": "tool_result",
+        "tool_use_id": last_tool_results(seen.requests[1])[0]["tool_use_id"],
+        "content": "fresh data",
     }
     finished = rec.of("tool_finished")[0].data
     assert finished["outcome"] == "retried" and finished["attempts"] == 3
@@ -89,9 +95,13 @@ def test_when_retries_run_out_the_model_hears_it_as_recoverable():
         raise ConnectionError("connection reset by peer")
 
     clock = al.FakeClock()
-    result, rec, seen = run_with([down], [reply(None, ("down", {})), reply("gave up")], clock=clock, policy=al.Policy(max_attempts=3))
+    result, rec, seen = run_with(
+        [down], [reply(None, ("down", {})), reply("gave up")], clock=clock, policy=al.Policy(max_attempts=3)
+    )
     block = last_tool_results(seen.requests[1])[0]
-    assert block["is_error"] and "ConnectionError: connection reset by peer (gave up after 3 attempts)" in block["content"]
+    assert (
+        block["is_error"] and "ConnectionError: connection reset by peer (gave up after 3 attempts)" in block["content"]
+    )
     assert len(clock.sleeps) == 2 and isinstance(result, al.Done)
 
 
@@ -128,7 +138,12 @@ def test_a_tools_own_timeout_is_retryable():
 
 @pytest.mark.parametrize(
     "exc",
-    [al.PermissionDenied("role 'refunds' required"), PermissionError("EACCES /etc/shadow"), al.AuthenticationFailed("bad key"), al.FatalError("disk gone")],
+    [
+        al.PermissionDenied("role 'refunds' required"),
+        PermissionError("EACCES /etc/shadow"),
+        al.AuthenticationFailed("bad key"),
+        al.FatalError("disk gone"),
+    ],
 )
 def test_fatal_errors_stop_the_run_and_the_model_is_never_called_again(exc):
     """A permission denial (and every fatal error) ends the run; zero model calls follow."""
@@ -185,7 +200,9 @@ def test_an_unclassified_exception_is_a_bug_fatal_with_traceback_in_the_trace():
     assert result.reason == "fatal" and isinstance(result.error, KeyError)
     err = rec.of("tool_finished")[0].data["error"]
     assert err["type"] == "KeyError" and 'return {}["missing"]' in err["traceback"]
-    result, _, seen = run_with([buggy], [reply(None, ("buggy", {})), reply("ok")], policy=al.Policy(unclassified="recoverable"))
+    result, _, seen = run_with(
+        [buggy], [reply(None, ("buggy", {})), reply("ok")], policy=al.Policy(unclassified="recoverable")
+    )
     assert isinstance(result, al.Done) and "KeyError" in last_tool_results(seen.requests[1])[0]["content"]
 
 

@@ -70,8 +70,11 @@ def test_a_write_runs_alone_between_reads_and_the_read_after_sees_it():
         return "updated"
 
     seen = Seen(
-        lambda m, t: reply(None, ("get_status", {}), ("set_status", {"status": "shipped"}), ("get_status", {}))
-        if len(m) == 1 else reply("done")
+        lambda m, t: (
+            reply(None, ("get_status", {}), ("set_status", {"status": "shipped"}), ("get_status", {}))
+            if len(m) == 1
+            else reply("done")
+        )
     )
     al.run("q", [get_status, set_status], model=al.FunctionModel(seen), trace=False, loop_nudge_at=5)
     assert [b["content"] for b in last_tool_results(seen.requests[1])] == ["late", "updated", "shipped"]

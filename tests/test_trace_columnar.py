@@ -54,14 +54,10 @@ def assert_same_frames(logs: al.Traces, store: al.Traces) -> None:
         for col in x.columns:
             assert x[col].dtype == y[col].dtype, (name, col, x[col].dtype, y[col].dtype)
             if x[col].dtype == object or str(x[col].dtype) == "json":
-                bad = [
-                    i for i, (a, b) in enumerate(zip(x[col], y[col], strict=True)) if not same(a, b)
-                ]
+                bad = [i for i, (a, b) in enumerate(zip(x[col], y[col], strict=True)) if not same(a, b)]
                 assert not bad, (name, col, bad[:3], x[col].iloc[bad[0]], y[col].iloc[bad[0]])
             else:
-                pd.testing.assert_series_equal(
-                    x[col], y[col], check_exact=True, obj=f"{name}.{col}"
-                )
+                pd.testing.assert_series_equal(x[col], y[col], check_exact=True, obj=f"{name}.{col}")
 
 
 def from_logs(folder: Path) -> al.Traces:
@@ -103,9 +99,7 @@ def native_runs(folder: Path) -> None:
         run_id="cut",
     )
     log = folder / f"{cut.run_id}.jsonl"
-    log.write_bytes(
-        b"".join(log.read_bytes().splitlines(keepends=True)[:-3])
-    )  # died before it finished
+    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:-3]))  # died before it finished
     sub_run(folder)
 
 
@@ -165,9 +159,7 @@ def test_the_store_gives_the_same_frames_as_the_logs_on_every_fixture(fixtures, 
     assert stored._stored and not stored._by_id  # read from the store, no log parsed
     assert_same_frames(logs, stored)
     one = logs.runs["run_id"].iloc[-1]
-    assert (
-        stored.run(one).messages == logs.run(one).messages
-    )  # a run's Trace: read from its log when asked for
+    assert stored.run(one).messages == logs.run(one).messages  # a run's Trace: read from its log when asked for
     assert [t.run_id for t in stored] == [t.run_id for t in logs]
 
 
@@ -346,9 +338,7 @@ def test_sql_answers_over_the_store_and_counts_runs_not_stored_yet(tmp_path):
         al.run(
             f"t{i}",
             [lookup],
-            model=al.ScriptedModel(
-                [reply(None, ("lookup", {"key": "k"})), reply("done")], model=model
-            ),
+            model=al.ScriptedModel([reply(None, ("lookup", {"key": "k"})), reply("done")], model=model),
             trace=folder,
             prices=PRICES,
             max_cost=1.0,
@@ -442,9 +432,7 @@ def test_runs_stored_as_they_finish_are_merged_so_the_files_stay_few(tmp_path):
             max_cost=None,
             run_id=f"r{i:03d}",
         )
-    tiers = sorted(
-        p.name.split("-")[1] for p in (folder / "_store" / "runs").glob("day=*/part-*.parquet")
-    )
+    tiers = sorted(p.name.split("-")[1] for p in (folder / "_store" / "runs").glob("day=*/part-*.parquet"))
     assert tiers == ["0"] * 8 + ["1"] * 2
     stored = al.load_runs(folder)
     assert len(stored._stored) == 40

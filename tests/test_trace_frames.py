@@ -89,7 +89,13 @@ def test_runs_and_steps_rows_match_the_result_the_run_returned(tmp_path):
     done = a_run(tmp_path, script)
     t = al.load_run(done.run_id, tmp_path)
     row = t.runs.iloc[0]
-    assert (row["run_id"], row["outcome"], row["reason"], row["steps"], row["model_calls"]) == (done.run_id, "done", "done", 4, 4)
+    assert (row["run_id"], row["outcome"], row["reason"], row["steps"], row["model_calls"]) == (
+        done.run_id,
+        "done",
+        "done",
+        4,
+        4,
+    )
     assert row["cost"] == pytest.approx(done.cost)
     assert row["task"] == "look things up" and row["model"] == "claude-sonnet-4-5"
     assert (row["max_steps"], row["max_cost"], row["deadline_s"]) == (8.0, 1.0, 60.0)
@@ -106,11 +112,21 @@ def test_runs_and_steps_rows_match_the_result_the_run_returned(tmp_path):
 
 def test_reported_usage_with_cache_tokens_lands_in_its_own_columns(tmp_path):
     """A reply that reports cache writes and reads fills the cache columns and the context size."""
-    usage = {"input_tokens": 100, "output_tokens": 20, "cache_creation_input_tokens": 400, "cache_read_input_tokens": 900}
+    usage = {
+        "input_tokens": 100,
+        "output_tokens": 20,
+        "cache_creation_input_tokens": 400,
+        "cache_read_input_tokens": 900,
+    }
     a_run(tmp_path, [reply("cached", usage=usage)])
     t = al.load_runs(tmp_path)
     s = t.steps.iloc[0]
-    assert (s["input_tokens"], s["output_tokens"], s["cache_write_tokens"], s["cache_read_tokens"]) == (100, 20, 400, 900)
+    assert (s["input_tokens"], s["output_tokens"], s["cache_write_tokens"], s["cache_read_tokens"]) == (
+        100,
+        20,
+        400,
+        900,
+    )
     assert s["context_tokens"] == 1400 and not s["estimated"]
     r = t.runs.iloc[0]
     assert (r["cache_write_tokens"], r["cache_read_tokens"]) == (400, 900)
@@ -128,8 +144,13 @@ def test_calls_frame_records_each_outcome_kind_with_attempts_and_times(tmp_path)
     assert stopped.reason == "fatal"
     calls = al.load_run(stopped.run_id, tmp_path).calls
     got = list(zip(calls["step"], calls["tool"], calls["outcome"], calls["attempts"], strict=True))
-    assert got == [(1, "lookup", "ok", 1), (1, "flaky", "retried", 3), (2, "lookup", "ok", 1),
-                   (3, "lookup", "nudged", 0), (4, "refund", "fatal", 1)]
+    assert got == [
+        (1, "lookup", "ok", 1),
+        (1, "flaky", "retried", 3),
+        (2, "lookup", "ok", 1),
+        (3, "lookup", "nudged", 0),
+        (4, "refund", "fatal", 1),
+    ]
     assert list(calls["mode"]) == ["read", "read", "read", "read", "write"]
     assert calls["args"].iloc[4] == {"order_id": 7}
     assert list(calls["is_error"]) == [False, False, False, False, True]  # a nudge repeats an ok result
@@ -203,8 +224,12 @@ def test_done_and_stopped_render_in_a_notebook_and_a_terminal(tmp_path):
 def test_the_args_column_turns_into_text_like_any_column(tmp_path):
     """``calls["args"].astype(str)`` (a notebook's way to key calls) gives each call's arguments as text,
     whatever pandas' string dtype is."""
-    r = al.run("q", [lookup], model=al.ScriptedModel([al.reply(None, ("lookup", {"key": "k1"})), al.reply("done")]),
-               trace=tmp_path)
+    r = al.run(
+        "q",
+        [lookup],
+        model=al.ScriptedModel([al.reply(None, ("lookup", {"key": "k1"})), al.reply("done")]),
+        trace=tmp_path,
+    )
     args = al.load_run(r.run_id, tmp_path).calls["args"]
     assert list(args.astype(str)) == [str({"key": "k1"})]
     assert args.astype(object).iloc[0] == {"key": "k1"}

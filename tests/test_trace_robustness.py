@@ -171,8 +171,19 @@ def test_a_lone_surrogate_is_escaped_not_dropped(tmp_path):
     assert e["text"] == "half an emoji: \ud83d!"
 
 
-GOOD = {"v": 1, "run_id": "r", "seq": 1, "step": 0, "t": 0.0, "kind": "run_started", "task": "t", "model": "m",
-        "budget": {"max_steps": 3}, "messages": [], "started_at": "2026-12-03T00:00:00+00:00"}
+GOOD = {
+    "v": 1,
+    "run_id": "r",
+    "seq": 1,
+    "step": 0,
+    "t": 0.0,
+    "kind": "run_started",
+    "task": "t",
+    "model": "m",
+    "budget": {"max_steps": 3},
+    "messages": [],
+    "started_at": "2026-12-03T00:00:00+00:00",
+}
 
 
 def _line(**kw) -> str:
@@ -183,8 +194,14 @@ def test_the_loader_skips_every_kind_of_bad_line_and_file_with_one_warning_each(
     """Invalid JSON, wrong shapes and types, a BOM, NaN, a directory and an unreadable file: everything readable loads."""
     good = json.dumps(GOOD)
     bad_lines = [
-        "{not json", "[1, 2]", "42", '"text"', "null",
-        _line(step="3"), _line(t="soon"), _line(kind=7),
+        "{not json",
+        "[1, 2]",
+        "42",
+        '"text"',
+        "null",
+        _line(step="3"),
+        _line(t="soon"),
+        _line(kind=7),
         json.dumps({**GOOD, "kind": "model_called", "usage": "lots", "content": []}),
         json.dumps({**GOOD, "kind": "model_called", "usage": {"input_tokens": "9"}, "content": []}),
         json.dumps({**GOOD, "kind": "tool_started", "call_id": 5}),
@@ -228,16 +245,49 @@ _json = st.recursive(
 )
 _event = st.fixed_dictionaries(
     {},
-    optional={"v": _json, "run_id": _json, "seq": _json, "step": _json, "t": _json, "usage": _json, "content": _json,
-              "call_id": _json, "budget": _json, "limits": _json, "start": _json, "end": _json, "args": _json,
-              "kind": st.sampled_from(["run_started", "model_called", "tool_started", "tool_finished", "tool_results",
-                                       "run_finished", "resumed", "model_request", "nudged"]) | _json},
+    optional={
+        "v": _json,
+        "run_id": _json,
+        "seq": _json,
+        "step": _json,
+        "t": _json,
+        "usage": _json,
+        "content": _json,
+        "call_id": _json,
+        "budget": _json,
+        "limits": _json,
+        "start": _json,
+        "end": _json,
+        "args": _json,
+        "kind": st.sampled_from(
+            [
+                "run_started",
+                "model_called",
+                "tool_started",
+                "tool_finished",
+                "tool_results",
+                "run_finished",
+                "resumed",
+                "model_request",
+                "nudged",
+            ]
+        )
+        | _json,
+    },
 )
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(lines=st.lists(st.one_of(st.binary(max_size=60), _event.map(lambda e: json.dumps(e).encode()),
-                                _json.map(lambda v: json.dumps(v).encode())), max_size=8))
+@given(
+    lines=st.lists(
+        st.one_of(
+            st.binary(max_size=60),
+            _event.map(lambda e: json.dumps(e).encode()),
+            _json.map(lambda v: json.dumps(v).encode()),
+        ),
+        max_size=8,
+    )
+)
 def test_the_loader_never_raises_on_random_bytes_and_random_json(tmp_path, lines):
     """Fuzz: whatever lines a trace folder holds, load_runs and all four frames come back."""
     folder = tmp_path / "fuzz"

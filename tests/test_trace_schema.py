@@ -30,9 +30,7 @@ HOLDS = {  # field type -> the column dtypes it can fill
 def test_the_schema_in_the_docs_is_the_one_the_code_defines():
     """docs/traces.md's schema block is generated: edit events.KINDS or frames.TABLES and it must be regenerated."""
     text = _docs.DOCS.read_text(encoding="utf-8")
-    assert _docs.current(text) == _docs.render(), (
-        "docs/traces.md is stale: run `python -m agentlab.trace._docs`"
-    )
+    assert _docs.current(text) == _docs.render(), "docs/traces.md is stale: run `python -m agentlab.trace._docs`"
 
 
 def test_every_event_kind_has_one_definition_and_every_column_reads_a_checked_field():
@@ -47,9 +45,7 @@ def test_every_event_kind_has_one_definition_and_every_column_reads_a_checked_fi
             kind, _, name = col.source.partition(".")
             fields = {**base, **{f.name: f for f in events.KINDS[EventKind(kind)].fields}}
             field = fields[name]
-            assert field.read, (
-                f"{table}.{col.name} reads {col.source}, which the reader does not check"
-            )
+            assert field.read, f"{table}.{col.name} reads {col.source}, which the reader does not check"
             assert col.dtype in HOLDS[field.type], (table, col.name, field.type)
     for table, columns in TABLES.items():
         pytest.importorskip("pyarrow")

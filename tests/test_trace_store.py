@@ -44,7 +44,14 @@ def test_every_event_is_on_disk_before_the_next_tool_runs(tmp_path):
     result = al.run("peek twice", [peek], model=model, trace=runs, max_cost=None)
     assert isinstance(result, al.Done)
     assert seen_by_tool[0] == ["run_started", "model_request", "model_called", "tool_started"]
-    assert seen_by_tool[1][-6:] == ["tool_finished", "tool_results", "step_finished", "model_request", "model_called", "tool_started"]
+    assert seen_by_tool[1][-6:] == [
+        "tool_finished",
+        "tool_results",
+        "step_finished",
+        "model_request",
+        "model_called",
+        "tool_started",
+    ]
 
 
 def test_every_event_carries_run_id_step_seq_time_kind_and_schema_version(tmp_path):
@@ -68,7 +75,9 @@ def test_every_event_carries_run_id_step_seq_time_kind_and_schema_version(tmp_pa
 
 def complete_lines(file: Path) -> list[dict]:
     """The whole lines written so far (the last one may still be in progress)."""
-    return [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines(keepends=True) if line.endswith("\n")]
+    return [
+        json.loads(line) for line in file.read_text(encoding="utf-8").splitlines(keepends=True) if line.endswith("\n")
+    ]
 
 
 CRASH_SCRIPT = textwrap.dedent(
@@ -95,17 +104,26 @@ def test_a_run_killed_mid_step_leaves_every_finished_step_readable(tmp_path):
     """SIGKILL a real process while its step-4 tool blocks: steps 1-3 load whole, step 4 shows the call that never returned."""
     runs = tmp_path / "runs"
     env = {**os.environ, "AGENTLAB_RUNS": str(runs), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen([sys.executable, "-c", CRASH_SCRIPT], env=env, stdin=subprocess.PIPE,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CRASH_SCRIPT],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
     file = runs / "crashme.jsonl"
     try:
         deadline = time.monotonic() + 120  # generous: a shared, noisy machine
         while time.monotonic() < deadline and proc.poll() is None:
-            if file.exists() and any(e["kind"] == "tool_started" and e["call_id"] == "toolu_0004" for e in complete_lines(file)):
+            if file.exists() and any(
+                e["kind"] == "tool_started" and e["call_id"] == "toolu_0004" for e in complete_lines(file)
+            ):
                 break
             time.sleep(0.05)
         else:
-            pytest.fail(f"the child never reached step 4 (exit {proc.poll()}): {proc.stderr.read().decode()[-2000:] if proc.poll() is not None else ''}")
+            pytest.fail(
+                f"the child never reached step 4 (exit {proc.poll()}): {proc.stderr.read().decode()[-2000:] if proc.poll() is not None else ''}"
+            )
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -163,21 +181,40 @@ def test_secrets_never_reach_a_trace_file(tmp_path, monkeypatch):
         raise al.RetryableError(f"503 from upstream (x-api-key: {SECRET_KEY})")
 
     args = {
-        "user": "ada", "password": "hunter2-secret-pw", "api_key": "ak-live-998877",
+        "user": "ada",
+        "password": "hunter2-secret-pw",
+        "api_key": "ak-live-998877",
         "headers": {"Authorization": "Bearer tok-55443322", "x-api-key": "raw-key-1234"},
     }
-    model = al.ScriptedModel([
-        reply(None, ("connect", args)),
-        reply(None, ("lookup", {"key": "order-7"})),
-        reply("done"),
-    ])
+    model = al.ScriptedModel(
+        [
+            reply(None, ("connect", args)),
+            reply(None, ("lookup", {"key": "order-7"})),
+            reply("done"),
+        ]
+    )
     clock = al.FakeClock()
-    result = al.run("connect with password=swordfish99", [connect, lookup], model=model, trace=tmp_path,
-                    max_cost=None, clock=clock, system=f"Use key {SECRET_KEY}")
+    result = al.run(
+        "connect with password=swordfish99",
+        [connect, lookup],
+        model=model,
+        trace=tmp_path,
+        max_cost=None,
+        clock=clock,
+        system=f"Use key {SECRET_KEY}",
+    )
     assert isinstance(result, al.Done)
     text = (tmp_path / f"{result.run_id}.jsonl").read_text(encoding="utf-8")
-    for secret in (SECRET_KEY, "correct-horse-battery", "hunter2-secret-pw", "ak-live-998877",
-                   "tok-55443322", "raw-key-1234", "abc.def.ghi123", "swordfish99"):
+    for secret in (
+        SECRET_KEY,
+        "correct-horse-battery",
+        "hunter2-secret-pw",
+        "ak-live-998877",
+        "tok-55443322",
+        "raw-key-1234",
+        "abc.def.ghi123",
+        "swordfish99",
+    ):
         assert secret not in text, secret
     assert "[redacted]" in text
     calls = al.load_run(result.run_id, tmp_path).calls
@@ -249,8 +286,14 @@ def test_the_messages_sent_at_each_step_are_rebuilt_exactly(tmp_path):
         reply("all done"),
     ]
     seen = Seen(lambda m, t: script[len(seen.requests) - 1])
-    result = al.run([{"role": "user", "content": [{"type": "text", "text": "find things"}]}], [search, save],
-                    model=al.FunctionModel(seen), trace=tmp_path, max_cost=None, max_steps=10)
+    result = al.run(
+        [{"role": "user", "content": [{"type": "text", "text": "find things"}]}],
+        [search, save],
+        model=al.FunctionModel(seen),
+        trace=tmp_path,
+        max_cost=None,
+        max_steps=10,
+    )
     assert isinstance(result, al.Done)
     trace = al.load_run(result.run_id, tmp_path)
     assert len(trace) == len(seen.requests) == len(script)
@@ -268,6 +311,7 @@ def test_result_trace_finds_a_run_written_to_a_custom_folder(tmp_path):
     trace = result.trace
     assert trace.file.parent == elsewhere.resolve()
     assert trace.outcome == "done" and trace.finished["text"] == "hello"
+
 
 _texts = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12)
 _calls = st.lists(st.tuples(st.sampled_from(["echo", "put", "fail"]), _texts), max_size=3)
@@ -289,8 +333,15 @@ def test_any_run_is_rebuilt_exactly_from_its_trace(tmp_path_factory, turns, answ
     script = [reply(text, *[(name, {"text": arg}) for name, arg in calls]) for text, calls in turns if calls]
     script.append(reply(answer))
     seen = Seen(lambda m, t: script[len(seen.requests) - 1])
-    result = al.run("go", [echo, put, al.tool(mode="read", name="fail")(fail)], model=al.FunctionModel(seen),
-                    trace=folder, max_cost=None, max_steps=len(script), loop_nudge_at=100)
+    result = al.run(
+        "go",
+        [echo, put, al.tool(mode="read", name="fail")(fail)],
+        model=al.FunctionModel(seen),
+        trace=folder,
+        max_cost=None,
+        max_steps=len(script),
+        loop_nudge_at=100,
+    )
     trace = al.load_run(result.run_id, folder)
     assert [trace.messages_at(k) for k in range(1, len(seen.requests) + 1)] == seen.requests
     assert len(trace.steps) == result.model_calls == len(seen.requests)
@@ -313,13 +364,40 @@ def test_traces_go_to_the_folder_named_by_the_environment_unless_an_argument_say
         _ = untraced.trace
 
 
-_WORDS = ["api", "key", "token", "tokens", "secret", "password", "passwd", "pwd", "auth", "oauth", "access", "session",
-          "client", "private", "signing", "user", "name", "id", "input", "max", "cookie", "bearer", "signature", "x"]
+_WORDS = [
+    "api",
+    "key",
+    "token",
+    "tokens",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "auth",
+    "oauth",
+    "access",
+    "session",
+    "client",
+    "private",
+    "signing",
+    "user",
+    "name",
+    "id",
+    "input",
+    "max",
+    "cookie",
+    "bearer",
+    "signature",
+    "x",
+]
 
 
 @settings(max_examples=300, deadline=None)
-@given(words=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3), sep=st.sampled_from(["_", "-", "", "."]),
-       camel=st.booleans())
+@given(
+    words=st.lists(st.sampled_from(_WORDS), min_size=1, max_size=3),
+    sep=st.sampled_from(["_", "-", "", "."]),
+    camel=st.booleans(),
+)
 def test_no_secret_field_name_slips_past_the_cheap_pretest(words, sep, camel):
     """Whenever a field name counts as secret, the writer's fast substring test sends the event to redaction."""
     from agentlab.redact import Redactor, is_secret_name

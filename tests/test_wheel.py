@@ -50,32 +50,64 @@ def installed(tmp_path_factory) -> Path:
         path = ROOT / name
         (shutil.copytree(path, src / name, ignore=ignore) if path.is_dir() else shutil.copy2(path, src / name))
     dist = base / "dist"
-    subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(src)],
-                   check=True, capture_output=True, timeout=300)
-    wheel, = dist.glob("agentlab_loop-*.whl")
+    subprocess.run(
+        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(dist), str(src)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = dist.glob("agentlab_loop-*.whl")
     venv = base / "venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
     bindir = venv / "bin"
-    site = subprocess.run([bindir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                          check=True, capture_output=True, text=True).stdout.strip()
+    site = subprocess.run(
+        [bindir / "python", "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     Path(site, "_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     clean = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a checkout on the path is not an install
-    subprocess.run([sys.executable, "-m", "pip", "--python", str(bindir / "python"), "install", "--no-deps", "--no-index",
-                    "--force-reinstall", "--quiet", str(wheel)], check=True, capture_output=True, timeout=300, env=clean)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "--python",
+            str(bindir / "python"),
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--force-reinstall",
+            "--quiet",
+            str(wheel),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+        env=clean,
+    )
     return bindir
 
 
 def run_in(folder: Path, *argv: str | Path, **kw) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "ANTHROPIC_API_KEY")}
     env["AGENTLAB_RUNS"] = str(folder / "runs")
-    return subprocess.run([str(a) for a in argv], cwd=folder, env=env, capture_output=True, text=True, timeout=300, **kw)
+    return subprocess.run(
+        [str(a) for a in argv], cwd=folder, env=env, capture_output=True, text=True, timeout=300, **kw
+    )
 
 
 def test_the_wheel_carries_licence_notice_types_notebooks_and_their_data(installed):
-    wheel, = installed.parent.parent.glob("dist/agentlab_loop-*.whl")
+    (wheel,) = installed.parent.parent.glob("dist/agentlab_loop-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
-    assert {"agentlab/py.typed", "agentlab/data/NOTICE.md", "agentlab/data/recorded/claude_code_multi_turn.jsonl",
-            "agentlab/data/recorded/ae4a77f8-aedd-4bc1-888f-c94edc91af04/subagents/agent-aac57f5.jsonl", "agentlab/data/shop.sql"} <= names
+    assert {
+        "agentlab/py.typed",
+        "agentlab/data/NOTICE.md",
+        "agentlab/data/recorded/claude_code_multi_turn.jsonl",
+        "agentlab/data/recorded/ae4a77f8-aedd-4bc1-888f-c94edc91af04/subagents/agent-aac57f5.jsonl",
+        "agentlab/data/shop.sql",
+    } <= names
     assert f"agentlab_loop-{VERSION}.dist-info/licenses/LICENSE" in names
     assert len([n for n in names if n.startswith("agentlab/_notebooks/") and n.endswith(".ipynb")]) == NOTEBOOKS
     metadata = zipfile.ZipFile(wheel).read(f"agentlab_loop-{VERSION}.dist-info/METADATA").decode()
@@ -84,7 +116,9 @@ def test_the_wheel_carries_licence_notice_types_notebooks_and_their_data(install
 
 
 def test_the_readme_first_example_runs_from_the_installed_wheel(installed, tmp_path):
-    where = run_in(tmp_path, installed / "python", "-c", "import agentlab; print(agentlab.__file__, agentlab.__version__)")
+    where = run_in(
+        tmp_path, installed / "python", "-c", "import agentlab; print(agentlab.__file__, agentlab.__version__)"
+    )
     assert where.returncode == 0, where.stderr
     path, version = where.stdout.split()
     assert Path(path).is_relative_to(installed.parent) and version == VERSION
@@ -105,10 +139,20 @@ def test_the_installed_command_knows_its_version_and_copies_the_notebooks_out(in
 
 def test_a_users_mypy_sees_a_typed_package(installed, tmp_path):
     pytest.importorskip("mypy")
-    (tmp_path / "user.py").write_text("import agentlab as al\n\n"
-                                      "result = al.run('hi', [], model=al.ScriptedModel([al.reply('x')]))\n"
-                                      "reveal_type(result)\n")
-    checked = run_in(tmp_path, sys.executable, "-m", "mypy", "--no-incremental", "--python-executable",
-                     installed / "python", "user.py")
+    (tmp_path / "user.py").write_text(
+        "import agentlab as al\n\n"
+        "result = al.run('hi', [], model=al.ScriptedModel([al.reply('x')]))\n"
+        "reveal_type(result)\n"
+    )
+    checked = run_in(
+        tmp_path,
+        sys.executable,
+        "-m",
+        "mypy",
+        "--no-incremental",
+        "--python-executable",
+        installed / "python",
+        "user.py",
+    )
     assert "missing library stubs" not in checked.stdout and "import-untyped" not in checked.stdout
     assert 'Revealed type is "agentlab.results.Done | agentlab.results.Stopped"' in checked.stdout, checked.stdout

@@ -74,8 +74,15 @@ def format_error(exc: BaseException) -> dict[str, str]:
 
 
 async def bounded(
-    work: Callable[[], Any], *, is_async: bool, where: str, time_left: float | None, own_timeout: float | None,
-    deadline_s: float | None, on_abandon: Callable[[], None], trusted: bool = False,
+    work: Callable[[], Any],
+    *,
+    is_async: bool,
+    where: str,
+    time_left: float | None,
+    own_timeout: float | None,
+    deadline_s: float | None,
+    on_abandon: Callable[[], None],
+    trusted: bool = False,
 ) -> Any:
     """Run ``work()`` (see :mod:`agentlab._runtime.isolate`) within the time left and the tool's own timeout.
 
@@ -91,7 +98,9 @@ async def bounded(
     limits = [x for x in (time_left, own_timeout) if x is not None]
     wait = max(0.0, min(limits)) if limits else None
     try:
-        outcome = await (inline(work, wait) if trusted and is_async else settle(start(work, is_async), wait, on_abandon))
+        outcome = await (
+            inline(work, wait) if trusted and is_async else settle(start(work, is_async), wait, on_abandon)
+        )
     except TimeoutError:
         if time_left is not None and wait is not None and time_left <= wait:
             raise DeadlineExceeded(f"still running when the {deadline_s:g}s deadline passed") from None
@@ -107,8 +116,13 @@ class CallRunner:
         self.sem = asyncio.Semaphore(max_concurrency)
         self.calls_per_tool: dict[str, int] = {}
         self.approver = Approver(
-            ctx.approve, stops_clock=ctx.approval_stops_clock, emit=ctx.emit, time_left=ctx.time_left,
-            now=ctx.clock.now, credit=ctx.credit or (lambda s: None), step=ctx.step,
+            ctx.approve,
+            stops_clock=ctx.approval_stops_clock,
+            emit=ctx.emit,
+            time_left=ctx.time_left,
+            now=ctx.clock.now,
+            credit=ctx.credit or (lambda s: None),
+            step=ctx.step,
         )
 
     async def batch(
@@ -155,7 +169,9 @@ class CallRunner:
         name, args, call_id = call["name"], call["input"], call["id"]
         tool = ctx.tools.get(name)
         start = ctx.elapsed()
-        ctx.emit(EventKind.TOOL_STARTED, call_id=call_id, tool=name, mode=tool.mode if tool else None, args=args, index=index)
+        ctx.emit(
+            EventKind.TOOL_STARTED, call_id=call_id, tool=name, mode=tool.mode if tool else None, args=args, index=index
+        )
         attempts = 0
 
         def finished(outcome: Outcome, text: str, is_error: bool, error: BaseException | None = None) -> None:
@@ -164,7 +180,9 @@ class CallRunner:
         try:
             if tool is None:
                 known = ", ".join(ctx.tools) or "none"
-                raise UnknownTool(f"the model asked for a tool named {name!r}, which is not registered (tools: {known})")
+                raise UnknownTool(
+                    f"the model asked for a tool named {name!r}, which is not registered (tools: {known})"
+                )
             used = self.calls_per_tool.get(name, 0)
             if tool.max_calls is not None and used >= tool.max_calls:
                 raise ToolError(
@@ -210,8 +228,11 @@ class CallRunner:
             how = "task" if tool.is_async else "thread"
             return bounded(
                 calling(ctx.parent, ctx.step(), call_id, lambda: tool.fn(**kwargs), tool.is_async),
-                is_async=tool.is_async, where=f"tool {tool.name}",
-                time_left=ctx.time_left(), own_timeout=tool.timeout, deadline_s=ctx.deadline_s(),
+                is_async=tool.is_async,
+                where=f"tool {tool.name}",
+                time_left=ctx.time_left(),
+                own_timeout=tool.timeout,
+                deadline_s=ctx.deadline_s(),
                 on_abandon=lambda: ctx.abandon(f"tool {tool.name} (call {call_id}, still running in its {how})"),
             )
 
@@ -228,14 +249,31 @@ class CallRunner:
         )
 
     def report(
-        self, call: Block, index: int, outcome: Outcome, attempts: int, text: str, is_error: bool,
-        start: float, error: BaseException | None = None,
+        self,
+        call: Block,
+        index: int,
+        outcome: Outcome,
+        attempts: int,
+        text: str,
+        is_error: bool,
+        start: float,
+        error: BaseException | None = None,
     ) -> None:
         """Emit ``tool_finished`` for a call, whatever its outcome."""
         ctx = self.ctx
         tool = ctx.tools.get(call["name"])
         ctx.emit(
-            EventKind.TOOL_FINISHED, call_id=call["id"], tool=call["name"], mode=tool.mode if tool else None,
-            args=call["input"], index=index, outcome=outcome, attempts=attempts, result=text, is_error=is_error,
-            start=start, end=ctx.elapsed(), error=None if error is None else format_error(error),
+            EventKind.TOOL_FINISHED,
+            call_id=call["id"],
+            tool=call["name"],
+            mode=tool.mode if tool else None,
+            args=call["input"],
+            index=index,
+            outcome=outcome,
+            attempts=attempts,
+            result=text,
+            is_error=is_error,
+            start=start,
+            end=ctx.elapsed(),
+            error=None if error is None else format_error(error),
         )

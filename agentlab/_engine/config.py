@@ -81,10 +81,19 @@ class RunConfig:
             )
         messages = initial_messages(task)
         return cls(
-            model=resolved, tools=as_tools(tools), budget=budget,
-            task=task if isinstance(task, str) else _first_text(messages), messages=tuple(messages),
-            system=system, max_tokens=max_tokens, policy=policy or Policy(), max_concurrency=max_concurrency,
-            loop_nudge_at=loop_nudge_at, prices=found, clock=clock or SystemClock(), rng=rng or random.Random(),
+            model=resolved,
+            tools=as_tools(tools),
+            budget=budget,
+            task=task if isinstance(task, str) else _first_text(messages),
+            messages=tuple(messages),
+            system=system,
+            max_tokens=max_tokens,
+            policy=policy or Policy(),
+            max_concurrency=max_concurrency,
+            loop_nudge_at=loop_nudge_at,
+            prices=found,
+            clock=clock or SystemClock(),
+            rng=rng or random.Random(),
             run_id=uuid.uuid4().hex[:12] if run_id is None else check_name(run_id),  # issue 24: before the run starts
         )
 

@@ -48,15 +48,24 @@ def tool_fees(tools: Iterable[Mapping[str, Any]], prices: Prices, *, bound: int,
     most its ``max_tokens``; without both caps (or a known price) nothing bounds it.
     """
     tools = list(tools)
-    table = {**DEFAULT_SERVER_TOOL_FEES, "web_search": getattr(prices, "web_search", DEFAULT_SERVER_TOOL_FEES["web_search"])}
+    table = {
+        **DEFAULT_SERVER_TOOL_FEES,
+        "web_search": getattr(prices, "web_search", DEFAULT_SERVER_TOOL_FEES["web_search"]),
+    }
     fees = server_tool_fees(tools, table)
     for tool in tools:
         if not str(tool.get("type") or "").startswith("advisor_"):
             continue
         uses, out_cap, model = tool.get("max_uses"), tool.get("max_tokens"), tool.get("model")
         advisor = resolve_prices(model, None) if isinstance(model, str) else None
-        if fees is None or advisor is None or not isinstance(uses, int) or not isinstance(out_cap, int) \
-                or not _whole(uses) or not _whole(out_cap):
+        if (
+            fees is None
+            or advisor is None
+            or not isinstance(uses, int)
+            or not isinstance(out_cap, int)
+            or not _whole(uses)
+            or not _whole(out_cap)
+        ):
             return None
         a_in, a_out = advisor.worst_rates(bound, caching)
         fees += uses * (bound * a_in + out_cap * a_out)
@@ -70,8 +79,12 @@ def _whole(v: object) -> bool:
 class InputTracker:
     """The next request's input as the cost guard sees it, kept incrementally (no history scans)."""
 
-    def __init__(self, system: str | None, tools: list[dict[str, Any]], messages: Sequence[Message], *, can_count: bool) -> None:
-        self.estimate = estimate_tokens(system or "") + estimate_tokens(tools) + sum(estimate_tokens(m) for m in messages)
+    def __init__(
+        self, system: str | None, tools: list[dict[str, Any]], messages: Sequence[Message], *, can_count: bool
+    ) -> None:
+        self.estimate = (
+            estimate_tokens(system or "") + estimate_tokens(tools) + sum(estimate_tokens(m) for m in messages)
+        )
         self.bound = request_input_bound(system, tools, messages)
         self.can_count = can_count
         self.billed_by_estimate = False  # the last reply had no usage: the engine bills its own estimate
@@ -88,7 +101,11 @@ class InputTracker:
 
     def request_fields(self) -> dict[str, Any]:
         """The last check's fields for the ``model_request`` event (and the run's ``last_guard_check``)."""
-        return self.last.event_fields() if self.last is not None else {"input_bound": self.bound, "can_count": self.can_count}
+        return (
+            self.last.event_fields()
+            if self.last is not None
+            else {"input_bound": self.bound, "can_count": self.can_count}
+        )
 
     def terms(self, terms: RequestTerms | None) -> RequestTerms | None:
         """The request's terms, with the inference region replies reported when the request named none."""
@@ -116,17 +133,35 @@ class InputTracker:
             self.estimate_short += short * prices.worst_rates(usage.context_tokens, caching)[0]
 
     async def check(
-        self, budget: Budget, *, steps: int, spent: float, prices: Prices | None, caching: Any,
-        tools: Iterable[dict[str, Any]], max_tokens: int, count: Callable[[], Awaitable[int]],
-        retryable: Callable[[BaseException], bool], now: Callable[[], float], terms: RequestTerms | None = None,
+        self,
+        budget: Budget,
+        *,
+        steps: int,
+        spent: float,
+        prices: Prices | None,
+        caching: Any,
+        tools: Iterable[dict[str, Any]],
+        max_tokens: int,
+        count: Callable[[], Awaitable[int]],
+        retryable: Callable[[BaseException], bool],
+        now: Callable[[], float],
+        terms: RequestTerms | None = None,
     ) -> int | Stop:
         """The ``max_tokens`` the next call may use, or why it may not be made (:func:`check_call`)."""
         terms = self.terms(terms)
         guarded = prices is not None and budget.max_cost is not None and budget.cost_guard != "after"
         fees = tool_fees(tools, prices, bound=self.bound, caching=caching) if guarded and prices is not None else 0.0
         rates = None if prices is None else (lambda n: prices.worst_rates(n, caching, terms))
-        args = dict(steps=steps, spent=spent, estimate=self.estimate, bound=self.bound,
-                    billed_by_estimate=self.billed_by_estimate, fees=fees, rates=rates, max_tokens=max_tokens)
+        args = dict(
+            steps=steps,
+            spent=spent,
+            estimate=self.estimate,
+            bound=self.bound,
+            billed_by_estimate=self.billed_by_estimate,
+            fees=fees,
+            rates=rates,
+            max_tokens=max_tokens,
+        )
         result = check_call(budget, **args, can_count=self.can_count)  # type: ignore[arg-type]
         error = latency = None
         if result.wants_count and self.can_count:

@@ -42,7 +42,10 @@ JOIN_AFTER_CANCEL_S = 5.0
 
 
 def run_to_end(
-    main: Coroutine[Any, Any, T], *, cancel: Callable[[], None], result: Callable[[], T | None],
+    main: Coroutine[Any, Any, T],
+    *,
+    cancel: Callable[[], None],
+    result: Callable[[], T | None],
     reraise_interrupt: bool = False,
 ) -> T:
     """Run ``main`` to its end and return its value; on Ctrl-C, ``cancel()`` and return ``result()``.
@@ -68,7 +71,10 @@ def _here(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Call
         with contextlib.suppress(RuntimeError):
             loop.call_soon_threadsafe(cancel)
 
-    ours = threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    ours = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
     previous = signal.signal(signal.SIGINT, on_sigint) if ours else None
     wakeup = _wake_loop_on_signals(loop) if ours else None
     try:
@@ -117,7 +123,9 @@ def _drain(sock: socket.socket) -> None:
             pass
 
 
-def _on_thread(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Callable[[], T | None], reraise: bool) -> T:
+def _on_thread(
+    main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Callable[[], T | None], reraise: bool
+) -> T:
     box: dict[str, Any] = {}
     ended = threading.Event()  # waited on, not join(): a join cut by Ctrl-C can misreport the thread as ended
 

@@ -22,9 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-_jobs: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]]] = (
-    queue.SimpleQueue()
-)
+_jobs: queue.SimpleQueue[tuple[Callable[[], Any], asyncio.AbstractEventLoop, asyncio.Future[Any]]] = queue.SimpleQueue()
 _lock = threading.Lock()
 _idle = 0
 

@@ -16,7 +16,22 @@ from .scorers import exact_match, includes, model_graded
 from .tasks import Task, load_tasks
 
 __all__ = [
-    "Cell", "Config", "Experiment", "ExperimentEvent", "ExperimentResult", "FolderInUse", "ProgressState", "ProgressWidget", "Task",
-    "TotalLedger", "TqdmProgress", "UnequalSamples", "exact_match", "grid", "includes", "load_tasks", "model_graded",
+    "Cell",
+    "Config",
+    "Experiment",
+    "ExperimentEvent",
+    "ExperimentResult",
+    "FolderInUse",
+    "ProgressState",
+    "ProgressWidget",
+    "Task",
+    "TotalLedger",
+    "TqdmProgress",
+    "UnequalSamples",
+    "exact_match",
+    "grid",
+    "includes",
+    "load_tasks",
+    "model_graded",
     "success_of",
 ]

@@ -58,8 +58,4 @@ def trace_spend(path: Path) -> Spend:
 
 
 def _money(value: object) -> float:
-    return (
-        float(value)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value
-        else 0.0
-    )
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value == value else 0.0

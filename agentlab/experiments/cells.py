@@ -29,8 +29,21 @@ GRADE_SUFFIX = "-grade"
 """A cell's grading run is ``<cell run id>-grade``."""
 
 ROW_COLUMNS = [
-    "task_id", "config", "repeat", "outcome", "reason", "steps", "cost", "input_tokens", "output_tokens",
-    "cache_read_tokens", "seconds", "score", "score_cost", "run_id", "error",
+    "task_id",
+    "config",
+    "repeat",
+    "outcome",
+    "reason",
+    "steps",
+    "cost",
+    "input_tokens",
+    "output_tokens",
+    "cache_read_tokens",
+    "seconds",
+    "score",
+    "score_cost",
+    "run_id",
+    "error",
 ]
 
 
@@ -74,7 +87,10 @@ class _Tokens:
 
 def base_row(cell: Cell) -> dict[str, Any]:
     return {
-        "task_id": cell.task.id, "config": cell.config.name, "repeat": cell.repeat, "run_id": cell.run_id,
+        "task_id": cell.task.id,
+        "config": cell.config.name,
+        "repeat": cell.repeat,
+        "run_id": cell.run_id,
         **{f"task_{k}" if k in ROW_COLUMNS else k: v for k, v in cell.task.meta.items()},
     }
 
@@ -82,8 +98,18 @@ def base_row(cell: Cell) -> dict[str, Any]:
 def not_run_row(cell: Cell, reason: str) -> dict[str, Any]:
     """The row of a cell that never started (the total ran out, or the experiment was stopped)."""
     return {
-        **base_row(cell), "outcome": "not run", "reason": reason, "steps": 0, "cost": 0.0, "input_tokens": 0,
-        "output_tokens": 0, "cache_read_tokens": 0, "seconds": 0.0, "score": None, "score_cost": 0.0, "error": "",
+        **base_row(cell),
+        "outcome": "not run",
+        "reason": reason,
+        "steps": 0,
+        "cost": 0.0,
+        "input_tokens": 0,
+        "output_tokens": 0,
+        "cache_read_tokens": 0,
+        "seconds": 0.0,
+        "score": None,
+        "score_cost": 0.0,
+        "error": "",
     }
 
 
@@ -105,9 +131,13 @@ class CellRunner:
         return {**params, "model": model, "rng": random.Random(cell.seed), "run_id": cell.run_id}
 
     def make_tools(self, task: Task) -> Sequence[Any]:
-        return self.tools(task) if callable(self.tools) and not isinstance(self.tools, (list, tuple, dict)) else self.tools
+        return (
+            self.tools(task) if callable(self.tools) and not isinstance(self.tools, (list, tuple, dict)) else self.tools
+        )
 
-    async def run(self, cell: Cell, ledger: Ledger = NO_LEDGER, before: Callable[[Run], None] | None = None) -> dict[str, Any]:
+    async def run(
+        self, cell: Cell, ledger: Ledger = NO_LEDGER, before: Callable[[Run], None] | None = None
+    ) -> dict[str, Any]:
         """Run the cell to its end and return its row; never raises for the cell's own trouble."""
         from ..trace import TraceWriter
 
@@ -131,8 +161,17 @@ class CellRunner:
             if writer is not None:
                 writer.close()
             return {
-                **row, "outcome": "error", "reason": "setup failed", "steps": 0, "cost": 0.0, "input_tokens": 0,
-                "output_tokens": 0, "cache_read_tokens": 0, "seconds": 0.0, "score": None, "score_cost": 0.0,
+                **row,
+                "outcome": "error",
+                "reason": "setup failed",
+                "steps": 0,
+                "cost": 0.0,
+                "input_tokens": 0,
+                "output_tokens": 0,
+                "cache_read_tokens": 0,
+                "seconds": 0.0,
+                "score": None,
+                "score_cost": 0.0,
                 "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
             }
         finally:
@@ -141,13 +180,20 @@ class CellRunner:
         err = getattr(result, "error", None)
         if err is not None:
             error = f"{type(err).__name__}: {err}"
-        if self.scorer is not None and str(getattr(result, "reason", "")) not in (StopReason.EXPERIMENT_BUDGET, StopReason.CANCELLED):
+        if self.scorer is not None and str(getattr(result, "reason", "")) not in (
+            StopReason.EXPERIMENT_BUDGET,
+            StopReason.CANCELLED,
+        ):
             try:
                 ascore = getattr(self.scorer, "ascore", None)
                 if ascore is not None:
-                    traced = {"subscribers": [writer]} if writer is not None and isinstance(self.scorer, ModelGraded) else {}
+                    traced = (
+                        {"subscribers": [writer]} if writer is not None and isinstance(self.scorer, ModelGraded) else {}
+                    )
                     try:  # the grading run is traced too: its spending is in the folder if the process dies
-                        score, score_cost = await ascore(result, cell.task, ledger=ledger, run_id=cell.run_id + GRADE_SUFFIX, **traced)
+                        score, score_cost = await ascore(
+                            result, cell.task, ledger=ledger, run_id=cell.run_id + GRADE_SUFFIX, **traced
+                        )
                     finally:
                         _release_held(ledger, cell.run_id + GRADE_SUFFIX)
                 else:
@@ -159,9 +205,18 @@ class CellRunner:
         if isinstance(score, bool):
             score = float(score)
         return {
-            **row, "outcome": result.outcome, "reason": str(result.reason), "steps": result.steps, "cost": result.cost,
-            "input_tokens": tokens.input, "output_tokens": tokens.output, "cache_read_tokens": tokens.cache_read,
-            "seconds": result.elapsed, "score": score, "score_cost": score_cost, "error": error,
+            **row,
+            "outcome": result.outcome,
+            "reason": str(result.reason),
+            "steps": result.steps,
+            "cost": result.cost,
+            "input_tokens": tokens.input,
+            "output_tokens": tokens.output,
+            "cache_read_tokens": tokens.cache_read,
+            "seconds": result.elapsed,
+            "score": score,
+            "score_cost": score_cost,
+            "error": error,
         }
 
 

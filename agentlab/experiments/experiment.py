@@ -85,7 +85,9 @@ class Experiment:
             check_config(c, model)
         whole("concurrency", concurrency)
         whole("repeats", repeats)
-        if max_total_cost is not None and (not isinstance(max_total_cost, (int, float)) or math.isnan(max_total_cost) or max_total_cost <= 0):
+        if max_total_cost is not None and (
+            not isinstance(max_total_cost, (int, float)) or math.isnan(max_total_cost) or max_total_cost <= 0
+        ):
             raise ValueError(f"max_total_cost must be a number > 0 (or None), got {max_total_cost!r}")
         if deadline_s is not None and (not isinstance(deadline_s, (int, float)) or deadline_s <= 0):
             raise ValueError(f"deadline_s must be a number > 0 (or None), got {deadline_s!r}")
@@ -105,7 +107,9 @@ class Experiment:
         self.concurrency = concurrency
         self.max_total_cost = None if max_total_cost is None else float(max_total_cost)
         self.deadline_s = deadline_s
-        self.name = "experiment" if name is None else check_name(name, "experiment name")  # issue 24: stays inside folder=
+        self.name = (
+            "experiment" if name is None else check_name(name, "experiment name")
+        )  # issue 24: stays inside folder=
         self.folder = Folder(Path(folder or "experiments") / self.name)
         self.backend = backend
         self.progress = progress
@@ -183,7 +187,11 @@ class Experiment:
         self._stop.clear()
         self._loop = asyncio.get_running_loop()
         spec = spec_of(self.tasks, self.configs, self.repeats)
-        self.folder.open(spec, name=self.name, limits={"max_total_cost": self.max_total_cost, "concurrency": self.concurrency, "backend": self.backend})
+        self.folder.open(
+            spec,
+            name=self.name,
+            limits={"max_total_cost": self.max_total_cost, "concurrency": self.concurrency, "backend": self.backend},
+        )
         kept = self.folder.finished_rows()
         cells = self.cells
         wanted = {(c.task.id, c.config.name, c.repeat) for c in cells}
@@ -195,7 +203,11 @@ class Experiment:
         self._attach_progress()
         rows: dict[tuple[str, str, int], dict[str, Any]] = dict(kept)
         out = self.folder.appender()
-        self._emit("experiment_started", spent=ledger.spent, data={"cells": len(cells), "skipped": len(kept), "max_total_cost": self.max_total_cost})
+        self._emit(
+            "experiment_started",
+            spent=ledger.spent,
+            data={"cells": len(cells), "skipped": len(kept), "max_total_cost": self.max_total_cost},
+        )
         loop = asyncio.get_running_loop()
         deadline = None if self.deadline_s is None else loop.call_later(self.deadline_s, self.stop)
 
@@ -216,11 +228,23 @@ class Experiment:
             if self.backend == "ray":
                 from .ray import run_ray
 
-                await run_ray(todo, runner, ledger, self.concurrency, started, finished, exhausted, self._stop.is_set, self.folder.traces)
+                await run_ray(
+                    todo,
+                    runner,
+                    ledger,
+                    self.concurrency,
+                    started,
+                    finished,
+                    exhausted,
+                    self._stop.is_set,
+                    self.folder.traces,
+                )
             else:
                 from .local import run_local
 
-                await run_local(todo, runner, ledger, self.concurrency, started, finished, exhausted, self._stop.is_set, self._live)
+                await run_local(
+                    todo, runner, ledger, self.concurrency, started, finished, exhausted, self._stop.is_set, self._live
+                )
         except asyncio.CancelledError:
             self.stop()
             raise
@@ -233,14 +257,18 @@ class Experiment:
             store_batch(self.folder.traces)  # the finished runs into the columnar store, in one batch
             self._emit("experiment_finished", spent=self._spent())
             self._loop = None
-        ordered = [rows[(c.task.id, c.config.name, c.repeat)] for c in cells if (c.task.id, c.config.name, c.repeat) in rows]
+        ordered = [
+            rows[(c.task.id, c.config.name, c.repeat)] for c in cells if (c.task.id, c.config.name, c.repeat) in rows
+        ]
         return ExperimentResult(ordered, self.configs, self.folder.path, self.max_total_cost)
 
     def _spent(self) -> float:
         return 0.0 if self.ledger is None else self.ledger.spent
 
     def _attach_progress(self) -> None:
-        if self.progress is False or any(isinstance(s, (TqdmProgress, LineProgress, ProgressWidget)) for s in self._subscribers):
+        if self.progress is False or any(
+            isinstance(s, (TqdmProgress, LineProgress, ProgressWidget)) for s in self._subscribers
+        ):
             return
         if _in_notebook():
             widget = ProgressWidget(on_stop=self.stop)
@@ -254,7 +282,11 @@ class Experiment:
     def result(self) -> ExperimentResult:
         """What the folder holds now (finished cells only), without running anything."""
         kept = self.folder.finished_rows()
-        rows = [kept[(c.task.id, c.config.name, c.repeat)] for c in self.cells if (c.task.id, c.config.name, c.repeat) in kept]
+        rows = [
+            kept[(c.task.id, c.config.name, c.repeat)]
+            for c in self.cells
+            if (c.task.id, c.config.name, c.repeat) in kept
+        ]
         return ExperimentResult(rows, self.configs, self.folder.path, self.max_total_cost)
 
     def __repr__(self) -> str:

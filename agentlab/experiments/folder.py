@@ -119,7 +119,11 @@ class Folder:
                         "experiment at a time. Wait for it to finish (or stop it), then run again to continue; "
                         "or pass another name= for a separate experiment."
                     ) from None
-            me = {"pid": os.getpid(), "host": socket.gethostname(), "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")}
+            me = {
+                "pid": os.getpid(),
+                "host": socket.gethostname(),
+                "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+            }
             os.ftruncate(fd, 0)
             os.pwrite(fd, json.dumps(me).encode(), 0)
             yield

@@ -40,7 +40,12 @@ def label(value: Any) -> str:
     """A short printable name for an axis value (a model object by its name or id)."""
     if isinstance(value, (str, int, float, bool)) or value is None:
         return str(value)
-    return str(getattr(value, "name", None) or getattr(value, "model", None) or getattr(value, "__name__", None) or type(value).__name__)
+    return str(
+        getattr(value, "name", None)
+        or getattr(value, "model", None)
+        or getattr(value, "__name__", None)
+        or type(value).__name__
+    )
 
 
 def describe(params: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,7 +75,9 @@ def grid(**axes: Iterable[Any]) -> list[Config]:
     """
     if not axes:
         raise ValueError("grid() needs at least one axis, e.g. grid(max_steps=[4, 8])")
-    values = {k: list(v) if not isinstance(v, (str, bytes)) and isinstance(v, Iterable) else [v] for k, v in axes.items()}
+    values = {
+        k: list(v) if not isinstance(v, (str, bytes)) and isinstance(v, Iterable) else [v] for k, v in axes.items()
+    }
     for k, v in values.items():
         if not v:
             raise ValueError(f"grid axis {k!r} has no values")
@@ -96,7 +103,9 @@ def load_configs(configs: Any) -> list[Config]:
             else:
                 raise TypeError(f"config {n} must be a dict of run options, got {type(c).__name__}")
     else:
-        raise TypeError(f"configs must be grid(...), a dict of named configs or a list of dicts, got {type(configs).__name__}")
+        raise TypeError(
+            f"configs must be grid(...), a dict of named configs or a list of dicts, got {type(configs).__name__}"
+        )
     if not out:
         raise ValueError("the experiment has no configurations")
     names = [c.name for c in out]
@@ -131,6 +140,10 @@ def check_config(config: Config, default_model: Any) -> None:
         if key not in allowed:
             raise ValueError(
                 f"config {config.name!r}: unknown option {key!r} (run() takes: {', '.join(sorted(RUN_KEYS))}"
-                + (f"; the model factory takes: {', '.join(sorted(factory_keys(model)))}" if factory_keys(model) else "")
+                + (
+                    f"; the model factory takes: {', '.join(sorted(factory_keys(model)))}"
+                    if factory_keys(model)
+                    else ""
+                )
                 + ")"
             )

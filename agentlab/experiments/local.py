@@ -13,9 +13,15 @@ from .cells import Cell, CellRunner, not_run_row
 
 
 async def run_local(
-    cells: list[Cell], runner: CellRunner, ledger: Ledger, concurrency: int,
-    started: Callable[[Cell], None], finished: Callable[[Cell, dict[str, Any]], None],
-    exhausted: Callable[[], bool], stopping: Callable[[], bool], live: dict[str, Run],
+    cells: list[Cell],
+    runner: CellRunner,
+    ledger: Ledger,
+    concurrency: int,
+    started: Callable[[Cell], None],
+    finished: Callable[[Cell, dict[str, Any]], None],
+    exhausted: Callable[[], bool],
+    stopping: Callable[[], bool],
+    live: dict[str, Run],
 ) -> None:
     """Run the cells; each finished cell is reported at once (and so saved at once)."""
     queue = iter(cells)
@@ -29,6 +35,7 @@ async def run_local(
                 finished(cell, not_run_row(cell, StopReason.EXPERIMENT_BUDGET))
                 continue
             started(cell)
+
             def track(run: Run, key: str = cell.run_id) -> None:
                 live[key] = run
 

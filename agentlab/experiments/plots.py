@@ -22,9 +22,15 @@ def cost_vs_success(result: Any, ax: Any = None) -> Any:
     ax = _ax(ax)
     s = result.summary()
     for name, r in s.iterrows():
-        ax.errorbar(r["cost_mean"], r["success"], xerr=[[r["cost_mean"] - r["cost_lo"]], [r["cost_hi"] - r["cost_mean"]]],
-                    yerr=[[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]], fmt="o", capsize=4,
-                    label=str(name))
+        ax.errorbar(
+            r["cost_mean"],
+            r["success"],
+            xerr=[[r["cost_mean"] - r["cost_lo"]], [r["cost_hi"] - r["cost_mean"]]],
+            yerr=[[r["success"] - r["success_lo"]], [r["success_hi"] - r["success"]]],
+            fmt="o",
+            capsize=4,
+            label=str(name),
+        )
     # A legend beside the plot, not labels at the points: configs that cost and succeed alike would
     # print their names over each other.
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)
@@ -66,7 +72,9 @@ def stop_reasons(result: Any, ax: Any = None) -> Any:
         ax.barh(table.index, table[reason], left=left, label=reason)
         left += table[reason].to_numpy()
     ax.set_xlabel("runs")
-    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0)  # beside the bars, never over them
+    ax.legend(
+        fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0), borderaxespad=0
+    )  # beside the bars, never over them
     ax.set_title("stop reasons per config")
     ax.tick_params(axis="y", labelsize=8)
     return ax

@@ -110,7 +110,9 @@ class TqdmProgress:
             return
         if e.kind == "cell_finished":
             self.bar.update(1)
-        cost = f"${self.state.spent:.4f}" + ("" if self.state.max_total_cost is None else f"/${self.state.max_total_cost:.2f}")
+        cost = f"${self.state.spent:.4f}" + (
+            "" if self.state.max_total_cost is None else f"/${self.state.max_total_cost:.2f}"
+        )
         self.bar.set_postfix_str(f"{self.state.failed} stopped · {self.state.not_run} not run · {cost}", refresh=False)
         if e.kind == "experiment_finished":
             self.bar.close()

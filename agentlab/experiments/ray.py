@@ -61,21 +61,30 @@ def _cell_task(runner: CellRunner, cell: Cell, actor: Any) -> dict[str, Any]:
 
     return run_to_end(
         runner.run(cell, NO_LEDGER if actor is None else RemoteLedger(actor), before=live.append),
-        cancel=cancel, result=lambda: None,
+        cancel=cancel,
+        result=lambda: None,
     )
 
 
 async def run_ray(
-    cells: list[Cell], runner: CellRunner, ledger: TotalLedger, concurrency: int,
-    started: Callable[[Cell], None], finished: Callable[[Cell, dict[str, Any]], None],
-    exhausted: Callable[[], bool], stopping: Callable[[], bool], traces: Path | None = None,
+    cells: list[Cell],
+    runner: CellRunner,
+    ledger: TotalLedger,
+    concurrency: int,
+    started: Callable[[Cell], None],
+    finished: Callable[[Cell, dict[str, Any]], None],
+    exhausted: Callable[[], bool],
+    stopping: Callable[[], bool],
+    traces: Path | None = None,
 ) -> None:
     """Submit at most ``concurrency`` cells at a time; the driver's ledger mirrors the actor's at the end."""
     ray = _ray()
     if not ray.is_initialized():
         ray.init(include_dashboard=False, log_to_driver=False)
     # No total: nothing to hold, so no actor round trips (the driver adds up the rows).
-    actor: Any = None if ledger.limit is None else ray.remote(num_cpus=0)(TotalLedger).remote(ledger.limit, ledger.spent)
+    actor: Any = (
+        None if ledger.limit is None else ray.remote(num_cpus=0)(TotalLedger).remote(ledger.limit, ledger.spent)
+    )
     remote = ray.remote(num_cpus=1, max_retries=0)(_cell_task)
     runner_ref = ray.put(runner)
     pending: dict[Any, Cell] = {}
@@ -130,12 +139,18 @@ def lost_worker_row(cell: Cell, exc: BaseException, traces: Path | None, actor: 
     """
     spend = Spend()
     if traces is not None:
-        spend = trace_spend(traces / f"{cell.run_id}{TRACE_SUFFIX}") + trace_spend(traces / f"{cell.run_id}{GRADE_SUFFIX}{TRACE_SUFFIX}")
+        spend = trace_spend(traces / f"{cell.run_id}{TRACE_SUFFIX}") + trace_spend(
+            traces / f"{cell.run_id}{GRADE_SUFFIX}{TRACE_SUFFIX}"
+        )
     if actor is not None:  # a call in flight when the worker died may have been billed: its hold becomes spending
         for rid in (cell.run_id, cell.run_id + GRADE_SUFFIX):
             _ray().get(actor.forfeit.remote(rid))
-    note = f"; its trace billed ${spend.billed:.6f}" + (f" and held ${spend.in_flight:.6f} for a call in flight" if spend.in_flight else "")
+    note = f"; its trace billed ${spend.billed:.6f}" + (
+        f" and held ${spend.in_flight:.6f} for a call in flight" if spend.in_flight else ""
+    )
     return {
-        **not_run_row(cell, "worker failed"), "outcome": "error", "cost": spend.total,
+        **not_run_row(cell, "worker failed"),
+        "outcome": "error",
+        "cost": spend.total,
         "error": f"the worker running this cell died ({type(exc).__name__}: {exc}){note}",
     }

@@ -62,7 +62,9 @@ def success_of(runs: pd.DataFrame) -> pd.Series:
 class ExperimentResult:
     """Every cell's row (``.runs``), the per-step and per-call frames, ``.summary()`` and plots."""
 
-    def __init__(self, rows: list[dict[str, Any]], configs: Sequence[Config], folder: Path, max_total_cost: float | None) -> None:
+    def __init__(
+        self, rows: list[dict[str, Any]], configs: Sequence[Config], folder: Path, max_total_cost: float | None
+    ) -> None:
         self.rows = rows
         self.configs = list(configs)
         self.folder = folder
@@ -145,18 +147,25 @@ class ExperimentResult:
             s_lo, s_hi = bootstrap_ci(list(wins))
             reasons = g["reason"].value_counts()
             spent, won = float(ran["cost"].sum()), float(wins.sum())
-            out.append({
-                "config": c.name, "runs": len(g), "not_run": int((g["outcome"] == "not run").sum()),
-                "samples": len(wins), "success": float(wins.mean()) if len(wins) else float("nan"),
-                "success_lo": s_lo, "success_hi": s_hi,
-                "cost_mean": float(ran["cost"].mean()) if len(ran) else float("nan"),
-                "cost_lo": lo, "cost_hi": hi,
-                "cost_median": float(ran["cost"].median()) if len(ran) else float("nan"),
-                "cost_p90": float(ran["cost"].quantile(0.9)) if len(ran) else float("nan"),
-                "cost_per_success": spent / won if won > 0 else (float("inf") if len(ran) else float("nan")),
-                "steps_mean": float(ran["steps"].mean()) if len(ran) else float("nan"),
-                "stop_reasons": ", ".join(f"{k} {v}" for k, v in reasons.items()),
-            })
+            out.append(
+                {
+                    "config": c.name,
+                    "runs": len(g),
+                    "not_run": int((g["outcome"] == "not run").sum()),
+                    "samples": len(wins),
+                    "success": float(wins.mean()) if len(wins) else float("nan"),
+                    "success_lo": s_lo,
+                    "success_hi": s_hi,
+                    "cost_mean": float(ran["cost"].mean()) if len(ran) else float("nan"),
+                    "cost_lo": lo,
+                    "cost_hi": hi,
+                    "cost_median": float(ran["cost"].median()) if len(ran) else float("nan"),
+                    "cost_p90": float(ran["cost"].quantile(0.9)) if len(ran) else float("nan"),
+                    "cost_per_success": spent / won if won > 0 else (float("inf") if len(ran) else float("nan")),
+                    "steps_mean": float(ran["steps"].mean()) if len(ran) else float("nan"),
+                    "stop_reasons": ", ".join(f"{k} {v}" for k, v in reasons.items()),
+                }
+            )
         samples = {r["config"]: r["samples"] for r in out}
         if len(set(samples.values())) > 1:
             warnings.warn(
@@ -183,7 +192,10 @@ class ExperimentResult:
                 raise ValueError(f"no config named {name!r}; configs: {', '.join(sorted(names))}")
         df = self.runs.assign(_success=success_of(self.runs))
         rows = {}
-        for metric, col, keep in (("success", "_success", df["_success"].notna()), ("cost", "cost", df["outcome"] != "not run")):
+        for metric, col, keep in (
+            ("success", "_success", df["_success"].notna()),
+            ("cost", "cost", df["outcome"] != "not run"),
+        ):
             per_task = df[keep].groupby(["config", "task_id"])[col].mean()
             left = per_task.get(a, pd.Series(dtype=float))
             right = per_task.get(b, pd.Series(dtype=float))
@@ -193,7 +205,10 @@ class ExperimentResult:
             rows[metric] = {
                 a: float(left[tasks].mean()) if tasks else float("nan"),
                 b: float(right[tasks].mean()) if tasks else float("nan"),
-                "difference": float(np.mean(diffs)) if diffs else float("nan"), "lo": lo, "hi": hi, "tasks": len(tasks),
+                "difference": float(np.mean(diffs)) if diffs else float("nan"),
+                "lo": lo,
+                "hi": hi,
+                "tasks": len(tasks),
             }
         return pd.DataFrame.from_dict(rows, orient="index")
 
@@ -210,13 +225,16 @@ class ExperimentResult:
             if not multi:
                 continue
             within = g[g["task_id"].isin(multi)].groupby("task_id")
-            out.append({
-                "config": c.name, "tasks": len(multi),
-                "cost_sd_within": float(within["cost"].std().mean()),
-                "cost_sd_between": float(by["cost"].mean().std()) if by.ngroups > 1 else float("nan"),
-                "success_sd_within": float(within["_success"].std().mean()),
-                "success_sd_between": float(by["_success"].mean().std()) if by.ngroups > 1 else float("nan"),
-            })
+            out.append(
+                {
+                    "config": c.name,
+                    "tasks": len(multi),
+                    "cost_sd_within": float(within["cost"].std().mean()),
+                    "cost_sd_between": float(by["cost"].mean().std()) if by.ngroups > 1 else float("nan"),
+                    "success_sd_within": float(within["_success"].std().mean()),
+                    "success_sd_between": float(by["_success"].mean().std()) if by.ngroups > 1 else float("nan"),
+                }
+            )
         return pd.DataFrame(out).set_index("config") if out else pd.DataFrame()
 
     # ---------------------------------------------------------------- plots

@@ -37,8 +37,7 @@ def includes(result: Any, task: Task) -> bool | None:
 
 
 GRADER_SYSTEM = (
-    "You grade an assistant's answer against a rubric. Reply with one line: "
-    "PASS or FAIL, or a score between 0 and 1."
+    "You grade an assistant's answer against a rubric. Reply with one line: PASS or FAIL, or a score between 0 and 1."
 )
 
 
@@ -53,7 +52,9 @@ class ModelGraded:
 
     uses_ledger = True
 
-    def __init__(self, rubric: str, *, model: Any = "claude-haiku-4-5", max_tokens: int = 64, prices: Any = None) -> None:
+    def __init__(
+        self, rubric: str, *, model: Any = "claude-haiku-4-5", max_tokens: int = 64, prices: Any = None
+    ) -> None:
         if not isinstance(rubric, str) or not rubric.strip():
             raise ValueError("model_graded needs a non-empty rubric")
         self.rubric = rubric
@@ -65,18 +66,34 @@ class ModelGraded:
         target = f"\nReference answer: {task.target}" if task.target else ""
         return f"Rubric: {self.rubric}\nTask: {task.input}{target}\nAnswer to grade: {_answer(result)}"
 
-    def grader(self, result: Any, task: Task, *, ledger: Ledger = NO_LEDGER, run_id: str = "grade", subscribers: Any = ()) -> Any:
+    def grader(
+        self, result: Any, task: Task, *, ledger: Ledger = NO_LEDGER, run_id: str = "grade", subscribers: Any = ()
+    ) -> Any:
         """The one-step grading run (not started)."""
         from ..loop import Run
 
         return Run(
-            self.prompt(result, task), model=self.model, max_steps=1, max_cost=None, deadline_s=60,
-            max_tokens=self.max_tokens, system=GRADER_SYSTEM, prices=self.prices, run_id=run_id, ledger=ledger,
+            self.prompt(result, task),
+            model=self.model,
+            max_steps=1,
+            max_cost=None,
+            deadline_s=60,
+            max_tokens=self.max_tokens,
+            system=GRADER_SYSTEM,
+            prices=self.prices,
+            run_id=run_id,
+            ledger=ledger,
             subscribers=subscribers,
         )
 
     async def ascore(
-        self, result: Any, task: Task, *, ledger: Ledger = NO_LEDGER, run_id: str = "grade", subscribers: Any = (),
+        self,
+        result: Any,
+        task: Task,
+        *,
+        ledger: Ledger = NO_LEDGER,
+        run_id: str = "grade",
+        subscribers: Any = (),
     ) -> tuple[float | None, float]:
         """(score, dollars spent grading); ``subscribers`` see the grading run (the experiment traces it)."""
         return await _graded(self.grader(result, task, ledger=ledger, run_id=run_id, subscribers=subscribers))
@@ -94,7 +111,9 @@ async def _graded(run: Any) -> tuple[float | None, float]:
     return parse_grade(getattr(verdict, "text", "")) if verdict.outcome == "done" else None, verdict.cost
 
 
-def model_graded(rubric: str, *, model: Any = "claude-haiku-4-5", max_tokens: int = 64, prices: Any = None) -> ModelGraded:
+def model_graded(
+    rubric: str, *, model: Any = "claude-haiku-4-5", max_tokens: int = 64, prices: Any = None
+) -> ModelGraded:
     """A scorer that has ``model`` grade each answer against ``rubric`` (spend counts toward the total)."""
     return ModelGraded(rubric, model=model, max_tokens=max_tokens, prices=prices)
 

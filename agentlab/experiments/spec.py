@@ -29,8 +29,22 @@ from .._refs import load_object as _load_object
 from .experiment import Experiment
 from .grid import grid
 
-KEYS = {"name", "folder", "tasks", "tools", "model", "scorer", "repeats", "concurrency", "max_total_cost", "deadline_s",
-        "axes", "configs", "preset", "backend"}
+KEYS = {
+    "name",
+    "folder",
+    "tasks",
+    "tools",
+    "model",
+    "scorer",
+    "repeats",
+    "concurrency",
+    "max_total_cost",
+    "deadline_s",
+    "axes",
+    "configs",
+    "preset",
+    "backend",
+}
 
 
 def load_spec(path: str | Path, *, name: str | None = None, progress: bool | str = "tqdm") -> Experiment:
@@ -52,7 +66,9 @@ def load_spec(path: str | Path, *, name: str | None = None, progress: bool | str
         from ..scenarios.shop_study import shop_experiment
 
         configs = spec.get("configs")
-        return shop_experiment(folder=folder, name=name or spec.get("name", "shop-study"), configs=configs, progress=progress, **limits)
+        return shop_experiment(
+            folder=folder, name=name or spec.get("name", "shop-study"), configs=configs, progress=progress, **limits
+        )
     if "preset" in spec:
         raise ValueError(f"{path}: unknown preset {spec['preset']!r} (known: 'shop')")
     for key in ("tasks",):
@@ -76,8 +92,17 @@ def load_spec(path: str | Path, *, name: str | None = None, progress: bool | str
     configs = grid(**spec["axes"]) if "axes" in spec else spec.get("configs")
     if not configs:
         raise ValueError(f"{path}: needs [axes] or [configs.NAME] tables")
-    return Experiment(tasks, configs, tools=tools, model=model, scorer=spec.get("scorer"),
-                      folder=folder, name=name or spec.get("name"), progress=progress, **limits)
+    return Experiment(
+        tasks,
+        configs,
+        tools=tools,
+        model=model,
+        scorer=spec.get("scorer"),
+        folder=folder,
+        name=name or spec.get("name"),
+        progress=progress,
+        **limits,
+    )
 
 
 def summary_text(result: Any) -> str:
@@ -85,8 +110,22 @@ def summary_text(result: Any) -> str:
     s = result.summary()
     if s.empty:
         return "(no finished runs)"
-    show = s[["runs", "not_run", "samples", "success", "success_lo", "success_hi", "cost_mean", "cost_lo", "cost_hi",
-              "cost_per_success", "steps_mean", "stop_reasons"]]
+    show = s[
+        [
+            "runs",
+            "not_run",
+            "samples",
+            "success",
+            "success_lo",
+            "success_hi",
+            "cost_mean",
+            "cost_lo",
+            "cost_hi",
+            "cost_per_success",
+            "steps_mean",
+            "stop_reasons",
+        ]
+    ]
     import pandas as pd
 
     with pd.option_context("display.width", 200, "display.max_colwidth", 60):

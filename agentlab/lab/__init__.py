@@ -131,8 +131,14 @@ class Lab:
         b = self.engine.budget
         s.limits = {"max_steps": b.max_steps, "max_cost": b.max_cost, "deadline_s": b.deadline_s}
         s.modes = {t.name: t.mode for t in self.engine.tools.values()}
-        self.panel = Panel(s, on_click=self._clicked, pause_before_tools=pause_before_tools,
-                           refresh_s=refresh_s, log_limit=log_limit, chart=chart)
+        self.panel = Panel(
+            s,
+            on_click=self._clicked,
+            pause_before_tools=pause_before_tools,
+            refresh_s=refresh_s,
+            log_limit=log_limit,
+            chart=chart,
+        )
         self.error: BaseException | None = None
         self.pending_approval: Any = None
         """The call waiting for Approve / Deny in the panel, if one is."""

@@ -59,7 +59,11 @@ def result_html(text: str, preview: int = PREVIEW_CHARS) -> str:
     """A result, cut to ``preview`` characters with a ``<details>`` to see it whole."""
     if len(text) <= preview:
         return f"<pre class='agentlab-result' style='{_PRE}'>{esc(text)}</pre>"
-    whole = text if len(text) <= FULL_CHARS else text[:FULL_CHARS] + f"\n… ({len(text) - FULL_CHARS:,} more characters in the trace)"
+    whole = (
+        text
+        if len(text) <= FULL_CHARS
+        else text[:FULL_CHARS] + f"\n… ({len(text) - FULL_CHARS:,} more characters in the trace)"
+    )
     return (
         f"<pre class='agentlab-result agentlab-truncated' style='{_PRE}'>{esc(text[:preview])}…</pre>"
         f"<details class='agentlab-full'><summary style='cursor:pointer;color:#1f6feb'>show all {len(text):,} characters</summary>"
@@ -109,7 +113,9 @@ def step_html(entry: StepEntry) -> str:
         )
     if entry.text:
         cursor = "<span class='agentlab-cursor'>▍</span>" if entry.streaming else ""
-        out.append(f"<div class='agentlab-text' style='white-space:pre-wrap;margin-left:1em'><i>said</i> {esc(entry.text)}{cursor}</div>")
+        out.append(
+            f"<div class='agentlab-text' style='white-space:pre-wrap;margin-left:1em'><i>said</i> {esc(entry.text)}{cursor}</div>"
+        )
     for index in sorted(entry.forming):
         out.append(
             f"<div class='agentlab-forming' style='margin-left:1em;color:#57606a'><i>tool call forming</i> "

@@ -97,19 +97,25 @@ class Panel:
         }
         self.buttons: dict[str, Any] = {}
         for name in BUTTONS:
-            b = w.Button(description=name.capitalize(), icon=icons[name], tooltip=tips[name],
-                         layout=w.Layout(width="90px"))
+            b = w.Button(
+                description=name.capitalize(), icon=icons[name], tooltip=tips[name], layout=w.Layout(width="90px")
+            )
             b.add_class(f"agentlab-button-{name}")
             b.on_click(lambda _b, name=name: on_click(name))
             self.buttons[name] = b
         self.buttons["stop"].button_style = "danger"
         self.buttons["run"].button_style = "success"
-        self.pause_before_tools = w.Checkbox(value=pause_before_tools, description="pause before tools", indent=False,
-                                             layout=w.Layout(width="auto"))
+        self.pause_before_tools = w.Checkbox(
+            value=pause_before_tools, description="pause before tools", indent=False, layout=w.Layout(width="auto")
+        )
         self.pause_before_tools.add_class("agentlab-pause-before-tools")
         self.limit_fields = {
-            key: w.Text(description=label, placeholder="∞", layout=w.Layout(width="190px"),
-                        style={"description_width": "initial"})
+            key: w.Text(
+                description=label,
+                placeholder="∞",
+                layout=w.Layout(width="190px"),
+                style={"description_width": "initial"},
+            )
             for key, label in LIMIT_FIELDS
         }
         for key, f in self.limit_fields.items():
@@ -144,19 +150,29 @@ class Panel:
 
         # A write waiting for a human: the call and Approve / Deny (hidden otherwise).
         self.approval_text = w.HTML()
-        self.approve_button = w.Button(description="Approve", icon="check", button_style="success",
-                                       layout=w.Layout(width="110px"))
-        self.deny_button = w.Button(description="Deny", icon="times", button_style="danger", layout=w.Layout(width="110px"))
+        self.approve_button = w.Button(
+            description="Approve", icon="check", button_style="success", layout=w.Layout(width="110px")
+        )
+        self.deny_button = w.Button(
+            description="Deny", icon="times", button_style="danger", layout=w.Layout(width="110px")
+        )
         self.approve_button.add_class("agentlab-approve")
         self.deny_button.add_class("agentlab-deny")
         self._answer: Any = None
         self.approve_button.on_click(lambda _b: self._answer and self._answer(True))
         self.deny_button.on_click(lambda _b: self._answer and self._answer("denied in the panel"))
-        self.approval = w.VBox([self.approval_text, w.HBox([self.approve_button, self.deny_button])],
-                               layout=w.Layout(display="none", border="2px solid #d4a72c", padding="4px"))
+        self.approval = w.VBox(
+            [self.approval_text, w.HBox([self.approve_button, self.deny_button])],
+            layout=w.Layout(display="none", border="2px solid #d4a72c", padding="4px"),
+        )
         self.approval.add_class("agentlab-approval")
-        top = [w.HBox([*self.buttons.values(), self.pause_before_tools]), w.HBox(list(self.limit_fields.values())),
-               self.message, self.status, self.approval]
+        top = [
+            w.HBox([*self.buttons.values(), self.pause_before_tools]),
+            w.HBox(list(self.limit_fields.values())),
+            self.message,
+            self.status,
+            self.approval,
+        ]
         middle = w.HBox([w.VBox(rows), *([self.chart_image] if self.chart_image is not None else [])])
         self.widget = w.VBox([*top, middle, self.log], layout=w.Layout(border="1px solid #d0d7de", padding="6px"))
         self.widget.add_class("agentlab-panel")
@@ -248,7 +264,9 @@ class Panel:
         parts = [self._step_html[k] for k in sorted(self._step_html, reverse=True)]
         hidden = sum(1 for k in log if k < oldest_shown)
         if hidden:
-            parts.append(f"<i class='agentlab-log-note' style='color:#57606a'>… {hidden} earlier step(s) not shown: see lab.trace</i>")
+            parts.append(
+                f"<i class='agentlab-log-note' style='color:#57606a'>… {hidden} earlier step(s) not shown: see lab.trace</i>"
+            )
         self.log.value = "".join(parts)
 
     def _render_chart(self) -> None:

@@ -29,7 +29,11 @@ WARN_AT = 0.7
 DANGER_AT = 0.9
 """...and red at this one."""
 
-STOPPED_BY: dict[str, GaugeName] = {StopReason.STEP_LIMIT: "steps", StopReason.BUDGET: "cost", StopReason.DEADLINE: "time"}
+STOPPED_BY: dict[str, GaugeName] = {
+    StopReason.STEP_LIMIT: "steps",
+    StopReason.BUDGET: "cost",
+    StopReason.DEADLINE: "time",
+}
 """Which gauge a stop reason belongs to, so that gauge can say it ended the run."""
 
 
@@ -239,7 +243,12 @@ class PanelState:
         entry.latency = d.get("latency")
         for block in content:
             if block.get("type") == "tool_use":
-                call = CallEntry(block.get("id", ""), block.get("name", ""), block.get("input"), self.modes.get(block.get("name", "")))
+                call = CallEntry(
+                    block.get("id", ""),
+                    block.get("name", ""),
+                    block.get("input"),
+                    self.modes.get(block.get("name", "")),
+                )
                 entry.calls.append(call)
                 self._calls[call.call_id] = call
         self.spent = d.get("spent", self.spent)
@@ -347,7 +356,9 @@ class PanelState:
         }[name]
         fraction = None if not limit else used / limit
         stopped = self.stopped_by == name
-        return Gauge(name, used, limit, fraction, gauge_level(fraction, stopped), gauge_text(name, used, limit), stopped)
+        return Gauge(
+            name, used, limit, fraction, gauge_level(fraction, stopped), gauge_text(name, used, limit), stopped
+        )
 
     def gauges(self) -> list[Gauge]:
         return [self.gauge("steps"), self.gauge("cost"), self.gauge("time")]

@@ -35,19 +35,29 @@ MAX_REQUEST_BYTES = 32 * 1024 * 1024
 """The Messages API refuses a request body larger than this with HTTP 413."""
 
 STREAM_ERROR_STATUS = {
-    "invalid_request_error": 400, "authentication_error": 401, "billing_error": 402, "permission_error": 403,
-    "not_found_error": 404, "timeout_error": 408, "conflict_error": 409, "request_too_large": 413,
-    "rate_limit_error": 429, "api_error": 500, "overloaded_error": 529,
+    "invalid_request_error": 400,
+    "authentication_error": 401,
+    "billing_error": 402,
+    "permission_error": 403,
+    "not_found_error": 404,
+    "timeout_error": 408,
+    "conflict_error": 409,
+    "request_too_large": 413,
+    "rate_limit_error": 429,
+    "api_error": 500,
+    "overloaded_error": 529,
 }
 """The HTTP status matching an ``error`` event's type, so a stream error is handled like that status."""
 
 
-SPEND_LIMIT_CODES = frozenset({
-    "enforced_spend_limit_reached",
-    "contract_spend_limit_reached",
-    "linked_organization_spend_limit_reached",
-    "linked_organization_billing_unavailable",
-})
+SPEND_LIMIT_CODES = frozenset(
+    {
+        "enforced_spend_limit_reached",
+        "contract_spend_limit_reached",
+        "linked_organization_spend_limit_reached",
+        "linked_organization_billing_unavailable",
+    }
+)
 """Error codes a retry cannot fix: the account has hit a spending or billing wall."""
 
 _TOO_LONG = re.compile(
@@ -116,7 +126,12 @@ def retry_after(headers: Mapping[str, str], now: float | None = None) -> float |
 
 
 def api_error(
-    status: int, headers: Mapping[str, str], body: Any, *, secrets: tuple[str, ...] = (), request_bytes: int | None = None,
+    status: int,
+    headers: Mapping[str, str],
+    body: Any,
+    *,
+    secrets: tuple[str, ...] = (),
+    request_bytes: int | None = None,
     in_stream: bool = False,
 ) -> AgentlabError:
     """The agentlab error for an HTTP error from the Messages API: the policy table for the model.
@@ -133,7 +148,9 @@ def api_error(
     error = body.get("error") if isinstance(body, dict) else None
     error = error if isinstance(error, dict) else {}
     err_type = error.get("type") if isinstance(error.get("type"), str) else None
-    api_message = error.get("message") if isinstance(error.get("message"), str) else (body if isinstance(body, str) else "")
+    api_message = (
+        error.get("message") if isinstance(error.get("message"), str) else (body if isinstance(body, str) else "")
+    )
     details = error.get("details")
     details = details if isinstance(details, dict) else {}
     code = details.get("error_code") if isinstance(details.get("error_code"), str) else None
@@ -172,8 +189,14 @@ def api_error(
 
 
 def sdk_error(
-    exc: BaseException, *, secrets: tuple[str, ...], what: str = "the Messages API", timeout: float | None = None,
-    request_bytes: int | None = None, shown: int = 0, began: bool = False,
+    exc: BaseException,
+    *,
+    secrets: tuple[str, ...],
+    what: str = "the Messages API",
+    timeout: float | None = None,
+    request_bytes: int | None = None,
+    shown: int = 0,
+    began: bool = False,
 ) -> AgentlabError:
     """The agentlab error for ``exc``, raised by the SDK during a call to ``what``.
 
@@ -199,7 +222,13 @@ def sdk_error(
         err = api_error(status, {"request-id": request_id or ""}, body, secrets=secrets, in_stream=True)
         return _after_shown(err, shown, f"an {event.error_type} event arrived inside the streamed reply")
     if isinstance(exc, anthropic.APIStatusError):
-        return api_error(exc.response.status_code, exc.response.headers, _read_body(exc), secrets=secrets, request_bytes=request_bytes)
+        return api_error(
+            exc.response.status_code,
+            exc.response.headers,
+            _read_body(exc),
+            secrets=secrets,
+            request_bytes=request_bytes,
+        )
     if isinstance(exc, anthropic.APITimeoutError):
         limit = f" within {timeout:.1f}s" if timeout is not None else ""
         err = RetryableError(f"no reply from {what}{limit}")

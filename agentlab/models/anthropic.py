@@ -70,6 +70,7 @@ UNCACHEABLE = frozenset({"thinking", "redacted_thinking"})
 
 CacheMode = bool | Literal["5m", "1h", "automatic"]
 
+
 class AnthropicModel:
     """Claude via ``anthropic.AsyncAnthropic``, usable wherever an offline model is.
 
@@ -117,14 +118,18 @@ class AnthropicModel:
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"model must be a non-empty model id string, got {model!r}")
-        if max_tokens is not None and (isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1):
+        if max_tokens is not None and (
+            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
+        ):
             raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
         if cache not in (True, False, "5m", "1h", "automatic"):
             raise ValueError(f"cache must be '5m', '1h', True (= '5m'), False or 'automatic', got {cache!r}")
         tools_given = list(server_tools or [])
         for i, tool in enumerate(tools_given):
             if not isinstance(tool, Mapping) or not isinstance(tool.get("type"), str) or not tool.get("name"):
-                raise ValueError(f"server_tools[{i}] must be a server tool definition with 'type' and 'name', got {tool!r}")
+                raise ValueError(
+                    f"server_tools[{i}] must be a server tool definition with 'type' and 'name', got {tool!r}"
+                )
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
         reserved = {"model", "max_tokens", "messages", "system", "tools", "timeout", "stream"} & set(params or {})
@@ -155,7 +160,9 @@ class AnthropicModel:
             warnings.warn(
                 f"AnthropicModel turns the SDK's own retries off (the client set max_retries={client.max_retries}): "
                 "agentlab retries instead, each wait bounded by the run's deadline and recorded as an event; "
-                "set how many attempts with policy=agentlab.Policy(max_attempts=...)", UserWarning, stacklevel=2,
+                "set how many attempts with policy=agentlab.Policy(max_attempts=...)",
+                UserWarning,
+                stacklevel=2,
             )
         if client.max_retries != 0:
             client = client.with_options(max_retries=0)
@@ -200,14 +207,24 @@ class AnthropicModel:
         for edit in (cm.get("edits") or []) if isinstance(cm, Mapping) else []:
             if isinstance(edit, Mapping) and str(edit.get("type") or "").startswith("compact_"):
                 t = edit.get("trigger")
-                value = t.get("value") if isinstance(t, Mapping) and t.get("type", "input_tokens") == "input_tokens" else None
+                value = (
+                    t.get("value")
+                    if isinstance(t, Mapping) and t.get("type", "input_tokens") == "input_tokens"
+                    else None
+                )
                 trigger = int(value) if isinstance(value, int) and not isinstance(value, bool) else COMPACTION_TRIGGER
         chain = p.get("fallbacks")
-        models = tuple(f["model"] for f in chain if isinstance(f, Mapping) and isinstance(f.get("model"), str)) if isinstance(chain, list) else ()
+        models = (
+            tuple(f["model"] for f in chain if isinstance(f, Mapping) and isinstance(f.get("model"), str))
+            if isinstance(chain, list)
+            else ()
+        )
         speed, geo = p.get("speed"), p.get("inference_geo")
         return RequestTerms(
-            speed=speed if isinstance(speed, str) else None, inference_geo=geo if isinstance(geo, str) else None,
-            compaction_at=trigger, models=models,
+            speed=speed if isinstance(speed, str) else None,
+            inference_geo=geo if isinstance(geo, str) else None,
+            compaction_at=trigger,
+            models=models,
         )
 
     def __repr__(self) -> str:
@@ -238,10 +255,17 @@ class AnthropicModel:
             params["container"] = container
         params.update(self.params)
         choice = params.get("tool_choice")
-        if (isinstance(choice, Mapping) and choice.get("type") in ("tool", "any") and not self.repeat_tool_choice
-                and _tool_ran(request.messages)):
+        if (
+            isinstance(choice, Mapping)
+            and choice.get("type") in ("tool", "any")
+            and not self.repeat_tool_choice
+            and _tool_ran(request.messages)
+        ):
             # A forced choice made the model call the tool once; forcing it again would loop forever.
-            params["tool_choice"] = {"type": "auto", **{k: v for k, v in choice.items() if k == "disable_parallel_tool_use"}}
+            params["tool_choice"] = {
+                "type": "auto",
+                **{k: v for k, v in choice.items() if k == "disable_parallel_tool_use"},
+            }
         return without_lone_surrogates(params)  # issue 24: the SDK cannot encode them; the API gets U+FFFD
 
     def remember_container(self, messages: list[Message], reply: Mapping[str, Any]) -> None:
@@ -312,8 +336,9 @@ class AnthropicModel:
         except MalformedReply:
             raise
         except Exception as exc:
-            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), shown=acc.deltas,
-                            began=acc.began)
+            err = sdk_error(
+                exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), shown=acc.deltas, began=acc.began
+            )
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
 
     async def count_tokens(self, request: ModelRequest) -> int:
@@ -324,7 +349,10 @@ class AnthropicModel:
         timeout = self.timeout if request.timeout is None else max(request.timeout, 0.001)
         with self._in_flight():
             return await count_input_tokens(
-                self._client_here(), self.build_params(request), timeout=timeout, secrets=_secrets(self.client),
+                self._client_here(),
+                self.build_params(request),
+                timeout=timeout,
+                secrets=_secrets(self.client),
             )
 
     @contextlib.contextmanager
@@ -383,7 +411,10 @@ class AnthropicModel:
 
                     http = anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [_guard_request]})
                     closer = loop.create_task(_close_when_loop_ends(http), name="agentlab: close the Messages API pool")
-                    bound = self._clients[loop] = (self.client.copy(http_client=http), closer)  # the loop keeps no task alive
+                    bound = self._clients[loop] = (
+                        self.client.copy(http_client=http),
+                        closer,
+                    )  # the loop keeps no task alive
         return bound[0]
 
 
@@ -472,7 +503,7 @@ def _mark_message(message: Message, mark: dict[str, Any] = EPHEMERAL) -> Message
             continue
         if block.get("type") == "text" and not block.get("text"):
             continue  # the API refuses cache_control on an empty text block
-        return {**message, "content": [*content[:i], {**block, "cache_control": dict(mark)}, *content[i + 1:]]}
+        return {**message, "content": [*content[:i], {**block, "cache_control": dict(mark)}, *content[i + 1 :]]}
     return None
 
 
@@ -521,7 +552,8 @@ def _fit_thinking(thinking: dict[str, Any], max_tokens: int) -> dict[str, Any]:
     warnings.warn(
         f"this call runs without extended thinking: max_tokens={max_tokens} (lowered by the cost guard or the run) "
         f"leaves no room for the thinking budget ({budget} tokens; the API's minimum is {MIN_THINKING_BUDGET})",
-        UserWarning, stacklevel=2,
+        UserWarning,
+        stacklevel=2,
     )
     return {"type": "disabled"}
 
@@ -540,8 +572,12 @@ COMPACTION_TRIGGER = 150_000
 
 
 def _typed_params(
-    betas: Sequence[str] | None, temperature: float | None, tool_choice: Mapping[str, Any] | None,
-    speed: str | None, inference_geo: str | None, output_format: Mapping[str, Any] | None,
+    betas: Sequence[str] | None,
+    temperature: float | None,
+    tool_choice: Mapping[str, Any] | None,
+    speed: str | None,
+    inference_geo: str | None,
+    output_format: Mapping[str, Any] | None,
 ) -> dict[str, Any]:
     """The typed request arguments as ``messages.create`` takes them, each checked."""
     out: dict[str, Any] = {}
@@ -555,7 +591,9 @@ def _typed_params(
         out["temperature"] = float(temperature)
     if tool_choice is not None:
         if not isinstance(tool_choice, Mapping) or tool_choice.get("type") not in ("auto", "any", "tool", "none"):
-            raise ValueError(f"tool_choice must be {{'type': 'auto' | 'any' | 'tool' | 'none', ...}}, got {tool_choice!r}")
+            raise ValueError(
+                f"tool_choice must be {{'type': 'auto' | 'any' | 'tool' | 'none', ...}}, got {tool_choice!r}"
+            )
         if tool_choice.get("type") == "tool" and not tool_choice.get("name"):
             raise ValueError("tool_choice {'type': 'tool'} needs the tool's 'name'")
         out["tool_choice"] = dict(tool_choice)
@@ -568,8 +606,14 @@ def _typed_params(
             raise ValueError(f"inference_geo must be a region name such as 'us' or 'global', got {inference_geo!r}")
         out["inference_geo"] = inference_geo
     if output_format is not None:
-        if not isinstance(output_format, Mapping) or output_format.get("type") != "json_schema" or not isinstance(output_format.get("schema"), Mapping):
-            raise ValueError(f"output_format must be {{'type': 'json_schema', 'schema': {{...}}}}, got {output_format!r}")
+        if (
+            not isinstance(output_format, Mapping)
+            or output_format.get("type") != "json_schema"
+            or not isinstance(output_format.get("schema"), Mapping)
+        ):
+            raise ValueError(
+                f"output_format must be {{'type': 'json_schema', 'schema': {{...}}}}, got {output_format!r}"
+            )
         out["output_config"] = {"format": dict(output_format)}
     return out
 
@@ -581,21 +625,31 @@ def _with_parsed(reply: dict[str, Any], params: Mapping[str, Any]) -> dict[str, 
     """
     config = params.get("output_config")
     fmt = config.get("format") if isinstance(config, Mapping) else None
-    if not isinstance(fmt, Mapping) or fmt.get("type") != "json_schema" or reply.get("stop_reason") not in ("end_turn", "stop_sequence"):
+    if (
+        not isinstance(fmt, Mapping)
+        or fmt.get("type") != "json_schema"
+        or reply.get("stop_reason") not in ("end_turn", "stop_sequence")
+    ):
         return reply
-    text = "".join(b.get("text", "") for b in reply.get("content") or [] if isinstance(b, dict) and b.get("type") == "text")
+    text = "".join(
+        b.get("text", "") for b in reply.get("content") or [] if isinstance(b, dict) and b.get("type") == "text"
+    )
     try:
         return {**reply, "parsed": json.loads(text)}
     except ValueError as exc:
-        raise MalformedReply(f"the answer is not the JSON the output format asked for ({exc}): {text[:120]!r}", reply) from None
+        raise MalformedReply(
+            f"the answer is not the JSON the output format asked for ({exc}): {text[:120]!r}", reply
+        ) from None
 
 
 def _tool_ran(messages: list[Message]) -> bool:
     """Has a tool's result been sent in this conversation (after the model's first call)?"""
     for m in messages:
         content = m.get("content")
-        if m.get("role") == "user" and isinstance(content, list) and any(
-            isinstance(b, dict) and b.get("type") == "tool_result" for b in content
+        if (
+            m.get("role") == "user"
+            and isinstance(content, list)
+            and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content)
         ):
             return True
     return False
@@ -612,16 +666,24 @@ def _async_client(client: Any) -> Any:
             warnings.warn(
                 "the sync client's custom http_client cannot be used from asyncio; AnthropicModel makes an "
                 "anthropic.AsyncAnthropic with the same key, URL, headers and timeout (pass an AsyncAnthropic "
-                "with http_client=httpx2.AsyncClient(...) to keep proxies or CA settings)", UserWarning, stacklevel=3,
+                "with http_client=httpx2.AsyncClient(...) to keep proxies or CA settings)",
+                UserWarning,
+                stacklevel=3,
             )
         return anthropic.AsyncAnthropic(
-            api_key=client.api_key, auth_token=client.auth_token, base_url=client.base_url,
-            default_headers=dict(client._custom_headers), timeout=client.timeout, max_retries=client.max_retries,
+            api_key=client.api_key,
+            auth_token=client.auth_token,
+            base_url=client.base_url,
+            default_headers=dict(client._custom_headers),
+            timeout=client.timeout,
+            max_retries=client.max_retries,
         )
     sync_twins = {"AnthropicBedrock": "AsyncAnthropicBedrock", "AnthropicVertex": "AsyncAnthropicVertex"}
     twin = sync_twins.get(type(client).__name__)
     if twin:
-        raise TypeError(f"client: agentlab calls Claude from asyncio; pass anthropic.{twin}(...) instead of {type(client).__name__}")
+        raise TypeError(
+            f"client: agentlab calls Claude from asyncio; pass anthropic.{twin}(...) instead of {type(client).__name__}"
+        )
     raise TypeError(
         "client must be an anthropic client (AsyncAnthropic, Anthropic, AsyncAnthropicBedrock, AsyncAnthropicVertex, "
         f"AsyncAnthropicFoundry), got {type(client).__name__}"

@@ -15,10 +15,22 @@ from typing import Any
 from ..errors import ModelError
 from ._errors import sdk_error
 
-COUNTED_PARAMS = frozenset({
-    "model", "messages", "system", "tools", "tool_choice", "thinking", "cache_control", "output_config",
-    "mcp_servers", "context_management", "betas", "speed",
-})
+COUNTED_PARAMS = frozenset(
+    {
+        "model",
+        "messages",
+        "system",
+        "tools",
+        "tool_choice",
+        "thinking",
+        "cache_control",
+        "output_config",
+        "mcp_servers",
+        "context_management",
+        "betas",
+        "speed",
+    }
+)
 """The ``messages.create`` arguments ``count_tokens`` accepts (max_tokens, temperature... change no input)."""
 
 

@@ -85,7 +85,9 @@ class FunctionModel:
             raise TypeError(f"FunctionModel needs a function, got {type(fn).__name__}")
         if count_tokens is not None:
             if not callable(count_tokens):
-                raise TypeError(f"count_tokens must be a function of the request returning an int, got {type(count_tokens).__name__}")
+                raise TypeError(
+                    f"count_tokens must be a function of the request returning an int, got {type(count_tokens).__name__}"
+                )
             counter = count_tokens
 
             async def count(request: ModelRequest) -> int:

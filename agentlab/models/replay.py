@@ -52,8 +52,21 @@ class ReplayModel:
         """For each recorded reply, what the user (not the tools) said after it; usually nothing."""
         for e in trace.records:
             if e.get("kind") == "model_called" and "content" in e:
-                self.replies.append({"content": e["content"], "stop_reason": e.get("stop_reason"), "usage": e.get("usage"), "id": e.get("request_id")})
-                self.said.append([b for b in answered.get(e.get("step", 0), []) if not (isinstance(b, dict) and b.get("type") == TOOL_RESULT)])
+                self.replies.append(
+                    {
+                        "content": e["content"],
+                        "stop_reason": e.get("stop_reason"),
+                        "usage": e.get("usage"),
+                        "id": e.get("request_id"),
+                    }
+                )
+                self.said.append(
+                    [
+                        b
+                        for b in answered.get(e.get("step", 0), [])
+                        if not (isinstance(b, dict) and b.get("type") == TOOL_RESULT)
+                    ]
+                )
         self.calls = start
 
     @property

@@ -74,7 +74,9 @@ def resolve_model(
     if model is None:
         raise MissingAPIKey(missing_key_message(spec))
     name = getattr(model, "name", None) or type(model).__name__
-    return Resolved(model, f"No {KEY_ENV} set: running the offline model {name!r} instead of {spec} (priced as {model.model}).")
+    return Resolved(
+        model, f"No {KEY_ENV} set: running the offline model {name!r} instead of {spec} (priced as {model.model})."
+    )
 
 
 def missing_key_message(spec: str) -> str:
@@ -89,7 +91,9 @@ def missing_key_message(spec: str) -> str:
 
 def _offline(fallback: Any) -> Any:
     model = fallback() if callable(fallback) and not hasattr(fallback, "complete") else fallback
-    if model is not None and (not isinstance(getattr(model, "model", None), str) or not callable(getattr(model, "complete", None))):
+    if model is not None and (
+        not isinstance(getattr(model, "model", None), str) or not callable(getattr(model, "complete", None))
+    ):
         raise TypeError(f"fallback must be a model or a function returning one, got {type(model).__name__}")
     return model
 
@@ -112,4 +116,3 @@ def offline_model(priced_as: str = DEFAULT_PRICED_AS) -> FunctionModel:
         return {"role": "assistant", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
 
     return FunctionModel(offline, model=priced_as, name=OFFLINE)
-

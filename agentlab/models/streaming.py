@@ -39,11 +39,17 @@ TOOL_BLOCKS = frozenset({"tool_use", "server_tool_use", "mcp_tool_use"})
 Delta = tuple[int, DeltaKind, str]
 """``(index, kind, text)``: one fragment of content block ``index``."""
 
-ASSEMBLED_EVENTS = frozenset({"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta"})
+ASSEMBLED_EVENTS = frozenset(
+    {"message_start", "content_block_start", "content_block_delta", "content_block_stop", "message_delta"}
+)
 """The events the SDK's accumulator folds into the message; others (``ping``, types newer than the SDK) are skipped."""
 
-DELTA_TEXT = {"text_delta": ("text", "text"), "thinking_delta": ("thinking", "thinking"),
-              "input_json_delta": ("tool_input", "partial_json"), "compaction_delta": ("compaction", "content")}
+DELTA_TEXT = {
+    "text_delta": ("text", "text"),
+    "thinking_delta": ("thinking", "thinking"),
+    "input_json_delta": ("tool_input", "partial_json"),
+    "compaction_delta": ("compaction", "content"),
+}
 """Delta type -> (fragment kind, the field holding its text). Any other delta but signatures is handed on as JSON."""
 
 
@@ -111,9 +117,14 @@ class StreamAssembler:
             )
         except ValueError as exc:  # tool input that is not JSON: judged at the end (max_tokens may have cut it)
             block = self._snapshot.content[index]
-            raw = self._json.get(index, b"").decode("utf-8", "replace") + str(_get(_get(event, "delta"), "partial_json") or "")
+            raw = self._json.get(index, b"").decode("utf-8", "replace") + str(
+                _get(_get(event, "delta"), "partial_json") or ""
+            )
             why = str(exc).split(" JSON: ")[0]
-            self.broken[index] = (f"{block.type} block {index} ({getattr(block, 'name', None)}): its streamed input is not valid JSON ({why})", raw)
+            self.broken[index] = (
+                f"{block.type} block {index} ({getattr(block, 'name', None)}): its streamed input is not valid JSON ({why})",
+                raw,
+            )
 
     def _fragment(self, event: Any) -> Delta | None:
         delta = _get(event, "delta")
@@ -152,7 +163,9 @@ class StreamAssembler:
                 continue
             if not isinstance(whole, dict):
                 block = message["content"][index]
-                problem = f"{block.get('type')} block {index} ({block.get('name')}): its streamed input is not an object"
+                problem = (
+                    f"{block.get('type')} block {index} ({block.get('name')}): its streamed input is not an object"
+                )
                 self.broken[index] = (problem, raw.decode("utf-8", "replace"))
         if cut:
             self.cut_inputs = [i for i in self._json if i not in self.broken] + list(self.broken)
@@ -224,7 +237,9 @@ class Fragments:
         return out
 
 
-def cut_short(fragments: Fragments, est_input_tokens: int, max_tokens: int, prices: Prices | None) -> dict[str, Any] | None:
+def cut_short(
+    fragments: Fragments, est_input_tokens: int, max_tokens: int, prices: Prices | None
+) -> dict[str, Any] | None:
     """The ``model_called`` data of a reply cut short (Stop, the deadline), or ``None`` if nothing arrived.
 
     The API bills the tokens generated before the cut, but the final usage
@@ -236,9 +251,15 @@ def cut_short(fragments: Fragments, est_input_tokens: int, max_tokens: int, pric
         return None
     usage = Usage(input_tokens=est_input_tokens, output_tokens=min(estimate_tokens(content), max_tokens))
     return {
-        "content": content, "usage": usage.as_dict(), "estimated": True, "partial": True,
-        "cost": prices.cost(usage) if prices else 0.0, "server_tool_cost": 0.0, "request_id": None,
-        "context_tokens": usage.context_tokens, "max_tokens": max_tokens,
+        "content": content,
+        "usage": usage.as_dict(),
+        "estimated": True,
+        "partial": True,
+        "cost": prices.cost(usage) if prices else 0.0,
+        "server_tool_cost": 0.0,
+        "request_id": None,
+        "context_tokens": usage.context_tokens,
+        "max_tokens": max_tokens,
     }
 
 
@@ -260,4 +281,4 @@ def chunk_reply(content: list[Block], chunk_chars: int) -> Iterator[Delta]:
         else:
             continue
         for start in range(0, len(whole), chunk_chars):
-            yield (index, kind, whole[start:start + chunk_chars])
+            yield (index, kind, whole[start : start + chunk_chars])

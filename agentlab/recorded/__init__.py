@@ -47,13 +47,29 @@ from .build import RecordedRun, build_run
 from .detect import FORMATS, SUFFIXES, UnrecognizedFormat, detect
 
 Format = Literal[
-    "auto", "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "inspect-eval", "openhands",
-    "mini-swe-agent", "swe-agent", "messages-log",
+    "auto",
+    "claude-code",
+    "claude-code-stream-json",
+    "codex",
+    "gemini-cli",
+    "cline",
+    "inspect-eval",
+    "openhands",
+    "mini-swe-agent",
+    "swe-agent",
+    "messages-log",
 ]
 
 __all__ = [
-    "FORMATS", "Format", "ImportReport", "NoCalls", "SkippedFileWarning", "UnrecognizedFormat",
-    "import_recorded", "load_recorded", "recorded_runs",
+    "FORMATS",
+    "Format",
+    "ImportReport",
+    "NoCalls",
+    "SkippedFileWarning",
+    "UnrecognizedFormat",
+    "import_recorded",
+    "load_recorded",
+    "recorded_runs",
 ]
 
 
@@ -83,7 +99,10 @@ class ImportReport(list[Path]):
 
 def _files(path: Path) -> list[Path]:
     if path.is_file():
-        return [path, *(p for p in claude_code.subagent_files(path) if within(path.parent, p))]  # its subagents, not links out
+        return [
+            path,
+            *(p for p in claude_code.subagent_files(path) if within(path.parent, p)),
+        ]  # its subagents, not links out
     if not path.is_dir():
         raise FileNotFoundError(f"no recorded run at {str(path)!r} (give a file or a folder)")
     # issue 24: a link pointing out of the folder is not followed (a foreign file is never read nor shown)
@@ -137,7 +156,11 @@ class _Scan:
 
 
 def recorded_runs(
-    path: str | os.PathLike[str], format: Format = "auto", *, report: ImportReport | None = None, progress: Any = None,
+    path: str | os.PathLike[str],
+    format: Format = "auto",
+    *,
+    report: ImportReport | None = None,
+    progress: Any = None,
 ) -> Iterator[RecordedRun]:
     """Every run in ``path`` (a file or a folder), before it becomes events.
 
@@ -154,7 +177,9 @@ def recorded_runs(
     sessions = {f: claude_code.session_of(f) for f in files}
     # (and, of the main files, the one that ended first first: a call belongs to the session
     # that made it, not to a later one that resumed it and copied its lines)
-    files.sort(key=lambda f: (sessions[f] is not None, claude_code.last_timestamp(f) if f.suffix == ".jsonl" else "", str(f)))
+    files.sort(
+        key=lambda f: (sessions[f] is not None, claude_code.last_timestamp(f) if f.suffix == ".jsonl" else "", str(f))
+    )
     scan = _Scan(report, root.is_dir(), progress)
     consumed: set[Path] = set()
     for f in files:
@@ -224,10 +249,15 @@ def _messages_log(f: Path, consumed: set[Path]) -> list[RecordedRun]:
 
 
 _IMPORTERS: dict[str, Callable[[Path, set[Path]], list[RecordedRun]]] = {
-    swe_agent.MINI: _one_run, swe_agent.SWE: _one_run, messages_log.FORMAT: _messages_log,
-    codex.FORMAT: lambda f, _: codex.parse_file(f), gemini.FORMAT: lambda f, _: gemini.parse_file(f),
-    cline.FORMAT: cline.parse_file, stream_json.FORMAT: lambda f, _: stream_json.parse_file(f),
-    inspect_eval.FORMAT: lambda f, _: inspect_eval.parse_file(f), openhands.FORMAT: lambda f, _: openhands.parse_file(f),
+    swe_agent.MINI: _one_run,
+    swe_agent.SWE: _one_run,
+    messages_log.FORMAT: _messages_log,
+    codex.FORMAT: lambda f, _: codex.parse_file(f),
+    gemini.FORMAT: lambda f, _: gemini.parse_file(f),
+    cline.FORMAT: cline.parse_file,
+    stream_json.FORMAT: lambda f, _: stream_json.parse_file(f),
+    inspect_eval.FORMAT: lambda f, _: inspect_eval.parse_file(f),
+    openhands.FORMAT: lambda f, _: openhands.parse_file(f),
 }
 
 
@@ -287,7 +317,9 @@ def import_recorded(
                 r.parent = {**r.parent, "run_id": name_from(r.parent["run_id"])}  # the same mapping: the link holds
             file = inside(writer.dir, f"{r.run_id}{SUFFIX}")
             if file.exists() and not force:
-                report.skipped.append((file, f"run {r.run_id!r} is already in {writer.dir} (pass --force / force=True to overwrite)"))
+                report.skipped.append(
+                    (file, f"run {r.run_id!r} is already in {writer.dir} (pass --force / force=True to overwrite)")
+                )
                 continue
             records = build_run(r, prices=prices, redactor=redactor)
             with open(file, "wb") as f:
@@ -316,8 +348,15 @@ def _progress(path: Path) -> Iterator[Callable[[Path], None] | None]:
     # in a terminal only when stderr is one (never in CI logs); in a notebook always (its
     # output is not a TTY, and tqdm would otherwise hide the widget)
     in_notebook = any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__)
-    bar = tqdm(total=total, unit="B", unit_scale=True, desc="importing", delay=PROGRESS_AFTER_S, leave=False,
-               disable=False if in_notebook else None)
+    bar = tqdm(
+        total=total,
+        unit="B",
+        unit_scale=True,
+        desc="importing",
+        delay=PROGRESS_AFTER_S,
+        leave=False,
+        disable=False if in_notebook else None,
+    )
 
     def tick(f: Path) -> None:
         if total is not None:

@@ -120,7 +120,9 @@ def usage_from_openai(u: dict[str, Any] | None) -> dict[str, int] | None:
     details = u.get("prompt_tokens_details") or {}
     read = int(
         (details.get("cached_tokens") if isinstance(details, dict) else 0)
-        or u.get("prompt_cache_hit_tokens") or u.get("cache_read_input_tokens") or 0
+        or u.get("prompt_cache_hit_tokens")
+        or u.get("cache_read_input_tokens")
+        or 0
     )
     write = int(u.get("cache_creation_input_tokens") or 0)
     return Usage(
@@ -150,7 +152,7 @@ def prices_for(model: str) -> Prices | None:
         return provider_prices(name, "openrouter") or _plain(name.rsplit("/", 1)[-1])
     for p in _PREFIXES:
         if name.startswith(p):
-            return _plain(name[len(p):])
+            return _plain(name[len(p) :])
     if "/" in name:  # vendor/model: how OpenRouter names what it routes
         return provider_prices(name, "openrouter") or _plain(name.rsplit("/", 1)[-1])
     return _plain(name)
@@ -177,7 +179,9 @@ def build_run(
     def emit(kind: str, step: int, t: float | None, **data: Any) -> None:
         nonlocal seq
         seq += 1
-        out.append({"v": 1, "run_id": run.run_id, "seq": seq, "step": step, "t": round(t or 0.0, 6), "kind": kind, **data})
+        out.append(
+            {"v": 1, "run_id": run.run_id, "seq": seq, "step": step, "t": round(t or 0.0, 6), "kind": kind, **data}
+        )
 
     price_cache: dict[str, Prices | None] = {}
 
@@ -198,9 +202,16 @@ def build_run(
     all_long = writes > 0 and long_writes == writes
     if all_long:
         base = price
+
         def price(model: str) -> Prices | None:  # noqa: E306
             p = base(model)
-            return None if p is None else replace(p, cache_write=2 * p.input, tier_cache_write=None if p.tier_input is None else 2 * p.tier_input)
+            return (
+                None
+                if p is None
+                else replace(
+                    p, cache_write=2 * p.input, tier_cache_write=None if p.tier_input is None else 2 * p.tier_input
+                )
+            )
 
     run_prices = price(run.model)
     unpriced: Counter[str] = Counter()
@@ -209,19 +220,28 @@ def build_run(
     notes += scale_notes
     estimated_steps = sum(s.usage is None for s in run.steps)
     recorded = {
-        "format": run.format, "source": run.source, "skipped_lines": dict(run.skipped),
-        "recorded_cost": run.recorded_cost, **run.meta,
+        "format": run.format,
+        "source": run.source,
+        "skipped_lines": dict(run.skipped),
+        "recorded_cost": run.recorded_cost,
+        **run.meta,
     }
     start: dict[str, Any] = {
-        "task": run.task, "started_at": run.started_at, "model": run.model, "model_name": None,
-        "system": run.system, "budget": {"max_steps": None, "max_cost": None, "deadline_s": None, "cost_guard": "off"},
+        "task": run.task,
+        "started_at": run.started_at,
+        "model": run.model,
+        "model_name": None,
+        "system": run.system,
+        "budget": {"max_steps": None, "max_cost": None, "deadline_s": None, "cost_guard": "off"},
         # the agent's max_tokens is not in its records: the largest recorded reply stands in,
         # so a budget what-if never cuts off a reply the real run received whole (a fork
         # uses its own max_tokens, see forking.fork)
         "max_tokens": max([u["output_tokens"] for u in usages] + [1]),
-        "tools": run.tools or _used_tools(run.steps), "prices": None if run_prices is None else _asdict(run_prices),
+        "tools": run.tools or _used_tools(run.steps),
+        "prices": None if run_prices is None else _asdict(run_prices),
         "caches": any(u.get("cache_read_input_tokens") for u in usages),
-        "messages": run.messages, "recorded": recorded,
+        "messages": run.messages,
+        "recorded": recorded,
     }
     if run.parent is not None:
         start["parent"] = run.parent
@@ -248,9 +268,17 @@ def build_run(
             recorded_spent += s.recorded_cost
         t_rep = s.replied_at if s.replied_at is not None else t_req
         called: dict[str, Any] = {
-            "content": s.content, "stop_reason": s.stop_reason, "usage": usage, "estimated": estimated,
-            "cost": cost, "spent": spent, "latency": max(t_rep - t_req, 0.0), "request_id": s.request_id,
-            "context_tokens": context, "max_tokens": start["max_tokens"], "model": s.model,
+            "content": s.content,
+            "stop_reason": s.stop_reason,
+            "usage": usage,
+            "estimated": estimated,
+            "cost": cost,
+            "spent": spent,
+            "latency": max(t_rep - t_req, 0.0),
+            "request_id": s.request_id,
+            "context_tokens": context,
+            "max_tokens": start["max_tokens"],
+            "model": s.model,
         }
         if s.recorded_cost is not None:
             called["recorded_cost"] = s.recorded_cost
@@ -258,22 +286,45 @@ def build_run(
             called["cache_write_by_ttl"] = s.cache_write_by_ttl
         emit(EventKind.MODEL_CALLED, k, t_rep, **called)
         uses = [b for b in s.content if isinstance(b, dict) and b.get("type") == "tool_use"]
-        results = {b.get("tool_use_id"): b for b in (s.after or []) if isinstance(b, dict) and b.get("type") == TOOL_RESULT}
+        results = {
+            b.get("tool_use_id"): b for b in (s.after or []) if isinstance(b, dict) and b.get("type") == TOOL_RESULT
+        }
         t_end = s.after_at if s.after_at is not None else t_rep
         for i, b in enumerate(uses):
             cid = b.get("id", "")
             start_t, end_t = s.tool_times.get(cid, (t_rep, t_end))
             start_t = t_rep if start_t is None else start_t
-            emit(EventKind.TOOL_STARTED, k, start_t, call_id=cid, tool=b.get("name", ""), mode=None, args=b.get("input") or {}, index=i)
+            emit(
+                EventKind.TOOL_STARTED,
+                k,
+                start_t,
+                call_id=cid,
+                tool=b.get("name", ""),
+                mode=None,
+                args=b.get("input") or {},
+                index=i,
+            )
             res = results.get(cid)
             if res is None:
                 continue  # asked for, never answered: the calls frame shows it "unfinished"
             end_t = t_end if end_t is None else end_t
             is_error = bool(res.get("is_error"))
             emit(
-                EventKind.TOOL_FINISHED, k, end_t, call_id=cid, tool=b.get("name", ""), mode=None,
-                args=b.get("input") or {}, index=i, outcome=Outcome.RECOVERABLE if is_error else Outcome.OK,
-                attempts=1, result=_result_text(res.get("content")), is_error=is_error, start=start_t, end=end_t, error=None,
+                EventKind.TOOL_FINISHED,
+                k,
+                end_t,
+                call_id=cid,
+                tool=b.get("name", ""),
+                mode=None,
+                args=b.get("input") or {},
+                index=i,
+                outcome=Outcome.RECOVERABLE if is_error else Outcome.OK,
+                attempts=1,
+                result=_result_text(res.get("content")),
+                is_error=is_error,
+                start=start_t,
+                end=end_t,
+                error=None,
             )
         if s.after is not None:
             emit(EventKind.TOOL_RESULTS, k, t_end, content=s.after)
@@ -293,7 +344,11 @@ def build_run(
         total_cost = run.totals.get("cost")
         notes.append(
             f"the record counts {model_calls} API calls but holds {len(run.steps)} replies: the run's model_calls "
-            + (f"and cost are the record's ({model_calls}, ${total_cost:.4f})" if total_cost is not None else f"is the record's ({model_calls})")
+            + (
+                f"and cost are the record's ({model_calls}, ${total_cost:.4f})"
+                if total_cost is not None
+                else f"is the record's ({model_calls})"
+            )
         )
         if total_cost is not None:
             spent = float(total_cost)
@@ -304,10 +359,23 @@ def build_run(
     if run.ended_at is not None:
         t = max(t, run.ended_at)
     last = run.steps[-1] if run.steps else None
-    text = "".join(b.get("text", "") for b in (last.content if last else []) if isinstance(b, dict) and b.get("type") == "text")
+    text = "".join(
+        b.get("text", "") for b in (last.content if last else []) if isinstance(b, dict) and b.get("type") == "text"
+    )
     emit(
-        EventKind.RUN_FINISHED, len(run.steps), t, outcome=run.outcome, reason=run.reason, detail=run.detail,
-        text=text, steps=len(run.steps), spent=spent, elapsed=t, model_calls=model_calls, nudges=0, error=None,
+        EventKind.RUN_FINISHED,
+        len(run.steps),
+        t,
+        outcome=run.outcome,
+        reason=run.reason,
+        detail=run.detail,
+        text=text,
+        steps=len(run.steps),
+        spent=spent,
+        elapsed=t,
+        model_calls=model_calls,
+        nudges=0,
+        error=None,
     )
     return [_redacted(r, redactor) for r in out]
 
@@ -326,7 +394,9 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
     for s in run.steps:
         u = s.usage or Usage(input_tokens=history, output_tokens=estimate_tokens(s.content)).as_dict()
         out.append(u)
-        history = u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"] + u["output_tokens"]
+        history = (
+            u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"] + u["output_tokens"]
+        )
         if s.after is not None:
             history += estimate_tokens(s.after)
     est = [i for i, s in enumerate(run.steps) if s.usage is None]
@@ -335,7 +405,10 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
     known_steps = [i for i, s in enumerate(run.steps) if s.usage is not None]
     notes: list[str] = []
     factors: dict[str, float] = {}
-    for key, total_key, label in (("input_tokens", "input_tokens", "tokens sent"), ("output_tokens", "output_tokens", "tokens received")):
+    for key, total_key, label in (
+        ("input_tokens", "input_tokens", "tokens sent"),
+        ("output_tokens", "output_tokens", "tokens received"),
+    ):
         total = run.totals.get(total_key)
         if not isinstance(total, (int, float)) or total <= 0:
             continue
@@ -343,7 +416,9 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
         guessed = sum(out[i][key] for i in est)
         if guessed > 0 and total > known:
             factors[key] = (total - known) / guessed
-            notes.append(f"estimated {key.replace('_', ' ')} scaled x{factors[key]:.3g} to the record's {label} ({int(total):,})")
+            notes.append(
+                f"estimated {key.replace('_', ' ')} scaled x{factors[key]:.3g} to the record's {label} ({int(total):,})"
+            )
     cost_total = run.totals.get("cost")
     if not factors and isinstance(cost_total, (int, float)) and cost_total > 0:
         p = price(run.model)
@@ -353,7 +428,9 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
             if guessed_cost > 0 and cost_total > known_cost:
                 f = (cost_total - known_cost) / guessed_cost
                 factors = {"input_tokens": f, "output_tokens": f}
-                notes.append(f"estimated tokens scaled x{f:.3g} so the repriced run costs the record's ${cost_total:.4f}")
+                notes.append(
+                    f"estimated tokens scaled x{f:.3g} so the repriced run costs the record's ${cost_total:.4f}"
+                )
     for i in est:
         out[i] = {k: (round(v * factors[k]) if k in factors else v) for k, v in out[i].items()}
     if not factors:
@@ -389,8 +466,14 @@ def _long_ttl_extra(p: Prices, by_ttl: dict[str, int] | None) -> float:
 
 def _used_tools(steps: list[RecordedStep]) -> list[dict[str, Any]]:
     """The tools a record's replies called, in first-use order (the record lists no definitions)."""
-    names = dict.fromkeys(b.get("name", "") for s in steps for b in s.content if isinstance(b, dict) and b.get("type") == "tool_use")
-    return [{"name": n, "mode": None, "description": "", "input_schema": {"type": "object", "properties": {}}} for n in names if n]
+    names = dict.fromkeys(
+        b.get("name", "") for s in steps for b in s.content if isinstance(b, dict) and b.get("type") == "tool_use"
+    )
+    return [
+        {"name": n, "mode": None, "description": "", "input_schema": {"type": "object", "properties": {}}}
+        for n in names
+        if n
+    ]
 
 
 def _asdict(p: Prices) -> dict[str, Any]:
@@ -466,10 +549,22 @@ def split_by_model(run: RecordedRun) -> list[RecordedRun]:
     history = list(run.messages)
     for n, steps in enumerate(parts):
         rid = run.run_id if n == 0 else f"{run.run_id}-seg{n}"
-        meta = {**run.meta, "segment": n, "boundary": None if n == 0 else "model switch",
-                "previous": out[-1].run_id if out else None}
-        part = replace(run, run_id=rid, messages=list(history), steps=steps, model=steps[0].model or run.model, meta=meta,
-                       recorded_cost=run.recorded_cost if n == 0 else None, totals=run.totals if n == 0 else {})
+        meta = {
+            **run.meta,
+            "segment": n,
+            "boundary": None if n == 0 else "model switch",
+            "previous": out[-1].run_id if out else None,
+        }
+        part = replace(
+            run,
+            run_id=rid,
+            messages=list(history),
+            steps=steps,
+            model=steps[0].model or run.model,
+            meta=meta,
+            recorded_cost=run.recorded_cost if n == 0 else None,
+            totals=run.totals if n == 0 else {},
+        )
         if n + 1 < len(parts):
             part.outcome, part.reason = "done", ""
             part.detail = "the model changed; the run continues in the next segment"

@@ -47,17 +47,28 @@ from .build import (
 )
 
 FORMAT = "claude-code"
-KNOWN_IGNORED = frozenset({
-    "progress", "file-history-snapshot", "queue-operation", "summary", "custom-title", "last-prompt",
-    "attachment", "tag", "agent-name",
-})
+KNOWN_IGNORED = frozenset(
+    {
+        "progress",
+        "file-history-snapshot",
+        "queue-operation",
+        "summary",
+        "custom-title",
+        "last-prompt",
+        "attachment",
+        "tag",
+        "agent-name",
+    }
+)
 SYNTHETIC = "<synthetic>"
 
 
 def looks_like(first: dict[str, Any]) -> bool:
     """True for a line only Claude Code writes (session id plus a Claude Code line type)."""
     t = first.get("type")
-    if t in ("file-history-snapshot", "queue-operation", "summary") and ("messageId" in first or "sessionId" in first or "leafUuid" in first):
+    if t in ("file-history-snapshot", "queue-operation", "summary") and (
+        "messageId" in first or "sessionId" in first or "leafUuid" in first
+    ):
         return True
     return "sessionId" in first and t in ("user", "assistant", "system", "progress") and "uuid" in first
 
@@ -91,7 +102,8 @@ def read_lines(file: Path) -> tuple[list[dict[str, Any]], int]:
         warnings.warn(
             f"{file}: skipped {where} (not complete JSON; was the file still being written?); "
             f"kept the {len(out)} complete lines before and around it",
-            TruncatedTraceWarning, stacklevel=3,
+            TruncatedTraceWarning,
+            stacklevel=3,
         )
     return out, len(bad)
 
@@ -141,7 +153,12 @@ def _clean_block(b: dict[str, Any]) -> dict[str, Any]:
 
 
 def parse_stream(
-    lines: list[dict[str, Any]], run_id: str, source: str, *, skipped: Counter[str], ignored: Counter[str],
+    lines: list[dict[str, Any]],
+    run_id: str,
+    source: str,
+    *,
+    skipped: Counter[str],
+    ignored: Counter[str],
 ) -> list[RecordedRun]:
     """One conversation's lines (a main session or one sidechain) -> its segments as runs."""
     segments: list[_Segment] = []
@@ -155,7 +172,13 @@ def parse_stream(
         session_id = session_id or d.get("sessionId") or ""
         if kind == "system":
             if d.get("subtype") == "compact_boundary":
-                pending_boundary = ("compact", {"pre_tokens": (d.get("compactMetadata") or {}).get("preTokens"), "trigger": (d.get("compactMetadata") or {}).get("trigger")})
+                pending_boundary = (
+                    "compact",
+                    {
+                        "pre_tokens": (d.get("compactMetadata") or {}).get("preTokens"),
+                        "trigger": (d.get("compactMetadata") or {}).get("trigger"),
+                    },
+                )
             else:
                 ignored[f"system/{d.get('subtype')}"] += 1
             continue
@@ -206,16 +229,28 @@ def parse_stream(
         else:
             if seg is None or pending_boundary is not None:
                 boundary, info = pending_boundary or (None, {})
-                seg = _new_segment(segments, run_id, [] if boundary == "compact" else (seg.history() if seg else []), boundary, ts, info)
+                seg = _new_segment(
+                    segments,
+                    run_id,
+                    [] if boundary == "compact" else (seg.history() if seg else []),
+                    boundary,
+                    ts,
+                    info,
+                )
                 pending_boundary = None
             elif seg.model and model and model != seg.model and seg.steps:
                 seg = _new_segment(segments, run_id, seg.history(), "model switch", ts, {"from_model": seg.model})
             seg.model = seg.model or model
             t = seg.rel(ts)
             step = RecordedStep(
-                content=content, usage=usage_from_anthropic(msg.get("usage")), model=model,
-                stop_reason=msg.get("stop_reason"), requested_at=seg.last_t, replied_at=t,
-                request_id=d.get("requestId"), cache_write_by_ttl=cache_ttl(msg.get("usage")),
+                content=content,
+                usage=usage_from_anthropic(msg.get("usage")),
+                model=model,
+                stop_reason=msg.get("stop_reason"),
+                requested_at=seg.last_t,
+                replied_at=t,
+                request_id=d.get("requestId"),
+                cache_write_by_ttl=cache_ttl(msg.get("usage")),
             )
             seg.steps.append(step)
             seg.ids.append(mid)
@@ -236,12 +271,24 @@ def parse_stream(
         meta = {"session": session_id, "segment": n, "boundary": s.boundary, "previous": previous, **s.meta}
         if synthetic and n == 0:
             meta["synthetic_lines"] = synthetic
-        runs.append(RecordedRun(
-            run_id=s.run_id, format=FORMAT, source=source, messages=s.messages, steps=s.steps,
-            task=first_text(s.messages)[:500], model=s.model, started_at=started, meta=meta,
-            skipped=Counter(skipped) if n == 0 else Counter(), ended_at=s.last_t,
-            detail="" if n + 1 == len(segments) else "the context ended at a boundary; the session continues in the next segment",
-        ))
+        runs.append(
+            RecordedRun(
+                run_id=s.run_id,
+                format=FORMAT,
+                source=source,
+                messages=s.messages,
+                steps=s.steps,
+                task=first_text(s.messages)[:500],
+                model=s.model,
+                started_at=started,
+                meta=meta,
+                skipped=Counter(skipped) if n == 0 else Counter(),
+                ended_at=s.last_t,
+                detail=""
+                if n + 1 == len(segments)
+                else "the context ended at a boundary; the session continues in the next segment",
+            )
+        )
         runs[-1].meta["ignored_lines"] = dict(ignored) if n == 0 else {}
         runs[-1].tool_steps = s.tool_step
         previous = s.run_id
@@ -249,7 +296,11 @@ def parse_stream(
 
 
 def _new_segment(
-    segments: list[_Segment], run_id: str, messages: list[dict[str, Any]], boundary: str | None, ts: float | None,
+    segments: list[_Segment],
+    run_id: str,
+    messages: list[dict[str, Any]],
+    boundary: str | None,
+    ts: float | None,
     info: dict[str, Any],
 ) -> _Segment:
     n = len(segments)
@@ -274,7 +325,9 @@ class Seen:
         self.calls: set[str] = set()
 
 
-def parse_file(file: Path, *, run_prefix: str = "", seen: Seen | None = None) -> tuple[list[RecordedRun], dict[str, str]]:
+def parse_file(
+    file: Path, *, run_prefix: str = "", seen: Seen | None = None
+) -> tuple[list[RecordedRun], dict[str, str]]:
     """Every run in one Claude Code JSONL file (the session's segments, then its
     sidechains), and which tool call started each subagent (:func:`agent_links`).
 

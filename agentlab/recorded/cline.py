@@ -42,8 +42,13 @@ UI = "ui_messages.json"
 def looks_like(doc: Any, name: str = "") -> bool:
     if not isinstance(doc, list) or not doc or not all(isinstance(m, dict) and "role" in m for m in doc[:5]):
         return False
-    block_lists = any(isinstance(m.get("content"), list) and m["content"] and isinstance(m["content"][0], dict)
-                      and "type" in m["content"][0] for m in doc[:5])
+    block_lists = any(
+        isinstance(m.get("content"), list)
+        and m["content"]
+        and isinstance(m["content"][0], dict)
+        and "type" in m["content"][0]
+        for m in doc[:5]
+    )
     marked = name == HISTORY or any("ts" in m or "modelInfo" in m or "metrics" in m for m in doc[:10])
     return block_lists and marked
 
@@ -70,8 +75,12 @@ def _ui_usage(folder: Path) -> list[dict[str, Any]]:
 
 def _clean(b: dict[str, Any]) -> dict[str, Any]:
     if b.get("type") == "tool_use":
-        return {"type": "tool_use", "id": str(b.get("id") or b.get("call_id") or ""), "name": str(b.get("name") or ""),
-                "input": b.get("input") if isinstance(b.get("input"), dict) else {}}
+        return {
+            "type": "tool_use",
+            "id": str(b.get("id") or b.get("call_id") or ""),
+            "name": str(b.get("name") or ""),
+            "input": b.get("input") if isinstance(b.get("input"), dict) else {},
+        }
     return b
 
 
@@ -109,13 +118,22 @@ def parse_file(file: Path, consumed: set[Path] | None = None) -> list[RecordedRu
         metrics: dict[str, Any] = m["metrics"] if isinstance(m.get("metrics"), dict) else {}
         tokens = metrics.get("tokens")
         if isinstance(tokens, dict):
-            usage = usage_from_openai({"prompt_tokens": tokens.get("prompt"), "completion_tokens": tokens.get("completion"),
-                                       "prompt_tokens_details": {"cached_tokens": tokens.get("cached") or 0}})
+            usage = usage_from_openai(
+                {
+                    "prompt_tokens": tokens.get("prompt"),
+                    "completion_tokens": tokens.get("completion"),
+                    "prompt_tokens_details": {"cached_tokens": tokens.get("cached") or 0},
+                }
+            )
             cost = metrics.get("cost")
         elif len(steps) < len(ui):
             u = ui[len(steps)]
-            usage = {"input_tokens": int(u.get("tokensIn") or 0), "output_tokens": int(u.get("tokensOut") or 0),
-                     "cache_creation_input_tokens": int(u.get("cacheWrites") or 0), "cache_read_input_tokens": int(u.get("cacheReads") or 0)}
+            usage = {
+                "input_tokens": int(u.get("tokensIn") or 0),
+                "output_tokens": int(u.get("tokensOut") or 0),
+                "cache_creation_input_tokens": int(u.get("cacheWrites") or 0),
+                "cache_read_input_tokens": int(u.get("cacheReads") or 0),
+            }
             cost = u.get("cost")
         info: dict[str, Any] = m["modelInfo"] if isinstance(m.get("modelInfo"), dict) else {}
         model = str(info.get("modelId") or model)
@@ -123,17 +141,35 @@ def parse_file(file: Path, consumed: set[Path] | None = None) -> list[RecordedRu
             recorded_cost += float(cost)
             any_cost = True
         prev_t = steps[-1].after_at if steps else None
-        steps.append(RecordedStep(
-            content=content, usage=usage, model=model, requested_at=prev_t, replied_at=t,
-            recorded_cost=float(cost) if isinstance(cost, (int, float)) else None,
-        ))
+        steps.append(
+            RecordedStep(
+                content=content,
+                usage=usage,
+                model=model,
+                requested_at=prev_t,
+                replied_at=t,
+                recorded_cost=float(cost) if isinstance(cost, (int, float)) else None,
+            )
+        )
     if not steps:
         return []
     for s in steps:
         s.stop_reason = stop_reason_of(s.content, None)
     task = file.parent.name if file.name == HISTORY else file.name.removesuffix(".json")
-    return split_by_model(RecordedRun(
-        run_id=task, format=FORMAT, source=str(file), messages=messages, steps=steps,
-        task=first_text(messages)[:500], model=steps[0].model, recorded_cost=recorded_cost if any_cost else None,
-        meta={"usage_from": "metrics" if any(isinstance(m, dict) and isinstance(m.get("metrics"), dict) for m in doc) else (UI if ui else None)},
-    ))
+    return split_by_model(
+        RecordedRun(
+            run_id=task,
+            format=FORMAT,
+            source=str(file),
+            messages=messages,
+            steps=steps,
+            task=first_text(messages)[:500],
+            model=steps[0].model,
+            recorded_cost=recorded_cost if any_cost else None,
+            meta={
+                "usage_from": "metrics"
+                if any(isinstance(m, dict) and isinstance(m.get("metrics"), dict) for m in doc)
+                else (UI if ui else None)
+            },
+        )
+    )

@@ -71,17 +71,33 @@ def _block(p: dict[str, Any]) -> dict[str, Any] | None:
             args = json.loads(args) if isinstance(args, str) and args.strip() else (args or {})
         except ValueError:
             args = {"arguments": args}
-        return {"type": "tool_use", "id": str(p.get("call_id") or p.get("id") or ""), "name": str(p.get("name") or ""),
-                "input": args if isinstance(args, dict) else {"value": args}}
+        return {
+            "type": "tool_use",
+            "id": str(p.get("call_id") or p.get("id") or ""),
+            "name": str(p.get("name") or ""),
+            "input": args if isinstance(args, dict) else {"value": args},
+        }
     if t == "custom_tool_call":
-        return {"type": "tool_use", "id": str(p.get("call_id") or p.get("id") or ""), "name": str(p.get("name") or ""),
-                "input": {"input": p.get("input")}}
+        return {
+            "type": "tool_use",
+            "id": str(p.get("call_id") or p.get("id") or ""),
+            "name": str(p.get("name") or ""),
+            "input": {"input": p.get("input")},
+        }
     if t == "local_shell_call":
-        return {"type": "tool_use", "id": str(p.get("call_id") or p.get("id") or ""), "name": "local_shell",
-                "input": p.get("action") if isinstance(p.get("action"), dict) else {}}
+        return {
+            "type": "tool_use",
+            "id": str(p.get("call_id") or p.get("id") or ""),
+            "name": "local_shell",
+            "input": p.get("action") if isinstance(p.get("action"), dict) else {},
+        }
     if t == "web_search_call":
-        return {"type": "server_tool_use", "id": str(p.get("id") or ""), "name": "web_search",
-                "input": p.get("action") if isinstance(p.get("action"), dict) else {}}
+        return {
+            "type": "server_tool_use",
+            "id": str(p.get("id") or ""),
+            "name": "web_search",
+            "input": p.get("action") if isinstance(p.get("action"), dict) else {},
+        }
     return None
 
 
@@ -89,7 +105,11 @@ def _result(p: dict[str, Any]) -> dict[str, Any]:
     out = p.get("output")
     if isinstance(out, dict):  # older rollouts: {"output": "...", "metadata": {...}}
         out = out.get("output", json.dumps(out))
-    return {"type": "tool_result", "tool_use_id": str(p.get("call_id") or ""), "content": "" if out is None else str(out)}
+    return {
+        "type": "tool_result",
+        "tool_use_id": str(p.get("call_id") or ""),
+        "content": "" if out is None else str(out),
+    }
 
 
 def parse_file(file: Path) -> list[RecordedRun]:
@@ -118,7 +138,11 @@ def parse_file(file: Path) -> list[RecordedRun]:
         t = None if ts is None or t0 is None else ts - t0
         kind, ptype = d.get("type"), p.get("type")
         if kind == "session_meta":
-            meta = {k: p.get(k) for k in ("id", "cwd", "originator", "cli_version", "model_provider", "source") if p.get(k) is not None}
+            meta = {
+                k: p.get(k)
+                for k in ("id", "cwd", "originator", "cli_version", "model_provider", "source")
+                if p.get(k) is not None
+            }
             base = p.get("base_instructions")
             inst = p.get("instructions") or (base.get("text") if isinstance(base, dict) else base)
             system = str(inst) if inst else None
@@ -139,7 +163,9 @@ def parse_file(file: Path) -> list[RecordedRun]:
                     continue
                 last = info.get("last_token_usage")
                 if not isinstance(last, dict):  # older rollouts keep only the running total: the call is its growth
-                    last = {k: int((total or {}).get(k) or 0) - int((last_total or {}).get(k) or 0) for k in (total or {})}
+                    last = {
+                        k: int((total or {}).get(k) or 0) - int((last_total or {}).get(k) or 0) for k in (total or {})
+                    }
                 last_total = total
                 open_step = RecordedStep(content=[], usage=_usage(last), model=model, requested_at=sent_t, replied_at=t)
                 steps.append(open_step)
@@ -189,9 +215,17 @@ def parse_file(file: Path) -> list[RecordedRun]:
     started = None if t0 is None else datetime.fromtimestamp(t0, UTC).isoformat()
     run_id = file.name.removesuffix(".jsonl")
     whole = RecordedRun(
-        run_id=run_id, format=FORMAT, source=str(file), messages=messages, steps=steps,
-        task=first_text(messages)[:500], system=system, model=steps[0].model or model, started_at=started,
-        meta={"session": meta.get("id"), **meta}, ended_at=last_t,
+        run_id=run_id,
+        format=FORMAT,
+        source=str(file),
+        messages=messages,
+        steps=steps,
+        task=first_text(messages)[:500],
+        system=system,
+        model=steps[0].model or model,
+        started_at=started,
+        meta={"session": meta.get("id"), **meta},
+        ended_at=last_t,
     )
     return [part for seg in _compactions(whole, cuts) for part in split_by_model(seg)]
 
@@ -207,8 +241,18 @@ def _compactions(run: RecordedRun, cuts: list[tuple[int, str]]) -> list[Recorded
     for n, (start, summary) in enumerate(bounds):
         end = bounds[n + 1][0] if n + 1 < len(bounds) else len(run.steps)
         msgs = run.messages if summary is None else [{"role": "user", "content": [{"type": "text", "text": summary}]}]
-        out.append(replace(
-            run, run_id=run.run_id if n == 0 else f"{run.run_id}-seg{n}", messages=msgs, steps=run.steps[start:end],
-            meta={**run.meta, "segment": n, "boundary": None if n == 0 else "compact", "previous": out[-1].run_id if out else None},
-        ))
+        out.append(
+            replace(
+                run,
+                run_id=run.run_id if n == 0 else f"{run.run_id}-seg{n}",
+                messages=msgs,
+                steps=run.steps[start:end],
+                meta={
+                    **run.meta,
+                    "segment": n,
+                    "boundary": None if n == 0 else "compact",
+                    "previous": out[-1].run_id if out else None,
+                },
+            )
+        )
     return out

@@ -28,8 +28,16 @@ from . import (
 )
 
 FORMATS = (
-    "claude-code", "claude-code-stream-json", "codex", "gemini-cli", "cline", "inspect-eval", "openhands", "mini-swe-agent",
-    "swe-agent", "messages-log",
+    "claude-code",
+    "claude-code-stream-json",
+    "codex",
+    "gemini-cli",
+    "cline",
+    "inspect-eval",
+    "openhands",
+    "mini-swe-agent",
+    "swe-agent",
+    "messages-log",
 )
 SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json", ".eval")
 

@@ -62,8 +62,12 @@ def _document(file: Path) -> Any:
 
 def looks_like(doc: Any) -> bool:
     return (
-        isinstance(doc, dict) and isinstance(doc.get("messages"), list) and "sessionId" in doc
-        and ("projectHash" in doc or any(isinstance(m, dict) and m.get("type") == "gemini" for m in doc["messages"][:50]))
+        isinstance(doc, dict)
+        and isinstance(doc.get("messages"), list)
+        and "sessionId" in doc
+        and (
+            "projectHash" in doc or any(isinstance(m, dict) and m.get("type") == "gemini" for m in doc["messages"][:50])
+        )
     )
 
 
@@ -142,7 +146,8 @@ def parse_file(file: Path) -> list[RecordedRun]:
             content: list[dict[str, Any]] = []
             thoughts = "\n\n".join(
                 f"{th.get('subject', '')}: {th.get('description', '')}".strip(": ")
-                for th in m.get("thoughts") or [] if isinstance(th, dict)
+                for th in m.get("thoughts") or []
+                if isinstance(th, dict)
             )
             if thoughts:
                 content.append({"type": "thinking", "thinking": thoughts, "signature": ""})
@@ -155,9 +160,15 @@ def parse_file(file: Path) -> list[RecordedRun]:
                 if not isinstance(c, dict):
                     continue
                 cid = str(c.get("id") or f"{m.get('id', 'call')}-{i}")
-                content.append({"type": "tool_use", "id": cid, "name": str(c.get("name") or ""), "input": _args(c.get("args"))})
+                content.append(
+                    {"type": "tool_use", "id": cid, "name": str(c.get("name") or ""), "input": _args(c.get("args"))}
+                )
                 if c.get("result") is not None or c.get("status") in ("error", "cancelled"):
-                    res: dict[str, Any] = {"type": "tool_result", "tool_use_id": cid, "content": _result_text(c.get("result"))}
+                    res: dict[str, Any] = {
+                        "type": "tool_result",
+                        "tool_use_id": cid,
+                        "content": _result_text(c.get("result")),
+                    }
                     if c.get("status") in ("error", "cancelled"):
                         res["is_error"] = True
                     results.append(res)
@@ -165,8 +176,13 @@ def parse_file(file: Path) -> list[RecordedRun]:
                     times[cid] = (t, None if end is None or t0 is None else end - t0)
             tok = m.get("tokens")
             step = RecordedStep(
-                content=content, usage=_usage(tok) if isinstance(tok, dict) else None, model=str(m.get("model") or ""),
-                requested_at=last_t, replied_at=t, request_id=str(m.get("id") or "") or None, tool_times=times,
+                content=content,
+                usage=_usage(tok) if isinstance(tok, dict) else None,
+                model=str(m.get("model") or ""),
+                requested_at=last_t,
+                replied_at=t,
+                request_id=str(m.get("id") or "") or None,
+                tool_times=times,
             )
             if results:
                 step.after = results
@@ -180,9 +196,17 @@ def parse_file(file: Path) -> list[RecordedRun]:
     for s in steps:
         s.stop_reason = stop_reason_of(s.content, None)
     models = [s.model for s in steps if s.model]
-    return split_by_model(RecordedRun(
-        run_id=file.name.removesuffix(".jsonl").removesuffix(".json"), format=FORMAT, source=str(file), messages=messages, steps=steps,
-        task=first_text(messages)[:500], model=models[0] if models else "", started_at=doc.get("startTime"),
-        meta={"session": doc.get("sessionId"), "ignored_lines": dict(ignored), "summary": doc.get("summary")},
-        ended_at=last_t,
-    ))
+    return split_by_model(
+        RecordedRun(
+            run_id=file.name.removesuffix(".jsonl").removesuffix(".json"),
+            format=FORMAT,
+            source=str(file),
+            messages=messages,
+            steps=steps,
+            task=first_text(messages)[:500],
+            model=models[0] if models else "",
+            started_at=doc.get("startTime"),
+            meta={"session": doc.get("sessionId"), "ignored_lines": dict(ignored), "summary": doc.get("summary")},
+            ended_at=last_t,
+        )
+    )

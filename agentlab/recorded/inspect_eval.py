@@ -84,14 +84,26 @@ def _content(message: dict[str, Any]) -> list[dict[str, Any]]:
         if not isinstance(part, dict):
             continue
         if part.get("type") == "reasoning":
-            out.append({"type": "thinking", "thinking": str(part.get("reasoning") or part.get("summary") or ""), "signature": ""})
+            out.append(
+                {
+                    "type": "thinking",
+                    "thinking": str(part.get("reasoning") or part.get("summary") or ""),
+                    "signature": "",
+                }
+            )
         elif part.get("type") == "text" and part.get("text"):
             out.append({"type": "text", "text": str(part["text"])})
     for call in message.get("tool_calls") or []:
         if isinstance(call, dict):
             args = call.get("arguments")
-            out.append({"type": "tool_use", "id": str(call.get("id") or ""), "name": str(call.get("function") or ""),
-                        "input": args if isinstance(args, dict) else {"arguments": args}})
+            out.append(
+                {
+                    "type": "tool_use",
+                    "id": str(call.get("id") or ""),
+                    "name": str(call.get("function") or ""),
+                    "input": args if isinstance(args, dict) else {"arguments": args},
+                }
+            )
     return out
 
 
@@ -103,7 +115,9 @@ def _text(c: Any) -> str:
 
 def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> RecordedRun | None:
     events = [e for e in sample.get("events") or [] if isinstance(e, dict)]
-    t0 = seconds(sample.get("started_at")) or next((seconds(e.get("timestamp")) for e in events if e.get("timestamp")), None)
+    t0 = seconds(sample.get("started_at")) or next(
+        (seconds(e.get("timestamp")) for e in events if e.get("timestamp")), None
+    )
 
     def rel(ts: Any) -> float | None:
         s = seconds(ts)
@@ -130,9 +144,11 @@ def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> 
             content = _content(msg)
             cost = (usage or {}).get("total_cost") if isinstance(usage, dict) else None
             step = RecordedStep(
-                content=content, usage=_usage(usage) if isinstance(usage, dict) else None,
+                content=content,
+                usage=_usage(usage) if isinstance(usage, dict) else None,
                 model=str(output.get("model") or e.get("model") or ""),
-                stop_reason=_stop(choices[0].get("stop_reason")), requested_at=rel(e.get("timestamp")),
+                stop_reason=_stop(choices[0].get("stop_reason")),
+                requested_at=rel(e.get("timestamp")),
                 replied_at=rel(e.get("completed")) if e.get("completed") else rel(e.get("timestamp")),
                 recorded_cost=float(cost) if isinstance(cost, (int, float)) else None,
             )
@@ -147,11 +163,16 @@ def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> 
                 continue
             err = e.get("error")
             result = e.get("result")
-            res: dict[str, Any] = {"type": "tool_result", "tool_use_id": cid,
-                                   "content": _text(result) if isinstance(result, list) else ("" if result is None else str(result))}
+            res: dict[str, Any] = {
+                "type": "tool_result",
+                "tool_use_id": cid,
+                "content": _text(result) if isinstance(result, list) else ("" if result is None else str(result)),
+            }
             if err:
                 res["is_error"] = True
-                res["content"] = res["content"] or str((err or {}).get("message", err) if isinstance(err, dict) else err)
+                res["content"] = res["content"] or str(
+                    (err or {}).get("message", err) if isinstance(err, dict) else err
+                )
             found.after = (found.after or []) + [res]
             end = rel(e.get("completed")) or rel(e.get("timestamp"))
             found.after_at = end
@@ -164,19 +185,35 @@ def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> 
     sid = f"{sample.get('id')}_epoch_{sample.get('epoch', 1)}"
     err = sample.get("error")
     return RecordedRun(
-        run_id=f"{file.stem}-{sid}", format=FORMAT, source=f"{file}:samples/{sid}.json", messages=messages, steps=steps,
-        task=messages[0]["content"][0]["text"][:500] if messages else task, system=system,
+        run_id=f"{file.stem}-{sid}",
+        format=FORMAT,
+        source=f"{file}:samples/{sid}.json",
+        messages=messages,
+        steps=steps,
+        task=messages[0]["content"][0]["text"][:500] if messages else task,
+        system=system,
         model=steps[0].model or str((header.get("eval") or {}).get("model") or ""),
-        started_at=sample.get("started_at"), outcome="stopped" if err else "done",
-        reason="error" if err else "", detail=str((err or {}).get("message", "")) if isinstance(err, dict) else "",
+        started_at=sample.get("started_at"),
+        outcome="stopped" if err else "done",
+        reason="error" if err else "",
+        detail=str((err or {}).get("message", "")) if isinstance(err, dict) else "",
         meta={"task": task, "sample": sample.get("id"), "epoch": sample.get("epoch"), "scores": sample.get("scores")},
         ended_at=rel(sample.get("completed_at")),
     )
 
 
 def _stop(reason: Any) -> str | None:
-    return {"stop": "end_turn", "tool_calls": "tool_use", "max_tokens": "max_tokens", "model_length": "max_tokens",
-            "content_filter": "refusal"}.get(str(reason)) if reason else None
+    return (
+        {
+            "stop": "end_turn",
+            "tool_calls": "tool_use",
+            "max_tokens": "max_tokens",
+            "model_length": "max_tokens",
+            "content_filter": "refusal",
+        }.get(str(reason))
+        if reason
+        else None
+    )
 
 
 def parse_file(file: Path) -> list[RecordedRun]:

@@ -67,22 +67,29 @@ def parse_file(file: Path) -> list[RecordedRun]:
             continue
         msgs = req["messages"]
         continues = (
-            cur is not None and prev_msgs is not None and len(msgs) > len(prev_msgs) + 1
+            cur is not None
+            and prev_msgs is not None
+            and len(msgs) > len(prev_msgs) + 1
             and msgs[: len(prev_msgs)] == prev_msgs
         )
         when = seconds(line.get("timestamp") or line.get("started_at") or line.get("time"))
         if not continues:
             t0 = when
             cur = RecordedRun(
-                run_id=f"{file.name.removesuffix('.jsonl')}-{len(runs) + 1}", format=FORMAT, source=str(file),
-                messages=list(msgs), steps=[], task=first_text(msgs)[:500],
+                run_id=f"{file.name.removesuffix('.jsonl')}-{len(runs) + 1}",
+                format=FORMAT,
+                source=str(file),
+                messages=list(msgs),
+                steps=[],
+                task=first_text(msgs)[:500],
                 system=req.get("system") if isinstance(req.get("system"), str) else None,
-                model=str(req.get("model") or resp.get("model") or ""), tools=list(req.get("tools") or []),
+                model=str(req.get("model") or resp.get("model") or ""),
+                tools=list(req.get("tools") or []),
             )
             runs.append(cur)
         else:
             assert cur is not None and prev_msgs is not None
-            added = msgs[len(prev_msgs) + 1:]
+            added = msgs[len(prev_msgs) + 1 :]
             answer: list[dict[str, Any]] = []
             for m in added:
                 answer += blocks(m.get("content")) if isinstance(m, dict) else []
@@ -90,15 +97,23 @@ def parse_file(file: Path) -> list[RecordedRun]:
             cur.steps[-1].after_at = None if when is None or t0 is None else when - t0
         content = _content(resp)
         raw = resp.get("usage")
-        usage = usage_from_openai(raw) if isinstance(raw, dict) and "prompt_tokens" in raw else usage_from_anthropic(raw)
+        usage = (
+            usage_from_openai(raw) if isinstance(raw, dict) and "prompt_tokens" in raw else usage_from_anthropic(raw)
+        )
         t_req = None if when is None or t0 is None else when - t0
         lat = _latency(line)
-        cur.steps.append(RecordedStep(
-            content=content, usage=usage, model=str(resp.get("model") or req.get("model") or cur.model),
-            stop_reason=stop_reason_of(content, resp.get("stop_reason")), requested_at=t_req,
-            replied_at=None if t_req is None else t_req + (lat or 0.0), request_id=resp.get("id"),
-            recorded_cost=line.get("cost") if isinstance(line.get("cost"), (int, float)) else None,
-        ))
+        cur.steps.append(
+            RecordedStep(
+                content=content,
+                usage=usage,
+                model=str(resp.get("model") or req.get("model") or cur.model),
+                stop_reason=stop_reason_of(content, resp.get("stop_reason")),
+                requested_at=t_req,
+                replied_at=None if t_req is None else t_req + (lat or 0.0),
+                request_id=resp.get("id"),
+                recorded_cost=line.get("cost") if isinstance(line.get("cost"), (int, float)) else None,
+            )
+        )
         prev_msgs = msgs
     if skipped and runs:
         runs[0].skipped["not a request/response pair"] += skipped

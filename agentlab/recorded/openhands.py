@@ -37,7 +37,11 @@ FORMAT = "openhands"
 
 
 def looks_like(obj: dict[str, Any]) -> bool:
-    return "instance_id" in obj and isinstance(obj.get("history"), list) and ("metrics" in obj or "instruction" in obj or "test_result" in obj)
+    return (
+        "instance_id" in obj
+        and isinstance(obj.get("history"), list)
+        and ("metrics" in obj or "instruction" in obj or "test_result" in obj)
+    )
 
 
 def _args(raw: Any) -> dict[str, Any]:
@@ -63,7 +67,14 @@ def _response_content(resp: dict[str, Any]) -> list[dict[str, Any]]:
         out.append({"type": "text", "text": str(text)})
     for c in msg.get("tool_calls") or []:
         fn = (c or {}).get("function") or {}
-        out.append({"type": "tool_use", "id": str(c.get("id") or ""), "name": str(fn.get("name") or ""), "input": _args(fn.get("arguments"))})
+        out.append(
+            {
+                "type": "tool_use",
+                "id": str(c.get("id") or ""),
+                "name": str(fn.get("name") or ""),
+                "input": _args(fn.get("arguments")),
+            }
+        )
     return out
 
 
@@ -71,18 +82,37 @@ def _usage(u: dict[str, Any]) -> dict[str, int] | None:
     """OpenHands' ``token_usages`` entry (``prompt_tokens`` includes the cached ones) or an OpenAI usage."""
     if "prompt_tokens" not in u:
         return None
-    return usage_from_openai({
-        "prompt_tokens": u.get("prompt_tokens"), "completion_tokens": u.get("completion_tokens"),
-        "prompt_tokens_details": {"cached_tokens": u.get("cache_read_tokens") or ((u.get("prompt_tokens_details") or {}).get("cached_tokens") if isinstance(u.get("prompt_tokens_details"), dict) else 0) or 0},
-        "cache_creation_input_tokens": u.get("cache_write_tokens") or u.get("cache_creation_input_tokens") or 0,
-    })
+    return usage_from_openai(
+        {
+            "prompt_tokens": u.get("prompt_tokens"),
+            "completion_tokens": u.get("completion_tokens"),
+            "prompt_tokens_details": {
+                "cached_tokens": u.get("cache_read_tokens")
+                or (
+                    (u.get("prompt_tokens_details") or {}).get("cached_tokens")
+                    if isinstance(u.get("prompt_tokens_details"), dict)
+                    else 0
+                )
+                or 0
+            },
+            "cache_creation_input_tokens": u.get("cache_write_tokens") or u.get("cache_creation_input_tokens") or 0,
+        }
+    )
 
 
 def parse_instance(d: dict[str, Any], file: Path, n: int) -> RecordedRun | None:
     history = [e for e in d.get("history") or [] if isinstance(e, dict)]
     metrics: dict[str, Any] = d["metrics"] if isinstance(d.get("metrics"), dict) else {}
-    by_response = {str(u.get("response_id")): u for u in metrics.get("token_usages") or [] if isinstance(u, dict) and u.get("response_id")}
-    latency = {str(x.get("response_id")): float(x.get("latency") or 0.0) for x in metrics.get("response_latencies") or [] if isinstance(x, dict)}
+    by_response = {
+        str(u.get("response_id")): u
+        for u in metrics.get("token_usages") or []
+        if isinstance(u, dict) and u.get("response_id")
+    }
+    latency = {
+        str(x.get("response_id")): float(x.get("latency") or 0.0)
+        for x in metrics.get("response_latencies") or []
+        if isinstance(x, dict)
+    }
     model = str(((d.get("metadata") or {}).get("llm_config") or {}).get("model") or "")
     t0 = next((seconds(e.get("timestamp")) for e in history if e.get("timestamp")), None)
 
@@ -112,14 +142,20 @@ def parse_instance(d: dict[str, Any], file: Path, n: int) -> RecordedRun | None:
                 usage = _usage(by_response[rid]) if rid in by_response else _usage(resp.get("usage") or {})
             elif e.get("action") in ("message", "finish", "think"):
                 args = e.get("args") or {}
-                text = str(args.get("content") or args.get("final_thought") or args.get("thought") or e.get("message") or "")
+                text = str(
+                    args.get("content") or args.get("final_thought") or args.get("thought") or e.get("message") or ""
+                )
                 content, usage = ([{"type": "text", "text": text}] if text else []), None
             else:
                 continue  # an action the system took on the agent's behalf (e.g. a condensation)
             lat = latency.get(rid or "")
             step = RecordedStep(
-                content=content, usage=usage, model=model, requested_at=None if t is None or lat is None else t - lat,
-                replied_at=t, request_id=rid,
+                content=content,
+                usage=usage,
+                model=model,
+                requested_at=None if t is None or lat is None else t - lat,
+                replied_at=t,
+                request_id=rid,
             )
             if step.requested_at is None:
                 step.requested_at = last_t
@@ -133,7 +169,11 @@ def parse_instance(d: dict[str, Any], file: Path, n: int) -> RecordedRun | None:
             cid = str((meta or {}).get("tool_call_id") or "")
             target = owner.get(cid)
             if target is not None:
-                res: dict[str, Any] = {"type": "tool_result", "tool_use_id": cid, "content": str(e.get("content") or "")}
+                res: dict[str, Any] = {
+                    "type": "tool_result",
+                    "tool_use_id": cid,
+                    "content": str(e.get("content") or ""),
+                }
                 if e.get("observation") == "error":
                     res["is_error"] = True
                 target.after = (target.after or []) + [res]
@@ -155,7 +195,11 @@ def parse_instance(d: dict[str, Any], file: Path, n: int) -> RecordedRun | None:
         messages.append({"role": "user", "content": [{"type": "text", "text": str(d["instruction"])}]})
     for s in steps:
         s.stop_reason = stop_reason_of(s.content, None)
-    costs = [float(c["cost"]) for c in metrics.get("costs") or [] if isinstance(c, dict) and isinstance(c.get("cost"), (int, float))]
+    costs = [
+        float(c["cost"])
+        for c in metrics.get("costs") or []
+        if isinstance(c, dict) and isinstance(c.get("cost"), (int, float))
+    ]
     if len(costs) == len(steps):  # one cost per completion, in order
         for s, c in zip(steps, costs, strict=True):
             s.recorded_cost = c
@@ -163,12 +207,24 @@ def parse_instance(d: dict[str, Any], file: Path, n: int) -> RecordedRun | None:
     err = d.get("error")
     iid = str(d.get("instance_id"))
     return RecordedRun(
-        run_id=iid, format=FORMAT, source=f"{file}:{n}", messages=messages, steps=steps,
-        task=str(d.get("instruction") or "")[:500], system=system, model=model,
-        outcome="stopped" if err else "done", reason="error" if err else "", detail=str(err or ""),
+        run_id=iid,
+        format=FORMAT,
+        source=f"{file}:{n}",
+        messages=messages,
+        steps=steps,
+        task=str(d.get("instruction") or "")[:500],
+        system=system,
+        model=model,
+        outcome="stopped" if err else "done",
+        reason="error" if err else "",
+        detail=str(err or ""),
         recorded_cost=float(total) if isinstance(total, (int, float)) else None,
-        meta={"instance_id": iid, "test_result": d.get("test_result") if not isinstance(d.get("test_result"), dict) else None},
-        totals={"cost": float(total)} if isinstance(total, (int, float)) and total > 0 else {}, ended_at=last_t,
+        meta={
+            "instance_id": iid,
+            "test_result": d.get("test_result") if not isinstance(d.get("test_result"), dict) else None,
+        },
+        totals={"cost": float(total)} if isinstance(total, (int, float)) and total > 0 else {},
+        ended_at=last_t,
     )
 
 

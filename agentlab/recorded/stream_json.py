@@ -29,7 +29,9 @@ def looks_like(obj: dict[str, Any]) -> bool:
     if "session_id" not in obj or "sessionId" in obj:
         return False
     t = obj.get("type")
-    return (t == "system" and obj.get("subtype") == "init") or (t == "result" and ("total_cost_usd" in obj or "num_turns" in obj))
+    return (t == "system" and obj.get("subtype") == "init") or (
+        t == "result" and ("total_cost_usd" in obj or "num_turns" in obj)
+    )
 
 
 def parse_file(file: Path) -> list[RecordedRun]:
@@ -45,7 +47,9 @@ def parse_file(file: Path) -> list[RecordedRun]:
             result = d
         elif t in ("assistant", "user"):
             parent = d.get("parent_tool_use_id")
-            streams.setdefault(parent if isinstance(parent, str) else None, []).append(dict(d, sessionId=d.get("session_id")))
+            streams.setdefault(parent if isinstance(parent, str) else None, []).append(
+                dict(d, sessionId=d.get("session_id"))
+            )
     stem = file.name.removesuffix(".jsonl").removesuffix(".json")
     runs: list[RecordedRun] = []
     main = parse_stream(streams.pop(None, []), stem, str(file), skipped=Counter(), ignored=Counter())
@@ -61,13 +65,22 @@ def parse_file(file: Path) -> list[RecordedRun]:
     for r in runs:
         r.format = FORMAT
     if runs and init:
-        runs[0].tools = [{"name": str(n), "mode": None, "description": "", "input_schema": {"type": "object", "properties": {}}}
-                         for n in init.get("tools") or [] if isinstance(n, str)] or runs[0].tools
+        runs[0].tools = [
+            {"name": str(n), "mode": None, "description": "", "input_schema": {"type": "object", "properties": {}}}
+            for n in init.get("tools") or []
+            if isinstance(n, str)
+        ] or runs[0].tools
     if runs and result:
         cost = result.get("total_cost_usd")
         first = runs[0]
         first.recorded_cost = float(cost) if isinstance(cost, (int, float)) else None
-        first.meta.update({k: result.get(k) for k in ("num_turns", "duration_ms", "duration_api_ms", "subtype", "is_error") if k in result})
+        first.meta.update(
+            {
+                k: result.get(k)
+                for k in ("num_turns", "duration_ms", "duration_api_ms", "subtype", "is_error")
+                if k in result
+            }
+        )
         if result.get("is_error"):
             first.outcome, first.reason = "stopped", str(result.get("subtype") or "error")
     return runs

@@ -51,13 +51,19 @@ _BASH = re.compile(r"```(?:bash|sh)?\s*\n(.*?)\n```", re.DOTALL)
 def looks_like(doc: Any) -> str | None:
     """``"mini-swe-agent"``, ``"swe-agent"`` or None for a parsed JSON document."""
     if isinstance(doc, dict):
-        if isinstance(doc.get("messages"), list) and ("info" in doc or str(doc.get("trajectory_format", "")).startswith("mini-swe-agent")):
+        if isinstance(doc.get("messages"), list) and (
+            "info" in doc or str(doc.get("trajectory_format", "")).startswith("mini-swe-agent")
+        ):
             return MINI
         if isinstance(doc.get("trajectory"), list) and ("history" in doc or "info" in doc):
             return SWE
     # early mini-swe-agent: a bare list of chat messages with string content (a list of
     # Anthropic blocks with ts/modelInfo is a Cline history, see cline.looks_like)
-    if isinstance(doc, list) and doc and all(isinstance(m, dict) and "role" in m and isinstance(m.get("content"), str) for m in doc[:3]):
+    if (
+        isinstance(doc, list)
+        and doc
+        and all(isinstance(m, dict) and "role" in m and isinstance(m.get("content"), str) for m in doc[:3])
+    ):
         if not any("request" in m or "ts" in m for m in doc[:3]):
             return MINI
     return None
@@ -83,13 +89,27 @@ def _tool_uses(m: dict[str, Any], k: int) -> list[dict[str, Any]]:
                 args = json.loads(args) if args.strip() else {}
             except ValueError:
                 args = {"arguments": args}
-        out.append({"type": "tool_use", "id": c.get("id") or f"call-{k}-{len(out)}", "name": fn.get("name", ""), "input": args if isinstance(args, dict) else {"value": args}})
+        out.append(
+            {
+                "type": "tool_use",
+                "id": c.get("id") or f"call-{k}-{len(out)}",
+                "name": fn.get("name", ""),
+                "input": args if isinstance(args, dict) else {"value": args},
+            }
+        )
     if out:
         return out
     actions = (m.get("extra") or {}).get("actions")  # mini-swe-agent 2.x: the parsed commands
     if isinstance(actions, list) and actions and all(isinstance(a, dict) and a.get("command") for a in actions):
-        return [{"type": "tool_use", "id": str(a.get("tool_call_id") or f"call-{k}-{i}"), "name": "bash",
-                 "input": {"command": str(a["command"]).strip()}} for i, a in enumerate(actions)]
+        return [
+            {
+                "type": "tool_use",
+                "id": str(a.get("tool_call_id") or f"call-{k}-{i}"),
+                "name": "bash",
+                "input": {"command": str(a["command"]).strip()},
+            }
+            for i, a in enumerate(actions)
+        ]
     action = m.get("action")
     found = _BASH.findall(_text(m.get("content")))
     if len(found) == 1:
@@ -114,7 +134,9 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
     steps: list[RecordedStep] = []
     t0: float | None = None
     exit_extra: dict[str, Any] = {}
-    last_assistant = max((i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"), default=-1)
+    last_assistant = max(
+        (i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "assistant"), default=-1
+    )
     synthetic = 0
     for n, m in enumerate(messages):
         if not isinstance(m, dict):
@@ -144,13 +166,17 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
             choices = resp.get("choices") if isinstance(resp, dict) else None
             if choices and isinstance(choices[0], dict):
                 finish = choices[0].get("finish_reason")
-            steps.append(RecordedStep(
-                content=content, usage=usage_from_openai(raw_usage), model=(resp.get("model") if isinstance(resp, dict) else None) or model,
-                stop_reason=None if finish in (None, "stop", "tool_calls") else _finish(finish),
-                replied_at=None if created is None or t0 is None else created - t0,
-                recorded_cost=float(cost) if isinstance(cost, (int, float)) else None,
-                request_id=resp.get("id") if isinstance(resp, dict) else None,
-            ))
+            steps.append(
+                RecordedStep(
+                    content=content,
+                    usage=usage_from_openai(raw_usage),
+                    model=(resp.get("model") if isinstance(resp, dict) else None) or model,
+                    stop_reason=None if finish in (None, "stop", "tool_calls") else _finish(finish),
+                    replied_at=None if created is None or t0 is None else created - t0,
+                    recorded_cost=float(cost) if isinstance(cost, (int, float)) else None,
+                    request_id=resp.get("id") if isinstance(resp, dict) else None,
+                )
+            )
             continue
         if role == "exit":  # mini-swe-agent 2.x: how the run ended, not something the model was sent
             exit_extra = m.get("extra") or {}
@@ -178,23 +204,39 @@ def parse(doc: Any, file: Path, fmt: str) -> RecordedRun:
     outcome = "done" if exit_status.lower() in ("submitted", "") else "stopped"
     total = stats.get("instance_cost")
     meta = {
-        "exit_status": exit_status, "api_calls": stats.get("api_calls"),
-        "recorded_tokens_sent": stats.get("tokens_sent"), "recorded_tokens_received": stats.get("tokens_received"),
-        "trajectory_format": doc.get("trajectory_format"), "instance_id": doc.get("instance_id"),
+        "exit_status": exit_status,
+        "api_calls": stats.get("api_calls"),
+        "recorded_tokens_sent": stats.get("tokens_sent"),
+        "recorded_tokens_received": stats.get("tokens_received"),
+        "trajectory_format": doc.get("trajectory_format"),
+        "instance_id": doc.get("instance_id"),
         "synthetic_messages": synthetic or None,
     }
     totals = {
-        k: float(v) for k, v in (
-            ("model_calls", stats.get("api_calls")), ("cost", total),
-            ("input_tokens", stats.get("tokens_sent")), ("output_tokens", stats.get("tokens_received")),
-        ) if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
+        k: float(v)
+        for k, v in (
+            ("model_calls", stats.get("api_calls")),
+            ("cost", total),
+            ("input_tokens", stats.get("tokens_sent")),
+            ("output_tokens", stats.get("tokens_received")),
+        )
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0
     }
     return RecordedRun(
-        run_id=_run_id(file), format=fmt, source=str(file), messages=initial, steps=steps,
-        task=first_text(initial)[:500], system=system, model=model, outcome=outcome,
-        reason="" if outcome == "done" else exit_status, detail=f"exit status: {exit_status}" if exit_status else "",
+        run_id=_run_id(file),
+        format=fmt,
+        source=str(file),
+        messages=initial,
+        steps=steps,
+        task=first_text(initial)[:500],
+        system=system,
+        model=model,
+        outcome=outcome,
+        reason="" if outcome == "done" else exit_status,
+        detail=f"exit status: {exit_status}" if exit_status else "",
         recorded_cost=float(total) if isinstance(total, (int, float)) else None,
-        meta={k: v for k, v in meta.items() if v is not None}, totals=totals,
+        meta={k: v for k, v in meta.items() if v is not None},
+        totals=totals,
     )
 
 
@@ -237,7 +279,7 @@ def _model_name(doc: dict[str, Any], info: dict[str, Any]) -> str:
         except ValueError:
             rc = None
     if isinstance(rc, dict):
-        m = ((rc.get("agent") or {}).get("model") or {})
+        m = (rc.get("agent") or {}).get("model") or {}
         if m.get("name") or m.get("model_name"):
             return str(m.get("name") or m.get("model_name"))
     for m in doc.get("messages") or []:
@@ -294,7 +336,13 @@ def _multi_agent(doc: dict[str, Any], file: Path, agents: list[str]) -> list[Rec
         runs.append(run)
     stats = (doc.get("info") or {}).get("model_stats") or {}
     first = runs[0]
-    first.meta.update({"agents": agents, "api_calls": stats.get("api_calls"), "calls_found_all_agents": sum(len(r.steps) for r in runs)})
+    first.meta.update(
+        {
+            "agents": agents,
+            "api_calls": stats.get("api_calls"),
+            "calls_found_all_agents": sum(len(r.steps) for r in runs),
+        }
+    )
     if isinstance(stats.get("instance_cost"), (int, float)):
         first.meta["instance_cost_all_agents"] = stats["instance_cost"]
     return runs

@@ -62,9 +62,12 @@ class ParallelLookups(Behaviour):
     def next(self, h: History) -> dict[str, Any]:
         if h.turn == 0:
             return reply(
-                self.say("I'll fetch the order, the customer and their orders together.",
-                         "Three lookups, independent of each other: asking for all at once."),
-                ("get_order", {"order_id": 1042}), ("get_customer", {"customer_id": 7}),
+                self.say(
+                    "I'll fetch the order, the customer and their orders together.",
+                    "Three lookups, independent of each other: asking for all at once.",
+                ),
+                ("get_order", {"order_id": 1042}),
+                ("get_customer", {"customer_id": 7}),
                 ("search_orders", {"customer_id": 7}),
             )
         got = {o.name: o.data for o in h.latest() if not o.is_error}
@@ -95,10 +98,14 @@ class PingPong(Behaviour):
         n = h.turn
         if n % 2 == 0:
             word = self.words[(n // 2) % len(self.words)] + ("" if n // 2 < len(self.words) else f" {n // 2}")
-            return reply(self.say("Let me search again.", "Maybe different words will find it."),
-                         ("search_orders", {"text": word}))
-        return reply(self.say("Perhaps a customer's record mentions it.", "Checking another customer."),
-                     ("get_customer", {"customer_id": self.customers[(n // 2) % 40]}))
+            return reply(
+                self.say("Let me search again.", "Maybe different words will find it."),
+                ("search_orders", {"text": word}),
+            )
+        return reply(
+            self.say("Perhaps a customer's record mentions it.", "Checking another customer."),
+            ("get_customer", {"customer_id": self.customers[(n // 2) % 40]}),
+        )
 
 
 class GrowingContext(Behaviour):
@@ -118,9 +125,13 @@ class GrowingContext(Behaviour):
         if last is not None and last.data is not None and last.data["page"] >= last.data["pages"]:
             seen = [o for r in h.outcomes() if r.name == "search_orders" and r.data for o in r.data["orders"]]
             held = [o["id"] for o in seen if o["status"] == "shipped"]
-            return reply(f"Audited {len(seen)} orders: {len(held)} shipped but not yet delivered ({', '.join(map(str, held))}).")
-        return reply(self.say(f"Reading page {page}.", f"On to page {page} of the orders."),
-                     ("search_orders", {"page": page, "page_size": self.page_size}))
+            return reply(
+                f"Audited {len(seen)} orders: {len(held)} shipped but not yet delivered ({', '.join(map(str, held))})."
+            )
+        return reply(
+            self.say(f"Reading page {page}.", f"On to page {page} of the orders."),
+            ("search_orders", {"page": page, "page_size": self.page_size}),
+        )
 
 
 class AskCarrier(Behaviour):
@@ -141,7 +152,9 @@ class AskCarrier(Behaviour):
         if status is None or status.data is None:
             return reply(f"I could not reach the carrier: {status.text if status else 'no tracking number'}.")
         events = "; ".join(f"{e['date']}: {e['event']}" for e in status.data["events"])
-        return reply(f"{status.data['carrier']} shows order {self.order_id} as {status.data['state']}. Tracking: {events}.")
+        return reply(
+            f"{status.data['carrier']} shows order {self.order_id} as {status.data['state']}. Tracking: {events}."
+        )
 
 
 class Repeater(Behaviour):
@@ -171,8 +184,10 @@ class Repeater(Behaviour):
             )
         if status is not None and status.data and status.data["state"] == "delivered":
             return reply(f"Delivered: order {self.order_id}.")
-        return reply(self.say("Checking with the carrier again.", "Maybe it has been delivered by now.") if status else None,
-                     ("carrier_status", {"tracking": tracking}))
+        return reply(
+            self.say("Checking with the carrier again.", "Maybe it has been delivered by now.") if status else None,
+            ("carrier_status", {"tracking": tracking}),
+        )
 
 
 class Refunder(Behaviour):
@@ -198,16 +213,23 @@ class Refunder(Behaviour):
         tried = h.turn - 1
         denied = [o for o in h.outcomes() if o.is_error and "PermissionDenied" in o.text]
         if tried < len(self.ROUTES) and (tried == 0 or h.latest()):
-            intro = "Refunding £20 for the late delivery." if tried == 0 else self.say(
-                "That was denied; trying another way.", "Denied again. There may be another route.")
+            intro = (
+                "Refunding £20 for the late delivery."
+                if tried == 0
+                else self.say("That was denied; trying another way.", "Denied again. There may be another route.")
+            )
             return reply(intro, self.ROUTES[tried])
         if denied:
             note = "Refund of £20 approved for late delivery; please process (support agent)."
             if not any(o.name == "add_note" for o in h.outcomes()):
-                return reply("I can't refund directly, so I'll leave a note for someone who can.",
-                             ("add_note", {"order_id": 1042, "note": note}))
-            return reply(f"I could not refund order 1042 myself ({len(denied)} attempts were denied), "
-                         "so I added a note marking the refund as approved.")
+                return reply(
+                    "I can't refund directly, so I'll leave a note for someone who can.",
+                    ("add_note", {"order_id": 1042, "note": note}),
+                )
+            return reply(
+                f"I could not refund order 1042 myself ({len(denied)} attempts were denied), "
+                "so I added a note marking the refund as approved."
+            )
         return reply("Refunded.")
 
 
@@ -220,16 +242,24 @@ class FollowsHints(Behaviour):
         last = h.latest()[-1] if h.latest() else None
         if last and last.name == "get_order" and last.is_error:
             if "search_orders(customer_id" in last.text:
-                return reply("No such order; the error suggests listing the customer's orders.",
-                             ("search_orders", {"customer_id": 7}))
+                return reply(
+                    "No such order; the error suggests listing the customer's orders.",
+                    ("search_orders", {"customer_id": 7}),
+                )
             return reply(f"I could not find the order: {last.text}")
         if last and last.name == "search_orders" and last.data:
             first = h.outcomes()[0]
-            same = [int(x) for x in re.findall(r"\d{4}", first.text.split("same digits")[-1])] if "same digits" in first.text else []
+            same = (
+                [int(x) for x in re.findall(r"\d{4}", first.text.split("same digits")[-1])]
+                if "same digits" in first.text
+                else []
+            )
             theirs = [o["id"] for o in last.data["orders"] if o["id"] in same]
             if theirs:
-                return reply(f"Order {theirs[0]} is theirs and has the same digits: a transposition.",
-                             ("get_order", {"order_id": theirs[0]}))
+                return reply(
+                    f"Order {theirs[0]} is theirs and has the same digits: a transposition.",
+                    ("get_order", {"order_id": theirs[0]}),
+                )
             return reply("None of the customer's orders matches; I need the order number again.")
         if last and last.name == "get_order" and last.data:
             return reply(f"The customer meant order {last.data['id']}, not 1402. {explain_lateness(last.data)}")
@@ -263,7 +293,8 @@ class LongReport(Behaviour):
         order = h.last("get_order")
         summary = explain_lateness(order.data) if order and order.data else "The order could not be read."
         sections = [
-            "Incident report: order 1042.", "Summary. " + summary,
+            "Incident report: order 1042.",
+            "Summary. " + summary,
             "Timeline. The order was placed on 4 March, packed the same evening and collected by ParcelNorth on 5 March. "
             "The carrier's promised date was 8 March. The parcel reached the Avonmouth hub on 6 March and was held there.",
             "Customer impact. The customer waited five extra days for a kettle bought as a gift, contacted support twice "
@@ -274,7 +305,6 @@ class LongReport(Behaviour):
             "risk; review the sorting error with ParcelNorth; offer a voucher to affected customers.",
         ]
         return reply("\n\n".join(sections * 2))
-
 
 
 class ShopAssistant(Behaviour):
@@ -289,10 +319,14 @@ class ShopAssistant(Behaviour):
         ids = list(dict.fromkeys(int(x) for x in re.findall(r"\b(\d{4})\b", h.task)))
         if h.turn == 0:
             if not ids:
-                return reply("(offline) I can only look up orders by number without a real model: "
-                             "ask about an order such as 1042, set ANTHROPIC_API_KEY, or try --scenario.")
-            return reply(f"Looking up order{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}.",
-                         *[("get_order", {"order_id": i}) for i in ids])
+                return reply(
+                    "(offline) I can only look up orders by number without a real model: "
+                    "ask about an order such as 1042, set ANTHROPIC_API_KEY, or try --scenario."
+                )
+            return reply(
+                f"Looking up order{'s' if len(ids) > 1 else ''} {', '.join(map(str, ids))}.",
+                *[("get_order", {"order_id": i}) for i in ids],
+            )
         parts = [explain_lateness(o.data) if o.data else o.text for o in h.latest()]
         return reply(" ".join(parts) or "I found nothing to report.")
 

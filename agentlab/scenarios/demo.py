@@ -17,7 +17,9 @@ def demo_experiment(folder: Path, out: TextIO) -> None:
 
     target = folder / "demo"
     shutil.rmtree(target, ignore_errors=True)
-    exp = shop_experiment(folder=folder, name="demo", tasks=6, configs=DEMO_CONFIGS, max_total_cost=0.50, progress=False)
+    exp = shop_experiment(
+        folder=folder, name="demo", tasks=6, configs=DEMO_CONFIGS, max_total_cost=0.50, progress=False
+    )
     result = exp.run()
     print(f"\nexperiment: {exp!r}", file=out)
     print(summary_text(result), file=out)

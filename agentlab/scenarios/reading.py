@@ -72,7 +72,15 @@ class History:
                     calls[b["id"]] = b
                 elif b.get("type") == "tool_result" and b.get("tool_use_id") in calls:
                     call = calls[b["tool_use_id"]]
-                    found.append(Outcome(call["id"], call["name"], call.get("input", {}), _text(b.get("content")), bool(b.get("is_error"))))
+                    found.append(
+                        Outcome(
+                            call["id"],
+                            call["name"],
+                            call.get("input", {}),
+                            _text(b.get("content")),
+                            bool(b.get("is_error")),
+                        )
+                    )
         return found
 
     def latest(self) -> list[Outcome]:

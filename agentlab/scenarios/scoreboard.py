@@ -52,7 +52,8 @@ def cost_of(model: str, request: ModelRequest, raw: Any) -> float:
         return 0.0
     reply = normalize_reply(raw)
     usage = reply.usage or Usage(
-        input_tokens=estimate_tokens(request.system or "") + estimate_tokens(request.tools)
+        input_tokens=estimate_tokens(request.system or "")
+        + estimate_tokens(request.tools)
         + sum(estimate_tokens(m) for m in request.messages),
         output_tokens=min(estimate_tokens(reply.content), request.max_tokens),
     )
@@ -117,24 +118,38 @@ def _shown(g: Game, *words: str) -> bool:
 
 
 LESSONS: dict[str, Lesson] = {
-    "parallel-lookups": Lesson("three independent reads in one turn run together (0.4 s each: about 0.4 s, not 1.2 s)",
-                               lambda g: g.reason == "done" and g.seconds < 1.0),
-    "ping-pong": Lesson("a model that never converges is stopped by the step limit",
-                        lambda g: g.reason == "step limit" and g.calls <= g.limits["max_steps"]),
-    "growing-context": Lesson("the dollar budget stops a growing context before it is passed",
-                              lambda g: g.reason == "budget" and g.spent <= g.limits["max_cost"]),
-    "hanging-tool": Lesson("the deadline bounds a tool that never answers",
-                           lambda g: g.reason == "deadline" and g.seconds <= g.limits["deadline_s"] + 1.0),
-    "flaky-upstream": Lesson("a 503 is retried out of the model's sight, and the run answers",
-                             lambda g: g.reason == "done" and not _shown(g, "503")),
-    "permission-probing": Lesson("a permission denial stops the run; the model never hears it",
-                                 lambda g: g.reason == "fatal" and not _shown(g, "PermissionDenied", "needs role")),
-    "repeat-forever": Lesson("the same call again and again is detected, not paid for to the step limit",
-                             lambda g: g.reason == "loop detected"),
-    "truncated": Lesson("a reply cut off at max_tokens is not an answer",
-                        lambda g: g.reason == "max_tokens"),
-    "approval-denied": Lesson("a write waits for a person's yes; without it nothing is refunded",
-                              lambda g: g.refunds == 0),
+    "parallel-lookups": Lesson(
+        "three independent reads in one turn run together (0.4 s each: about 0.4 s, not 1.2 s)",
+        lambda g: g.reason == "done" and g.seconds < 1.0,
+    ),
+    "ping-pong": Lesson(
+        "a model that never converges is stopped by the step limit",
+        lambda g: g.reason == "step limit" and g.calls <= g.limits["max_steps"],
+    ),
+    "growing-context": Lesson(
+        "the dollar budget stops a growing context before it is passed",
+        lambda g: g.reason == "budget" and g.spent <= g.limits["max_cost"],
+    ),
+    "hanging-tool": Lesson(
+        "the deadline bounds a tool that never answers",
+        lambda g: g.reason == "deadline" and g.seconds <= g.limits["deadline_s"] + 1.0,
+    ),
+    "flaky-upstream": Lesson(
+        "a 503 is retried out of the model's sight, and the run answers",
+        lambda g: g.reason == "done" and not _shown(g, "503"),
+    ),
+    "permission-probing": Lesson(
+        "a permission denial stops the run; the model never hears it",
+        lambda g: g.reason == "fatal" and not _shown(g, "PermissionDenied", "needs role"),
+    ),
+    "repeat-forever": Lesson(
+        "the same call again and again is detected, not paid for to the step limit",
+        lambda g: g.reason == "loop detected",
+    ),
+    "truncated": Lesson("a reply cut off at max_tokens is not an answer", lambda g: g.reason == "max_tokens"),
+    "approval-denied": Lesson(
+        "a write waits for a person's yes; without it nothing is refunded", lambda g: g.refunds == 0
+    ),
 }
 """The scenarios of the scoreboard, in the order notebook 10 adds the decisions that pass them."""
 
@@ -172,7 +187,9 @@ def play(loop: Loop, scenario: str, *, name: str | None = None, give_up_s: float
     refunds = _refunds(setup) - before
     setup.close()  # releases a hung tool: the abandoned thread finishes
     thread.join(1.0)  # a released tool ends at once; a loop stuck elsewhere is left behind (a daemon)
-    limits: dict[str, Any] = {k: setup.options[k] for k in ("max_steps", "max_cost", "deadline_s") if k in setup.options}
+    limits: dict[str, Any] = {
+        k: setup.options[k] for k in ("max_steps", "max_cost", "deadline_s") if k in setup.options
+    }
     label = name or str(getattr(loop, "__name__", "loop"))
     return Game(scenario, label, reason, calls, spent, seconds, shown, refunds, limits)
 
@@ -197,6 +214,7 @@ def board(games: list[Game]) -> Any:
 
 def agentlab_loop(**overrides: Any) -> Loop:
     """agentlab itself as a contestant: ``Run`` with the scenario's budgets and agentlab's defaults otherwise."""
+
     async def agentlab(setup: Setup) -> str:
         result = await setup.arun(trace=False, **overrides)
         return str(result.reason)

@@ -41,7 +41,8 @@ POLICY = " ".join(
             "when a delivery was late, say by how many days and why.",
             "keep answers short and plain; no apologies for the records.",
             "never change an order while answering a question about it.",
-        ] * 12,
+        ]
+        * 12,
         1,
     )
 )
@@ -57,15 +58,34 @@ def shop_tasks(shop: Shop | None = None) -> list[Task]:
     for n, oid in enumerate(ORDERS):
         row = shop.query(
             "SELECT o.status, c.city, s.delivered_on, s.promised_on FROM orders o JOIN customers c ON c.id = o.customer_id "
-            "LEFT JOIN shipments s ON s.order_id = o.id WHERE o.id = ?", (oid,),
+            "LEFT JOIN shipments s ON s.order_id = o.id WHERE o.id = ?",
+            (oid,),
         )[0]
         kind = ("status", "city", "late")[n % 3]
         if kind == "status":
-            out.append(Task(f"status-{oid}", f"What is the status of order {oid}?", row["status"], {"kind": kind, "lookups": 1}))
+            out.append(
+                Task(
+                    f"status-{oid}", f"What is the status of order {oid}?", row["status"], {"kind": kind, "lookups": 1}
+                )
+            )
         elif kind == "city":
-            out.append(Task(f"city-{oid}", f"Which city does the customer of order {oid} live in?", row["city"], {"kind": kind, "lookups": 2}))
+            out.append(
+                Task(
+                    f"city-{oid}",
+                    f"Which city does the customer of order {oid} live in?",
+                    row["city"],
+                    {"kind": kind, "lookups": 2},
+                )
+            )
         else:
-            out.append(Task(f"late-{oid}", f"Was order {oid} delivered on time? Check with the carrier.", _timeliness(row), {"kind": kind, "lookups": 3}))
+            out.append(
+                Task(
+                    f"late-{oid}",
+                    f"Was order {oid} delivered on time? Check with the carrier.",
+                    _timeliness(row),
+                    {"kind": kind, "lookups": 3},
+                )
+            )
     return out
 
 
@@ -81,7 +101,20 @@ def analyst(task: Task, seed: int, *, cache: bool = False) -> FunctionModel:
     prev_total = 0
 
     def words(n: int) -> str:
-        pool = ["checking", "the", "record", "order", "shows", "so", "next", "carrier", "customer", "I", "will", "confirm"]
+        pool = [
+            "checking",
+            "the",
+            "record",
+            "order",
+            "shows",
+            "so",
+            "next",
+            "carrier",
+            "customer",
+            "I",
+            "will",
+            "confirm",
+        ]
         return " ".join(rng.choice(pool) for _ in range(n))
 
     def fn(messages: list[dict[str, Any]], tools: list[dict[str, Any]], request: ModelRequest) -> dict[str, Any]:
@@ -94,16 +127,29 @@ def analyst(task: Task, seed: int, *, cache: bool = False) -> FunctionModel:
         if order is None:
             out = reply(f"Looking up order {oid}. " + words(rng.randint(5, 15)), ("get_order", {"order_id": oid}))
         elif kind == "city" and "get_customer" not in got:
-            out = reply("Now the customer. " + words(rng.randint(5, 15)), ("get_customer", {"customer_id": order["customer_id"]}))
+            out = reply(
+                "Now the customer. " + words(rng.randint(5, 15)),
+                ("get_customer", {"customer_id": order["customer_id"]}),
+            )
         elif kind == "late" and "carrier_status" not in got and (order.get("shipment") or {}).get("tracking"):
-            out = reply("Asking the carrier. " + words(rng.randint(5, 15)), ("carrier_status", {"tracking": order["shipment"]["tracking"]}))
+            out = reply(
+                "Asking the carrier. " + words(rng.randint(5, 15)),
+                ("carrier_status", {"tracking": order["shipment"]["tracking"]}),
+            )
         else:
             ship = order.get("shipment") or {}
-            answer = (got["get_customer"]["city"] if kind == "city" and "get_customer" in got
-                      else _timeliness(ship) if kind == "late" else order["status"])
+            answer = (
+                got["get_customer"]["city"]
+                if kind == "city" and "get_customer" in got
+                else _timeliness(ship)
+                if kind == "late"
+                else order["status"]
+            )
             out = reply("Checked the records: " + words(rng.randint(30, 80)) + f". The answer: {answer}.")
         # Usage as the API would report it; with caching the prefix sent before is read from the cache.
-        total = estimate_tokens(request.system or "") + estimate_tokens(tools) + sum(estimate_tokens(m) for m in messages)
+        total = (
+            estimate_tokens(request.system or "") + estimate_tokens(tools) + sum(estimate_tokens(m) for m in messages)
+        )
         text = out["content"][0]["text"]
         output = estimate_tokens(out["content"])
         if output > request.max_tokens:  # cut off, as the API does: the text is kept, the calls are lost
@@ -113,8 +159,12 @@ def analyst(task: Task, seed: int, *, cache: bool = False) -> FunctionModel:
             out = {**out, "content": [{"type": "text", "text": keep}], "stop_reason": "max_tokens"}
             output = request.max_tokens
         if cache:
-            usage = {"input_tokens": 0, "output_tokens": output, "cache_read_input_tokens": prev_total,
-                     "cache_creation_input_tokens": max(0, total - prev_total)}
+            usage = {
+                "input_tokens": 0,
+                "output_tokens": output,
+                "cache_read_input_tokens": prev_total,
+                "cache_creation_input_tokens": max(0, total - prev_total),
+            }
         else:
             usage = {"input_tokens": total, "output_tokens": output}
         prev_total = total
@@ -124,8 +174,10 @@ def analyst(task: Task, seed: int, *, cache: bool = False) -> FunctionModel:
         """The exact input of a request, counted as ``usage`` will report it (the API's
         ``count_tokens`` does the same for Claude): near the limit the hard guard asks for it
         instead of its byte-level bound, as it would with the real API."""
-        return estimate_tokens(request.system or "") + estimate_tokens(request.tools) + sum(
-            estimate_tokens(m) for m in request.messages
+        return (
+            estimate_tokens(request.system or "")
+            + estimate_tokens(request.tools)
+            + sum(estimate_tokens(m) for m in request.messages)
         )
 
     model = FunctionModel(fn, name="offline analyst" + (" (cached)" if cache else ""), count_tokens=count_tokens)
@@ -153,12 +205,28 @@ class _ShopTools:
         return Shop(self.path).tools()
 
 
-def shop_experiment(*, folder: str | Path | None = None, name: str = "shop-study", repeats: int = 1,
-                    configs: dict[str, dict[str, Any]] | None = None, tasks: int | None = None, **options: Any) -> Experiment:
+def shop_experiment(
+    *,
+    folder: str | Path | None = None,
+    name: str = "shop-study",
+    repeats: int = 1,
+    configs: dict[str, dict[str, Any]] | None = None,
+    tasks: int | None = None,
+    **options: Any,
+) -> Experiment:
     """The shipped experiment, ready to ``.run()`` (offline, no key needed)."""
     base = Path(tempfile.mkdtemp(prefix="agentlab-shop-study-")) / "shop.sqlite"
     shop = Shop(base)
     chosen = shop_tasks(shop)[:tasks]
     cfgs = {k: {**v, "system": POLICY, "deadline_s": 30.0, "max_steps": 8} for k, v in (configs or CONFIGS).items()}
-    return Experiment(chosen, cfgs, tools=_ShopTools(base), model=analyst, scorer="includes", repeats=repeats,
-                      folder=folder, name=name, **options)
+    return Experiment(
+        chosen,
+        cfgs,
+        tools=_ShopTools(base),
+        model=analyst,
+        scorer="includes",
+        repeats=repeats,
+        folder=folder,
+        name=name,
+        **options,
+    )

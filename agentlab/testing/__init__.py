@@ -60,16 +60,38 @@ from .tokens import (
 )
 
 __all__ = [
-    "Fault", "MessagesServer", "PromptCache", "Received", "Slow", "Streamed", "dropped", "fault", "html_error",
-    "recorded_stream", "reply", "slow", "stream_events", "streamed",
+    "Fault",
+    "MessagesServer",
+    "PromptCache",
+    "Received",
+    "Slow",
+    "Streamed",
+    "dropped",
+    "fault",
+    "html_error",
+    "recorded_stream",
+    "reply",
+    "slow",
+    "stream_events",
+    "streamed",
 ]
 
 MAX_BREAKPOINTS = 4
 
 ERROR_TYPES = {
-    400: "invalid_request_error", 401: "authentication_error", 402: "billing_error", 403: "permission_error",
-    404: "not_found_error", 408: "timeout_error", 409: "conflict_error", 413: "request_too_large",
-    429: "rate_limit_error", 500: "api_error", 503: "api_error", 504: "timeout_error", 529: "overloaded_error",
+    400: "invalid_request_error",
+    401: "authentication_error",
+    402: "billing_error",
+    403: "permission_error",
+    404: "not_found_error",
+    408: "timeout_error",
+    409: "conflict_error",
+    413: "request_too_large",
+    429: "rate_limit_error",
+    500: "api_error",
+    503: "api_error",
+    504: "timeout_error",
+    529: "overloaded_error",
 }
 
 
@@ -253,7 +275,11 @@ def validate_request(body: Any) -> str | None:
         content = m.get("content")
         if not isinstance(content, (str, list)):
             return f"messages.{i}.content: must be a string or a list of blocks"
-        uses = [b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"] if isinstance(content, list) else []
+        uses = (
+            [b.get("id") for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+            if isinstance(content, list)
+            else []
+        )
         if not uses:
             continue
         nxt = messages[i + 1] if i + 1 < len(messages) else None
@@ -276,7 +302,10 @@ def validate_request(body: Any) -> str | None:
         extra = [r for r in results if r not in uses]
         if extra:
             return f"messages.{i + 1}: unexpected `tool_use_id` found in `tool_result` blocks: {', '.join(map(str, extra))}"
-        first_other = next((k for k, b in enumerate(blocks) if not (isinstance(b, dict) and b.get("type") == "tool_result")), len(blocks))
+        first_other = next(
+            (k for k, b in enumerate(blocks) if not (isinstance(b, dict) and b.get("type") == "tool_result")),
+            len(blocks),
+        )
         if any(isinstance(b, dict) and b.get("type") == "tool_result" for b in blocks[first_other:]):
             return f"messages.{i + 1}: `tool_result` blocks must come before any other content"
     return None
@@ -349,9 +378,16 @@ class PromptCache:
                         if ttls.get(m) == "1h":
                             one_hour += cum[m] - done
                         done = cum[m]
-        out: dict[str, Any] = {"input_tokens": total - read - created, "cache_creation_input_tokens": created, "cache_read_input_tokens": read}
+        out: dict[str, Any] = {
+            "input_tokens": total - read - created,
+            "cache_creation_input_tokens": created,
+            "cache_read_input_tokens": read,
+        }
         if created:
-            out["cache_creation"] = {"ephemeral_5m_input_tokens": created - one_hour, "ephemeral_1h_input_tokens": one_hour}
+            out["cache_creation"] = {
+                "ephemeral_5m_input_tokens": created - one_hour,
+                "ephemeral_1h_input_tokens": one_hour,
+            }
         return out
 
 
@@ -387,7 +423,7 @@ def _segments(body: dict[str, Any]) -> tuple[list[str], list[int]]:
     for tool in body.get("tools") or []:
         add("tool:", tool)
     system = body.get("system")
-    for block in ([{"type": "text", "text": system}] if isinstance(system, str) and system else system or []):
+    for block in [{"type": "text", "text": system}] if isinstance(system, str) and system else system or []:
         add("system:", block)
     for m in body.get("messages") or []:
         content = m.get("content")
@@ -439,7 +475,9 @@ class MessagesServer:
     ) -> None:
         self.max_request_bytes = max_request_bytes
         self.first_delta_sent: list[float] = []  # time.perf_counter() as each stream's first fragment was written
-        self.streams_sent: list[tuple[float, float]] = []  # time.perf_counter() before each stream's first event and after its last
+        self.streams_sent: list[
+            tuple[float, float]
+        ] = []  # time.perf_counter() before each stream's first event and after its last
         self._queue: deque[Any] = deque(replies)
         self.requests: list[Received] = []
         self.tokenizer = tokenizer_for(tokenizer)
@@ -559,8 +597,14 @@ class MessagesServer:
         if isinstance(body.get("inference_geo"), str):
             usage["inference_geo"] = body["inference_geo"]
         edits = (body.get("context_management") or {}).get("edits") or []
-        compact = next((e for e in edits if isinstance(e, dict) and str(e.get("type", "")).startswith("compact_")), None)
-        read = usage.get("input_tokens", 0) + usage.get("cache_read_input_tokens", 0) + usage.get("cache_creation_input_tokens", 0)
+        compact = next(
+            (e for e in edits if isinstance(e, dict) and str(e.get("type", "")).startswith("compact_")), None
+        )
+        read = (
+            usage.get("input_tokens", 0)
+            + usage.get("cache_read_input_tokens", 0)
+            + usage.get("cache_creation_input_tokens", 0)
+        )
         trigger = ((compact or {}).get("trigger") or {}).get("value", 150_000)
         if compact is not None and read >= trigger:
             summary = f"Summary of {read} tokens of conversation. " * 4
@@ -569,10 +613,25 @@ class MessagesServer:
             written = min(self.tokenizer(summary), body["max_tokens"])
             block = {"type": "compaction", "content": summary}
             passes = [
-                {"type": "compaction", "input_tokens": read, "output_tokens": written,
-                 "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0},
-                {"type": "message", **{k: usage.get(k, 0) for k in (
-                    "input_tokens", "output_tokens", "cache_read_input_tokens", "cache_creation_input_tokens")}},
+                {
+                    "type": "compaction",
+                    "input_tokens": read,
+                    "output_tokens": written,
+                    "cache_read_input_tokens": 0,
+                    "cache_creation_input_tokens": 0,
+                },
+                {
+                    "type": "message",
+                    **{
+                        k: usage.get(k, 0)
+                        for k in (
+                            "input_tokens",
+                            "output_tokens",
+                            "cache_read_input_tokens",
+                            "cache_creation_input_tokens",
+                        )
+                    },
+                },
             ]
             usage = {**usage, "iterations": passes}
             content = [block, *content]
@@ -585,13 +644,20 @@ class MessagesServer:
                 prefix = "toolu" if block["type"] == "tool_use" else "srvtoolu"
                 block = {**block, "id": f"{prefix}_{next(self._ids):06d}"}
             content.append(block)
-        stop = item.get("stop_reason") or ("tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn")
+        stop = item.get("stop_reason") or (
+            "tool_use" if any(b.get("type") == "tool_use" for b in content) else "end_turn"
+        )
         usage = item.get("usage")
         if usage is None:
-            usage = dict(self.cache.usage(body)) if self.cache else {
-                "input_tokens": count_segments(_segments(body)[0], self.tokenizer),
-                "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0,
-            }
+            usage = (
+                dict(self.cache.usage(body))
+                if self.cache
+                else {
+                    "input_tokens": count_segments(_segments(body)[0], self.tokenizer),
+                    "cache_creation_input_tokens": 0,
+                    "cache_read_input_tokens": 0,
+                }
+            )
             content, usage["output_tokens"], cut = cap_output(content, body["max_tokens"], self.tokenizer)
             stop = "max_tokens" if cut else stop
             content, usage = self._billing_terms(body, content, usage)
@@ -657,7 +723,10 @@ class _Handler(BaseHTTPRequestHandler):
         if server.require_key and not (headers.get("x-api-key") or headers.get("authorization")):
             return self._send(401, fault(401, "x-api-key header is required").body())
         if length > server.max_request_bytes:
-            return self._send(413, fault(413, f"Request exceeds the maximum allowed number of bytes ({server.max_request_bytes})").body())
+            return self._send(
+                413,
+                fault(413, f"Request exceeds the maximum allowed number of bytes ({server.max_request_bytes})").body(),
+            )
         getattr(self, f"post_{name}")(body, headers)
 
     def post_count_tokens(self, body: Any, headers: dict[str, str]) -> None:
@@ -709,7 +778,11 @@ class _Handler(BaseHTTPRequestHandler):
                     continue
                 if how.error is not None and n == how.after:
                     err = how.error
-                    body = err.body() if not err.html else {"type": "error", "error": {"type": err.error_type, "message": err.message}}
+                    body = (
+                        err.body()
+                        if not err.html
+                        else {"type": "error", "error": {"type": err.error_type, "message": err.message}}
+                    )
                     self._chunk(_sse("error", body))
                     break
                 if how.drop_after is not None and n == how.drop_after:
@@ -755,9 +828,10 @@ class _Handler(BaseHTTPRequestHandler):
             pass
 
 
-
-VERTEX_PATH = re.compile(r"^/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$"
-                         r"|^/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$")
+VERTEX_PATH = re.compile(
+    r"^/v1/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$"
+    r"|^/projects/[^/]+/locations/[^/]+/publishers/anthropic/models/([^/:]+):(rawPredict|streamRawPredict)$"
+)
 """Vertex AI's Messages routes (the model id in the path, ``count-tokens`` for counts), as the SDK's
 ``AnthropicVertex`` clients call them."""
 
@@ -799,12 +873,15 @@ def stream_events(message: dict[str, Any], chunk: int = 16) -> list[dict[str, An
     if hops:  # a server-side fallback: the stream opens as the requested model, its fallback block names the server
         head["model"] = (hops[0].get("from") or {}).get("model", head.get("model"))
     events: list[dict[str, Any]] = [
-        {"type": "message_start", "message": {**head, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage}},
+        {
+            "type": "message_start",
+            "message": {**head, "content": [], "stop_reason": None, "stop_sequence": None, "usage": start_usage},
+        },
         {"type": "ping"},
     ]
 
     def pieces(text: str) -> list[str]:
-        return [text[i:i + chunk] for i in range(0, len(text), chunk)]
+        return [text[i : i + chunk] for i in range(0, len(text), chunk)]
 
     for index, block in enumerate(message.get("content") or []):
         kind = block.get("type")
@@ -814,18 +891,50 @@ def stream_events(message: dict[str, Any], chunk: int = 16) -> list[dict[str, An
                 opened["citations"] = []
             events.append({"type": "content_block_start", "index": index, "content_block": opened})
             for citation in block.get("citations") or []:
-                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "citations_delta", "citation": citation}})
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "citations_delta", "citation": citation},
+                    }
+                )
             for part in pieces(block.get("text", "")):
-                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": part}})
+                events.append(
+                    {"type": "content_block_delta", "index": index, "delta": {"type": "text_delta", "text": part}}
+                )
         elif kind == "thinking":
-            events.append({"type": "content_block_start", "index": index, "content_block": {**block, "thinking": "", "signature": ""}})
+            events.append(
+                {
+                    "type": "content_block_start",
+                    "index": index,
+                    "content_block": {**block, "thinking": "", "signature": ""},
+                }
+            )
             for part in pieces(block.get("thinking", "")):
-                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "thinking_delta", "thinking": part}})
-            events.append({"type": "content_block_delta", "index": index, "delta": {"type": "signature_delta", "signature": block.get("signature", "")}})
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "thinking_delta", "thinking": part},
+                    }
+                )
+            events.append(
+                {
+                    "type": "content_block_delta",
+                    "index": index,
+                    "delta": {"type": "signature_delta", "signature": block.get("signature", "")},
+                }
+            )
         elif kind in ("tool_use", "server_tool_use", "mcp_tool_use"):
             events.append({"type": "content_block_start", "index": index, "content_block": {**block, "input": {}}})
             for part in pieces(json.dumps(block.get("input", {}), separators=(",", ":"))):
-                events.append({"type": "content_block_delta", "index": index, "delta": {"type": "input_json_delta", "partial_json": part}})
+                events.append(
+                    {
+                        "type": "content_block_delta",
+                        "index": index,
+                        "delta": {"type": "input_json_delta", "partial_json": part},
+                    }
+                )
         elif kind == "compaction":  # the summary arrives as one compaction_delta (the SDK's recorded shape)
             opened = {**block, "content": None}
             opened.pop("encrypted_content", None)

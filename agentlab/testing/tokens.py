@@ -67,7 +67,9 @@ def count_segments(segments: list[str], tokenizer: Tokenizer) -> int:
     return sum(tokenizer(s) for s in segments)
 
 
-def cap_output(content: list[dict[str, Any]], max_tokens: int, tokenizer: Tokenizer) -> tuple[list[dict[str, Any]], int, bool]:
+def cap_output(
+    content: list[dict[str, Any]], max_tokens: int, tokenizer: Tokenizer
+) -> tuple[list[dict[str, Any]], int, bool]:
     """The reply as the API would send it under ``max_tokens``: (content, output tokens, cut off?).
 
     A reply longer than ``max_tokens`` is cut: the blocks that fit are kept,
@@ -91,6 +93,6 @@ def cap_output(content: list[dict[str, Any]], max_tokens: int, tokenizer: Tokeni
             left -= n
             continue
         if block.get("type") == "text" and left > 0:
-            kept.append({**block, "text": str(block.get("text", ""))[: left]})
+            kept.append({**block, "text": str(block.get("text", ""))[:left]})
         break
     return kept, max_tokens, True

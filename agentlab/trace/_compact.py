@@ -53,10 +53,7 @@ def _tables(traces: list[Trace], sizes: list[int]) -> dict[str, pa.Table]:
     calls = frames["calls"].copy()
     calls["args"] = [_json(a) for a in calls["args"]]
     frames["calls"] = calls
-    out = {
-        name: pa.Table.from_pandas(df, schema=schema(name), preserve_index=False)
-        for name, df in frames.items()
-    }
+    out = {name: pa.Table.from_pandas(df, schema=schema(name), preserve_index=False) for name, df in frames.items()}
     cols: dict[str, list[Any]] = {c.name: [] for c in TABLES["events"]} | {"_run": []}
     with gc_paused():
         for t in traces:
@@ -80,9 +77,7 @@ def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> in
     with gc_paused():
         for f in files:
             try:
-                size = (
-                    f.stat().st_size
-                )  # before reading: a log that grows meanwhile is seen as stale, never as fresh
+                size = f.stat().st_size  # before reading: a log that grows meanwhile is seen as stale, never as fresh
                 t = read_trace(f)
             except OSError:
                 continue
@@ -95,11 +90,7 @@ def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> in
     tables = _tables(traces, sizes)
     days = [day_of(s) for s in tables["runs"].column("started_at").to_pandas()]
     for day in sorted(set(days)):
-        ids = [
-            rid
-            for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True)
-            if d == day
-        ]
+        ids = [rid for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True) if d == day]
         if len(set(days)) == 1:
             part = tables
         else:
@@ -116,9 +107,7 @@ def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> in
     return len(traces)
 
 
-def compact(
-    folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int = 2000
-) -> dict[str, int]:
+def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int = 2000) -> dict[str, int]:
     """Bring the store of a runs folder up to date with its logs: store every run not stored fresh,
     in batches, then merge each day into one part. ``rebuild``: throw the store away first and
     re-derive it from the logs. Returns counts (``stored``, ``fresh``, ``parts``)."""
@@ -126,9 +115,7 @@ def compact(
 
     path = runs_dir(folder)
     if not path.is_dir():
-        raise FileNotFoundError(
-            f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces"
-        )
+        raise FileNotFoundError(f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces")
     if not available():
         raise ModuleNotFoundError("the trace store needs pyarrow: pip install 'agentlab-loop[store]'")
     if rebuild and store_dir(path).exists():

@@ -53,9 +53,7 @@ def render() -> str:
         "",
         "### Event kinds",
         "",
-        "Every line has the base fields "
-        + ", ".join(_field(f) for f in BASE)
-        + ", then its kind's own. "
+        "Every line has the base fields " + ", ".join(_field(f) for f in BASE) + ", then its kind's own. "
         "A field marked `!` is required and `*` is type-checked when read (the frames use it): a line where one "
         "has the wrong type is skipped with a `TruncatedTraceWarning`. The others are documented, not checked.",
         "",
@@ -75,9 +73,7 @@ def render() -> str:
             "| --- | --- | --- | --- |",
         ]
         out += [f"| `{c.name}` | {c.dtype} | {_arrow(c.dtype)} | {_cell(c.doc)} |" for c in columns]
-        out += [
-            f"| `{h}` | — | {t} | store only: {_cell(doc)} |" for h, t, doc in HIDDEN.get(name, ())
-        ]
+        out += [f"| `{h}` | — | {t} | store only: {_cell(doc)} |" for h, t, doc in HIDDEN.get(name, ())]
         out.append("")
     out.append(END)
     return "\n".join(out)

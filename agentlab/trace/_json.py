@@ -50,9 +50,7 @@ class JSONArray(ExtensionArray):
     """``parsed[i]`` is the dict once read (else None); ``raw`` the JSON text (an Arrow string array)
     or None; ``events`` whole event records (from a log), whose ``data`` is cut out when read."""
 
-    def __init__(
-        self, parsed: np.ndarray, raw: Any = None, events: np.ndarray | None = None
-    ) -> None:
+    def __init__(self, parsed: np.ndarray, raw: Any = None, events: np.ndarray | None = None) -> None:
         self._parsed = parsed
         self._raw = raw
         self._events = events
@@ -81,20 +79,14 @@ class JSONArray(ExtensionArray):
         return cls.from_dicts(list(scalars))
 
     @classmethod
-    def _from_factorized(
-        cls, values: Any, original: Any
-    ) -> JSONArray:  # pragma: no cover - dicts do not factorize
+    def _from_factorized(cls, values: Any, original: Any) -> JSONArray:  # pragma: no cover - dicts do not factorize
         raise TypeError("json values (dicts) cannot be factorized")
 
     @classmethod
     def _concat_same_type(cls, to_concat: Sequence[JSONArray]) -> JSONArray:
         if any(a._events is not None for a in to_concat):
             return cls.from_dicts([v for a in to_concat for v in a._all()])
-        parsed = (
-            np.concatenate([a._parsed for a in to_concat])
-            if to_concat
-            else np.empty(0, dtype=object)
-        )
+        parsed = np.concatenate([a._parsed for a in to_concat]) if to_concat else np.empty(0, dtype=object)
         if all(a._raw is None for a in to_concat):
             return cls(parsed)
         import pyarrow as pa  # some hold JSON text, so pyarrow is there
@@ -166,9 +158,7 @@ class JSONArray(ExtensionArray):
 
     def take(self, indices: Any, *, allow_fill: bool = False, fill_value: Any = None) -> JSONArray:
         indices = np.asarray(indices, dtype=np.intp)
-        if (self._raw is not None or self._events is not None) and not (
-            allow_fill and (indices < 0).any()
-        ):
+        if (self._raw is not None or self._events is not None) and not (allow_fill and (indices < 0).any()):
             positions = np.where(indices < 0, indices + len(self), indices)
             return JSONArray(
                 self._parsed.take(positions),

@@ -21,9 +21,7 @@ if TYPE_CHECKING:
 _HIDDEN = {"runs": "exclude (_bytes)", "events": "exclude (_run)"}
 
 
-def sql(
-    query: str, path: str | os.PathLike[str] | None = None, *, compact: bool = True
-) -> pd.DataFrame:
+def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool = True) -> pd.DataFrame:
     """Run ``query`` (DuckDB SQL) over the tables ``runs``, ``steps``, ``calls`` and ``events`` of a runs
     folder (default ``$AGENTLAB_RUNS`` or ``./runs``) and return the answer as a DataFrame.
 
@@ -37,14 +35,10 @@ def sql(
     try:
         import duckdb
     except ModuleNotFoundError:
-        raise ModuleNotFoundError(
-            "agentlab.sql needs duckdb: pip install 'agentlab-loop[store]'"
-        ) from None
+        raise ModuleNotFoundError("agentlab.sql needs duckdb: pip install 'agentlab-loop[store]'") from None
     folder = runs_dir(path)
     if not folder.is_dir():
-        raise FileNotFoundError(
-            f"no runs folder at {str(folder)!r}: pass path= or set $AGENTLAB_RUNS"
-        )
+        raise FileNotFoundError(f"no runs folder at {str(folder)!r}: pass path= or set $AGENTLAB_RUNS")
     if compact and any(folder.glob(f"*{SUFFIX}")):
         compact_folder(folder)
     con = duckdb.connect()
@@ -52,9 +46,7 @@ def sql(
     root = store_dir(folder)
     for table in ("runs", "steps", "calls", "events"):
         files = sorted((root / table).glob("day=*/part-*.parquet"))
-        files = [
-            f for f in files if (root / "runs" / f.parent.name / f.name).exists()
-        ]  # complete parts only
+        files = [f for f in files if (root / "runs" / f.parent.name / f.name).exists()]  # complete parts only
         if files:
             listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
             con.execute(

@@ -103,10 +103,7 @@ def schema(table: str) -> pa.Schema:
         else:
             typ = pa.type_for_alias(ARROW_TYPES[col.dtype])
         fields.append(pa.field(col.name, typ, nullable=col.dtype not in ("int64", "bool")))
-    fields += [
-        pa.field(name, pa.type_for_alias(dtype), nullable=False)
-        for name, dtype, _ in HIDDEN.get(table, ())
-    ]
+    fields += [pa.field(name, pa.type_for_alias(dtype), nullable=False) for name, dtype, _ in HIDDEN.get(table, ())]
     return pa.schema(fields)
 
 
@@ -170,9 +167,7 @@ def parts(folder: Path) -> list[Part]:
 
     root = store_dir(folder)
     out = []
-    for path in sorted(
-        (root / "runs").glob("day=*/part-*.parquet"), key=lambda p: p.name.split("-")[2:]
-    ):
+    for path in sorted((root / "runs").glob("day=*/part-*.parquet"), key=lambda p: p.name.split("-")[2:]):
         try:
             runs = pq.read_table(path, schema=schema("runs"))
         except (

@@ -193,7 +193,10 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
         body = "\n".join(message_lines({"role": "assistant", "content": view.reply["content"]}, n))
         parts.append(f"**The model answered:**\n\n{fence(body)}")
     if view.calls:
-        rows = ["| # | tool | mode | arguments | outcome | attempts | seconds | result |", "|---|---|---|---|---|---|---|---|"]
+        rows = [
+            "| # | tool | mode | arguments | outcome | attempts | seconds | result |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
         for c in view.calls:
             secs = f"{c['end'] - c['start']:.3f}" if c.get("end") is not None and c.get("start") is not None else ""
             rows.append(
@@ -254,7 +257,11 @@ def headline(trace: Trace) -> list[str]:
     )
     tools = ", ".join(f"{t.get('name')} ({t.get('mode')})" for t in trace.started.get("tools") or []) or "none"
     unpriced = (trace.started.get("recorded") or {}).get("unpriced_models") or []
-    cost_note = [f"no price for model {', '.join(m or '(none named)' for m in unpriced)}: costs are unknown (NaN), not $0"] if unpriced else []
+    cost_note = (
+        [f"no price for model {', '.join(m or '(none named)' for m in unpriced)}: costs are unknown (NaN), not $0"]
+        if unpriced
+        else []
+    )
     return [
         f"Run {trace.run_id} · {ending}",
         f"task: {_one_line(s['task'])}",
@@ -276,7 +283,7 @@ def _step_table(trace: Trace) -> list[tuple[int, str, str, str, str, str]]:
         s = dict(zip(STEPS_COLUMNS, r, strict=False))
         tokens = f"{s['context_tokens']:,}/{s['output_tokens']:,}"
         calls = ", ".join(per_step.get(s["step"], [])) or "-"
-        table.append((s["step"], _money(s["cost"]), _money(s["cumulative_cost"]), tokens, seconds(s['latency']), calls))
+        table.append((s["step"], _money(s["cost"]), _money(s["cumulative_cost"]), tokens, seconds(s["latency"]), calls))
     return table
 
 
@@ -304,7 +311,9 @@ def trace_html(trace: Trace) -> str:
         "<tr>" + "".join(f"<td style='text-align:left'>{e(str(v))}</td>" for v in row) + "</tr>"
         for row in _step_table(trace)
     )
-    cols = "".join(f"<th style='text-align:left'>{c}</th>" for c in ("step", "cost", "total", "tokens in/out", "latency", "tools"))
+    cols = "".join(
+        f"<th style='text-align:left'>{c}</th>" for c in ("step", "cost", "total", "tokens in/out", "latency", "tools")
+    )
     return (
         f"<div class='agentlab-trace'>{head}<table><thead><tr>{cols}</tr></thead><tbody>{body}</tbody></table>"
         "<div><code>trace.step(k)</code> shows what happened at step k.</div></div>"

@@ -75,6 +75,7 @@ def within(folder: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool
     """Whether ``path`` (links followed) is inside ``folder``: what a folder walk may read."""
     return Path(path).resolve().is_relative_to(Path(folder).resolve())
 
+
 _written: dict[str, Path] = {}
 """Run id -> the absolute folder this process wrote it to, so ``result.trace``
 finds a run written with ``trace="some/folder"`` (or before a ``chdir``)."""
@@ -121,7 +122,9 @@ def find_run_file(run_id: str, path: str | os.PathLike[str] | None) -> Path:
     matches = sorted(folder.glob(f"{run_id}*{SUFFIX}")) if folder.is_dir() else []
     if len(matches) == 1:  # a unique prefix, like a short git hash
         return matches[0]
-    known = [m.stem for m in matches] or ([f.stem for f in sorted(folder.glob(f"*{SUFFIX}"))][-5:] if folder.is_dir() else [])
+    known = [m.stem for m in matches] or (
+        [f.stem for f in sorted(folder.glob(f"*{SUFFIX}"))][-5:] if folder.is_dir() else []
+    )
     hint = f"; runs there include: {', '.join(known)}" if known else ("" if folder.is_dir() else " (no such folder)")
     if len(matches) > 1:
         raise ValueError(f"run_id {run_id!r} matches {len(matches)} runs in {str(folder)!r}{hint}")

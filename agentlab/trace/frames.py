@@ -129,14 +129,29 @@ def summarize(
             spent = _num(e.get("spent", spent))
             content = e.get("content") or []
             n_calls = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
-            steps.append((
-                run_id, e["step"], i, o, cw, cr, i + cw + cr, _num(e.get("cost", 0.0)), spent,
-                _num(e.get("latency", 0.0)), n_calls, str(e.get("stop_reason") or ""), bool(e.get("estimated")),
-                float(e["t"]),
-                _num(e.get("server_tool_cost", 0.0)),  # web searches etc., billed per request; included in cost
-                0.0,  # sub_run_cost: what runs started by this step's tools spent (a sub_run event adds it below)
-                _num(e.get("recorded_cost")),  # what an imported record says the call cost, beside the repriced cost
-            ))
+            steps.append(
+                (
+                    run_id,
+                    e["step"],
+                    i,
+                    o,
+                    cw,
+                    cr,
+                    i + cw + cr,
+                    _num(e.get("cost", 0.0)),
+                    spent,
+                    _num(e.get("latency", 0.0)),
+                    n_calls,
+                    str(e.get("stop_reason") or ""),
+                    bool(e.get("estimated")),
+                    float(e["t"]),
+                    _num(e.get("server_tool_cost", 0.0)),  # web searches etc., billed per request; included in cost
+                    0.0,  # sub_run_cost: what runs started by this step's tools spent (a sub_run event adds it below)
+                    _num(
+                        e.get("recorded_cost")
+                    ),  # what an imported record says the call cost, beside the repriced cost
+                )
+            )
         elif kind == "sub_run":  # a run started by this step's tools: its cost is part of the step's
             cost = _num(e.get("cost", 0.0))
             at = next((n for n in range(len(steps) - 1, -1, -1) if steps[n][1] == e.get("step")), None)
@@ -176,14 +191,26 @@ def summarize(
         n_steps = max((e.get("step", 0) for e in events), default=0)
         seconds, model_calls = last.get("t", 0.0), len(steps)
     run = {
-        "run_id": run_id, "task": str(started.get("task", "")), "model": str(started.get("model", "")),
-        "outcome": outcome, "reason": reason, "detail": detail, "steps": n_steps, "model_calls": model_calls,
-        "cost": spent, "input_tokens": tokens[0], "output_tokens": tokens[1],
-        "cache_write_tokens": tokens[2], "cache_read_tokens": tokens[3], "seconds": seconds,
+        "run_id": run_id,
+        "task": str(started.get("task", "")),
+        "model": str(started.get("model", "")),
+        "outcome": outcome,
+        "reason": reason,
+        "detail": detail,
+        "steps": n_steps,
+        "model_calls": model_calls,
+        "cost": spent,
+        "input_tokens": tokens[0],
+        "output_tokens": tokens[1],
+        "cache_write_tokens": tokens[2],
+        "cache_read_tokens": tokens[3],
+        "seconds": seconds,
         "started_at": started.get("started_at") if isinstance(started.get("started_at"), str) else None,
         "nudges": nudges,
-        "max_steps": _num(limits.get("max_steps")), "max_cost": _num(limits.get("max_cost")),
-        "deadline_s": _num(limits.get("deadline_s")), "file": "" if file is None else str(file),
+        "max_steps": _num(limits.get("max_steps")),
+        "max_cost": _num(limits.get("max_cost")),
+        "deadline_s": _num(limits.get("deadline_s")),
+        "file": "" if file is None else str(file),
         "recorded_cost": _num((started.get("recorded") or {}).get("recorded_cost")),
     }
     return run, steps, calls
@@ -196,11 +223,20 @@ def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
     preview = "" if result is None else str(result)
     preview = shorten(preview, PREVIEW_CHARS)
     return {
-        "run_id": run_id, "step": e.get("step", 0), "call_id": str(e.get("call_id", "")), "index": _i64(e.get("index", 0)),
-        "tool": str(e.get("tool", "")), "mode": _str_or_none(e.get("mode")), "args": e.get("args") or {},
-        "outcome": str(outcome), "attempts": _i64(e.get("attempts", 0)),
+        "run_id": run_id,
+        "step": e.get("step", 0),
+        "call_id": str(e.get("call_id", "")),
+        "index": _i64(e.get("index", 0)),
+        "tool": str(e.get("tool", "")),
+        "mode": _str_or_none(e.get("mode")),
+        "args": e.get("args") or {},
+        "outcome": str(outcome),
+        "attempts": _i64(e.get("attempts", 0)),
         "is_error": bool(e.get("is_error", outcome == "unfinished")),
-        "start": _num(start), "end": _num(end), "duration": _num(end) - _num(start), "result_preview": preview,
+        "start": _num(start),
+        "end": _num(end),
+        "duration": _num(end) - _num(start),
+        "result_preview": preview,
     }
 
 
@@ -240,8 +276,13 @@ RUNS = (
     Column("max_cost", "float64", "the cost limit, USD", "run_started.budget"),
     Column("deadline_s", "float64", "the deadline, seconds", "run_started.budget"),
     Column("file", "str", "the trace file it was read from"),
-    Column("recorded_cost", "float64", "what an imported record says the run cost, beside the repriced cost "
-           "(NaN for native runs and records without one)", "run_started.recorded"),
+    Column(
+        "recorded_cost",
+        "float64",
+        "what an imported record says the run cost, beside the repriced cost "
+        "(NaN for native runs and records without one)",
+        "run_started.recorded",
+    ),
 )
 STEPS = (
     Column("run_id", "str", "the run", "model_called.run_id"),
@@ -258,11 +299,24 @@ STEPS = (
     Column("stop_reason", "str", "the reply's stop reason", "model_called.stop_reason"),
     Column("estimated", "bool", "usage estimated offline, not reported", "model_called.estimated"),
     Column("t", "float64", "when the reply arrived", "model_called.t"),
-    Column("server_tool_cost", "float64", "the part of cost billed per server-tool request (web searches)",
-           "model_called.server_tool_cost"),
-    Column("sub_run_cost", "float64", "the part of cost spent by runs started inside this step's tools (their sub_run events)", "sub_run.cost"),
-    Column("recorded_cost", "float64", "the cost an imported record wrote for the call (NaN if none), beside the repriced cost",
-           "model_called.recorded_cost"),
+    Column(
+        "server_tool_cost",
+        "float64",
+        "the part of cost billed per server-tool request (web searches)",
+        "model_called.server_tool_cost",
+    ),
+    Column(
+        "sub_run_cost",
+        "float64",
+        "the part of cost spent by runs started inside this step's tools (their sub_run events)",
+        "sub_run.cost",
+    ),
+    Column(
+        "recorded_cost",
+        "float64",
+        "the cost an imported record wrote for the call (NaN if none), beside the repriced cost",
+        "model_called.recorded_cost",
+    ),
 )
 CALLS = (
     Column("run_id", "str", "the run", "tool_finished.run_id"),
@@ -272,9 +326,13 @@ CALLS = (
     Column("tool", "str", "", "tool_finished.tool"),
     Column("mode", "str", '"read" | "write" | missing', "tool_finished.mode"),
     Column("args", "json", "the arguments: a dict, parsed from the store only when read", "tool_finished.args"),
-    Column("outcome", "str", '"ok" | "retried" | "recoverable" | "fatal" | "nudged" | "cancelled" | "unfinished" '
-           "(started, no result recorded: the process died during it; its end and duration are NaN)",
-           "tool_finished.outcome"),
+    Column(
+        "outcome",
+        "str",
+        '"ok" | "retried" | "recoverable" | "fatal" | "nudged" | "cancelled" | "unfinished" '
+        "(started, no result recorded: the process died during it; its end and duration are NaN)",
+        "tool_finished.outcome",
+    ),
     Column("attempts", "int64", "", "tool_finished.attempts"),
     Column("is_error", "bool", "", "tool_finished.is_error"),
     Column("start", "float64", "seconds since the run started", "tool_finished.start"),

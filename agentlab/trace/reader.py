@@ -45,7 +45,7 @@ def read_events(file: str | os.PathLike[str]) -> list[dict[str, Any]]:
     file = Path(file)
     data = file.read_bytes()
     if data.startswith(_BOM):
-        data = data[len(_BOM):]
+        data = data[len(_BOM) :]
     body = data.strip()
     if not body:
         return []
@@ -64,7 +64,7 @@ def read_events(file: str | os.PathLike[str]) -> list[dict[str, Any]]:
 def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
     """Line by line, each checked with :func:`~agentlab.events.well_formed`: the slow path, taken when the fast one finds a problem."""
     if data.startswith(_BOM):
-        data = data[len(_BOM):]
+        data = data[len(_BOM) :]
     events, bad = [], []
     for n, line in enumerate(data.splitlines(), 1):
         if not line.strip():
@@ -75,7 +75,11 @@ def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
         else:
             bad.append(n)
     if bad:
-        where = f"line {bad[0]}" if len(bad) == 1 else f"{len(bad)} lines ({', '.join(map(str, bad[:5]))}{'...' if len(bad) > 5 else ''})"
+        where = (
+            f"line {bad[0]}"
+            if len(bad) == 1
+            else f"{len(bad)} lines ({', '.join(map(str, bad[:5]))}{'...' if len(bad) > 5 else ''})"
+        )
         warnings.warn(
             f"{file}: skipped {where}: not a complete, well-formed event (was the run killed while writing, "
             f"or the file edited?); loaded the {len(events)} complete events",
@@ -95,8 +99,12 @@ def _plausible(events: list[Any]) -> bool:
             return False
         steps, seqs = list(map(_STEP, events)), list(map(_SEQ, events))
         return (
-            {*map(type, steps)} == {int} and {*map(type, seqs)} == {int}
-            and -_BIG < min(steps) and max(steps) < _BIG and -_BIG < min(seqs) and max(seqs) < _BIG
+            {*map(type, steps)} == {int}
+            and {*map(type, seqs)} == {int}
+            and -_BIG < min(steps)
+            and max(steps) < _BIG
+            and -_BIG < min(seqs)
+            and max(seqs) < _BIG
             and {*map(type, map(_KIND, events))} == {str}
             and {*map(type, map(_T, events))} <= {float, int}
         )
@@ -112,7 +120,7 @@ _STEP, _KIND, _T, _SEQ = (operator.itemgetter(k) for k in ("step", "kind", "t", 
 
 def _parse_line(line: bytes) -> Any:
     if line.startswith(_BOM):
-        line = line[len(_BOM):]
+        line = line[len(_BOM) :]
     try:
         return orjson.loads(line)
     except ValueError:
@@ -148,7 +156,9 @@ def _trace(file: Path, events: list[dict[str, Any]]) -> Trace:
     try:
         _ = t.rows
     except _SUMMARY_ERRORS as exc:  # a shape the strict reader does not know: keep the loader standing
-        warnings.warn(f"{file}: skipped the whole file: {type(exc).__name__}: {exc}", TruncatedTraceWarning, stacklevel=3)
+        warnings.warn(
+            f"{file}: skipped the whole file: {type(exc).__name__}: {exc}", TruncatedTraceWarning, stacklevel=3
+        )
         t = Trace([], file)
     return t
 
@@ -175,7 +185,11 @@ def load_runs(path: str | os.PathLike[str] | None = None) -> Traces:
             try:
                 events = read_events(f)
             except (OSError, MemoryError) as exc:
-                why = "it is a directory" if f.is_dir() else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+                why = (
+                    "it is a directory"
+                    if f.is_dir()
+                    else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
+                )
                 warnings.warn(f"{f}: skipped the whole file: {why}", TruncatedTraceWarning, stacklevel=2)
                 continue
             traces.append(_trace(f, events))
@@ -194,5 +208,7 @@ def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, s
     if not covered:
         return None, [], files
     frames = frames_of(tables, folder)
-    stored = list(zip(tables["runs"].column("run_id").to_pylist(), tables["runs"].column("file").to_pylist(), strict=True))
+    stored = list(
+        zip(tables["runs"].column("run_id").to_pylist(), tables["runs"].column("file").to_pylist(), strict=True)
+    )
     return frames, stored, [f for f in files if f.name not in covered]

@@ -64,7 +64,6 @@ class StepView:
         return display.step_html(self)
 
 
-
 class Trace(Frames):
     """One run read back from its trace file.
 
@@ -82,7 +81,8 @@ class Trace(Frames):
         if self.version > SCHEMA_VERSION:
             warnings.warn(
                 f"{self.file}: written with trace schema v{self.version}, newer than this agentlab "
-                f"(v{SCHEMA_VERSION}); some fields may be missing", stacklevel=2,
+                f"(v{SCHEMA_VERSION}); some fields may be missing",
+                stacklevel=2,
             )
 
     # -- what the run was
@@ -167,7 +167,7 @@ class Trace(Frames):
         new = sent
         if k != min(self._history[1]):  # after the first step: what came after the last reply
             last_reply = max((i for i, m in enumerate(sent) if m.get("role") == "assistant"), default=-1)
-            new = sent[last_reply + 1:]
+            new = sent[last_reply + 1 :]
         events = [e for e in self.records if e.get("step") == k and e.get("kind") != EventKind.RUN_STARTED]
         reply = next((e for e in events if e.get("kind") == EventKind.MODEL_CALLED), None)
         finished = {e["call_id"]: e for e in events if e.get("kind") == EventKind.TOOL_FINISHED}
@@ -216,8 +216,13 @@ class Traces(Frames):
 
     @classmethod
     def _with_store(
-        cls, frames: dict[str, pd.DataFrame], stored: list[tuple[str, str]], loaded: list[Trace],
-        folder: Path, order: list[Path], load: Callable[[Path], Trace],
+        cls,
+        frames: dict[str, pd.DataFrame],
+        stored: list[tuple[str, str]],
+        loaded: list[Trace],
+        folder: Path,
+        order: list[Path],
+        load: Callable[[Path], Trace],
     ) -> Traces:
         """Runs read from the store (their frames; each :class:`Trace` read from its log when asked for)
         beside runs read from their logs, in the folder's file order, as if every one came from its log."""
@@ -236,7 +241,11 @@ class Traces(Frames):
             runs = joined["runs"]
             run_rank = {r: rank.get(Path(f).name, len(rank)) for r, f in zip(runs["run_id"], runs["file"], strict=True)}
             for name, df in joined.items():
-                keys = [rank.get(Path(f).name, len(rank)) for f in df["file"]] if name == "runs" else [run_rank[r] for r in df["run_id"]]
+                keys = (
+                    [rank.get(Path(f).name, len(rank)) for f in df["file"]]
+                    if name == "runs"
+                    else [run_rank[r] for r in df["run_id"]]
+                )
                 joined[name] = df.take(np.argsort(np.asarray(keys), kind="stable")).reset_index(drop=True)
             frames = joined
         for name, df in frames.items():
@@ -264,7 +273,9 @@ class Traces(Frames):
         rows = ev[ev["run_id"] == run_id]
         records = [
             {"v": SCHEMA_VERSION, "run_id": r, "seq": q, "step": s, "t": t, "kind": k, **d}
-            for r, q, s, t, k, d in zip(rows["run_id"], rows["seq"], rows["step"], rows["t"], rows["kind"], rows["data"], strict=True)
+            for r, q, s, t, k, d in zip(
+                rows["run_id"], rows["seq"], rows["step"], rows["t"], rows["kind"], rows["data"], strict=True
+            )
         ]
         return Trace(records, None)
 
@@ -312,7 +323,6 @@ class Traces(Frames):
 
     def _repr_html_(self) -> str:
         return display.traces_html(self)
-
 
 
 def _no_loader(file: Path) -> Trace:  # pragma: no cover - only store-backed Traces load lazily

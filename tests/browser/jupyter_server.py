@@ -34,7 +34,9 @@ def quiet_settings(settings: Path, config: Path) -> None:
     """No news or update pop-ups over the panel, and no network calls for them."""
     notif = settings / "@jupyterlab" / "apputils-extension"
     notif.mkdir(parents=True)
-    (notif / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false", "checkForUpdates": False}))
+    (notif / "notification.jupyterlab-settings").write_text(
+        json.dumps({"fetchNews": "false", "checkForUpdates": False})
+    )
     config.mkdir(parents=True)
     (config / "jupyter_server_config.json").write_text(json.dumps({"LabApp": {"news_url": None}}))
 
@@ -55,24 +57,41 @@ def wait_ready(proc: subprocess.Popen, port: int, token: str, timeout: float = 1
 
 
 @contextlib.contextmanager
-def jupyter_server(app: str, root: Path, tmp_path: Path, extra_env: dict[str, str] | None = None) -> Iterator[tuple[int, str]]:
+def jupyter_server(
+    app: str, root: Path, tmp_path: Path, extra_env: dict[str, str] | None = None
+) -> Iterator[tuple[int, str]]:
     """Start ``python -m app`` (``jupyterlab`` or ``notebook``) serving ``root``; yield (port, token)."""
     quiet_settings(tmp_path / "settings", tmp_path / "config")
     token = secrets.token_hex(16)
     env = {
         **os.environ,
-        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"), "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
-        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"), "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
-        "PYTHONPATH": str(REPO), **(extra_env or {}),
+        "JUPYTER_RUNTIME_DIR": str(tmp_path / "runtime"),
+        "JUPYTER_CONFIG_DIR": str(tmp_path / "config"),
+        "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "settings"),
+        "JUPYTERLAB_WORKSPACES_DIR": str(tmp_path / "workspaces"),
+        "PYTHONPATH": str(REPO),
+        **(extra_env or {}),
     }
     log = open(tmp_path / f"{app}.log", "w")  # noqa: SIM115 - closed below
     for _attempt in range(3):  # a free port can be taken between our check and the server's bind
         port = free_port()
         proc = subprocess.Popen(
-            [sys.executable, "-m", app, "--no-browser", "--allow-root", f"--ServerApp.port={port}",
-             "--ServerApp.ip=127.0.0.1", "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-             f"--ServerApp.root_dir={root}"],
-            env=env, stdout=log, stderr=subprocess.STDOUT, cwd=root,
+            [
+                sys.executable,
+                "-m",
+                app,
+                "--no-browser",
+                "--allow-root",
+                f"--ServerApp.port={port}",
+                "--ServerApp.ip=127.0.0.1",
+                "--ServerApp.port_retries=0",
+                f"--IdentityProvider.token={token}",
+                f"--ServerApp.root_dir={root}",
+            ],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=root,
         )
         if wait_ready(proc, port, token):
             break
@@ -94,8 +113,15 @@ def jupyter_server(app: str, root: Path, tmp_path: Path, extra_env: dict[str, st
 
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 """Debian's Chromium, headless, with no background calls to a network this machine does not have."""
 
 

@@ -16,8 +16,11 @@ from .jupyter_server import CHROMIUM, WAIT_MS, jupyter_server, launch_chromium
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed at /usr/bin/chromium "
-                       "(scripts/ensure-browser.sh installs it; never `playwright install`)"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="Debian's chromium is not installed at /usr/bin/chromium "
+        "(scripts/ensure-browser.sh installs it; never `playwright install`)",
+    ),
 ]
 
 NOTEBOOK_CODE = """\
@@ -70,7 +73,8 @@ def wait_text(page, selector: str, pattern: str) -> str:
     page.wait_for_function(
         """([s, p]) => { const el = document.querySelector(s);
                          return el && el.offsetParent !== null && new RegExp(p).test(el.textContent); }""",
-        arg=[selector, pattern], timeout=WAIT_MS,
+        arg=[selector, pattern],
+        timeout=WAIT_MS,
     )
     return page.locator(selector).inner_text()
 
@@ -95,7 +99,8 @@ def test_approve_and_deny_in_the_browser(frontend, tmp_path):
                 page.keyboard.press("Shift+Enter")
                 try:
                     page.wait_for_function(
-                        r"""el => /\[(\*|\d+)\]/.test(el.textContent)""", arg=prompt.element_handle(), timeout=15000)
+                        r"""el => /\[(\*|\d+)\]/.test(el.textContent)""", arg=prompt.element_handle(), timeout=15000
+                    )
                     break
                 except PlaywrightTimeout:
                     continue
@@ -119,7 +124,9 @@ def test_approve_and_deny_in_the_browser(frontend, tmp_path):
             assert not approval.is_visible()
             assert page.locator(".jp-OutputArea .agentlab-gauge-steps .agentlab-gauge-text").inner_text() == "2 / 5"
             assert page.locator(".jp-OutputArea .agentlab-outcome-ok").count() == 1  # only the approved refund ran
-            page.locator(".jp-OutputArea .agentlab-panel").screenshot(path=str(tmp_path / f"approve-{frontend['app']}.png"))
+            page.locator(".jp-OutputArea .agentlab-panel").screenshot(
+                path=str(tmp_path / f"approve-{frontend['app']}.png")
+            )
         except Exception:
             page.screenshot(path=str(tmp_path / "failure.png"))
             raise

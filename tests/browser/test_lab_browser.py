@@ -78,7 +78,8 @@ def wait_steps_at_least(page, n: int) -> None:
     page.wait_for_function(
         """n => { const el = document.querySelector('.jp-OutputArea .agentlab-gauge-steps .agentlab-gauge-text');
                   return el && parseInt(el.textContent) >= n; }""",
-        arg=n, timeout=WAIT_MS,
+        arg=n,
+        timeout=WAIT_MS,
     )
 
 
@@ -86,13 +87,17 @@ def wait_phase(page, pattern: str) -> str:
     page.wait_for_function(
         """p => { const el = document.querySelector('.jp-OutputArea .agentlab-phase');
                   return el && new RegExp(p).test(el.textContent); }""",
-        arg=pattern, timeout=WAIT_MS,
+        arg=pattern,
+        timeout=WAIT_MS,
     )
     return page.locator(".jp-OutputArea .agentlab-phase").inner_text()
 
 
-@pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed at /usr/bin/chromium "
-                    "(scripts/ensure-browser.sh installs it; never `playwright install`)")
+@pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason="Debian's chromium is not installed at /usr/bin/chromium "
+    "(scripts/ensure-browser.sh installs it; never `playwright install`)",
+)
 def test_panel_buttons_drive_the_run_in_a_real_browser(jupyterlab, tmp_path):
     """In JupyterLab, clicking Run, Pause, Run, Stop moves the run and the gauges/status in the page follow."""
     from playwright.sync_api import sync_playwright
@@ -112,8 +117,10 @@ def test_panel_buttons_drive_the_run_in_a_real_browser(jupyterlab, tmp_path):
 
             panel = page.locator(".jp-OutputArea .agentlab-panel")
             panel.wait_for(state="visible")
-            page.locator(".jp-OutputArea .agentlab-gauge-steps progress, .jp-OutputArea .agentlab-gauge-steps .progress-bar, "
-                         ".jp-OutputArea .agentlab-gauge-steps .widget-progress").first.wait_for(state="attached")
+            page.locator(
+                ".jp-OutputArea .agentlab-gauge-steps progress, .jp-OutputArea .agentlab-gauge-steps .progress-bar, "
+                ".jp-OutputArea .agentlab-gauge-steps .widget-progress"
+            ).first.wait_for(state="attached")
             assert wait_phase(page, "^ready$") == "ready"
             assert page.locator(".jp-OutputArea .agentlab-gauge-steps .agentlab-gauge-text").inner_text() == "0 / 30"
 

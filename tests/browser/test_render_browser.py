@@ -29,8 +29,11 @@ from .jupyter_server import CHROMIUM, WAIT_MS, launch_chromium
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(), reason="Debian's chromium is not installed at /usr/bin/chromium "
-                       "(scripts/ensure-browser.sh installs it; never `playwright install`)"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason="Debian's chromium is not installed at /usr/bin/chromium "
+        "(scripts/ensure-browser.sh installs it; never `playwright install`)",
+    ),
 ]
 
 MARK = "PAYLOAD-SHOWN"
@@ -40,27 +43,29 @@ def payloads(port: int) -> str:
     """One string holding every way text has been made to run or fetch in a notebook, a page or markdown."""
     leak = f"http://127.0.0.1:{port}"
     ran = "window.__ran.push"
-    return "\n".join([
-        MARK,
-        f"<img src=x onerror=\"{ran}('img onerror')\">",
-        f"<script>{ran}('script')</script>",
-        f"\"'><svg onload={ran}('svg onload')>",
-        f"'><details open ontoggle={ran}('details ontoggle')>",
-        f"![m]({leak}/markdown-image?secret=1)",
-        f"![r][ref]\n\n[ref]: {leak}/reference-image",
-        f"[j](javascript:{ran}('markdown link'))",
-        f"<a href=\"javascript:{ran}('html link')\">click</a>",
-        f"<img src='{leak}/html-image'>",
-        f"<iframe src='{leak}/iframe'></iframe>",
-        f"<link rel=stylesheet href='{leak}/stylesheet'>",
-        f"<style>@import url({leak}/css-import);</style>",
-        f"<{leak}/autolink> and a bare {leak}/bare-url",
-        f"<object data='{leak}/object'></object>",
-        "| a table | break |\n|---|---|\n",
-        "``` a fence\n` a backtick *emphasis* _under_ # heading",
-        "$x$ and $$y$$, \\(z\\)",
-        "a lone surrogate \ud83d here",
-    ])
+    return "\n".join(
+        [
+            MARK,
+            f"<img src=x onerror=\"{ran}('img onerror')\">",
+            f"<script>{ran}('script')</script>",
+            f"\"'><svg onload={ran}('svg onload')>",
+            f"'><details open ontoggle={ran}('details ontoggle')>",
+            f"![m]({leak}/markdown-image?secret=1)",
+            f"![r][ref]\n\n[ref]: {leak}/reference-image",
+            f"[j](javascript:{ran}('markdown link'))",
+            f"<a href=\"javascript:{ran}('html link')\">click</a>",
+            f"<img src='{leak}/html-image'>",
+            f"<iframe src='{leak}/iframe'></iframe>",
+            f"<link rel=stylesheet href='{leak}/stylesheet'>",
+            f"<style>@import url({leak}/css-import);</style>",
+            f"<{leak}/autolink> and a bare {leak}/bare-url",
+            f"<object data='{leak}/object'></object>",
+            "| a table | break |\n|---|---|\n",
+            "``` a fence\n` a backtick *emphasis* _under_ # heading",
+            "$x$ and $$y$$, \\(z\\)",
+            "a lone surrogate \ud83d here",
+        ]
+    )
 
 
 class Listener:
@@ -115,11 +120,19 @@ def hostile_tools(p: str) -> list[Any]:
 
 def hostile_runs(folder: Path, p: str) -> tuple[al.Done, al.Stopped]:
     tools = hostile_tools(p)
-    done = al.run(p, tools, model=al.ScriptedModel([
-        reply(p, ("lookup", {"order_id": 7, "why": p}), ("broken", {"order_id": 8})),
-        reply(p, ("lookup", {"order_id": 7, "why": p})),
-        reply(p),
-    ]), system=p, trace=folder)
+    done = al.run(
+        p,
+        tools,
+        model=al.ScriptedModel(
+            [
+                reply(p, ("lookup", {"order_id": 7, "why": p}), ("broken", {"order_id": 8})),
+                reply(p, ("lookup", {"order_id": 7, "why": p})),
+                reply(p),
+            ]
+        ),
+        system=p,
+        trace=folder,
+    )
     stopped = al.run(p, tools, model=al.ScriptedModel([reply(p, ("explode", {"note": p}))]), system=p, trace=folder)
     assert isinstance(done, al.Done) and isinstance(stopped, al.Stopped), (done, stopped)
     return done, stopped
@@ -159,8 +172,12 @@ def outputs(tmp_path: Path, p: str) -> dict[str, str]:
     done, stopped = hostile_runs(runs, p)
     shared = poisoned_trace(runs / f"{done.run_id}.jsonl", tmp_path / "shared.jsonl", p)
     shared_stopped = poisoned_trace(runs / f"{stopped.run_id}.jsonl", tmp_path / "shared-stopped.jsonl", p)
-    traces = {"run": load_run(done.run_id, runs), "stopped run": load_run(stopped.run_id, runs),
-              "shared trace": load_run(str(shared)), "shared stopped trace": load_run(str(shared_stopped))}
+    traces = {
+        "run": load_run(done.run_id, runs),
+        "stopped run": load_run(stopped.run_id, runs),
+        "shared trace": load_run(str(shared)),
+        "shared stopped trace": load_run(str(shared_stopped)),
+    }
     out: dict[str, str] = {"Done repr": done._repr_html_(), "Stopped repr": stopped._repr_html_()}
     for name, trace in traces.items():
         out[f"{name}: Trace repr"] = trace._repr_html_()
@@ -171,26 +188,42 @@ def outputs(tmp_path: Path, p: str) -> dict[str, str]:
     out["Traces repr"] = Traces(list(traces.values()), runs)._repr_html_()
 
     exporter = HTMLExporter(template_name="basic")
-    for name, file in (("run", done.run_id), ("stopped run", stopped.run_id), ("shared trace", str(shared)),
-                       ("shared stopped trace", str(shared_stopped))):
+    for name, file in (
+        ("run", done.run_id),
+        ("stopped run", stopped.run_id),
+        ("shared trace", str(shared)),
+        ("shared stopped trace", str(shared_stopped)),
+    ):
         nb_path = export_notebook(file, tmp_path / "export" / f"{len(out)}.ipynb", runs=runs)
         nb = nbformat.read(str(nb_path), as_version=4)
         out[f"{name}: report notebook in nbconvert HTML"] = exporter.from_notebook_node(nb)[0]
         out[f"{name}: report notebook markdown, CommonMark"] = _commonmark(
-            "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown"))
+            "\n\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+        )
 
-    lab = al.Lab(p, hostile_tools(p), model=al.ScriptedModel([reply(p, ("lookup", {"order_id": 7, "why": p}),
-                                                                    ("broken", {"order_id": 8})), reply(p)]),
-                 trace=tmp_path / "lab", refresh_s=0, chart=False)
+    lab = al.Lab(
+        p,
+        hostile_tools(p),
+        model=al.ScriptedModel(
+            [reply(p, ("lookup", {"order_id": 7, "why": p}), ("broken", {"order_id": 8})), reply(p)]
+        ),
+        trace=tmp_path / "lab",
+        refresh_s=0,
+        chart=False,
+    )
     lab.run()
-    lab.panel.ask(ApprovalRequest(tool=p, args={"note": p}, call_id=p, mode="write", step=1, description=p), lambda _v: None)
+    lab.panel.ask(
+        ApprovalRequest(tool=p, args={"note": p}, call_id=p, mode="write", step=1, description=p), lambda _v: None
+    )
     lab.panel.say(p, error=True)
     lab.panel.flush()
     out["Lab panel"] = "".join(_widget_html(lab.panel.widget, w))
 
     from agentlab.experiments.grid import Config
 
-    q = p.replace("\ud83d", "")  # rows with a lone surrogate are the experiments' own matter (its frames are arrow strings)
+    q = p.replace(
+        "\ud83d", ""
+    )  # rows with a lone surrogate are the experiments' own matter (its frames are arrow strings)
     rows = [{**r, "reason": q, "run_id": q, "task_id": q, "config": q} for r in _experiment_rows(tmp_path)]
     result = ExperimentResult(rows, [Config(q, {"max_steps": 3, "system": q})], Path(f"/tmp/{q}"), 1.0)
     out["ExperimentResult repr"] = result._repr_html_()
@@ -198,9 +231,13 @@ def outputs(tmp_path: Path, p: str) -> dict[str, str]:
 
 
 def _experiment_rows(tmp_path: Path) -> list[dict[str, Any]]:
-    exp = al.Experiment(["where is 7?", "where is 8?"], {"a": {"prices": al.Prices(input=3, output=15)}},
-                        model=lambda task, seed, **o: al.ScriptedModel([reply("shipped")]), folder=tmp_path / "exp",
-                        progress=False)
+    exp = al.Experiment(
+        ["where is 7?", "where is 8?"],
+        {"a": {"prices": al.Prices(input=3, output=15)}},
+        model=lambda task, seed, **o: al.ScriptedModel([reply("shipped")]),
+        folder=tmp_path / "exp",
+        progress=False,
+    )
     return list(exp.run().rows)
 
 
@@ -245,8 +282,10 @@ def test_no_output_of_the_lab_runs_a_script_or_fetches_anything_in_a_real_browse
                     page.on("request", lambda r, requested=requested: requested.append(r.url))
                     page.route("**/*", lambda route: route.abort())  # nothing leaves the page; each try is counted
                     page.add_init_script(WATCH)
-                    page.set_content(f"<!doctype html><html><head><meta charset='utf-8'></head><body>{body}</body></html>",
-                                     wait_until="load")
+                    page.set_content(
+                        f"<!doctype html><html><head><meta charset='utf-8'></head><body>{body}</body></html>",
+                        wait_until="load",
+                    )
                     found = page.evaluate("""() => {
                         const bad = [];
                         for (const el of document.querySelectorAll('*')) {
@@ -265,7 +304,11 @@ def test_no_output_of_the_lab_runs_a_script_or_fetches_anything_in_a_real_browse
                         return {ran: window.__ran, bad: bad, text: document.body.innerText};
                     }""")
                     page.close()
-                    problems = {k: v for k, v in (("ran", found["ran"]), ("elements", found["bad"]), ("requests", requested)) if v}
+                    problems = {
+                        k: v
+                        for k, v in (("ran", found["ran"]), ("elements", found["bad"]), ("requests", requested))
+                        if v
+                    }
                     if MARK in body and MARK not in found["text"]:
                         problems["payload not shown"] = found["text"][:300]
                     if problems:
@@ -293,7 +336,9 @@ def test_the_exported_notebook_of_a_shared_trace_fetches_nothing_when_jupyterlab
         done, _ = hostile_runs(tmp_path / "runs", p)
         shared = poisoned_trace(tmp_path / "runs" / f"{done.run_id}.jsonl", tmp_path / "shared.jsonl", p)
         nb_path = export_notebook(str(shared), root / "report.ipynb", runs=tmp_path / "runs")
-        expected = sum(MARK in c.source for c in nbformat.read(str(nb_path), as_version=4).cells if c.cell_type == "markdown")
+        expected = sum(
+            MARK in c.source for c in nbformat.read(str(nb_path), as_version=4).cells if c.cell_type == "markdown"
+        )
         assert expected >= 3
         # Every cell rendered, on screen or not: no windowing, so the check cannot depend on the page's layout.
         tracker = tmp_path / "settings" / "@jupyterlab" / "notebook-extension"
@@ -312,11 +357,16 @@ def test_the_exported_notebook_of_a_shared_trace_fetches_nothing_when_jupyterlab
                     page.wait_for_function(
                         """([mark, n]) => [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown')]
                                             .filter(e => e.textContent.includes(mark)).length >= n""",
-                        arg=[MARK, expected])
+                        arg=[MARK, expected],
+                    )
                 except Exception:
                     page.screenshot(path=str(tmp_path / "failure.png"), full_page=True)
-                    shown = page.evaluate("() => document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown').length")
-                    raise AssertionError(f"{shown} markdown cells rendered, {expected} expected; see {tmp_path}") from None
+                    shown = page.evaluate(
+                        "() => document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown').length"
+                    )
+                    raise AssertionError(
+                        f"{shown} markdown cells rendered, {expected} expected; see {tmp_path}"
+                    ) from None
                 found = page.evaluate("""() => {
                     const bad = [];
                     for (const el of document.querySelectorAll('.jp-RenderedMarkdown *')) {
