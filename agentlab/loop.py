@@ -20,9 +20,9 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
-from ._engine.calls import CallContext, CallOutcome, CallRunner, bounded, format_error, result_block
+from ._engine.calls import CallOutcome, CallRunner, bounded, format_error, result_block
 from ._engine.config import RunConfig
 from ._engine.costguard import InputTracker
 from ._engine.loopguard import LoopGuard, call_key, nudge_text
@@ -66,6 +66,15 @@ from .tools import Tool, result_summary
 from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
+
+
+class _Halt(NamedTuple):
+    """Why the run stops here: a check returns one, and ``Run._stop(*halt)`` applies it."""
+
+    reason: StopReason | str
+    detail: str
+    error: BaseException | None = None
+
 
 __all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run"]  # the first two now live in budget/vocab
 
@@ -143,25 +152,7 @@ class Run:
         self._sub_runs: ParentLedger | None = None  # what this run's own sub-runs reserve from (made when first asked)
         self._reported = (0.0, 0, 0)  # cost and tokens already reported to the parent
         self._tool_defs = [t.definition() for t in c.tools.values()]
-        self._calls = CallRunner(
-            CallContext(
-                tools=c.tools,
-                policy=c.policy,
-                clock=c.clock,
-                rng=c.rng,
-                emit=self._emit,
-                elapsed=lambda: self.elapsed,
-                time_left=self._time_left,
-                deadline_s=lambda: self.budget.deadline_s,
-                step=lambda: self.steps,
-                abandon=self.abandoned.append,
-                approve=approve,
-                approval_stops_clock=approval_stops_clock,
-                credit=lambda s: setattr(self, "_worked", self._worked - s),
-                parent=self,
-            ),
-            c.max_concurrency,
-        )
+        self._calls = CallRunner(_CallSide(self, approve, approval_stops_clock), c.max_concurrency)
         self._last_cost = self._last_latency = 0.0
         self._last_context: dict[str, Any] | None = None  # the last reply's context_management
         self._cancel = False
@@ -362,19 +353,17 @@ class Run:
         except asyncio.CancelledError:
             if self.result is None:
                 how = "cancelled" if self._cancel else "interrupted (the task running it was cancelled: Ctrl-C?)"
-                self._stop(StopReason.CANCELLED, f"{how} during step {self.steps} ({self.phase})")
+                self._stop(*self._interrupted(f"{how} during step {self.steps} ({self.phase})"))
             if not self._cancel or self._step_task is None:
                 raise  # cancelled from outside: recorded above, then passed on
             self._step_task.uncancel()
         except BaseException as exc:  # a real Ctrl-C, or a bug: the run still ends, and says so
             if self.result is None:
-                ctrl_c = isinstance(exc, KeyboardInterrupt)
-                what = "interrupted by Ctrl-C" if ctrl_c else describe(exc)
-                self._stop(
-                    StopReason.CANCELLED if ctrl_c else StopReason.FATAL,
-                    f"{what} during step {self.steps} ({self.phase})",
-                    exc,
-                )
+                where = f"during step {self.steps} ({self.phase})"
+                if isinstance(exc, KeyboardInterrupt):
+                    self._stop(*self._interrupted(f"interrupted by Ctrl-C {where}", exc))
+                else:
+                    self._stop(StopReason.FATAL, f"{describe(exc)} {where}", exc)
             raise
         finally:
             self._worked += self.clock.now() - self._t0
@@ -385,28 +374,65 @@ class Run:
         return self._record()
 
     async def _model_phase(self, pause_before_tools: bool) -> None:
-        # 1. Checks before spending anything: Stop, then the budget rules (budget.py).
+        """One model call and what its reply decides.
+
+        Each part returns why the run must stop (a :class:`_Halt`) or what the
+        next part needs; the run is stopped in one place, here.
+        """
+        allowed = await self._may_call()  # 1. checks before spending anything
+        if isinstance(allowed, _Halt):
+            return self._stop(*allowed)
+        max_tokens, reserved = allowed
+        answer = await self._send(max_tokens, reserved)  # 2. the model call (a failed one is charged what it cost)
+        if isinstance(answer, _Halt):
+            return self._stop(*answer)
+        reply, latency = answer
+        usage = self._bill(reply, max_tokens, reserved, latency)  # 3. what it cost
+        if halt := self._reply_problem(reply, usage, max_tokens):  # 4. why the model stopped decides what is next
+            return self._stop(*halt)
+        if reply.stop_reason == "pause_turn":
+            return None  # the API paused a long turn: send the history back as is
+        if reply.stop_reason != "tool_use":  # end_turn, stop_sequence
+            if self._said and (said := self._said()):  # a replayed record: the user spoke again, so the run goes on
+                self._append({"role": "user", "content": said})
+                return self._emit(EventKind.TOOL_RESULTS, content=said)
+            empty = "" if reply.content else f"the model ended step {self.steps} with no content"
+            return self._finish_done(reply.text, empty, reply.parsed)
         if self._cancel:
-            return self._stop(StopReason.CANCELLED, f"cancelled before step {self.steps + 1}")
+            self.pending_calls = reply.tool_calls
+            return self._stop(
+                *self._interrupted(f"cancelled after the model call of step {self.steps}, before its tools")
+            )
+        if pause_before_tools:
+            self.pending_calls = reply.tool_calls
+            self.phase = "awaiting tools"
+            return None
+        return await self._tools_phase(reply.tool_calls)
+
+    async def _may_call(self) -> tuple[int, float] | _Halt:
+        """Stop, then the budget rules (budget.py), then the shared total: the ``max_tokens`` allowed and the sum held."""
+        if self._cancel:
+            return self._interrupted(f"cancelled before step {self.steps + 1}")
         if stop := check_before_call(self.budget, self.steps, self.elapsed):
-            return self._stop(stop.reason, stop.detail)
+            return _Halt(stop.reason, stop.detail)
         max_tokens = await self._guard_call()
         if isinstance(max_tokens, Stop):
-            return self._stop(max_tokens.reason, max_tokens.detail)
+            return _Halt(max_tokens.reason, max_tokens.detail)
         tokens = self._input.reserve_tokens  # what the guard priced, or more
         terms = self._input.terms(self._caps.request_terms)
         rates = self.prices.worst_rates(tokens, self._caps.caches, terms) if self.prices else (0.0, 0.0)
-        held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled below
-        if isinstance(held, Stop):
-            if isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is the one that is short
-                p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
-                return self._stop(
-                    StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}")
-                )
-            return self._stop(held.reason, held.detail)
-        max_tokens, reserved = held
+        held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled when the reply is billed
+        if not isinstance(held, Stop):
+            return held
+        if isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is the one that is short
+            p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
+            return _Halt(
+                StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}")
+            )
+        return _Halt(held.reason, held.detail)
 
-        # 2. The model call.
+    async def _send(self, max_tokens: int, reserved: float) -> tuple[Reply, float] | _Halt:
+        """Step ``steps + 1``'s model call: the reply and its latency, or why the run stops (a failed call's bill paid)."""
         self.steps += 1
         self.phase = "calling model"
         # The reservation is in the trace before the call is sent: a resumed experiment counts it if no cost follows.
@@ -422,13 +448,10 @@ class Run:
         try:
             reply = await self._call_model(max_tokens, reserved)
         except DeadlineExceeded as exc:
-            return self._stop(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
+            return _Halt(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
-            return self._stop(
-                StopReason.MODEL_ERROR,
-                f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}",
-                exc.last,
-            )
+            detail = f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}"
+            return _Halt(StopReason.MODEL_ERROR, detail, exc.last)
         except MalformedReply as exc:  # refused here, but billed by the API when it came with usage
             billed = self._charge(billed_usage(exc.raw), exc.raw, reserved)
             self._emit(
@@ -438,33 +461,22 @@ class Run:
                 latency=self.clock.now() - t_call,
                 **billed,
             )
-            return self._stop(
+            return _Halt(
                 StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc
             )
         except ModelError as exc:
             if getattr(exc, "maybe_billed", False):  # lost in transit after the API began it: charged at its worst case
-                worst = self._input.last.worst_case if self._input.last is not None else 0.0
-                self.spent, self.model_calls = self.spent + worst, self.model_calls + 1
-                self._ledger.settle(self.run_id, reserved, worst)
-                self._emit(
-                    EventKind.MODEL_CALLED,
-                    content=[],
-                    estimated=True,
-                    lost=True,
-                    cost=worst,
-                    spent=self.spent,
-                    latency=self.clock.now() - t_call,
-                    error=exc.message,
-                )
-            return self._stop(exc.reason, f"step {self.steps}: {exc.message}", exc)
+                self._charge_lost(exc, reserved, self.clock.now() - t_call)
+            return _Halt(exc.reason, f"step {self.steps}: {exc.message}", exc)
         except Exception as exc:
             kind = classify(exc, self.policy)
             reason = StopReason.FATAL if kind == "fatal" else StopReason.MODEL_ERROR
-            return self._stop(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
-        latency = self.clock.now() - t_call
+            return _Halt(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
         self.model_calls += 1
+        return reply, self.clock.now() - t_call
 
-        # 3. What it cost (reported usage, or the same estimate the guard used).
+    def _bill(self, reply: Reply, max_tokens: int, reserved: float, latency: float) -> Usage:
+        """Charge a reply (its reported usage, or the same estimate the guard used), keep it, and emit ``model_called``."""
         estimated = reply.usage is None
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
@@ -498,55 +510,42 @@ class Run:
             **({"requested_model": self.model.model} if prices is not self.prices else {}),
             **({"context_management": reply.context_management} if reply.context_management else {}),
         )
+        return usage
 
-        # 4. Why the model stopped decides what happens next.
+    def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int) -> _Halt | None:
+        """Why the reply ends the run (cut off, refused, window full, a stop reason or tool calls out of the contract)."""
         why = reply.stop_reason
-        if why in ("end_turn", "stop_sequence"):
-            if self._said and (said := self._said()):  # a replayed record: the user spoke again, so the run goes on
-                self._append({"role": "user", "content": said})
-                return self._emit(EventKind.TOOL_RESULTS, content=said)
-            return self._finish_done(
-                reply.text, "" if reply.content else f"the model ended step {self.steps} with no content", reply.parsed
-            )
-        if why == "pause_turn":
-            return None  # the API paused a long turn: send the history back as is
+        if why in ("end_turn", "stop_sequence", "pause_turn"):
+            return None
         if why == "max_tokens":
             lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
             last = reply.content[-1] if reply.content else {}
             inside = f", inside the input of {last.get('name')} (kept as far as it arrived)" if "input" in last else ""
-            return self._stop(
+            return _Halt(
                 StopReason.MAX_TOKENS,
                 f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}{inside}",
             )
         if why == "refusal":
-            return self._stop(StopReason.REFUSAL, f"the model refused at step {self.steps}{reply.stop_note}")
+            return _Halt(StopReason.REFUSAL, f"the model refused at step {self.steps}{reply.stop_note}")
         if why == "model_context_window_exceeded":
-            return self._stop(
+            return _Halt(
                 StopReason.CONTEXT_WINDOW,
                 f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}",
             )
         if why != "tool_use":
-            return self._stop(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
+            return _Halt(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
         if not reply.tool_calls:
-            return self._stop(
+            return _Halt(
                 StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}"
             )
         ids = [c["id"] for c in reply.tool_calls]
         if dup := next((i for i in ids if ids.count(i) > 1), None):
-            return self._stop(
+            return _Halt(
                 StopReason.MALFORMED_REPLY,
-                f"{ids.count(dup)} tool_use blocks share the id {dup!r} at step {self.steps}: each call needs its own id for its result",
+                f"{ids.count(dup)} tool_use blocks share the id {dup!r} at step {self.steps}: "
+                "each call needs its own id for its result",
             )
-        if self._cancel:
-            self.pending_calls = reply.tool_calls
-            return self._stop(
-                StopReason.CANCELLED, f"cancelled after the model call of step {self.steps}, before its tools"
-            )
-        if pause_before_tools:
-            self.pending_calls = reply.tool_calls
-            self.phase = "awaiting tools"
-            return None
-        return await self._tools_phase(reply.tool_calls)
+        return None
 
     def _charge(self, usage: Usage | None, raw: Any, reserved: float) -> dict[str, Any]:
         """Charge a reply the gate refused: the API billed what its usage says (fields for its event)."""
@@ -561,9 +560,24 @@ class Run:
         self._input.billed(usage, False, prices, self._caps.caches)
         return {"usage": usage.as_dict(), "cost": cost, "spent": self.spent, "context_tokens": usage.context_tokens}
 
+    def _charge_lost(self, exc: ModelError, reserved: float, latency: float) -> None:
+        """Charge a call lost in transit after the API began it: its worst case, as the guard priced it."""
+        worst = self._input.last.worst_case if self._input.last is not None else 0.0
+        self.spent, self.model_calls = self.spent + worst, self.model_calls + 1
+        self._ledger.settle(self.run_id, reserved, worst)
+        self._emit(
+            EventKind.MODEL_CALLED,
+            content=[],
+            estimated=True,
+            lost=True,
+            cost=worst,
+            spent=self.spent,
+            latency=latency,
+            error=exc.message,
+        )
+
     async def _guard_call(self) -> int | Stop:
-        """The pre-call cost guard (costguard.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
-        count = lambda: self._retrying(lambda: self._caps.count_tokens(self._request(self.max_tokens)), "count_tokens")  # type: ignore[misc]  # noqa: E731
+        """The pre-call cost guard (input_tracker.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
         return await self._input.check(
             self.budget,
             steps=self.steps,
@@ -572,11 +586,19 @@ class Run:
             caching=self._caps.caches,
             tools=[*self._tool_defs, *self._caps.server_tools],
             max_tokens=self.max_tokens,
-            count=count,
+            count=self._count_input,
             retryable=lambda e: classify(e, self.policy) == "retryable",
             now=self.clock.now,
             terms=self._caps.request_terms,
         )
+
+    async def _count_input(self) -> int:
+        """The next request's exact input tokens (the model's ``count_tokens``), retried like a call."""
+        count_tokens = self._caps.count_tokens
+        if count_tokens is None:  # the tracker asks only a model that can count (can_count)
+            raise TypeError(f"{self.model.model} has no count_tokens")
+        counted: int = await self._retrying(lambda: count_tokens(self._request(self.max_tokens)), "count_tokens")
+        return counted
 
     async def _call_model(self, max_tokens: int, reserved: float = 0.0) -> Reply:
         t_call, parts = self.clock.now(), Fragments()
@@ -658,7 +680,7 @@ class Run:
                 if results[i] is not None:
                     continue
                 if self._cancel:
-                    return self._stop(StopReason.CANCELLED, f"cancelled during the tools of step {self.steps}")
+                    return self._stop(*self._interrupted(f"cancelled during the tools of step {self.steps}"))
                 call, key = calls[i], keys[i]
                 verdict, count = self.loop_guard.check(key)
                 if verdict == "stop":
@@ -713,31 +735,42 @@ class Run:
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str, note: str = "", parsed: Any = None) -> None:
         self._record_sub_runs()
-        if self._trace_error is None:  # issue 14: never Done over an incomplete trace
-            self.result = Done(
-                self.run_id,
-                self.steps,
-                self.spent,
-                list(self.messages),
-                self.snapshot,
-                self.model_calls,
-                self._input.report(self.budget, self.spent),
-                **self._overrun(),
-                input_tokens=self.input_tokens,
-                output_tokens=self.output_tokens,
-                text=text,
-                detail=note,
-                parsed=parsed,
-            )
-            self.phase = "done"
-            self._emit_end("done", "done", note, text, None)
-        if self._trace_error is not None:  # (run_finished itself may be what failed)
-            self._stop(StopReason.CANCELLED, "")
+        if self._trace_error is not None:  # issue 14: never Done over an incomplete trace
+            return self._stop(*self._trace_failed())
+        self.result = Done(
+            self.run_id,
+            self.steps,
+            self.spent,
+            list(self.messages),
+            self.snapshot,
+            self.model_calls,
+            self._input.report(self.budget, self.spent),
+            **self._overrun(),
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            text=text,
+            detail=note,
+            parsed=parsed,
+        )
+        self.phase = "done"
+        self._emit_end("done", "done", note, text, None)
+        if self._trace_error is not None:  # run_finished itself could not be written: the run ends saying so
+            self._stop(*self._trace_failed())
+        return None
+
+    def _interrupted(self, detail: str, error: BaseException | None = None) -> _Halt:
+        """A stop that was asked for (Stop, Ctrl-C, a trace writer that failed) ends the run: say which."""
+        if self._trace_error is not None:
+            return self._trace_failed()
+        return _Halt(StopReason.CANCELLED, detail, error)
+
+    def _trace_failed(self) -> _Halt:
+        """Issue 14: a trace that cannot be written stops the run, naming the write that failed."""
+        err = self._trace_error
+        return _Halt(StopReason.TRACE_WRITE_FAILED, str(err), err)
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self._record_sub_runs()
-        if self._trace_error is not None and reason == StopReason.CANCELLED:  # issue 14: the trace asked to stop
-            reason, detail, error = StopReason.TRACE_WRITE_FAILED, str(self._trace_error), self._trace_error
         self.result = Stopped(
             self.run_id,
             self.steps,
@@ -889,6 +922,46 @@ class Run:
             **self._overrun(),
         )
         self._report_to_parent()
+
+
+# ------------------------------------------------- what tool calls see of the run
+class _CallSide:
+    """The run as its tool calls see it (:class:`~agentlab._engine.calls.CallContext`): read live, changed narrowly.
+
+    The runner reads the run's inputs and four live facts, and may change the run
+    in three ways only: emit an event, give working time back (an approval wait
+    that stops the clock), and name work it left running.
+    """
+
+    __slots__ = ("_run", "approval_stops_clock", "approve", "clock", "parent", "policy", "rng", "tools")
+
+    def __init__(self, run: Run, approve: Any, approval_stops_clock: bool) -> None:
+        c = run.config
+        self._run = run
+        self.tools, self.policy, self.clock, self.rng = c.tools, c.policy, c.clock, c.rng
+        self.approve, self.approval_stops_clock = approve, approval_stops_clock
+        self.parent: Any = run  # a run started inside a tool is this run's sub-run (see _subruns)
+
+    def emit(self, kind: str, **data: Any) -> None:
+        self._run._emit(kind, **data)
+
+    def elapsed(self) -> float:
+        return self._run.elapsed
+
+    def time_left(self) -> float | None:
+        return self._run._time_left()
+
+    def deadline_s(self) -> float | None:
+        return self._run.budget.deadline_s
+
+    def step(self) -> int:
+        return self._run.steps
+
+    def credit(self, seconds: float) -> None:
+        self._run._worked -= seconds
+
+    def abandon(self, what: str) -> None:
+        self._run.abandoned.append(what)
 
 
 # ---------------------------------------------------------------- helpers

@@ -7,8 +7,9 @@ error, the deadline). Every failure goes through :func:`errors.classify`,
 the one policy table.
 
 The runner sees the run only through a :class:`CallContext`: the tools, the
-policy, the clock, and three functions (emit an event, time left, the current
-step). It cannot reach into the run's state, and the engine can be read
+policy, the clock, a few facts read live (time left, the current step) and
+three things it may do (emit an event, give back working time, name abandoned
+work). It cannot reach into the run's state, and the engine can be read
 without this file.
 """
 
@@ -19,7 +20,7 @@ import random
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from .._runtime.isolate import inline, settle, start, unwrap
 from .._subruns import calling
@@ -32,24 +33,43 @@ from ..tools import Tool, result_summary
 from ..vocab import EventKind, Outcome, StopReason
 
 
-@dataclass(frozen=True, slots=True)
-class CallContext:
-    """What running a tool call may know of its run, and nothing more."""
+class CallContext(Protocol):
+    """What running a tool call may know of its run, and change, and nothing more.
+
+    The engine hands the runner one object with exactly these members (``loop._CallSide``):
+    the run's fixed inputs, five facts read live (working time, time left, the deadline,
+    the step), and the three things a call may do to its run: emit an event, give back
+    working time (an approval wait that stops the clock), name work it left running.
+    """
 
     tools: Mapping[str, Tool]
     policy: Policy
     clock: Clock
     rng: random.Random
-    emit: Callable[..., None]  # emit(kind, **data): an event to the run's subscribers
-    elapsed: Callable[[], float]  # working seconds so far (call start/end times)
-    time_left: Callable[[], float | None]  # before the deadline; None: no deadline
-    deadline_s: Callable[[], float | None]  # the limit itself, for messages
-    step: Callable[[], int]
-    approve: Any = None  # who approves writes: a callback, True, None or an approval.Ask
-    approval_stops_clock: bool = False  # an approval wait is not working time (and not bounded)
-    credit: Callable[[float], None] | None = None  # give seconds back to the run's working time
-    abandon: Callable[[str], None] = lambda what: None  # name work left running past a deadline or cancel
-    parent: Any = None  # the run, opaque here: a run started inside a tool is its sub-run (see _subruns)
+    approve: Any  # who approves writes: a callback, True, None or an approval.Ask
+    approval_stops_clock: bool  # an approval wait is not working time (and not bounded)
+    parent: Any  # the run, opaque here: a run started inside a tool is its sub-run (see _subruns)
+
+    def emit(self, kind: str, **data: Any) -> None:
+        """An event to the run's subscribers."""
+
+    def elapsed(self) -> float:
+        """Working seconds so far (call start/end times)."""
+
+    def time_left(self) -> float | None:
+        """Seconds before the deadline; ``None``: no deadline."""
+
+    def deadline_s(self) -> float | None:
+        """The limit itself, for messages."""
+
+    def step(self) -> int:
+        """The step the calls belong to."""
+
+    def credit(self, seconds: float) -> None:
+        """Give seconds back to the run's working time."""
+
+    def abandon(self, what: str) -> None:
+        """Name work left running past a deadline or a cancel (the result lists it)."""
 
 
 @dataclass(slots=True)
@@ -121,7 +141,7 @@ class CallRunner:
             emit=ctx.emit,
             time_left=ctx.time_left,
             now=ctx.clock.now,
-            credit=ctx.credit or (lambda s: None),
+            credit=ctx.credit,
             step=ctx.step,
         )
 
