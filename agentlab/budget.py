@@ -242,7 +242,7 @@ def guard_call(
 
 # ------------------------------------------------- the check, typed
 # One function decides whether the next call may be made; the engine
-# (agentlab._engine.costguard.InputTracker) and the what-if replay
+# (agentlab._engine.input_tracker.InputTracker) and the what-if replay
 # (agentlab.analysis.budget_whatif) both call it.
 
 Rates = Callable[[int], tuple[float, float]]

@@ -104,7 +104,7 @@ def describe_event(kind: str, step: int, data: dict[str, Any]) -> str | None:
 def describe_result(result: Any) -> str:
     """The last lines of a run: outcome, numbers, answer or diagnosis."""
     head = (
-        f"{result.outcome}: {result.reason}  ·  {result.steps} steps  ·  ${result.cost:.4f}  ·  "
+        f"{result.outcome}: {result.reason}  ·  {result.steps} steps  ·  ${result.spent:.4f}  ·  "
         f"{result.elapsed:.2f}s  ·  {result.model_calls} model calls"
     )
     body = result.text if result.outcome == "done" else (result.detail or result.text)
@@ -165,7 +165,7 @@ def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 label,
                 result.reason,
                 result.steps,
-                f"${result.cost:.4f}",
+                f"${result.spent:.4f}",
                 f"{took:.2f}",
                 result.model_calls,
                 result.run_id,
@@ -381,7 +381,7 @@ def result_json(result: Any, runs: Path) -> dict[str, Any]:
         "text": result.text,
         "steps": result.steps,
         "model_calls": result.model_calls,
-        "cost": result.cost,
+        "cost": result.spent,
         "seconds": result.elapsed,
         "trace": str(runs / f"{result.run_id}.jsonl"),
     }

@@ -24,7 +24,7 @@ from typing import Any, Literal, NamedTuple
 
 from ._engine.calls import CallOutcome, CallRunner, bounded, format_error, result_block
 from ._engine.config import RunConfig
-from ._engine.costguard import InputTracker
+from ._engine.input_tracker import InputTracker
 from ._engine.loopguard import LoopGuard, call_key, nudge_text
 from ._engine.scheduling import plan_batches
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented

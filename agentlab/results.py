@@ -34,7 +34,8 @@ class StepRecord:
 class _Result:
     run_id: str
     steps: int
-    cost: float
+    spent: float
+    """Dollars the run spent (its sub-runs' included): the name the run, each step and the events use."""
     messages: list[Message] = field(repr=False)
     budget: BudgetSnapshot
     model_calls: int = 0
@@ -65,9 +66,14 @@ class _Result:
         return f"{self.input_tokens:,} in / {self.output_tokens:,} out"
 
     @property
-    def spent(self) -> float:
-        """Dollars spent (the article's name for it in ``Stopped``)."""
-        return self.cost
+    def cost(self) -> float:
+        """Deprecated: ``result.spent`` (one name for the dollars a run spent, on ``Done`` and ``Stopped`` alike)."""
+        warnings.warn(
+            "result.cost is now result.spent (the dollars the run spent, as on the run and its events)",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.spent
 
     @property
     def elapsed(self) -> float:
@@ -117,7 +123,7 @@ class Done(_Result):
     def __repr__(self) -> str:
         short = shorten(self.text, 60)
         return (
-            f"Done({short!r}, steps={self.steps}, tokens={self.tokens}, cost=${self.cost:.4f}, "
+            f"Done({short!r}, steps={self.steps}, tokens={self.tokens}, spent=${self.spent:.4f}, "
             f"run_id={self.run_id!r}; {self.budget})"
         )
 
@@ -150,7 +156,7 @@ class Stopped(_Result):
     def __repr__(self) -> str:
         return (
             f"Stopped({str(self.reason)!r}, {self.detail!r}, steps={self.steps}, tokens={self.tokens}, "
-            f"spent=${self.cost:.4f}, run_id={self.run_id!r})"
+            f"spent=${self.spent:.4f}, run_id={self.run_id!r})"
         )
 
     def _rows(self) -> list[tuple[str, str]]:

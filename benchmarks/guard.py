@@ -88,7 +88,7 @@ async def guard_rows(steps: int) -> list[Row]:
     if any(importlib.util.find_spec(m) is None for m in needed):
         return [missing("guard.counts", label, "")]
     full = await _one(steps, None)
-    full_cost = float(full["result"].cost)
+    full_cost = float(full["result"].spent)
     rows: list[Row] = []
     call_p50 = statistics.median(full["call_latency"])
     for share in SHARES:
@@ -97,7 +97,7 @@ async def guard_rows(steps: int) -> list[Row]:
         per_step_ms = 1000 * sum(r["count_latency"]) / max(1, r["checks"])
         count_p50 = 1000 * statistics.median(r["count_latency"]) if r["count_latency"] else 0.0
         first = r["counted_steps"][0] if r["counted_steps"] else None
-        over = res.cost > full_cost * share
+        over = res.spent > full_cost * share
         ok = not over and r["counts"] <= r["checks"] and (share < 10 or r["counts"] == 0)
         rows.append(
             Row(
@@ -108,7 +108,7 @@ async def guard_rows(steps: int) -> list[Row]:
                 f"{r['counts']} counts in {r['checks']} checks ({res.steps} steps, {res.reason}"
                 + (f", first at check {first}" if first else "")
                 + f"); +{per_step_ms:.2f} ms/step "
-                f"(count p50 {count_p50:.2f} ms, call p50 {1000 * call_p50:.2f} ms); spent ${fmt(res.cost)}",
+                f"(count p50 {count_p50:.2f} ms, call p50 {1000 * call_p50:.2f} ms); spent ${fmt(res.spent)}",
                 "no counts far from the limit; <= 1 count per step near it; never over max_cost",
                 judged(ok),
                 note="real SDK, local dense server (~1.7 bytes/token)",
@@ -122,7 +122,7 @@ async def guard_rows(steps: int) -> list[Row]:
                     "count_p50_ms": count_p50,
                     "call_p50_ms": 1000 * call_p50,
                     "full_cost_usd": full_cost,
-                    "spent_usd": res.cost,
+                    "spent_usd": res.spent,
                     "max_cost_usd": full_cost * share,
                 },
             )

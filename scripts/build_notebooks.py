@@ -239,7 +239,7 @@ results = {name: await scenarios.get(name).setup().arun()
 limits = {name: scenarios.get(name).options for name in results}
 pd.DataFrame([{"scenario": n, "reason": r.reason,
                "steps": f"{r.steps} of {limits[n]['max_steps']}",
-               "cost": f"${r.cost:.4f} of ${limits[n]['max_cost']:.2f}",
+               "cost": f"${r.spent:.4f} of ${limits[n]['max_cost']:.2f}",
                "seconds": f"{r.elapsed:.2f} of {limits[n]['deadline_s']:g}"} for n, r in results.items()])"""),
     md("""
 ## Never the same call twice
@@ -273,12 +273,12 @@ quotes the input plus a minimal reply, not the input plus `max_tokens`.
 hard = await scenarios.get("growing-context").setup().arun()
 after = await scenarios.get("growing-context").setup(cost_guard="after").arun()
 free = await scenarios.get("growing-context").setup(max_cost=None).arun()
-pd.DataFrame([{"guard": g, "reason": r.reason, "steps": r.steps, "spent": round(r.cost, 4),
-               "over the $0.10 budget": round(max(0, r.cost - 0.10), 4)}
+pd.DataFrame([{"guard": g, "reason": r.reason, "steps": r.steps, "spent": round(r.spent, 4),
+               "over the $0.10 budget": round(max(0, r.spent - 0.10), 4)}
               for g, r in [("hard (default)", hard), ("after (the sketch)", after), ("no limit", free)]])"""),
     code("""
 print(f"'no limit' means no dollar limit: the run still had its {scenarios.get('growing-context').options['max_steps']}-step "
-      f"limit, ended '{free.reason}' after {free.steps} steps, and spent ${free.cost:.3f}.")"""),
+      f"limit, ended '{free.reason}' after {free.steps} steps, and spent ${free.spent:.3f}.")"""),
     code("""
 runs = load_runs()
 labels = {hard.run_id: "hard guard", after.run_id: "after-the-fact check", free.run_id: "no limit"}
@@ -382,8 +382,8 @@ which `permission-probing` uses to show the bug, and agentlab's default, fatal.
 fatal = scenarios.get("permission-probing").setup(policy=al.Policy())   # the default policy
 probing = scenarios.get("permission-probing").setup()                   # denials handed to the model
 rf, rp = await fatal.arun(), await probing.arun()
-pd.DataFrame([{"policy": "fatal (default)", "reason": rf.reason, "steps": rf.steps, "cost": round(rf.cost, 4)},
-              {"policy": "recoverable", "reason": rp.reason, "steps": rp.steps, "cost": round(rp.cost, 4)}])"""),
+pd.DataFrame([{"policy": "fatal (default)", "reason": rf.reason, "steps": rf.steps, "cost": round(rf.spent, 4)},
+              {"policy": "recoverable", "reason": rp.reason, "steps": rp.steps, "cost": round(rp.spent, 4)}])"""),
     md("""
 Under the default policy the run stops at the first denial, and the diagnosis
 says which tool, which role it needed and which the agent had; the model never
@@ -452,7 +452,7 @@ of those steps is paid for:
 """),
     code("""
 off = await scenarios.get("repeat-forever").setup(loop_nudge_at=10_000).arun()
-pd.DataFrame([{"loop detection": label, "reason": r.reason, "steps": r.steps, "cost": round(r.cost, 4)}
+pd.DataFrame([{"loop detection": label, "reason": r.reason, "steps": r.steps, "cost": round(r.spent, 4)}
               for label, r in [("on (default)", forever), ("off", off)]])"""),
     md("""
 ## How often does the nudge work?
@@ -1163,8 +1163,8 @@ parent = load_run(native.run_id)
 answer = al.ScriptedModel([al.reply("Orders 1042 and 1077 shipped and were never delivered.")])
 from agentlab.trace import TraceWriter
 shortcut = await fork(parent, at_step=3, model=answer, max_cost=None, subscribers=[TraceWriter()]).run()
-print(f"parent: {native.steps} steps, ${native.cost:.4f}; fork after step 3: {shortcut.steps} more step(s), "
-      f"${shortcut.cost:.4f} of its own")
+print(f"parent: {native.steps} steps, ${native.spent:.4f}; fork after step 3: {shortcut.steps} more step(s), "
+      f"${shortcut.spent:.4f} of its own")
 ax = plots.fork_curve(parent, load_run(shortcut.run_id))
 ax.figure"""),
 ]

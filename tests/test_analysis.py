@@ -39,7 +39,7 @@ def test_step_costs_show_the_context_growing_every_step(growing):
     assert list(per["step"]) == list(range(1, 11))
     assert (per["context_growth"].iloc[1:] > 900).all()  # ~3,000 chars of tool result ≈ 1,000 tokens
     assert per["context_growth"].iloc[0] == per["context_tokens"].iloc[0]
-    assert per["cumulative_cost"].iloc[-1] == pytest.approx(result.cost)
+    assert per["cumulative_cost"].iloc[-1] == pytest.approx(result.spent)
     assert per["cost"].is_monotonic_increasing
 
 
@@ -159,7 +159,7 @@ def test_reprice_under_another_model_scales_by_its_prices(growing):
     """Repricing a recorded run at Haiku 4.5's prices gives exactly a third of Sonnet's cost (same tokens)."""
     result, tr = growing
     haiku = an.reprice(tr.steps, "claude-haiku-4-5")
-    assert haiku["cost"].sum() == pytest.approx(result.cost / 3)
+    assert haiku["cost"].sum() == pytest.approx(result.spent / 3)
     assert list(haiku["input_tokens"]) == list(tr.steps.sort_values("step")["input_tokens"])
 
 
@@ -214,9 +214,9 @@ def test_budget_whatif_matches_actually_rerunning_with_those_budgets(tmp_path, g
         )
         assert (row.outcome, row.reason, row.steps) == (real.outcome, real.reason, real.steps), row
         if real.reason == "max_tokens":
-            assert real.cost <= row.spent + 1e-12  # the what-if charges the cut-off reply in full
+            assert real.spent <= row.spent + 1e-12  # the what-if charges the cut-off reply in full
         else:
-            assert row.spent == pytest.approx(real.cost), row
+            assert row.spent == pytest.approx(real.spent), row
         checked.add(row.reason)
     assert {"done", "budget", "step limit"} <= checked
     if guard == "hard":  # only the hard guard lowers max_tokens, which can cut a long answer off
@@ -244,7 +244,7 @@ def test_whatif_and_engine_agree_on_budgets_of_every_number_type(tmp_path, kind)
             loop_nudge_at=1000,
         )
         assert (row.outcome, row.reason, row.steps) == (real.outcome, real.reason, real.steps)
-        assert row.max_cost == float(max_cost) and row.spent == pytest.approx(real.cost)
+        assert row.max_cost == float(max_cost) and row.spent == pytest.approx(real.spent)
     with pytest.raises(ValueError, match="max_cost must be finite"):
         an.budget_whatif(traces, max_cost=Decimal("Infinity"))
 
@@ -486,6 +486,6 @@ def test_whatif_agrees_with_a_real_rerun_for_any_script_and_budget(sizes, answer
                 max_tokens=2000,
             )
             assert (row.outcome, row.reason, row.steps) == (real.outcome, real.reason, real.steps)
-            assert real.cost <= row.spent + 1e-12 and (
-                real.reason == "max_tokens" or row.spent == pytest.approx(real.cost)
+            assert real.spent <= row.spent + 1e-12 and (
+                real.reason == "max_tokens" or row.spent == pytest.approx(real.spent)
             )

@@ -153,7 +153,7 @@ def test_caching_makes_a_long_run_cheaper_by_reading_the_prefix_from_cache():
     assert len(reads) == 6
     # The server saw the same conversation both times; only the caching differs.
     assert [len(b["messages"]) for b in reads] == [len(r.body["messages"]) for r in plain_server.requests]
-    assert cached.cost < 0.5 * plain.cost, (cached.cost, plain.cost)
+    assert cached.spent < 0.5 * plain.spent, (cached.spent, plain.spent)
 
 
 def test_cost_prices_cache_reads_and_writes_at_their_own_rates(server):
@@ -168,7 +168,7 @@ def test_cost_prices_cache_reads_and_writes_at_their_own_rates(server):
     prices = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
     result = al.run("Hi", model=model_for(server), prices=prices, clock=al.FakeClock())
     expected = (100 * 3.0 + 50 * 15.0 + 2000 * 3.75 + 10000 * 0.3) / 1e6
-    assert result.cost == pytest.approx(expected)
+    assert result.spent == pytest.approx(expected)
 
 
 def test_thinking_and_server_tool_blocks_are_sent_back_exactly_as_they_came(server):
@@ -295,7 +295,7 @@ def test_the_adapter_works_with_prices_from_the_maintained_table(server):
     """A model id the price table knows is charged without passing prices."""
     server.add({**reply("Hi."), "usage": {"input_tokens": 1000, "output_tokens": 1000}})
     result = al.run("Hi", model=model_for(server), clock=al.FakeClock())
-    assert result.cost == pytest.approx(PRICES.cost(Usage(input_tokens=1000, output_tokens=1000)))
+    assert result.spent == pytest.approx(PRICES.cost(Usage(input_tokens=1000, output_tokens=1000)))
 
 
 def test_bad_adapter_settings_fail_with_a_message_naming_the_parameter(server):

@@ -88,8 +88,8 @@ def test_a_compaction_pass_is_charged_on_top_of_the_top_level_usage(stream):
     content = [{"type": "compaction", "content": "Earlier conversation summarized."}, {"type": "text", "text": "Done."}]
     result, events = run(answer(usage, content), stream=stream)
     expected = genai(OPUS, TOP) + genai(OPUS, compaction)
-    assert result.cost == pytest.approx(expected, rel=1e-9)
-    assert result.cost > 8 * genai(OPUS, TOP)  # the top-level usage alone is about an eighth of the bill
+    assert result.spent == pytest.approx(expected, rel=1e-9)
+    assert result.spent > 8 * genai(OPUS, TOP)  # the top-level usage alone is about an eighth of the bill
     assert called(events)["usage"]["iterations"][0]["type"] == "compaction"
 
 
@@ -98,8 +98,8 @@ def test_fast_mode_is_billed_at_the_fast_variant(stream):
     """Item 2: usage.speed == "fast" is priced at genai-prices' speed=fast variant, not standard rates."""
     usage = {**TOP, "speed": "fast"}
     result, _ = run(answer(usage), stream=stream, adapter={"speed": "fast"})
-    assert result.cost == pytest.approx(genai(OPUS, TOP, {"speed": "fast"}), rel=1e-9)
-    assert result.cost > genai(OPUS, TOP) * 1.9
+    assert result.spent == pytest.approx(genai(OPUS, TOP, {"speed": "fast"}), rel=1e-9)
+    assert result.spent > genai(OPUS, TOP) * 1.9
 
 
 @STREAMS
@@ -115,7 +115,7 @@ def test_an_advisor_pass_is_billed_at_the_advisor_models_rates(stream):
     }
     usage = {**TOP, "iterations": [{"type": "message", **TOP}, advisor]}
     result, _ = run(answer(usage), stream=stream)
-    assert result.cost == pytest.approx(genai(OPUS, TOP) + genai("claude-haiku-4-5", advisor), rel=1e-9)
+    assert result.spent == pytest.approx(genai(OPUS, TOP) + genai("claude-haiku-4-5", advisor), rel=1e-9)
 
 
 @STREAMS
@@ -130,7 +130,7 @@ def test_a_reply_served_by_a_fallback_model_is_priced_at_that_model_and_shows_bo
     usage = {**TOP, "iterations": [{"type": "fallback_message", "model": "claude-sonnet-4-5", **TOP}]}
     item = answer(usage, [hop, {"type": "text", "text": "Done."}], model="claude-sonnet-4-5")
     result, events = run(item, stream=stream)
-    assert result.cost == pytest.approx(genai("claude-sonnet-4-5", TOP), rel=1e-9)
+    assert result.spent == pytest.approx(genai("claude-sonnet-4-5", TOP), rel=1e-9)
     step = called(events)
     assert step["model"] == "claude-sonnet-4-5" and step["requested_model"] == OPUS
 
@@ -140,9 +140,9 @@ def test_us_only_inference_carries_the_geography_multiplier(stream):
     """Item 5: inference_geo "us" is 1.1x on tokens (the project's rule table, which names its source)."""
     result, _ = run(answer({**TOP, "inference_geo": "us"}), stream=stream, adapter={"inference_geo": "us"})
     assert GEO_MULTIPLIERS["us"] == 1.1
-    assert result.cost == pytest.approx(genai(OPUS, TOP) * 1.1, rel=1e-9)
+    assert result.spent == pytest.approx(genai(OPUS, TOP) * 1.1, rel=1e-9)
     plain, _ = run(answer({**TOP, "inference_geo": "global"}), stream=stream)
-    assert plain.cost == pytest.approx(genai(OPUS, TOP), rel=1e-9)
+    assert plain.spent == pytest.approx(genai(OPUS, TOP), rel=1e-9)
 
 
 @STREAMS
@@ -187,7 +187,7 @@ def test_the_guard_worst_case_includes_fast_mode_geography_and_compaction():
 def test_the_guard_bounds_advisor_passes_and_fallback_models_or_says_it_cannot():
     """An advisor tool with max_uses and max_tokens is reserved at its model's rates; without caps, unbounded;
     fallback models are guarded at the dearest of them."""
-    from agentlab._engine.costguard import tool_fees
+    from agentlab._engine.input_tracker import tool_fees
     from agentlab.pricing import RequestTerms, lookup_prices
 
     haiku = lookup_prices("claude-haiku-4-5")

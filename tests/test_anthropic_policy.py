@@ -201,7 +201,9 @@ def test_structured_output_is_requested_as_typed_and_parsed_on_done(stream):
         bad = al.run("Capital of France?", model=model, trace=False, prices=al.Prices(3.0, 15.0))
     assert server.requests[0].body["output_config"] == {"format": schema}
     assert isinstance(done, al.Done) and done.parsed == {"city": "Paris"}
-    assert bad.reason == "malformed reply" and "not the JSON the output format asked for" in bad.detail and bad.cost > 0
+    assert (
+        bad.reason == "malformed reply" and "not the JSON the output format asked for" in bad.detail and bad.spent > 0
+    )
 
 
 def test_a_tool_that_returns_content_blocks_hands_them_to_claude_as_blocks():

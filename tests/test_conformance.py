@@ -86,9 +86,9 @@ def _check(result, events, server, expect, replies=None):
     for part in expect.get("detail_contains", []):
         assert part in result.detail, result.detail
     if "cost" in expect:
-        assert result.cost == pytest.approx(expect["cost"], rel=1e-9, abs=1e-12)
+        assert result.spent == pytest.approx(expect["cost"], rel=1e-9, abs=1e-12)
         called = [e for e in events if e.kind == "model_called"]
-        assert sum(e.data["cost"] for e in called) == pytest.approx(result.cost)  # every reply is in the spend
+        assert sum(e.data["cost"] for e in called) == pytest.approx(result.spent)  # every reply is in the spend
         assert not any(e.data.get("estimated") for e in called)  # reported usage, not an estimate
     if "server_tool_cost" in expect:
         assert sum(e.data["server_tool_cost"] for e in events if e.kind == "model_called") == pytest.approx(

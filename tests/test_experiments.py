@@ -594,5 +594,5 @@ def test_a_stream_cut_short_by_stop_is_charged_to_the_shared_total():
                 ledger.release(run.run_id)  # what an experiment does as a run ends
 
         result = asyncio.run(main())
-    assert result.reason == "cancelled" and result.cost > 0
-    assert ledger.spent == pytest.approx(result.cost) and ledger.reserved == pytest.approx(0.0, abs=1e-12)
+    assert result.reason == "cancelled" and result.spent > 0
+    assert ledger.spent == pytest.approx(result.spent) and ledger.reserved == pytest.approx(0.0, abs=1e-12)

@@ -61,7 +61,7 @@ def test_done_and_stopped_show_tokens_as_well_as_dollars():
         prices=PRICES,
     )
     tokens = f"{done.input_tokens:,} in / {done.output_tokens:,} out"
-    assert repr(done).startswith(f"Done('Order 1042 was held at the depot.', steps=2, tokens={tokens}, cost=$")
+    assert repr(done).startswith(f"Done('Order 1042 was held at the depot.', steps=2, tokens={tokens}, spent=$")
     assert f"<td style='text-align:left'>{tokens}</td>" in done._repr_html_()
     stopped = al.run(
         "Why was order 1042 late?",
@@ -86,6 +86,20 @@ def test_the_loop_guard_and_the_cost_guard_report_have_names_that_cannot_be_conf
     assert type(result.cost_check).__name__ == "GuardReport"
     with pytest.warns(DeprecationWarning, match="result.cost_check"):
         assert result.guard is result.cost_check
+
+
+def test_done_and_stopped_name_the_money_spent_alike_and_the_old_name_still_works_with_a_warning():
+    """One name for the dollars a run spent (``spent``, as on the run and its events); ``result.cost`` warns."""
+    done = al.run("q", [get_order], model=two_step_model(), trace=False, clock=al.FakeClock(), prices=PRICES)
+    stopped = al.run(
+        "q", [get_order], model=two_step_model(), trace=False, clock=al.FakeClock(), prices=PRICES, max_steps=1
+    )
+    assert isinstance(done, al.Done) and isinstance(stopped, al.Stopped)
+    assert 0 < stopped.spent < done.spent
+    assert ", spent=$" in repr(done) and ", spent=$" in repr(stopped) and "cost=" not in repr(done)
+    for result in (done, stopped):
+        with pytest.warns(DeprecationWarning, match="result.spent"):
+            assert result.cost == result.spent
 
 
 # ------------------------------------------------------- pydantic in tools

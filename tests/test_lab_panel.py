@@ -85,7 +85,7 @@ def test_run_button_runs_to_the_end_and_the_panel_shows_it():
         assert isinstance(result, al.Done) and result.text == "It is A."
         assert "done" in lab.panel.status.value and "It is A." in lab.panel.status.value
         assert "2 / 8" in gauge(lab, "steps")
-        assert f"&#36;{result.cost:.4f}" in gauge(lab, "cost")
+        assert f"&#36;{result.spent:.4f}" in gauge(lab, "cost")
         assert lab.panel.bars["steps"].value == pytest.approx(2 / 8)
         assert lab.panel.bars["steps"].bar_style == "success"
         assert all(b.disabled for b in lab.panel.buttons.values())

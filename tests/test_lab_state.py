@@ -55,7 +55,7 @@ def test_a_finished_run_shows_its_steps_cost_answer_and_log():
     assert state.answer == "It is A."
     steps = state.gauge("steps")
     assert (steps.used, steps.limit, steps.text) == (2, 4, "2 / 4")
-    assert state.gauge("cost").used == pytest.approx(result.cost)
+    assert state.gauge("cost").used == pytest.approx(result.spent)
     assert sorted(state.log) == [1, 2]
     call = state.log[1].calls[0]
     assert (call.tool, call.args, call.mode, call.outcome, call.result) == (
@@ -67,7 +67,7 @@ def test_a_finished_run_shows_its_steps_cost_answer_and_log():
     )
     assert state.log[1].text == "let me look"
     assert state.context_tokens == state.log[2].context_tokens > state.log[1].context_tokens
-    assert state.chart_steps == [1, 2] and state.chart_cost[-1] == pytest.approx(result.cost)
+    assert state.chart_steps == [1, 2] and state.chart_cost[-1] == pytest.approx(result.spent)
 
 
 def test_the_budget_that_stopped_the_run_is_marked_on_its_gauge():

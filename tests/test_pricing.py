@@ -49,7 +49,7 @@ def test_user_prices_override_the_table():
         max_cost=None,
         trace=False,
     )
-    assert result.cost == pytest.approx(2.0)
+    assert result.spent == pytest.approx(2.0)
 
 
 def test_anthropic_message_objects_travel_the_same_path():
@@ -152,7 +152,7 @@ def test_the_hard_guard_reserves_web_search_fees_bounded_by_max_uses():
         assert isinstance(result, al.Stopped) and result.reason == "budget"
         assert [
             r for r in server.requests if r.path == "/v1/messages"
-        ] == [] and result.cost == 0  # a token count at most
+        ] == [] and result.spent == 0  # a token count at most
     with MessagesServer([reply("Found.")]) as server:
         model = AnthropicModel(client=server.client(), server_tools=[search])
         result = al.run(
@@ -190,7 +190,7 @@ def test_cache_1h_marks_the_breakpoints_with_the_one_hour_ttl_and_those_writes_c
     expected = (
         usage["input_tokens"] * 3 + usage["output_tokens"] * 15 + usage["cache_creation_input_tokens"] * 6
     ) / 1e6
-    assert result.cost == pytest.approx(expected)
+    assert result.spent == pytest.approx(expected)
     assert model.caches == "1h" and prices.worst_rates(1000, "1h")[0] == pytest.approx(6.0 / 1e6)
     with pytest.raises(ValueError, match="'5m', '1h'"):
         AnthropicModel(client=model.client, cache="2h")
@@ -203,7 +203,7 @@ def test_a_model_of_another_provider_is_priced_from_its_providers_table():
         lambda m, t: al.reply("Paris.", usage={"input_tokens": 1_000, "output_tokens": 10}), model="gpt-4o"
     )
     result = al.run("Capital of France?", model=model, trace=False)
-    assert result.cost == pytest.approx(float(expected), rel=1e-9) and result.cost > 0
+    assert result.spent == pytest.approx(float(expected), rel=1e-9) and result.spent > 0
     assert lookup_prices("claude-opus-4-8").input == 5.0  # Anthropic's own table still comes first
 
 

@@ -104,9 +104,9 @@ def test_growing_context_grows_every_step_and_the_hard_guard_never_overspends():
     hard, rec, _ = run_scenario("growing-context", **FAST)
     contexts = [e.data["context_tokens"] for e in rec.of("model_called")]
     assert all(b > a for a, b in zip(contexts, contexts[1:], strict=False))
-    assert hard.reason == "budget" and hard.cost <= 0.10
+    assert hard.reason == "budget" and hard.spent <= 0.10
     after, _, _ = run_scenario("growing-context", cost_guard="after", **FAST)
-    assert after.reason == "budget" and after.cost > 0.10 and after.steps > hard.steps
+    assert after.reason == "budget" and after.spent > 0.10 and after.steps > hard.steps
 
 
 def test_growing_context_cost_is_quadratic_in_steps():
@@ -165,7 +165,7 @@ def test_recoverable_denial_pays_for_probing_and_leaves_a_misleading_note():
     probing, rec, setup = run_scenario("permission-probing", **FAST)
     denied = [c for c in finished_calls(rec) if c["is_error"] and "PermissionDenied" in c["result"]]
     assert len(denied) >= 3
-    assert probing.steps >= fatal.steps + 4 and probing.cost > 3 * fatal.cost
+    assert probing.steps >= fatal.steps + 4 and probing.spent > 3 * fatal.spent
     assert any("approved" in n for n in setup.shop.get_order(1042)["notes"])
 
 

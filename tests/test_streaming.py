@@ -130,7 +130,7 @@ def test_stop_mid_stream_keeps_the_partial_text_in_the_trace_and_charges_it_as_e
     assert len(called) == 1 and called[0].data["partial"] is True and called[0].data["estimated"] is True
     kept = called[0].data["content"][0]["text"]
     assert kept and LONG.startswith(kept) and len(kept) < len(LONG)
-    assert called[0].data["cost"] > 0 and result.cost == pytest.approx(called[0].data["cost"])
+    assert called[0].data["cost"] > 0 and result.spent == pytest.approx(called[0].data["cost"])
     assert [m["role"] for m in result.messages] == ["user"]  # no half reply in the history: resumable
     if how == "cancel":
         run.resume()
@@ -335,7 +335,7 @@ def test_a_stream_cut_at_max_tokens_inside_a_tool_input_is_a_max_tokens_stop_not
             prices=PRICES,
         )
     assert isinstance(result, al.Stopped) and result.reason == "max_tokens"
-    assert result.cost == pytest.approx((10 * 3 + 64 * 15) / 1e6)
+    assert result.spent == pytest.approx((10 * 3 + 64 * 15) / 1e6)
 
 
 def test_an_event_whose_data_contains_the_text_of_a_ping_is_not_dropped():

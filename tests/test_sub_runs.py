@@ -86,7 +86,7 @@ def run_parent(tool, tmp_path, **options):
 @pytest.mark.parametrize("tool", ["sync", "async"])
 def test_a_run_started_inside_a_tool_is_linked_to_the_call_and_billed_to_the_parent(tool, tmp_path):
     result, (child,), runs = run_parent(tool, tmp_path)
-    assert isinstance(result, al.Done) and isinstance(child, al.Done) and child.cost > 0
+    assert isinstance(result, al.Done) and isinstance(child, al.Done) and child.spent > 0
     parent_trace, child_trace = load_run("parent", runs), load_run(child.run_id, runs)
     assert child_trace.started["parent"] == {
         "run_id": "parent",
@@ -94,7 +94,7 @@ def test_a_run_started_inside_a_tool_is_linked_to_the_call_and_billed_to_the_par
         "tool_use_id": "toolu_0001",
     }
     own = sum(e["cost"] for e in parent_trace.records if e["kind"] == "model_called")
-    assert result.cost == pytest.approx(own + child.cost)  # the parent's cost includes its sub-run's
+    assert result.spent == pytest.approx(own + child.spent)  # the parent's cost includes its sub-run's
     assert result.input_tokens > child.input_tokens > 0  # and so do its tokens
     (sub,) = [e for e in parent_trace.records if e["kind"] == "sub_run"]
     assert (sub["run_id"], sub["tool_use_id"], sub["outcome"], sub["step"]) == (
@@ -103,28 +103,28 @@ def test_a_run_started_inside_a_tool_is_linked_to_the_call_and_billed_to_the_par
         "done",
         1,
     )
-    assert sub["cost"] == pytest.approx(child.cost)
+    assert sub["cost"] == pytest.approx(child.spent)
 
 
 def test_the_parents_trace_frames_and_cost_curve_include_the_sub_run(tmp_path):
     result, (child,), runs = run_parent("sync", tmp_path)
     steps = load_run("parent", runs).steps
-    assert steps["sub_run_cost"].tolist() == [pytest.approx(child.cost), 0.0]
-    assert steps["cost"].sum() == pytest.approx(result.cost)
-    assert al.load_runs(runs).runs.set_index("run_id").loc["parent", "cost"] == pytest.approx(result.cost)
+    assert steps["sub_run_cost"].tolist() == [pytest.approx(child.spent), 0.0]
+    assert steps["cost"].sum() == pytest.approx(result.spent)
+    assert al.load_runs(runs).runs.set_index("run_id").loc["parent", "cost"] == pytest.approx(result.spent)
     ax = al.plots.cost_curve(steps)
-    assert max(max(line.get_ydata()) for line in ax.get_lines()) == pytest.approx(result.cost)
+    assert max(max(line.get_ydata()) for line in ax.get_lines()) == pytest.approx(result.spent)
 
 
 def test_a_sub_run_reserves_from_the_parents_budget_and_never_passes_it(tmp_path):
     """The parent's max_cost is its sub-runs' limit: with $0.007 of which the parent spent some, the sub-agent
     (whose first call could cost $0.0068) is refused before it spends anything, and the parent goes on."""
     result, (child,), _ = run_parent("sync", tmp_path, max_cost=0.007)
-    assert (child.outcome, child.reason, child.cost, child.steps) == ("stopped", "budget", 0.0, 0)
+    assert (child.outcome, child.reason, child.spent, child.steps) == ("stopped", "budget", 0.0, 0)
     assert child.detail.startswith("the budget left to parent run parent cannot cover the next call (at least $0.0068)")
-    assert isinstance(result, al.Done) and 0 < result.cost <= 0.007
+    assert isinstance(result, al.Done) and 0 < result.spent <= 0.007
     roomy, (funded,), _ = run_parent("sync", tmp_path / "roomy", max_cost=0.01)
-    assert isinstance(funded, al.Done) and funded.cost < roomy.cost <= 0.01
+    assert isinstance(funded, al.Done) and funded.spent < roomy.spent <= 0.01
 
 
 def test_sub_runs_reserve_through_the_parents_own_ledger(tmp_path):
@@ -153,7 +153,7 @@ def test_sub_runs_reserve_through_the_parents_own_ledger(tmp_path):
     )
     result = asyncio.run(parent.run())
     assert isinstance(result, al.Done)
-    assert total.spent == pytest.approx(result.cost) and total.reserved == pytest.approx(0.0)
+    assert total.spent == pytest.approx(result.spent) and total.reserved == pytest.approx(0.0)
 
 
 def test_a_run_made_outside_any_tool_is_not_a_sub_run(tmp_path):
@@ -181,9 +181,9 @@ def test_a_sub_run_cannot_spend_once_its_parent_has_ended(tmp_path):
         run_id="gone",
     )
     late = asyncio.run(made[0].run())
-    assert (late.reason, late.cost, late.steps) == ("budget", 0.0, 0)
+    assert (late.reason, late.spent, late.steps) == ("budget", 0.0, 0)
     assert late.detail.startswith("the budget left to parent run gone (which has ended) cannot cover the next call")
-    assert result.cost > 0
+    assert result.spent > 0
 
 
 def test_sub_runs_started_by_parallel_calls_of_one_turn_all_add_up(tmp_path):
@@ -222,8 +222,8 @@ def test_sub_runs_started_by_parallel_calls_of_one_turn_all_add_up(tmp_path):
     subs = [e for e in trace.records if e["kind"] == "sub_run"]
     assert sorted(e["tool_use_id"] for e in subs) == ["toolu_0001", "toolu_0002"] and len(children) == 2
     own = sum(e["cost"] for e in trace.records if e["kind"] == "model_called")
-    assert result.cost == pytest.approx(own + sum(c.cost for c in children))
+    assert result.spent == pytest.approx(own + sum(c.spent for c in children))
     assert trace.steps["sub_run_cost"].tolist() == [
-        pytest.approx(sum(c.cost for c in children)),
+        pytest.approx(sum(c.spent for c in children)),
         0.0,
     ]

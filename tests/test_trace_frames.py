@@ -96,14 +96,14 @@ def test_runs_and_steps_rows_match_the_result_the_run_returned(tmp_path):
         4,
         4,
     )
-    assert row["cost"] == pytest.approx(done.cost)
+    assert row["cost"] == pytest.approx(done.spent)
     assert row["task"] == "look things up" and row["model"] == "claude-sonnet-4-5"
     assert (row["max_steps"], row["max_cost"], row["deadline_s"]) == (8.0, 1.0, 60.0)
     steps = t.steps
     assert list(steps["step"]) == [1, 2, 3, 4]
     assert list(steps["tool_calls"]) == [1, 1, 1, 0]
-    assert steps["cumulative_cost"].iloc[-1] == pytest.approx(done.cost)
-    assert steps["cost"].sum() == pytest.approx(done.cost)
+    assert steps["cumulative_cost"].iloc[-1] == pytest.approx(done.spent)
+    assert steps["cost"].sum() == pytest.approx(done.spent)
     assert steps["cumulative_cost"].is_monotonic_increasing
     assert steps["context_tokens"].is_monotonic_increasing  # the history grows every step
     assert row["input_tokens"] == steps["input_tokens"].sum()

@@ -209,7 +209,7 @@ class CellRunner:
             "outcome": result.outcome,
             "reason": str(result.reason),
             "steps": result.steps,
-            "cost": result.cost,
+            "cost": result.spent,
             "input_tokens": tokens.input,
             "output_tokens": tokens.output,
             "cache_read_tokens": tokens.cache_read,

@@ -108,7 +108,7 @@ class ModelGraded:
 
 async def _graded(run: Any) -> tuple[float | None, float]:
     verdict = await run.run()
-    return parse_grade(getattr(verdict, "text", "")) if verdict.outcome == "done" else None, verdict.cost
+    return parse_grade(getattr(verdict, "text", "")) if verdict.outcome == "done" else None, verdict.spent
 
 
 def model_graded(

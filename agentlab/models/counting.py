@@ -1,7 +1,7 @@
 """Exact input counts from the Messages API's free ``count_tokens`` endpoint.
 
 The hard cost guard asks for one only when a call could cross ``max_cost``
-(see :mod:`agentlab._engine.costguard`). ``AnthropicModel.count_tokens`` counts the
+(see :mod:`agentlab._engine.input_tracker`). ``AnthropicModel.count_tokens`` counts the
 request about to be sent, built by the same ``build_params`` (cache
 breakpoints included); failures map to agentlab's three kinds exactly as a
 call's do, so the engine retries them within the deadline. This module does

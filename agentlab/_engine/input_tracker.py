@@ -1,4 +1,4 @@
-"""The cost guard across a run: the next request's input, the exact count, and the one check.
+"""The cost guard across a run (:class:`InputTracker`): the next request's input, the exact count, and the one check.
 
 :func:`agentlab.budget.check_call` is the whole pre-call rule, pure: given the budget, what
 was spent, what the guard knows of the next request's input (a running
