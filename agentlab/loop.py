@@ -68,15 +68,15 @@ from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
 
 
+__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run"]  # the first two now live in budget/vocab
+
+
 class _Halt(NamedTuple):
     """Why the run stops here: a check returns one, and ``Run._stop(*halt)`` applies it."""
 
     reason: StopReason | str
     detail: str
     error: BaseException | None = None
-
-
-__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run"]  # the first two now live in budget/vocab
 
 
 @documented
@@ -158,8 +158,7 @@ class Run:
         self._cancel = False
         self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
         self._seq = 0
-        self._worked = 0.0
-        self._t0: float | None = None
+        self._t0: float | None = None  # when the step in flight began (working time: _worked + now - _t0)
         self._step_task: asyncio.Task[Any] | None = None
         self._step_loop: asyncio.AbstractEventLoop | None = None
         self._step_lock = threading.Lock()  # one step at a time, whatever task or thread asks
@@ -172,7 +171,7 @@ class Run:
         self._input = InputTracker(
             c.system, self._tool_defs, self.messages, can_count=self._caps.count_tokens is not None
         )
-        self._worked = self._setup_s = max(0.0, self.clock.now() - since)
+        self._worked = self._setup_s = max(0.0, self.clock.now() - since)  # working seconds of the steps before
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -410,7 +409,7 @@ class Run:
         return await self._tools_phase(reply.tool_calls)
 
     async def _may_call(self) -> tuple[int, float] | _Halt:
-        """Stop, then the budget rules (budget.py), then the shared total: the ``max_tokens`` allowed and the sum held."""
+        """Stop, the budget rules (budget.py), the shared total: the ``max_tokens`` allowed and the sum held."""
         if self._cancel:
             return self._interrupted(f"cancelled before step {self.steps + 1}")
         if stop := check_before_call(self.budget, self.steps, self.elapsed):
@@ -432,7 +431,7 @@ class Run:
         return _Halt(held.reason, held.detail)
 
     async def _send(self, max_tokens: int, reserved: float) -> tuple[Reply, float] | _Halt:
-        """Step ``steps + 1``'s model call: the reply and its latency, or why the run stops (a failed call's bill paid)."""
+        """The next step's model call: the reply and its latency, or why the run stops (a failed call charged)."""
         self.steps += 1
         self.phase = "calling model"
         # The reservation is in the trace before the call is sent: a resumed experiment counts it if no cost follows.
@@ -476,7 +475,7 @@ class Run:
         return reply, self.clock.now() - t_call
 
     def _bill(self, reply: Reply, max_tokens: int, reserved: float, latency: float) -> Usage:
-        """Charge a reply (its reported usage, or the same estimate the guard used), keep it, and emit ``model_called``."""
+        """Charge a reply (its usage, or the same estimate the guard used), keep it, emit ``model_called``."""
         estimated = reply.usage is None
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
@@ -513,7 +512,7 @@ class Run:
         return usage
 
     def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int) -> _Halt | None:
-        """Why the reply ends the run (cut off, refused, window full, a stop reason or tool calls out of the contract)."""
+        """Why the reply ends the run: cut off, refused, window full, an unknown stop reason, bad tool calls."""
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence", "pause_turn"):
             return None
@@ -577,7 +576,7 @@ class Run:
         )
 
     async def _guard_call(self) -> int | Stop:
-        """The pre-call cost guard (input_tracker.InputTracker.check, on budget.py's rules); it may ask for an exact count."""
+        """The pre-call cost guard (InputTracker.check, on budget.py's rules); it may ask for an exact count."""
         return await self._input.check(
             self.budget,
             steps=self.steps,
@@ -663,15 +662,27 @@ class Run:
         # own (_runtime.isolate.start), so without this a fast run would never let Stop, Pause or the
         # panel's redraws in.
         await asyncio.sleep(0)
+        reused = [calls[i]["id"] for i in range(len(calls)) if i in self._kept]
+        results = await self._run_calls(calls)
+        if isinstance(results, _Halt):
+            return self._stop(*results)
+        self.pending_calls, self._kept = [], {}
+        self._record_sub_runs()
+        results += (self._said and self._said()) or []  # what a replayed record's user added (an interruption)
+        self._append({"role": "user", "content": results})
+        self._emit(EventKind.TOOL_RESULTS, content=results, **({"reused": reused} if reused else {}))
+        return None
+
+    async def _run_calls(self, calls: list[Block]) -> list[Block] | _Halt:
+        """The turn's results in request order, or why the run stops (deadline, Stop, a loop, a fatal call)."""
         left = self._time_left()
         if left is not None and left <= 0:
-            return self._stop(
+            return _Halt(
                 StopReason.DEADLINE,
                 f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools",
             )
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
         results: list[Block | None] = [self._kept.get(i) for i in range(len(calls))]
-        reused = [calls[i]["id"] for i, r in enumerate(results) if r is not None]
         keys = [call_key(c["name"], c["input"]) for c in calls]
         modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
         for batch in plan_batches(modes):
@@ -680,33 +691,34 @@ class Run:
                 if results[i] is not None:
                     continue
                 if self._cancel:
-                    return self._stop(*self._interrupted(f"cancelled during the tools of step {self.steps}"))
+                    return self._interrupted(f"cancelled during the tools of step {self.steps}")
                 call, key = calls[i], keys[i]
                 verdict, count = self.loop_guard.check(key)
                 if verdict == "stop":
-                    return self._stop(
+                    return _Halt(
                         StopReason.LOOP_DETECTED,
-                        f"{call['name']} was requested {count} times with the same arguments, after a nudge, at step {self.steps}",
+                        f"{call['name']} was requested {count} times with the same arguments, after a nudge, "
+                        f"at step {self.steps}",
                     )
                 if verdict == "nudge":
-                    previous, is_error = self.loop_guard.results[key]
-                    self.nudges += 1
-                    text = nudge_text(call["name"], previous, count)
-                    results[i] = self._kept[i] = result_block(call["id"], text, is_error)
-                    self._emit(EventKind.NUDGED, call_id=call["id"], tool=call["name"], args=call["input"], count=count)
-                    self._calls.report(call, i, Outcome.NUDGED, 0, text, is_error, self.elapsed)
+                    results[i] = self._nudge(i, call, key, count)
                     continue
                 to_run.append(i)
             for out in await self._calls.batch(calls, to_run, self._keep):
                 if out.stop is not None:
-                    return self._stop(*out.stop)
+                    return _Halt(*out.stop)
                 results[out.index] = out.block
-        self.pending_calls, self._kept = [], {}
-        self._record_sub_runs()
-        results += (self._said and self._said()) or []  # what a replayed record's user added (an interruption)
-        self._append({"role": "user", "content": results})
-        self._emit(EventKind.TOOL_RESULTS, content=results, **({"reused": reused} if reused else {}))
-        return None
+        return [r for r in results if r is not None]  # all of them: every call has its result by now
+
+    def _nudge(self, index: int, call: Block, key: str, count: int) -> Block:
+        """A repeated call is not run: its result is the last one, with a note that it repeats (the loop guard)."""
+        previous, is_error = self.loop_guard.results[key]
+        self.nudges += 1
+        text = nudge_text(call["name"], previous, count)
+        block = self._kept[index] = result_block(call["id"], text, is_error)
+        self._emit(EventKind.NUDGED, call_id=call["id"], tool=call["name"], args=call["input"], count=count)
+        self._calls.report(call, index, Outcome.NUDGED, 0, text, is_error, self.elapsed)
+        return block
 
     def _keep(self, out: CallOutcome) -> None:
         """A call finished: keep its result at once, so an interrupted step never runs it again."""
@@ -800,7 +812,7 @@ class Run:
 
     # -------------------------------------------------------------- sub-runs
     def _record_sub_runs(self) -> None:
-        """Record the sub-runs that ended (on this run's loop): a ``sub_run`` event each; their tokens count here too."""
+        """Record the sub-runs that ended (on this run's loop): a ``sub_run`` event each; their tokens count here."""
         if self._sub_runs is None:
             return
         for summary in self._sub_runs.take_finished():
@@ -870,7 +882,7 @@ class Run:
                 self._trace_error, self._cancel = self._trace_error or exc, True
             except KeyboardInterrupt as exc:  # a Ctrl-C: the others hear the event first, then the run ends cancelled
                 interrupted = interrupted or exc
-            except BaseException:  # noqa: BLE001 - issue 24: SystemExit, CancelledError... from a subscriber are contained too
+            except BaseException:  # noqa: BLE001 - issue 24: a subscriber's SystemExit, CancelledError... are contained
                 warnings.warn(
                     f"agentlab: subscriber {safe_str(callback)} failed on {kind}:\n{traceback.format_exc()}",
                     stacklevel=2,
