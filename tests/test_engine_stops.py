@@ -9,6 +9,7 @@ import pytest
 
 import agentlab as al
 from agentlab import reply
+from agentlab.errors import TraceWriteError
 from agentlab.models.resolve import MissingAPIKey
 
 from .helpers import Recorder, lookup
@@ -273,3 +274,32 @@ def test_cancel_interrupts_a_hanging_tool_and_keeps_its_call_for_a_resume(sync):
     assert r.result.reason == "cancelled"
     assert r.result.detail == "cancelled during step 1 (running tools)"
     assert [c["name"] for c in r.pending_calls] == ["hang"]
+
+
+class _TraceFailsOn:
+    """A trace writer whose disk fills at the first event of one kind (then it writes again)."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind, self.error = kind, TraceWriteError(f"no space left writing {kind}")
+
+    def __call__(self, event: al.Event) -> None:
+        if event.kind == self.kind and self.error is not None:
+            error, self.error = self.error, None
+            raise error
+
+
+@pytest.mark.parametrize(
+    ("kind", "model_calls"),
+    [("run_started", 0), ("model_request", 1), ("tool_started", 1), ("tool_results", 1), ("run_finished", 2)],
+)
+def test_a_trace_that_cannot_be_written_stops_the_run_naming_the_failed_write_wherever_it_fails(kind, model_calls):
+    """Never Done over an incomplete trace: the run stops at the next check with the writer's own error."""
+    failing, seen = _TraceFailsOn(kind), Recorder()
+    error = failing.error
+    model = al.ScriptedModel([reply(None, ("lookup", {"key": "a"})), reply("The answer is 42.")])
+    result = al.run("q", [lookup], model=model, trace=False, subscribers=[failing, seen], clock=al.FakeClock())
+    assert isinstance(result, al.Stopped) and result.reason == "trace write failed"
+    assert result.error is error and result.detail == str(error)
+    assert result.model_calls == model_calls  # it stops where the write failed, not a model call later
+    ends = seen.of("run_finished")
+    assert ends[-1].data["reason"] == "trace write failed" and ends[-1].data["detail"] == str(error)
