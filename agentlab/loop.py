@@ -2,9 +2,12 @@
 
 Read this file top to bottom. ``Run.step()`` is one step: the checks before a
 model call (cancelled? steps? deadline? can the budget afford a reply?), the
-call, the reply's stop reason, the turn's tools, and the checks after. Every
-fact is emitted as an :class:`~agentlab.events.Event`; traces, the notebook
-panel and the CLI subscribe, and none of them is special-cased here.
+call, the reply's stop reason, the turn's tools, and the checks after. A check
+returns why the run must stop (a ``_Halt``: reason, detail, error) and the
+phase applies it in one place, ``_stop``. Tool calls see the run only through
+``_CallSide`` (the runner's :class:`~agentlab._engine.calls.CallContext`).
+Every fact is emitted as an :class:`~agentlab.events.Event`; traces, the
+notebook panel and the CLI subscribe, and none of them is special-cased here.
 
 ``run()``/``arun()`` (in :mod:`agentlab._facades`) step until finished: one code path.
 """
@@ -600,6 +603,7 @@ class Run:
         return counted
 
     async def _call_model(self, max_tokens: int, reserved: float = 0.0) -> Reply:
+        """The reply, retried by the policy; a stream cut short by Stop or the deadline is charged for its part."""
         t_call, parts = self.clock.now(), Fragments()
 
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
@@ -614,11 +618,9 @@ class Run:
         except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
             if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
                 why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
-                self.spent, self.model_calls, self._last_cost = (
-                    self.spent + cut["cost"],
-                    self.model_calls + 1,
-                    cut["cost"],
-                )
+                self.spent += cut["cost"]
+                self.model_calls += 1
+                self._last_cost = cut["cost"]
                 self.input_tokens += cut["usage"]["input_tokens"]
                 self.output_tokens += cut["usage"]["output_tokens"]
                 self._ledger.settle(self.run_id, reserved, cut["cost"])  # the shared total counts the part it paid for
