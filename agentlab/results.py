@@ -135,9 +135,10 @@ class Done(_Result):
 class Stopped(_Result):
     """The run was stopped. ``reason`` is the diagnosis, ``detail`` its numbers.
 
-    Reasons: "budget", "deadline", "step limit", "loop detected", "fatal",
-    "cancelled", "max_tokens", "refusal", "context window", "model error",
-    "malformed reply", "unexpected stop reason".
+    Reasons are :class:`~agentlab.vocab.StopReason` values: "budget", "deadline",
+    "step limit", "loop detected", "fatal", "cancelled", "max_tokens", "refusal",
+    "context window", "request too large", "model error", "malformed reply",
+    "unexpected stop reason", "experiment budget", "trace write failed".
     """
 
     reason: str = ""

@@ -11,6 +11,7 @@ import agentlab as al
 from agentlab import reply
 from agentlab.errors import TraceWriteError
 from agentlab.models.resolve import MissingAPIKey
+from agentlab.vocab import StopReason
 
 from .helpers import Recorder, lookup
 
@@ -303,3 +304,9 @@ def test_a_trace_that_cannot_be_written_stops_the_run_naming_the_failed_write_wh
     assert result.model_calls == model_calls  # it stops where the write failed, not a model call later
     ends = seen.of("run_finished")
     assert ends[-1].data["reason"] == "trace write failed" and ends[-1].data["detail"] == str(error)
+
+
+def test_the_stopped_reference_names_every_stop_reason():
+    """``help(al.Stopped)`` lists the reasons a run can stop with: all of them, as the engine spells them."""
+    doc = " ".join((al.Stopped.__doc__ or "").split())
+    assert [r.value for r in StopReason if f'"{r.value}"' not in doc] == []
