@@ -664,7 +664,7 @@ class Run:
         # own (_runtime.isolate.start), so without this a fast run would never let Stop, Pause or the
         # panel's redraws in.
         await asyncio.sleep(0)
-        reused = [calls[i]["id"] for i in range(len(calls)) if i in self._kept]
+        reused = [calls[i]["id"] for i in range(len(calls)) if i in self._kept] if self._kept else []
         results = await self._run_calls(calls)
         if isinstance(results, _Halt):
             return self._stop(*results)
