@@ -129,8 +129,7 @@ class Run:
         if link is not None:
             parent = link.as_dict()
             ledger = link.parent.sub_run_ledger if ledger is NO_LEDGER else ledger
-        given = collect(locals())
-        given["clock"] = clock
+        given = collect(locals())  # the options as passed (clock: the one made above), once for every entry point
         self.config = c = RunConfig.create(task, tools, model=model, **{k: given[k] for k in CONFIG_NAMES})
         # State: what has happened. The budget is state too: resume() raises it.
         self.budget: Budget = c.budget
