@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from ._checks import is_whole
 from ._shorten import shorten
 from .vocab import StopReason
 
@@ -509,7 +510,7 @@ def server_tool_fees(tools: Iterable[Mapping[str, Any]], per_use: Mapping[str, f
         if fee <= 0:
             continue
         uses = tool.get("max_uses")
-        if not isinstance(uses, int) or isinstance(uses, bool):
+        if not is_whole(uses):
             return None
         total += uses * fee
     return total
