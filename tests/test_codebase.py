@@ -169,7 +169,7 @@ def test_a_traced_run_loads_only_the_trace_writer(tmp_path):
     code = (
         "import sys, agentlab\n"
         f"agentlab.run('q', model=agentlab.ScriptedModel([agentlab.reply('hi')]), trace={str(tmp_path)!r}, max_cost=None)\n"
-        "print(','.join(m for m in ('agentlab.trace.reader', 'agentlab.trace.records', 'agentlab.trace.frames',\n"
+        "print(','.join(m for m in ('agentlab.trace.reader', 'agentlab.trace.runs', 'agentlab.trace.frames',\n"
         "                           'agentlab.trace.display', 'pandas') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)

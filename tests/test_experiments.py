@@ -508,7 +508,7 @@ def result_of(spec, configs=("a", "b")) -> agentlab.experiments.ExperimentResult
 
 
 def test_success_means_done_and_scored_a_stopped_run_fails_and_a_cut_run_is_no_sample():
-    from agentlab.experiments.results import success_of
+    from agentlab.experiments import success_of
 
     r = result_of(
         [

@@ -16,7 +16,7 @@ from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
 
 if TYPE_CHECKING:
-    from .records import StepView, Trace, Traces
+    from .runs import StepView, Trace, Traces
 
 SHORT = 160
 """Characters of a message or result shown in a terminal line."""

@@ -23,7 +23,7 @@ from ..events import well_formed
 from ._tags import untag as _floats
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
-from .records import Trace, Traces
+from .runs import Trace, Traces
 from .writer import FLOAT_TAG
 
 _BOM = b"\xef\xbb\xbf"

@@ -164,7 +164,7 @@ def outputs(tmp_path: Path, p: str) -> dict[str, str]:
     from nbconvert import HTMLExporter
 
     from agentlab.approval import ApprovalRequest
-    from agentlab.experiments.results import ExperimentResult
+    from agentlab.experiments import ExperimentResult
     from agentlab.report import export_notebook
     from agentlab.trace import Traces, load_run
 

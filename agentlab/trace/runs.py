@@ -336,3 +336,7 @@ def _with_content(block: Any, results: dict[str, Any]) -> Any:
         tid = block.get("tool_use_id")
         block["content"] = results.get(tid, "") if isinstance(tid, str) else ""
     return block
+
+
+for _public in (StepView, Trace, Traces):
+    _public.__module__ = "agentlab.trace"  # the path users import them from (reprs, pickles, the reference)
