@@ -234,9 +234,11 @@ def test_whatif_grid_colours_each_cell_by_how_the_run_would_have_ended(traces, t
     assert budgets == ["≤4 steps\n$0.02", "≤4 steps", "$0.02", "no limit"]
     texts = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
     names = list(plots.REASON_COLORS)
+    column = {(4.0, 0.02): "≤4 steps\n$0.02", (4.0, None): "≤4 steps", (None, 0.02): "$0.02", (None, None): "no limit"}
     for row in grid.itertuples():
         i = runs.index(row.run_id)
-        j = budgets.index(plots._budget_label(row.max_steps, row.max_cost, row.deadline_s))
+        limits = tuple(None if v != v else float(v) for v in (row.max_steps, row.max_cost))  # NaN: no limit
+        j = budgets.index(column[limits])
         expect = "done" if row.outcome == "done" else row.reason
         assert names[image[i][j]] == expect
         assert texts[(i, j)] == f"{expect} @{row.steps}"
