@@ -176,18 +176,24 @@ def test_tool_timeline_bars_span_each_call_and_tell_reads_from_writes(tmp_path):
 
 
 def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes_alone(tmp_path):
-    """In a real run, three reads requested together overlap in time; two writes run one after the other."""
+    """In a real run, three reads requested together overlap in time; two writes run one after the other.
+
+    Time is the run's injected clock: each tool and model call "takes" its seconds on it, so the spans
+    are exact, and three reads that ran one after another would not overlap."""
+    clock = al.FakeClock()
+    together = asyncio.Barrier(3)  # the three reads are all running before any of them ends
 
     @al.tool(mode="read")
     async def lookup(key: str) -> str:
         """Takes 0.2 s."""
-        await asyncio.sleep(0.2)
+        await asyncio.wait_for(together.wait(), 10)
+        await clock.sleep(0.2)
         return key
 
     @al.tool(mode="write")
     async def store(key: str) -> str:
         """Takes 0.15 s."""
-        await asyncio.sleep(0.15)
+        await clock.sleep(0.15)
         return key
 
     reads = reply(None, *[("lookup", {"key": k}) for k in "abc"])
@@ -195,7 +201,7 @@ def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes
     script = [reads, writes, reply("done")]
 
     async def thinking_model(messages, tools):
-        await asyncio.sleep(0.05)  # a model call that takes visible time
+        await clock.sleep(0.05)  # a model call that takes visible time
         return script[sum(m["role"] == "assistant" for m in messages)]
 
     al.run(
@@ -205,6 +211,7 @@ def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes
         trace=tmp_path / "runs",
         max_cost=None,
         run_id="timeline",
+        clock=clock,
     )
     tr = load_traces(tmp_path / "runs")
     ax = plots.tool_timeline(tr.calls, steps=tr.steps)
