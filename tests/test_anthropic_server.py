@@ -166,7 +166,13 @@ def test_prefixes_below_the_minimum_are_not_cached():
 
 def test_closing_the_server_cuts_a_slow_reply_short():
     """A reply scripted to take 30 s does not hold up close(); the waiting client sees the connection end."""
-    server = MessagesServer([slow(reply("late"), 30)]).start()
+    arrived = threading.Event()
+
+    def late(body):
+        arrived.set()  # the request is in; its reply is the slow one
+        return slow(reply("late"), 30)
+
+    server = MessagesServer([late]).start()
     outcome: dict[str, object] = {}
 
     def call():
@@ -183,8 +189,7 @@ def test_closing_the_server_cuts_a_slow_reply_short():
 
     t = threading.Thread(target=call)
     t.start()
-    while not server.requests:
-        time.sleep(0.01)
+    assert arrived.wait(20), "the request never reached the server"
     t0 = time.monotonic()
     server.close()
     t.join(timeout=10)
