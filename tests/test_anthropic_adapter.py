@@ -99,7 +99,9 @@ def test_tool_round_trip_sends_definitions_and_results_in_request_order(server):
 
 
 def test_cache_breakpoints_go_on_the_prefix_and_latest_message_never_into_the_history(server):
-    """With caching on, each request marks the system prompt and the latest message, and the run's history stays clean."""
+    """With caching on, each request marks the system prompt and the latest message, and the run's history stays
+    clean.
+    """
     server.add(reply(None, ("lookup", {"order_id": 7})), reply(None, ("lookup", {"order_id": 9})), reply("Done."))
     result = al.run("Find 7 then 9.", [lookup], model=model_for(server), system="Be brief.", clock=al.FakeClock())
     assert isinstance(result, al.Done)

@@ -168,7 +168,8 @@ def test_a_traced_run_loads_only_the_trace_writer(tmp_path):
     """Writing a trace never imports the read side (readers, records, frames, display) or pandas."""
     code = (
         "import sys, agentlab\n"
-        f"agentlab.run('q', model=agentlab.ScriptedModel([agentlab.reply('hi')]), trace={str(tmp_path)!r}, max_cost=None)\n"
+        f"agentlab.run('q', model=agentlab.ScriptedModel([agentlab.reply('hi')]), trace={str(tmp_path)!r}, "
+        "max_cost=None)\n"
         "print(','.join(m for m in ('agentlab.trace.reader', 'agentlab.trace.records', 'agentlab.trace.frames',\n"
         "                           'agentlab.trace.display', 'pandas') if m in sys.modules))"
     )

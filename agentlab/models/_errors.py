@@ -71,7 +71,8 @@ def _after_shown(err: AgentlabError, shown: int, what: str) -> AgentlabError:
     if shown == 0 or not isinstance(err, RetryableError):
         return err
     out = ModelError(
-        f"{what} after {shown} fragments of the reply were shown; not retried (a new reply would not match them): {err}",
+        f"{what} after {shown} fragments of the reply were shown; not retried (a new reply would not match them): "
+        f"{err}",
         reason="model error",
     )
     for attr in ("status_code", "request_id"):
