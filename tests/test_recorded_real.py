@@ -19,7 +19,6 @@ import pytest
 
 from agentlab.recorded import ImportReport, load_recorded
 from agentlab.recorded.detect import detect
-
 from agentlab.trace import Trace
 
 FIX = Path(__file__).parent / "fixtures" / "recorded"
