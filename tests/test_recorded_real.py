@@ -97,13 +97,19 @@ def test_a_real_codex_desktop_rollout_without_token_events_is_estimated_and_says
         if kind in ("reasoning", "function_call") or (kind == "message" and p.get("role") == "assistant"):
             groups += not in_group
             in_group = True
-        elif kind == "function_call_output" or (kind == "message" and p.get("role") != "assistant"):
+        elif kind in ("function_call_output", "user_message"):  # Desktop writes the user's words as an event only
             in_group = False
     assert not any(d["payload"].get("type") == "token_count" for d in lines)
     trace = load_recorded(CODEX_DESKTOP)
     assert trace.started["recorded"]["originator"] == "Codex Desktop"
-    assert len(trace) == groups == 18
+    assert len(trace) == groups == 20
     assert trace.steps["estimated"].all()
+    words = [d["payload"]["message"] for d in lines if d["payload"].get("type") == "user_message"]
+    assert trace.started["task"] == words[0][:500]
+    said = [
+        b["text"] for e in trace.records if e["kind"] == "tool_results" for b in e["content"] if b["type"] == "text"
+    ]
+    assert said == words[1:]  # the user's later words, where they were said
     notes = " ".join(trace.started["recorded"]["notes"])
     assert "estimated" in notes and "no totals" in notes and "no price" in notes
     assert math.isnan(trace.summary["cost"])  # no model named, no price: unknown, not $0

@@ -131,6 +131,15 @@ def parse_file(file: Path) -> list[RecordedRun]:
     answered = False  # results or user words came after the open call's output
     tool_start: dict[str, float | None] = {}
     cuts: list[tuple[int, str]] = []  # (index of the first step after a compaction, its summary)
+    # Codex Desktop writes the user's words only as an ``event_msg`` of type ``user_message``; the CLI
+    # writes them twice (that event and a ``response_item`` message), so the event counts only without the other
+    words_in_events = not any(
+        d.get("type") == "response_item"
+        and isinstance(d.get("payload"), dict)
+        and d["payload"].get("type") == "message"
+        and d["payload"].get("role") == "user"
+        for d in lines
+    )
     for d in lines:
         if not looks_like(d):
             continue
@@ -157,6 +166,9 @@ def parse_file(file: Path) -> list[RecordedRun]:
             model = str(p.get("model") or model)
             sent_t = t if t is not None else sent_t
             continue
+        if kind == "event_msg" and ptype == "user_message" and words_in_events:
+            kind, ptype = "response_item", "message"
+            p = {"type": "message", "role": "user", "content": str(p.get("message") or "")}
         if kind == "event_msg":
             if ptype == "token_count" and isinstance(p.get("info"), dict):
                 info = p["info"]
