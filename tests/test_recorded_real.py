@@ -315,3 +315,38 @@ def test_every_real_fixture_replays_to_the_end_of_its_record_or_says_why(path):
         assert result.reason == "model error" and "beyond what was recorded" in result.detail
     else:
         assert type(result).__name__ == "Done"
+
+
+# ------------------------------------------------------------------ Claude Code 2.0 (subagents beside the session)
+CC20 = FIX / "claude_code_2_0" / "-tmp-private"
+CC20_SESSION = CC20 / "4c2ddfdc-b619-4525-8d03-1950fb1b0257.jsonl"
+
+
+def test_a_real_claude_code_2_0_session_brings_the_agent_files_beside_it_linked_to_it():
+    def plain(path: Path) -> list[dict]:
+        calls: dict[str, dict] = {}
+        for x in path.read_text().splitlines():
+            d = json.loads(x)
+            if d.get("type") == "assistant" and d["message"].get("model") != "<synthetic>":
+                u = d["message"]["usage"]  # the last line of a message id holds its final usage
+                calls[d["message"]["id"]] = row(
+                    u["input_tokens"],
+                    u["output_tokens"],
+                    u.get("cache_read_input_tokens", 0),
+                    u.get("cache_creation_input_tokens", 0),
+                )
+        return list(calls.values())
+
+    agents = sorted(CC20.glob("agent-*.jsonl"))
+    assert {json.loads(a.read_text().splitlines()[0])["sessionId"] for a in agents} == {CC20_SESSION.stem}
+    traces = load_recorded(CC20_SESSION)  # the session file alone: its 2.0 agent files are found beside it
+    session = traces[CC20_SESSION.stem]
+    assert session.steps[TOKENS].to_dict("records") == plain(CC20_SESSION)
+    assert {json.loads(x).get("version") for x in CC20_SESSION.read_text().splitlines()} >= {"2.0.64"}
+    for a in agents:
+        sub = traces[f"{CC20_SESSION.stem}-{a.stem}"]
+        assert sub.started["parent"]["run_id"] == session.run_id
+        assert sub.steps[TOKENS].to_dict("records") == plain(a)
+    report = ImportReport()
+    folder = load_recorded(CC20, report=report)  # the folder: the same runs, each once
+    assert sorted(t.run_id for t in folder) == sorted(t.run_id for t in traces) and report.skipped == []
