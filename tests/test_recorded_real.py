@@ -350,3 +350,13 @@ def test_a_real_claude_code_2_0_session_brings_the_agent_files_beside_it_linked_
     report = ImportReport()
     folder = load_recorded(CC20, report=report)  # the folder: the same runs, each once
     assert sorted(t.run_id for t in folder) == sorted(t.run_id for t in traces) and report.skipped == []
+
+
+@pytest.mark.parametrize(
+    "folder",
+    ["codex_real", "gemini_cli_real", "cline_sdk", "openhands_real", "stream_json_real", "claude_code_2_0"],
+)
+def test_redaction_leaves_the_real_secret_free_files_as_they_were(folder):
+    imported = load_recorded(FIX / folder)  # tool calls, code, shell output, paths: no secret among them
+    records = [json.dumps(e, default=str) for t in imported for e in t.records]
+    assert records and not any("[redacted]" in r for r in records)
