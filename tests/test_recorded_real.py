@@ -354,9 +354,47 @@ def test_a_real_claude_code_2_0_session_brings_the_agent_files_beside_it_linked_
 
 @pytest.mark.parametrize(
     "folder",
-    ["codex_real", "gemini_cli_real", "cline_sdk", "openhands_real", "stream_json_real", "claude_code_2_0"],
+    ["codex_real", "gemini_cli_real", "cline_sdk", "openhands_real", "stream_json_real", "claude_code_2_0", "inspect_real"],
 )
 def test_redaction_leaves_the_real_secret_free_files_as_they_were(folder):
     imported = load_recorded(FIX / folder)  # tool calls, code, shell output, paths: no secret among them
     records = [json.dumps(e, default=str) for t in imported for e in t.records]
     assert records and not any("[redacted]" in r for r in records)
+
+
+# ------------------------------------------------------------------ inspect-ai
+INSPECT_POPULARITY = FIX / "inspect_real" / "2025-02-11T15-17-00-05-00_popularity_dPiJifoWeEQBrfWsAopzWr.eval"
+INSPECT_EPOCHS = FIX / "inspect_real" / "log_streaming.eval"
+
+
+@pytest.mark.parametrize("path", [INSPECT_POPULARITY, INSPECT_EPOCHS], ids=["gpt-4o-mini", "two-epochs"])
+def test_real_inspect_logs_give_a_run_per_sample_and_epoch_with_each_model_events_usage(path):
+    import zipfile
+
+    z = zipfile.ZipFile(path)
+    expected: dict[str, list[dict]] = {}
+    took: dict[str, list] = {}
+    for name in z.namelist():  # a plain reading: each sample's model events, in order
+        if name.startswith("samples/"):
+            sample = json.loads(z.read(name))
+            events = [e for e in sample["events"] if e["event"] == "model"]
+            key = f"{path.stem}-{name.removeprefix('samples/').removesuffix('.json')}"
+            expected[key] = [
+                row(e["output"]["usage"]["input_tokens"], e["output"]["usage"]["output_tokens"], 0) for e in events
+            ]
+            took[key] = [e["output"].get("time") for e in events]
+    traces = load_recorded(path)
+    assert detect(path) == "inspect-eval"
+    assert sorted(t.run_id for t in traces) == sorted(expected)
+    for t in traces:
+        assert t.steps[TOKENS].to_dict("records") == expected[t.run_id]
+        if all(x is not None for x in took[t.run_id]):  # 0.3.58 keeps the seconds each call took
+            assert list(t.steps["latency"]) == pytest.approx(took[t.run_id], abs=1e-3)
+    served = {
+        e["output"]["model"]
+        for n in z.namelist()
+        if n.startswith("samples/")
+        for e in json.loads(z.read(n))["events"]
+        if e["event"] == "model"
+    }
+    assert {t.started["model"] for t in traces} == served  # the model the provider says served the call
