@@ -354,7 +354,15 @@ def test_a_real_claude_code_2_0_session_brings_the_agent_files_beside_it_linked_
 
 @pytest.mark.parametrize(
     "folder",
-    ["codex_real", "gemini_cli_real", "cline_sdk", "openhands_real", "stream_json_real", "claude_code_2_0", "inspect_real"],
+    [
+        "codex_real",
+        "gemini_cli_real",
+        "cline_sdk",
+        "openhands_real",
+        "stream_json_real",
+        "claude_code_2_0",
+        "inspect_real",
+    ],
 )
 def test_redaction_leaves_the_real_secret_free_files_as_they_were(folder):
     imported = load_recorded(FIX / folder)  # tool calls, code, shell output, paths: no secret among them
