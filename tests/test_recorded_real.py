@@ -1,9 +1,9 @@
 """The importers of the newer formats, checked against files the real tools wrote.
 
-Each fixture under ``tests/fixtures/recorded/*_real`` and ``cline_sdk`` is a
-file from a public repository whose licence allows shipping it (the README
-there names repository, commit, path and licence; long strings are cut, every
-number, id and timestamp is kept). Each test reads the file plainly, without the
+Each fixture under ``tests/fixtures/recorded/*_real``, ``cline_sdk`` and
+``claude_code_2_0`` is a file from a public repository whose licence allows
+shipping it (the README there names repository, commit, path and licence; long
+strings are cut, every number, id and timestamp is kept). Each test reads the file plainly, without the
 importer, and compares: steps = API calls, per-step tokens, totals, tool calls
 matched to their results, timestamps -> latency.
 """
