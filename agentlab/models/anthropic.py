@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
+from .._checks import is_whole
 from .._safe_text import without_lone_surrogates
 from ..errors import (
     AgentlabError,
@@ -118,9 +119,7 @@ class AnthropicModel:
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"model must be a non-empty model id string, got {model!r}")
-        if max_tokens is not None and (
-            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-        ):
+        if max_tokens is not None and not is_whole(max_tokens, 1):
             raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
         if cache not in (True, False, "5m", "1h", "automatic"):
             raise ValueError(f"cache must be '5m', '1h', True (= '5m'), False or 'automatic', got {cache!r}")
