@@ -297,7 +297,7 @@ class AnthropicModel:
             raw = await client.beta.messages.with_raw_response.create(**params, timeout=timeout)
             body = await raw.read()
         except Exception as exc:
-            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params))
+            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), sent=True)
         else:
             try:
                 data = json.loads(body)
@@ -336,7 +336,13 @@ class AnthropicModel:
             raise
         except Exception as exc:
             err = sdk_error(
-                exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), shown=acc.deltas, began=acc.began
+                exc,
+                secrets=secrets,
+                timeout=timeout,
+                request_bytes=_size(params),
+                shown=acc.deltas,
+                began=acc.began,
+                sent=True,
             )
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
 

@@ -52,7 +52,7 @@ async def count_input_tokens(client: Any, params: dict[str, Any], *, timeout: fl
     except Exception as exc:
         err = sdk_error(exc, secrets=secrets, what="the token-counting endpoint", timeout=timeout)
     else:
-        n = getattr(counted, "input_tokens", None)
+        n = getattr(counted, "input_tokens", -1)  # checked on the next line
         if not is_whole(n, 0):
             raise ModelError(f"the token-counting endpoint answered without a usable input_tokens: {counted!r}")
         return n
