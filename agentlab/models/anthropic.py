@@ -414,13 +414,38 @@ class AnthropicModel:
                 else:
                     import anthropic
 
-                    http = anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [_guard_request]})
+                    http = anthropic.DefaultAsyncHttpxClient(
+                        event_hooks={"request": [_guard_request]}, verify=_verifying_context()
+                    )
                     closer = loop.create_task(_close_when_loop_ends(http), name="agentlab: close the Messages API pool")
                     bound = self._clients[loop] = (
                         self.client.copy(http_client=http),
                         closer,
                     )  # the loop keeps no task alive
         return bound[0]
+
+
+_SSL_CONTEXTS: dict[tuple[str | None, str | None], Any] = {}
+_SSL_LOCK = threading.Lock()
+
+
+def _verifying_context() -> Any:
+    """The SSL context a fresh pool verifies with: the one ``verify=True`` builds, built once a process.
+
+    Building it loads the CA bundle (~20 ms, most of a short run), and each ``agentlab.run()`` runs on a
+    fresh event loop with a fresh pool. One per ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` (what it reads), so a
+    change of bundle is still seen; an ``SSLContext`` may be shared by connections, threads and loops.
+    """
+    import os
+
+    import httpx2
+
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _SSL_LOCK:
+        ctx = _SSL_CONTEXTS.get(key)
+        if ctx is None:
+            ctx = _SSL_CONTEXTS[key] = httpx2.create_ssl_context(verify=True)
+    return ctx
 
 
 async def _guard_request(request: Any) -> None:
