@@ -145,3 +145,12 @@ def test_with_drops_anywhere_no_run_passes_max_cost_and_every_request_sent_is_co
     called = rec.of("model_called")
     assert sent == len(called) == len(rec.of("model_request")), (script, result)
     assert result.spent == pytest.approx(sum(e.data["cost"] for e in called))
+
+
+def test_the_step_view_shows_the_reply_that_came_not_the_lost_attempt(tmp_path):
+    with MessagesServer([dropped(), reply("It shipped.")]) as server:
+        result = al.run("Q", model=AnthropicModel(client=server.client(), stream=False), trace=tmp_path, prices=PRICES)
+    trace = al.load_run(result.run_id, tmp_path)
+    assert trace.step(1).reply["content"] == [{"type": "text", "text": "It shipped."}]
+    assert trace.runs["cost"].iloc[0] == pytest.approx(result.spent) and len(trace.steps) == 1
+    assert [m["role"] for m in trace.messages] == ["user", "assistant"]
