@@ -165,6 +165,7 @@ class Run:
         )
         self._last_cost = self._last_latency = 0.0
         self._held: tuple[int, float] = (0, 0.0)  # the model call's max_tokens and reservation (a retry's, if lost)
+        self._lost = 0.0  # what this step's replies lost in transit were charged (part of the step's cost)
         self._last_context: dict[str, Any] | None = None  # the last reply's context_management
         self._cancel = False
         self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
@@ -400,7 +401,7 @@ class Run:
         self.steps += 1
         self.phase = "calling model"
         self._announce(*held)
-        t_call, self._held = self.clock.now(), held
+        t_call, self._held, self._lost = self.clock.now(), held, 0.0
         try:
             reply = await self._call_model()
         except _RetryRefused as exc:  # a reply lost in transit was charged; its retry no longer fits the budget
@@ -447,7 +448,7 @@ class Run:
         self.output_tokens += usage.output_tokens
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
-        self._last_cost, self._last_latency, self._last_context = cost, latency, reply.context_management
+        self._last_cost, self._last_latency, self._last_context = cost + self._lost, latency, reply.context_management
         self._input.billed(usage, estimated, self.prices, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
@@ -566,7 +567,8 @@ class Run:
     def _charge_lost(self, exc: AgentlabError, reserved: float, latency: float) -> None:
         """A reply lost in transit after the API may have billed it: charged at the guard's worst case, said so."""
         worst = lost_reply_cost(self._input.last)
-        self.spent, self.model_calls, self._last_cost = self.spent + worst, self.model_calls + 1, worst
+        self.spent, self.model_calls, self._lost = self.spent + worst, self.model_calls + 1, self._lost + worst
+        self._last_cost = self._lost
         self._ledger.settle(self.run_id, reserved, worst)
         # No content and no usage: the history gains nothing and the steps frame no row (runs.cost has it).
         self._emit(

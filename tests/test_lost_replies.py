@@ -7,6 +7,7 @@ connection without a reply (``dropped()``), or answers too late for the client's
 
 from __future__ import annotations
 
+import asyncio
 import socket
 
 import pytest
@@ -154,3 +155,16 @@ def test_the_step_view_shows_the_reply_that_came_not_the_lost_attempt(tmp_path):
     assert trace.step(1).reply["content"] == [{"type": "text", "text": "It shipped."}]
     assert trace.runs["cost"].iloc[0] == pytest.approx(result.spent) and len(trace.steps) == 1
     assert [m["role"] for m in trace.messages] == ["user", "assistant"]
+
+
+def test_the_step_record_costs_the_lost_attempt_and_the_reply():
+    with MessagesServer([dropped(), reply("It shipped.")]) as server:
+        run = al.Run(
+            "Q",
+            model=AnthropicModel(client=server.client(), stream=False),
+            clock=al.FakeClock(),
+            prices=PRICES,
+            max_cost=1.0,
+        )
+        record = asyncio.run(run.step())
+    assert record.text == "It shipped." and record.cost == pytest.approx(run.spent)  # the lost attempt and the reply
