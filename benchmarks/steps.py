@@ -88,8 +88,7 @@ async def per_step_overhead(steps: int, reps: int, bare_inner: int) -> list[Row]
             judged(ms["on_async"] <= W1_ASYNC_GOAL_MS),
             ""
             if ms["on_async"] <= W1_ASYNC_GOAL_MS
-            else "limits: ~6 traced events per step (a tool that answers without waiting runs with no "
-            "task of its own)",
+            else "limits: ~6 traced events per step (a tool that answers without waiting runs with no task of its own)",
         ),
     ]
 
