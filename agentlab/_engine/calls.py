@@ -6,6 +6,14 @@ module runs them. Each call ends as a :class:`CallOutcome`: either a
 error, the deadline). Every failure goes through :func:`errors.classify`,
 the one policy table.
 
+A call is four steps, each ending in a value rather than an exception
+travelling up: :meth:`CallRunner._admit` (known tool, ``max_calls``, valid
+arguments, approval), :meth:`CallRunner._attempts` (``retry.retrying`` over
+:func:`bounded` attempts, each running the code through
+:func:`agentlab._runtime.isolate.run`: ``Returned``, ``Raised`` or
+``TimedOut``), and :meth:`CallRunner._ended` (the outcome for the engine and
+the ``tool_finished`` event).
+
 The runner sees the run only through a :class:`CallContext`: the tools, the
 policy, the clock, and three functions (emit an event, time left, the current
 step). It cannot reach into the run's state, and the engine can be read
