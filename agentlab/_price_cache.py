@@ -29,6 +29,13 @@ from typing import Any
 CACHE_ENV = "AGENTLAB_CACHE"
 FILE = "prices.json"
 _memo: dict[str, Any] | None = None
+_built: list[Any] = [None, {}]
+"""The memo the objects were built from, and the objects by (class, model id): the engine asks on every reply."""
+
+
+@functools.cache
+def _fields(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in dataclasses.fields(cls))
 
 
 def cache_dir() -> Path:
@@ -62,13 +69,18 @@ def data_key(fields: tuple[str, ...]) -> str:
 def cached(model_id: str, cls: type, lookup: Callable[[str], Any]) -> Any:
     """``lookup(model_id)`` (a dataclass of ``cls`` or None), answered from the memo when it can be."""
     global _memo
-    key = data_key(tuple(f.name for f in dataclasses.fields(cls)))
+    key = data_key(_fields(cls))
     if _memo is None or _memo.get("key") != key:
         _memo = _read(cache_dir() / FILE, key)
-    models = _memo["models"]
+    if _built[0] is not _memo:  # objects built from another memo (or none yet): start again
+        _built[:] = [_memo, {}]
+    objects, models = _built[1], _memo["models"]
+    if (cls, model_id) in objects:
+        return objects[cls, model_id]
     if model_id in models:
         entry = models[model_id]
-        return None if entry is None else cls(**entry)
+        objects[cls, model_id] = None if entry is None else cls(**entry)  # frozen: one object serves every reply
+        return objects[cls, model_id]
     found = lookup(model_id)
     models[model_id] = None if found is None else dataclasses.asdict(found)
     _write(cache_dir() / FILE, _memo)
