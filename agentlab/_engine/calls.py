@@ -177,10 +177,14 @@ class CallRunner:
 
     async def _limited(self, call: Block, index: int) -> CallOutcome:
         async with self.sem:
-            return await self.call(call, index)
+            return await self.call(call, index, alone=False)
 
-    async def call(self, call: Block, index: int) -> CallOutcome:
-        """Run one call to its end: admitted, attempted (retried by the policy), classified, reported."""
+    async def call(self, call: Block, index: int, alone: bool = True) -> CallOutcome:
+        """Run one call to its end: admitted, attempted (retried by the policy), classified, reported.
+
+        A sync tool called ``alone`` may have its answer waited for on the worker hand-off; among
+        other calls of its batch it never is, so reads that take a little while still overlap.
+        """
         ctx = self.ctx
         name, call_id = call["name"], call["id"]
         tool = ctx.tools.get(name)
@@ -200,7 +204,7 @@ class CallRunner:
                 msg = f"the model asked for a tool named {name!r}, which is not registered (tools: {known})"
                 raise UnknownTool(msg)
             kwargs = await self._admit(tool, call)
-            out, attempts = await self._attempts(tool, kwargs, call_id)
+            out, attempts = await self._attempts(tool, kwargs, call_id, alone)
         except asyncio.CancelledError:
             self.report(call, index, Outcome.CANCELLED, attempts, CANCELLED_TEXT, True, start)
             raise
@@ -221,7 +225,9 @@ class CallRunner:
         self.calls_per_tool[tool.name] = used + 1
         return kwargs
 
-    async def _attempts(self, tool: Tool, kwargs: dict[str, Any], call_id: str) -> tuple[Returned | Raised, int]:
+    async def _attempts(
+        self, tool: Tool, kwargs: dict[str, Any], call_id: str, alone: bool
+    ) -> tuple[Returned | Raised, int]:
         """Attempt the tool until it returns or fails for good (``retry.retrying``, by the policy)."""
         ctx, p, r = self.ctx, self.ctx.policy, tool.retry
         base = r.base_delay if r and r.base_delay is not None else p.base_delay
@@ -229,7 +235,7 @@ class CallRunner:
         # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
         left_in = f"tool {tool.name} (call {call_id}, still running in its {'task' if tool.is_async else 'thread'})"
         where = f"tool {tool.name}"
-        quick = not tool.is_async and tool.name not in self._slow
+        quick = alone and not tool.is_async and tool.name not in self._slow
 
         async def attempt() -> Returned | Raised:
             t0 = time.perf_counter()
@@ -243,7 +249,7 @@ class CallRunner:
                 on_abandon=lambda: ctx.abandon(left_in),
                 handoff_s=HANDOFF_S if quick else 0.0,
             )
-            if not tool.is_async:  # worth blocking for next time only if it answers within the hand-off
+            if alone and not tool.is_async:  # worth blocking for next time only if it answers within the hand-off
                 (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(tool.name)
             return out
 
