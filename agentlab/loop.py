@@ -29,6 +29,7 @@ from ._engine.loopguard import LoopGuard, call_key, nudge_text
 from ._engine.scheduling import plan_batches
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
+from ._runtime.isolate import Raised
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
@@ -650,7 +651,7 @@ class Run:
     async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
         """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
         p, tag = self.policy, {} if request == "messages" else {"request": request}
-        value, _ = await retrying(
+        out, _ = await retrying(
             lambda: bounded(
                 call,
                 is_async=True,
@@ -668,7 +669,9 @@ class Run:
             time_left=self._time_left,
             on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
         )
-        return value
+        if isinstance(out, Raised):
+            raise out.error
+        return out.value
 
     # ------------------------------------------------------------ the tools
     async def _tools_phase(self, calls: list[Block]) -> None:
