@@ -192,7 +192,8 @@ def test_a_traced_run_loads_only_the_trace_writer(tmp_path):
     """Writing a trace never imports the read side (readers, records, frames, display) or pandas."""
     code = (
         "import sys, agentlab\n"
-        f"agentlab.run('q', model=agentlab.ScriptedModel([agentlab.reply('hi')]), trace={str(tmp_path)!r}, max_cost=None)\n"
+        f"agentlab.run('q', model=agentlab.ScriptedModel([agentlab.reply('hi')]), trace={str(tmp_path)!r}, "
+        "max_cost=None)\n"
         "print(','.join(m for m in ('agentlab.trace.reader', 'agentlab.trace.runs', 'agentlab.trace.frames',\n"
         "                           'agentlab.trace.display', 'pandas') if m in sys.modules))"
     )
@@ -317,9 +318,7 @@ def test_whole_numbers_are_checked_by_one_rule():
         rf"|isinstance\(\s*{name},\s*(int|numbers\.Integral)\s*\)\s+and\s+not\s+isinstance\(\s*\5,\s*bool\s*\)"
     )
     offenders = {str(f.relative_to(PACKAGE)) for f in PACKAGE.rglob("*.py") if spelled.search(f.read_text())}
-    # models/anthropic.py and models/counting.py move to the rule as their owner changes them
-    assert offenders <= {"_checks.py", "models/anthropic.py", "models/counting.py"}, sorted(offenders)
-    assert "_checks.py" in offenders  # the pattern still finds the one spelling it allows
+    assert offenders == {"_checks.py"}, sorted(offenders)  # the pattern still finds the one spelling it allows
 
 
 def test_test_modules_share_builders_through_helpers_not_each_other():

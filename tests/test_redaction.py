@@ -632,7 +632,8 @@ def test_the_messages_api_adapter_scrubs_errors_with_the_same_rules_as_the_trace
         "type": "error",
         "error": {
             "type": "invalid_request_error",
-            "message": f"bad header x-api-key: {FORMAT_SECRETS[3]} from postgres://app:Sup3rS3cretPg@db/x, key own-key-5f3a9c7e",
+            "message": f"bad header x-api-key: {FORMAT_SECRETS[3]} from postgres://app:Sup3rS3cretPg@db/x, key "
+            "own-key-5f3a9c7e",
         },
     }
     text = str(api_error(400, {"request-id": "req_1"}, body, secrets=("own-key-5f3a9c7e",)))

@@ -94,7 +94,9 @@ CRASH_SCRIPT = textwrap.dedent(
 
 
 def test_a_run_killed_mid_step_leaves_every_finished_step_readable(tmp_path):
-    """SIGKILL a real process while its step-4 tool blocks: steps 1-3 load whole, step 4 shows the call that never returned."""
+    """SIGKILL a real process while its step-4 tool blocks: steps 1-3 load whole, step 4 shows the call that never
+    returned.
+    """
     runs = tmp_path / "runs"
     env = {**os.environ, "AGENTLAB_RUNS": str(runs), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
@@ -396,7 +398,9 @@ def test_no_secret_field_name_slips_past_the_cheap_pretest(words, sep, camel):
 
 
 def test_a_real_sdk_run_leaves_no_api_key_in_its_trace(tmp_path, monkeypatch):
-    """Through the real anthropic SDK on a local server, with a retried error that echoes the auth header, the key never reaches the file."""
+    """Through the real anthropic SDK on a local server, with a retried error that echoes the auth header, the key
+    never reaches the file.
+    """
     from agentlab.models.anthropic import AnthropicModel
     from agentlab.testing import MessagesServer, fault
 
