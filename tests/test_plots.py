@@ -181,13 +181,15 @@ def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes
     Time is the run's injected clock: each tool and model call "takes" its seconds on it, so the spans
     are exact, and three reads that ran one after another would not overlap."""
     clock = al.FakeClock()
-    together = asyncio.Barrier(3)  # the three reads are all running before any of them ends
+    started, ending = asyncio.Barrier(3), asyncio.Barrier(3)  # the three reads are all running at once
 
     @al.tool(mode="read")
     async def lookup(key: str) -> str:
-        """Takes 0.2 s."""
-        await asyncio.wait_for(together.wait(), 10)
-        await clock.sleep(0.2)
+        """Takes 0.2 s, side by side with the other two."""
+        await asyncio.wait_for(started.wait(), 10)
+        if key == "a":
+            clock.advance(0.2)  # the 0.2 s the three spend together, counted once
+        await asyncio.wait_for(ending.wait(), 10)
         return key
 
     @al.tool(mode="write")
