@@ -442,7 +442,7 @@ def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     """``record`` with secrets redacted, checked block by block: a long session holds
     many blocks and few secrets, and redacting only the blocks that need it keeps
     an import of tens of megabytes within seconds."""
-    if record["kind"] in (EventKind.MODEL_REQUEST, EventKind.STEP_FINISHED):
+    if record["kind"] in (EventKind.MODEL_REQUEST, EventKind.STEP_FINISHED) or redactor.certainly_clean(record):
         return record
     out = dict(record)
     for k, v in record.items():
