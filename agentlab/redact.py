@@ -318,6 +318,7 @@ _WINDOWS_PATH = re.compile(r"[A-Za-z]:[\\/]")
 # Fields the engine itself writes whose names merely mention a secret word.
 _SAFE_SUBTREES = frozenset({"input_schema"})
 _END: Any = object()
+_MEMO_MIN = 64  # shorter strings are redacted again: cheaper than remembering them
 
 Shape = Literal["empty", "placeholder", "path", "url", "number", "prose", "word", "code", "token"]
 
@@ -611,14 +612,23 @@ class Redactor:
         self.changes = 0
         """How many replacements this redactor has made (a cheap way to tell whether a walk changed anything)."""
         self.secrets: tuple[str, ...] = ()
+        self._memo: dict[str, str] | None = None  # see for_run(repeats=True)
+        self._memo_for: tuple[str, ...] = ()
         self._refresh()
 
-    def for_run(self) -> Redactor:
+    def for_run(self, *, repeats: bool = False) -> Redactor:
         """A redactor with the same rules and none of the values this one learned: values learned in one run
-        apply to that run only (an import of thousands of sessions does not slow down as they pile up)."""
+        apply to that run only (an import of thousands of sessions does not slow down as they pile up).
+
+        ``repeats=True`` for a run whose records repeat the same text (an import writes each
+        tool result twice, each tool input twice): a string is redacted once and its result
+        reused while the redactor's secrets stay the same. The memory is the run's own
+        strings, held for as long as the redactor is."""
         fresh = object.__new__(Redactor)
         fresh._own, fresh.names, fresh.patterns, fresh.learn = self._own, self.names, self.patterns, self.learn
         fresh._learned, fresh._gen, fresh.changes, fresh.secrets = set(), -1, 0, ()
+        fresh._memo = {} if repeats else None
+        fresh._memo_for = ()
         fresh._refresh()
         return fresh
 
@@ -808,6 +818,24 @@ class Redactor:
                 self._refresh()
 
     def _redact_string(self, text: str) -> str:
+        memo = self._memo
+        if memo is None or len(text) < _MEMO_MIN:
+            return self._redact_string_now(text)
+        if self._memo_for is not self.secrets:  # a value learned, a rule added: earlier results may be stale
+            memo.clear()
+            self._memo_for = self.secrets
+        done = memo.get(text)
+        if done is not None:
+            if done is not text:
+                self.changes += 1  # callers tell from this whether anything was replaced
+            return done
+        secrets = self.secrets
+        done = self._redact_string_now(text)
+        if self.secrets is secrets:  # the result is what these secrets give (nothing learned meanwhile)
+            memo[text] = done
+        return done
+
+    def _redact_string_now(self, text: str) -> str:
         s = text.strip()
         if len(s) >= 2 and s[0] in "{[" and s[-1] in "}]":
             try:

@@ -282,7 +282,8 @@ def load_recorded(
     report = report if report is not None else ImportReport()
     with _progress(path) as tick:
         runs = recorded_runs(path, format, report=report, progress=tick)
-        traces = [Trace(build_run(r, prices=prices, redactor=redactor), None) for r in runs]
+        memo: dict[str, Prices | None] = {}
+        traces = [Trace(build_run(r, prices=prices, redactor=redactor, price_memo=memo), None) for r in runs]
     if not traces:
         raise NoCalls(path, f"no API calls found in the recorded file(s) ({report.summary()})")
     if len(traces) == 1 and path.is_file():
@@ -310,6 +311,7 @@ def import_recorded(
     redactor = writer.redactor
     report = ImportReport()
     writer.dir.mkdir(parents=True, exist_ok=True)
+    memo: dict[str, Prices | None] = {}
     with _progress(path) as tick:
         for r in recorded_runs(path, format, report=report, progress=tick):
             r.run_id = name_from(r.run_id)  # issue 24: the file's name comes from us, never from the content
@@ -321,7 +323,7 @@ def import_recorded(
                     (file, f"run {r.run_id!r} is already in {writer.dir} (pass --force / force=True to overwrite)")
                 )
                 continue
-            records = build_run(r, prices=prices, redactor=redactor)
+            records = build_run(r, prices=prices, redactor=redactor, price_memo=memo)
             with open(file, "wb") as f:
                 for rec in records:
                     f.write(dumps(rec))
