@@ -183,7 +183,9 @@ def recorded_runs(
     scan = _Scan(report, root.is_dir(), progress)
     consumed: set[Path] = set()
     for f in files:
-        if f in consumed:
+        if f in consumed:  # read with another file (a Cline task's ui_messages.json)
+            if progress is not None:
+                progress(f)
             continue
         scan.report.files_read += 1
         try:
@@ -346,7 +348,10 @@ def _progress(path: Path) -> Iterator[Callable[[Path], None] | None]:
     except ImportError:  # the progress extra is not installed: no bar
         yield None
         return
-    total = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else None
+    try:  # the files the import reads: a bar that ends short of its total shows red in a notebook
+        total: int | None = sum(f.stat().st_size for f in _files(path))
+    except OSError:  # not there: the import itself says so
+        total = None
     # in a terminal only when stderr is one (never in CI logs); in a notebook always (its
     # output is not a TTY, and tqdm would otherwise hide the widget)
     in_notebook = any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__)
@@ -361,11 +366,10 @@ def _progress(path: Path) -> Iterator[Callable[[Path], None] | None]:
     )
 
     def tick(f: Path) -> None:
-        if total is not None:
-            try:
-                bar.update(f.stat().st_size)
-            except OSError:
-                pass
+        try:
+            bar.update(f.stat().st_size)
+        except OSError:
+            pass
 
     try:
         yield tick
