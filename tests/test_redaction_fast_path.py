@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from agentlab.recorded import load_recorded
 from agentlab.redact import REDACTED, Redactor
 
-from .test_redaction import ALL, BEARER, FORMAT_SECRETS, NAMED_SECRETS, PEM, URL_SECRETS, _everywhere
+from .secrets_corpus import ALL, BEARER, FORMAT_SECRETS, NAMED_SECRETS, PEM, URL_SECRETS, everywhere
 
 CORPUS = Path(__file__).parent / "fixtures" / "redaction" / "precision.jsonl"
 TOOL_HEAVY = Path(__file__).parent / "fixtures" / "recorded" / "claude_code" / "tool_heavy.jsonl"
@@ -33,7 +33,7 @@ ENV_FILE = "\n".join(
 
 def _shapes() -> list:
     """Every secret of the recall corpus as an import meets it: in blocks, tool inputs, results, JSON text."""
-    payload = _everywhere()
+    payload = everywhere()
     return [
         payload,
         [{"type": "text", "text": ENV_FILE}],
@@ -119,7 +119,7 @@ def test_a_string_redacted_once_in_a_run_is_redacted_anew_after_a_value_is_learn
 def test_every_secret_of_the_recall_corpus_in_an_imported_session_is_redacted(tmp_path):
     lines = [json.loads(x) for x in TOOL_HEAVY.read_text().splitlines()]
     use = next(d for d in lines if d["type"] == "assistant" and d["message"]["content"][0]["type"] == "tool_use")
-    use["message"]["content"][0]["input"] = _everywhere()
+    use["message"]["content"][0]["input"] = everywhere()
     result = next(d for d in lines if d["type"] == "user" and "tool_result" in json.dumps(d["message"]["content"]))
     block = next(b for b in result["message"]["content"] if b.get("type") == "tool_result")
     block["content"] = ENV_FILE
