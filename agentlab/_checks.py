@@ -6,8 +6,10 @@ not "1"), so a ``bool`` is refused wherever a whole number is asked for.
 
 from __future__ import annotations
 
+from typing import TypeGuard
 
-def is_whole(value: object, at_least: int | None = None) -> bool:
+
+def is_whole(value: object, at_least: int | None = None) -> TypeGuard[int]:
     """Is ``value`` an ``int`` (not a ``bool``), and at least ``at_least`` when that is given?"""
     return isinstance(value, int) and not isinstance(value, bool) and (at_least is None or value >= at_least)
 
@@ -16,4 +18,4 @@ def whole(name: str, value: object, *, at_least: int = 1) -> int:
     """``value`` when it is a whole number of at least ``at_least``; else ``ValueError`` naming ``name``."""
     if not is_whole(value, at_least):
         raise ValueError(f"{name} must be an int >= {at_least}, got {value!r}")
-    return value  # type: ignore[return-value]
+    return value

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, overload
 
+from ._checks import is_whole
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     COST_GUARDS,
     MIN_REPLY_TOKENS,
@@ -191,7 +192,7 @@ class CostFit:
         """Steps 1..``upto`` with the forecast step and cumulative cost."""
         import pandas as pd
 
-        if isinstance(upto, bool) or not isinstance(upto, int) or upto < 1:
+        if not is_whole(upto, 1):
             raise ValueError(f"upto must be an int >= 1, got {upto!r}")
         n = list(range(1, upto + 1))
         return pd.DataFrame(
@@ -307,7 +308,7 @@ class CostProjection:
     def __post_init__(self) -> None:
         for name in ("first_input", "added_per_step", "output_per_step"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            if not is_whole(v, 0):
                 raise ValueError(f"{name} must be an int >= 0, got {v!r}")
         if self.output_per_step > self.added_per_step:
             raise ValueError(
@@ -333,9 +334,9 @@ class CostProjection:
 
         The defaults are the seed's example: 2,000 tokens at step one, 25,000 at step eight.
         """
-        if isinstance(at_step, bool) or not isinstance(at_step, int) or at_step < 2:
+        if not is_whole(at_step, 2):
             raise ValueError(f"at_step must be an int >= 2, got {at_step!r}")
-        if not isinstance(reaches, int) or reaches < first_input:
+        if not is_whole(reaches, first_input):
             raise ValueError(f"reaches must be an int >= first_input ({first_input}), got {reaches!r}")
         added = round((reaches - first_input) / (at_step - 1))
         return cls(first_input, added, output_per_step, prices, caching)
@@ -397,7 +398,7 @@ class CostProjection:
 
     @staticmethod
     def _check_step(k: int) -> None:
-        if isinstance(k, bool) or not isinstance(k, int) or k < 1:
+        if not is_whole(k, 1):
             raise ValueError(f"step must be an int >= 1, got {k!r}")
 
 

@@ -19,6 +19,7 @@ from typing import Any, Literal, Protocol
 
 import orjson
 
+from ._checks import is_whole
 from ._shorten import shorten
 from .vocab import StopReason
 
@@ -377,6 +378,18 @@ def check_call(
     )
 
 
+def lost_reply_cost(check: GuardCheck | None) -> float:
+    """What a call whose reply was lost in transit is charged: the worst case its pre-call check priced.
+
+    The request reached the API and the answer never came back (a timeout, a dropped connection), so
+    the API may have billed it and nothing says how much. Counting it at the most it could cost (all of
+    ``max_tokens`` at the dearest rates, with the fees) keeps the hard guard's promise: the next call,
+    a retry of this one included, is checked against a total that cannot be short. ``check`` is ``None``
+    only when no check was made; then nothing is known to charge.
+    """
+    return check.worst_case if check is not None else 0.0
+
+
 # ------------------------------------------------- what the input may be
 # The guard needs the input of the next call. Three sources, best first:
 # the API's count of the exact request (free, one round trip: asked only
@@ -509,7 +522,7 @@ def server_tool_fees(tools: Iterable[Mapping[str, Any]], per_use: Mapping[str, f
         if fee <= 0:
             continue
         uses = tool.get("max_uses")
-        if not isinstance(uses, int) or isinstance(uses, bool):
+        if not is_whole(uses):
             return None
         total += uses * fee
     return total

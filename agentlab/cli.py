@@ -97,7 +97,8 @@ def describe_event(kind: str, step: int, data: dict[str, Any]) -> str | None:
         mark = {"ok": "ok", "retried": f"ok after {data.get('attempts')} attempts"}.get(
             data["outcome"], data["outcome"]
         )
-        return f"    {data['tool']}({_args_text(data.get('args', {}))}) {mark} in {took:.2f}s: {_short(data.get('result', ''), 70)}"
+        call = f"{data['tool']}({_args_text(data.get('args', {}))})"
+        return f"    {call} {mark} in {took:.2f}s: {_short(data.get('result', ''), 70)}"
     return None
 
 
@@ -192,7 +193,8 @@ def cmd_demo(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         encoding="utf-8",
     )
     print(
-        f"\n{len(plan) - len(unexpected)}/{len(plan)} runs ended as their lesson says, in {time.monotonic() - t_all:.1f}s.",
+        f"\n{len(plan) - len(unexpected)}/{len(plan)} runs ended as their lesson says, in "
+        f"{time.monotonic() - t_all:.1f}s.",
         file=out,
     )
     print(f"traces:   {runs}/<run id>.jsonl  (read one: agentlab report {rows[0][-1]})", file=out)

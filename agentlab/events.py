@@ -186,7 +186,11 @@ KINDS: dict[EventKind, Kind] = {
                 _f("requested_model:str", "when another model served and priced it"),
                 _f("stop_details:any"),
                 _f("context_management:any", "the API's account of context edits"),
-                _f("lost:bool", "a reply lost in transit after the API began it: charged at the guard's worst case"),
+                _f(
+                    "lost:bool",
+                    "a reply lost in transit after the request reached the API: charged at the guard's worst case; "
+                    "no content or usage, so it joins no history and is no row of `steps`, but `runs.cost` counts it",
+                ),
                 _f("partial:bool"),
                 _f("raw:any"),
                 _f("error:str"),

@@ -56,7 +56,7 @@ class RecordedTool(Tool):
     def __init__(
         self,
         name: str,
-        results: list[tuple[Any, str, bool]],
+        results: list[tuple[Any, Any, bool]],
         *,
         description: str = "",
         schema: dict[str, Any] | None = None,
@@ -72,8 +72,8 @@ class RecordedTool(Tool):
             mode="read" if mode == "read" else "write",
         )
         self.input_schema = schema or {"type": "object", "properties": {}, "additionalProperties": True}
-        self._queue: deque[tuple[Any, str, bool]] = deque(results)
-        self._by_args: dict[bytes, deque[tuple[str, bool]]] = defaultdict(deque)
+        self._queue: deque[tuple[Any, Any, bool]] = deque(results)
+        self._by_args: dict[bytes, deque[tuple[Any, bool]]] = defaultdict(deque)
         for args, text, err in results:
             self._by_args[_key(args)].append((text, err))
         self.fn = self._answer
@@ -82,7 +82,7 @@ class RecordedTool(Tool):
     def validate(self, args: dict[str, Any]) -> dict[str, Any]:
         return dict(args)
 
-    async def _answer(self, **kwargs: Any) -> str:
+    async def _answer(self, **kwargs: Any) -> Any:  # the recorded text, or the recorded content blocks
         same = self._by_args.get(_key(kwargs))
         if same:
             text, err = same.popleft()
@@ -98,11 +98,20 @@ class RecordedTool(Tool):
 
 
 def recorded_tools(trace: Any, *, after_step: int = 0) -> list[Tool]:
-    """One :class:`RecordedTool` per tool the record used, answering with its results."""
-    found: dict[str, list[tuple[Any, str, bool]]] = defaultdict(list)
+    """One :class:`RecordedTool` per tool the record used, answering with its results (a result that was
+    content blocks, an image say, with the blocks the model was handed, not their text summary)."""
+    found: dict[str, list[tuple[Any, Any, bool]]] = defaultdict(list)
+    blocks = {
+        b.get("tool_use_id"): b["content"]
+        for e in trace.records
+        if e.get("kind") == "tool_results" and isinstance(e.get("content"), list)
+        for b in e["content"]
+        if isinstance(b, dict) and isinstance(b.get("content"), list)
+    }
     for e in trace.records:
         if e.get("kind") == "tool_finished" and e.get("step", 0) > after_step:
-            found[e.get("tool", "")].append((e.get("args") or {}, str(e.get("result") or ""), bool(e.get("is_error"))))
+            result = blocks.get(e.get("call_id")) or str(e.get("result") or "")
+            found[e.get("tool", "")].append((e.get("args") or {}, result, bool(e.get("is_error"))))
     defs = {t.get("name"): t for t in (trace.started.get("tools") or []) if isinstance(t, dict)}
     names = list(dict.fromkeys([*defs, *found]))
     return [

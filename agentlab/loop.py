@@ -32,6 +32,7 @@ from ._engine.loopguard import LoopGuard, call_key, nudge_text
 from ._engine.scheduling import plan_batches
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
+from ._runtime.isolate import Raised
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
@@ -44,10 +45,11 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     Stop,
     check_after_step,
     check_before_call,
+    lost_reply_cost,
     reserve_call,
 )
 from .clock import Clock, SystemClock, wall_time
-from .errors import ModelError, Policy, TraceWriteError, classify, describe, safe_str
+from .errors import AgentlabError, FatalError, ModelError, Policy, TraceWriteError, classify, describe, safe_str
 from .events import Event, Subscriber
 from .messages import (
     Block,
@@ -156,6 +158,8 @@ class Run:
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._calls = CallRunner(_CallSide(self, approve, approval_stops_clock), c.max_concurrency)
         self._last_cost = self._last_latency = 0.0
+        self._held: tuple[int, float] = (0, 0.0)  # the model call's max_tokens and reservation (a retry's, if lost)
+        self._lost = 0.0  # what this step's replies lost in transit were charged (part of the step's cost)
         self._last_context: dict[str, Any] | None = None  # the last reply's context_management
         self._cancel = False
         self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
@@ -380,14 +384,14 @@ class Run:
         Each part returns why the run must stop (a :class:`_Halt`) or what the
         next part needs; the run is stopped in one place, here.
         """
-        allowed = await self._may_call()  # 1. checks before spending anything
-        if isinstance(allowed, _Halt):
-            return self._stop(*allowed)
-        max_tokens, reserved = allowed
-        answer = await self._send(max_tokens, reserved)  # 2. the model call (a failed one is charged what it cost)
+        held = await self._may_call()  # 1. checks before spending anything
+        if isinstance(held, _Halt):
+            return self._stop(*held)
+        answer = await self._send(held)  # 2. the model call (a failed one is charged what it cost)
         if isinstance(answer, _Halt):
             return self._stop(*answer)
         reply, latency = answer
+        max_tokens, reserved = self._held  # a retry after a lost reply was reserved anew
         usage = self._bill(reply, max_tokens, reserved, latency)  # 3. what it cost
         if halt := self._reply_problem(reply, usage, max_tokens):  # 4. why the model stopped decides what is next
             return self._stop(*halt)
@@ -416,45 +420,26 @@ class Run:
             return self._interrupted(f"cancelled before step {self.steps + 1}")
         if stop := check_before_call(self.budget, self.steps, self.elapsed):
             return _Halt(stop.reason, stop.detail)
-        max_tokens = await self._guard_call()
-        if isinstance(max_tokens, Stop):
-            return _Halt(max_tokens.reason, max_tokens.detail)
-        tokens = self._input.reserve_tokens  # what the guard priced, or more
-        terms = self._input.terms(self._caps.request_terms)
-        rates = self.prices.worst_rates(tokens, self._caps.caches, terms) if self.prices else (0.0, 0.0)
-        held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled when the reply is billed
-        if not isinstance(held, Stop):
-            return held
-        if isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is the one that is short
-            p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
-            return _Halt(
-                StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}")
-            )
-        return _Halt(held.reason, held.detail)
+        held = await self._hold_call(self.steps)
+        return _Halt(held.reason, held.detail) if isinstance(held, Stop) else held
 
-    async def _send(self, max_tokens: int, reserved: float) -> tuple[Reply, float] | _Halt:
+    async def _send(self, held: tuple[int, float]) -> tuple[Reply, float] | _Halt:
         """The next step's model call: the reply and its latency, or why the run stops (a failed call charged)."""
         self.steps += 1
         self.phase = "calling model"
-        # The reservation is in the trace before the call is sent: a resumed experiment counts it if no cost follows.
-        held_extra = {"reserved": reserved} if reserved else {}
-        self._emit(
-            EventKind.MODEL_REQUEST,
-            max_tokens=max_tokens,
-            estimated_input_tokens=self._input.estimate,
-            **self._input.request_fields(),
-            **held_extra,
-        )
-        t_call = self.clock.now()
+        self._announce(*held)
+        t_call, self._held, self._lost = self.clock.now(), held, 0.0
         try:
-            reply = await self._call_model(max_tokens, reserved)
+            reply = await self._call_model()
+        except _RetryRefused as exc:  # a reply lost in transit was charged; its retry no longer fits the budget
+            return _Halt(exc.stop.reason, exc.stop.detail)
         except DeadlineExceeded as exc:
             return _Halt(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
         except RetriesExhausted as exc:
             detail = f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}"
             return _Halt(StopReason.MODEL_ERROR, detail, exc.last)
         except MalformedReply as exc:  # refused here, but billed by the API when it came with usage
-            billed = self._charge(billed_usage(exc.raw), exc.raw, reserved)
+            billed = self._charge(billed_usage(exc.raw), exc.raw, self._held[1])
             self._emit(
                 EventKind.MODEL_CALLED,
                 raw=_jsonable(exc.raw),
@@ -465,16 +450,15 @@ class Run:
             return _Halt(
                 StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc
             )
-        except ModelError as exc:
-            if getattr(exc, "maybe_billed", False):  # lost in transit after the API began it: charged at its worst case
-                self._charge_lost(exc, reserved, self.clock.now() - t_call)
+        except ModelError as exc:  # a reply lost in transit was charged by _call_model already
             return _Halt(exc.reason, f"step {self.steps}: {exc.message}", exc)
         except Exception as exc:
             kind = classify(exc, self.policy)
             reason = StopReason.FATAL if kind == "fatal" else StopReason.MODEL_ERROR
             return _Halt(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
+        latency = self.clock.now() - t_call
         self.model_calls += 1
-        return reply, self.clock.now() - t_call
+        return reply, latency
 
     def _bill(self, reply: Reply, max_tokens: int, reserved: float, latency: float) -> Usage:
         """Charge a reply (its usage, or the same estimate the guard used), keep it, emit ``model_called``."""
@@ -489,7 +473,7 @@ class Run:
         self.output_tokens += usage.output_tokens
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
-        self._last_cost, self._last_latency, self._last_context = cost, latency, reply.context_management
+        self._last_cost, self._last_latency, self._last_context = cost + self._lost, latency, reply.context_management
         self._input.billed(usage, estimated, self.prices, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
@@ -561,27 +545,59 @@ class Run:
         self._input.billed(usage, False, prices, self._caps.caches)
         return {"usage": usage.as_dict(), "cost": cost, "spent": self.spent, "context_tokens": usage.context_tokens}
 
-    def _charge_lost(self, exc: ModelError, reserved: float, latency: float) -> None:
-        """Charge a call lost in transit after the API began it: its worst case, as the guard priced it."""
-        worst = self._input.last.worst_case if self._input.last is not None else 0.0
-        self.spent, self.model_calls = self.spent + worst, self.model_calls + 1
+    async def _hold_call(self, done: int) -> tuple[int, float] | Stop:
+        """The pre-call guard and the shared ledger's reservation of the next request: ``(max_tokens, reserved)``.
+
+        ``done`` steps are finished (the wording of a stop). A retry after a reply lost in transit comes here
+        too, so the hard guard counts the lost attempt before the retry is sent.
+        """
+        max_tokens = await self._guard_call(done)
+        if isinstance(max_tokens, Stop):
+            return max_tokens
+        tokens = self._input.reserve_tokens  # what the guard priced, or more
+        terms = self._input.terms(self._caps.request_terms)
+        rates = self.prices.worst_rates(tokens, self._caps.caches, terms) if self.prices else (0.0, 0.0)
+        held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled after the call
+        if isinstance(held, Stop) and isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is short
+            p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
+            return Stop(
+                StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}")
+            )
+        return held
+
+    def _announce(self, max_tokens: int, reserved: float) -> None:
+        """The ``model_request`` event: the reservation is in the trace before the call is sent (a resumed
+        experiment counts it if no cost follows)."""
+        self._emit(
+            EventKind.MODEL_REQUEST,
+            max_tokens=max_tokens,
+            estimated_input_tokens=self._input.estimate,
+            **self._input.request_fields(),
+            **({"reserved": reserved} if reserved else {}),
+        )
+
+    def _charge_lost(self, exc: AgentlabError, reserved: float, latency: float) -> None:
+        """A reply lost in transit after the API may have billed it: charged at the guard's worst case, said so."""
+        worst = lost_reply_cost(self._input.last)
+        self.spent, self.model_calls, self._lost = self.spent + worst, self.model_calls + 1, self._lost + worst
+        self._last_cost = self._lost
         self._ledger.settle(self.run_id, reserved, worst)
+        # No content and no usage: the history gains nothing and the steps frame no row (runs.cost has it).
         self._emit(
             EventKind.MODEL_CALLED,
-            content=[],
             estimated=True,
             lost=True,
             cost=worst,
             spent=self.spent,
             latency=latency,
-            error=exc.message,
+            error=safe_str(exc),
         )
 
-    async def _guard_call(self) -> int | Stop:
+    async def _guard_call(self, done: int | None = None) -> int | Stop:
         """The pre-call cost guard (InputTracker.check, on budget.py's rules); it may ask for an exact count."""
         return await self._input.check(
             self.budget,
-            steps=self.steps,
+            steps=self.steps if done is None else done,
             spent=self.spent,
             prices=self.prices,
             caching=self._caps.caches,
@@ -601,20 +617,37 @@ class Run:
         counted: int = await self._retrying(lambda: count_tokens(self._request(self.max_tokens)), "count_tokens")
         return counted
 
-    async def _call_model(self, max_tokens: int, reserved: float = 0.0) -> Reply:
-        """The reply, retried by the policy; a stream cut short by Stop or the deadline is charged for its part."""
-        t_call, parts = self.clock.now(), Fragments()
+    async def _call_model(self) -> Reply:
+        """The reply, within the deadline and the retry policy, at ``self._held`` (max_tokens, reservation).
+
+        An attempt whose reply was lost after the API may have billed it (``maybe_billed``) is charged at its
+        worst case at once; a retry after it is guarded and reserved anew (``self._held`` then changes).
+        """
+        t_call, parts, lost = self.clock.now(), Fragments(), False
 
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
-            nonlocal parts
+            nonlocal parts, lost, t_call
+            if lost:  # the last attempt may have been billed: this one is a new call to the guard and the ledger
+                held = await self._hold_call(self.steps - 1)
+                if isinstance(held, Stop):
+                    raise _RetryRefused(held, self.steps)
+                self._held, lost, t_call = held, False, self.clock.now()
+                self._announce(*held)
             parts = Fragments(
                 lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel
             )
-            return normalize_reply(await self.model.complete(self._request(max_tokens, parts)))
+            try:
+                return normalize_reply(await self.model.complete(self._request(self._held[0], parts)))
+            except AgentlabError as exc:
+                if getattr(exc, "maybe_billed", False):
+                    self._charge_lost(exc, self._held[1], self.clock.now() - t_call)
+                    lost = True
+                raise
 
         try:
             return await self._retrying(attempt, "messages")
         except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
+            max_tokens, reserved = self._held
             if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
                 why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
                 self.spent += cut["cost"]
@@ -634,7 +667,7 @@ class Run:
     async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
         """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
         p, tag = self.policy, {} if request == "messages" else {"request": request}
-        value, _ = await retrying(
+        out, _ = await retrying(
             lambda: bounded(
                 call,
                 is_async=True,
@@ -652,7 +685,9 @@ class Run:
             time_left=self._time_left,
             on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
         )
-        return value
+        if isinstance(out, Raised):
+            raise out.error
+        return out.value
 
     # ------------------------------------------------------------ the tools
     async def _tools_phase(self, calls: list[Block]) -> None:
@@ -976,6 +1011,15 @@ class _CallSide:
 
 
 # ---------------------------------------------------------------- helpers
+class _RetryRefused(FatalError):
+    """Internal: a reply was lost in transit (and charged), and the budget cannot cover sending it again."""
+
+    def __init__(self, stop: Stop, step: int) -> None:
+        detail = f"the reply of step {step} was lost in transit and charged at its worst case; a retry: {stop.detail}"
+        super().__init__(detail)
+        self.stop = Stop(stop.reason, detail)
+
+
 def _jsonable(raw: Any) -> Any:
     import json
 

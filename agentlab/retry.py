@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import random
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
+from ._runtime.isolate import Raised, Returned
 from .errors import AgentlabError, RetryableError, safe_str
-
-T = TypeVar("T")
 
 
 class DeadlineExceeded(AgentlabError):
@@ -37,35 +35,42 @@ def backoff(attempt: int, base: float, cap: float, jitter: float, rng: random.Ra
 
 
 async def retrying(
-    attempt: Callable[[], Awaitable[T]],
+    attempt: Callable[[], Awaitable[Returned | Raised]],
     *,
-    is_retryable: Callable[[BaseException], bool],
+    is_retryable: Callable[[Exception], bool],
     max_attempts: int,
-    wait_for: Callable[[int, BaseException], float],
+    wait_for: Callable[[int, Exception], float],
     sleep: Callable[[float], Awaitable[None]],
     time_left: Callable[[], float | None],
-    on_retry: Callable[[int, BaseException, float], None],
-) -> tuple[T, int]:
-    """Call ``attempt()`` until it succeeds; return (value, attempts made)."""
+    on_retry: Callable[[int, Exception, float], None],
+) -> tuple[Returned | Raised, int]:
+    """Make ``attempt()`` until it returns or fails for good; how it ended, and the attempts made.
+
+    Each attempt says how it ended as a value (see :mod:`agentlab._runtime.isolate`). A failure
+    that is not retryable ends the loop as itself; a retryable one on the last attempt as
+    :class:`RetriesExhausted`; a wait that would pass the deadline as :class:`DeadlineExceeded`.
+    """
     n = 0
     while True:
         n += 1
-        try:
-            return await attempt(), n
-        except DeadlineExceeded:
-            raise
-        except Exception as exc:
-            if not is_retryable(exc):
-                raise
-            if n >= max_attempts:
-                raise RetriesExhausted(exc, n) from exc
-            hinted = exc.retry_after if isinstance(exc, RetryableError) else None
-            wait = hinted if hinted is not None else wait_for(n, exc)
-            left = time_left()
-            if left is not None and wait >= left:
-                raise DeadlineExceeded(
-                    f"a retry wait of {wait:.1f}s after {type(exc).__name__}: {safe_str(exc)} would pass the deadline "
-                    f"({left:.1f}s left)"
-                ) from exc
-            on_retry(n, exc, wait)
-            await sleep(wait)
+        out = await attempt()
+        if isinstance(out, Returned):
+            return out, n
+        exc = out.error
+        if isinstance(exc, DeadlineExceeded) or not is_retryable(exc):
+            return out, n
+        if n >= max_attempts:
+            return Raised(_caused(RetriesExhausted(exc, n), exc)), n
+        hinted = exc.retry_after if isinstance(exc, RetryableError) else None
+        wait = hinted if hinted is not None else wait_for(n, exc)
+        left = time_left()
+        if left is not None and wait >= left:
+            why = f"a retry wait of {wait:.1f}s after {type(exc).__name__}: {safe_str(exc)} would pass the deadline"
+            return Raised(_caused(DeadlineExceeded(f"{why} ({left:.1f}s left)"), exc)), n
+        on_retry(n, exc, wait)
+        await sleep(wait)
+
+
+def _caused(err: AgentlabError, cause: Exception) -> AgentlabError:
+    err.__cause__ = cause  # as ``raise err from cause`` would: the traceback shows the last failure
+    return err

@@ -238,7 +238,8 @@ class Shop:
         order = self._order_or_hint(order_id)
         self._pause()
         ship = self.query(
-            "SELECT carrier, tracking, promised_on, shipped_on, delivered_on, delay_reason FROM shipments WHERE order_id = ?",
+            "SELECT carrier, tracking, promised_on, shipped_on, delivered_on, delay_reason FROM shipments WHERE "
+            "order_id = ?",
             (order_id,),
         )
         order["notes"] = [n for n in order["notes"].split("\n") if n]
@@ -363,7 +364,8 @@ class Shop:
             raise ToolError(f"A refund must be more than 0 and at most the order total {order['total']}.")
         self.write(
             (
-                "INSERT INTO refunds (order_id, amount, reason, created_at, approved_by) VALUES (?, ?, ?, datetime('now'), ?)",
+                "INSERT INTO refunds (order_id, amount, reason, created_at, approved_by) VALUES (?, ?, ?, "
+                "datetime('now'), ?)",
                 (order_id, amount, reason, self.role),
             ),
             ("UPDATE orders SET status = 'refunded' WHERE id = ?", (order_id,)),

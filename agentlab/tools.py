@@ -31,6 +31,7 @@ from typing import (
     overload,
 )
 
+from ._checks import is_whole
 from .errors import ToolError
 
 if TYPE_CHECKING:
@@ -54,7 +55,7 @@ class Retry:
 
     def __post_init__(self) -> None:
         m = self.max_attempts
-        if m is not None and (isinstance(m, bool) or not isinstance(m, numbers.Integral) or m < 1):
+        if m is not None and not is_whole(m, 1):
             raise ValueError(f"Retry: max_attempts must be an int >= 1 (1 = no retry) or None, got {m!r}")
         for field in ("base_delay", "max_delay"):
             v = getattr(self, field)
@@ -101,13 +102,11 @@ class Tool:
                     f"tool {name!r}: timeout must be a finite number of seconds > 0 or None, got {timeout!r}"
                 )
             timeout = float(timeout)
-        if max_calls is not None and (isinstance(max_calls, bool) or not isinstance(max_calls, int) or max_calls < 1):
+        if max_calls is not None and not is_whole(max_calls, 1):
             raise ValueError(f"tool {name!r}: max_calls must be an int >= 1, got {max_calls!r}")
         if retry is not None and not isinstance(retry, Retry):
             raise TypeError(f"tool {name!r}: retry must be a Retry(...) or None, got {type(retry).__name__}")
-        if max_result_chars is not None and (
-            isinstance(max_result_chars, bool) or not isinstance(max_result_chars, int) or max_result_chars < 1
-        ):
+        if max_result_chars is not None and not is_whole(max_result_chars, 1):
             raise ValueError(f"tool {name!r}: max_result_chars must be an int >= 1 or None, got {max_result_chars!r}")
         self.fn = fn
         self.name = name

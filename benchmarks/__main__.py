@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--only",
         default="",
-        help="comma-separated: W1,W2,W3,traces,store,panel,memory,caching,cold,recorded,streaming,chaos,chaos-folders,chaos-ray",
+        help="comma-separated: W1,W2,W3,traces,store,panel,memory,caching,cold,recorded,streaming,chaos,"
+        "chaos-folders,chaos-ray",
     )
     p.add_argument("--out", type=Path, default=RESULTS, help="where to write the JSON results")
     p.add_argument("--doc", type=Path, default=None, help="markdown file whose bench table to replace")

@@ -276,7 +276,8 @@ async def chaos_rows(runs: int) -> list[Row]:
             "chaos: deadline overrun, loop free (p99)",
             p99,
             "s",
-            f"p50 {fmt(p50 * 1e3)} ms · p99 {fmt(p99 * 1e3)} ms · max {fmt(worst * 1e3)} ms ({len(over)} deadline stops)",
+            f"p50 {fmt(p50 * 1e3)} ms · p99 {fmt(p99 * 1e3)} ms · max {fmt(worst * 1e3)} ms ({len(over)} deadline "
+            "stops)",
             f"p99 ≤ {OVERRUN_GOAL_S * 1e3:g} ms",
             judged(p99 <= OVERRUN_GOAL_S),
             note="wall time of run() past deadline_s: thread start, the 20 ms grace, trace close, and the OS scheduler",
@@ -295,7 +296,8 @@ async def chaos_rows(runs: int) -> list[Row]:
             "chaos: overruns with the loop blocked, explained",
             blocked_explained,
             "runs",
-            f"{blocked_explained} of {len(tally.blocked)} explained; max {fmt(max((o for o, _ in tally.blocked), default=0.0) * 1e3)} ms",
+            f"{blocked_explained} of {len(tally.blocked)} explained; max "
+            f"{fmt(max((o for o, _ in tally.blocked), default=0.0) * 1e3)} ms",
             "all explained",
             judged(blocked_explained == len(tally.blocked)),
             extra={"size": size, "unexplained": tally.unexplained[:5]},

@@ -352,7 +352,8 @@ async def ray_rows(rounds: int) -> list[Row]:
             label,
             bad,
             "rounds",
-            f"{len(tally.forgotten)} money forgotten · {len(tally.overspend)} over the total · {tally.lost} cells lost, "
+            f"{len(tally.forgotten)} money forgotten · {len(tally.overspend)} over the total · {tally.lost} cells "
+            "lost, "
             f"of {tally.rounds} rounds ({tally.kills_in_flight} workers killed)",
             goal,
             judged(bad == 0),

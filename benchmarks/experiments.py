@@ -107,7 +107,8 @@ async def throughput_rows(n: int, reps: int) -> list[Row]:
             "Experiments: machinery overhead per run over bare arun()",
             overhead,
             "ratio",
-            f"{overhead * 100:+.1f} % ({fmt(min(exp_t) / n * 1000)} ms vs {fmt(min(bare_t) / n * 1000)} ms per run, concurrency 1)",
+            f"{overhead * 100:+.1f} % ({fmt(min(exp_t) / n * 1000)} ms vs {fmt(min(bare_t) / n * 1000)} ms per run, "
+            "concurrency 1)",
             f"≤ {OVERHEAD_GOAL * 100:g} %",
             judged(overhead <= OVERHEAD_GOAL),
             extra={"experiment_s": exp_t, "bare_s": bare_t},

@@ -78,8 +78,8 @@ async def per_step_overhead(steps: int, reps: int, bare_inner: int) -> list[Row]
             judged(on_ok),
             ""
             if on_ok
-            else "limits: a thread hop per sync call (~0.1 ms here) so a hanging tool can be abandoned, "
-            "and ~6 traced events per step",
+            else "limits: ~6 traced events per step, and a hand-off to a worker thread per sync call "
+            "(so a hanging tool can be abandoned)",
         ),
         row(
             "on_async",
@@ -88,8 +88,7 @@ async def per_step_overhead(steps: int, reps: int, bare_inner: int) -> list[Row]
             judged(ms["on_async"] <= W1_ASYNC_GOAL_MS),
             ""
             if ms["on_async"] <= W1_ASYNC_GOAL_MS
-            else "limits: each call runs as its own task (so a tool that "
-            "swallows cancellation can be abandoned) and ~6 traced events per step",
+            else "limits: ~6 traced events per step (a tool that answers without waiting runs with no task of its own)",
         ),
     ]
 

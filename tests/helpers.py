@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import copy
 import threading
 from typing import Any
@@ -72,3 +73,9 @@ def within(seconds: float, fn: Any, why: str = "") -> Any:
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+async def hang() -> None:
+    """Wait forever, spending no time: a tool or model call that never answers, for a deadline or a
+    timeout to cut (the test waits on the run's result, never on this)."""
+    await asyncio.Event().wait()

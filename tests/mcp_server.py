@@ -29,13 +29,19 @@ WIRE = os.dup(1)
 the protocol-breaking tools write to it directly."""
 
 
+_both = asyncio.Event()
+
+
 async def _pair(name: str) -> str:
+    """ "together" when the other half arrives while this one is still running (the reads ran at once)."""
     arrived.append(name)
-    for _ in range(200):
-        if {"a", "b"} <= set(arrived):
-            return "together"
-        await asyncio.sleep(0.01)
-    return "alone"
+    if {"a", "b"} <= set(arrived):
+        _both.set()
+    try:
+        await asyncio.wait_for(_both.wait(), 10)  # only a failing test waits this long
+    except TimeoutError:
+        return "alone"
+    return "together"
 
 
 @server.tool(annotations=READ)
@@ -74,7 +80,7 @@ def broken(order_id: int) -> str:
 @server.tool(annotations=READ)
 async def slow() -> str:
     """Takes a minute."""
-    await asyncio.sleep(60)
+    await asyncio.Event().wait()  # never answers
     return "finally"
 
 
@@ -111,7 +117,7 @@ def lookup_then_die(key: str) -> str:
 async def garbage() -> str:
     """Writes a line that is not JSON-RPC, then says nothing more."""
     os.write(WIRE, b"this is not JSON-RPC at all\n")
-    await asyncio.sleep(60)
+    await asyncio.Event().wait()  # never answers
     return "late"
 
 
@@ -119,7 +125,7 @@ async def garbage() -> str:
 async def wrong_id() -> str:
     """Answers a request that was never sent, then says nothing more."""
     os.write(WIRE, b'{"jsonrpc":"2.0","id":987654,"result":{"content":[]}}\n')
-    await asyncio.sleep(60)
+    await asyncio.Event().wait()  # never answers
     return "late"
 
 

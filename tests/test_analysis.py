@@ -433,7 +433,9 @@ def test_parallel_reads_overlap_in_a_real_run(tmp_path):
 
 
 def test_a_run_with_unknown_prices_is_explained_not_crashed(tmp_path):
-    """A run on a model with no known prices costs $0: the fit says why, repricing fixes it, the what-if says max_cost cannot apply."""
+    """A run on a model with no known prices costs $0: the fit says why, repricing fixes it, the what-if says
+    max_cost cannot apply.
+    """
     al.run(
         "q",
         [fetch],

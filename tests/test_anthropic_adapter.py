@@ -99,7 +99,9 @@ def test_tool_round_trip_sends_definitions_and_results_in_request_order(server):
 
 
 def test_cache_breakpoints_go_on_the_prefix_and_latest_message_never_into_the_history(server):
-    """With caching on, each request marks the system prompt and the latest message, and the run's history stays clean."""
+    """With caching on, each request marks the system prompt and the latest message, and the run's history stays
+    clean.
+    """
     server.add(reply(None, ("lookup", {"order_id": 7})), reply(None, ("lookup", {"order_id": 9})), reply("Done."))
     result = al.run("Find 7 then 9.", [lookup], model=model_for(server), system="Be brief.", clock=al.FakeClock())
     assert isinstance(result, al.Done)
@@ -394,3 +396,31 @@ def test_a_vertex_client_runs_through_the_adapter_priced_from_googles_table(stre
         provider_id="google",
     )
     assert result.spent == pytest.approx(float(google.total_price), rel=1e-9) and result.spent <= 0.004
+
+
+def test_runs_on_fresh_event_loops_load_the_ca_bundle_once_a_process(monkeypatch):
+    """Each run opens a fresh pool; its SSL context (loading the CA bundle, ~20 ms) is built once, and again
+    only when SSL_CERT_FILE names another bundle."""
+    import certifi
+    import httpcore2
+
+    import agentlab.models.anthropic as adapter
+
+    built: list[str | None] = []
+    real = httpcore2.default_ssl_context
+
+    def counting(**kw):
+        built.append(__import__("os").environ.get("SSL_CERT_FILE"))
+        return real(**kw)
+
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    monkeypatch.delenv("SSL_CERT_DIR", raising=False)
+    with MessagesServer([reply("one"), reply("two"), reply("three"), reply("four")]) as server:
+        model = AnthropicModel(client=server.client(), stream=False)  # the user's client builds its own
+        monkeypatch.setattr(httpcore2, "default_ssl_context", counting)
+        monkeypatch.setattr(adapter, "_SSL_CONTEXTS", {})
+        texts = [al.run("q", model=model, trace=False, max_cost=None).text for _ in range(3)]
+        monkeypatch.setenv("SSL_CERT_FILE", certifi.where())
+        texts.append(al.run("q", model=model, trace=False, max_cost=None).text)
+    assert texts == ["one", "two", "three", "four"]
+    assert built == [None, certifi.where()]

@@ -61,7 +61,9 @@ def test_a_retry_after_beyond_the_deadline_stops_at_once_with_the_reason(server)
     "make", [lambda: fault(529, "Overloaded"), lambda: fault(503), lambda: fault(408), lambda: fault(409), dropped]
 )
 def test_transient_failures_are_retried_invisibly(server, make):
-    """Overloaded, unavailable, timeout, conflict and a dropped connection are retried; the model never hears of them."""
+    """Overloaded, unavailable, timeout, conflict and a dropped connection are retried; the model never hears of
+    them.
+    """
     server.add(make(), reply("Shipped."))
     result, rec, _ = go(server)
     assert isinstance(result, al.Done) and result.text == "Shipped."

@@ -191,7 +191,9 @@ def test_a_thinking_budget_shrinks_with_a_clamped_max_tokens():
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 def test_structured_output_is_requested_as_typed_and_parsed_on_done(stream):
-    """output_format= goes out as output_config.format; the JSON answer is on Done.parsed; a non-JSON one is malformed."""
+    """output_format= goes out as output_config.format; the JSON answer is on Done.parsed; a non-JSON one is
+    malformed.
+    """
     from agentlab.testing import MessagesServer
 
     schema = {"type": "json_schema", "schema": {"type": "object", "properties": {"city": {"type": "string"}}}}

@@ -19,11 +19,17 @@ KEY = "server-test-key-31c4"
 
 def create(server: MessagesServer, **params):
     """One typed SDK call against the server."""
+    return create_raw(server, **params)[1]
+
+
+def create_raw(server: MessagesServer, **params):
+    """One SDK call against the server: the HTTP response it came in (headers, request id) and the message."""
 
     async def call():
         client = server.client(api_key=KEY)
         try:
-            return await client.messages.create(**params)
+            raw = await client.messages.with_raw_response.create(**params)
+            return raw, await raw.parse()
         finally:
             await client.close()
 
@@ -37,7 +43,7 @@ def msgs(*contents):
 def test_replies_parse_as_real_sdk_messages_with_ids_usage_and_request_id():
     """The SDK's own types accept every reply: ids filled in, usage counted, request id in the headers."""
     with MessagesServer([reply("Let me look.", ("lookup", {"id": 7}))]) as server:
-        msg = create(server, model="claude-sonnet-4-5", max_tokens=100, messages=msgs("Where is 7?"))
+        raw, msg = create_raw(server, model="claude-sonnet-4-5", max_tokens=100, messages=msgs("Where is 7?"))
     assert isinstance(msg, anthropic.types.Message)
     assert msg.id.startswith("msg_") and msg.model == "claude-sonnet-4-5" and msg.stop_reason == "tool_use"
     assert msg.content[0].text == "Let me look."
@@ -47,7 +53,7 @@ def test_replies_parse_as_real_sdk_messages_with_ids_usage_and_request_id():
         and msg.content[1].input == {"id": 7}
     )
     assert msg.usage.input_tokens > 0 and msg.usage.output_tokens > 0
-    assert msg._request_id.startswith("req_")
+    assert raw.request_id.startswith("req_") and raw.headers["request-id"] == raw.request_id
 
 
 def test_a_scripted_function_sees_the_request_body():
@@ -160,7 +166,13 @@ def test_prefixes_below_the_minimum_are_not_cached():
 
 def test_closing_the_server_cuts_a_slow_reply_short():
     """A reply scripted to take 30 s does not hold up close(); the waiting client sees the connection end."""
-    server = MessagesServer([slow(reply("late"), 30)]).start()
+    arrived = threading.Event()
+
+    def late(body):
+        arrived.set()  # the request is in; its reply is the slow one
+        return slow(reply("late"), 30)
+
+    server = MessagesServer([late]).start()
     outcome: dict[str, object] = {}
 
     def call():
@@ -177,8 +189,7 @@ def test_closing_the_server_cuts_a_slow_reply_short():
 
     t = threading.Thread(target=call)
     t.start()
-    while not server.requests:
-        time.sleep(0.01)
+    assert arrived.wait(20), "the request never reached the server"
     t0 = time.monotonic()
     server.close()
     t.join(timeout=10)

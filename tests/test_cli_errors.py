@@ -82,7 +82,8 @@ def test_experiment_spec_that_is_a_folder(tmp_path):
 def test_experiment_whose_folder_another_run_holds(tmp_path):
     (tmp_path / "t.jsonl").write_text(json.dumps({"id": "a", "input": "q"}))
     (tmp_path / "m.py").write_text(
-        "from agentlab import FunctionModel, reply\ndef f(task, seed):\n    return FunctionModel(lambda m, t: reply('ok'))\n"
+        "from agentlab import FunctionModel, reply\ndef f(task, seed):\n    return FunctionModel(lambda m, t: "
+        "reply('ok'))\n"
     )
     path = spec(tmp_path, 'name = "busy"\ntasks = "t.jsonl"\nmodel = "m:f"\n[axes]\nmax_steps = [2]\n')
     from agentlab.experiments.folder import Folder

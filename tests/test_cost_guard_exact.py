@@ -33,6 +33,8 @@ from agentlab.models.base import ModelRequest
 from agentlab.models.counting import count_params
 from agentlab.testing import MessagesServer
 
+from .helpers import hang
+
 PRICES = al.Prices(input=3.0, output=15.0, cache_read=0.3, cache_write=3.75)
 SYSTEM = "You read files and summarise them."
 
@@ -227,7 +229,7 @@ def test_a_deadline_passing_while_counting_stops_the_run_with_deadline():
 
     class Hanging(AnthropicModel):
         async def count_tokens(self, request: ModelRequest) -> int:
-            await asyncio.sleep(30)
+            await hang()
             return 0
 
     with MessagesServer(plan([40000], [10]), tokenizer="dense") as server:

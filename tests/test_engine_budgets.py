@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import agentlab as al
 from agentlab import reply
 
-from .helpers import PRICES
+from .helpers import PRICES, hang
 
 
 @al.tool(mode="read")
@@ -197,7 +197,7 @@ def test_a_model_call_slower_than_the_deadline_stops_with_deadline():
 
     async def slow(messages, tools, request):
         timeouts.append(request.timeout)
-        await asyncio.sleep(30)
+        await hang()
 
     result = al.run("q", model=al.FunctionModel(slow), trace=False, deadline_s=1.0)  # set-up counts too: room for it
     assert result.reason == "deadline" and "model call at step 1" in result.detail

@@ -272,11 +272,12 @@ def test_lab_pause_and_stop_work_from_another_thread():
 
     calls: list[int] = []
     called = threading.Event()  # set by each model call: "the run is stepping", with no wait on a clock
+    answer = threading.Event()  # the model call in flight answers when the test lets it: Pause lands mid-step
 
     async def model(messages, tools):
         calls.append(1)
         called.set()
-        await asyncio.sleep(0.005)  # a model call takes a moment, so Pause lands mid-run
+        await asyncio.to_thread(answer.wait, 10)
         return reply(None, ("lookup", {"key": str(len(messages))}))
 
     @al.tool(mode="read")
@@ -298,18 +299,21 @@ def test_lab_pause_and_stop_work_from_another_thread():
         await asyncio.to_thread(called.wait, 10)  # until the run is under way
         t, errors = from_thread(lab.pause)
         await asyncio.to_thread(t.join, 10)
+        answer.set()  # the step in flight ends; then the run pauses
         await asyncio.wait_for(task, 10)
-        paused = (lab.engine.finished, lab.state.control, errors)
+        paused = (lab.engine.finished, lab.state.control, errors, lab.engine.steps)
         called.clear()
+        answer.clear()
         task = lab.run()
         await asyncio.to_thread(called.wait, 10)
         t, errors = from_thread(lab.stop)
         await asyncio.to_thread(t.join, 10)
         await asyncio.wait_for(lab.wait(), 10)
+        answer.set()  # lets the cancelled call's thread go
         return lab, paused, errors
 
     lab, paused, errors = asyncio.run(go())
-    assert paused == (False, "paused", [])
+    assert paused == (False, "paused", [], 1)  # paused after the step that was in flight
     assert errors == [] and isinstance(lab.result, al.Stopped) and lab.result.reason == "cancelled"
     lab.close()
 

@@ -10,7 +10,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 
 import matplotlib
 import pandas as pd
@@ -32,7 +31,7 @@ from agentlab.experiments import (
 )
 from agentlab.scenarios.shop_study import shop_experiment
 
-from .helpers import PRICES
+from .helpers import PRICES, within
 
 matplotlib.use("Agg")
 
@@ -43,15 +42,18 @@ def lookup(key: str) -> str:
     return f"value of {key}"
 
 
-def answering(steps: int = 2, words: int = 20, counter: list[int] | None = None, latency: float = 0.0):
-    """A model factory: ``steps - 1`` lookups, then the task's target as the answer."""
+def answering(steps: int = 2, words: int = 20, counter: list[int] | None = None, turns: int = 0):
+    """A model factory: ``steps - 1`` lookups, then the task's target as the answer.
+
+    ``turns``: a call gives the event loop up to that many turns (by seed) before it answers, so
+    concurrent runs interleave differently, with no real time spent."""
 
     def factory(task, seed):
         async def fn(messages, tools):
             if counter is not None:
                 counter.append(1)
-            if latency:
-                await asyncio.sleep(latency * (seed % 3) / 2)
+            for _ in range(turns * (seed % 3)):
+                await asyncio.sleep(0)
             n = sum(1 for m in messages if m["role"] == "assistant")
             if n < steps - 1:
                 return reply("looking " * words, ("lookup", {"key": f"k{n}"}))
@@ -78,15 +80,16 @@ def make(tmp_path, n=4, configs=None, **kw):
     words=st.lists(st.integers(1, 400), min_size=1, max_size=4),
     concurrency=st.integers(1, 16),
     total=st.floats(0.001, 0.05),
-    latency=st.sampled_from([0.0, 0.001, 0.003]),
+    turns=st.integers(0, 3),
 )
-def test_total_budget_is_never_exceeded(tmp_path_factory, words, concurrency, total, latency):
-    """Whatever the call sizes, concurrency and latencies, the rows never cost more than max_total_cost."""
+def test_total_budget_is_never_exceeded(tmp_path_factory, words, concurrency, total, turns):
+    """Whatever the call sizes, concurrency and interleavings, the rows never cost more than max_total_cost."""
     folder = tmp_path_factory.mktemp("exp")
 
     def factory(task, seed):
         async def fn(messages, tools):
-            await asyncio.sleep(latency * (seed % 4))
+            for _ in range(turns * (seed % 4)):  # interleavings vary by seed, without real time
+                await asyncio.sleep(0)
             n = sum(1 for m in messages if m["role"] == "assistant")
             w = words[(seed + n) % len(words)]
             if n < 3:
@@ -194,10 +197,11 @@ def test_shop_study_configs_teach_their_lessons(tmp_path):
 
 # ---------------------------------------------------------- stop and resume
 EXPERIMENT_SRC = textwrap.dedent('''
-    import asyncio, sys, agentlab
+    import asyncio, os, sys, agentlab
     from agentlab import FunctionModel, Prices, reply, tool
 
     CALLS = []
+    HOLD_FROM = int(os.environ.get("HOLD_FROM", "99"))  # tasks from this index on never answer (the killed process)
 
     @tool
     def lookup(key: str) -> str:
@@ -207,7 +211,9 @@ EXPERIMENT_SRC = textwrap.dedent('''
     def factory(task, seed):
         async def fn(messages, tools):
             CALLS.append(task.id)
-            await asyncio.sleep(0.15)
+            if int(task.id[1:]) >= HOLD_FROM:
+                print("holding", task.id, flush=True)  # the test kills the process once both workers hold
+                await asyncio.Event().wait()
             n = sum(1 for m in messages if m["role"] == "assistant")
             return reply(None, ("lookup", {"key": "a"})) if n == 0 else reply("done")
         return FunctionModel(fn)
@@ -227,20 +233,22 @@ def test_resume_after_sigkill_reruns_only_unfinished_cells(tmp_path):
     script = tmp_path / "expdef.py"
     script.write_text(EXPERIMENT_SRC)
     folder = tmp_path / "exp"
-    proc = subprocess.Popen([sys.executable, str(script), str(folder)], cwd=tmp_path)
+    env = {**os.environ, "HOLD_FROM": "3"}
+    proc = subprocess.Popen(
+        [sys.executable, str(script), str(folder)], cwd=tmp_path, env=env, stdout=subprocess.PIPE, text=True
+    )
     rows = folder / "experiment" / "rows.jsonl"
     try:
-        t_end = time.monotonic() + 60
-        while time.monotonic() < t_end:
-            if rows.exists() and len(rows.read_bytes().splitlines()) >= 3:
-                break
-            time.sleep(0.02)
+        # t0..t2 finish and are saved; then each of the two workers holds in a model call (t3, t4)
+        held = within(60, lambda: [proc.stdout.readline() for _ in range(2)], "the experiment never reached t3, t4")
+        assert sorted(held) == ["holding t3\n", "holding t4\n"]
         os.kill(proc.pid, signal.SIGKILL)
     finally:
+        proc.kill()
         proc.wait()
     kept = [json.loads(line) for line in rows.read_bytes().splitlines() if line.strip()]
     finished = {r["task_id"] for r in kept if r["outcome"] == "done"}
-    assert 3 <= len(finished) < 12
+    assert finished == {"t0", "t1", "t2"}  # every cell that finished before the kill was saved
 
     spec = importlib.util.spec_from_file_location("expdef", script)
     mod = importlib.util.module_from_spec(spec)
@@ -272,7 +280,7 @@ def test_a_folder_made_by_a_different_spec_is_a_clear_error_unless_a_new_name_is
 
 
 def test_stop_keeps_finished_runs_and_a_rerun_finishes_the_rest(tmp_path):
-    exp = make(tmp_path, n=8, concurrency=2, model=answering(latency=0.02))
+    exp = make(tmp_path, n=8, concurrency=2, model=answering(turns=2))
     seen: list[str] = []
 
     def stop_after_two(e: ExperimentEvent) -> None:
@@ -508,7 +516,7 @@ def result_of(spec, configs=("a", "b")) -> agentlab.experiments.ExperimentResult
 
 
 def test_success_means_done_and_scored_a_stopped_run_fails_and_a_cut_run_is_no_sample():
-    from agentlab.experiments.results import success_of
+    from agentlab.experiments import success_of
 
     r = result_of(
         [

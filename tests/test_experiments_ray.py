@@ -32,7 +32,9 @@ def test_ray_ledger_actor_holds_the_total_across_workers(local_ray, tmp_path):
 
 
 def test_a_worker_killed_mid_cell_is_paid_for_released_and_run_again_on_resume(local_ray, tmp_path):
-    """The worker dies in its second model call: the row bills what the trace shows, the hold is spent, the rest runs."""
+    """The worker dies in its second model call: the row bills what the trace shows, the hold is spent, the rest
+    runs.
+    """
     import agentlab as al
 
     marker = tmp_path / "killed-once"

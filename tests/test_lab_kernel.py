@@ -22,16 +22,20 @@ def lookup(key: str) -> str:
     \"\"\"Look a key up.\"\"\"
     return f"value of {key}"
 
+calls = []
+hold = {"at": 3, "reached": asyncio.Event(), "release": asyncio.Event()}
+
 async def model_fn(messages, tools):
-    await asyncio.sleep(0.02)  # a model that takes a little while, so the run spans several cells
+    # answers at once, except that call number hold["at"] waits for the notebook to let it go:
+    # so a cell knows the run is mid-step without watching a clock
+    calls.append(1)
+    if len(calls) == hold["at"]:
+        hold["reached"].set()
+        await hold["release"].wait()
     return reply("still looking", ("lookup", {"key": str(len(messages))}))
 
-async def until(condition, timeout=120):
-    loop = asyncio.get_running_loop()
-    end = loop.time() + timeout
-    while not condition():
-        assert loop.time() < end, "timed out waiting"
-        await asyncio.sleep(0.01)
+def hold_at(n):
+    hold.update(at=n, reached=asyncio.Event(), release=asyncio.Event())
 
 lab = al.Lab("count forever", [lookup], model=al.FunctionModel(model_fn),
              max_steps=2000, max_cost=None, deadline_s=None, trace=TRACE_DIR)
@@ -44,22 +48,27 @@ print("running:", lab.running)
 """
 
 PAUSE = """
-await until(lambda: lab.engine.steps >= 3)
+await asyncio.wait_for(hold["reached"].wait(), 120)  # the third model call is in flight
 lab.panel.buttons["pause"].click()
 said_on_click = lab.phase
+hold["release"].set()
 await lab.wait()
 paused_at = lab.engine.steps
 print(json.dumps({"on_click": said_on_click, "phase": lab.phase, "steps": paused_at}))
 """
 
 HOLD = """
-await asyncio.sleep(0.5)  # a paused run makes no progress while the kernel is free
-print(json.dumps({"held": lab.engine.steps == paused_at, "phase": lab.phase}))
+made = len(calls)
+for _ in range(200):  # the kernel's loop is free to run anything that is still scheduled
+    await asyncio.sleep(0)
+print(json.dumps({"held": lab.engine.steps == paused_at and len(calls) == made and not lab.running,
+                  "phase": lab.phase}))
 """
 
 RESUME_AND_STOP = """
+hold_at(len(calls) + 3)
 lab.panel.buttons["run"].click()
-await until(lambda: lab.engine.steps >= paused_at + 3)
+await asyncio.wait_for(hold["reached"].wait(), 120)  # two more steps done, the third call in flight
 lab.panel.buttons["stop"].click()
 result = await lab.wait()
 print(json.dumps({"reason": result.reason, "steps": result.steps, "phase": lab.phase,
@@ -98,14 +107,14 @@ def test_notebook_pauses_resumes_and_stops_a_run_through_the_panel(tmp_path):
 
     paused = last_json(nb.cells[2])
     assert paused["on_click"] == "pausing"
-    assert paused["phase"] == "paused" and paused["steps"] >= 3
+    assert paused["phase"] == "paused" and paused["steps"] == 3  # the step in flight ended, then it paused
 
     held = last_json(nb.cells[3])
     assert held == {"held": True, "phase": "paused"}
 
     stopped = last_json(nb.cells[4])
     assert stopped["reason"] == "cancelled" and stopped["phase"] == "stopped"
-    assert stopped["steps"] >= paused["steps"] + 3
+    assert stopped["steps"] == paused["steps"] + 3  # the step stopped mid-call is in the count (and the trace)
     assert "stopped: cancelled" in stopped["status"]
     assert f"{stopped['steps']} / 2000" in stopped["steps_gauge"]
     assert stopped["buttons"] == {"step": False, "run": False, "pause": True, "stop": True}

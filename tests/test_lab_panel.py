@@ -175,7 +175,7 @@ def test_a_run_stopped_by_its_budget_continues_after_raising_the_limit_in_the_pa
         result = await lab.wait()
         assert isinstance(result, al.Stopped) and result.reason == "budget"
         assert lab.panel.bars["cost"].bar_style == "danger"
-        assert "agentlab-level-stopped" in lab.panel.gauge_rows["cost"]._dom_classes
+        assert "agentlab-level-stopped" in gauge(lab, "cost")  # the class the page styles (and the browser test finds)
         assert "stopped the run" in gauge(lab, "cost") and "stopped the run" not in gauge(lab, "steps")
         assert "stopped: budget" in lab.panel.status.value
         assert lab.panel.limit_fields["max_cost"].value == "0.004"
@@ -191,7 +191,7 @@ def test_a_run_stopped_by_its_budget_continues_after_raising_the_limit_in_the_pa
         done = await lab.wait()
         assert isinstance(done, al.Done) and done.text == "Finally done."
         assert "&#36;1.00" in gauge(lab, "cost") and "stopped the run" not in gauge(lab, "cost")
-        assert "agentlab-level-stopped" not in lab.panel.gauge_rows["cost"]._dom_classes
+        assert "agentlab-level-stopped" not in gauge(lab, "cost")
 
     asyncio.run(main())
 

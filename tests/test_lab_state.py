@@ -147,6 +147,28 @@ def test_dollars_never_reach_mathjax():
     assert "$" not in step_html(state.log[1])
 
 
+def test_a_step_reads_with_the_same_markup_live_and_read_back(tmp_path):
+    """The panel's log and the trace's repr of the same step share one container and one escaping:
+    a page or a stylesheet finds step 1 the same way in both, and neither lets a tool's markup through."""
+    hostile = "<img src=x onerror=alert(1)> costs $5"
+
+    @al.tool(mode="read")
+    def fetch() -> str:
+        """Returns markup."""
+        return hostile
+
+    state = PanelState()
+    script = al.ScriptedModel([reply(None, ("fetch", {})), reply("done")])
+    result = al.run("q", [fetch], model=script, trace=tmp_path, subscribers=[state.apply], clock=al.FakeClock())
+    live = step_html(state.log[1])
+    read_back = result.trace.step(1)._repr_html_()
+    for html in (live, read_back):
+        assert html.startswith("<div class='agentlab-step' data-step='1' ")
+        assert "<div class='agentlab-step-head'" in html
+        assert "<img" not in html and "$" not in html
+        assert "&lt;img src=x onerror=alert(1)&gt; costs &#36;5" in html
+
+
 def test_buttons_enabled_follow_the_run():
     """Pause only while running, Run/Step to continue a stopped-by-budget run, nothing once done."""
     s = PanelState()

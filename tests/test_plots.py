@@ -176,18 +176,26 @@ def test_tool_timeline_bars_span_each_call_and_tell_reads_from_writes(tmp_path):
 
 
 def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes_alone(tmp_path):
-    """In a real run, three reads requested together overlap in time; two writes run one after the other."""
+    """In a real run, three reads requested together overlap in time; two writes run one after the other.
+
+    Time is the run's injected clock: each tool and model call "takes" its seconds on it, so the spans
+    are exact, and three reads that ran one after another would not overlap."""
+    clock = al.FakeClock()
+    started, ending = asyncio.Barrier(3), asyncio.Barrier(3)  # the three reads are all running at once
 
     @al.tool(mode="read")
     async def lookup(key: str) -> str:
-        """Takes 0.2 s."""
-        await asyncio.sleep(0.2)
+        """Takes 0.2 s, side by side with the other two."""
+        await asyncio.wait_for(started.wait(), 10)
+        if key == "a":
+            clock.advance(0.2)  # the 0.2 s the three spend together, counted once
+        await asyncio.wait_for(ending.wait(), 10)
         return key
 
     @al.tool(mode="write")
     async def store(key: str) -> str:
         """Takes 0.15 s."""
-        await asyncio.sleep(0.15)
+        await clock.sleep(0.15)
         return key
 
     reads = reply(None, *[("lookup", {"key": k}) for k in "abc"])
@@ -195,7 +203,7 @@ def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes
     script = [reads, writes, reply("done")]
 
     async def thinking_model(messages, tools):
-        await asyncio.sleep(0.05)  # a model call that takes visible time
+        await clock.sleep(0.05)  # a model call that takes visible time
         return script[sum(m["role"] == "assistant" for m in messages)]
 
     al.run(
@@ -205,6 +213,7 @@ def test_tool_timeline_of_a_real_run_shows_parallel_reads_overlapping_and_writes
         trace=tmp_path / "runs",
         max_cost=None,
         run_id="timeline",
+        clock=clock,
     )
     tr = load_traces(tmp_path / "runs")
     ax = plots.tool_timeline(tr.calls, steps=tr.steps)
@@ -234,9 +243,11 @@ def test_whatif_grid_colours_each_cell_by_how_the_run_would_have_ended(traces, t
     assert budgets == ["≤4 steps\n$0.02", "≤4 steps", "$0.02", "no limit"]
     texts = {(round(t.get_position()[1]), round(t.get_position()[0])): t.get_text() for t in ax.texts}
     names = list(plots.REASON_COLORS)
+    column = {(4.0, 0.02): "≤4 steps\n$0.02", (4.0, None): "≤4 steps", (None, 0.02): "$0.02", (None, None): "no limit"}
     for row in grid.itertuples():
         i = runs.index(row.run_id)
-        j = budgets.index(plots._budget_label(row.max_steps, row.max_cost, row.deadline_s))
+        limits = tuple(None if v != v else float(v) for v in (row.max_steps, row.max_cost))  # NaN: no limit
+        j = budgets.index(column[limits])
         expect = "done" if row.outcome == "done" else row.reason
         assert names[image[i][j]] == expect
         assert texts[(i, j)] == f"{expect} @{row.steps}"

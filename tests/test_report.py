@@ -73,7 +73,9 @@ def test_the_report_of_an_unknown_run_names_it(tmp_path):
 
 
 def test_the_exported_notebook_validates_and_has_a_cell_per_step(tmp_path):
-    """export_notebook writes a valid notebook: a markdown cell per step with calls and results, and code to load and plot."""
+    """export_notebook writes a valid notebook: a markdown cell per step with calls and results, and code to load
+    and plot.
+    """
     done = a_finished_run(tmp_path / "runs")
     out = export_notebook(done.run_id, tmp_path / "out" / "run.ipynb", runs=tmp_path / "runs")
     nb = nbformat.read(str(out), as_version=4)

@@ -14,8 +14,8 @@ from markdown_it import MarkdownIt
 import agentlab as al
 from agentlab import reply
 from agentlab._safe_text import html_text, md_code, md_text, terminal_text
+from agentlab.experiments import ExperimentResult
 from agentlab.experiments.grid import Config
-from agentlab.experiments.results import ExperimentResult
 
 MARKDOWN_ATTACKS = [
     "![m](http://127.0.0.1:9/leak?k=v)",

@@ -10,7 +10,7 @@ import pytest
 import agentlab as al
 from agentlab import reply
 
-from .helpers import Recorder, Seen, last_tool_results
+from .helpers import Recorder, Seen, hang, last_tool_results
 
 
 def run_with(tools, script, **kw):
@@ -127,7 +127,7 @@ def test_a_tools_own_timeout_is_retryable():
     async def sometimes_slow() -> str:
         calls.append(1)
         if len(calls) == 1:
-            await asyncio.sleep(10)
+            await hang()  # cut by the tool's own timeout
         return "quick this time"
 
     result, rec, seen = run_with([sometimes_slow], [reply(None, ("sometimes_slow", {})), reply("ok")])
@@ -213,7 +213,7 @@ def test_a_fatal_error_cancels_running_siblings_and_starts_no_more_tools():
     @al.tool(mode="read")
     async def slow_read(n: int) -> str:
         started.append(n)
-        await asyncio.sleep(30)
+        await hang()  # cancelled by its sibling's fatal error
         return "late"
 
     @al.tool(mode="read")

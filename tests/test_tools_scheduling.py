@@ -57,14 +57,14 @@ def test_a_write_runs_alone_between_reads_and_the_read_after_sees_it():
     @al.tool(mode="read")
     async def get_status() -> str:
         enter("read")
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # a turn of the loop: anything started beside it is running now
         running.remove("read")
         return state["status"]
 
     @al.tool(mode="write")
     async def set_status(status: str) -> str:
         enter("write")
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
         state["status"] = status
         running.remove("write")
         return "updated"
@@ -84,12 +84,15 @@ def test_a_write_runs_alone_between_reads_and_the_read_after_sees_it():
 def test_max_concurrency_bounds_parallel_reads():
     """No more reads run at once than max_concurrency."""
     now, peak = [0], [0]
+    full = asyncio.Event()  # three reads are running: the bound is reached, not passed
 
     @al.tool(mode="read")
     async def r(n: int) -> str:
         now[0] += 1
         peak[0] = max(peak[0], now[0])
-        await asyncio.sleep(0.01)
+        if now[0] == 3:
+            full.set()
+        await asyncio.wait_for(full.wait(), 10)  # the first reads hold until three run at once
         now[0] -= 1
         return "ok"
 

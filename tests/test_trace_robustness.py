@@ -115,7 +115,8 @@ def test_a_file_size_limit_stops_the_run_in_a_real_process(tmp_path):
         resource.setrlimit(resource.RLIMIT_FSIZE, (6000, 6000))
         page = al.tool(mode="read", name="page")(lambda i: "p" * 400)
         model = al.ScriptedModel([al.reply(None, ("page", {{"i": i}})) for i in range(20)] + [al.reply("done")])
-        r = al.run("read", [page], model=model, trace={str(tmp_path)!r}, max_cost=None, max_steps=30, clock=al.FakeClock())
+        r = al.run("read", [page], model=model, trace={str(tmp_path)!r}, max_cost=None, max_steps=30,
+                   clock=al.FakeClock())
         print(type(r).__name__, r.reason if hasattr(r, "reason") else "", "|", r.detail if hasattr(r, "detail") else "")
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
@@ -141,7 +142,8 @@ def test_a_second_writer_of_the_same_run_gets_a_clear_error(tmp_path):
     assert "already being written" in second.detail
     script = textwrap.dedent(f"""
         import agentlab as al
-        r = al.run("q", model=al.ScriptedModel([al.reply("hi")]), run_id="shared-run", trace={str(tmp_path)!r}, max_cost=None)
+        model = al.ScriptedModel([al.reply("hi")])
+        r = al.run("q", model=model, run_id="shared-run", trace={str(tmp_path)!r}, max_cost=None)
         print(r.reason)
     """)
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
@@ -191,7 +193,9 @@ def _line(**kw) -> str:
 
 
 def test_the_loader_skips_every_kind_of_bad_line_and_file_with_one_warning_each(tmp_path):
-    """Invalid JSON, wrong shapes and types, a BOM, NaN, a directory and an unreadable file: everything readable loads."""
+    """Invalid JSON, wrong shapes and types, a BOM, NaN, a directory and an unreadable file: everything readable
+    loads.
+    """
     good = json.dumps(GOOD)
     bad_lines = [
         "{not json",

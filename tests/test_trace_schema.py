@@ -95,5 +95,5 @@ def test_a_traced_run_imports_the_writer_only_and_import_agentlab_no_store_engin
         check=True,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     ).stdout.splitlines()
-    assert out == ["['agentlab.trace', 'agentlab.trace.files', 'agentlab.trace.writer']", "[]"]
+    assert out == ["['agentlab.trace', 'agentlab.trace._blobs', 'agentlab.trace.files', 'agentlab.trace.writer']", "[]"]
     assert al.load_runs(tmp_path).runs["outcome"].tolist() == ["done"]

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import agentlab as al
 from agentlab import reply
 from agentlab.trace import TraceWriter, TruncatedTraceWarning
 
-from .helpers import Seen
+from .helpers import Seen, within
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -73,13 +72,6 @@ def test_every_event_carries_run_id_step_seq_time_kind_and_schema_version(tmp_pa
     assert events[0]["kind"] == "run_started" and events[-1]["kind"] == "run_finished"
 
 
-def complete_lines(file: Path) -> list[dict]:
-    """The whole lines written so far (the last one may still be in progress)."""
-    return [
-        json.loads(line) for line in file.read_text(encoding="utf-8").splitlines(keepends=True) if line.endswith("\n")
-    ]
-
-
 CRASH_SCRIPT = textwrap.dedent(
     """
     import sys
@@ -90,6 +82,7 @@ CRASH_SCRIPT = textwrap.dedent(
     def fetch(n: int) -> str:
         '''Fetch page n; page 4 waits for a line on stdin that never comes.'''
         if n == 4:
+            print("blocked", flush=True)  # its tool_started line is on disk: the test may kill now
             sys.stdin.readline()
         return f"page {n} text"
 
@@ -101,7 +94,9 @@ CRASH_SCRIPT = textwrap.dedent(
 
 
 def test_a_run_killed_mid_step_leaves_every_finished_step_readable(tmp_path):
-    """SIGKILL a real process while its step-4 tool blocks: steps 1-3 load whole, step 4 shows the call that never returned."""
+    """SIGKILL a real process while its step-4 tool blocks: steps 1-3 load whole, step 4 shows the call that never
+    returned.
+    """
     runs = tmp_path / "runs"
     env = {**os.environ, "AGENTLAB_RUNS": str(runs), "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(
@@ -111,19 +106,11 @@ def test_a_run_killed_mid_step_leaves_every_finished_step_readable(tmp_path):
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
-    file = runs / "crashme.jsonl"
     try:
-        deadline = time.monotonic() + 120  # generous: a shared, noisy machine
-        while time.monotonic() < deadline and proc.poll() is None:
-            if file.exists() and any(
-                e["kind"] == "tool_started" and e["call_id"] == "toolu_0004" for e in complete_lines(file)
-            ):
-                break
-            time.sleep(0.05)
-        else:
-            pytest.fail(
-                f"the child never reached step 4 (exit {proc.poll()}): {proc.stderr.read().decode()[-2000:] if proc.poll() is not None else ''}"
-            )
+        said = within(120, proc.stdout.readline, "the child never reached step 4")  # generous: a noisy machine
+        assert said == b"blocked\n", (
+            f"the child ended early (exit {proc.poll()}): {proc.stderr.read().decode()[-2000:]}"
+        )
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:
@@ -411,7 +398,9 @@ def test_no_secret_field_name_slips_past_the_cheap_pretest(words, sep, camel):
 
 
 def test_a_real_sdk_run_leaves_no_api_key_in_its_trace(tmp_path, monkeypatch):
-    """Through the real anthropic SDK on a local server, with a retried error that echoes the auth header, the key never reaches the file."""
+    """Through the real anthropic SDK on a local server, with a retried error that echoes the auth header, the key
+    never reaches the file.
+    """
     from agentlab.models.anthropic import AnthropicModel
     from agentlab.testing import MessagesServer, fault
 

@@ -6,6 +6,14 @@ module runs them. Each call ends as a :class:`CallOutcome`: either a
 error, the deadline). Every failure goes through :func:`errors.classify`,
 the one policy table.
 
+A call is four steps, each ending in a value rather than an exception
+travelling up: :meth:`CallRunner._admit` (known tool, ``max_calls``, valid
+arguments, approval), :meth:`CallRunner._attempts` (``retry.retrying`` over
+:func:`bounded` attempts, each running the code through
+:func:`agentlab._runtime.isolate.run`: ``Returned``, ``Raised`` or
+``TimedOut``), and :meth:`CallRunner._ended` (the outcome for the engine and
+the ``tool_finished`` event).
+
 The runner sees the run only through a :class:`CallContext`: the tools, the
 policy, the clock, a few facts read live (time left, the current step) and
 three things it may do (emit an event, give back working time, name abandoned
@@ -17,12 +25,13 @@ from __future__ import annotations
 
 import asyncio
 import random
+import time
 import traceback
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .._runtime.isolate import inline, settle, start, unwrap
+from .._runtime.isolate import HANDOFF_S, Raised, Returned, TimedOut, inline, run
 from .._subruns import calling
 from ..approval import Approver
 from ..clock import Clock
@@ -37,7 +46,7 @@ class CallContext(Protocol):
     """What running a tool call may know of its run, and change, and nothing more.
 
     The engine hands the runner one object with exactly these members (``loop._CallSide``):
-    the run's fixed inputs, five facts read live (working time, time left, the deadline,
+    the run's fixed inputs, four facts read live (working time, time left, the deadline,
     the step), and the three things a call may do to its run: emit an event, give back
     working time (an approval wait that stops the clock), name work it left running.
     """
@@ -79,6 +88,9 @@ class CallOutcome:
     stop: tuple[StopReason, str, BaseException | None] | None = None
 
 
+CANCELLED_TEXT = "cancelled: another call of this turn stopped the run"
+
+
 def result_block(call_id: str, text: str | list[Block], is_error: bool) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
     if is_error:
@@ -103,29 +115,31 @@ async def bounded(
     deadline_s: float | None,
     on_abandon: Callable[[], None],
     trusted: bool = False,
-) -> Any:
-    """Run ``work()`` (see :mod:`agentlab._runtime.isolate`) within the time left and the tool's own timeout.
+    handoff_s: float = 0.0,
+) -> Returned | Raised:
+    """One attempt at ``work()`` within the time left and the tool's own timeout; how it ended, as a value.
 
-    The run's deadline expiring raises :class:`DeadlineExceeded` (the run
-    stops); the tool's own, shorter timeout raises ``TimeoutError``, which
-    the policy table calls retryable. Work that ignores its cancellation is
-    abandoned (``on_abandon``), never waited for past the limit. ``trusted``
-    async code (the model adapters) runs in the caller's task instead, which
-    is cheaper and still turns whatever it raises into an outcome.
+    The owner of the rule "whose limit passed": the run's deadline ends the
+    attempt as :class:`DeadlineExceeded` (the run stops); the tool's own,
+    shorter timeout as ``TimeoutError``, which the policy table calls
+    retryable. Work that ignores its cancellation is abandoned
+    (``on_abandon``), never waited for past the limit. ``trusted`` async code
+    (the model adapters) runs in the caller's task instead
+    (:func:`~agentlab._runtime.isolate.inline`), which is cheaper.
     """
     if time_left is not None and time_left <= 0:
-        raise DeadlineExceeded(f"not started: the {deadline_s:g}s deadline had passed")
+        return Raised(DeadlineExceeded(f"not started: the {deadline_s:g}s deadline had passed"))
     limits = [x for x in (time_left, own_timeout) if x is not None]
     wait = max(0.0, min(limits)) if limits else None
-    try:
-        outcome = await (
-            inline(work, wait) if trusted and is_async else settle(start(work, is_async), wait, on_abandon)
-        )
-    except TimeoutError:
-        if time_left is not None and wait is not None and time_left <= wait:
-            raise DeadlineExceeded(f"still running when the {deadline_s:g}s deadline passed") from None
-        raise TimeoutError(f"no answer within its own {own_timeout:g}s timeout") from None
-    return unwrap(outcome, where)
+    if trusted and is_async:
+        out = await inline(work, wait, where)
+    else:
+        out = await run(work, is_async=is_async, timeout=wait, where=where, on_abandon=on_abandon, handoff_s=handoff_s)
+    if not isinstance(out, TimedOut):
+        return out
+    if time_left is not None and wait is not None and time_left <= wait:
+        return Raised(DeadlineExceeded(f"still running when the {deadline_s:g}s deadline passed"))
+    return Raised(TimeoutError(f"no answer within its own {own_timeout:g}s timeout"))
 
 
 class CallRunner:
@@ -135,6 +149,7 @@ class CallRunner:
         self.ctx = ctx
         self.sem = asyncio.Semaphore(max_concurrency)
         self.calls_per_tool: dict[str, int] = {}
+        self._slow: set[str] = set()  # sync tools that did not answer within the hand-off last time
         self.approver = Approver(
             ctx.approve,
             stops_clock=ctx.approval_stops_clock,
@@ -182,79 +197,81 @@ class CallRunner:
 
     async def _limited(self, call: Block, index: int) -> CallOutcome:
         async with self.sem:
-            return await self.call(call, index)
+            return await self.call(call, index, alone=False)
 
-    async def call(self, call: Block, index: int) -> CallOutcome:
+    async def call(self, call: Block, index: int, alone: bool = True) -> CallOutcome:
+        """Run one call to its end: admitted, attempted (retried by the policy), classified, reported.
+
+        A sync tool called ``alone`` may have its answer waited for on the worker hand-off; among
+        other calls of its batch it never is, so reads that take a little while still overlap.
+        """
         ctx = self.ctx
-        name, args, call_id = call["name"], call["input"], call["id"]
+        name, call_id = call["name"], call["id"]
         tool = ctx.tools.get(name)
         start = ctx.elapsed()
         ctx.emit(
-            EventKind.TOOL_STARTED, call_id=call_id, tool=name, mode=tool.mode if tool else None, args=args, index=index
+            EventKind.TOOL_STARTED,
+            call_id=call_id,
+            tool=name,
+            mode=tool.mode if tool else None,
+            args=call["input"],
+            index=index,
         )
         attempts = 0
-
-        def finished(outcome: Outcome, text: str, is_error: bool, error: BaseException | None = None) -> None:
-            self.report(call, index, outcome, attempts, text, is_error, start, error)
-
         try:
             if tool is None:
                 known = ", ".join(ctx.tools) or "none"
-                raise UnknownTool(
-                    f"the model asked for a tool named {name!r}, which is not registered (tools: {known})"
-                )
-            used = self.calls_per_tool.get(name, 0)
-            if tool.max_calls is not None and used >= tool.max_calls:
-                raise ToolError(
-                    f"{name} may be called at most {tool.max_calls} times in a run, and it has been.",
-                    hint="answer with what you have, or use another tool.",
-                )
-            kwargs = tool.validate(args)
-            kwargs = await self.approver(tool, kwargs, call_id)  # a human may say no, or edit
-            self.calls_per_tool[name] = used + 1
-            value, attempts = await self._invoke(tool, kwargs, call_id)
-            content = tool.result_content(value)  # text capped at tool.max_result_chars, or content blocks as given
-            finished(Outcome.OK if attempts == 1 else Outcome.RETRIED, result_summary(content), False)
-            return CallOutcome(index, result_block(call_id, content, False))
+                msg = f"the model asked for a tool named {name!r}, which is not registered (tools: {known})"
+                raise UnknownTool(msg)
+            kwargs = await self._admit(tool, call)
+            out, attempts = await self._attempts(tool, kwargs, call_id, alone)
         except asyncio.CancelledError:
-            finished(Outcome.CANCELLED, "cancelled: another call of this turn stopped the run", True)
+            self.report(call, index, Outcome.CANCELLED, attempts, CANCELLED_TEXT, True, start)
             raise
-        except DeadlineExceeded as exc:
-            finished(Outcome.FATAL, str(exc), True)
-            return CallOutcome(index, None, (StopReason.DEADLINE, f"tool {name} at step {ctx.step()}: {exc}", None))
-        except RetriesExhausted as exc:
-            attempts = exc.attempts
-            text = f"{describe(exc.last)} (gave up after {exc.attempts} attempts). Next step: try again later or get this from another tool."
-            finished(Outcome.RECOVERABLE, text, True, exc.last)
-            return CallOutcome(index, result_block(call_id, text, True))
-        except Exception as exc:
-            attempts = attempts or 1
-            text = describe(exc)
-            if classify(exc, ctx.policy) == "fatal":
-                finished(Outcome.FATAL, text, True, exc)
-                return CallOutcome(index, None, (StopReason.FATAL, f"{text} (tool {name}, step {ctx.step()})", exc))
-            if not isinstance(exc, ToolError):
-                text += " Next step: check the arguments, or try another approach."
-            finished(Outcome.RECOVERABLE, text, True, exc)
-            return CallOutcome(index, result_block(call_id, text, True))
+        except Exception as exc:  # refused before any attempt: unknown, over max_calls, invalid, not approved
+            out = Raised(exc)
+        return self._ended(call, index, tool, out, attempts, start)
 
-    async def _invoke(self, tool: Tool, kwargs: dict[str, Any], call_id: str) -> tuple[Any, int]:
+    async def _admit(self, tool: Tool, call: Block) -> dict[str, Any]:
+        """The arguments the tool will be called with, once it may be called at all (raises if not)."""
+        used = self.calls_per_tool.get(tool.name, 0)
+        if tool.max_calls is not None and used >= tool.max_calls:
+            raise ToolError(
+                f"{tool.name} may be called at most {tool.max_calls} times in a run, and it has been.",
+                hint="answer with what you have, or use another tool.",
+            )
+        kwargs = tool.validate(call["input"])
+        kwargs = await self.approver(tool, kwargs, call["id"])  # a human may say no, or edit
+        self.calls_per_tool[tool.name] = used + 1
+        return kwargs
+
+    async def _attempts(
+        self, tool: Tool, kwargs: dict[str, Any], call_id: str, alone: bool
+    ) -> tuple[Returned | Raised, int]:
+        """Attempt the tool until it returns or fails for good (``retry.retrying``, by the policy)."""
         ctx, p, r = self.ctx, self.ctx.policy, tool.retry
         base = r.base_delay if r and r.base_delay is not None else p.base_delay
         cap = r.max_delay if r and r.max_delay is not None else p.max_delay
+        # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
+        left_in = f"tool {tool.name} (call {call_id}, still running in its {'task' if tool.is_async else 'thread'})"
+        where = f"tool {tool.name}"
+        quick = alone and not tool.is_async and tool.name not in self._slow
 
-        def attempt() -> Any:
-            # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
-            how = "task" if tool.is_async else "thread"
-            return bounded(
+        async def attempt() -> Returned | Raised:
+            t0 = time.perf_counter()
+            out = await bounded(
                 calling(ctx.parent, ctx.step(), call_id, lambda: tool.fn(**kwargs), tool.is_async),
                 is_async=tool.is_async,
-                where=f"tool {tool.name}",
+                where=where,
                 time_left=ctx.time_left(),
                 own_timeout=tool.timeout,
                 deadline_s=ctx.deadline_s(),
-                on_abandon=lambda: ctx.abandon(f"tool {tool.name} (call {call_id}, still running in its {how})"),
+                on_abandon=lambda: ctx.abandon(left_in),
+                handoff_s=HANDOFF_S if quick else 0.0,
             )
+            if alone and not tool.is_async:  # worth blocking for next time only if it answers within the hand-off
+                (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(tool.name)
+            return out
 
         return await retrying(
             attempt,
@@ -267,6 +284,41 @@ class CallRunner:
                 EventKind.TOOL_RETRY, call_id=call_id, tool=tool.name, attempt=n, error=describe(e), wait=w
             ),
         )
+
+    def _ended(
+        self, call: Block, index: int, tool: Tool | None, out: Returned | Raised, attempts: int, start: float
+    ) -> CallOutcome:
+        """The call's outcome for the engine from how it ended; ``tool_finished`` says the same."""
+        ctx, name, call_id = self.ctx, call["name"], call["id"]
+        if isinstance(out, Returned):
+            assert tool is not None
+            try:  # text capped at tool.max_result_chars, or content blocks as given
+                content = tool.result_content(out.value)
+            except Exception as unshown:
+                out = Raised(unshown)
+            else:
+                outcome = Outcome.OK if attempts == 1 else Outcome.RETRIED
+                self.report(call, index, outcome, attempts, result_summary(content), False, start)
+                return CallOutcome(index, result_block(call_id, content, False))
+        exc = out.error
+        if isinstance(exc, DeadlineExceeded):
+            self.report(call, index, Outcome.FATAL, attempts, str(exc), True, start)
+            return CallOutcome(index, None, (StopReason.DEADLINE, f"tool {name} at step {ctx.step()}: {exc}", None))
+        if isinstance(exc, RetriesExhausted):
+            text = (
+                f"{describe(exc.last)} (gave up after {exc.attempts} attempts). "
+                "Next step: try again later or get this from another tool."
+            )
+            self.report(call, index, Outcome.RECOVERABLE, exc.attempts, text, True, start, exc.last)
+            return CallOutcome(index, result_block(call_id, text, True))
+        attempts, text = attempts or 1, describe(exc)
+        if classify(exc, ctx.policy) == "fatal":
+            self.report(call, index, Outcome.FATAL, attempts, text, True, start, exc)
+            return CallOutcome(index, None, (StopReason.FATAL, f"{text} (tool {name}, step {ctx.step()})", exc))
+        if not isinstance(exc, ToolError):
+            text += " Next step: check the arguments, or try another approach."
+        self.report(call, index, Outcome.RECOVERABLE, attempts, text, True, start, exc)
+        return CallOutcome(index, result_block(call_id, text, True))
 
     def report(
         self,

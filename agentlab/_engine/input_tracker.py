@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from .._checks import is_whole
 from ..budget import (  # noqa: F401 (GuardCheck, check_call: the guard's one rule, re-exported here)
     DEFAULT_SERVER_TOOL_FEES,
     Budget,
@@ -73,7 +74,7 @@ def tool_fees(tools: Iterable[Mapping[str, Any]], prices: Prices, *, bound: int,
 
 
 def _whole(v: object) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    return is_whole(v, 0)
 
 
 class InputTracker:

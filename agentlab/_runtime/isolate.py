@@ -1,22 +1,27 @@
 """Run a tool's or a model's code so that nothing it does can take the engine with it.
 
 A tool may raise anything, ignore its cancellation, or never return. The
-engine therefore never awaits such code directly:
+engine therefore never awaits such code directly. :func:`run` runs it (an
+async tool's coroutine in its own task, a sync tool on an abandonable daemon
+thread, :mod:`agentlab._runtime.threads`) within a time limit, and says how
+it ended as a value, one of :data:`Settled`:
 
-* :func:`start` runs it as its own task (async code) or on an abandonable
-  daemon thread (sync code, :mod:`agentlab._runtime.threads`), and either way turns
-  whatever it raises into data: an ``(ok, value)`` pair. ``SystemExit`` or
-  ``KeyboardInterrupt`` raised inside a task would otherwise leave the event
-  loop itself; ``StopIteration`` cannot cross a coroutine or a future.
-* :func:`settle` waits for that pair with a time limit. When the limit
-  passes, or the step waiting is cancelled, the work is cancelled and given
-  :data:`GRACE_S` to finish; work that still has not finished (it swallowed
-  its cancellation, or it is a thread Python cannot stop) is *abandoned*:
-  nobody waits for it, and ``on_abandon`` names it so the run's result can
-  say what was left running.
+* :class:`Returned` - its value;
+* :class:`Raised` - what it raised, as an ordinary ``Exception``: the
+  ordinary family as itself (the retry policy needs the real type), the rest
+  (``SystemExit``, ``KeyboardInterrupt``, ``GeneratorExit``, a
+  ``CancelledError`` it raised on its own, ``StopIteration``, which no future
+  or coroutine can carry) wrapped in :class:`~agentlab.errors.Escaped`;
+* :class:`TimedOut` - the limit passed first. The work was cancelled and
+  given :data:`GRACE_S` to finish; work that still had not (it swallowed its
+  cancellation, or it is a thread Python cannot stop) is *abandoned*: nobody
+  waits for it, and ``on_abandon`` names it so the run's result can say what
+  was left running. The same happens when the step waiting is cancelled.
 
-The ordinary ``Exception`` family is re-raised as itself (the retry policy
-needs the real type); the rest travels as :class:`~agentlab.errors.Escaped`.
+Most tools answer without ever waiting, so the common case costs no task and
+no loop turn: a coroutine's first step runs at once (as an eager task's would,
+Python 3.12's ``eager_task_factory``), and a sync tool's answer is waited for
+briefly on the worker hand-off itself (``handoff_s``).
 """
 
 from __future__ import annotations
@@ -25,63 +30,129 @@ import asyncio
 import contextvars
 import types
 from collections.abc import Callable, Coroutine, Generator
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import Escaped
-from .threads import run_on_daemon_thread
+from . import threads
 from .watchdog import handoff
 
 GRACE_S = 0.02
 """How long cancelled work may take to finish before it is abandoned (seconds)."""
 
+HANDOFF_S = 0.0005
+"""How long the loop's thread may block for a sync call's answer before following it with a future."""
+
 _abandoned: set[asyncio.Future[Any]] = set()
-"""Abandoned tasks, kept referenced so the garbage collector does not complain about them."""
+"""Abandoned tasks and futures, kept referenced so the garbage collector does not complain about them."""
+
+
+@dataclass(frozen=True, slots=True)
+class Returned:
+    """The code returned ``value``."""
+
+    value: Any
+
+
+@dataclass(frozen=True, slots=True)
+class Raised:
+    """The code raised ``error`` (see :func:`caught` for the form it travels in)."""
+
+    error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class TimedOut:
+    """The time limit passed before the code ended (it was cancelled, or abandoned and named)."""
+
+
+Settled = Returned | Raised | TimedOut
+
+
+def caught(exc: BaseException, where: str) -> Raised:
+    """What the code raised, in a form that can travel: an ``Exception`` as itself, the rest as ``Escaped``."""
+    if isinstance(exc, Exception) and not isinstance(exc, (StopIteration, StopAsyncIteration)):
+        return Raised(exc)
+    return Raised(Escaped(exc, where))
+
+
+def _ended(job: threads.Job, where: str) -> Returned | Raised:
+    return Returned(job.value) if job.ok else caught(job.value, where)
+
+
+@handoff("code")  # a coroutine's first step, or the wait for a sync call, runs inside it
+async def run(
+    work: Callable[[], Any],
+    *,
+    is_async: bool,
+    timeout: float | None,
+    where: str,
+    on_abandon: Callable[[], None],
+    handoff_s: float = 0.0,
+) -> Settled:
+    """Run ``work()`` within ``timeout`` seconds (``None``: no limit); how it ended, as a value.
+
+    ``handoff_s`` (sync code only) is how long the loop's thread may block
+    waiting for the answer before handing the wait to the event loop: worth
+    it for a tool that answers at once, wasted on one that does not.
+    """
+    fut: asyncio.Future[Any]
+    if not is_async:
+        job = threads.submit(work)
+        if job.wait(min(handoff_s, timeout) if timeout is not None else handoff_s):
+            return _ended(job, where)
+        fut = job.future()
+        settled = await _settle(fut, timeout, on_abandon)
+        return settled or _ended(job, where)
+    try:
+        coro = work()
+    except BaseException as exc:  # noqa: BLE001 - calling it raised before any await
+        return caught(exc, where)
+    if not asyncio.iscoroutine(coro):  # a function that returned a value (or an awaitable object)
+        fut = asyncio.ensure_future(_capture(_await(coro), where))
+    else:
+        context = contextvars.copy_context()  # the tool's context vars never leak into the engine's
+        try:
+            yielded = context.run(coro.send, None)
+        except StopIteration as stop:
+            return Returned(stop.value)
+        except BaseException as exc:  # noqa: BLE001 - its own CancelledError too: nobody cancelled it yet
+            return caught(exc, where)
+        # It waits for something: hand it, mid-flight, to a task of its own (in the same context).
+        fut = asyncio.get_running_loop().create_task(_capture(_resume(coro, yielded), where), context=context)
+    settled = await _settle(fut, timeout, on_abandon)
+    return settled or fut.result()
+
+
+async def _settle(fut: asyncio.Future[Any], timeout: float | None, on_abandon: Callable[[], None]) -> TimedOut | None:
+    """Wait for ``fut`` at most ``timeout`` seconds: ``None`` when it is done, else :class:`TimedOut`.
+
+    On the timeout, or when the waiting task is cancelled, ``fut`` is let go
+    of (see :func:`let_go`) before this returns or the cancellation leaves.
+    """
+    if not fut.done():
+        try:
+            done, _ = await asyncio.wait({fut}, timeout=timeout)
+        except asyncio.CancelledError:
+            await let_go(fut, on_abandon)
+            raise
+        if not done:
+            await let_go(fut, on_abandon)
+            return TimedOut()
+    return None
 
 
 @handoff("code")
-async def _capture(coro: Coroutine[Any, Any, Any]) -> tuple[bool, Any]:
+async def _capture(coro: Coroutine[Any, Any, Any], where: str) -> Returned | Raised:
     try:
-        return True, await coro
+        return Returned(await coro)
     except asyncio.CancelledError as exc:
         task = asyncio.current_task()
         if task is not None and task.cancelling():
             raise  # a real cancellation, asked for by the engine
-        return False, exc  # the code raised CancelledError on its own: a failure, not a stop
+        return caught(exc, where)  # the code raised CancelledError on its own: a failure, not a stop
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt, GeneratorExit... become data
-        return False, exc
-
-
-def _done(ok: bool, value: Any) -> asyncio.Future[tuple[bool, Any]]:
-    fut: asyncio.Future[tuple[bool, Any]] = asyncio.get_running_loop().create_future()
-    fut.set_result((ok, value))
-    return fut
-
-
-@handoff("code")  # a coroutine's first step runs inside it
-def start(work: Callable[[], Any], is_async: bool) -> asyncio.Future[tuple[bool, Any]]:
-    """Begin ``work()``: a coroutine function's coroutine as a task, a plain function on a daemon thread.
-
-    A coroutine's first step runs at once, as an eager task's would (Python 3.12's
-    ``eager_task_factory``): most tools answer without ever waiting, and then no task is made and
-    no loop turn is spent (the hot loop's largest saving). A coroutine that does wait is handed,
-    mid-flight, to a task of its own (in the same context), and is from then on like any other.
-    """
-    if not is_async:
-        return run_on_daemon_thread(work)
-    try:
-        coro = work()
-    except BaseException as exc:  # noqa: BLE001 - calling it raised before any await
-        return _done(False, exc)
-    if not asyncio.iscoroutine(coro):  # a function that returned a value (or an awaitable object)
-        return asyncio.ensure_future(_capture(_await(coro)))
-    context = contextvars.copy_context()  # the tool's context vars never leak into the engine's
-    try:
-        yielded = context.run(coro.send, None)
-    except StopIteration as stop:
-        return _done(True, stop.value)
-    except BaseException as exc:  # noqa: BLE001 - its own CancelledError too: nobody cancelled it yet
-        return _done(False, exc)
-    return asyncio.get_running_loop().create_task(_capture(_resume(coro, yielded)), context=context)
+        return caught(exc, where)
 
 
 @handoff("code")
@@ -108,61 +179,34 @@ async def _await(value: Any) -> Any:
     return await value if hasattr(value, "__await__") else value
 
 
-async def inline(work: Callable[[], Any], timeout: float | None) -> tuple[bool, Any]:
-    """Await ``work()`` in the calling task, within ``timeout``; what it raises becomes data.
+async def inline(work: Callable[[], Any], timeout: float | None, where: str) -> Settled:
+    """Await ``work()`` in the calling task, within ``timeout``; how it ended, as a value.
 
-    Cheaper than :func:`start` (no task of its own), for code trusted to
-    honour its cancellation (the model adapters): code that swallows it would
-    hold the caller. ``TimeoutError`` is raised only when *our* timeout expired.
+    Cheaper than :func:`run` (no task of its own), for code trusted to honour
+    its cancellation (the model adapters): code that swallows it would hold
+    the caller. A ``CancelledError`` it raises is taken as a cancel (a stream
+    cut short by Stop) and leaves as itself.
     """
     cm = asyncio.timeout(timeout)
     try:
         async with cm:
-            return True, await work()
+            return Returned(await work())
     except TimeoutError as exc:
-        if cm.expired():
-            raise
-        return False, exc
+        return TimedOut() if cm.expired() else caught(exc, where)
     except asyncio.CancelledError:
-        raise  # trusted code raising it means "stopped" (a stream cut short by Stop): honoured as a cancel
+        raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... become data
-        return False, exc
-
-
-def unwrap(outcome: tuple[bool, Any], where: str) -> Any:
-    """The value of an ``(ok, value)`` pair, or raise what it holds (in a form that can travel)."""
-    ok, value = outcome
-    if ok:
-        return value
-    if isinstance(value, Exception) and not isinstance(value, (StopIteration, StopAsyncIteration)):
-        raise value
-    raise Escaped(value, where)
+        return caught(exc, where)
 
 
 async def in_thread(fn: Callable[[], Any], where: str) -> Any:
-    """``fn()`` on an abandonable daemon thread; its value, or what it raised (in a form that can travel)."""
-    return unwrap(await run_on_daemon_thread(fn), where)
-
-
-async def settle(
-    fut: asyncio.Future[tuple[bool, Any]], timeout: float | None, on_abandon: Callable[[], None]
-) -> tuple[bool, Any]:
-    """Wait for ``fut`` at most ``timeout`` seconds; raise ``TimeoutError`` when it passes.
-
-    On the timeout, or when the waiting task is cancelled, ``fut`` is let go
-    of (see :func:`let_go`) before the exception leaves.
-    """
-    if fut.done():  # it answered at once (see start): no timer, no loop turn
-        return fut.result()
-    try:
-        done, _ = await asyncio.wait({fut}, timeout=timeout)
-    except asyncio.CancelledError:
-        await let_go(fut, on_abandon)
-        raise
-    if not done:
-        await let_go(fut, on_abandon)
-        raise TimeoutError
-    return fut.result()
+    """``fn()`` on an abandonable daemon thread, with no time limit of its own; its value, or raise
+    what it raised (in a form that can travel). The caller bounds the wait (cancelling it abandons)."""
+    out = await run(fn, is_async=False, timeout=None, where=where, on_abandon=lambda: None)
+    if isinstance(out, Raised):
+        raise out.error
+    assert isinstance(out, Returned)  # no timeout, so it returned or raised
+    return out.value
 
 
 def is_abandoned(fut: asyncio.Future[Any]) -> bool:

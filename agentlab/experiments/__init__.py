@@ -7,11 +7,11 @@ See ``docs/experiments.md``.
 
 from .cells import Cell
 from .experiment import Experiment
+from .experiment_result import ExperimentResult, UnequalSamples, success_of
 from .folder import FolderInUse
 from .grid import Config, grid
 from .ledger import TotalLedger
 from .progress import ExperimentEvent, ProgressState, ProgressWidget, TqdmProgress
-from .results import ExperimentResult, UnequalSamples, success_of
 from .scorers import exact_match, includes, model_graded
 from .tasks import Task, load_tasks
 
@@ -35,3 +35,6 @@ __all__ = [
     "model_graded",
     "success_of",
 ]
+
+for _public in (ExperimentResult, UnequalSamples, success_of):
+    _public.__module__ = __name__  # the path users import them from (reprs, pickles, the reference)

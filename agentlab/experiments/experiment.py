@@ -24,6 +24,7 @@ from ..pricing import resolve_prices
 from ..trace.files import check_name
 from ..vocab import StopReason
 from .cells import Cell, CellRunner, config_columns
+from .experiment_result import ExperimentResult
 from .folder import Folder, row_line, spec_of
 from .grid import Config, check_config, describe, factory_keys, is_factory, load_configs
 from .ledger import TotalLedger
@@ -35,7 +36,6 @@ from .progress import (
     TqdmProgress,
     terminal_progress,
 )
-from .results import ExperimentResult
 from .scorers import BUILT_IN
 from .tasks import Task, load_tasks
 

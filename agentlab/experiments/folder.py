@@ -196,7 +196,9 @@ class Folder:
 
 
 def keep_attempt(traces: Path, run_id: str) -> None:
-    """Move an earlier attempt's trace out of the way of a new one (its spending still counts; see :meth:`Folder.spent`)."""
+    """Move an earlier attempt's trace out of the way of a new one (its spending still counts; see
+    :meth:`Folder.spent`).
+    """
     old = traces / f"{run_id}{TRACE_SUFFIX}"
     if not old.exists():
         return

@@ -13,6 +13,7 @@ import json
 from typing import Any
 
 from .._safe_text import html_text
+from ..trace.display import step_block
 from ._state import CallEntry, Gauge, PanelState, StepEntry
 
 PREVIEW_CHARS = 300
@@ -91,7 +92,8 @@ def call_html(call: CallEntry) -> str:
 
 
 def step_html(entry: StepEntry) -> str:
-    """One step of the log: model line, the assistant's text, then each call."""
+    """One step of the log: model line, the assistant's text, then each call, in the trace's step markup
+    (:func:`agentlab.trace.display.step_block`), so a step reads the same live and read back."""
     bits = [f"<b>step {esc(entry.step)}</b>"]
     if entry.latency is not None:
         bits.append(f"model {_seconds(entry.latency)}")
@@ -104,7 +106,7 @@ def step_html(entry: StepEntry) -> str:
     if entry.stop_reason:
         bits.append(f"stop_reason={entry.stop_reason}")
     head = bits[0] + ("" if len(bits) == 1 else " · " + esc(" · ".join(bits[1:])))
-    out = [f"<div class='agentlab-step-head' style='color:#57606a'>{head}</div>"]
+    out = []
     if entry.thinking:
         out.append(
             "<details class='agentlab-thinking' style='margin-left:1em;color:#57606a'>"
@@ -124,10 +126,7 @@ def step_html(entry: StepEntry) -> str:
     if entry.error:
         out.append(f"<div style='color:#cf222e;margin-left:1em'>{esc(entry.error)}</div>")
     out.extend(call_html(c) for c in entry.calls)
-    return (
-        f"<div class='agentlab-step' data-step='{esc(entry.step)}' "
-        f"style='border-top:1px solid #d0d7de;padding:3px 0;font-size:13px'>{''.join(out)}</div>"
-    )
+    return step_block(entry.step, head, out)
 
 
 def gauge_html(g: Gauge) -> str:

@@ -71,7 +71,8 @@ def _after_shown(err: AgentlabError, shown: int, what: str) -> AgentlabError:
     if shown == 0 or not isinstance(err, RetryableError):
         return err
     out = ModelError(
-        f"{what} after {shown} fragments of the reply were shown; not retried (a new reply would not match them): {err}",
+        f"{what} after {shown} fragments of the reply were shown; not retried (a new reply would not match them): "
+        f"{err}",
         reason="model error",
     )
     for attr in ("status_code", "request_id"):
@@ -90,6 +91,27 @@ def _lost(err: AgentlabError, shown: int, what: str) -> AgentlabError:
     )
     out.maybe_billed = True  # type: ignore[attr-defined]
     return out
+
+
+def _maybe_billed(err: RetryableError) -> RetryableError:
+    """A non-streamed request reached the API and its answer was lost: retried, but only after the engine
+    charges the lost attempt at its worst case (``maybe_billed``) and the cost guard clears the retry."""
+    out = RetryableError(
+        f"{err.message} after the request reached the Messages API: the reply was lost in transit and may have "
+        "been billed, so it is charged at its worst case before any retry",
+        retry_after=err.retry_after,
+    )
+    out.maybe_billed = True  # type: ignore[attr-defined]
+    return out
+
+
+def _never_sent(cause: BaseException | None) -> bool:
+    """The request cannot have reached the API: the failure was in connecting (or in the local guard)."""
+    import httpx2
+
+    connecting = (httpx2.ConnectError, httpx2.ConnectTimeout, httpx2.PoolTimeout, httpx2.ProxyError)
+    local = (httpx2.UnsupportedProtocol, ConnectionRefusedError, NetworkBlocked, ValueError)  # ValueError: built here
+    return isinstance(cause, (*connecting, *local))
 
 
 def _read_body(exc: Any) -> Any:
@@ -197,6 +219,7 @@ def sdk_error(
     request_bytes: int | None = None,
     shown: int = 0,
     began: bool = False,
+    sent: bool = False,
 ) -> AgentlabError:
     """The agentlab error for ``exc``, raised by the SDK during a call to ``what``.
 
@@ -204,6 +227,8 @@ def sdk_error(
     retryable failure then becomes a :class:`ModelError` (a new reply would not
     match them). ``began``: the stream's ``message_start`` arrived, so a timeout
     or a broken connection lost a reply the API may have billed (:func:`_lost`).
+    ``sent``: a non-streamed request whose answer was lost after connecting: it
+    may have been billed too, and stays retryable once charged (:func:`_maybe_billed`).
     Raises :class:`NetworkBlocked` for a request the local-only
     guard stopped. Anything else (not an SDK, HTTP or OS error) is re-raised.
     """
@@ -232,7 +257,11 @@ def sdk_error(
     if isinstance(exc, anthropic.APITimeoutError):
         limit = f" within {timeout:.1f}s" if timeout is not None else ""
         err = RetryableError(f"no reply from {what}{limit}")
-        return _lost(err, shown, "the stream timed out") if began else _after_shown(err, shown, "the stream timed out")
+        if began:
+            return _lost(err, shown, "the stream timed out")
+        if sent and not _never_sent(exc.__cause__):
+            return _maybe_billed(err)
+        return _after_shown(err, shown, "the stream timed out")
     if isinstance(exc, (anthropic.APIConnectionError, httpx2.HTTPError, OSError, ValueError)):
         cause = exc.__cause__ if isinstance(exc, anthropic.APIConnectionError) else exc
         if isinstance(cause, NetworkBlocked):  # a redirect off this machine, caught by the pool's request hook
@@ -241,5 +270,7 @@ def sdk_error(
         err = RetryableError(scrub(f"connection to {what} failed ({why})", secrets))
         if began:
             return _lost(err, shown, "the connection broke mid-stream")
+        if sent and not _never_sent(cause):
+            return _maybe_billed(err)
         return _after_shown(err, shown, "the connection broke mid-stream")
     raise exc

@@ -41,6 +41,7 @@ import weakref
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
+from .._checks import is_whole
 from .._safe_text import without_lone_surrogates
 from ..errors import (
     AgentlabError,
@@ -118,9 +119,7 @@ class AnthropicModel:
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"model must be a non-empty model id string, got {model!r}")
-        if max_tokens is not None and (
-            isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1
-        ):
+        if max_tokens is not None and not is_whole(max_tokens, 1):
             raise ValueError(f"max_tokens must be an int >= 1 or None, got {max_tokens!r}")
         if cache not in (True, False, "5m", "1h", "automatic"):
             raise ValueError(f"cache must be '5m', '1h', True (= '5m'), False or 'automatic', got {cache!r}")
@@ -212,7 +211,7 @@ class AnthropicModel:
                     if isinstance(t, Mapping) and t.get("type", "input_tokens") == "input_tokens"
                     else None
                 )
-                trigger = int(value) if isinstance(value, int) and not isinstance(value, bool) else COMPACTION_TRIGGER
+                trigger = value if is_whole(value) else COMPACTION_TRIGGER
         chain = p.get("fallbacks")
         models = (
             tuple(f["model"] for f in chain if isinstance(f, Mapping) and isinstance(f.get("model"), str))
@@ -298,7 +297,7 @@ class AnthropicModel:
             raw = await client.beta.messages.with_raw_response.create(**params, timeout=timeout)
             body = await raw.read()
         except Exception as exc:
-            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params))
+            err = sdk_error(exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), sent=True)
         else:
             try:
                 data = json.loads(body)
@@ -337,7 +336,13 @@ class AnthropicModel:
             raise
         except Exception as exc:
             err = sdk_error(
-                exc, secrets=secrets, timeout=timeout, request_bytes=_size(params), shown=acc.deltas, began=acc.began
+                exc,
+                secrets=secrets,
+                timeout=timeout,
+                request_bytes=_size(params),
+                shown=acc.deltas,
+                began=acc.began,
+                sent=True,
             )
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
 
@@ -409,13 +414,38 @@ class AnthropicModel:
                 else:
                     import anthropic
 
-                    http = anthropic.DefaultAsyncHttpxClient(event_hooks={"request": [_guard_request]})
+                    http = anthropic.DefaultAsyncHttpxClient(
+                        event_hooks={"request": [_guard_request]}, verify=_verifying_context()
+                    )
                     closer = loop.create_task(_close_when_loop_ends(http), name="agentlab: close the Messages API pool")
                     bound = self._clients[loop] = (
                         self.client.copy(http_client=http),
                         closer,
                     )  # the loop keeps no task alive
         return bound[0]
+
+
+_SSL_CONTEXTS: dict[tuple[str | None, str | None], Any] = {}
+_SSL_LOCK = threading.Lock()
+
+
+def _verifying_context() -> Any:
+    """The SSL context a fresh pool verifies with: the one ``verify=True`` builds, built once a process.
+
+    Building it loads the CA bundle (~20 ms, most of a short run), and each ``agentlab.run()`` runs on a
+    fresh event loop with a fresh pool. One per ``SSL_CERT_FILE`` / ``SSL_CERT_DIR`` (what it reads), so a
+    change of bundle is still seen; an ``SSLContext`` may be shared by connections, threads and loops.
+    """
+    import os
+
+    import httpx2
+
+    key = (os.environ.get("SSL_CERT_FILE"), os.environ.get("SSL_CERT_DIR"))
+    with _SSL_LOCK:
+        ctx = _SSL_CONTEXTS.get(key)
+        if ctx is None:
+            ctx = _SSL_CONTEXTS[key] = httpx2.create_ssl_context(verify=True)
+    return ctx
 
 
 async def _guard_request(request: Any) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._checks import is_whole
 from ..errors import ModelError
 from ._errors import sdk_error
 
@@ -51,8 +52,8 @@ async def count_input_tokens(client: Any, params: dict[str, Any], *, timeout: fl
     except Exception as exc:
         err = sdk_error(exc, secrets=secrets, what="the token-counting endpoint", timeout=timeout)
     else:
-        n = getattr(counted, "input_tokens", None)
-        if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        n = getattr(counted, "input_tokens", -1)  # checked on the next line
+        if not is_whole(n, 0):
             raise ModelError(f"the token-counting endpoint answered without a usable input_tokens: {counted!r}")
         return n
     raise err  # outside the except block: no SDK exception (and its auth headers) chained

@@ -86,7 +86,8 @@ class FunctionModel:
         if count_tokens is not None:
             if not callable(count_tokens):
                 raise TypeError(
-                    f"count_tokens must be a function of the request returning an int, got {type(count_tokens).__name__}"
+                    "count_tokens must be a function of the request returning an int, got "
+                    f"{type(count_tokens).__name__}"
                 )
             counter = count_tokens
 

@@ -111,7 +111,8 @@ def offline_model(priced_as: str = DEFAULT_PRICED_AS) -> FunctionModel:
     def offline(messages: list[dict[str, Any]], tools: list[dict[str, Any]], request: ModelRequest) -> dict[str, Any]:
         text = (
             "(offline model: no real model answered. "
-            f"Set {KEY_ENV} and pass a Claude model id to run this with Claude, or use an agentlab scenario for a scripted run.)"
+            f"Set {KEY_ENV} and pass a Claude model id to run this with Claude, or use an agentlab scenario for a "
+            "scripted run.)"
         )
         return {"role": "assistant", "content": [{"type": "text", "text": text}], "stop_reason": "end_turn"}
 

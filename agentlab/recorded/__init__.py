@@ -183,7 +183,9 @@ def recorded_runs(
     scan = _Scan(report, root.is_dir(), progress)
     consumed: set[Path] = set()
     for f in files:
-        if f in consumed:
+        if f in consumed:  # read with another file (a Cline task's ui_messages.json)
+            if progress is not None:
+                progress(f)
             continue
         scan.report.files_read += 1
         try:
@@ -282,7 +284,8 @@ def load_recorded(
     report = report if report is not None else ImportReport()
     with _progress(path) as tick:
         runs = recorded_runs(path, format, report=report, progress=tick)
-        traces = [Trace(build_run(r, prices=prices, redactor=redactor), None) for r in runs]
+        memo: dict[str, Prices | None] = {}
+        traces = [Trace(build_run(r, prices=prices, redactor=redactor, price_memo=memo), None) for r in runs]
     if not traces:
         raise NoCalls(path, f"no API calls found in the recorded file(s) ({report.summary()})")
     if len(traces) == 1 and path.is_file():
@@ -310,6 +313,7 @@ def import_recorded(
     redactor = writer.redactor
     report = ImportReport()
     writer.dir.mkdir(parents=True, exist_ok=True)
+    memo: dict[str, Prices | None] = {}
     with _progress(path) as tick:
         for r in recorded_runs(path, format, report=report, progress=tick):
             r.run_id = name_from(r.run_id)  # issue 24: the file's name comes from us, never from the content
@@ -321,7 +325,7 @@ def import_recorded(
                     (file, f"run {r.run_id!r} is already in {writer.dir} (pass --force / force=True to overwrite)")
                 )
                 continue
-            records = build_run(r, prices=prices, redactor=redactor)
+            records = build_run(r, prices=prices, redactor=redactor, price_memo=memo)
             with open(file, "wb") as f:
                 for rec in records:
                     f.write(dumps(rec))
@@ -344,7 +348,10 @@ def _progress(path: Path) -> Iterator[Callable[[Path], None] | None]:
     except ImportError:  # the progress extra is not installed: no bar
         yield None
         return
-    total = sum(f.stat().st_size for f in path.rglob("*") if f.is_file()) if path.is_dir() else None
+    try:  # the files the import reads: a bar that ends short of its total shows red in a notebook
+        total: int | None = sum(f.stat().st_size for f in _files(path))
+    except OSError:  # not there: the import itself says so
+        total = None
     # in a terminal only when stderr is one (never in CI logs); in a notebook always (its
     # output is not a TTY, and tqdm would otherwise hide the widget)
     in_notebook = any(c.__module__ == "tqdm.notebook" for c in tqdm.__mro__)
@@ -359,11 +366,10 @@ def _progress(path: Path) -> Iterator[Callable[[Path], None] | None]:
     )
 
     def tick(f: Path) -> None:
-        if total is not None:
-            try:
-                bar.update(f.stat().st_size)
-            except OSError:
-                pass
+        try:
+            bar.update(f.stat().st_size)
+        except OSError:
+            pass
 
     try:
         yield tick

@@ -168,11 +168,15 @@ def build_run(
     *,
     prices: Prices | dict[str, Prices] | None = None,
     redactor: Redactor | None = None,
+    price_memo: dict[str, Prices | None] | None = None,
 ) -> list[dict[str, Any]]:
     """The event records of a native trace for ``run`` (redacted like a native trace).
 
-    Values ``redactor`` learns while redacting this run apply to this run only."""
-    redactor = redactor.for_run() if redactor is not None else Redactor()
+    Values ``redactor`` learns while redacting this run apply to this run only.
+    ``price_memo`` keeps the table's prices by model across the runs of one import
+    (a lookup costs a fraction of a millisecond; a folder holds hundreds of runs)."""
+    # the records repeat each tool input and result: each string is redacted once
+    redactor = (redactor or Redactor()).for_run(repeats=True)
     out: list[dict[str, Any]] = []
     seq = 0
 
@@ -183,7 +187,7 @@ def build_run(
             {"v": 1, "run_id": run.run_id, "seq": seq, "step": step, "t": round(t or 0.0, 6), "kind": kind, **data}
         )
 
-    price_cache: dict[str, Prices | None] = {}
+    price_cache: dict[str, Prices | None] = price_memo if price_memo is not None else {}
 
     def price(model: str) -> Prices | None:
         if isinstance(prices, Prices):

@@ -168,7 +168,6 @@ def parse_stream(
     session_id = ""
     for d in lines:
         kind = d.get("type")
-        ts = seconds(d.get("timestamp"))
         session_id = session_id or d.get("sessionId") or ""
         if kind == "system":
             if d.get("subtype") == "compact_boundary":
@@ -188,6 +187,7 @@ def parse_stream(
             else:
                 skipped[str(kind)] += 1
             continue
+        ts = seconds(d.get("timestamp"))  # only calls and answers are timed (most lines are progress)
         msg = as_message(d.get("message")) or {}
         if kind == "user":
             content = [_clean_block(b) for b in blocks(msg.get("content"))]

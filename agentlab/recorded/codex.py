@@ -1,6 +1,6 @@
 """OpenAI Codex CLI rollouts (``~/.codex/sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl``).
 
-What the files hold, as found in real rollouts (codex_cli_rs 0.4x-0.6x):
+What the files hold, as found in real rollouts (codex_cli_rs 0.4x-0.6x, codex-tui 0.125):
 
 - every line is ``{"timestamp", "type", "payload"}``; ``type`` is
   ``session_meta`` (first line: id, cwd, cli version, instructions),
@@ -13,7 +13,10 @@ What the files hold, as found in real rollouts (codex_cli_rs 0.4x-0.6x):
   total in ``total_token_usage``. Codex writes the same event again after the
   call's tools ran (same totals): a token event whose total did not move is a
   copy, not a call;
-- the call's output items follow its token event; ``input_tokens`` *includes*
+- older rollouts write the call's token event before its output items; newer
+  ones (codex-tui 0.125, checked on a real rollout) write the output items
+  first and the token event once, when the response completed. Both orders
+  give one call per token event; ``input_tokens`` *includes*
   ``cached_input_tokens`` and ``output_tokens`` includes the reasoning tokens
   (OpenAI's usage), mapped onto input / cache read / output.
 """
@@ -128,6 +131,15 @@ def parse_file(file: Path) -> list[RecordedRun]:
     answered = False  # results or user words came after the open call's output
     tool_start: dict[str, float | None] = {}
     cuts: list[tuple[int, str]] = []  # (index of the first step after a compaction, its summary)
+    # Codex Desktop writes the user's words only as an ``event_msg`` of type ``user_message``; the CLI
+    # writes them twice (that event and a ``response_item`` message), so the event counts only without the other
+    words_in_events = not any(
+        d.get("type") == "response_item"
+        and isinstance(d.get("payload"), dict)
+        and d["payload"].get("type") == "message"
+        and d["payload"].get("role") == "user"
+        for d in lines
+    )
     for d in lines:
         if not looks_like(d):
             continue
@@ -154,6 +166,9 @@ def parse_file(file: Path) -> list[RecordedRun]:
             model = str(p.get("model") or model)
             sent_t = t if t is not None else sent_t
             continue
+        if kind == "event_msg" and ptype == "user_message" and words_in_events:
+            kind, ptype = "response_item", "message"
+            p = {"type": "message", "role": "user", "content": str(p.get("message") or "")}
         if kind == "event_msg":
             if ptype == "token_count" and isinstance(p.get("info"), dict):
                 info = p["info"]
@@ -167,9 +182,16 @@ def parse_file(file: Path) -> list[RecordedRun]:
                         k: int((total or {}).get(k) or 0) - int((last_total or {}).get(k) or 0) for k in (total or {})
                     }
                 last_total = total
-                open_step = RecordedStep(content=[], usage=_usage(last), model=model, requested_at=sent_t, replied_at=t)
-                steps.append(open_step)
-                answered = False
+                if open_step is not None and open_step.usage is None and not answered:
+                    # newer rollouts (0.1xx) write the call's output items first, then its usage
+                    open_step.usage = _usage(last)
+                    open_step.replied_at = t if t is not None else open_step.replied_at
+                else:  # older ones write the usage first, then the items
+                    open_step = RecordedStep(
+                        content=[], usage=_usage(last), model=model, requested_at=sent_t, replied_at=t
+                    )
+                    steps.append(open_step)
+                    answered = False
             last_t = t if t is not None else last_t
             continue
         if kind != "response_item":

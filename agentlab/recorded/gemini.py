@@ -118,6 +118,44 @@ def _result_text(result: Any) -> str:
     return "\n".join(out)
 
 
+def _batches(calls: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
+    """A message's tool calls, one list per model response.
+
+    When a reply holds only tool calls, the CLI adds them to the last ``gemini``
+    message instead of starting a new one (``recordToolCalls`` in its
+    chatRecordingService), stamping each batch when it is recorded: calls with
+    the same timestamp came from one response, a new timestamp is the next call.
+    """
+    out: list[list[dict[str, Any]]] = []
+    stamp: object = object()
+    for c in calls:
+        if not out or c.get("timestamp") != stamp:
+            out.append([])
+            stamp = c.get("timestamp")
+        out[-1].append(c)
+    return out
+
+
+def _calls(
+    batch: list[dict[str, Any]], m: dict[str, Any], t: float | None, t0: float | None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], dict[str, tuple[float | None, float | None]]]:
+    """A batch of tool calls as ``tool_use`` blocks, their results and their (start, end) times."""
+    uses: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    times: dict[str, tuple[float | None, float | None]] = {}
+    for i, c in enumerate(batch):
+        cid = str(c.get("id") or f"{m.get('id', 'call')}-{i}")
+        uses.append({"type": "tool_use", "id": cid, "name": str(c.get("name") or ""), "input": _args(c.get("args"))})
+        if c.get("result") is not None or c.get("status") in ("error", "cancelled"):
+            res: dict[str, Any] = {"type": "tool_result", "tool_use_id": cid, "content": _result_text(c.get("result"))}
+            if c.get("status") in ("error", "cancelled"):
+                res["is_error"] = True
+            results.append(res)
+            end = seconds(c.get("timestamp"))
+            times[cid] = (t, None if end is None or t0 is None else end - t0)
+    return uses, results, times
+
+
 def parse_file(file: Path) -> list[RecordedRun]:
     doc = _document(file)
     if not looks_like(doc):
@@ -127,6 +165,7 @@ def parse_file(file: Path) -> list[RecordedRun]:
     steps: list[RecordedStep] = []
     ignored: Counter[str] = Counter()
     last_t: float | None = None
+    merged = 0  # model responses found inside another one's message (tool calls recorded later)
     for m in doc["messages"]:
         if not isinstance(m, dict):
             continue
@@ -154,40 +193,30 @@ def parse_file(file: Path) -> list[RecordedRun]:
             text = _text(m.get("content"))
             if text:
                 content.append({"type": "text", "text": text})
-            results: list[dict[str, Any]] = []
-            times: dict[str, tuple[float | None, float | None]] = {}
-            for i, c in enumerate(m.get("toolCalls") or []):
-                if not isinstance(c, dict):
-                    continue
-                cid = str(c.get("id") or f"{m.get('id', 'call')}-{i}")
-                content.append(
-                    {"type": "tool_use", "id": cid, "name": str(c.get("name") or ""), "input": _args(c.get("args"))}
-                )
-                if c.get("result") is not None or c.get("status") in ("error", "cancelled"):
-                    res: dict[str, Any] = {
-                        "type": "tool_result",
-                        "tool_use_id": cid,
-                        "content": _result_text(c.get("result")),
-                    }
-                    if c.get("status") in ("error", "cancelled"):
-                        res["is_error"] = True
-                    results.append(res)
-                    end = seconds(c.get("timestamp"))
-                    times[cid] = (t, None if end is None or t0 is None else end - t0)
+            batches = _batches([c for c in m.get("toolCalls") or [] if isinstance(c, dict)])
             tok = m.get("tokens")
-            step = RecordedStep(
-                content=content,
-                usage=_usage(tok) if isinstance(tok, dict) else None,
-                model=str(m.get("model") or ""),
-                requested_at=last_t,
-                replied_at=t,
-                request_id=str(m.get("id") or "") or None,
-                tool_times=times,
-            )
-            if results:
-                step.after = results
-                step.after_at = max((e for _, e in times.values() if e is not None), default=t)
-            steps.append(step)
+            for n, batch in enumerate(batches or [[]]):
+                first_at = seconds(batch[0].get("timestamp")) if n and batch else None
+                at = t if first_at is None or t0 is None else first_at - t0
+                uses, results, times = _calls(batch, m, at, t0)
+                if n:  # a later response whose tool calls the CLI added to this message: its usage is lost
+                    merged += 1
+                    content = []
+                step = RecordedStep(
+                    content=content + uses,
+                    usage=_usage(tok) if isinstance(tok, dict) and not n else None,
+                    model=str(m.get("model") or ""),
+                    requested_at=last_t,
+                    replied_at=at,
+                    request_id=(str(m.get("id") or "") or None) if not n else None,
+                    tool_times=times,
+                )
+                if results:
+                    step.after = results
+                    step.after_at = max((e for _, e in times.values() if e is not None), default=at)
+                steps.append(step)
+                last_t = at if at is not None else last_t
+            continue
         else:
             ignored[str(kind)] += 1
         last_t = t if t is not None else last_t
@@ -206,7 +235,12 @@ def parse_file(file: Path) -> list[RecordedRun]:
             task=first_text(messages)[:500],
             model=models[0] if models else "",
             started_at=doc.get("startTime"),
-            meta={"session": doc.get("sessionId"), "ignored_lines": dict(ignored), "summary": doc.get("summary")},
+            meta={
+                "session": doc.get("sessionId"),
+                "ignored_lines": dict(ignored),
+                "summary": doc.get("summary"),
+                **({"merged_responses": merged} if merged else {}),
+            },
             ended_at=last_t,
         )
     )

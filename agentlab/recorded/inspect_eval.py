@@ -2,7 +2,8 @@
 
 Each sample is a run. Its ``events`` hold one ``model`` event per API call
 (``output.choices[0].message`` and ``output.usage``, ``timestamp`` when it was
-sent and ``completed`` when it came back) and one ``tool`` event per tool call
+sent and ``completed`` when it came back; older logs, such as inspect 0.3.58's,
+have no ``completed`` but the seconds the call took in ``output.time``) and one ``tool`` event per tool call
 (``id``, ``function``, ``arguments``, ``result``, its own times). The sample's
 ``messages`` give what came before the first call (system and user messages).
 
@@ -149,7 +150,7 @@ def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> 
                 model=str(output.get("model") or e.get("model") or ""),
                 stop_reason=_stop(choices[0].get("stop_reason")),
                 requested_at=rel(e.get("timestamp")),
-                replied_at=rel(e.get("completed")) if e.get("completed") else rel(e.get("timestamp")),
+                replied_at=_replied(rel(e.get("timestamp")), rel(e.get("completed")), output.get("time")),
                 recorded_cost=float(cost) if isinstance(cost, (int, float)) else None,
             )
             steps.append(step)
@@ -214,6 +215,15 @@ def _stop(reason: Any) -> str | None:
         if reason
         else None
     )
+
+
+def _replied(sent: float | None, completed: float | None, took: Any) -> float | None:
+    """When a model event's reply came back: its ``completed`` time, else ``timestamp`` + ``output.time``."""
+    if completed is not None:
+        return completed
+    if sent is not None and isinstance(took, (int, float)):
+        return sent + float(took)
+    return sent
 
 
 def parse_file(file: Path) -> list[RecordedRun]:

@@ -204,6 +204,12 @@ def parse_instance(d: dict[str, Any], file: Path, n: int) -> RecordedRun | None:
         for s, c in zip(steps, costs, strict=True):
             s.recorded_cost = c
     total = metrics.get("accumulated_cost")
+    totals: dict[str, float] = {"cost": float(total)} if isinstance(total, (int, float)) and total > 0 else {}
+    # every completion is timed, but one that came back without usage (and made no action) is not in
+    # the history: a real multi-SWE-bench output times 34 responses and holds 33. The record's count wins.
+    timed = len(latency)
+    if timed > len(steps):
+        totals["model_calls"] = timed
     err = d.get("error")
     iid = str(d.get("instance_id"))
     return RecordedRun(
@@ -223,7 +229,7 @@ def parse_instance(d: dict[str, Any], file: Path, n: int) -> RecordedRun | None:
             "instance_id": iid,
             "test_result": d.get("test_result") if not isinstance(d.get("test_result"), dict) else None,
         },
-        totals={"cost": float(total)} if isinstance(total, (int, float)) and total > 0 else {},
+        totals=totals,
         ended_at=last_t,
     )
 

@@ -114,7 +114,8 @@ class Fault:
         if self.html and self.page is not None:
             return self.page
         if self.html:
-            return f"<html><head><title>{self.status} {self.message}</title></head><body><h1>{self.message}</h1></body></html>"
+            head = f"<head><title>{self.status} {self.message}</title></head>"
+            return f"<html>{head}<body><h1>{self.message}</h1></body></html>"
         error: dict[str, Any] = {"type": self.error_type, "message": self.message}
         if self.error_code:
             error["details"] = {"error_code": self.error_code}
@@ -298,10 +299,14 @@ def validate_request(body: Any) -> str | None:
         if any(u in programmatic for u in uses) and any(
             not (isinstance(b, dict) and b.get("type") == "tool_result") for b in blocks
         ):
-            return f"messages.{i + 1}: the results of tool calls made from code execution must be the message's only content (tool_result blocks only)"
+            return (
+                f"messages.{i + 1}: the results of tool calls made from code execution must be the message's only "
+                "content (tool_result blocks only)"
+            )
         extra = [r for r in results if r not in uses]
         if extra:
-            return f"messages.{i + 1}: unexpected `tool_use_id` found in `tool_result` blocks: {', '.join(map(str, extra))}"
+            ids = ", ".join(map(str, extra))
+            return f"messages.{i + 1}: unexpected `tool_use_id` found in `tool_result` blocks: {ids}"
         first_other = next(
             (k for k, b in enumerate(blocks) if not (isinstance(b, dict) and b.get("type") == "tool_result")),
             len(blocks),

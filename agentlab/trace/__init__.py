@@ -6,7 +6,7 @@ The package is split by job, each part testable alone:
   event to ``<runs>/<run_id>.jsonl`` as one JSON line, redacted, unbuffered;
 - :mod:`.reader`: files -> event records (robust to crashes mid-write), and
   :func:`load_run` / :func:`load_runs`;
-- :mod:`.records`: :class:`Trace`, :class:`Traces`, :class:`StepView`: a run
+- :mod:`.runs`: :class:`Trace`, :class:`Traces`, :class:`StepView`: a run
   read back, with its history rebuilt step by step;
 - :mod:`.frames`: records -> rows -> pandas DataFrames (``docs/traces.md``);
 - :mod:`._store`, :mod:`._compact`: the columnar store (Parquet beside the logs), :func:`compact`,
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ._sql import sql
     from .frames import CALLS_COLUMNS, EVENTS_COLUMNS, RUNS_COLUMNS, STEPS_COLUMNS, Rows
     from .reader import TruncatedTraceWarning, load_run, load_runs, read_events
-    from .records import StepView, Trace, Traces
+    from .runs import StepView, Trace, Traces
 
 _LAZY = {
     "CALLS_COLUMNS": "frames",
@@ -46,9 +46,9 @@ _LAZY = {
     "load_run": "reader",
     "load_runs": "reader",
     "read_events": "reader",
-    "StepView": "records",
-    "Trace": "records",
-    "Traces": "records",
+    "StepView": "runs",
+    "Trace": "runs",
+    "Traces": "runs",
     "compact": "_compact",
     "StoredTraceWriter": "_compact",
     "sql": "_sql",

@@ -29,7 +29,7 @@ from ._tags import data_of
 from .files import runs_dir
 from .frames import TABLES, gc_paused
 from .reader import read_trace
-from .records import Trace, Traces
+from .runs import Trace, Traces
 from .writer import TraceWriter, TraceWriteWarning, dumps
 
 if TYPE_CHECKING:

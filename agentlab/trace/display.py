@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._safe_text import clean, html_text, md_code, md_text, terminal_text
@@ -16,7 +17,7 @@ from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
 
 if TYPE_CHECKING:
-    from .records import StepView, Trace, Traces
+    from .runs import StepView, Trace, Traces
 
 SHORT = 160
 """Characters of a message or result shown in a terminal line."""
@@ -223,6 +224,24 @@ def _cell(text: Any) -> str:
     return md_code(text) if text or text == 0 else ""
 
 
+STEP_STYLE = "border-top:1px solid #d0d7de;padding:3px 0;font-size:13px"
+HEAD_STYLE = "color:#57606a"
+
+
+def step_block(step: object, head: str, body: Iterable[str]) -> str:
+    """The one markup of a step in HTML: the trace's repr of a step and the live panel's log both use it.
+
+    ``head`` and ``body`` are HTML already (each caller escapes its text with
+    :func:`agentlab._safe_text.html_text`); the step number is escaped here. One
+    class and one ``data-step`` let a page, a stylesheet or a test find a step
+    whichever view drew it.
+    """
+    return (
+        f"<div class='agentlab-step' data-step='{html_text(step)}' style='{STEP_STYLE}'>"
+        f"<div class='agentlab-step-head' style='{HEAD_STYLE}'>{head}</div>{''.join(body)}</div>"
+    )
+
+
 def step_html(view: StepView) -> str:
     """One step as HTML for a notebook output."""
     e = html_text
@@ -235,14 +254,15 @@ def step_html(view: StepView) -> str:
         )
     calls = "".join(f"<li><code>{e(_call_line(c, LONG))}</code></li>" for c in view.calls)
     extras = "".join(f"<li>{e(x)}</li>" for x in _step_extras(view))
-    return (
-        f"<div class='agentlab-step'><b>Step {e(view.step)}</b> of run <code>{e(view.run_id)}</code>"
-        f"<div>sent {e(_sent(view))}:</div><ul>{sent}</ul>"
-        f"<div>reply: {e(_reply_head(view))}</div><ul>{reply}</ul>"
-        + (f"<div>tools:</div><ul>{calls}</ul>" if calls else "")
-        + (f"<ul>{extras}</ul>" if extras else "")
-        + "</div>"
-    )
+    body = [
+        f"<div>sent {e(_sent(view))}:</div><ul>{sent}</ul>",
+        f"<div>reply: {e(_reply_head(view))}</div><ul>{reply}</ul>",
+    ]
+    if calls:
+        body.append(f"<div>tools:</div><ul>{calls}</ul>")
+    if extras:
+        body.append(f"<ul>{extras}</ul>")
+    return step_block(view.step, f"<b>Step {e(view.step)}</b> of run <code>{e(view.run_id)}</code>", body)
 
 
 # ----------------------------------------------------------------- one run

@@ -20,7 +20,7 @@ from .._shorten import shorten
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .records import Trace
+    from .runs import Trace
 
 PREVIEW_CHARS = 200
 

@@ -20,10 +20,11 @@ from typing import Any
 import orjson
 
 from ..events import well_formed
+from ._blobs import REF_MARKER, resolve
 from ._tags import untag as _floats
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
-from .records import Trace, Traces
+from .runs import Trace, Traces
 from .writer import FLOAT_TAG
 
 _BOM = b"\xef\xbb\xbf"
@@ -57,7 +58,7 @@ def read_events(file: str | os.PathLike[str]) -> list[dict[str, Any]]:
     if events is not None and len(events) == body.count(b"\n") + 1 and _plausible(events):
         if FLOAT_TAG.encode() in body:
             events = [_floats(e) for e in events]
-        return events
+        return resolve(file, events) if REF_MARKER in body else events  # images stored once: put back
     return _read_strictly(file, data)
 
 
@@ -86,7 +87,7 @@ def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
             TruncatedTraceWarning,
             stacklevel=2,
         )
-    return events
+    return resolve(file, events) if REF_MARKER in data else events
 
 
 def _plausible(events: list[Any]) -> bool:

@@ -28,6 +28,7 @@ import orjson
 from ..errors import TraceWriteError
 from ..events import PLAIN_KINDS, Event
 from ..redact import Redactor, StreamRedactor
+from ._blobs import MARKER, BlobStore
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
 
 try:  # POSIX advisory locks; elsewhere a second writer is not detected
@@ -115,6 +116,7 @@ class TraceWriter:
         self._opened: set[str] = set()  # runs this writer started: only these may be appended to (a resumed run)
         self._streams: dict[str, _Stream] = {}
         self._run_redactors: OrderedDict[str, Redactor] = OrderedDict()
+        self._blobs = BlobStore(self.dir)  # images and PDFs: once per run, beside its log (trace/_blobs.py)
 
     def redactor_for(self, run_id: str) -> Redactor:
         """The redactor of one run: this writer's rules, and a memory of removed values that is that run's
@@ -151,11 +153,23 @@ class TraceWriter:
         elif event.kind == "tool_results" and self._long_results:
             record["content"] = [self._once(event.run_id, b) for b in record.get("content") or []]
         line = dumps(record)
+        if MARKER in line and event.kind not in PLAIN_KINDS:
+            record, line = self._by_ref(event, record, line)
         if event.kind not in PLAIN_KINDS:
             redactor = self.redactor_for(event.run_id)
             if redactor.needs_redaction(line):
                 line = dumps(redactor.redact(record))
         return line
+
+    def _by_ref(self, event: Event, record: dict[str, Any], line: bytes) -> tuple[dict[str, Any], bytes]:
+        """The record with its large base64 payloads stored once per run (:mod:`agentlab.trace._blobs`),
+        written before this line; as it was when one cannot be written and ``on_error="warn"``."""
+        try:
+            stored = self._blobs.externalize(event.run_id, record)
+        except (OSError, UnsafePath) as exc:
+            self._failed(event, exc if isinstance(exc, OSError) else OSError(errno.EINVAL, str(exc)))
+            return record, line
+        return (stored, dumps(stored)) if stored is not record else (record, line)
 
     def _delta(self, event: Event) -> None:
         """A fragment, redacted over its block's assembled text (see :class:`~agentlab.redact.StreamRedactor`).
@@ -279,6 +293,7 @@ class TraceWriter:
 
     def _close(self, run_id: str) -> None:
         self._files.pop(run_id).f.close()  # closing releases the lock
+        self._blobs.forget(run_id)
 
     def close(self) -> None:
         """Close every open trace file (events already written stay on disk)."""

@@ -36,14 +36,23 @@ def check_stock(item: str) -> str:
 
 ITEMS = ["apples", "kiwis", "pears", "plums", "figs"]
 
+calls = []
+clicked = {"pause": asyncio.Event(), "stop": asyncio.Event()}
+HOLD = {3: "pause", 6: "stop"}  # model calls that answer only once that button has been clicked
+
 async def shopkeeper(messages, tools):
-    await asyncio.sleep(0.25)  # a model that takes a moment, so a person can follow along
+    # the run waits for the page at the steps the test clicks at, not for a clock: a click always lands mid-run
+    calls.append(1)
+    if len(calls) in HOLD:
+        await clicked[HOLD[len(calls)]].wait()
     n = len(messages) // 2
     item = ITEMS[n % len(ITEMS)]
     return reply(f"Checking {item} next (round {n}).", ("check_stock", {"item": item}))
 
 lab = al.Lab("Count what is in stock.", [check_stock], model=al.FunctionModel(shopkeeper, name="shopkeeper"),
              max_steps=30, max_cost=0.10, deadline_s=120, trace=RUNS)
+for name, event in clicked.items():  # after the panel's own handler: the click has been acted on
+    lab.panel.buttons[name].on_click(lambda _button, event=event: event.set())
 lab
 """
 

@@ -164,7 +164,7 @@ def outputs(tmp_path: Path, p: str) -> dict[str, str]:
     from nbconvert import HTMLExporter
 
     from agentlab.approval import ApprovalRequest
-    from agentlab.experiments.results import ExperimentResult
+    from agentlab.experiments import ExperimentResult
     from agentlab.report import export_notebook
     from agentlab.trace import Traces, load_run
 
@@ -258,7 +258,8 @@ def _widget_html(widget: Any, w: Any) -> list[str]:
 # ------------------------------------------------------------------ the test
 WATCH = """
 window.__ran = [];
-window.addEventListener('error', e => window.__ran.push('error event: ' + (e.message || e.target && e.target.tagName)), true);
+window.addEventListener('error',
+    e => window.__ran.push('error event: ' + (e.message || e.target && e.target.tagName)), true);
 const realFetch = window.fetch;
 window.fetch = (...a) => { window.__ran.push('fetch ' + a[0]); return realFetch(...a); };
 const realOpen = XMLHttpRequest.prototype.open;
@@ -295,8 +296,10 @@ def test_no_output_of_the_lab_runs_a_script_or_fetches_anything_in_a_real_browse
                                 if ((a.name === 'href' || a.name === 'src' || a.name === 'data' || a.name === 'action')
                                     && !v.startsWith('#')) bad.push(el.tagName + ' ' + a.name + '=' + v);
                             }
-                            if (['SCRIPT', 'IFRAME', 'OBJECT', 'EMBED', 'LINK', 'IMG', 'SVG', 'DETAILS'].includes(el.tagName)
-                                && !el.classList.contains('agentlab-thinking') && !el.classList.contains('agentlab-full'))
+                            const active = ['SCRIPT', 'IFRAME', 'OBJECT', 'EMBED', 'LINK', 'IMG', 'SVG', 'DETAILS'];
+                            if (active.includes(el.tagName)
+                                && !el.classList.contains('agentlab-thinking')
+                                && !el.classList.contains('agentlab-full'))
                                 bad.push('element ' + el.tagName);
                         }
                         for (const a of document.querySelectorAll('a'))  // a javascript: link would run now
@@ -375,7 +378,8 @@ def test_the_exported_notebook_of_a_shared_trace_fetches_nothing_when_jupyterlab
                             if (['href', 'src', 'data'].includes(a.name) && !a.value.startsWith('#'))
                                 bad.push(el.tagName + ' ' + a.name + '=' + a.value);
                         }
-                        if (['IMG', 'IFRAME', 'OBJECT', 'SVG', 'SCRIPT', 'LINK'].includes(el.tagName)) bad.push(el.tagName);
+                        const active = ['IMG', 'IFRAME', 'OBJECT', 'SVG', 'SCRIPT', 'LINK'];
+                        if (active.includes(el.tagName)) bad.push(el.tagName);
                     }
                     return {ran: window.__ran, bad: bad};
                 }""")

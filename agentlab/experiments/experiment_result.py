@@ -240,25 +240,25 @@ class ExperimentResult:
     # ---------------------------------------------------------------- plots
     def plot_cost_vs_success(self, ax: Any = None) -> Any:
         """Success rate against mean cost, one point per config (with its interval): the trade-off at a glance."""
-        from . import plots
+        from . import experiment_plots as plots
 
         return plots.cost_vs_success(self, ax=ax)
 
     def plot_cost_distribution(self, ax: Any = None) -> Any:
         """Each config's spread of cost per run, so a long tail is not hidden by the mean."""
-        from . import plots
+        from . import experiment_plots as plots
 
         return plots.cost_distribution(self, ax=ax)
 
     def plot_stop_reasons(self, ax: Any = None) -> Any:
         """How the runs of each config ended (done, budget, step limit...), stacked."""
-        from . import plots
+        from . import experiment_plots as plots
 
         return plots.stop_reasons(self, ax=ax)
 
     def plot_context_growth(self, ax: Any = None) -> Any:
         """Median context size per step for each config: the growth that makes cost quadratic."""
-        from . import plots
+        from . import experiment_plots as plots
 
         return plots.context_growth(self, ax=ax)
 

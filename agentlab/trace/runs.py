@@ -169,7 +169,8 @@ class Trace(Frames):
             last_reply = max((i for i, m in enumerate(sent) if m.get("role") == "assistant"), default=-1)
             new = sent[last_reply + 1 :]
         events = [e for e in self.records if e.get("step") == k and e.get("kind") != EventKind.RUN_STARTED]
-        reply = next((e for e in events if e.get("kind") == EventKind.MODEL_CALLED), None)
+        called = [e for e in events if e.get("kind") == EventKind.MODEL_CALLED]
+        reply = next((e for e in called if "content" in e), called[0] if called else None)  # not a lost attempt
         finished = {e["call_id"]: e for e in events if e.get("kind") == EventKind.TOOL_FINISHED}
         calls: list[dict[str, Any]] = []
         for e in events:
@@ -336,3 +337,7 @@ def _with_content(block: Any, results: dict[str, Any]) -> Any:
         tid = block.get("tool_use_id")
         block["content"] = results.get(tid, "") if isinstance(tid, str) else ""
     return block
+
+
+for _public in (StepView, Trace, Traces):
+    _public.__module__ = "agentlab.trace"  # the path users import them from (reprs, pickles, the reference)

@@ -1,0 +1,83 @@
+"""Sync tools on the worker hand-off: quick answers taken at once, slow ones never holding the loop."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import agentlab as al
+from agentlab import reply
+
+from .helpers import Recorder, Seen, last_tool_results
+
+
+def test_a_sync_tool_waiting_for_an_async_tool_of_its_turn_is_not_stuck_behind_the_hand_off():
+    """The loop's thread blocks only briefly for a sync answer: an async read of the same turn still runs."""
+    ready = threading.Event()
+
+    @al.tool(mode="read")
+    def wait_for_flag() -> str:
+        return "flag seen" if ready.wait(timeout=5) else "flag never set"
+
+    @al.tool(mode="read")
+    async def set_flag() -> str:
+        await asyncio.sleep(0)
+        ready.set()
+        return "flag set"
+
+    calls = [("wait_for_flag", {}), ("set_flag", {})]
+    seen = Seen(lambda m, t: reply(None, *calls) if len(m) == 1 else reply("done"))
+    result = al.run("q", [wait_for_flag, set_flag], model=al.FunctionModel(seen), trace=False, deadline_s=30)
+    assert isinstance(result, al.Done)
+    assert [b["content"] for b in last_tool_results(seen.requests[1])] == ["flag seen", "flag set"]
+
+
+def test_every_answer_arrives_whether_a_sync_tool_answers_at_once_or_after_the_hand_off(tmp_path):
+    """Quick and slow answers in turn (the hand-off taken, then the future): each reaches the model, in order."""
+
+    @al.tool(mode="read")
+    def lookup(n: int) -> str:
+        if n % 3 == 2:
+            time.sleep(0.002)  # past the hand-off: followed with a future
+        if n % 7 == 6:
+            raise al.ToolError(f"no record {n}")
+        return f"record {n}"
+
+    steps = 60
+    got: list[str] = []
+
+    def model(messages, tools):
+        if len(messages) > 1:
+            got.append(messages[-1]["content"][0]["content"])
+        n = len(got)
+        return reply(None, ("lookup", {"n": n})) if n < steps else reply("done")
+
+    rec = Recorder()
+    result = al.run(
+        "q", [lookup], model=al.FunctionModel(model), trace=tmp_path, subscribers=[rec], max_steps=steps + 1
+    )
+    assert isinstance(result, al.Done)
+    assert [("no record" in g) if n % 7 == 6 else g == f"record {n}" for n, g in enumerate(got)] == [True] * steps
+    finished = rec.of("tool_finished")
+    assert [e.data["outcome"] for e in finished].count("recoverable") == len([n for n in range(steps) if n % 7 == 6])
+
+
+def test_sync_tools_answering_from_many_runs_at_once_all_finish():
+    """Runs on several threads share the worker pool: no answer is lost between a worker and its loop."""
+
+    @al.tool(mode="read")
+    def echo(n: int) -> str:
+        return f"echo {n}"
+
+    def one(seed: int) -> al.Result:
+        script = [reply(None, ("echo", {"n": seed * 100 + i})) for i in range(30)] + [reply("done")]
+        return al.run("q", [echo], model=al.ScriptedModel(script), trace=False, max_steps=40, deadline_s=60)
+
+    results: list[al.Result] = []
+    threads = [threading.Thread(target=lambda s=s: results.append(one(s))) for s in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(results) == 4 and all(isinstance(r, al.Done) and r.steps == 31 for r in results)
