@@ -334,10 +334,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"agentlab run: {exc}".replace("model='offline'", "--model offline"), file=err)
             return 2
         if offline:
-            print(
-                f"model: offline ({getattr(resolved.model, 'name', OFFLINE)}, priced as {resolved.model.model})",
-                file=err,
-            )
+            from ._model_label import model_label
+
+            label = model_label(resolved.model.model, getattr(resolved.model, "name", None) or OFFLINE)
+            print(f"model: {label}", file=err)
         print(f"task: {args.task}", file=err, flush=True)
         from ._facades import run
 

@@ -19,6 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import analysis as an
+from ._model_label import started_label
 from ._shorten import shorten
 from .pricing import Prices
 
@@ -501,7 +502,7 @@ def fork_curve(parent: Any, *forks: Any, ax: Axes | None = None) -> Axes:
         xs = [k, *(fr["step"] + k).tolist()]
         ys = [base, *(fr["cumulative_cost"] + base).tolist()]
         c = colors[i % len(colors)]
-        ax.plot(xs, ys, "s--", color=c, label=f"fork at step {k}: {f.started.get('model', '')}")
+        ax.plot(xs, ys, "s--", color=c, label=f"fork at step {k}: {started_label(f.started)}")
         ax.axvline(k, color=c, lw=0.8, ls=":")
     _integer_steps(ax)
     ax.set_ylim(bottom=0)
