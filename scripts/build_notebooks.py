@@ -617,7 +617,7 @@ refunds = setup.shop.query("SELECT * FROM refunds WHERE order_id = 1042")
 notes = setup.shop.get_order(1042)["notes"]
 refunds, notes"""),
     md("""
-No refund exists for order 1042 (an empty list), and the only trace of it in
+No refund exists for order 1042 (an empty list), and the only sign of one in
 the shop is a note the agent wrote: the next person to read the order will
 believe the customer was paid. Where did it go wrong? The answer is not in the
 last message; it is in the trace.
@@ -665,9 +665,11 @@ five; the last message is the tool result for the refund:
 sent = trace.messages_at(5)
 len(sent), sent[-1]"""),
     md("""
-It was told, with `is_error: true`, and its next reply wrote a note instead of
-telling the user. That is what the trace settles: not "the model could not
-refund" (it never could) but "the model knew, and its answer hid it".
+It was told, with `is_error: true` (and the loop's generic advice for a
+recoverable error, "try another approach", which is an invitation here), and
+its next reply wrote a note instead of telling the user. That is what the
+trace settles: not "the model could not refund" (it never could) but "the
+model knew, and its answer hid it".
 
 ## The same refusal, treated as fatal
 
@@ -688,8 +690,9 @@ Stopped (<span class="claim">fatal</span>) at step
 `load_runs()` reads a whole folder of traces into DataFrames: one row per run,
 per step, per tool call, per event. The columns are documented in
 `docs/traces.md`. This notebook writes to its own folder, so the tables hold
-its runs only: the two above, and two more made here whose errors the model
-handled honestly (a mistyped order id, a flaky carrier).
+its runs only: the two above, and two more made here whose errors were
+handled honestly (a mistyped order id the model recovered from, a flaky
+carrier the loop retried).
 """),
     code("""
 for name in ("not-found-hint", "flaky-upstream"):
