@@ -37,7 +37,7 @@ def test_an_offline_runs_panel_and_report_say_offline_priced_as_never_the_bare_c
     lab = offline_lab(tmp_path)
     shown = panel_texts(lab)
     report = report_text(lab.engine.run_id, tmp_path)
-    for text in (shown, report):
+    for text in (shown, report, repr(lab.engine)):
         assert f"offline ping-pong (priced as {PRICED})" in text
         assert not BARE.search(text), BARE.search(text)
 
@@ -54,6 +54,16 @@ def test_a_fork_legend_names_an_offline_model_as_offline(tmp_path):
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
     assert any(f"offline scripted (priced as {PRICED})" in t for t in legend), legend
     assert not any(BARE.search(t) for t in legend), legend
+
+
+def test_a_recorded_run_keeps_its_model_id_and_model_offline_is_priced_as_its_default():
+    """An imported record names no stand-in (its model did run); `model="offline"` says what it is priced as."""
+    from agentlab._model_label import model_label, started_label
+
+    assert started_label({"model": "claude-opus-4-6", "model_name": None}) == "claude-opus-4-6"
+    assert model_label(PRICED, "offline") == f"offline (priced as {PRICED})"
+    assert model_label(PRICED, "replay of run-1") == f"offline replay of run-1 (priced as {PRICED})"
+    assert started_label({}) == "—"
 
 
 def test_a_claude_run_is_shown_by_its_bare_id(tmp_path):
