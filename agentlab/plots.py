@@ -260,9 +260,9 @@ def caching_comparison(
     p_total, c_total = plain["cost"].sum(), cached["cost"].sum()
     ax.plot(plain["step"], plain["cumulative_cost"], "o-", color="#c44e52", label=f"no caching: ${p_total:.3f}")
     ax.plot(cached["step"], cached["cumulative_cost"], "s-", color="#4c72b0", label=f"with caching: ${c_total:.3f}")
-    saving = f", {1 - c_total / p_total:.0%} saved" if p_total > 0 else ""
-    name = prices if isinstance(prices, str) else "the given prices"
-    ax.set_title(f"Prompt caching — run {_short(rows['run_id'].iloc[0])} at {name}{saving}", loc="left")
+    saving = f": {1 - c_total / p_total:.0%} saved" if p_total > 0 else ""
+    name = f"{prices}'s prices" if isinstance(prices, str) else "the given prices"  # repriced, whoever ran it
+    ax.set_title(f"Prompt caching — run {_short(rows['run_id'].iloc[0])}{saving}\nboth curves at {name}", loc="left")
     ax.set_ylim(bottom=0)
     return _cost_axes_done(ax)
 
