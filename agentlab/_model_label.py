@@ -8,6 +8,9 @@ both ids in ``run_started``: ``model`` (the id its prices come from) and
 id (or there is none, in an imported record, where the recorded model did
 run), so a label that differs from the priced id marks a stand-in. Panels,
 plot legends, reports and the OpenTelemetry provider all ask this module.
+
+The trace records no other mark of a stand-in, so an ``AnthropicModel``
+given a ``name=`` of its own is shown as one; leave Claude models unnamed.
 """
 
 from __future__ import annotations
