@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import analysis as an
 from ._model_label import started_label
+from ._shorten import shorten_middle
 from .pricing import Prices
 
 if TYPE_CHECKING:
@@ -122,17 +123,8 @@ def _integer_steps(ax: Axes) -> None:
 
 
 def _short(run_id: Any, n: int = 24) -> str:
-    """A run id that fits in ``n`` characters, cut in the middle.
-
-    Run ids of one session share their start and differ at the end (``…-seg0``,
-    ``…-seg1``, a repeat number): cut at the end, two rows of a chart would read
-    the same. The whole ids are in the tables the charts are drawn from.
-    """
-    s = str(run_id)
-    if len(s) <= n:
-        return s
-    tail = max(1, min(8, (n - 1) // 2))
-    return s[: n - 1 - tail] + "…" + s[-tail:]
+    """A run id in ``n`` characters, cut in the middle so one session's segments stay apart."""
+    return shorten_middle(run_id, n)
 
 
 # ------------------------------------------------------------------- tokens
