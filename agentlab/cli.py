@@ -503,6 +503,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """The runs in a traces folder, newest first: one line each (or one JSON object each)."""
     import warnings
 
+    from ._model_label import started_label
     from .trace import load_runs, runs_dir
 
     folder = runs_dir(args.folder)
@@ -511,7 +512,9 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
     with warnings.catch_warnings(record=True) as caught:  # a damaged file is named once, below the table
         warnings.simplefilter("always")
-        summaries = [t.summary for t in load_runs(folder)]
+        traces = list(load_runs(folder))
+    shown = {t.run_id: started_label(t.started) for t in traces}  # "offline … (priced as …)" for a stand-in
+    summaries = [t.summary for t in traces]
     summaries.sort(key=lambda s: str(s.get("started_at") or ""), reverse=True)
     if args.json:
         _print_json({"folder": str(folder), "runs": [_jsonable(s) for s in summaries]}, out)
@@ -525,7 +528,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 s["reason"],
                 s["steps"],
                 f"${s['cost']:.4f}",
-                s["model"],
+                shown.get(s["run_id"], s["model"]),
                 str(s.get("started_at") or "")[:19].replace("T", " "),
             ]
             for s in summaries
