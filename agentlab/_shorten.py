@@ -26,3 +26,17 @@ def shorten(text: object, width: int, *, flat: bool = False) -> str:
         head = head[:space]
     head = head.rstrip()
     return head + SUFFIX.format(len(s) - len(head))
+
+
+def shorten_middle(text: object, width: int) -> str:
+    """An identifier that fits in ``width`` characters, cut in the middle: ``258c7280-ae…d-seg1``.
+
+    Ids of one session share their start and differ at the end (a segment or
+    repeat number), so cut at the end two of them would read the same. The
+    ellipsis marks the cut; the whole id is wherever the label came from.
+    """
+    s = str(text)
+    if len(s) <= width:
+        return s
+    tail = max(1, min(8, (width - 1) // 2))
+    return s[: max(0, width - 1 - tail)] + "…" + s[-tail:]

@@ -336,10 +336,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"agentlab run: {exc}".replace("model='offline'", "--model offline"), file=err)
             return 2
         if offline:
-            print(
-                f"model: offline ({getattr(resolved.model, 'name', OFFLINE)}, priced as {resolved.model.model})",
-                file=err,
-            )
+            from ._model_label import model_label
+
+            label = model_label(resolved.model.model, getattr(resolved.model, "name", None) or OFFLINE)
+            print(f"model: {label}", file=err)
         print(f"task: {args.task}", file=err, flush=True)
         from ._facades import run
 
@@ -505,6 +505,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """The runs in a traces folder, newest first: one line each (or one JSON object each)."""
     import warnings
 
+    from ._model_label import started_label
     from .trace import load_runs, runs_dir
 
     folder = runs_dir(args.folder)
@@ -513,7 +514,9 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         return 2
     with warnings.catch_warnings(record=True) as caught:  # a damaged file is named once, below the table
         warnings.simplefilter("always")
-        summaries = [t.summary for t in load_runs(folder)]
+        traces = list(load_runs(folder))
+    shown = {t.run_id: started_label(t.started) for t in traces}  # "offline … (priced as …)" for a stand-in
+    summaries = [t.summary for t in traces]
     summaries.sort(key=lambda s: str(s.get("started_at") or ""), reverse=True)
     if args.json:
         _print_json({"folder": str(folder), "runs": [_jsonable(s) for s in summaries]}, out)
@@ -527,7 +530,7 @@ def cmd_runs(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 s["reason"],
                 s["steps"],
                 f"${s['cost']:.4f}",
-                s["model"],
+                shown.get(s["run_id"], s["model"]),
                 str(s.get("started_at") or "")[:19].replace("T", " "),
             ]
             for s in summaries

@@ -30,6 +30,7 @@ from ._engine.config import RunConfig
 from ._engine.input_tracker import InputTracker
 from ._engine.loopguard import LoopGuard, call_key, nudge_text
 from ._engine.scheduling import plan_batches
+from ._model_label import model_label
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
 from ._runtime.isolate import Raised
@@ -244,7 +245,7 @@ class Run:
         return self._sub_runs
 
     def __repr__(self) -> str:
-        model = self._caps.name or self.model.model
+        model = model_label(self.model.model, self._caps.name)
         return (
             f"<Run {self.run_id} {self.phase} · {model} · {self.input_tokens:,} in / {self.output_tokens:,} out "
             f"tokens · {self.snapshot}>"

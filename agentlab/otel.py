@@ -37,6 +37,7 @@ from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
 
+from ._model_label import is_offline
 from .events import Event
 from .redact import Redactor
 
@@ -145,7 +146,9 @@ class SpanBuilder:
         self.started = rec
         self.model = str(rec.get("model") or "")
         name = rec.get("model_name")
-        self.provider = str(rec.get("provider") or ("anthropic" if name in (None, self.model) else "agentlab.offline"))
+        self.provider = str(
+            rec.get("provider") or ("agentlab.offline" if is_offline(self.model, name) else "anthropic")
+        )
         self._open_root(rec, t, resumed=False)
 
     def _open_root(self, rec: dict[str, Any], t: float, *, resumed: bool) -> None:

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from . import analysis as an
-from ._shorten import shorten
+from ._model_label import started_label
+from ._shorten import shorten_middle
 from .pricing import Prices
 
 if TYPE_CHECKING:
@@ -122,7 +123,8 @@ def _integer_steps(ax: Axes) -> None:
 
 
 def _short(run_id: Any, n: int = 24) -> str:
-    return shorten(run_id, n)
+    """A run id in ``n`` characters, cut in the middle so one session's segments stay apart."""
+    return shorten_middle(run_id, n)
 
 
 # ------------------------------------------------------------------- tokens
@@ -250,9 +252,9 @@ def caching_comparison(
     p_total, c_total = plain["cost"].sum(), cached["cost"].sum()
     ax.plot(plain["step"], plain["cumulative_cost"], "o-", color="#c44e52", label=f"no caching: ${p_total:.3f}")
     ax.plot(cached["step"], cached["cumulative_cost"], "s-", color="#4c72b0", label=f"with caching: ${c_total:.3f}")
-    saving = f", {1 - c_total / p_total:.0%} saved" if p_total > 0 else ""
-    name = prices if isinstance(prices, str) else "the given prices"
-    ax.set_title(f"Prompt caching — run {_short(rows['run_id'].iloc[0])} at {name}{saving}", loc="left")
+    saving = f": {1 - c_total / p_total:.0%} saved" if p_total > 0 else ""
+    name = f"{prices}'s prices" if isinstance(prices, str) else "the given prices"  # repriced, whoever ran it
+    ax.set_title(f"Prompt caching — run {_short(rows['run_id'].iloc[0])}{saving}\nboth curves at {name}", loc="left")
     ax.set_ylim(bottom=0)
     return _cost_axes_done(ax)
 
@@ -501,7 +503,7 @@ def fork_curve(parent: Any, *forks: Any, ax: Axes | None = None) -> Axes:
         xs = [k, *(fr["step"] + k).tolist()]
         ys = [base, *(fr["cumulative_cost"] + base).tolist()]
         c = colors[i % len(colors)]
-        ax.plot(xs, ys, "s--", color=c, label=f"fork at step {k}: {f.started.get('model', '')}")
+        ax.plot(xs, ys, "s--", color=c, label=f"fork at step {k}: {started_label(f.started)}")
         ax.axvline(k, color=c, lw=0.8, ls=":")
     _integer_steps(ax)
     ax.set_ylim(bottom=0)

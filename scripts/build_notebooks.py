@@ -578,25 +578,75 @@ NOTEBOOKS["06-traces-step-four"] = [
         """
 # 6 · Traces: reading a failed run at step four
 
-A failed run is nearly impossible to debug from its last message. Every
-agentlab run writes a trace as it goes: one JSON line per event (the messages
-sent, each tool call with its full arguments and result, token usage, timing),
-keyed by the run id. Each step's *new* messages are stored once, and "what was
-sent at step k" is rebuilt exactly.
+A failed run is nearly impossible to debug from its last message, and the
+worst ones end with a message that sounds fine. Every agentlab run writes a
+trace as it goes: one JSON line per event (the messages sent, each tool call
+with its full arguments and result, token usage, timing), keyed by the run id.
+Each step's *new* messages are stored once, and "what was sent at step k" is
+rebuilt exactly.
+
+The run read here is the `hidden-denial` scenario: the agent is asked to check
+a late order with the carrier and refund the customer £20. Its role may not
+refund, the denial is handed back to the model as a recoverable error (the
+policy 03 warns about), and the scripted model does what real models do often
+enough to matter: it carries on as if the refund had gone through.
 
 """
         + offline_note("""
 the trace records Claude's own token counts (instead of estimates), its
 cache reads and writes, and the API's request ids; reading it works the same.
+Whether Claude hides a refusal is Claude's choice; the model here is scripted
+to, so the lesson (how to find it in the trace) shows every time.
 """)
     ),
     code(SETUP),
     code("""
-failed = await scenarios.get("repeat-forever").setup().arun()
-failed"""),
+setup = scenarios.get("hidden-denial").setup()
+result = await setup.arun()
+print(result.reason, "·", result.steps, "steps")
+print(result.text)"""),
+    md("""
+## What the last message says, and what happened
+
+By its result the run succeeded: it ended `done` after
+<span class="claim">6 steps</span>, and its last message says the customer was
+refunded. Nothing in the result says otherwise. The shop's own records do:
+"""),
     code("""
-trace = load_run(failed.run_id)
-trace.steps[["step", "context_tokens", "cost", "cumulative_cost", "tool_calls", "stop_reason"]]"""),
+refunds = setup.shop.query("SELECT * FROM refunds WHERE order_id = 1042")
+notes = setup.shop.get_order(1042)["notes"]
+refunds, notes"""),
+    md("""
+No refund exists for order 1042 (an empty list), and the only sign of one in
+the shop is a note the agent wrote: the next person to read the order will
+believe the customer was paid. Where did it go wrong? The answer is not in the
+last message; it is in the trace.
+
+## The steps, then the calls
+
+`trace.steps` has a row per model call. Nothing stands out: every step asked
+for one tool, the context grew a little each time, and the last reply ended the
+turn (`end_turn`).
+"""),
+    code("""
+trace = load_run(result.run_id)
+trace.steps[["step", "stop_reason", "tool_calls", "context_tokens", "cost", "cumulative_cost"]]"""),
+    md("""
+`trace.calls` has a row per tool call, with its outcome and the start of its
+result. Filter it for errors and the cause is one row:
+"""),
+    code("""
+calls = trace.calls[["step", "tool", "mode", "outcome", "is_error", "result_preview"]]
+calls[calls["is_error"]]"""),
+    md("""
+The refund, a write, was refused at step <span class="claim">4</span> with
+`PermissionDenied`: <span class="claim">refund_order needs role 'billing'</span>.
+The run's own diagnosis is empty (its detail is `''`), because as far as the loop
+knows nothing failed: the policy made the denial recoverable, the model got it
+as a tool result and chose to continue.
+"""),
+    code("""
+trace.summary["outcome"], trace.summary["reason"], trace.summary["detail"]"""),
     md("""
 ## Step four
 
@@ -605,41 +655,72 @@ sent, what it replied, and what each tool did.
 """),
     code("trace.step(4)"),
     md("""
-The times are milliseconds and less: an offline model answers in microseconds,
-and the nudged call was answered from memory without running the tool. With a
-real model a step takes seconds, and the same line shows them.
+The times are milliseconds and less: an offline model answers in microseconds.
+With a real model a step takes seconds, and the same line shows them.
 
-At step four the model asked for the same carrier lookup a third time; the
-loop did not run it and sent the nudge instead. At step five it asked again
-and the run stopped. The exact messages the model received at step four:
+Was the model told? `trace.messages_at(5)` is exactly what it was sent at step
+five; the last message is the tool result for the refund:
 """),
     code("""
-sent = trace.messages_at(4)
+sent = trace.messages_at(5)
 len(sent), sent[-1]"""),
     md("""
+It was told, with `is_error: true` (and the loop's generic advice for a
+recoverable error, "try another approach", which is an invitation here), and
+its next reply wrote a note instead of telling the user. That is what the
+trace settles: not "the model could not refund" (it never could) but "the
+model knew, and its answer hid it".
+
+## The same refusal, treated as fatal
+
+With the default policy a permission denial is fatal: the run stops at the
+refusal, no note is written, and the diagnosis names the tool and the role.
+This is the run you want: its last message is not the model's, it is the loop's.
+"""),
+    code("""
+strict = await scenarios.get("hidden-denial").setup(policy=al.Policy()).arun()
+print(strict.reason, "·", strict.steps, "steps")
+print(strict.detail)"""),
+    md("""
+Stopped (<span class="claim">fatal</span>) at step
+<span class="claim">4</span>, the step the first run hid.
+
 ## Every run, as tables
 
 `load_runs()` reads a whole folder of traces into DataFrames: one row per run,
 per step, per tool call, per event. The columns are documented in
-`docs/traces.md`. This notebook writes to its own folder, so the table holds
-its runs only: the failed one above, and two more made here.
+`docs/traces.md`. This notebook writes to its own folder, so the tables hold
+its runs only: the two above, and two more made here whose errors were
+handled honestly (a mistyped order id the model recovered from, a flaky
+carrier the loop retried).
 """),
     code("""
 for name in ("not-found-hint", "flaky-upstream"):
     await scenarios.get(name).setup().arun()
 runs = load_runs()
-runs.runs[["run_id", "outcome", "reason", "steps", "cost", "nudges"]]"""),
+runs.runs[["run_id", "outcome", "reason", "steps", "cost", "detail"]]"""),
+    md("""
+A run that ended `done` with a failed *write* in it is worth reading: the
+answer may claim what the write did not do. One query over the calls finds
+every such run in a folder (a read that failed and was recovered from, like
+not-found-hint's mistyped order, is not flagged):
+"""),
+    code("""
+failed_writes = runs.calls[runs.calls["is_error"] & runs.calls["mode"].eq("write")]
+suspects = runs.runs[runs.runs["outcome"].eq("done") & runs.runs["run_id"].isin(failed_writes["run_id"])]
+suspects[["run_id", "steps", "cost"]]"""),
     md("""
 ## Sharing one run
 
 `agentlab report RUN_ID` prints a run's summary from its trace; with
 `--notebook out.ipynb` it writes the run as a notebook to share. Here it is on
-the failed run, called in-process (in a terminal: `agentlab report RUN_ID`):
+the run whose answer hid its failure, called in-process (in a terminal:
+`agentlab report RUN_ID`); step 4 shows the refusal:
 """),
     code("""
 from agentlab.cli import main as agentlab_command   # the same function the `agentlab` command runs
 
-status = agentlab_command(["report", failed.run_id, "--runs", RUNS])"""),
+status = agentlab_command(["report", result.run_id, "--runs", RUNS])"""),
 ]
 
 # --------------------------------------------------------------------------- 7

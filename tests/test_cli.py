@@ -132,7 +132,7 @@ def test_run_offline_with_the_shop_answers_from_the_database(tmp_path):
         "run", "Why was order 1042 late?", "--tools", "shop", "--model", "offline", "--runs", str(tmp_path)
     )
     assert code == 0
-    assert "model: offline (offline shop assistant, priced as claude-sonnet-4-5)" in err
+    assert "model: offline shop assistant (priced as claude-sonnet-4-5)" in err
     assert "5 days late" in out and "storm" in out
     assert (tmp_path / "shop.sqlite").exists()
 

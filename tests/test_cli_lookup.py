@@ -64,6 +64,7 @@ def test_runs_lists_a_folder_newest_first_in_text_and_json(tmp_path):
     assert lines[0].split()[:3] == ["run", "id", "outcome"]
     assert [line.split()[0] for line in lines[2:4]] == ids[::-1]
     assert "2 run(s) in" in out
+    assert "offline truncated (priced as claude-sonnet-4-5)" in out  # never the bare Claude id: Claude did not run
     code, out, _ = cli("runs", str(tmp_path), "--json")
     listed = json.loads(out)["runs"]
     assert [r["run_id"] for r in listed] == ids[::-1] and listed[1]["reason"] == "done"

@@ -37,7 +37,10 @@ def test_a_run_has_a_repr_with_its_id_phase_model_tokens_and_budgets():
         run_id="abc123",
         clock=al.FakeClock(),
     )
-    assert repr(r) == "<Run abc123 ready · scripted · 0 in / 0 out tokens · steps 0/8 · $0.0000/$0.50 · 0.0s/60s>"
+    assert (
+        repr(r)
+        == "<Run abc123 ready · offline scripted (priced as claude-sonnet-4-5) · 0 in / 0 out tokens · steps 0/8 · $0.0000/$0.50 · 0.0s/60s>"
+    )
     result = al.run(
         "Why was order 1042 late?",
         [get_order],

@@ -255,6 +255,17 @@ def test_whatif_grid_colours_each_cell_by_how_the_run_would_have_ended(traces, t
     save(ax, tmp_path, "whatif_grid", docs=True)
 
 
+def test_whatif_rows_of_one_sessions_segments_stay_distinct(traces):
+    """Long ids that differ only at the end (one session's segments) are cut in the middle, not to one label."""
+    session = "258c7280-ae70-4798-800f-63464d01a85d"
+    names = {"long": f"{session}-seg0", "medium": f"{session}-seg1", "short": "short"}
+    grid = an.budget_whatif(traces, max_steps=[None, 4])
+    grid["run_id"] = grid["run_id"].map(names)
+    labels = [t.get_text() for t in plots.whatif_grid(grid).get_yticklabels()]
+    assert len(set(labels)) == 3 and all(len(x) <= 18 for x in labels), labels
+    assert [x[-4:] for x in labels[:2]] == ["seg0", "seg1"] and labels[0].startswith("258c7280")
+
+
 # --------------------------------------------------------------- bad input
 @pytest.mark.parametrize(
     "draw",

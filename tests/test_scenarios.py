@@ -34,7 +34,7 @@ def test_every_scenario_ends_with_its_expected_reason(name):
 
 
 def test_the_registry_covers_the_ten_lessons_in_order():
-    """Thirteen scenarios (lessons with a contrasting variant), in the article's order."""
+    """Fourteen scenarios (lessons with a contrasting variant), in the article's order."""
     assert scenarios.names() == [
         "parallel-lookups",
         "ping-pong",
@@ -44,6 +44,7 @@ def test_the_registry_covers_the_ten_lessons_in_order():
         "repeat-forever",
         "permission-denied",
         "permission-probing",
+        "hidden-denial",
         "approval-denied",
         "flaky-upstream",
         "not-found-hint",
@@ -167,6 +168,22 @@ def test_recoverable_denial_pays_for_probing_and_leaves_a_misleading_note():
     assert len(denied) >= 3
     assert probing.steps >= fatal.steps + 4 and probing.spent > 3 * fatal.spent
     assert any("approved" in n for n in setup.shop.get_order(1042)["notes"])
+
+
+def test_a_hidden_denial_ends_done_with_a_reassuring_answer_and_only_the_trace_shows_the_refusal(tmp_path):
+    """The last message says the customer was refunded; the refund call at step four was denied and nothing was
+    refunded; with the default (fatal) policy the same model stops there with a diagnosis naming the role."""
+    setup = scenarios.get("hidden-denial").setup(**FAST)
+    result = setup.run(trace=tmp_path)
+    assert isinstance(result, al.Done) and "refunded" in result.text and "denied" not in result.text.lower()
+    assert setup.shop.query("SELECT * FROM refunds WHERE order_id = 1042") == []
+    calls = al.load_run(result.run_id, tmp_path).calls
+    refused = calls[calls["is_error"]]
+    assert refused[["step", "tool"]].values.tolist() == [[4, "refund_order"]]
+    assert "PermissionDenied" in refused["result_preview"].iloc[0]
+    assert calls["step"].max() == 5 and result.steps == 6  # it went on to write a note, then answered
+    fatal = scenarios.get("hidden-denial").setup(policy=al.Policy(), **FAST).run(trace=False)
+    assert fatal.reason == "fatal" and fatal.steps == 4 and "billing" in fatal.detail
 
 
 def test_flaky_upstream_is_retried_and_the_model_sees_only_the_answer():

@@ -28,6 +28,7 @@ from types import EllipsisType
 from typing import Any
 
 from .._checks import whole
+from .._model_label import model_label
 from .._options import DEFAULTS, collect, documented
 from .._runtime.driver import run_to_end
 from ..approval import Ask
@@ -36,7 +37,7 @@ from ..clock import Clock
 from ..errors import Policy
 from ..events import Event, Subscriber
 from ..loop import Run
-from ..models.base import Model
+from ..models.base import Model, capabilities
 from ..pricing import Prices
 from ..results import Result, Stopped
 from ..tools import Tool
@@ -127,7 +128,8 @@ class Lab:
         # the panel keeps what the trace keeps: the same redaction, the same learned values
         self.state = PanelState(self._writer.redactor_for(self.engine.run_id) if self._writer is not None else None)
         s = self.state
-        s.run_id, s.model, s.task = self.engine.run_id, self.engine.model.model, self.engine.task
+        s.run_id, s.task = self.engine.run_id, self.engine.task
+        s.model = model_label(self.engine.model.model, capabilities(self.engine.model).name)
         b = self.engine.budget
         s.limits = {"max_steps": b.max_steps, "max_cost": b.max_cost, "deadline_s": b.deadline_s}
         s.modes = {t.name: t.mode for t in self.engine.tools.values()}

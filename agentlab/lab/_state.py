@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from .._model_label import started_label
 from ..redact import Redactor, StreamRedactor
 from ..vocab import EventKind, StopReason
 
@@ -133,7 +134,7 @@ class PanelState:
         self._stream = StreamRedactor(self.redactor)
         self._streaming: tuple[int, int, str] | None = None  # the block whose fragments are arriving
         self.run_id = ""
-        self.model = ""
+        self.model = ""  # as shown: "offline … (priced as …)" for a stand-in (see agentlab._model_label)
         self._task = ""
         self.limits: dict[str, Any] = {"max_steps": None, "max_cost": None, "deadline_s": None}
         self.steps = 0
@@ -182,7 +183,7 @@ class PanelState:
             handler(self, event, event.data)
 
     def _run_started(self, e: Any, d: dict[str, Any]) -> None:
-        self.run_id, self.model, self.task = e.run_id, d.get("model", ""), self._clean(d.get("task", ""))
+        self.run_id, self.model, self.task = e.run_id, started_label(d), self._clean(d.get("task", ""))
         self._set_limits(d.get("budget") or {})
         self.modes = {t["name"]: t.get("mode") for t in d.get("tools") or ()}
         self.engine_phase = "ready"

@@ -233,6 +233,43 @@ class Refunder(Behaviour):
         return reply("Refunded.")
 
 
+class Reassures(Behaviour):
+    """Checks the order, the carrier and the customer, refunds, and reports success whatever happened.
+
+    The failure a trace exists for: told at step four that the refund was
+    denied, it notes the refund on the order and answers "the customer has
+    been refunded". Its last message reads like success; the run ends "done".
+    """
+
+    def next(self, h: History) -> dict[str, Any]:
+        order = h.last("get_order")
+        data = order.data if order is not None and order.data else {}
+        if h.turn == 0:
+            return reply("Reading the order first.", ("get_order", {"order_id": 1042}))
+        if h.turn == 1 and (data.get("shipment") or {}).get("tracking"):
+            return reply(
+                "Confirming the delay with the carrier.", ("carrier_status", {"tracking": data["shipment"]["tracking"]})
+            )
+        if h.last("get_customer") is None and data.get("customer_id"):
+            return reply("Now the customer, to address them.", ("get_customer", {"customer_id": data["customer_id"]}))
+        if h.last("refund_order") is None:
+            return reply(
+                "Refunding £20 for the late delivery.",
+                ("refund_order", {"order_id": 1042, "amount": 20.0, "reason": "late delivery, goodwill"}),
+            )
+        if h.last("add_note") is None:  # the denial is in its history; it writes as if the refund went through
+            return reply(
+                self.say("Recording it on the order.", "Adding a note for the team."),
+                ("add_note", {"order_id": 1042, "note": "Goodwill refund of £20 for the late delivery."}),
+            )
+        return reply(
+            self.say(
+                "Done: the customer has been refunded £20 for the late delivery, and it is noted on order 1042.",
+                "All set. £20 has been refunded to the customer for the late delivery (noted on order 1042).",
+            )
+        )
+
+
 class FollowsHints(Behaviour):
     """Asks for the order id the customer gave; a not-found error's hint leads it to the right one."""
 

@@ -105,6 +105,21 @@ SCENARIOS: dict[str, Scenario] = {
             },
         ),
         Scenario(
+            "hidden-denial",
+            "a refusal the last message hides",
+            "The refund is denied at step four and handed back as recoverable; the model notes it and answers "
+            '"the customer has been refunded". The run ends "done": only the trace shows the refusal.',
+            "Order 1042 arrived late. Check the delay with the carrier, then refund the customer £20.",
+            "done",
+            lambda rng: b.Reassures(rng),
+            options={
+                "max_steps": 10,
+                "max_cost": 0.20,
+                "deadline_s": 30,
+                "policy": Policy(permission_denied="recoverable"),
+            },
+        ),
+        Scenario(
             "approval-denied",
             "a person says no to a refund",
             "Writes wait for a person: the agent may refund, but a manager approves each write first. "

@@ -11,6 +11,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from .._model_label import started_label
 from .._safe_text import clean, html_text, md_code, md_text, terminal_text
 from .._shorten import shorten
 from ..vocab import EventKind
@@ -285,7 +286,7 @@ def headline(trace: Trace) -> list[str]:
     return [
         f"Run {trace.run_id} · {ending}",
         f"task: {_one_line(s['task'])}",
-        f"model {s['model']} · {s['steps']} steps · {_money(s['cost'])} · {s['input_tokens']:,} in / "
+        f"model {started_label(trace.started)} · {s['steps']} steps · {_money(s['cost'])} · {s['input_tokens']:,} in / "
         f"{s['output_tokens']:,} out tokens · {s['seconds']:.2f}s · started {s['started_at'] or '?'}",
         f"{budget} · tools: {tools}",
         *cost_note,
