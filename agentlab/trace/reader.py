@@ -204,10 +204,10 @@ def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, s
 
     if not folder.is_dir() or not store_dir(folder).is_dir() or not available():
         return None, [], files
-    tables, covered = read(folder, log_sizes(folder))
+    tables, deferred, covered = read(folder, log_sizes(folder))
     if not covered:
         return None, [], files
-    frames = frames_of(tables, folder)
+    frames = frames_of(tables, folder, deferred)
     stored = list(
         zip(tables["runs"].column("run_id").to_pylist(), tables["runs"].column("file").to_pylist(), strict=True)
     )
