@@ -43,7 +43,10 @@ def read_events(file: str | os.PathLike[str]) -> list[dict[str, Any]]:
     :class:`TruncatedTraceWarning` naming the file and the lines.
     """
     file = Path(file)
-    data = file.read_bytes()
+    return _events(file, file.read_bytes())
+
+
+def _events(file: Path, data: bytes) -> list[dict[str, Any]]:
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     body = data.strip()
@@ -141,6 +144,11 @@ def load_run(run_id: str, path: str | os.PathLike[str] | None = None) -> Trace:
 def read_trace(file: Path) -> Trace:
     """One log file as a summarized :class:`Trace` (what :func:`load_run` returns for it)."""
     return _trace(file, read_events(file))
+
+
+def trace_of(file: Path, data: bytes) -> Trace:
+    """:func:`read_trace` of a log's bytes, read already (the store also cuts its lines)."""
+    return _trace(file, _events(file, data))
 
 
 def _trace(file: Path, events: list[dict[str, Any]]) -> Trace:
