@@ -359,7 +359,8 @@ def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, pa.Table], dict[
 
 
 def frames_of(tables: dict[str, pa.Table], folder: Path, deferred: dict[str, Deferred]) -> dict[str, pd.DataFrame]:
-    """Arrow tables -> the four DataFrames, with the dtypes ``load_runs`` gives from the logs."""
+    """Arrow tables -> the four DataFrames, with the dtypes ``load_runs`` gives from the logs
+    (``tables`` is left holding only ``runs``: the others are converted in place)."""
     import pandas as pd
 
     from ._json import JSONArray
@@ -370,12 +371,16 @@ def frames_of(tables: dict[str, pa.Table], folder: Path, deferred: dict[str, Def
     prefix = str(folder / "x")[:-1]
     df["file"] = (prefix + df["file"]).astype(df["run_id"].dtype)
     out["runs"] = df
-    out["steps"] = tables["steps"].to_pandas()
+    # self_destruct: each Arrow column is freed as soon as it is converted (the peak is then about one
+    # copy of the frames, not two); so the tables are taken out of ``tables``, and read only here
+    out["steps"] = tables.pop("steps").to_pandas(self_destruct=True)
     for name in JSON_COLUMNS:
-        t = tables[name]
+        t = tables.pop(name)
         col = JSON_COLUMNS[name][0]
         text = deferred[name] if name in deferred else t.column(col)
-        df = t.drop_columns([c for c in (col, "_run") if c in t.column_names]).to_pandas()
+        t = t.drop_columns([c for c in (col, "_run") if c in t.column_names])
+        df = t.to_pandas(self_destruct=True)
+        del t
         at = [c.name for c in TABLES[name]].index(col)
         df.insert(at, col, pd.Series(JSONArray.from_arrow(text), index=df.index))
         out[name] = df
