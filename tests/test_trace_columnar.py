@@ -476,3 +476,19 @@ def test_the_data_column_left_on_disk_still_reads_after_a_rebuild_removed_its_fi
     assert not set(old) & {p.name for p in (folder / "_store").rglob("*.parquet")}  # every file replaced
     assert_same_frames(logs, stored)
     assert stored.calls["args"].iloc[1] == {"key": "b"}
+
+
+def test_frames_loaded_from_the_store_pickle_with_their_data(tmp_path):
+    """A frame whose data column is still on disk pickles whole (to_pickle, a Ray task's argument)."""
+    import pickle
+
+    folder = tmp_path / "runs"
+    script = [reply(None, ("lookup", {"key": "a"})), reply("done")]
+    al.run("q", [lookup], model=al.ScriptedModel(script), trace=folder, max_cost=None, run_id="p")
+    compact(folder)
+    stored = al.load_runs(folder)
+    events = pickle.loads(pickle.dumps(stored.events))
+    calls = pickle.loads(pickle.dumps(stored.calls))
+    assert_same_frames(from_logs(folder), stored)
+    assert list(events["data"]) == list(stored.events["data"])
+    assert calls["args"].iloc[0] == {"key": "a"}

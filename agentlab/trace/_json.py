@@ -111,6 +111,12 @@ class JSONArray(ExtensionArray):
         raw = pa.chunked_array(chunks, type=pa.string())
         return cls(parsed, raw)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (``to_pickle``, a Ray task's argument, ``deepcopy``): text still on disk is read
+        first, since open files do not travel."""
+        self._text()
+        return self.__dict__.copy()
+
     # -- reading
     @property
     def dtype(self) -> JSONDtype:
