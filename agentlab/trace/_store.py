@@ -414,8 +414,14 @@ def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | No
     if tables["runs"].num_rows:
         write_part(root, group[0].day, tables, tier)
     for p in group:  # runs first: from here on the old part no longer counts
-        for table in ("runs", "steps", "calls", "events"):
-            with contextlib.suppress(FileNotFoundError):
+        try:
+            p.path(root, "runs").unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:  # held open (Windows: a load still to read its data): left whole, the newer part wins
+            continue
+        for table in ("steps", "calls", "events"):
+            with contextlib.suppress(OSError):  # a file left behind is an orphan, removed by a later compaction
                 p.path(root, table).unlink()
 
 
