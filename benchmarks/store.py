@@ -85,6 +85,19 @@ def _load(folder: Path) -> float:
     return time.perf_counter() - t0
 
 
+def _first_row_of_data(folder: Path) -> float:
+    """After a load from the store: the first read of an event's data and a call's args, which read
+    those columns from disk (the load leaves them there)."""
+    import agentlab as al
+
+    traces = al.load_runs(folder)
+    _four(traces)
+    t0 = time.perf_counter()
+    traces.events["data"].iloc[0]
+    traces.calls["args"].iloc[0]
+    return time.perf_counter() - t0
+
+
 async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -> list[Row]:
     from agentlab.trace import compact
 
@@ -121,6 +134,7 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
         for _ in range(reps):
             arrows.append(_bare_arrow(folder))
             loads.append(_load(folder))
+        first = min(_first_row_of_data(folder) for _ in range(reps))
         seconds = min(loads)
         ratio = min(loads) / min(arrows)
         per_million = seconds * 1e6 / total
@@ -130,7 +144,9 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
                 f"Load {per} from the store into the four frames",
                 per_million,
                 "s per 1M events",
-                f"{fmt(per_million)} s per 1M events ({ratio:.2f}x bare read_table; compaction took {fmt(compact_s)} s)",
+                f"{fmt(per_million)} s per 1M events ({ratio:.2f}x bare read_table of every column; data and "
+                f"args stay on disk until read: the first row read takes {fmt(first)} s; "
+                f"compaction took {fmt(compact_s)} s)",
                 f"≤ {STORE_LOAD_GOAL_S:g} s and ≤ {STORE_VS_BARE:g}x read_table",
                 judged(per_million <= STORE_LOAD_GOAL_S and ratio <= STORE_VS_BARE),
                 extra={
@@ -139,6 +155,7 @@ async def store_rows(steps: int, load_events: int, sql_events: int, reps: int) -
                     "read_table_s": arrows,
                     "ratio": ratio,
                     "compact_s": compact_s,
+                    "first_data_row_s": first,
                     "store_bytes": store_bytes,
                 },
             )
@@ -185,7 +202,9 @@ before = rss("VmRSS:")
 traces = al.load_runs(sys.argv[1])
 for name in ("runs", "steps", "calls", "events"):
     getattr(traces, name)
-print(json.dumps({"before": before, "peak": rss("VmHWM:")}))
+peak = rss("VmHWM:")
+traces.events["data"].iloc[0]  # reads the data column from disk (the load leaves it there)
+print(json.dumps({"before": before, "peak": peak, "peak_with_data": rss("VmHWM:")}))
 """
 
 
@@ -199,17 +218,19 @@ def _memory_row(folder: Path, events: int, store_bytes: int) -> Row:
     )
     got = _last_json(out.stdout)
     grown = got["peak"] - got["before"]
+    with_data = got["peak_with_data"] - got["before"]
     ratio = grown / store_bytes
     return Row(
         "store.memory",
         f"Memory loading {fmt(events)} events from the store / its bytes",
         ratio,
         "x",
-        f"{ratio:.1f}x ({fmt(grown / 2**20)} MiB peak growth, store {fmt(store_bytes / 2**20)} MiB on disk)",
+        f"{ratio:.1f}x ({fmt(grown / 2**20)} MiB peak growth, store {fmt(store_bytes / 2**20)} MiB on disk; "
+        f"{fmt(with_data / 2**20)} MiB once a data row is read)",
         f"≤ {MEMORY_X:g}x",
         judged(ratio <= MEMORY_X),
         note="the copies compress far better on disk than real runs would",
-        extra={"peak_growth_bytes": grown, "store_bytes": store_bytes},
+        extra={"peak_growth_bytes": grown, "peak_with_data_bytes": with_data, "store_bytes": store_bytes},
     )
 
 

@@ -459,3 +459,36 @@ def test_the_lazily_parsed_data_column_works_like_dicts(tmp_path):
     assert both["data"].iloc[len(events) + 1] == events["data"].iloc[1]
     finished = events[events["kind"] == "tool_finished"]["data"].iloc[0]
     assert finished["result"] == "value of a" and finished["args"] == {"key": "a"}
+
+
+def test_the_data_column_left_on_disk_still_reads_after_a_rebuild_removed_its_files(tmp_path):
+    """events.data and calls.args are read from the store only when a row is read; a rebuild that
+    replaces the store's files in between takes nothing away (the load holds them open)."""
+    folder = tmp_path / "runs"
+    script = [reply(None, ("lookup", {"key": "a"}), ("lookup", {"key": "b"})), reply("done")]
+    for i in range(3):
+        al.run("q", [lookup], model=al.ScriptedModel(script), trace=folder, max_cost=None, run_id=f"d{i}")
+    logs = from_logs(folder)
+    compact(folder)
+    stored = al.load_runs(folder)
+    old = sorted(p.name for p in (folder / "_store").rglob("*.parquet"))
+    compact(folder, rebuild=True)
+    assert not set(old) & {p.name for p in (folder / "_store").rglob("*.parquet")}  # every file replaced
+    assert_same_frames(logs, stored)
+    assert stored.calls["args"].iloc[1] == {"key": "b"}
+
+
+def test_frames_loaded_from_the_store_pickle_with_their_data(tmp_path):
+    """A frame whose data column is still on disk pickles whole (to_pickle, a Ray task's argument)."""
+    import pickle
+
+    folder = tmp_path / "runs"
+    script = [reply(None, ("lookup", {"key": "a"})), reply("done")]
+    al.run("q", [lookup], model=al.ScriptedModel(script), trace=folder, max_cost=None, run_id="p")
+    compact(folder)
+    stored = al.load_runs(folder)
+    events = pickle.loads(pickle.dumps(stored.events))
+    calls = pickle.loads(pickle.dumps(stored.calls))
+    assert_same_frames(from_logs(folder), stored)
+    assert list(events["data"]) == list(stored.events["data"])
+    assert calls["args"].iloc[0] == {"key": "a"}

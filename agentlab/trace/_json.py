@@ -2,8 +2,9 @@
 
 A million events loaded from the store would spend most of their load time
 turning JSON into dicts nobody looks at; this pandas extension array keeps
-the JSON text as the store holds it (an Arrow string array, zero-copy) and
-parses an element the first time it is read, keeping the dict. Loaded from a
+the JSON text as the store holds it (an Arrow string array, zero-copy, or
+still on disk: a :class:`~._store.Deferred`, read when a row is first read)
+and parses an element the first time it is read, keeping the dict. Loaded from a
 JSONL file, where every line was parsed anyway, it holds the parsed events
 and cuts each one's ``data`` out of it when read.
 Either way ``frame["data"].iloc[i]`` is a dict, and ``.map``, iteration and
@@ -21,6 +22,7 @@ import orjson
 import pandas as pd
 from pandas.api.extensions import ExtensionArray, ExtensionDtype, register_extension_dtype, take
 
+from ._store import Deferred
 from ._tags import data_of, untag
 from .writer import FLOAT_TAG
 
@@ -48,7 +50,8 @@ def loads(text: Any) -> dict[str, Any]:
 
 class JSONArray(ExtensionArray):
     """``parsed[i]`` is the dict once read (else None); ``raw`` the JSON text (an Arrow string array)
-    or None; ``events`` whole event records (from a log), whose ``data`` is cut out when read."""
+    or None (or a :class:`~._store.Deferred`: the text still on disk); ``events`` whole event records
+    (from a log), whose ``data`` is cut out when read."""
 
     def __init__(self, parsed: np.ndarray, raw: Any = None, events: np.ndarray | None = None) -> None:
         self._parsed = parsed
@@ -71,8 +74,15 @@ class JSONArray(ExtensionArray):
 
     @classmethod
     def from_arrow(cls, raw: Any) -> JSONArray:
-        """JSON text, one object per row (a pyarrow string array), parsed element by element when read."""
+        """JSON text, one object per row (a pyarrow string array, or a :class:`~._store.Deferred` one),
+        parsed element by element when read."""
         return cls(np.full(len(raw), None, dtype=object), raw)
+
+    def _text(self) -> Any:
+        """The JSON text as an Arrow array (read from the store now if it was deferred)."""
+        if isinstance(self._raw, Deferred):
+            self._raw = self._raw.array()
+        return self._raw
 
     @classmethod
     def _from_sequence(cls, scalars: Any, *, dtype: Any = None, copy: bool = False) -> JSONArray:
@@ -96,10 +106,16 @@ class JSONArray(ExtensionArray):
             if a._raw is None:
                 chunks.append(pa.nulls(len(a), pa.string()))
             else:
-                raw = a._raw.cast(pa.string())
+                raw = a._text().cast(pa.string())
                 chunks.extend(raw.chunks if isinstance(raw, pa.ChunkedArray) else [raw])
         raw = pa.chunked_array(chunks, type=pa.string())
         return cls(parsed, raw)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled (``to_pickle``, a Ray task's argument, ``deepcopy``): text still on disk is read
+        first, since open files do not travel."""
+        self._text()
+        return self.__dict__.copy()
 
     # -- reading
     @property
@@ -114,7 +130,7 @@ class JSONArray(ExtensionArray):
         if value is None and self._events is not None:
             value = self._parsed[i] = data_of(self._events[i])
         elif value is None and self._raw is not None:
-            text = self._raw[i].as_py()
+            text = self._text()[i].as_py()
             if text is not None:
                 value = self._parsed[i] = loads(text)
         return value
@@ -129,7 +145,7 @@ class JSONArray(ExtensionArray):
                     parsed[i] = data_of(events[i])
             self._events = None
         if self._raw is not None and any(v is None for v in parsed):
-            texts = self._raw.to_pylist()
+            texts = self._text().to_pylist()
             for i, v in enumerate(parsed):
                 if v is None and texts[i] is not None:
                     parsed[i] = loads(texts[i])
@@ -145,11 +161,12 @@ class JSONArray(ExtensionArray):
             return self._one(i % n)
         item = pd.api.indexers.check_array_indexer(self, item)
         if isinstance(item, slice):
-            return JSONArray(
-                self._parsed[item],
-                None if self._raw is None else self._raw[item],
-                None if self._events is None else self._events[item],
-            )
+            raw = self._raw
+            if isinstance(raw, Deferred):
+                raw = raw.take(np.arange(len(self))[item])
+            elif raw is not None:
+                raw = raw[item]
+            return JSONArray(self._parsed[item], raw, None if self._events is None else self._events[item])
         positions = np.arange(len(self))[item]
         return self.take(positions)
 
@@ -176,14 +193,14 @@ class JSONArray(ExtensionArray):
         if self._events is not None:
             return np.zeros(len(self), dtype=bool)
         if self._raw is not None:
-            return np.asarray(self._raw.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            return np.asarray(self._text().is_null().to_numpy(zero_copy_only=False), dtype=bool)
         return np.array([v is None for v in self._parsed], dtype=bool)
 
     @property
     def nbytes(self) -> int:
         return int(
             self._parsed.nbytes
-            + (self._raw.nbytes if self._raw is not None else 0)
+            + (self._raw.nbytes if self._raw is not None and not isinstance(self._raw, Deferred) else 0)
             + (self._events.nbytes if self._events is not None else 0)
         )
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
 import uuid
 import warnings
@@ -79,6 +80,11 @@ HIDDEN = {
     ),
 }
 """Store-only columns: the size of the run's log when it was stored (to tell fresh from stale)."""
+JSON_COLUMNS = {t: (c.name,) for t, cols in TABLES.items() for c in cols if c.dtype == "json"}
+"""The free-form columns (one a table: ``calls.args``, ``events.data``), JSON text in the store: read from disk only when a row of them is read."""
+MAX_DEFERRED_PARTS = 64
+"""Up to this many parts, the JSON columns wait on disk (each part's files held open until read);
+a store of more parts (not compacted for months) reads them at once instead, holding no files."""
 
 
 def available() -> bool:
@@ -199,13 +205,20 @@ def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]
     return out
 
 
-def _select(found: list[Part], chosen: dict[int, set[str]], root: Path) -> dict[str, pa.Table]:
-    """The chosen runs' rows of all four tables (whole parts where every run in them is chosen)."""
+def _select(
+    found: list[Part], chosen: dict[int, set[str]], root: Path, *, lazy: bool = False
+) -> tuple[dict[str, pa.Table], dict[str, list[tuple[Any, Any]]]]:
+    """The chosen runs' rows of all four tables (whole parts where every run in them is chosen).
+
+    ``lazy``: the JSON columns (:data:`JSON_COLUMNS`) are left out, and for each table the list of
+    (open file, rows taken from it) is returned instead, so :class:`Deferred` can read them when asked."""
+    import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     pieces: dict[str, list[pa.Table]] = {t: [] for t in TABLES}
+    sources: dict[str, list[tuple[Any, Any]]] = {t: [] for t in JSON_COLUMNS}
     for i, names in sorted(chosen.items()):
         p = found[i]
         runs = p.runs
@@ -215,10 +228,87 @@ def _select(found: list[Part], chosen: dict[int, set[str]], root: Path) -> dict[
             ids = pc.unique(runs.column("run_id"))
         pieces["runs"].append(runs)
         for table in ("steps", "calls", "events"):
-            t = pq.read_table(p.path(root, table), schema=schema(table))
-            owners = _owner(t)
-            pieces[table].append(t if whole else t.filter(pc.is_in(owners, value_set=ids)))
-    return {t: pa.concat_tables(v) if v else schema(t).empty_table() for t, v in pieces.items()}
+            sch = schema(table)
+            source: Any = p.path(root, table)
+            columns = None
+            if lazy and table in JSON_COLUMNS:
+                # held open: a merge that removes the file before the column is read leaves it readable
+                source = pa.OSFile(str(source))
+                columns = [n for n in sch.names if n not in JSON_COLUMNS[table]]
+            t = pq.read_table(source, schema=sch, columns=columns)
+            rows = None
+            if not whole:
+                keep = pc.is_in(_owner(t), value_set=ids)
+                t = t.filter(keep)
+                rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+            pieces[table].append(t)
+            if columns is not None:
+                sources[table].append((source, rows))
+    tables = {t: pa.concat_tables(v) if v else _empty(t, lazy) for t, v in pieces.items()}
+    return tables, sources
+
+
+def _empty(table: str, lazy: bool) -> pa.Table:
+    sch = schema(table)
+    if lazy and table in JSON_COLUMNS:
+        sch = sch.remove(sch.get_field_index(JSON_COLUMNS[table][0]))
+    return sch.empty_table()
+
+
+class Deferred:
+    """One JSON column of the store's chosen rows, read from its files the first time it is needed.
+
+    A million events' ``data`` is most of the store's bytes unpacked (the text of every event) and
+    most of a load's time and memory, yet a cost analysis never reads it; so ``load_runs`` reads
+    the other columns and leaves this one on disk until a row of it is read. The files are held
+    open from the load on, so a merge that replaces them meanwhile (``agentlab compact``) does not
+    take the rows away (on POSIX an open file stays readable after it is removed). ``take`` gives
+    another view of the same column, read once for all views.
+    """
+
+    def __init__(self, sources: list[tuple[Any, Any]], column: str, length: int, order: Any = None) -> None:
+        self._sources = sources
+        self._column = column
+        self._order = order  # positions into the concatenated pieces (None: as they are)
+        self._cache: list[Any] = []  # shared by every view: [the column, read]
+        self._lock = threading.Lock()
+        self._len = length
+
+    def __len__(self) -> int:
+        return self._len
+
+    def take(self, positions: Any) -> Deferred:
+        import numpy as np
+
+        view = Deferred.__new__(Deferred)
+        view._sources, view._column, view._cache, view._lock = self._sources, self._column, self._cache, self._lock
+        positions = np.asarray(positions, dtype=np.intp)
+        view._order = positions if self._order is None else self._order[positions]
+        view._len = len(positions)
+        return view
+
+    def _base(self) -> pa.ChunkedArray:
+        with self._lock:
+            if not self._cache:
+                import pyarrow as pa
+                import pyarrow.parquet as pq
+
+                chunks = []
+                for handle, rows in self._sources:
+                    col = pq.ParquetFile(handle).read(columns=[self._column]).column(0)
+                    chunks.extend((col if rows is None else col.take(pa.array(rows))).chunks)
+                    handle.close()  # read: the file is no longer needed
+                self._cache.append(pa.chunked_array(chunks, type=pa.string()))
+            return self._cache[0]
+
+    def array(self) -> pa.ChunkedArray:
+        """The column's text, read now if it was not yet (every view shares one read)."""
+        base = self._base()
+        if self._order is None:
+            return base
+        import pyarrow as pa
+
+        return base.take(pa.array(self._order))
 
 
 def _owner(t: pa.Table) -> Any:
@@ -227,8 +317,9 @@ def _owner(t: pa.Table) -> Any:
     return t.column("_run") if "_run" in t.column_names else t.column("run_id")
 
 
-def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
-    """Runs in file-name order, each run's rows in the order its log gives them (as ``load_runs`` reads a folder)."""
+def _sorted(tables: dict[str, pa.Table]) -> tuple[dict[str, pa.Table], dict[str, Any]]:
+    """Runs in file-name order, each run's rows in the order its log gives them (as ``load_runs`` reads a folder);
+    and the order taken of each table's rows (None: kept as they were)."""
     import numpy as np
     import pyarrow as pa
 
@@ -236,31 +327,40 @@ def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
     files = runs.column("file").to_numpy(zero_copy_only=False)
     order = np.argsort(files, kind="stable")
     if (order == np.arange(len(order))).all():
-        return tables
+        return tables, dict.fromkeys(tables)
     rank = dict(zip(runs.column("run_id").to_pylist(), np.argsort(order).tolist(), strict=False))
     out = {"runs": runs.take(pa.array(order))}
+    orders: dict[str, Any] = {"runs": order}
     for name in ("steps", "calls", "events"):
         t = tables[name]
         owners = _owner(t).to_pylist()
         ranks = np.array([rank[r] for r in owners]) if t.num_rows else np.array([], int)
-        out[name] = t.take(pa.array(np.argsort(ranks, kind="stable")))
-    return out
+        orders[name] = np.argsort(ranks, kind="stable")
+        out[name] = t.take(pa.array(orders[name]))
+    return out, orders
 
 
-def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, pa.Table], set[str]]:
-    """The store's tables for the runs it holds fresh, and the log file names they cover."""
+def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, pa.Table], dict[str, Deferred], set[str]]:
+    """The store's tables for the runs it holds fresh (less their JSON columns, which are
+    :class:`Deferred`, by table), and the log file names they cover."""
     root = store_dir(folder)
     found = parts(folder)
     if not found:
-        return {}, set()
+        return {}, {}, set()
     picked = chosen(found, logs)
-    tables = _sorted(_select(found, picked, root))
+    lazy = len(picked) <= MAX_DEFERRED_PARTS
+    selected, sources = _select(found, picked, root, lazy=lazy)
+    tables, orders = _sorted(selected)
+    deferred = {
+        t: Deferred(sources[t], JSON_COLUMNS[t][0], tables[t].num_rows, orders[t]) for t in JSON_COLUMNS if lazy
+    }
     covered = set(tables["runs"].column("file").to_pylist())
-    return tables, covered
+    return tables, deferred, covered
 
 
-def frames_of(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFrame]:
-    """Arrow tables -> the four DataFrames, with the dtypes ``load_runs`` gives from the logs."""
+def frames_of(tables: dict[str, pa.Table], folder: Path, deferred: dict[str, Deferred]) -> dict[str, pd.DataFrame]:
+    """Arrow tables -> the four DataFrames, with the dtypes ``load_runs`` gives from the logs
+    (``tables`` is left holding only ``runs``: the others are converted in place)."""
     import pandas as pd
 
     from ._json import JSONArray
@@ -271,19 +371,19 @@ def frames_of(tables: dict[str, pa.Table], folder: Path) -> dict[str, pd.DataFra
     prefix = str(folder / "x")[:-1]
     df["file"] = (prefix + df["file"]).astype(df["run_id"].dtype)
     out["runs"] = df
-    out["steps"] = tables["steps"].to_pandas()
-    calls = tables["calls"]
-    df = calls.drop_columns(["args"]).to_pandas()
-    df.insert(
-        calls.schema.get_field_index("args"),
-        "args",
-        pd.Series(JSONArray.from_arrow(calls.column("args"))),
-    )
-    out["calls"] = df
-    events = tables["events"]
-    df = events.drop_columns(["data", "_run"]).to_pandas()
-    df["data"] = pd.Series(JSONArray.from_arrow(events.column("data")))
-    out["events"] = df
+    # self_destruct: each Arrow column is freed as soon as it is converted (the peak is then about one
+    # copy of the frames, not two); so the tables are taken out of ``tables``, and read only here
+    out["steps"] = tables.pop("steps").to_pandas(self_destruct=True)
+    for name in JSON_COLUMNS:
+        t = tables.pop(name)
+        col = JSON_COLUMNS[name][0]
+        text = deferred[name] if name in deferred else t.column(col)
+        t = t.drop_columns([c for c in (col, "_run") if c in t.column_names])
+        df = t.to_pandas(self_destruct=True)
+        del t
+        at = [c.name for c in TABLES[name]].index(col)
+        df.insert(at, col, pd.Series(JSONArray.from_arrow(text), index=df.index))
+        out[name] = df
     return out
 
 
@@ -310,12 +410,18 @@ def _merge_lock(folder: Path) -> Iterator[bool]:
 def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | None) -> None:
     root = store_dir(folder)
     picked = chosen(group, logs)
-    tables = _sorted(_select(group, picked, root))
+    tables, _ = _sorted(_select(group, picked, root)[0])
     if tables["runs"].num_rows:
         write_part(root, group[0].day, tables, tier)
     for p in group:  # runs first: from here on the old part no longer counts
-        for table in ("runs", "steps", "calls", "events"):
-            with contextlib.suppress(FileNotFoundError):
+        try:
+            p.path(root, "runs").unlink()
+        except FileNotFoundError:
+            pass
+        except OSError:  # held open (Windows: a load still to read its data): left whole, the newer part wins
+            continue
+        for table in ("steps", "calls", "events"):
+            with contextlib.suppress(OSError):  # a file left behind is an orphan, removed by a later compaction
                 p.path(root, table).unlink()
 
 

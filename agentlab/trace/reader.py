@@ -44,7 +44,10 @@ def read_events(file: str | os.PathLike[str]) -> list[dict[str, Any]]:
     :class:`TruncatedTraceWarning` naming the file and the lines.
     """
     file = Path(file)
-    data = file.read_bytes()
+    return _events(file, file.read_bytes())
+
+
+def _events(file: Path, data: bytes) -> list[dict[str, Any]]:
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     body = data.strip()
@@ -144,6 +147,11 @@ def read_trace(file: Path) -> Trace:
     return _trace(file, read_events(file))
 
 
+def trace_of(file: Path, data: bytes) -> Trace:
+    """:func:`read_trace` of a log's bytes, read already (the store also cuts its lines)."""
+    return _trace(file, _events(file, data))
+
+
 def _trace(file: Path, events: list[dict[str, Any]]) -> Trace:
     """A summarized :class:`Trace`; a field of the wrong type found while summarizing sends the
     file through the strict reader (which skips that line with a warning)."""
@@ -205,10 +213,10 @@ def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, s
 
     if not folder.is_dir() or not store_dir(folder).is_dir() or not available():
         return None, [], files
-    tables, covered = read(folder, log_sizes(folder))
+    tables, deferred, covered = read(folder, log_sizes(folder))
     if not covered:
         return None, [], files
-    frames = frames_of(tables, folder)
+    frames = frames_of(tables, folder, deferred)
     stored = list(
         zip(tables["runs"].column("run_id").to_pylist(), tables["runs"].column("file").to_pylist(), strict=True)
     )
