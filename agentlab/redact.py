@@ -424,7 +424,9 @@ def is_secret_name(name: str) -> bool:
 
 @lru_cache(maxsize=4096)
 def _strength(name: str) -> int:
-    """2: the value is secret whatever it looks like (``password``); 1: only if it looks secret; 0: not a secret name."""
+    """2: the value is secret whatever it looks like (``password``); 1: only if it looks secret; 0: not a secret
+    name.
+    """
     if not is_secret_name(name):
         return 0
     words = _words(name)
@@ -570,7 +572,9 @@ def _lower(text: str) -> str:
 
 
 def _name_before(text: str, start: int, end: int) -> int:
-    """Where the name ending at ``end`` starts: the run of name characters, at most 64 of them, from a letter or ``_``."""
+    """Where the name ending at ``end`` starts: the run of name characters, at most 64 of them, from a letter or
+    ``_``.
+    """
     s = start
     floor = max(0, end - 64)
     while s > floor and text[s - 1] in _NAME_CHARS:

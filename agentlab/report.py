@@ -120,7 +120,8 @@ def export_notebook(run_id: str, out_path: str | os.PathLike[str], runs: str | o
         if answer:
             end += f"\n\n{fence(clip(answer, LONG))}"
         if final.get("error"):
-            end += f"\n\n**Error:**\n\n{fence(clip(final['error'].get('traceback') or final['error'].get('message', ''), LONG))}"
+            error = final["error"].get("traceback") or final["error"].get("message", "")
+            end += f"\n\n**Error:**\n\n{fence(clip(error, LONG))}"
     else:
         end = f"## How it ended\n\nThe trace ends without a result: {md_escape(s['detail'])}."
     cells.append(v4.new_markdown_cell(end))

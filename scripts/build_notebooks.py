@@ -1523,7 +1523,8 @@ def _legibility(fig):
     for ax in fig.axes:
         title = ax.get_title() or ax.get_title(loc="left")
         for axis, name in ((ax.xaxis, "x"), (ax.yaxis, "y")):
-            crowded([t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()], f"{name} labels", title, 40)
+            shown = [t for t in axis.get_ticklabels() if t.get_visible() and t.get_text().strip()]
+            crowded(shown, f"{name} labels", title, 40)
         crowded([t for t in ax.texts if t.get_visible() and t.get_text().strip()], "texts", title)
     return found
 _png = get_ipython().display_formatter.formatters["image/png"]

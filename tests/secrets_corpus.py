@@ -1,4 +1,6 @@
-"""The recall corpus (issue 14): secrets of every kind, in every shape a trace meets them; shared by the redaction tests."""
+"""The recall corpus (issue 14): secrets of every kind, in every shape a trace meets them; shared by the redaction
+tests.
+"""
 
 from __future__ import annotations
 

@@ -39,7 +39,8 @@ def test_a_run_has_a_repr_with_its_id_phase_model_tokens_and_budgets():
     )
     assert (
         repr(r)
-        == "<Run abc123 ready · offline scripted (priced as claude-sonnet-4-5) · 0 in / 0 out tokens · steps 0/8 · $0.0000/$0.50 · 0.0s/60s>"
+        == "<Run abc123 ready · offline scripted (priced as claude-sonnet-4-5) · 0 in / 0 out tokens · steps 0/8 · "
+        "$0.0000/$0.50 · 0.0s/60s>"
     )
     result = al.run(
         "Why was order 1042 late?",

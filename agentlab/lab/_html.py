@@ -67,7 +67,8 @@ def result_html(text: str, preview: int = PREVIEW_CHARS) -> str:
     )
     return (
         f"<pre class='agentlab-result agentlab-truncated' style='{_PRE}'>{esc(text[:preview])}…</pre>"
-        f"<details class='agentlab-full'><summary style='cursor:pointer;color:#1f6feb'>show all {len(text):,} characters</summary>"
+        f"<details class='agentlab-full'><summary style='cursor:pointer;color:#1f6feb'>show all {len(text):,} "
+        "characters</summary>"
         f"<pre style='{_PRE}'>{esc(whole)}</pre></details>"
     )
 
@@ -116,7 +117,8 @@ def step_html(entry: StepEntry) -> str:
     if entry.text:
         cursor = "<span class='agentlab-cursor'>▍</span>" if entry.streaming else ""
         out.append(
-            f"<div class='agentlab-text' style='white-space:pre-wrap;margin-left:1em'><i>said</i> {esc(entry.text)}{cursor}</div>"
+            "<div class='agentlab-text' style='white-space:pre-wrap;margin-left:1em'><i>said</i> "
+            f"{esc(entry.text)}{cursor}</div>"
         )
     for index in sorted(entry.forming):
         out.append(
@@ -134,7 +136,8 @@ def gauge_html(g: Gauge) -> str:
     note = " — stopped the run" if g.stopped_run else ""
     return (
         f"<span class='agentlab-gauge-text agentlab-level-{esc(g.level)}' "
-        f"style='color:{LEVEL_COLOUR.get(g.level, LEVEL_COLOUR['idle'])};font-family:monospace'>{esc(g.text + note)}</span>"
+        f"style='color:{LEVEL_COLOUR.get(g.level, LEVEL_COLOUR['idle'])};font-family:monospace'>"
+        f"{esc(g.text + note)}</span>"
     )
 
 
@@ -143,7 +146,8 @@ def status_html(s: PanelState) -> str:
     parts = [
         f"<b>run</b> <code>{esc(s.run_id or '—')}</code>",
         f"<b>model</b> <code>{esc(s.model or '—')}</code>",
-        f"<b>phase</b> <span class='agentlab-phase' style='color:{colour};font-weight:bold'>{esc(s.status_line())}</span>",
+        "<b>phase</b> <span class='agentlab-phase' "
+        f"style='color:{colour};font-weight:bold'>{esc(s.status_line())}</span>",
     ]
     if s.context_tokens is not None:
         parts.append(f"<b>context</b> <span class='agentlab-context'>{s.context_tokens:,} tokens</span>")

@@ -265,7 +265,8 @@ class Panel:
         hidden = sum(1 for k in log if k < oldest_shown)
         if hidden:
             parts.append(
-                f"<i class='agentlab-log-note' style='color:#57606a'>… {hidden} earlier step(s) not shown: see lab.trace</i>"
+                f"<i class='agentlab-log-note' style='color:#57606a'>… {hidden} earlier step(s) not shown: see "
+                "lab.trace</i>"
             )
         self.log.value = "".join(parts)
 

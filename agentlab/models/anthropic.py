@@ -278,7 +278,9 @@ class AnthropicModel:
             self._containers[key] = cid
 
     async def complete(self, request: ModelRequest) -> dict[str, Any]:
-        """One Messages API call through the SDK (streamed unless ``stream=False``): the reply as a dict, usage and cost included."""
+        """One Messages API call through the SDK (streamed unless ``stream=False``): the reply as a dict, usage
+        and cost included.
+        """
         with self._in_flight():
             return await self._complete(request)
 

@@ -122,7 +122,8 @@ class StreamAssembler:
             )
             why = str(exc).split(" JSON: ")[0]
             self.broken[index] = (
-                f"{block.type} block {index} ({getattr(block, 'name', None)}): its streamed input is not valid JSON ({why})",
+                f"{block.type} block {index} ({getattr(block, 'name', None)}): its streamed input is not valid JSON "
+                f"({why})",
                 raw,
             )
 
@@ -158,7 +159,8 @@ class StreamAssembler:
                 whole = json.loads(raw) if raw.strip() else {}
             except ValueError as exc:
                 block = message["content"][index]
-                problem = f"{block.get('type')} block {index} ({block.get('name')}): its streamed input is not valid JSON ({exc})"
+                what = f"{block.get('type')} block {index} ({block.get('name')})"
+                problem = f"{what}: its streamed input is not valid JSON ({exc})"
                 self.broken[index] = (problem, raw.decode("utf-8", "replace"))
                 continue
             if not isinstance(whole, dict):

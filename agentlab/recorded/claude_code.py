@@ -483,5 +483,6 @@ def why_no_calls(file: Path) -> str:
     data = file.read_bytes()
     synthetic = data.count(b'"model":"<synthetic>"')
     if synthetic:
-        return f"no API calls in it: only {synthetic} <synthetic> repl{'y' if synthetic == 1 else 'ies'}, written by Claude Code itself"
+        replies = "reply" if synthetic == 1 else "replies"
+        return f"no API calls in it: only {synthetic} <synthetic> {replies}, written by Claude Code itself"
     return "no API calls in it (no assistant lines, or only copies of lines another file of the session holds)"

@@ -332,13 +332,17 @@ class LongReport(Behaviour):
         sections = [
             "Incident report: order 1042.",
             "Summary. " + summary,
-            "Timeline. The order was placed on 4 March, packed the same evening and collected by ParcelNorth on 5 March. "
-            "The carrier's promised date was 8 March. The parcel reached the Avonmouth hub on 6 March and was held there.",
-            "Customer impact. The customer waited five extra days for a kettle bought as a gift, contacted support twice "
+            "Timeline. The order was placed on 4 March, packed the same evening and collected by ParcelNorth on 5 "
+            "March. "
+            "The carrier's promised date was 8 March. The parcel reached the Avonmouth hub on 6 March and was held "
+            "there.",
+            "Customer impact. The customer waited five extra days for a kettle bought as a gift, contacted support "
+            "twice "
             "and was not told of the delay before the promised date passed.",
             "Root cause. Weather holds at the hub were not pushed to our order system, so no one saw the delay; "
             "after the hold the parcel was mis-sorted to Cardiff, adding two more days.",
-            "Actions. Subscribe to the carrier's delay webhooks; email customers automatically when a promise date is at "
+            "Actions. Subscribe to the carrier's delay webhooks; email customers automatically when a promise date is "
+            "at "
             "risk; review the sorting error with ParcelNorth; offer a voucher to affected customers.",
         ]
         return reply("\n\n".join(sections * 2))

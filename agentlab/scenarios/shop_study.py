@@ -57,7 +57,8 @@ def shop_tasks(shop: Shop | None = None) -> list[Task]:
     out = []
     for n, oid in enumerate(ORDERS):
         row = shop.query(
-            "SELECT o.status, c.city, s.delivered_on, s.promised_on FROM orders o JOIN customers c ON c.id = o.customer_id "
+            "SELECT o.status, c.city, s.delivered_on, s.promised_on FROM orders o JOIN customers c ON c.id = "
+            "o.customer_id "
             "LEFT JOIN shipments s ON s.order_id = o.id WHERE o.id = ?",
             (oid,),
         )[0]

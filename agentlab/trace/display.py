@@ -113,7 +113,8 @@ def _reply_head(view: StepView) -> str:
     u = r["usage"]
     cache = ""
     if u.get("cache_read_input_tokens") or u.get("cache_creation_input_tokens"):
-        cache = f" (+{u.get('cache_read_input_tokens', 0):,} cache read, {u.get('cache_creation_input_tokens', 0):,} cache write)"
+        read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
+        cache = f" (+{read:,} cache read, {write:,} cache write)"
     est = ", estimated" if r.get("estimated") else ""
     return (
         f"stop_reason={r.get('stop_reason')} · {u.get('input_tokens', 0):,} in{cache} / "
@@ -202,8 +203,10 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
         for c in view.calls:
             secs = f"{c['end'] - c['start']:.3f}" if c.get("end") is not None and c.get("start") is not None else ""
             rows.append(
-                f"| {_cell(c.get('index', 0))} | {_cell(c.get('tool'))} | {_cell(c.get('mode') or '')} | {_cell(_args(c.get('args', {}), 300))} "
-                f"| {_cell(c.get('outcome'))} | {_cell(c.get('attempts', 0))} | {secs} | {_cell(_one_line(c.get('result') or '', 300))} |"
+                f"| {_cell(c.get('index', 0))} | {_cell(c.get('tool'))} | {_cell(c.get('mode') or '')} | "
+                f"{_cell(_args(c.get('args', {}), 300))} "
+                f"| {_cell(c.get('outcome'))} | {_cell(c.get('attempts', 0))} | {secs} | "
+                f"{_cell(_one_line(c.get('result') or '', 300))} |"
             )
         parts.append("**Tool calls:**\n\n" + "\n".join(rows))
         for c in view.calls:
@@ -352,7 +355,8 @@ def traces_text(traces: Traces) -> str:
     unpriced = f" + {len(rows) - len(priced)} run(s) with no price" if len(priced) < len(rows) else ""
     lines = [f"Traces: {len(rows)} runs in {traces.folder} ({counts or 'none'}) · {_money(sum(priced))}{unpriced}"]
     lines += [
-        f"  {r['run_id']}  {r['outcome']:<10} {r['reason']:<14} {r['steps']:>3} steps  {_money(r['cost'])}  {_one_line(r['task'], 50)}"
+        f"  {r['run_id']}  {r['outcome']:<10} {r['reason']:<14} {r['steps']:>3} steps  {_money(r['cost'])}  "
+        f"{_one_line(r['task'], 50)}"
         for r in rows[-20:]
     ]
     if len(rows) > 20:
