@@ -358,7 +358,8 @@ al.sql("select count(*) from runs", sys.argv[1], compact=False)  # a warm DuckDB
 before = rss("VmRSS:")
 t0 = time.perf_counter()
 answer = al.sql("select kind, count(*) as n, avg(t) as mean_t from events group by kind", sys.argv[1], compact=False)
-print(json.dumps({"seconds": time.perf_counter() - t0, "n": int(answer["n"].sum()), "before": before, "peak": rss("VmHWM:")}))
+took = time.perf_counter() - t0
+print(json.dumps({"seconds": took, "n": int(answer["n"].sum()), "before": before, "peak": rss("VmHWM:")}))
 """
 
 

@@ -81,7 +81,9 @@ HIDDEN = {
 }
 """Store-only columns: the size of the run's log when it was stored (to tell fresh from stale)."""
 JSON_COLUMNS = {t: (c.name,) for t, cols in TABLES.items() for c in cols if c.dtype == "json"}
-"""The free-form columns (one a table: ``calls.args``, ``events.data``), JSON text in the store: read from disk only when a row of them is read."""
+"""The free-form columns (one a table: ``calls.args``, ``events.data``), JSON text in the store: read from disk
+only when a row of them is read.
+"""
 MAX_DEFERRED_PARTS = 64
 """Up to this many parts, the JSON columns wait on disk (each part's files held open until read);
 a store of more parts (not compacted for months) reads them at once instead, holding no files."""

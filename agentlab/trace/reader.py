@@ -66,7 +66,9 @@ def _events(file: Path, data: bytes) -> list[dict[str, Any]]:
 
 
 def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
-    """Line by line, each checked with :func:`~agentlab.events.well_formed`: the slow path, taken when the fast one finds a problem."""
+    """Line by line, each checked with :func:`~agentlab.events.well_formed`: the slow path, taken when the fast one
+    finds a problem.
+    """
     if data.startswith(_BOM):
         data = data[len(_BOM) :]
     events, bad = [], []
