@@ -156,7 +156,7 @@ def test_the_store_gives_the_same_frames_as_the_logs_on_every_fixture(fixtures, 
     counts = compact(folder)
     assert counts["stored"] == len(list(folder.glob("*.jsonl"))) and counts["parts"] >= 1
     stored = al.load_runs(folder)
-    assert stored._stored and not stored._by_id  # read from the store, no log parsed
+    assert set(stored.sources.values()) == {"store"}  # read from the store, no log parsed
     assert_same_frames(logs, stored)
     one = logs.runs["run_id"].iloc[-1]
     assert stored.run(one).messages == logs.run(one).messages  # a run's Trace: read from its log when asked for
@@ -201,7 +201,7 @@ def test_a_run_still_being_written_is_read_from_its_log_beside_stored_runs(tmp_p
     }
     assert list(during.steps[during.steps["run_id"] == "b-live"]["step"]) == [1]
     after = al.load_runs(folder)
-    assert {r for r, _ in after._stored} == {
+    assert {r for r, s in after.sources.items() if s == "store"} == {
         "a0",
         "a1",
         "b-live",
@@ -240,7 +240,7 @@ def test_a_log_that_grew_after_it_was_stored_is_read_from_the_log_until_compacte
     assert_same_frames(logs, al.load_runs(folder))
     assert compact(folder) == {"stored": 1, "fresh": 1, "parts": 1}
     again = al.load_runs(folder)
-    assert len(again._stored) == 2
+    assert list(again.sources.values()).count("store") == 2
     assert_same_frames(logs, again)
 
 
@@ -321,11 +321,11 @@ def test_sigkill_during_compaction_leaves_a_store_that_loads_the_same_frames(tmp
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         after_kill = al.load_runs(folder)
-    assert after_kill._stored  # the parts written before the kill are used
+    assert "store" in after_kill.sources.values()  # the parts written before the kill are used
     assert_same_frames(logs, after_kill)
     compact(folder)
     healed = al.load_runs(folder)
-    assert len(healed._stored) == 5
+    assert list(healed.sources.values()).count("store") == 5
     assert_same_frames(logs, healed)
     runs_parts = list((folder / "_store" / "runs").glob("day=*/part-*.parquet"))
     assert len(runs_parts) == 1
@@ -435,7 +435,7 @@ def test_runs_stored_as_they_finish_are_merged_so_the_files_stay_few(tmp_path):
     tiers = sorted(p.name.split("-")[1] for p in (folder / "_store" / "runs").glob("day=*/part-*.parquet"))
     assert tiers == ["0"] * 8 + ["1"] * 2
     stored = al.load_runs(folder)
-    assert len(stored._stored) == 40
+    assert list(stored.sources.values()) == ["store"] * 40
     assert_same_frames(from_logs(folder), stored)
 
 

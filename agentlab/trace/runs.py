@@ -212,6 +212,7 @@ class Traces(Frames):
         self._traces: list[Trace] | None = [t for t in traces if t.records]
         self.folder = folder
         self._by_id = {t.run_id: t for t in self._traces}
+        self._from_logs = list(self._by_id)
         self._stored: list[tuple[str, str]] = []
         self._load: Callable[[Path], Trace] = _no_loader
 
@@ -279,6 +280,15 @@ class Traces(Frames):
             )
         ]
         return Trace(records, None)
+
+    @property
+    def sources(self) -> dict[str, str]:
+        """Where each run's frames were read from: ``"store"`` (the columnar store) or ``"log"`` (its JSONL).
+
+        A run still being written, or finished after the last compaction, is read from its log; this says which
+        figures are as fresh as the logs and which as the store (``agentlab compact`` brings the rest in).
+        """
+        return {**{run_id: "store" for run_id, _ in self._stored}, **{run_id: "log" for run_id in self._from_logs}}
 
     def __len__(self) -> int:
         return len(self.traces) if self._traces is not None else len(self.runs)
