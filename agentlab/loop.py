@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from ._engine.calls import CallOutcome, CallRunner, bounded, format_error, result_block
 from ._engine.config import RunConfig
@@ -75,6 +75,9 @@ Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "do
 
 
 __all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run"]  # the first two now live in budget/vocab
+
+
+_R = TypeVar("_R", Done, Stopped)
 
 
 class _Halt(NamedTuple):
@@ -786,7 +789,16 @@ class Run:
         self._record_sub_runs()
         if self._trace_error is not None:  # issue 14: never Done over an incomplete trace
             return self._stop(*self._trace_failed())
-        self.result = Done(
+        self.result = self._result(Done, text=text, detail=note, parsed=parsed)
+        self.phase = "done"
+        self._emit_end("done", "done", note, text, None)
+        if self._trace_error is not None:  # run_finished itself could not be written: the run ends saying so
+            self._stop(*self._trace_failed())
+        return None
+
+    def _result(self, kind: type[_R], **how: Any) -> _R:
+        """The run's result: what every ending reports (steps, money, tokens, the guard's account), and how it ended."""
+        return kind(
             self.run_id,
             self.steps,
             self.spent,
@@ -797,15 +809,8 @@ class Run:
             **self._overrun(),
             input_tokens=self.input_tokens,
             output_tokens=self.output_tokens,
-            text=text,
-            detail=note,
-            parsed=parsed,
+            **how,
         )
-        self.phase = "done"
-        self._emit_end("done", "done", note, text, None)
-        if self._trace_error is not None:  # run_finished itself could not be written: the run ends saying so
-            self._stop(*self._trace_failed())
-        return None
 
     def _interrupted(self, detail: str, error: BaseException | None = None) -> _Halt:
         """A stop that was asked for (Stop, Ctrl-C, a trace writer that failed) ends the run: say which."""
@@ -820,21 +825,7 @@ class Run:
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self._record_sub_runs()
-        self.result = Stopped(
-            self.run_id,
-            self.steps,
-            self.spent,
-            list(self.messages),
-            self.snapshot,
-            self.model_calls,
-            self._input.report(self.budget, self.spent),
-            **self._overrun(),
-            input_tokens=self.input_tokens,
-            output_tokens=self.output_tokens,
-            reason=reason,
-            detail=detail,
-            error=error,
-        )
+        self.result = self._result(Stopped, reason=reason, detail=detail, error=error)
         self.phase = "stopped"
         self._emit_end("stopped", reason, detail, self.result.text, error)
 
