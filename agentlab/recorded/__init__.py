@@ -44,21 +44,10 @@ from . import (
     swe_agent,
 )
 from .build import RecordedRun, build_run
-from .detect import FORMATS, SUFFIXES, UnrecognizedFormat, detect
+from .detect import FORMATS, SUFFIXES, KnownFormat, UnrecognizedFormat, detect
 
-Format = Literal[
-    "auto",
-    "claude-code",
-    "claude-code-stream-json",
-    "codex",
-    "gemini-cli",
-    "cline",
-    "inspect-eval",
-    "openhands",
-    "mini-swe-agent",
-    "swe-agent",
-    "messages-log",
-]
+Format = Literal["auto"] | KnownFormat
+"""A format name for ``load_recorded`` / ``agentlab import --format``: one of :data:`FORMATS`, or ``"auto"``."""
 
 __all__ = [
     "FORMATS",

@@ -9,7 +9,7 @@ the first line, so the user sees at once what the file actually holds.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import orjson
 
@@ -27,7 +27,7 @@ from . import (
     swe_agent,
 )
 
-FORMATS = (
+KnownFormat = Literal[
     "claude-code",
     "claude-code-stream-json",
     "codex",
@@ -38,7 +38,9 @@ FORMATS = (
     "mini-swe-agent",
     "swe-agent",
     "messages-log",
-)
+]
+"""Every format an importer reads (``recorded.Format`` adds ``"auto"``): the one list, in detection order."""
+FORMATS: tuple[str, ...] = get_args(KnownFormat)
 SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json", ".eval")
 
 
