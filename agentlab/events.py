@@ -188,8 +188,10 @@ KINDS: dict[EventKind, Kind] = {
                 _f("context_management:any", "the API's account of context edits"),
                 _f(
                     "lost:bool",
-                    "a reply lost in transit after the request reached the API: charged at the guard's worst case; "
-                    "no content or usage, so it joins no history and is no row of `steps`, but `runs.cost` counts it",
+                    "a reply lost in transit after the request reached the API, or a call Stop or the deadline "
+                    "abandoned in flight before any of its reply arrived (`stop_reason` says which): charged at the "
+                    "guard's worst case; no content or usage, so it joins no history and is no row of `steps`, but "
+                    "`runs.cost` counts it",
                 ),
                 _f("partial:bool"),
                 _f("raw:any"),

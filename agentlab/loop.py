@@ -580,8 +580,9 @@ class Run:
             **({"reserved": reserved} if reserved else {}),
         )
 
-    def _charge_lost(self, exc: AgentlabError, reserved: float, latency: float) -> None:
-        """A reply lost in transit after the API may have billed it: charged at the guard's worst case, said so."""
+    def _charge_lost(self, why: str, reserved: float, latency: float, **extra: Any) -> None:
+        """A reply lost in transit (or abandoned in flight) after the API may have billed it: charged at the
+        guard's worst case, said so (``why``)."""
         worst = lost_reply_cost(self._input.last)
         self.spent, self.model_calls, self._lost = self.spent + worst, self.model_calls + 1, self._lost + worst
         self._last_cost = self._lost
@@ -594,7 +595,8 @@ class Run:
             cost=worst,
             spent=self.spent,
             latency=latency,
-            error=safe_str(exc),
+            error=why,
+            **extra,
         )
 
     async def _guard_call(self, done: int | None = None) -> int | Stop:
@@ -627,10 +629,10 @@ class Run:
         An attempt whose reply was lost after the API may have billed it (``maybe_billed``) is charged at its
         worst case at once; a retry after it is guarded and reserved anew (``self._held`` then changes).
         """
-        t_call, parts, lost = self.clock.now(), Fragments(), False
+        t_call, parts, lost, sent = self.clock.now(), Fragments(), False, False
 
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
-            nonlocal parts, lost, t_call
+            nonlocal parts, lost, t_call, sent
             if lost:  # the last attempt may have been billed: this one is a new call to the guard and the ledger
                 held = await self._hold_call(self.steps - 1)
                 if isinstance(held, Stop):
@@ -640,13 +642,21 @@ class Run:
             parts = Fragments(
                 lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel
             )
+            if self._cancel:  # Stop came before this request was handed over: nothing is sent, nothing billed
+                raise asyncio.CancelledError
+            sent = True  # from here the request may reach the API (the SDK connects and writes it)
             try:
-                return normalize_reply(await self.model.complete(self._request(self._held[0], parts)))
-            except AgentlabError as exc:
-                if getattr(exc, "maybe_billed", False):
-                    self._charge_lost(exc, self._held[1], self.clock.now() - t_call)
+                raw = await self.model.complete(self._request(self._held[0], parts))
+            except asyncio.CancelledError:  # Stop or the deadline: still in flight (charged below)
+                raise
+            except BaseException as exc:
+                sent = False  # it failed: not in flight any more (and charged here if it may have been billed)
+                if isinstance(exc, AgentlabError) and getattr(exc, "maybe_billed", False):
+                    self._charge_lost(safe_str(exc), self._held[1], self.clock.now() - t_call)
                     lost = True
                 raise
+            sent = False  # answered: charged on its usage by the caller
+            return normalize_reply(raw)
 
         try:
             return await self._retrying(attempt, "messages")
@@ -662,6 +672,20 @@ class Run:
                 self._ledger.settle(self.run_id, reserved, cut["cost"])  # the shared total counts the part it paid for
                 self._emit(
                     EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call
+                )
+            elif sent and self._caps.bills:
+                # Abandoned in flight before any of the reply arrived (a non-streamed call, a stream not yet
+                # begun): the API may bill it and nothing says how much, so it costs the worst case reserved
+                # for it before it was sent (within max_cost under "hard"). A model that answers locally
+                # (offline, scripted, a replayed record) bills nothing: its abandoned call stays at $0.
+                why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
+                by = "the deadline" if why == StopReason.DEADLINE else "Stop"
+                self._charge_lost(
+                    f"abandoned by {by} while the request was in flight, before any of the reply arrived: "
+                    "the API may have billed it, so it is charged at its worst case",
+                    reserved,
+                    self.clock.now() - t_call,
+                    stop_reason=why,
                 )
             raise
 

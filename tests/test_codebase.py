@@ -303,6 +303,7 @@ def test_the_engine_reads_a_models_optional_parts_only_through_capabilities():
         "count_tokens",
         "user_turn",
         "request_terms",
+        "bills",
     }
 
 

@@ -291,7 +291,7 @@ class _TraceFailsOn:
 
 @pytest.mark.parametrize(
     ("kind", "model_calls"),
-    [("run_started", 0), ("model_request", 1), ("tool_started", 1), ("tool_results", 1), ("run_finished", 2)],
+    [("run_started", 0), ("model_request", 0), ("tool_started", 1), ("tool_results", 1), ("run_finished", 2)],
 )
 def test_a_trace_that_cannot_be_written_stops_the_run_naming_the_failed_write_wherever_it_fails(kind, model_calls):
     """Never Done over an incomplete trace: the run stops at the next check with the writer's own error."""

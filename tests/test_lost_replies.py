@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 import agentlab as al
 from agentlab.budget import GuardCheck, lost_reply_cost
 from agentlab.models.anthropic import AnthropicModel
+from agentlab.models.base import capabilities
 from agentlab.testing import MessagesServer, dropped, reply, slow, streamed
+from agentlab.trace import TraceWriter
 
 from .helpers import PRICES, Recorder
 
@@ -168,3 +170,119 @@ def test_the_step_record_costs_the_lost_attempt_and_the_reply():
         )
         record = asyncio.run(run.step())
     assert record.text == "It shipped." and record.cost == pytest.approx(run.spent)  # the lost attempt and the reply
+
+
+# ------------------------------------------------ a call abandoned in flight (Stop, the deadline)
+def abandoned_run(server_item, tmp_path, *, stream: bool, how: str, model=None):
+    """One run whose first call the server holds; Stop is pressed from the server's thread as the request
+    arrives (``how="stop"``), or the run's deadline ends the held call (``how="deadline"``: the engine's own
+    timer, on a fake clock that no reply advances). Returns the result, its events, the ledger and the server."""
+    from agentlab.experiments import TotalLedger
+
+    ledger, rec, box, writer = TotalLedger(1.0), Recorder(), {}, TraceWriter(tmp_path)
+
+    def hold(body):  # runs on the server's thread when the request arrived: the API may bill it from here
+        if how == "stop":
+            box["run"].cancel()  # thread-safe: interrupts the step on its loop
+        return server_item
+
+    with MessagesServer([hold]) as server:
+
+        async def main():
+            run = box["run"] = al.Run(
+                "Where is order 7?",
+                [lookup],
+                model=model or AnthropicModel("claude-sonnet-4-5", client=server.client(), stream=stream),
+                subscribers=[rec, writer],
+                clock=al.FakeClock(),
+                prices=PRICES,
+                max_cost=0.5,
+                max_tokens=800,
+                ledger=ledger,
+                deadline_s=1.0 if how == "deadline" else 60,
+            )
+            try:
+                return await run.run()
+            finally:
+                ledger.release(run.run_id)  # what an experiment does as a run ends
+                writer.close()
+
+        result = asyncio.run(main())
+        posts = messages_posts(server)
+    return result, rec, ledger, posts
+
+
+@pytest.mark.parametrize(
+    ("stream", "how"),
+    [(False, "stop"), (False, "deadline"), (True, "stop"), (True, "deadline")],
+    ids=["non-streamed-stop", "non-streamed-deadline", "stream-before-message_start-stop", "stream-deadline"],
+)
+def test_a_call_abandoned_in_flight_before_any_reply_is_charged_at_its_worst_case(tmp_path, stream, how):
+    """The request reached the API, then Stop or the deadline abandoned it before a byte of the reply came (a
+    held non-streamed reply; a stream whose message_start never came): the API may bill it, so it costs the
+    worst case reserved for it, within max_cost, and the run, the shared ledger and the trace all say so."""
+    held = streamed(reply("It shipped."), hold_after=0, hold=30) if stream else slow(reply("It shipped."), 30)
+    result, rec, ledger, posts = abandoned_run(held, tmp_path, stream=stream, how=how)
+    assert isinstance(result, al.Stopped) and result.reason == ("cancelled" if how == "stop" else "deadline")
+    asked, called = rec.of("model_request"), rec.of("model_called")
+    assert len(asked) == len(called) == 1 and posts <= 1  # one request sent, charged once, never retried
+    lost = called[0].data
+    assert lost["lost"] and lost["estimated"] and "content" not in lost and "usage" not in lost
+    assert lost["stop_reason"] == ("cancelled" if how == "stop" else "deadline")
+    assert f"abandoned by {'Stop' if how == 'stop' else 'the deadline'}" in lost["error"]
+    assert "may have billed it" in lost["error"]
+    worst = asked[0].data["guard_worst_case"]
+    assert lost["cost"] == worst == result.spent > 0 and result.spent <= 0.5  # "hard": reserved before sending
+    assert ledger.spent == pytest.approx(result.spent) and ledger.reserved == pytest.approx(0.0, abs=1e-12)
+    trace = al.load_run(result.run_id, tmp_path)
+    assert trace.runs["cost"].iloc[0] == pytest.approx(result.spent)
+    stored = trace.events[trace.events["kind"] == "model_called"]["data"]
+    assert len(stored) == 1 and stored.iloc[0]["lost"] and stored.iloc[0]["cost"] == pytest.approx(worst)
+    assert [m["role"] for m in result.messages] == ["user"]  # nothing joins the history
+
+
+def test_stop_pressed_before_the_call_was_sent_costs_nothing(tmp_path):
+    """Stop from a listener of ``model_request`` (inside the step, before the SDK has the request): the
+    request is never sent, so nothing is charged."""
+    rec, box, writer = Recorder(), {}, TraceWriter(tmp_path)
+    with MessagesServer([reply("never sent")]) as server:
+        run = box["run"] = al.Run(
+            "Q",
+            model=AnthropicModel(client=server.client(), stream=False),
+            subscribers=[rec, writer, lambda e: box["run"].cancel() if e.kind == "model_request" else None],
+            clock=al.FakeClock(),
+            prices=PRICES,
+            max_cost=0.5,
+        )
+        result = asyncio.run(run.run())
+        writer.close()
+        assert messages_posts(server) == 0
+    assert isinstance(result, al.Stopped) and result.reason == "cancelled"
+    assert result.spent == 0 and rec.of("model_called") == []
+    assert al.load_run(result.run_id, tmp_path).runs["cost"].iloc[0] == 0
+
+
+class _HeldOffline:
+    """A model that answers locally and never bills: its call is held until Stop (pressed as it starts)."""
+
+    model = "claude-sonnet-4-5"  # priced like the real one, so only ``bills`` tells them apart
+
+    def __init__(self) -> None:
+        self.run: al.Run | None = None
+
+    async def complete(self, request):
+        loop = asyncio.get_running_loop()
+        assert self.run is not None
+        loop.call_soon(self.run.cancel)  # from the loop, outside the step: interrupts the call in flight
+        await loop.create_future()  # never answers
+
+
+def test_an_offline_model_abandoned_in_flight_stays_at_zero():
+    """A model that answers locally bills nothing: Stop in the middle of its call costs $0, traced as no call."""
+    model = _HeldOffline()
+    rec = Recorder()
+    run = model.run = al.Run("Q", model=model, subscribers=[rec], clock=al.FakeClock(), prices=PRICES, max_cost=0.5)
+    result = asyncio.run(run.run())
+    assert isinstance(result, al.Stopped) and result.reason == "cancelled" and "calling model" in result.detail
+    assert result.spent == 0 and rec.of("model_called") == [] and len(rec.of("model_request")) == 1
+    assert capabilities(model).bills is False and AnthropicModel.bills is True

@@ -96,6 +96,10 @@ class AnthropicModel:
         params: any other ``messages.create`` arguments (``temperature``, ``tool_choice``, ...).
     """
 
+    bills = True
+    """Every request sent may be billed by the API, even one whose reply never came back: a call Stop or the
+    deadline abandons in flight is charged at its worst case (:class:`~agentlab.models.base.Capabilities`)."""
+
     def __init__(
         self,
         model: str = DEFAULT_MODEL,

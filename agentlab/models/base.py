@@ -37,8 +37,8 @@ class Model(Protocol):
 
     Only ``model`` and ``complete`` are required. A model may also offer any of the optional
     capabilities that :class:`Capabilities` lists (``name``, ``caches``, ``server_tools``,
-    ``count_tokens``, ``user_turn``); the engine reads them once, through :func:`capabilities`,
-    and nowhere else.
+    ``count_tokens``, ``user_turn``, ``request_terms``, ``bills``); the engine reads them once,
+    through :func:`capabilities`, and nowhere else.
     """
 
     model: str
@@ -70,6 +70,10 @@ class Capabilities:
         request_terms: a :class:`agentlab.pricing.RequestTerms`: what the model's requests ask for
             that changes their price (fast mode, inference region, compaction, fallback models), so
             the guard's worst case includes it.
+        bills: each request reaches an API that may bill it once sent (the real Messages API). A call
+            Stop or the deadline abandons in flight, before any of its reply arrived, is then charged
+            at the guard's worst case: nothing says what the API billed. A model that answers locally
+            (offline, scripted, a replayed record) bills nothing, so its abandoned calls cost $0.
     """
 
     name: str | None = None
@@ -78,6 +82,7 @@ class Capabilities:
     count_tokens: Callable[..., Any] | None = None
     user_turn: Callable[[], Any] | None = None
     request_terms: Any = None
+    bills: bool = False
 
 
 def capabilities(model: object) -> Capabilities:
@@ -92,6 +97,7 @@ def capabilities(model: object) -> Capabilities:
         count_tokens=count if callable(count) else None,
         user_turn=turn if callable(turn) else None,
         request_terms=getattr(model, "request_terms", None),
+        bills=getattr(model, "bills", False) is True,
     )
 
 
