@@ -9,8 +9,9 @@ id (or there is none, in an imported record, where the recorded model did
 run), so a label that differs from the priced id marks a stand-in. Panels,
 plot legends, reports and the OpenTelemetry provider all ask this module.
 
-The trace records no other mark of a stand-in, so an ``AnthropicModel``
-given a ``name=`` of its own is shown as one; leave Claude models unnamed.
+Since ``run_started`` records ``billed`` (the model's ``bills`` capability:
+the real API bills each call, a stand-in bills nothing), that mark decides;
+the label rule above is for traces written before it, and for imports.
 """
 
 from __future__ import annotations
@@ -19,18 +20,22 @@ from collections.abc import Mapping
 from typing import Any
 
 
-def is_offline(model: str | None, name: str | None) -> bool:
-    """Whether a run with priced id ``model`` and label ``name`` was served by a stand-in, not that model."""
+def is_offline(model: str | None, name: str | None, billed: bool | None = None) -> bool:
+    """Whether a run with priced id ``model`` and label ``name`` was served by a stand-in, not that model.
+
+    ``billed`` (recorded since runs say so) decides when known; otherwise a label that differs from the id.
+    """
+    if billed is not None:
+        return not billed
     return isinstance(name, str) and bool(name) and name != (model or "")
 
 
-def model_label(model: str | None, name: str | None = None) -> str:
+def model_label(model: str | None, name: str | None = None, *, billed: bool | None = None) -> str:
     """``"claude-sonnet-4-5"`` for Claude, ``"offline ping-pong (priced as claude-sonnet-4-5)"`` for a stand-in."""
     model = model or ""
-    if not is_offline(model, name):
+    if not is_offline(model, name, billed):
         return model or "—"
-    assert name is not None
-    shown = name.removeprefix("offline").lstrip(" :")
+    shown = (name or "").removeprefix("offline").lstrip(" :")
     who = f"offline {shown}" if shown else "offline"
     return f"{who} (priced as {model})" if model else who
 
@@ -38,5 +43,9 @@ def model_label(model: str | None, name: str | None = None) -> str:
 def started_label(started: Mapping[str, Any] | None) -> str:
     """The label of the run whose ``run_started`` event is ``started``."""
     started = started or {}
-    model, name = started.get("model"), started.get("model_name")
-    return model_label(model if isinstance(model, str) else None, name if isinstance(name, str) else None)
+    model, name, billed = started.get("model"), started.get("model_name"), started.get("billed")
+    return model_label(
+        model if isinstance(model, str) else None,
+        name if isinstance(name, str) else None,
+        billed=billed if isinstance(billed, bool) else None,
+    )

@@ -113,6 +113,7 @@ KINDS: dict[EventKind, Kind] = {
                 _f("started_at:str?", "ISO 8601, UTC"),
                 _f("model:str?"),
                 _f("model_name:str"),
+                _f("billed:bool?", "the model bills per call (the real API); false for an offline stand-in"),
                 _f("system:any"),
                 _f("budget:dict?", "{max_steps, max_cost, deadline_s, cost_guard}"),
                 _f("max_tokens:int"),

@@ -248,7 +248,7 @@ class Run:
         return self._sub_runs
 
     def __repr__(self) -> str:
-        model = model_label(self.model.model, self._caps.name)
+        model = model_label(self.model.model, self._caps.name, billed=self._caps.bills)
         return (
             f"<Run {self.run_id} {self.phase} · {model} · {self.input_tokens:,} in / {self.output_tokens:,} out "
             f"tokens · {self.snapshot}>"
@@ -924,9 +924,8 @@ class Run:
         ending = kind == EventKind.RUN_FINISHED
         interrupted: KeyboardInterrupt | None = None
         for callback in list(self._subscribers):
-            if (
-                ending
-            ):  # issue 24: a subscriber that blocked on run_finished overran too; the next one (the trace) hears it
+            # issue 24: a subscriber that blocked on run_finished overran too; the next one (the trace) hears it
+            if ending:
                 data.update(self._overrun(), elapsed=self.elapsed)
             try:
                 callback(event)
@@ -954,6 +953,7 @@ class Run:
             started_at=datetime.fromtimestamp(wall_time(self.clock), UTC).isoformat(),
             model=self.model.model,
             model_name=self._caps.name,
+            billed=self._caps.bills,
             system=self.system,
             budget=self._limits(),
             max_tokens=self.max_tokens,

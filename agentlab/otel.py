@@ -147,7 +147,8 @@ class SpanBuilder:
         self.model = str(rec.get("model") or "")
         name = rec.get("model_name")
         self.provider = str(
-            rec.get("provider") or ("agentlab.offline" if is_offline(self.model, name) else "anthropic")
+            rec.get("provider")
+            or ("agentlab.offline" if is_offline(self.model, name, rec.get("billed")) else "anthropic")
         )
         self._open_root(rec, t, resumed=False)
 

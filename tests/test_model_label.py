@@ -75,3 +75,21 @@ def test_a_claude_run_is_shown_by_its_bare_id(tmp_path):
     for text in (panel_texts(lab), report_text(lab.engine.run_id, tmp_path)):
         assert f"· {PRICED} ·" in text or f"model {PRICED} " in text
         assert "offline" not in text
+
+
+def test_whether_the_model_bills_decides_the_label_whatever_it_is_named(tmp_path):
+    """A Claude model given a name of its own is still Claude; an unnamed stand-in is still offline."""
+    with MessagesServer() as server:
+        server.add(reply("Nothing to look up."))
+        model = AnthropicModel(PRICED, client=server.client(api_key="sk-ant-test-label-0123456789"))
+        model.name = "my support bot"
+        claude = al.Lab("Say hello.", [], model=model, trace=tmp_path, clock=al.FakeClock())
+        claude.run()
+    stand_in = al.FunctionModel(lambda m, t: reply("hi"))
+    stand_in.name = None  # no label at all: only the missing bill says it is not Claude
+    unnamed = al.run("Say hello.", [], model=stand_in, trace=tmp_path, clock=al.FakeClock())
+    claude_report = report_text(claude.engine.run_id, tmp_path)
+    assert f"model {PRICED} " in claude_report and "offline" not in claude_report
+    assert "offline" not in panel_texts(claude)
+    offline_report = report_text(unnamed.run_id, tmp_path)
+    assert f"offline (priced as {PRICED})" in offline_report and not BARE.search(offline_report)

@@ -129,7 +129,8 @@ class Lab:
         self.state = PanelState(self._writer.redactor_for(self.engine.run_id) if self._writer is not None else None)
         s = self.state
         s.run_id, s.task = self.engine.run_id, self.engine.task
-        s.model = model_label(self.engine.model.model, capabilities(self.engine.model).name)
+        caps = capabilities(self.engine.model)
+        s.model = model_label(self.engine.model.model, caps.name, billed=caps.bills)
         b = self.engine.budget
         s.limits = {"max_steps": b.max_steps, "max_cost": b.max_cost, "deadline_s": b.deadline_s}
         s.modes = {t.name: t.mode for t in self.engine.tools.values()}
