@@ -135,7 +135,7 @@ def summarize(
             tokens[3] += cr
             spent = _num(e.get("spent", spent))
             content = e.get("content") or []
-            n_calls = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
+            n_calls = [isinstance(b, dict) and b.get("type") for b in content].count("tool_use")
             steps.append(
                 (
                     run_id,
@@ -224,26 +224,25 @@ def summarize(
 
 
 def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
-    start = e.get("start", e.get("t"))
-    end = e.get("end") if outcome != "unfinished" else None
-    result = e.get("result")
-    preview = "" if result is None else str(result)
-    preview = shorten(preview, PREVIEW_CHARS)
+    get = e.get
+    start = _num(get("start", get("t")))
+    end = _num(get("end")) if outcome != "unfinished" else math.nan
+    result = get("result")
     return {
         "run_id": run_id,
-        "step": e.get("step", 0),
-        "call_id": str(e.get("call_id", "")),
-        "index": _i64(e.get("index", 0)),
-        "tool": str(e.get("tool", "")),
-        "mode": _str_or_none(e.get("mode")),
-        "args": e.get("args") or {},
+        "step": get("step", 0),
+        "call_id": str(get("call_id", "")),
+        "index": _i64(get("index", 0)),
+        "tool": str(get("tool", "")),
+        "mode": _str_or_none(get("mode")),
+        "args": get("args") or {},
         "outcome": str(outcome),
-        "attempts": _i64(e.get("attempts", 0)),
-        "is_error": bool(e.get("is_error", outcome == "unfinished")),
-        "start": _num(start),
-        "end": _num(end),
-        "duration": _num(end) - _num(start),
-        "result_preview": preview,
+        "attempts": _i64(get("attempts", 0)),
+        "is_error": bool(get("is_error", outcome == "unfinished")),
+        "start": start,
+        "end": end,
+        "duration": end - start,
+        "result_preview": shorten("" if result is None else str(result), PREVIEW_CHARS),
     }
 
 
