@@ -164,6 +164,18 @@ def test_nan_and_infinities_are_valid_json_and_read_back_the_same(tmp_path):
     assert math.isnan(e["values"][0]) and e["values"][1:] == [math.inf, -math.inf, 1.5] and math.isnan(e["usage"]["x"])
 
 
+def test_a_nan_after_many_dollar_signs_still_reads_back_as_nan(tmp_path):
+    """The reader finds the float tag by looking at each ``$``; past a few dozen it searches the whole file."""
+    for dollars in (3, 500):
+        run = al.Run("q", model=al.ScriptedModel([reply("hi")]), run_id=f"cash{dollars}", max_cost=None)
+        with TraceWriter(tmp_path) as w:
+            run.subscribe(w)
+            run.note("prices", text="$1.50 " * dollars)
+            run.note("measure", value=math.nan)
+        events = read_events(tmp_path / f"cash{dollars}.jsonl")
+        assert events[0]["text"].count("$") == dollars and math.isnan(events[-1]["value"])
+
+
 def test_a_lone_surrogate_is_escaped_not_dropped(tmp_path):
     run = al.Run("q", model=al.ScriptedModel([reply("hi")]), run_id="surro", max_cost=None)
     with TraceWriter(tmp_path) as w:

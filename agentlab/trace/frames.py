@@ -9,8 +9,9 @@ import gc
 import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import compress, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -134,7 +135,7 @@ def summarize(
             tokens[3] += cr
             spent = _num(e.get("spent", spent))
             content = e.get("content") or []
-            n_calls = sum(1 for b in content if isinstance(b, dict) and b.get("type") == "tool_use")
+            n_calls = [isinstance(b, dict) and b.get("type") for b in content].count("tool_use")
             steps.append(
                 (
                     run_id,
@@ -223,26 +224,25 @@ def summarize(
 
 
 def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
-    start = e.get("start", e.get("t"))
-    end = e.get("end") if outcome != "unfinished" else None
-    result = e.get("result")
-    preview = "" if result is None else str(result)
-    preview = shorten(preview, PREVIEW_CHARS)
+    get = e.get
+    start = _num(get("start", get("t")))
+    end = _num(get("end")) if outcome != "unfinished" else math.nan
+    result = get("result")
     return {
         "run_id": run_id,
-        "step": e.get("step", 0),
-        "call_id": str(e.get("call_id", "")),
-        "index": _i64(e.get("index", 0)),
-        "tool": str(e.get("tool", "")),
-        "mode": _str_or_none(e.get("mode")),
-        "args": e.get("args") or {},
+        "step": get("step", 0),
+        "call_id": str(get("call_id", "")),
+        "index": _i64(get("index", 0)),
+        "tool": str(get("tool", "")),
+        "mode": _str_or_none(get("mode")),
+        "args": get("args") or {},
         "outcome": str(outcome),
-        "attempts": _i64(e.get("attempts", 0)),
-        "is_error": bool(e.get("is_error", outcome == "unfinished")),
-        "start": _num(start),
-        "end": _num(end),
-        "duration": _num(end) - _num(start),
-        "result_preview": preview,
+        "attempts": _i64(get("attempts", 0)),
+        "is_error": bool(get("is_error", outcome == "unfinished")),
+        "start": start,
+        "end": end,
+        "duration": end - start,
+        "result_preview": shorten("" if result is None else str(result), PREVIEW_CHARS),
     }
 
 
@@ -392,18 +392,37 @@ def _build(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFram
 
 
 def _text_series(values: list[Any]) -> pd.Series:
-    """A text column. Arrow-backed (pandas 3), it is built straight from the list, and only a list
-    holding a lone surrogate (which UTF-8 cannot hold) is cleaned value by value: checking every
-    value first took a third of loading a million events from the logs."""
+    """A text column. Arrow-backed (pandas 3), it is built straight from the list by ``pyarrow.array``
+    (a third of the time pandas' own conversion takes), and only a list holding something else than
+    text or None (converted as pandas converts it) or a lone surrogate (which UTF-8 cannot hold,
+    cleaned value by value) takes the slow way: checking every value first took a third of loading a
+    million events from the logs."""
     import pandas as pd
 
     dtype = _str_dtype()
     if dtype == "str":
+        arrow = _arrow_str_dtype()
+        if arrow is not None:
+            import pyarrow as pa
+
+            try:
+                return pd.Series(pd.arrays.ArrowStringArray(pa.array(values, pa.large_string()), dtype=arrow))
+            except (TypeError, ValueError):  # not all text (pyarrow refuses; pandas converts), or a lone surrogate
+                pass
         try:
             return pd.Series(values, dtype=dtype)
         except UnicodeEncodeError:
             pass
     return pd.Series([clean(v) if isinstance(v, str) else v for v in values], dtype=dtype)
+
+
+@cache
+def _arrow_str_dtype() -> Any:
+    """pandas' ``str`` dtype when pyarrow holds it (what ``dtype="str"`` gives), else None."""
+    import pandas as pd
+
+    dtype = pd.Series([], dtype="str").dtype
+    return dtype if getattr(dtype, "storage", None) == "pyarrow" else None
 
 
 def _str_dtype() -> Any:
@@ -414,15 +433,16 @@ def _str_dtype() -> Any:
 
 
 def runs_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return _frame({c: [r[c] for r in rows] for c in RUNS_COLUMNS}, RUNS_COLUMNS)
+    return _frame({c: list(map(itemgetter(c), rows)) for c in RUNS_COLUMNS}, RUNS_COLUMNS)
 
 
 def steps_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
-    return _frame({c: [r[i] for r in rows] for i, c in enumerate(STEPS_COLUMNS)}, STEPS_COLUMNS)
+    columns = list(map(list, zip(*rows, strict=True))) if rows else [[] for _ in STEPS_COLUMNS]  # transposed in C
+    return _frame(dict(zip(STEPS_COLUMNS, columns, strict=True)), STEPS_COLUMNS)
 
 
 def calls_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return _frame({c: [r[c] for r in rows] for c in CALLS_COLUMNS}, CALLS_COLUMNS)
+    return _frame({c: list(map(itemgetter(c), rows)) for c in CALLS_COLUMNS}, CALLS_COLUMNS)
 
 
 def events_frame(traces: Iterable[Trace]) -> pd.DataFrame:
