@@ -7,11 +7,10 @@ Every part is derived from the JSONL logs through the same reader and frames
 
 from __future__ import annotations
 
-import math
 import os
 import warnings
 from collections.abc import Iterable
-from itertools import repeat
+from itertools import chain, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +28,7 @@ from ._store import (
 )
 from ._tags import data_of
 from .files import runs_dir
-from .frames import TABLES, gc_paused
+from .frames import TABLES, event_columns, gc_paused
 from .reader import trace_of
 from .runs import Trace, Traces
 from .writer import TraceWriter, TraceWriteWarning, dumps
@@ -59,7 +58,9 @@ def _tables(traces: list[Trace], sizes: list[int], logs: list[list[bytes] | None
     out = {name: pa.Table.from_pandas(df, schema=schema(name), preserve_index=False) for name, df in frames.items()}
     cols: dict[str, list[Any]] = {c.name: [] for c in TABLES["events"]} | {"_run": []}
     with gc_paused():
-        _event_columns(traces, cols)
+        event_columns(traces, cols)
+        cols["t"] = list(map(float, cols["t"]))  # the store's t is a double, whatever the log wrote
+        cols["_run"] = list(chain.from_iterable(repeat(t.run_id, len(t.records)) for t in traces))
         data = _data_texts(traces, logs)
     cols.pop("data")
     table = pa.table(cols, schema=schema("events").remove(schema("events").get_field_index("data")))
@@ -73,20 +74,6 @@ _BASE_PREFIX = (
 )
 """A line as the writer writes it: the base fields first, in this order (``Event.as_record``), then the
 kind's own fields. Cutting this prefix off a line leaves the event's ``data`` as JSON, at C speed."""
-
-
-def _event_columns(traces: list[Trace], cols: dict[str, list[Any]]) -> None:
-    """The base fields of every event as columns, gathered at C speed (``map(dict.get, ...)``)."""
-    get = dict.get
-    for t in traces:
-        recs = t.records
-        n = len(recs)
-        cols["run_id"].extend(map(get, recs, repeat("run_id", n), repeat(t.run_id, n)))
-        cols["seq"].extend(map(get, recs, repeat("seq", n), repeat(0, n)))
-        cols["step"].extend(map(get, recs, repeat("step", n), repeat(0, n)))
-        cols["t"].extend(map(float, map(get, recs, repeat("t", n), repeat(math.nan, n))))
-        cols["kind"].extend(map(get, recs, repeat("kind", n), repeat("", n)))
-        cols["_run"].extend(repeat(t.run_id, n))
 
 
 def _data_texts(traces: list[Trace], logs: list[list[bytes] | None]) -> Any:

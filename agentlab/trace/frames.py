@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache, cached_property
-from itertools import compress, repeat
+from itertools import chain, compress, repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -446,15 +446,20 @@ def calls_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
 
 
 def events_frame(traces: Iterable[Trace]) -> pd.DataFrame:
+    """The events themselves stand in the ``data`` column: each is cut to its data only when read (:mod:`._json`)."""
+    traces = list(traces)
     cols: dict[str, list[Any]] = {c: [] for c in EVENTS_COLUMNS}
     with gc_paused():
-        _event_columns(traces, cols)
+        event_columns(traces, cols)
+        cols["data"] = list(chain.from_iterable(t.records for t in traces))
     return _frame(cols, EVENTS_COLUMNS)
 
 
-def _event_columns(traces: Iterable[Trace], cols: dict[str, list[Any]]) -> None:
-    """The base fields as columns (``map(dict.get, ...)`` runs at C speed) and the events themselves
-    for ``data``, which is cut from each event only when read (see :mod:`._json`)."""
+def event_columns(traces: list[Trace], cols: dict[str, list[Any]]) -> None:
+    """Every event's base fields (run_id, seq, step, t, kind) as columns; ``map(dict.get, ...)`` runs at C speed.
+
+    The frames and the store's compaction both gather them here.
+    """
     get = dict.get
     for t in traces:
         recs = t.records
@@ -464,4 +469,3 @@ def _event_columns(traces: Iterable[Trace], cols: dict[str, list[Any]]) -> None:
         cols["step"].extend(map(get, recs, repeat("step", n), repeat(0, n)))
         cols["t"].extend(map(get, recs, repeat("t", n), repeat(math.nan, n)))
         cols["kind"].extend(map(get, recs, repeat("kind", n), repeat("", n)))
-        cols["data"].extend(recs)
