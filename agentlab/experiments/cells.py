@@ -95,11 +95,12 @@ def base_row(cell: Cell) -> dict[str, Any]:
     }
 
 
-def not_run_row(cell: Cell, reason: str) -> dict[str, Any]:
-    """The row of a cell that never started (the total ran out, or the experiment was stopped)."""
+def not_run_row(cell: Cell, reason: str, outcome: str = "not run", error: str = "") -> dict[str, Any]:
+    """The row of a cell whose run never made a step: it never started (the total ran out, the experiment was
+    stopped) or its setup failed (`outcome="error"`, with the error's text)."""
     return {
         **base_row(cell),
-        "outcome": "not run",
+        "outcome": outcome,
         "reason": reason,
         "steps": 0,
         "cost": 0.0,
@@ -109,7 +110,7 @@ def not_run_row(cell: Cell, reason: str) -> dict[str, Any]:
         "seconds": 0.0,
         "score": None,
         "score_cost": 0.0,
-        "error": "",
+        "error": error,
     }
 
 
@@ -160,20 +161,8 @@ class CellRunner:
         except Exception as exc:  # a broken tool factory, model factory or option: this cell's row says so
             if writer is not None:
                 writer.close()
-            return {
-                **row,
-                "outcome": "error",
-                "reason": "setup failed",
-                "steps": 0,
-                "cost": 0.0,
-                "input_tokens": 0,
-                "output_tokens": 0,
-                "cache_read_tokens": 0,
-                "seconds": 0.0,
-                "score": None,
-                "score_cost": 0.0,
-                "error": f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}",
-            }
+            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
+            return not_run_row(cell, "setup failed", outcome="error", error=error)
         finally:
             _release(locals().get("tools"))
         score, score_cost, error = None, 0.0, ""

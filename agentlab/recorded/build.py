@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from ..messages import Block, Message, Usage, estimate_tokens
@@ -79,6 +80,24 @@ class RecordedRun:
     """The record's own run totals, where it keeps them: ``model_calls``, ``input_tokens``
     (all prompt tokens sent), ``output_tokens`` and ``cost``. Estimates are scaled to
     them, and a run whose replies do not add up to them takes its figures from them."""
+
+
+def recorded_run(
+    file: Path, run_id: str, format: str, messages: list[Message], steps: list[RecordedStep], **rest: Any
+) -> RecordedRun:
+    """A run of a record that keeps no stop reasons: each step's is read off its content, and the task is the
+    first user text (the formats that store neither build their runs through this one place)."""
+    for s in steps:
+        s.stop_reason = stop_reason_of(s.content, None)
+    return RecordedRun(
+        run_id=run_id,
+        format=format,
+        source=str(file),
+        messages=messages,
+        steps=steps,
+        task=first_text(messages)[:500],
+        **rest,
+    )
 
 
 # ------------------------------------------------------------------ usage
@@ -298,16 +317,8 @@ def build_run(
             cid = b.get("id", "")
             start_t, end_t = s.tool_times.get(cid, (t_rep, t_end))
             start_t = t_rep if start_t is None else start_t
-            emit(
-                EventKind.TOOL_STARTED,
-                k,
-                start_t,
-                call_id=cid,
-                tool=b.get("name", ""),
-                mode=None,
-                args=b.get("input") or {},
-                index=i,
-            )
+            call = {"call_id": cid, "tool": b.get("name", ""), "mode": None, "args": b.get("input") or {}, "index": i}
+            emit(EventKind.TOOL_STARTED, k, start_t, **call)
             res = results.get(cid)
             if res is None:
                 continue  # asked for, never answered: the calls frame shows it "unfinished"
@@ -317,11 +328,7 @@ def build_run(
                 EventKind.TOOL_FINISHED,
                 k,
                 end_t,
-                call_id=cid,
-                tool=b.get("name", ""),
-                mode=None,
-                args=b.get("input") or {},
-                index=i,
+                **call,
                 outcome=Outcome.RECOVERABLE if is_error else Outcome.OK,
                 attempts=1,
                 result=_result_text(res.get("content")),

@@ -37,9 +37,8 @@ from .build import (
     RecordedRun,
     RecordedStep,
     blocks,
-    first_text,
+    recorded_run,
     split_by_model,
-    stop_reason_of,
     usage_from_openai,
 )
 
@@ -212,16 +211,13 @@ def parse_file(file: Path, consumed: set[Path] | None = None) -> list[RecordedRu
         )
     if not steps:
         return []
-    for s in steps:
-        s.stop_reason = stop_reason_of(s.content, None)
     return split_by_model(
-        RecordedRun(
-            run_id=run_id,
-            format=FORMAT,
-            source=str(file),
-            messages=messages,
-            steps=steps,
-            task=first_text(messages)[:500],
+        recorded_run(
+            file,
+            run_id,
+            FORMAT,
+            messages,
+            steps,
             system=system,
             model=steps[0].model,
             recorded_cost=recorded_cost if any_cost else None,

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from .build import RecordedRun, RecordedStep, first_text, seconds, split_by_model, stop_reason_of
+from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
 from .claude_code import read_lines
 
 FORMAT = "codex"
@@ -230,19 +230,16 @@ def parse_file(file: Path) -> list[RecordedRun]:
     steps = [s for s in steps if s.content or s.usage]
     if not steps:
         return []
-    for s in steps:
-        s.stop_reason = stop_reason_of(s.content, None)
     if copies:
         meta["repeated_usage_events"] = copies
     started = None if t0 is None else datetime.fromtimestamp(t0, UTC).isoformat()
     run_id = file.name.removesuffix(".jsonl")
-    whole = RecordedRun(
-        run_id=run_id,
-        format=FORMAT,
-        source=str(file),
-        messages=messages,
-        steps=steps,
-        task=first_text(messages)[:500],
+    whole = recorded_run(
+        file,
+        run_id,
+        FORMAT,
+        messages,
+        steps,
         system=system,
         model=steps[0].model or model,
         started_at=started,

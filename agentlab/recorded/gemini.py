@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 
-from .build import RecordedRun, RecordedStep, first_text, seconds, split_by_model, stop_reason_of
+from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
 
 FORMAT = "gemini-cli"
 
@@ -222,17 +222,14 @@ def parse_file(file: Path) -> list[RecordedRun]:
         last_t = t if t is not None else last_t
     if not steps:
         return []
-    for s in steps:
-        s.stop_reason = stop_reason_of(s.content, None)
     models = [s.model for s in steps if s.model]
     return split_by_model(
-        RecordedRun(
-            run_id=file.name.removesuffix(".jsonl").removesuffix(".json"),
-            format=FORMAT,
-            source=str(file),
-            messages=messages,
-            steps=steps,
-            task=first_text(messages)[:500],
+        recorded_run(
+            file,
+            file.name.removesuffix(".jsonl").removesuffix(".json"),
+            FORMAT,
+            messages,
+            steps,
             model=models[0] if models else "",
             started_at=doc.get("startTime"),
             meta={
