@@ -26,6 +26,7 @@ Counted, with the goals of issue 14:
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import tempfile
 import threading
@@ -38,6 +39,7 @@ from typing import Any
 import agentlab as al
 from agentlab.trace import TraceWriter, read_events
 
+from .overrun_phases import Probe, Timeline, breakdown, medians
 from .report import Row, fmt, judged
 
 HANG_S = 5.0
@@ -128,10 +130,11 @@ class Tally:
     unexplained: list[dict[str, Any]] = field(default_factory=list)
     worst: list[tuple[float, int, str]] = field(default_factory=list)  # (overrun, seed, detail) of free-loop runs
     blocked: list[tuple[float, bool]] = field(default_factory=list)  # (overrun, explained by the watchdog)
+    timelines: list[tuple[float, Timeline]] = field(default_factory=list)  # (overrun, phases) of free-loop runs
     reasons: dict[str, int] = field(default_factory=dict)
 
 
-def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> None:
+def _one(seed: int, folder: Path, release: threading.Event, tally: Tally, probe: Probe) -> None:
     rng = random.Random(seed)
     deadline = rng.choice([0.05, 0.1, 0.2, 0.3])
     replies = []
@@ -165,7 +168,7 @@ def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> Non
         if event.kind == "step_finished":
             steps_seen.append(event.seq)
 
-    t0 = time.perf_counter()
+    timeline = probe.begin(deadline)
     try:
         result = al.run(  # warnings (from the failing trace subscriber) are silenced for the whole benchmark
             "chaos",
@@ -175,7 +178,7 @@ def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> Non
             deadline_s=deadline,
             max_cost=None,
             max_steps=10,
-            subscribers=[hostile_subscriber, steps, slow_subscriber, trace],
+            subscribers=[probe.first, hostile_subscriber, steps, slow_subscriber, trace, probe.last],
             policy=al.Policy(base_delay=0.005, max_delay=0.01),
         )
     except BaseException as exc:  # noqa: BLE001 - counting exactly this
@@ -184,7 +187,8 @@ def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> Non
         return
     finally:
         trace.writer.close()
-    wall = time.perf_counter() - t0
+        probe.end()
+    wall = (timeline.end or timeline.start) - timeline.start
     file = trace.writer.file_of(result.run_id)
     written = {e["seq"] for e in read_events(file)} if file.exists() else set()
     with tally.lock:
@@ -203,6 +207,7 @@ def _one(seed: int, folder: Path, release: threading.Event, tally: Tally) -> Non
             else:
                 tally.overruns.append(over)
                 tally.engine_overruns.append(result.overrun_s)
+                tally.timelines.append((over, timeline))
                 tally.worst = sorted([*tally.worst, (over, seed, result.detail)], reverse=True)[:3]
 
 
@@ -218,11 +223,12 @@ async def chaos_rows(runs: int) -> list[Row]:
     tally = Tally()
     release = threading.Event()
     gate = asyncio.Semaphore(CONCURRENCY)
-    with tempfile.TemporaryDirectory(prefix="agentlab-chaos-") as d:
+    probe = Probe()
+    with tempfile.TemporaryDirectory(prefix="agentlab-chaos-") as d, probe:
 
         async def bounded(seed: int) -> None:
             async with gate:
-                job = asyncio.ensure_future(asyncio.to_thread(_one, seed, Path(d), release, tally))
+                job = asyncio.ensure_future(asyncio.to_thread(_one, seed, Path(d), release, tally, probe))
                 done, _ = await asyncio.wait({job}, timeout=0.3 + HANG_S)
                 tally.runs += 1
                 if not done:
@@ -237,6 +243,8 @@ async def chaos_rows(runs: int) -> list[Row]:
     over = tally.overruns
     p50, p99, worst = _quantile(over, 0.5), _quantile(over, 0.99), max(over, default=0.0)
     blocked_explained = sum(ok for _, ok in tally.blocked)
+    slowest = breakdown(tally.timelines, probe.gc_pauses)
+    print(slowest, flush=True)  # where the tail's time goes (benchmarks/overrun_phases.py)
     size = f"{tally.runs} runs, {CONCURRENCY} at a time"
     extra: dict[str, Any] = {"size": size, "stop_reasons": tally.reasons}
     return [
@@ -289,6 +297,9 @@ async def chaos_rows(runs: int) -> list[Row]:
                 "size": size,
                 "engine_p99_s": _quantile(tally.engine_overruns, 0.99),
                 "worst_runs": [{"overrun_s": o, "seed": sd, "detail": dt} for o, sd, dt in tally.worst],
+                "phases": medians(tally.timelines, probe.gc_pauses),
+                "slowest_1pct": slowest.splitlines(),
+                "load_1min": os.getloadavg()[0],
             },
         ),
         Row(
