@@ -47,6 +47,7 @@ class Timeline:
 
     start: float
     deadline: float
+    seed: int = -1  # the chaos run's seed (re-run it alone with benchmarks.chaos._one)
     let_go: list[tuple[float, float]] = field(default_factory=list)  # (entered, left)
     finished: float | None = None  # run_finished heard by the first subscriber ...
     heard: float | None = None  # ... and by the last
@@ -79,9 +80,9 @@ class Probe:
         self._undo: list[Callable[[], None]] = []
 
     # -- per run, on the run's thread
-    def begin(self, deadline_s: float) -> Timeline:
+    def begin(self, deadline_s: float, seed: int = -1) -> Timeline:
         now = time.perf_counter()
-        tl = self._local.tl = Timeline(now, now + deadline_s)
+        tl = self._local.tl = Timeline(now, now + deadline_s, seed)
         return tl
 
     def first(self, event: Any) -> None:
@@ -158,7 +159,7 @@ def breakdown(
     for over, tl in worst:
         p = tl.phases(gc_pauses)
         cells = " ".join(f"{p[k] * 1e3:.1f}" for k in PHASES)
-        left = f"tasks left to close_loop: {tl.left_tasks}"
+        left = f"seed {tl.seed}, tasks left to close_loop: {tl.left_tasks}"
         lines.append(f"  {over * 1e3:6.1f} = {cells} | {p['gc'] * 1e3:.1f}  ({left})")
     return "\n".join(lines)
 
@@ -175,3 +176,29 @@ def medians(timelines: list[tuple[float, Timeline]], gc_pauses: list[tuple[float
         out[f"{k}_p50_s"] = vs[len(vs) // 2]
         out[f"{k}_p99_s"] = vs[min(len(vs) - 1, int(0.99 * len(vs)))]
     return out
+
+
+def by_grace(timelines: list[tuple[float, Timeline]], gc_pauses: list[tuple[float, float]]) -> dict[str, float]:
+    """The overrun's p50/p99 apart for the stops that waited out a whole grace (work that ignored its cancel:
+    :data:`~agentlab._runtime.isolate.GRACE_S` by design) and for the others (seconds; ``n_`` counts)."""
+    full = 0.9 * isolate.GRACE_S
+    groups: dict[str, list[float]] = {"graced": [], "others": []}
+    for over, tl in timelines:
+        groups["graced" if tl.phases(gc_pauses)["grace"] >= full else "others"].append(over)
+    out: dict[str, float] = {}
+    for name, xs in groups.items():
+        xs.sort()
+        out[f"n_{name}"] = len(xs)
+        out[f"{name}_p50_s"] = xs[len(xs) // 2] if xs else 0.0
+        out[f"{name}_p99_s"] = xs[min(len(xs) - 1, int(0.99 * len(xs)))] if xs else 0.0
+    return out
+
+
+def grace_line(split: dict[str, float]) -> str:
+    """:func:`by_grace` in one printed line (ms)."""
+    ms = {k: v * 1e3 for k, v in split.items() if k.endswith("_s")}
+    return (
+        f"  {split['n_graced']:.0f} stops waited out the {isolate.GRACE_S * 1e3:g} ms grace: "
+        f"p50 {ms['graced_p50_s']:.1f} p99 {ms['graced_p99_s']:.1f} ms; the other {split['n_others']:.0f}: "
+        f"p50 {ms['others_p50_s']:.1f} p99 {ms['others_p99_s']:.1f} ms"
+    )
