@@ -157,6 +157,66 @@ def test_an_async_tool_that_swallows_its_cancellation_is_abandoned_and_named(tmp
     assert trace_of(tmp_path)[-1]["abandoned"] == list(result.abandoned)
 
 
+def test_work_whose_waiter_is_cancelled_during_its_grace_is_still_abandoned():
+    """A second cancel during the grace (a sibling's stop) lets the grace run out, abandons, then goes on."""
+    from agentlab._runtime import isolate
+
+    async def main() -> tuple[bool, list[str], bool]:
+        stop = asyncio.Event()
+
+        async def stubborn() -> None:
+            while not stop.is_set():
+                try:
+                    await stop.wait()
+                except asyncio.CancelledError:
+                    pass
+
+        work = asyncio.ensure_future(stubborn())
+        await asyncio.sleep(0)
+        named: list[str] = []
+        waiter = asyncio.ensure_future(isolate.let_go(work, lambda: named.append("work")))
+        await asyncio.sleep(0)  # the waiter is inside the grace now
+        waiter.cancel()
+        await asyncio.wait({waiter})
+        abandoned = isolate.is_abandoned(work)
+        stop.set()
+        await work
+        return abandoned, named, waiter.cancelled()
+
+    abandoned, named, cancelled = asyncio.run(main())
+    assert abandoned and named == ["work"] and cancelled
+
+
+def test_a_stubborn_tool_is_abandoned_when_a_sibling_stops_the_turn_during_its_grace():
+    """A sibling that honours the deadline's cancel stops the turn while the stubborn call is in its grace: the
+    stubborn one is still named abandoned, so closing the loop does not wait for it (issue 27)."""
+    stop = threading.Event()
+
+    @al.tool(mode="read")
+    async def stubborn() -> str:
+        """Refuse to be cancelled."""
+        while not stop.is_set():
+            try:
+                await asyncio.sleep(0.01)
+            except asyncio.CancelledError:
+                pass
+        return "late"
+
+    @al.tool(mode="read")
+    async def polite() -> str:
+        """Wait, and go when cancelled."""
+        await asyncio.Event().wait()
+        return "never"
+
+    model = al.ScriptedModel([reply(None, ("polite", {}), ("stubborn", {}))])
+    try:
+        result = within(20, lambda: al.run("q", [polite, stubborn], model=model, trace=False, deadline_s=0.2))
+    finally:
+        stop.set()
+    assert result.reason == "deadline"
+    assert result.abandoned == ("tool stubborn (call toolu_0002, still running in its task)",)
+
+
 def test_an_async_tool_that_blocks_the_event_loop_is_blamed_by_the_watchdog():
     """time.sleep in an async tool freezes every timer; the result says by how much and in which tool."""
 

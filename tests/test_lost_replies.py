@@ -176,25 +176,38 @@ def test_the_step_record_costs_the_lost_attempt_and_the_reply():
 def abandoned_run(server_item, tmp_path, *, stream: bool, how: str, model=None):
     """One run whose first call the server holds; Stop is pressed from the server's thread as the request
     arrives (``how="stop"``), or the run's deadline ends the held call (``how="deadline"``: the engine's own
-    timer, on a fake clock that no reply advances). Returns the result, its events, the ledger and the server."""
+    timer, made to pass as the request arrives by moving the fake clock and the event loop's clock on by the
+    deadline, so no real second is waited). Returns the result, its events, the ledger and the server."""
     from agentlab.experiments import TotalLedger
 
-    ledger, rec, box, writer = TotalLedger(1.0), Recorder(), {}, TraceWriter(tmp_path)
+    ledger, rec, box, writer, clock = TotalLedger(1.0), Recorder(), {}, TraceWriter(tmp_path), al.FakeClock()
 
     def hold(body):  # runs on the server's thread when the request arrived: the API may bill it from here
         if how == "stop":
             box["run"].cancel()  # thread-safe: interrupts the step on its loop
+        else:
+            box["pass_deadline"]()
         return server_item
 
     with MessagesServer([hold]) as server:
 
         async def main():
+            loop, shift = asyncio.get_running_loop(), [0.0]
+            real_time = loop.time
+            loop.time = lambda: real_time() + shift[0]  # the loop's clock, injected
+
+            def pass_deadline() -> None:  # the deadline's second passes at once, on both clocks
+                clock.advance(1.0)
+                shift[0] += 1.0
+                loop.call_soon_threadsafe(lambda: None)  # wake the loop: its timer is now due
+
+            box["pass_deadline"] = pass_deadline
             run = box["run"] = al.Run(
                 "Where is order 7?",
                 [lookup],
                 model=model or AnthropicModel("claude-sonnet-4-5", client=server.client(), stream=stream),
                 subscribers=[rec, writer],
-                clock=al.FakeClock(),
+                clock=clock,
                 prices=PRICES,
                 max_cost=0.5,
                 max_tokens=800,

@@ -215,13 +215,29 @@ def is_abandoned(fut: asyncio.Future[Any]) -> bool:
 
 
 async def let_go(fut: asyncio.Future[Any], on_abandon: Callable[[], None]) -> None:
-    """Cancel ``fut``; if it has not finished within :data:`GRACE_S`, abandon it and say so."""
+    """Cancel ``fut``; if it has not finished within :data:`GRACE_S`, abandon it and say so.
+
+    The caller being cancelled during the grace (a sibling call's stop cancels
+    the rest of its turn) does not cut it short: the grace runs out, ``fut`` is
+    abandoned if it must be, and then the cancellation goes on. Cut short, the
+    work would be neither finished nor abandoned, and the driver, closing the
+    loop, would wait for it as for any live task (issue 27: the chaos tail).
+    """
     if fut.done():
         return
+    interrupted: asyncio.CancelledError | None = None
     if isinstance(fut, asyncio.Task):
         fut.cancel()
-        await asyncio.wait({fut}, timeout=GRACE_S)
+        loop = asyncio.get_running_loop()
+        end = loop.time() + GRACE_S
+        while not fut.done() and (left := end - loop.time()) > 0:
+            try:
+                await asyncio.wait({fut}, timeout=left)
+            except asyncio.CancelledError as exc:
+                interrupted = interrupted or exc
     if not fut.done():
         _abandoned.add(fut)
         fut.add_done_callback(_abandoned.discard)
         on_abandon()
+    if interrupted is not None:
+        raise interrupted
