@@ -26,7 +26,7 @@ from typing import Any, Literal
 import orjson
 
 from ..errors import TraceWriteError
-from ..events import PLAIN_KINDS, Event
+from ..events import PLAIN_KINDS, SCHEMA_VERSION, Event
 from ..redact import Redactor, StreamRedactor
 from ._blobs import MARKER, BlobStore
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
@@ -49,6 +49,24 @@ RUN_MEMORIES = 64
 FLOAT_TAG = "$float"
 """NaN and infinities are written as ``{"$float": "NaN" | "Infinity" | "-Infinity"}``
 (valid JSON; the reader turns them back into floats)."""
+
+
+_BASE = frozenset(("v", "run_id", "seq", "step", "t", "kind"))
+"""The fields every line starts with (:meth:`Event.as_record`); a ``data`` field of the same name replaces one."""
+_KIND_TAILS: dict[str, bytes] = {}
+_INT = 2**63  # orjson writes integers below this as ``%d`` does; larger ones go the long way
+
+
+def _json_str(text: str) -> bytes:
+    return orjson.dumps(text, default=str)
+
+
+def _kind_tail(kind: str) -> bytes:
+    """``,"kind":"<kind>"`` as bytes, kept for the engine's kinds and the first few hundred others."""
+    tail = b',"kind":' + _json_str(kind)
+    if len(_KIND_TAILS) < 512:
+        _KIND_TAILS[kind] = tail
+    return tail
 
 
 class TraceWriteWarning(UserWarning):
@@ -116,6 +134,9 @@ class TraceWriter:
         self._opened: set[str] = set()  # runs this writer started: only these may be appended to (a resumed run)
         self._streams: dict[str, _Stream] = {}
         self._run_redactors: OrderedDict[str, Redactor] = OrderedDict()
+        self._last_run: str | None = None  # the run redactor_for answered last, and its redactor
+        self._last_redactor: Redactor | None = None
+        self._heads: dict[str, bytes] = {}  # each open run's first bytes of a line (see _spliced)
         self._blobs = BlobStore(self.dir)  # images and PDFs: once per run, beside its log (trace/_blobs.py)
 
     def redactor_for(self, run_id: str) -> Redactor:
@@ -129,6 +150,7 @@ class TraceWriter:
                 self._run_redactors.popitem(last=False)
         else:
             self._run_redactors.move_to_end(run_id)
+        self._last_run, self._last_redactor = run_id, r  # the most recent: no reordering needed until another run's
         return r
 
     def file_of(self, run_id: str) -> Path:
@@ -145,12 +167,68 @@ class TraceWriter:
         self._put(event, self._line(event))
 
     def _line(self, event: Event) -> bytes:
-        record = event.as_record()
-        if event.kind == "tool_finished":
-            result = record.get("result")
+        kind, run_id, data = event.kind, event.run_id, event.data
+        if kind == "tool_finished":
+            result = data.get("result")
             if isinstance(result, str) and len(result) >= STORE_ONCE_CHARS:
-                self._long_results[(event.run_id, record.get("call_id", ""))] = result
-        elif event.kind == "tool_results" and self._long_results:
+                self._long_results[(run_id, data.get("call_id", ""))] = result
+        elif kind == "tool_results" and self._long_results:
+            return self._line_of(event)
+        line = self._spliced(event)
+        if line is None:
+            return self._line_of(event)
+        if kind in PLAIN_KINDS:
+            return line
+        if MARKER in line:
+            return self._line_of(event)
+        redactor = self._last_redactor if run_id == self._last_run else None
+        if redactor is None:
+            redactor = self.redactor_for(run_id)
+        if redactor.needs_redaction(line):
+            return self._line_of(event)
+        return line
+
+    def _spliced(self, event: Event) -> bytes | None:
+        """The event's line, ``dumps(event.as_record())`` byte for byte, without building the record: the run's
+        head (``{"v":1,"run_id":...``) is made once per run, the kind's once per writer, and ``data`` is
+        written as it is, its opening brace replaced by the base fields. ``None`` where the shortcut cannot
+        promise the same bytes (a field of ``data`` named like a base field, a value orjson refuses, a NaN,
+        a ``t`` or a ``seq`` that is not a plain number): :meth:`_line_of` then does it the long way."""
+        data, seq, step, t = event.data, event.seq, event.step, event.t
+        if (
+            type(seq) is not int
+            or type(step) is not int
+            or type(t) is not float
+            or not -_INT < seq < _INT
+            or not -_INT < step < _INT
+            or not _BASE.isdisjoint(data)
+        ):
+            return None
+        try:
+            body = orjson.dumps(data, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+        except (TypeError, orjson.JSONEncodeError):
+            return None
+        if b"null" in body and not _nulls_explained(body, data) and _has_nonfinite(data):
+            return None
+        when = orjson.dumps(round(t, 6))
+        if when == b"null":  # a NaN or infinite clock reading: tagged by dumps
+            return None
+        run_id, kind = event.run_id, event.kind
+        head = self._heads.get(run_id)
+        if head is None:
+            head = self._heads[run_id] = b'{"v":%d,"run_id":%b,"seq":' % (SCHEMA_VERSION, _json_str(run_id))
+        tail = _KIND_TAILS.get(kind)
+        if tail is None:
+            tail = _kind_tail(kind)
+        if len(body) == 3:  # b"{}\n": no data
+            return b'%b%d,"step":%d,"t":%b%b}\n' % (head, seq, step, when, tail)
+        return b'%b%d,"step":%d,"t":%b%b,%b' % (head, seq, step, when, tail, memoryview(body)[1:])
+
+    def _line_of(self, event: Event) -> bytes:
+        """The event's line the long way: its record, long results written once, payloads stored by
+        reference, secrets redacted."""
+        record = event.as_record()
+        if event.kind == "tool_results" and self._long_results:
             record["content"] = [self._once(event.run_id, b) for b in record.get("content") or []]
         line = dumps(record)
         if MARKER in line and event.kind not in PLAIN_KINDS:
@@ -219,8 +297,15 @@ class TraceWriter:
 
     def _write(self, out: _File, line: bytes) -> None:
         """Write ``line`` whole, or leave the file ending at its last complete line."""
-        data = b"\n" + line if out.ragged else line
-        view, done = memoryview(data), 0
+        if not out.ragged:  # the usual case: one write takes the whole line
+            n = out.f.write(line)  # an OSError here wrote nothing: the file still ends at a line
+            if n == len(line):
+                out.good += n
+                return
+            data, done = line, n or 0
+        else:
+            data, done = b"\n" + line, 0
+        view = memoryview(data)
         try:
             while done < len(data):
                 n = out.f.write(view[done:])
@@ -293,6 +378,7 @@ class TraceWriter:
 
     def _close(self, run_id: str) -> None:
         self._files.pop(run_id).f.close()  # closing releases the lock
+        self._heads.pop(run_id, None)
         self._blobs.forget(run_id)
 
     def close(self) -> None:
@@ -326,9 +412,18 @@ def dumps(record: dict[str, Any]) -> bytes:
         # ensure_ascii: a lone surrogate (text cut from a UTF-16 source) is kept as an escape, not dropped
         record = _shallow(record)
         return (json.dumps(_finite(record), ensure_ascii=True, default=str, allow_nan=False) + "\n").encode("ascii")
-    if b"null" in line and _has_nonfinite(record):
+    if b"null" in line and not _nulls_explained(line, record) and _has_nonfinite(record):
         return orjson.dumps(_finite(record), default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
     return line
+
+
+def _nulls_explained(line: bytes, record: Any) -> bool:
+    """Is every ``null`` in ``line`` (the JSON text of ``record``) one of the record's own top-level ``None``
+    values? Then no NaN or infinity hides anywhere below (orjson writes those as ``null`` too), and the walk
+    of :func:`_has_nonfinite` is skipped: most events hold a top-level ``None`` (a tool's ``error``, a reply's
+    ``request_id``) and nothing else that writes ``null``. ``null`` cannot overlap itself, so the count is exact;
+    a ``null`` inside a string, a ``None`` nested deeper or used as a key only sends the line to the walk."""
+    return type(record) is dict and line.count(b"null") == (*record.values(),).count(None)
 
 
 _SCALARS = (str, int, bool, type(None))
