@@ -66,7 +66,9 @@ VALUES = st.recursive(
     max_leaves=10,
 )
 DATA = st.dictionaries(KEYS | st.sampled_from(["call_id", "tool", "usage", "seq", "kind"]), VALUES, max_size=5)
-ENGINE_KINDS = [k.value for k in KINDS if k not in (EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.MODEL_DELTA)]
+ENGINE_KINDS = [
+    k.value for k in KINDS if k not in (EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.MODEL_DELTA)
+]
 WHEN = st.floats(0, 1e6) | st.sampled_from([0.0, 3e-5, 0.0001, 0.007435, 12.5, math.nan, math.inf])
 
 
@@ -117,7 +119,9 @@ def test_a_runs_lines_are_the_records_of_its_events(tmp_path):
         """Look up a key."""
         return "v:" + key
 
-    model = al.ScriptedModel([reply(None, ("lookup", {"key": "k0"})), reply(None, ("lookup", {"key": "k1"})), reply("ok")])
+    model = al.ScriptedModel(
+        [reply(None, ("lookup", {"key": "k0"})), reply(None, ("lookup", {"key": "k1"})), reply("ok")]
+    )
     result = al.run("go", [lookup], model=model, trace=tmp_path, subscribers=[seen.append], max_cost=None)
     written = (tmp_path / f"{result.run_id}.jsonl").read_bytes().splitlines(keepends=True)
     assert [e.kind for e in seen][:7] == [
