@@ -15,7 +15,7 @@ fail when any of them drifts.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from .vocab import EventKind
@@ -43,6 +43,33 @@ class Event:
             "kind": self.kind,
             **self.data,
         }
+
+
+@dataclass(slots=True)
+class _Draft:
+    """:class:`Event`'s fields, in its order, plainly assignable (see :func:`new_event`)."""
+
+    kind: str
+    run_id: str
+    step: int
+    seq: int
+    t: float
+    data: dict[str, Any]
+
+
+if tuple(f.name for f in fields(_Draft)) != tuple(f.name for f in fields(Event)):  # pragma: no cover
+    raise TypeError("events._Draft must have Event's fields, in Event's order")
+
+
+def new_event(kind: str, run_id: str, step: int, seq: int, t: float, data: dict[str, Any]) -> Event:
+    """``Event(kind, run_id, step, seq, t, data)``, three times faster: the engine makes six a step.
+
+    A frozen dataclass sets each field through ``object.__setattr__`` (~0.7 µs an event here); a plain
+    one with the same slots takes ~0.2 µs, and is then given Event's class (same layout, so Python
+    allows it): the result is an ordinary, frozen :class:`Event`."""
+    event = _Draft(kind, run_id, step, seq, t, data)
+    event.__class__ = Event  # type: ignore[assignment]
+    return event  # type: ignore[return-value]
 
 
 Subscriber = Callable[[Event], None]

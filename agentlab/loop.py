@@ -51,7 +51,7 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
 )
 from .clock import Clock, SystemClock, wall_time
 from .errors import AgentlabError, FatalError, ModelError, Policy, TraceWriteError, classify, describe, safe_str
-from .events import Event, Subscriber
+from .events import Event, Subscriber, new_event
 from .messages import (
     Block,
     MalformedReply,
@@ -917,34 +917,63 @@ class Run:
 
     @watchdog.handoff("subscriber")
     def _emit(self, kind: str, **data: Any) -> None:
-        if not self._subscribers:
+        subscribers = self._subscribers
+        if not subscribers:
             return
-        self._seq += 1
-        event = Event(kind, self.run_id, self.steps, self._seq, self.elapsed, data)
-        ending = kind == EventKind.RUN_FINISHED
+        self._seq = seq = self._seq + 1
+        event = new_event(kind, self.config.run_id, self.steps, seq, self.elapsed, data)
+        if kind == "run_finished":
+            return self._emit_ending(event, data)
         interrupted: KeyboardInterrupt | None = None
-        for callback in list(self._subscribers):
-            # issue 24: a subscriber that blocked on run_finished overran too; the next one (the trace) hears it
-            if ending:
-                data.update(self._overrun(), elapsed=self.elapsed)
+        for callback in list(subscribers):  # a copy: a subscriber may subscribe or unsubscribe while called
             try:
                 callback(event)
-            except TraceWriteError as exc:  # issue 14: a trace that cannot be written stops the run
-                self._trace_error, self._cancel = self._trace_error or exc, True
-            except KeyboardInterrupt as exc:  # a Ctrl-C: the others hear the event first, then the run ends cancelled
-                interrupted = interrupted or exc
-            except BaseException:  # noqa: BLE001 - issue 24: a subscriber's SystemExit, CancelledError... are contained
-                warnings.warn(
-                    f"agentlab: subscriber {safe_str(callback)} failed on {kind}:\n{traceback.format_exc()}",
-                    stacklevel=2,
-                )
-        if ending and self.result is not None:
+            except BaseException as exc:  # noqa: BLE001 - issue 24: a subscriber's SystemExit, CancelledError...
+                interrupted = self._subscriber_failed(callback, event, exc, interrupted)
+        if interrupted is not None:
+            self._interrupted_by_subscriber(interrupted)
+        return None
+
+    @watchdog.handoff("subscriber")
+    def _emit_ending(self, event: Event, data: dict[str, Any]) -> None:
+        """``run_finished`` to every subscriber. Issue 24: a subscriber that blocked on it overran too, and the
+        next one (the trace) hears it: ``overrun_s`` and ``elapsed`` are brought up to date before each."""
+        interrupted: KeyboardInterrupt | None = None
+        for callback in list(self._subscribers):
+            data.update(self._overrun(), elapsed=self.elapsed)
+            try:
+                callback(event)
+            except BaseException as exc:  # noqa: BLE001 - contained as in _emit
+                interrupted = self._subscriber_failed(callback, event, exc, interrupted)
+        if self.result is not None:
             self.result = replace(self.result, **self._overrun())
-        if interrupted is not None:  # in the step's own task, step() ends the run cancelled; elsewhere (a call's
-            with contextlib.suppress(RuntimeError):  # task) it would tear through the event loop, so it cancels
-                if asyncio.current_task() is self._step_task is not None:
-                    raise interrupted
-            self.cancel()
+        if interrupted is not None:
+            self._interrupted_by_subscriber(interrupted)
+
+    def _subscriber_failed(
+        self, callback: Subscriber, event: Event, exc: BaseException, interrupted: KeyboardInterrupt | None
+    ) -> KeyboardInterrupt | None:
+        """A subscriber raised. Issue 14: a trace that cannot be written stops the run. A Ctrl-C is kept (the
+        other subscribers hear the event first, then the run ends cancelled). Issue 24: anything else
+        (SystemExit, GeneratorExit, CancelledError...) is contained, with a warning naming the subscriber."""
+        if isinstance(exc, TraceWriteError):
+            self._trace_error, self._cancel = self._trace_error or exc, True
+        elif isinstance(exc, KeyboardInterrupt):
+            return interrupted or exc
+        else:
+            warnings.warn(
+                f"agentlab: subscriber {safe_str(callback)} failed on {event.kind}:\n{traceback.format_exc()}",
+                stacklevel=3,  # the code that emitted the event
+            )
+        return interrupted
+
+    def _interrupted_by_subscriber(self, interrupted: KeyboardInterrupt) -> None:
+        """In the step's own task, step() ends the run cancelled; elsewhere (a call's task) raising would tear
+        through the event loop, so it cancels the run instead."""
+        with contextlib.suppress(RuntimeError):
+            if asyncio.current_task() is self._step_task is not None:
+                raise interrupted
+        self.cancel()
 
     def _emit_start(self) -> None:
         self._emit(

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import stat
 from pathlib import Path
 
 from ..errors import AgentlabError
@@ -25,6 +26,7 @@ NAME_RULE = (
     "(so it names one file in its folder: no '/', no '..', no hidden file)"
 )
 """What a run id and an experiment name may be, said in the error that refuses one."""
+_POSIX = os.name == "posix"
 _NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 _NOT_NAME = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -65,6 +67,16 @@ def inside(folder: str | os.PathLike[str], name: str) -> Path:
         raise UnsafePath(f"{name!r} cannot name a file")
     base = Path(folder)
     target = base / name
+    if _POSIX and "/" not in name and name not in (".", ".."):
+        # One plain name in the folder (every trace file): inside it unless it is a link, whatever the
+        # folder's own path resolves to. One lstat instead of three resolves (~0.1 ms at each run's start).
+        try:
+            if not stat.S_ISLNK(os.lstat(target).st_mode):
+                return target
+        except FileNotFoundError:
+            return target
+        except OSError:
+            pass  # the checks below say what is wrong
     root = base.resolve()
     if Path(name).is_absolute() or not target.resolve().is_relative_to(root) or target.resolve() == root:
         raise UnsafePath(f"{name!r} would be written outside {str(base)!r}: files are written only inside their folder")
@@ -82,8 +94,10 @@ finds a run written with ``trace="some/folder"`` (or before a ``chdir``)."""
 
 
 def remember(run_id: str, folder: Path) -> None:
-    """Note where this process writes ``run_id`` (the writer calls this)."""
-    _written[run_id] = folder.resolve()
+    """Note where this process writes ``run_id`` (the writer calls this): the folder as an absolute path, so a
+    later ``chdir`` does not lose it (joined to the working directory, not resolved: a fifth of the cost, and
+    ``..`` is left for the OS to follow, as it did when the file was written)."""
+    _written[run_id] = folder if folder.is_absolute() else Path(os.getcwd()) / folder
 
 
 def runs_dir(path: str | os.PathLike[str] | None = None) -> Path:

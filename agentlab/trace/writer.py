@@ -21,12 +21,12 @@ import os
 import warnings
 from collections import OrderedDict
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard
 
 import orjson
 
 from ..errors import TraceWriteError
-from ..events import PLAIN_KINDS, Event
+from ..events import PLAIN_KINDS, SCHEMA_VERSION, Event
 from ..redact import Redactor, StreamRedactor
 from ._blobs import MARKER, BlobStore
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
@@ -51,19 +51,48 @@ FLOAT_TAG = "$float"
 (valid JSON; the reader turns them back into floats)."""
 
 
+_BASE = frozenset(("v", "run_id", "seq", "step", "t", "kind"))
+"""The fields every line starts with (:meth:`Event.as_record`); a ``data`` field of the same name replaces one."""
+_KIND_TAILS: dict[str, bytes] = {}
+_MIN_T, _MAX_T = 1e-4, 1e15  # repr writes these floats as orjson does (below 1e-4 it writes 1e-05, orjson 1e-5)
+_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+_LONG_WAY = frozenset(("model_delta", "run_started", "run_finished"))
+"""Kinds the hot path leaves to :meth:`TraceWriter._long_way`: fragments, and a run's first and last event."""
+
+
+def _json_str(text: str) -> bytes:
+    return orjson.dumps(text, default=str)
+
+
+def _long(result: Any) -> TypeGuard[str]:
+    """A tool result written once, in ``tool_finished`` (see :data:`STORE_ONCE_CHARS`)."""
+    return isinstance(result, str) and len(result) >= STORE_ONCE_CHARS
+
+
+def _kind_tail(kind: str) -> bytes:
+    """``,"kind":"<kind>"`` as bytes, kept for the engine's kinds and the first few hundred others."""
+    tail = b',"kind":' + _json_str(kind)
+    if len(_KIND_TAILS) < 512:
+        _KIND_TAILS[kind] = tail
+    return tail
+
+
 class TraceWriteWarning(UserWarning):
     """A trace write failed and the writer was told to warn and go on (``on_error="warn"``)."""
 
 
 class _File:
-    """One run's open trace file: where its last complete line ends, and whether a partial line may follow it."""
+    """One run's open trace file: where its last complete line ends, whether a partial line may follow it,
+    and what every line of the run shares (its first bytes, its redactor)."""
 
-    __slots__ = ("f", "good", "ragged")
+    __slots__ = ("f", "good", "head", "ragged", "redactor")
 
-    def __init__(self, f: Any) -> None:
+    def __init__(self, f: Any, run_id: str, redactor: Redactor) -> None:
         self.f = f
         self.good = os.fstat(f.fileno()).st_size
         self.ragged = False
+        self.head = b'{"v":%d,"run_id":%b,"seq":' % (SCHEMA_VERSION, _json_str(run_id))
+        self.redactor = redactor
         if self.good:  # a previous writer may have died mid-line
             with open(f.name, "rb") as r:
                 r.seek(self.good - 1)
@@ -136,6 +165,58 @@ class TraceWriter:
         return self.dir / f"{run_id}{SUFFIX}"
 
     def __call__(self, event: Event) -> None:
+        out = self._files.get(event.run_id)
+        kind = event.kind
+        if out is None or kind in _LONG_WAY or out.ragged or self._streams or self._long_results:
+            self._long_way(event)
+            return
+        # The hot path: every event of a running run but its first and last (six a step). Each operation
+        # here costs ~0.1-0.2 µs inside a run (cold caches), so it builds the line in one expression and
+        # leaves everything unusual to _long_way: the same bytes either way (tests/test_trace_writer_lines.py).
+        data, seq, step, t = event.data, event.seq, event.step, round(event.t, 6)
+        if (
+            type(data) is not dict
+            or type(seq) is not int  # %d writes an int as orjson does (a bool would be "1", not "true")
+            or type(step) is not int
+            or type(t) is not float
+            or not (_MIN_T <= t < _MAX_T or t == 0.0)  # where %r writes a float as orjson does
+            or not _BASE.isdisjoint(data)
+        ):
+            self._long_way(event)
+            return
+        try:
+            body = orjson.dumps(data, default=str, option=_OPTIONS)
+        except (TypeError, orjson.JSONEncodeError):
+            self._long_way(event)
+            return
+        if b"null" in body and body.count(b"null") != (*data.values(),).count(None) and _has_nonfinite(data):
+            self._long_way(event)  # a NaN or an infinity: tagged (see _nulls_explained)
+            return
+        tail = _KIND_TAILS.get(kind) or _kind_tail(kind)
+        if len(body) == 3:  # b"{}\n": no data
+            line = b'%b%d,"step":%d,"t":%r%b}\n' % (out.head, seq, step, t, tail)
+        else:
+            rest = memoryview(body)[1:]  # %b takes any buffer: no copy of data's text
+            line = b'%b%d,"step":%d,"t":%r%b,%b' % (out.head, seq, step, t, tail, rest)  # type: ignore[str-format]
+        if kind not in PLAIN_KINDS and (
+            MARKER in line
+            or out.redactor.needs_redaction(line)
+            or (kind == "tool_finished" and _long(data.get("result")))
+        ):
+            self._long_way(event)
+            return
+        try:
+            n = out.f.write(line)  # one unbuffered write: an OSError here wrote nothing
+            if n != len(line):
+                n = self._write_rest(out, line, n or 0)
+        except OSError as exc:
+            self._failed(event, exc)
+            return
+        out.good += n
+
+    def _long_way(self, event: Event) -> None:
+        """Any event, the general way: deltas, a run's first and last event, a record to rebuild (a secret to
+        redact, a payload to store once, a long result), a file to open, mend or close."""
         if event.kind == "model_delta":
             if self.deltas:
                 self._delta(event)
@@ -145,10 +226,12 @@ class TraceWriter:
         self._put(event, self._line(event))
 
     def _line(self, event: Event) -> bytes:
+        """The event's line the long way: its record, long results written once, payloads stored by
+        reference, secrets redacted."""
         record = event.as_record()
         if event.kind == "tool_finished":
             result = record.get("result")
-            if isinstance(result, str) and len(result) >= STORE_ONCE_CHARS:
+            if _long(result):
                 self._long_results[(event.run_id, record.get("call_id", ""))] = result
         elif event.kind == "tool_results" and self._long_results:
             record["content"] = [self._once(event.run_id, b) for b in record.get("content") or []]
@@ -156,10 +239,15 @@ class TraceWriter:
         if MARKER in line and event.kind not in PLAIN_KINDS:
             record, line = self._by_ref(event, record, line)
         if event.kind not in PLAIN_KINDS:
-            redactor = self.redactor_for(event.run_id)
+            redactor = self._redactor(event.run_id)
             if redactor.needs_redaction(line):
-                line = dumps(redactor.redact(record))
+                line = dumps(redactor.redact_fields(record))
         return line
+
+    def _redactor(self, run_id: str) -> Redactor:
+        """The run's redactor: its open file's, else :meth:`redactor_for`'s."""
+        out = self._files.get(run_id)
+        return out.redactor if out is not None else self.redactor_for(run_id)
 
     def _by_ref(self, event: Event, record: dict[str, Any], line: bytes) -> tuple[dict[str, Any], bytes]:
         """The record with its large base64 payloads stored once per run (:mod:`agentlab.trace._blobs`),
@@ -178,7 +266,7 @@ class TraceWriter:
         fragment of a block can carry the held-back tail: one line per fragment, none rebuilds a secret."""
         stream = self._streams.get(event.run_id)
         if stream is None:
-            stream = self._streams[event.run_id] = _Stream(StreamRedactor(self.redactor_for(event.run_id)))
+            stream = self._streams[event.run_id] = _Stream(StreamRedactor(self._redactor(event.run_id)))
         d = event.data
         key = (event.step, d.get("index", 0), d.get("type"))
         if stream.held is not None and stream.held[1] != key:
@@ -219,8 +307,20 @@ class TraceWriter:
 
     def _write(self, out: _File, line: bytes) -> None:
         """Write ``line`` whole, or leave the file ending at its last complete line."""
-        data = b"\n" + line if out.ragged else line
-        view, done = memoryview(data), 0
+        if out.ragged:  # a line was cut short and could not be taken back: start a fresh one
+            line = b"\n" + line
+            n = self._write_rest(out, line, 0)
+            out.ragged = False
+        else:
+            n = out.f.write(line)  # an OSError here wrote nothing: the file still ends at a line
+            if n != len(line):
+                n = self._write_rest(out, line, n or 0)
+        out.good += n
+
+    def _write_rest(self, out: _File, data: bytes, done: int) -> int:
+        """Finish a write the OS took part of (``done`` bytes): the rest, or the file cut back to its last
+        complete line (or marked ragged when even that fails) and the error raised."""
+        view = memoryview(data)
         try:
             while done < len(data):
                 n = out.f.write(view[done:])
@@ -234,8 +334,7 @@ class TraceWriter:
                 except OSError:
                     out.ragged = True  # could not: the next line starts on a fresh line
             raise
-        out.good += done
-        out.ragged = False
+        return done
 
     def _failed(self, event: Event, exc: OSError) -> None:
         why = exc.strerror or str(exc) or type(exc).__name__
@@ -267,8 +366,11 @@ class TraceWriter:
             file = inside(self.dir, f"{check_name(run_id)}{SUFFIX}")
         except UnsafePath as exc:
             raise TraceWriteError(errno.EINVAL, f"trace write refused for run {run_id!r}: {exc}") from None
-        self.dir.mkdir(parents=True, exist_ok=True)
-        f = open(file, "ab", buffering=0)
+        try:
+            f = open(file, "ab", buffering=0)
+        except FileNotFoundError:  # the first run in a new folder (tried second: two syscalls saved a run)
+            self.dir.mkdir(parents=True, exist_ok=True)
+            f = open(file, "ab", buffering=0)
         if fcntl is not None:
             try:
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -287,7 +389,7 @@ class TraceWriter:
                 "write into it; pass another run_id= (or none, for a fresh one)",
             )
         self._opened.add(run_id)
-        out = self._files[run_id] = _File(f)
+        out = self._files[run_id] = _File(f, run_id, self.redactor_for(run_id))
         remember(run_id, self.dir)
         return out
 
@@ -326,9 +428,26 @@ def dumps(record: dict[str, Any]) -> bytes:
         # ensure_ascii: a lone surrogate (text cut from a UTF-16 source) is kept as an escape, not dropped
         record = _shallow(record)
         return (json.dumps(_finite(record), ensure_ascii=True, default=str, allow_nan=False) + "\n").encode("ascii")
-    if b"null" in line and _has_nonfinite(record):
+    if b"null" in line and not _nulls_explained(line, record) and _has_nonfinite(record):
         return orjson.dumps(_finite(record), default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
     return line
+
+
+def _nulls_explained(line: bytes, record: Any) -> bool:
+    """Is every ``null`` in ``line`` (the JSON text of ``record``) one of the record's own ``None`` values, at
+    its top level or one below? Then no NaN or infinity hides anywhere (orjson writes those as ``null`` too),
+    and the walk of :func:`_has_nonfinite` is skipped: most events hold a ``None`` (a tool's ``error``, a
+    reply's ``request_id``, a run's prices) and nothing else that writes ``null``. ``null`` cannot overlap
+    itself, so the count is exact; a ``null`` inside a string, or a ``None`` deeper, only sends the line to
+    the walk."""
+    if type(record) is not dict:
+        return False
+    values = (*record.values(),)
+    nulls = values.count(None)
+    for v in values:  # and one level down: a run's prices hold a None, its budget may
+        if type(v) is dict:
+            nulls += (*v.values(),).count(None)
+    return line.count(b"null") == nulls
 
 
 _SCALARS = (str, int, bool, type(None))

@@ -1,0 +1,199 @@
+"""The trace writer's hot path writes exactly what its long way writes (issue 27, the tracing share of a step).
+
+Six events a step take a short path: the line is spliced from the run's first bytes, the kind's and the
+event's ``data`` as JSON, with the secret pre-test on the finished line. Everything else (a secret, a
+NaN, a payload stored once, a field named like a base field...) takes the long way: the record, rebuilt,
+redacted field by field. These tests hold the short path to the long way's bytes, the field-by-field
+redaction to the whole walk, and the cheaper set-up (a run's file, the environment's secrets) to the same
+promises as before.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import agentlab as al
+from agentlab import reply
+from agentlab.events import KINDS, PLAIN_KINDS, Event, new_event
+from agentlab.redact import REDACTED, Redactor
+from agentlab.trace import TraceWriter, dumps, read_events
+from agentlab.vocab import EventKind
+
+from .secrets_corpus import ALL
+
+WORDS = st.sampled_from(
+    [
+        "password",
+        "api_key",
+        "token",
+        "tokens",
+        '"key"',
+        "key",
+        "null",
+        "Bearer",
+        "://",
+        "@",
+        "=",
+        '"',
+        "\\",
+        "\n",
+        "é",
+        "😀",
+        "İ",
+        "\u212aey",
+        "scroll_down",
+        "v:k0_0",
+        "run_id",
+        *ALL[:8],
+    ]
+)
+TEXT = st.lists(WORDS, max_size=6).map(" ".join)
+NUMBERS = (
+    st.integers(-(2**70), 2**70)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from([0.0, -0.0, 1e-5, 0.00012, 1e16, 2.5])
+)
+KEYS = st.sampled_from(["text", "args", "result", "content", "password", "apiKey", "key", "error", "type", "v", "t"])
+VALUES = st.recursive(
+    TEXT | NUMBERS | st.none() | st.booleans(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(KEYS, inner, max_size=3),
+    max_leaves=10,
+)
+DATA = st.dictionaries(KEYS | st.sampled_from(["call_id", "tool", "usage", "seq", "kind"]), VALUES, max_size=5)
+ENGINE_KINDS = [
+    k.value for k in KINDS if k not in (EventKind.RUN_STARTED, EventKind.RUN_FINISHED, EventKind.MODEL_DELTA)
+]
+WHEN = st.floats(0, 1e6) | st.sampled_from([0.0, 3e-5, 0.0001, 0.007435, 12.5, math.nan, math.inf])
+
+
+def expected_lines(events: list[Event]) -> list[bytes]:
+    """What the writer wrote before the hot path existed: the record, redacted by the whole walk when the
+    pre-test says so (kinds of numbers only skip it)."""
+    redactor = Redactor(env=False).for_run()
+    out = []
+    for e in events:
+        record = e.as_record()
+        line = dumps(record)
+        if e.kind not in PLAIN_KINDS and redactor.needs_redaction(line):
+            line = dumps(redactor.redact(record))
+        out.append(line)
+    return out
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    st.lists(
+        st.tuples(st.sampled_from([*ENGINE_KINDS, "my_note"]), st.integers(0, 2**40), WHEN, DATA),
+        max_size=8,
+    )
+)
+def test_every_line_is_the_events_record_whichever_way_the_writer_takes(tmp_path_factory, steps):
+    """Secrets, NaNs, tiny and huge times, fields named like base fields, numbers past 64 bits: the bytes
+    on disk are the record's JSON, redacted as the whole walk redacts it."""
+    folder = tmp_path_factory.mktemp("runs")
+    run_id = "r-" + os.urandom(4).hex()
+    events = [new_event("run_started", run_id, 0, 1, 0.0, {"task": "go"})]
+    for i, (kind, step, t, data) in enumerate(steps, start=2):
+        events.append(new_event(kind, run_id, step, i, t, data))
+    events.append(new_event("run_finished", run_id, 0, len(events) + 1, 1.0, {"outcome": "done", "error": None}))
+    writer = TraceWriter(folder, redactor=Redactor(env=False))
+    for e in events:
+        writer(e)
+    writer.close()
+    written = (folder / f"{run_id}.jsonl").read_bytes().splitlines(keepends=True)
+    assert written == expected_lines(events)
+
+
+def test_a_runs_lines_are_the_records_of_its_events(tmp_path):
+    """A real run: each line of its trace is what the long way writes for the event the run emitted."""
+    seen: list[Event] = []
+
+    @al.tool(mode="read")
+    def lookup(key: str) -> str:
+        """Look up a key."""
+        return "v:" + key
+
+    model = al.ScriptedModel(
+        [reply(None, ("lookup", {"key": "k0"})), reply(None, ("lookup", {"key": "k1"})), reply("ok")]
+    )
+    result = al.run("go", [lookup], model=model, trace=tmp_path, subscribers=[seen.append], max_cost=None)
+    written = (tmp_path / f"{result.run_id}.jsonl").read_bytes().splitlines(keepends=True)
+    assert [e.kind for e in seen][:7] == [
+        "run_started",
+        "model_request",
+        "model_called",
+        "tool_started",
+        "tool_finished",
+        "tool_results",
+        "step_finished",
+    ]
+    assert written[1:-1] == expected_lines(seen)[1:-1]  # the run's first and last hold the live history
+
+
+def test_a_secret_in_a_tool_result_is_redacted_on_the_way_to_disk(tmp_path):
+    key = "sk-ant-api03-" + "x" * 40
+
+    @al.tool(mode="read")
+    def leak() -> str:
+        """Print the config."""
+        return f"ANTHROPIC_API_KEY={key}"
+
+    model = al.ScriptedModel([reply(None, ("leak", {})), reply("done")])
+    result = al.run("go", [leak], model=model, trace=tmp_path, max_cost=None)
+    text = (tmp_path / f"{result.run_id}.jsonl").read_text(encoding="utf-8")
+    assert key not in text and REDACTED in text
+    assert [e["kind"] for e in read_events(tmp_path / f"{result.run_id}.jsonl")].count("tool_finished") == 1
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(KEYS | st.sampled_from(["input_schema", "signature"]), VALUES, max_size=6))
+def test_redacting_a_record_field_by_field_changes_what_the_whole_walk_changes(record):
+    by_field, whole = Redactor(env=False).for_run(), Redactor(env=False).for_run()
+    assert dumps(by_field.redact_fields(record)) == dumps(whole.redact(record))
+    assert by_field.learned == whole.learned and by_field.changes == whole.changes
+
+
+def test_an_event_made_the_fast_way_is_an_ordinary_frozen_event():
+    fast, plain = new_event("tool_started", "r1", 2, 7, 0.5, {"a": 1}), Event("tool_started", "r1", 2, 7, 0.5, {"a": 1})
+    assert type(fast) is Event and fast == plain and repr(fast) == repr(plain)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.kind = "x"  # type: ignore[misc]
+    assert dataclasses.replace(fast, step=3).step == 3
+
+
+def test_a_secret_put_in_the_environment_after_a_run_is_kept_out_of_the_next_runs_trace(tmp_path, monkeypatch):
+    """The environment's secrets are read once per change of the environment, not once per run."""
+    token = "ghx" + "Q7w" * 12
+
+    @al.tool(mode="read")
+    def echo(text: str) -> str:
+        """Echo."""
+        return text
+
+    def run_once() -> str:
+        model = al.ScriptedModel([reply(None, ("echo", {"text": f"value {token} here"})), reply("done")])
+        result = al.run("go", [echo], model=model, trace=tmp_path, max_cost=None)
+        return (tmp_path / f"{result.run_id}.jsonl").read_text(encoding="utf-8")
+
+    assert token in run_once()  # not a secret yet: an ordinary word
+    monkeypatch.setenv("DEPLOY_TOKEN", token)
+    assert token not in run_once()
+    monkeypatch.delenv("DEPLOY_TOKEN")
+    assert token in run_once()
+
+
+def test_a_link_named_like_a_runs_trace_stops_the_run_and_nothing_is_written_through_it(tmp_path):
+    runs, outside = tmp_path / "runs", tmp_path / "outside.txt"
+    runs.mkdir()
+    outside.write_text("untouched")
+    os.symlink(outside, runs / "linked.jsonl")
+    model = al.ScriptedModel([reply("done")])
+    result = al.run("go", [], model=model, trace=runs, run_id="linked", max_cost=None)
+    assert isinstance(result, al.Stopped) and result.reason == "trace write failed"
+    assert outside.read_text() == "untouched"
