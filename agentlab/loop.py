@@ -154,6 +154,7 @@ class Run:
         self.last_usage: Usage | None = None
         self.abandoned: list[str] = []  # work left running past a deadline or a cancel (named in the result)
         self._kept: dict[int, Block] = {}  # results of pending_calls that finished before an interruption
+        self._keys: list[str] = []  # the loop guard's keys of the turn's calls (pending_calls)
         self._subscribers: list[Subscriber] = list(subscribers)
         self._ledger = ledger  # a total shared with other runs (an experiment's, a parent run's); by default unlimited
         self._link = link  # the tool call of the parent run this is a sub-run of (None: not a sub-run)
@@ -327,7 +328,7 @@ class Run:
     async def run(self) -> Result:
         """Step until finished; return ``Done`` or ``Stopped``."""
         while self.result is None:
-            await self.step()
+            await self._advance(False)  # step() without the StepRecord nobody here reads
         return self.result
 
     # ------------------------------------------------------------- one step
@@ -338,6 +339,11 @@ class Run:
         with ``phase == "awaiting tools"`` and the calls in ``pending_calls``;
         the next ``step()`` runs them and ends the step.
         """
+        await self._advance(pause_before_tools)
+        return self._record()
+
+    async def _advance(self, pause_before_tools: bool) -> None:
+        """One step (see :meth:`step`), the run's state its only output."""
         if self.result is not None:
             raise RuntimeError(f"run {self.run_id} has finished: {self.result!r}")
         if not self._step_lock.acquire(blocking=False):
@@ -380,7 +386,6 @@ class Run:
             if self._watch is not None:
                 watchdog.disarm(self._watch)
             self._step_lock.release()
-        return self._record()
 
     async def _model_phase(self, pause_before_tools: bool) -> None:
         """One model call and what its reply decides.
@@ -747,7 +752,7 @@ class Run:
             )
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
         results: list[Block | None] = [self._kept.get(i) for i in range(len(calls))]
-        keys = [call_key(c["name"], c["input"]) for c in calls]
+        keys = self._keys = [call_key(c["name"], c["input"]) for c in calls]  # _keep reads them too
         modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
         for batch in plan_batches(modes):
             to_run = []
@@ -792,7 +797,7 @@ class Run:
         self._kept[out.index] = out.block
         call = self.pending_calls[out.index]
         self.loop_guard.remember(
-            call_key(call["name"], call["input"]),
+            self._keys[out.index],
             result_summary(out.block["content"]),
             out.block.get("is_error", False),
         )
