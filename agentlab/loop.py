@@ -161,6 +161,7 @@ class Run:
         self._sub_runs: ParentLedger | None = None  # what this run's own sub-runs reserve from (made when first asked)
         self._reported = (0.0, 0, 0)  # cost and tokens already reported to the parent
         self._tool_defs = [t.definition() for t in c.tools.values()]
+        self._served: dict[str | None, Prices | None] = {}  # prices by the model a reply names (served_prices)
         self._calls = CallRunner(_CallSide(self, approve, approval_stops_clock), c.max_concurrency)
         self._last_cost = self._last_latency = 0.0
         self._held: tuple[int, float] = (0, 0.0)  # the model call's max_tokens and reservation (a retry's, if lost)
@@ -177,6 +178,7 @@ class Run:
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
         self._caps = capabilities(c.model)  # the model's optional parts, read once
+        self._guarded_tools = [*self._tool_defs, *self._caps.server_tools]  # what the guard prices each call
         self._said: Callable[[], list[Block] | None] | None = self._caps.user_turn  # a replay's recorded user turns
         # The next request's input as the cost guard sees it: estimate, bound, exact count.
         self._input = InputTracker(
@@ -475,7 +477,7 @@ class Run:
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
-        prices = served_prices(self.prices, self.model.model, reply.model)  # a fallback model may have served it
+        prices = self._served_prices(reply.model)  # a fallback model may have served it
         cost = prices.cost(usage) if prices else 0.0
         self.spent += cost
         self.input_tokens += usage.context_tokens
@@ -546,7 +548,7 @@ class Run:
         if usage is None:
             return {}
         served = raw.get("model") if isinstance(raw, dict) else None
-        prices = served_prices(self.prices, self.model.model, served if isinstance(served, str) else None)
+        prices = self._served_prices(served if isinstance(served, str) else None)
         cost = prices.cost(usage) if prices else 0.0
         self.spent += cost
         self.model_calls += 1
@@ -612,7 +614,7 @@ class Run:
             spent=self.spent,
             prices=self.prices,
             caching=self._caps.caches,
-            tools=[*self._tool_defs, *self._caps.server_tools],
+            tools=self._guarded_tools,
             max_tokens=self.max_tokens,
             count=self._count_input,
             retryable=lambda e: classify(e, self.policy) == "retryable",
@@ -887,6 +889,12 @@ class Run:
     def _time_left(self) -> float | None:
         d = self.budget.deadline_s
         return None if d is None else d - self.elapsed
+
+    def _served_prices(self, served: str | None) -> Prices | None:
+        """:func:`~agentlab.pricing.served_prices` for a reply naming ``served``, once per model a run (a lookup)."""
+        if served not in self._served:
+            self._served[served] = served_prices(self.prices, self.model.model, served)
+        return self._served[served]
 
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""
