@@ -184,7 +184,8 @@ class Run:
         self._input = InputTracker(
             c.system, self._tool_defs, self.messages, can_count=self._caps.count_tokens is not None
         )
-        self._worked = self._setup_s = max(0.0, self.clock.now() - since)  # working seconds of the steps before
+        self._now = self.clock.now
+        self._worked = self._setup_s = max(0.0, self._now() - since)  # working seconds of the steps before
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -266,7 +267,8 @@ class Run:
     @property
     def elapsed(self) -> float:
         """Working seconds: time spent inside ``step()`` so far."""
-        return self._worked + (self.clock.now() - self._t0 if self._t0 is not None else 0.0)
+        t0 = self._t0  # read a dozen times a step: one attribute chain less (config.clock.now)
+        return self._worked if t0 is None else self._worked + self._now() - t0
 
     @property
     def snapshot(self) -> BudgetSnapshot:
@@ -353,7 +355,7 @@ class Run:
                 f"run {self.run_id} is already in a step (started by another task or thread): "
                 "await that step before starting the next"
             )
-        self._t0 = self.clock.now()
+        self._t0 = self._now()
         self._step_task, self._step_loop = asyncio.current_task(), asyncio.get_running_loop()
         left = self._time_left()
         self._watch = None if left is None else watchdog.arm(left)
@@ -383,7 +385,7 @@ class Run:
                     self._stop(StopReason.FATAL, f"{describe(exc)} {where}", exc)
             raise
         finally:
-            self._worked += self.clock.now() - self._t0
+            self._worked += self._now() - self._t0
             self._t0, self._step_task, self._step_loop = None, None, None
             if self._watch is not None:
                 watchdog.disarm(self._watch)
@@ -439,7 +441,7 @@ class Run:
         self.steps += 1
         self.phase = "calling model"
         self._announce(*held)
-        t_call, self._held, self._lost = self.clock.now(), held, 0.0
+        t_call, self._held, self._lost = self._now(), held, 0.0
         try:
             reply = await self._call_model()
         except _RetryRefused as exc:  # a reply lost in transit was charged; its retry no longer fits the budget
@@ -467,7 +469,7 @@ class Run:
             kind = classify(exc, self.policy)
             reason = StopReason.FATAL if kind == "fatal" else StopReason.MODEL_ERROR
             return _Halt(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
-        latency = self.clock.now() - t_call
+        latency = self._now() - t_call
         self.model_calls += 1
         return reply, latency
 
