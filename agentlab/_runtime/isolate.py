@@ -195,17 +195,17 @@ async def inline(work: Callable[[], Any], timeout: float | None, where: str) -> 
     loop = asyncio.get_running_loop()
     end = None if timeout is None else loop.time() + timeout
     try:
-        coro = work()
-        if not asyncio.iscoroutine(coro):  # an awaitable object (or a value): awaited like a coroutine
-            coro = _await(coro)
-        try:
-            yielded = coro.send(None)
-        except StopIteration as stop:
-            return Returned(stop.value)
-        cm = asyncio.timeout_at(end)
+        awaitable = work()
+        if asyncio.iscoroutine(awaitable):
+            try:
+                yielded = awaitable.send(None)
+            except StopIteration as stop:
+                return Returned(stop.value)
+            awaitable = _resume(awaitable, yielded)
+        cm = asyncio.timeout_at(end)  # any other awaitable (or not: await raises TypeError) is awaited as it is
         try:
             async with cm:
-                return Returned(await _resume(coro, yielded))
+                return Returned(await awaitable)
         except TimeoutError as exc:
             return TimedOut() if cm.expired() else caught(exc, where)
     except asyncio.CancelledError:
