@@ -16,6 +16,10 @@
   the coroutine runs on a private thread with its own loop, and a Ctrl-C
   (the kernel's interrupt) while the caller waits cancels the run the same way.
 
+On the main thread, a loop that a run left with nothing on it is kept for the
+next ``run()`` (see :data:`_kept`): a new loop and its closing cost more than
+many steps.
+
 Nothing here knows what a run is: the engine passes the coroutine, a
 ``cancel`` function and a way to read the result.
 """
