@@ -154,12 +154,14 @@ class Run:
         self.last_usage: Usage | None = None
         self.abandoned: list[str] = []  # work left running past a deadline or a cancel (named in the result)
         self._kept: dict[int, Block] = {}  # results of pending_calls that finished before an interruption
+        self._keys: list[str] = []  # the loop guard's keys of the turn's calls (pending_calls)
         self._subscribers: list[Subscriber] = list(subscribers)
         self._ledger = ledger  # a total shared with other runs (an experiment's, a parent run's); by default unlimited
         self._link = link  # the tool call of the parent run this is a sub-run of (None: not a sub-run)
         self._sub_runs: ParentLedger | None = None  # what this run's own sub-runs reserve from (made when first asked)
         self._reported = (0.0, 0, 0)  # cost and tokens already reported to the parent
         self._tool_defs = [t.definition() for t in c.tools.values()]
+        self._served: dict[str | None, Prices | None] = {}  # prices by the model a reply names (served_prices)
         self._calls = CallRunner(_CallSide(self, approve, approval_stops_clock), c.max_concurrency)
         self._last_cost = self._last_latency = 0.0
         self._held: tuple[int, float] = (0, 0.0)  # the model call's max_tokens and reservation (a retry's, if lost)
@@ -176,12 +178,14 @@ class Run:
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
         self._caps = capabilities(c.model)  # the model's optional parts, read once
+        self._guarded_tools = [*self._tool_defs, *self._caps.server_tools]  # what the guard prices each call
         self._said: Callable[[], list[Block] | None] | None = self._caps.user_turn  # a replay's recorded user turns
         # The next request's input as the cost guard sees it: estimate, bound, exact count.
         self._input = InputTracker(
             c.system, self._tool_defs, self.messages, can_count=self._caps.count_tokens is not None
         )
-        self._worked = self._setup_s = max(0.0, self.clock.now() - since)  # working seconds of the steps before
+        self._now = self.clock.now
+        self._worked = self._setup_s = max(0.0, self._now() - since)  # working seconds of the steps before
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -263,7 +267,8 @@ class Run:
     @property
     def elapsed(self) -> float:
         """Working seconds: time spent inside ``step()`` so far."""
-        return self._worked + (self.clock.now() - self._t0 if self._t0 is not None else 0.0)
+        t0 = self._t0  # read a dozen times a step: one attribute chain less (config.clock.now)
+        return self._worked if t0 is None else self._worked + self._now() - t0
 
     @property
     def snapshot(self) -> BudgetSnapshot:
@@ -327,7 +332,7 @@ class Run:
     async def run(self) -> Result:
         """Step until finished; return ``Done`` or ``Stopped``."""
         while self.result is None:
-            await self.step()
+            await self._advance(False)  # step() without the StepRecord nobody here reads
         return self.result
 
     # ------------------------------------------------------------- one step
@@ -338,6 +343,11 @@ class Run:
         with ``phase == "awaiting tools"`` and the calls in ``pending_calls``;
         the next ``step()`` runs them and ends the step.
         """
+        await self._advance(pause_before_tools)
+        return self._record()
+
+    async def _advance(self, pause_before_tools: bool) -> None:
+        """One step (see :meth:`step`), the run's state its only output."""
         if self.result is not None:
             raise RuntimeError(f"run {self.run_id} has finished: {self.result!r}")
         if not self._step_lock.acquire(blocking=False):
@@ -345,7 +355,7 @@ class Run:
                 f"run {self.run_id} is already in a step (started by another task or thread): "
                 "await that step before starting the next"
             )
-        self._t0 = self.clock.now()
+        self._t0 = self._now()
         self._step_task, self._step_loop = asyncio.current_task(), asyncio.get_running_loop()
         left = self._time_left()
         self._watch = None if left is None else watchdog.arm(left)
@@ -375,12 +385,11 @@ class Run:
                     self._stop(StopReason.FATAL, f"{describe(exc)} {where}", exc)
             raise
         finally:
-            self._worked += self.clock.now() - self._t0
+            self._worked += self._now() - self._t0
             self._t0, self._step_task, self._step_loop = None, None, None
             if self._watch is not None:
                 watchdog.disarm(self._watch)
             self._step_lock.release()
-        return self._record()
 
     async def _model_phase(self, pause_before_tools: bool) -> None:
         """One model call and what its reply decides.
@@ -432,7 +441,7 @@ class Run:
         self.steps += 1
         self.phase = "calling model"
         self._announce(*held)
-        t_call, self._held, self._lost = self.clock.now(), held, 0.0
+        t_call, self._held, self._lost = self._now(), held, 0.0
         try:
             reply = await self._call_model()
         except _RetryRefused as exc:  # a reply lost in transit was charged; its retry no longer fits the budget
@@ -460,7 +469,7 @@ class Run:
             kind = classify(exc, self.policy)
             reason = StopReason.FATAL if kind == "fatal" else StopReason.MODEL_ERROR
             return _Halt(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
-        latency = self.clock.now() - t_call
+        latency = self._now() - t_call
         self.model_calls += 1
         return reply, latency
 
@@ -470,7 +479,7 @@ class Run:
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
-        prices = served_prices(self.prices, self.model.model, reply.model)  # a fallback model may have served it
+        prices = self._served_prices(reply.model)  # a fallback model may have served it
         cost = prices.cost(usage) if prices else 0.0
         self.spent += cost
         self.input_tokens += usage.context_tokens
@@ -541,7 +550,7 @@ class Run:
         if usage is None:
             return {}
         served = raw.get("model") if isinstance(raw, dict) else None
-        prices = served_prices(self.prices, self.model.model, served if isinstance(served, str) else None)
+        prices = self._served_prices(served if isinstance(served, str) else None)
         cost = prices.cost(usage) if prices else 0.0
         self.spent += cost
         self.model_calls += 1
@@ -607,7 +616,7 @@ class Run:
             spent=self.spent,
             prices=self.prices,
             caching=self._caps.caches,
-            tools=[*self._tool_defs, *self._caps.server_tools],
+            tools=self._guarded_tools,
             max_tokens=self.max_tokens,
             count=self._count_input,
             retryable=lambda e: classify(e, self.policy) == "retryable",
@@ -747,7 +756,7 @@ class Run:
             )
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
         results: list[Block | None] = [self._kept.get(i) for i in range(len(calls))]
-        keys = [call_key(c["name"], c["input"]) for c in calls]
+        keys = self._keys = [call_key(c["name"], c["input"]) for c in calls]  # _keep reads them too
         modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
         for batch in plan_batches(modes):
             to_run = []
@@ -792,7 +801,7 @@ class Run:
         self._kept[out.index] = out.block
         call = self.pending_calls[out.index]
         self.loop_guard.remember(
-            call_key(call["name"], call["input"]),
+            self._keys[out.index],
             result_summary(out.block["content"]),
             out.block.get("is_error", False),
         )
@@ -882,6 +891,12 @@ class Run:
     def _time_left(self) -> float | None:
         d = self.budget.deadline_s
         return None if d is None else d - self.elapsed
+
+    def _served_prices(self, served: str | None) -> Prices | None:
+        """:func:`~agentlab.pricing.served_prices` for a reply naming ``served``, once per model a run (a lookup)."""
+        if served not in self._served:
+            self._served[served] = served_prices(self.prices, self.model.model, served)
+        return self._served[served]
 
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""

@@ -205,6 +205,7 @@ KNOWN_USAGE_FIELDS = frozenset(
 )
 """The ``usage`` fields the lab prices or knows carry no price (from the SDK's ``Usage``/``BetaUsage``).
 Any other field is a warning that names it: a price the lab may be missing is never silent."""
+_PLAIN_KEYS = frozenset({"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"})
 KNOWN_SERVER_TOOL_FIELDS = frozenset({"web_search_requests", "web_fetch_requests"})
 
 
@@ -243,6 +244,10 @@ def _usage(raw: Any) -> Usage | None:
         return None
     if not isinstance(raw, dict):
         raise MalformedReply("'usage' must be an object", raw)
+    i, o = raw.get("input_tokens", 0), raw.get("output_tokens", 0)
+    w, r = raw.get("cache_creation_input_tokens", 0), raw.get("cache_read_input_tokens", 0)
+    if type(i) is int and type(o) is int and type(w) is int and type(r) is int and raw.keys() <= _PLAIN_KEYS:
+        return Usage(i, o, w, r)  # the usual shape (four int counts): what the checks below make of it, for less
     for key in raw:
         if key not in KNOWN_USAGE_FIELDS and raw[key] is not None:
             _not_understood(f"the field {key!r}")

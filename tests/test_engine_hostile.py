@@ -594,3 +594,26 @@ def test_a_keyboard_interrupt_inside_the_engine_ends_the_run_cancelled_with_the_
     assert isinstance(result, al.Stopped) and result.reason == "cancelled"
     assert result.detail == "interrupted by Ctrl-C during step 1 (calling model)"
     assert trace_of(tmp_path)[-1]["kind"] == "run_finished"
+
+
+def test_a_task_left_by_one_run_is_not_on_the_loop_of_the_next_run():
+    """run() may reuse its event loop (issue 27), but only one that nothing of the last run is left on."""
+    seen: list[set[str]] = []
+
+    async def leave_a_task() -> str:
+        """Start background work that outlives the run."""
+        asyncio.get_running_loop().create_task(asyncio.Event().wait(), name="left-behind")
+        return "started"
+
+    async def look() -> str:
+        """Name the tasks on this loop."""
+        seen.append({t.get_name() for t in asyncio.all_tasks()})
+        return "looked"
+
+    for tool in (leave_a_task, look):
+        calls = [{"type": "tool_use", "id": "c1", "name": tool.__name__, "input": {}}]
+        model = al.ScriptedModel(
+            [{"content": calls, "stop_reason": "tool_use"}, {"content": [{"type": "text", "text": "ok"}]}]
+        )
+        assert isinstance(al.run("go", tools=[tool], model=model, trace=False), al.Done)
+    assert seen and "left-behind" not in seen[0]

@@ -115,6 +115,24 @@ def test_every_model_id_the_sdk_lists_has_a_price():
         assert p.input > 0 and p.output > p.input and p.cache_read is not None and p.write_1h_rate() >= p.input
 
 
+@pytest.mark.parametrize(
+    "usage",
+    [
+        {"input_tokens": 5, "output_tokens": 2},
+        {"input_tokens": 5, "output_tokens": 2, "cache_read_input_tokens": 7, "cache_creation_input_tokens": 3},
+        {"input_tokens": 5.0, "output_tokens": "2", "cache_read_input_tokens": None},
+        {"input_tokens": 5, "output_tokens": 2, "service_tier": "standard", "cache_creation_input_tokens": 0},
+    ],
+)
+def test_usage_counts_read_the_same_in_every_shape_the_api_and_adapters_send(usage):
+    """The usual shape (four int counts) has a quick path; it must read as the full checks read it."""
+    reply = normalize_reply({"content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn", "usage": usage})
+    wanted = {k: int(usage.get(k) or 0) for k in ("input_tokens", "output_tokens", "cache_read_input_tokens")}
+    assert reply.usage is not None and {k: getattr(reply.usage, k) for k in wanted} == wanted
+    assert reply.usage.cache_creation_input_tokens == int(usage.get("cache_creation_input_tokens") or 0)
+    assert type(reply.usage.input_tokens) is int and type(reply.usage.output_tokens) is int
+
+
 def test_usage_reads_the_ttl_split_and_server_tool_requests_from_the_api_shape():
     reply = normalize_reply(
         {
@@ -238,3 +256,23 @@ def test_prices_follow_the_platform_the_client_reaches_claude_through():
         provider_id="aws",
     ).total_price
     assert run.prices.cost(Usage(1_000_000, 1_000_000)) == pytest.approx(float(aws), rel=1e-9)
+
+
+def test_each_reply_of_a_run_is_charged_at_the_prices_of_the_model_that_served_it():
+    """A fallback may serve some replies of a run and not others: each is priced by the model it names."""
+    served = ["claude-sonnet-4-5", "claude-opus-4-1", "claude-sonnet-4-5"]
+    usage = {"input_tokens": 1000, "output_tokens": 100}
+    replies = [
+        {"content": [{"type": "tool_use", "id": f"c{i}", "name": "echo", "input": {"i": i}}], "stop_reason": "tool_use"}
+        for i in range(2)
+    ] + [{"content": [{"type": "text", "text": "done"}], "stop_reason": "end_turn"}]
+    model = al.ScriptedModel([{**r, "model": m, "usage": usage} for r, m in zip(replies, served, strict=True)])
+    model.model = "claude-opus-4-1"
+
+    def echo(i: int) -> str:
+        """Echo."""
+        return str(i)
+
+    result = al.run("go", [echo], model=model, trace=False, max_cost=None)
+    u = Usage(1000, 100)
+    assert result.spent == pytest.approx(sum(lookup_prices(m).cost(u) for m in served), rel=1e-9)

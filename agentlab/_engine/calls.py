@@ -253,8 +253,8 @@ class CallRunner:
         base = r.base_delay if r and r.base_delay is not None else p.base_delay
         cap = r.max_delay if r and r.max_delay is not None else p.max_delay
         # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
-        left_in = f"tool {tool.name} (call {call_id}, still running in its {'task' if tool.is_async else 'thread'})"
         where = f"tool {tool.name}"
+        kind = "task" if tool.is_async else "thread"
         quick = alone and not tool.is_async and tool.name not in self._slow
 
         async def attempt() -> Returned | Raised:
@@ -266,7 +266,7 @@ class CallRunner:
                 time_left=ctx.time_left(),
                 own_timeout=tool.timeout,
                 deadline_s=ctx.deadline_s(),
-                on_abandon=lambda: ctx.abandon(left_in),
+                on_abandon=lambda: ctx.abandon(f"{where} (call {call_id}, still running in its {kind})"),
                 handoff_s=HANDOFF_S if quick else 0.0,
             )
             if alone and not tool.is_async:  # worth blocking for next time only if it answers within the hand-off

@@ -49,6 +49,8 @@ def tool_fees(tools: Iterable[Mapping[str, Any]], prices: Prices, *, bound: int,
     most its ``max_tokens``; without both caps (or a known price) nothing bounds it.
     """
     tools = list(tools)
+    if not any("type" in t for t in tools):  # custom tools only (the usual case): no fees, nothing to look up
+        return 0.0
     table = {
         **DEFAULT_SERVER_TOOL_FEES,
         "web_search": getattr(prices, "web_search", DEFAULT_SERVER_TOOL_FEES["web_search"]),

@@ -15,11 +15,17 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+import orjson
+
 Verdict = Literal["run", "nudge", "stop"]
 
 
 def call_key(name: str, args: dict[str, Any]) -> str:
-    return name + "\x00" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
+    """The call's identity: its tool and its arguments as canonical JSON (orjson: a tenth of ``json``'s cost)."""
+    try:
+        return name + "\x00" + orjson.dumps(args, default=str, option=orjson.OPT_SORT_KEYS).decode()
+    except TypeError:  # keys that are not strings, an int too large for orjson
+        return name + "\x00" + json.dumps(args, sort_keys=True, separators=(",", ":"), default=str)
 
 
 @dataclass(slots=True)

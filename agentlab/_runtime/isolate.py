@@ -186,13 +186,28 @@ async def inline(work: Callable[[], Any], timeout: float | None, where: str) -> 
     its cancellation (the model adapters): code that swallows it would hold
     the caller. A ``CancelledError`` it raises is taken as a cancel (a stream
     cut short by Stop) and leaves as itself.
+
+    Its first step runs before any timer is set (issue 27): code that answers
+    without waiting (an offline model, a replay) costs no timer, which is 8 µs
+    of the step; code that waits goes on under the same limit, counted from
+    the start (``timeout_at``), in the same task and context.
     """
-    cm = asyncio.timeout(timeout)
+    loop = asyncio.get_running_loop()
+    end = None if timeout is None else loop.time() + timeout
     try:
-        async with cm:
-            return Returned(await work())
-    except TimeoutError as exc:
-        return TimedOut() if cm.expired() else caught(exc, where)
+        awaitable = work()
+        if asyncio.iscoroutine(awaitable):
+            try:
+                yielded = awaitable.send(None)
+            except StopIteration as stop:
+                return Returned(stop.value)
+            awaitable = _resume(awaitable, yielded)
+        cm = asyncio.timeout_at(end)  # any other awaitable (or not: await raises TypeError) is awaited as it is
+        try:
+            async with cm:
+                return Returned(await awaitable)
+        except TimeoutError as exc:
+            return TimedOut() if cm.expired() else caught(exc, where)
     except asyncio.CancelledError:
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... become data

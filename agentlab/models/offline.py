@@ -137,8 +137,10 @@ class FunctionModel:
 
     def _fill_ids(self, out: dict[str, Any]) -> dict[str, Any]:
         content = out.get("content")
-        if not isinstance(content, list):
-            return out
+        if not isinstance(content, list) or all(
+            "id" in block or not isinstance(block, dict) or block.get("type") != "tool_use" for block in content
+        ):
+            return out  # every call has its id (or there is none): nothing to copy
         filled = []
         for block in content:
             if isinstance(block, dict) and block.get("type") == "tool_use" and "id" not in block:
