@@ -194,6 +194,7 @@ def test_a_run_still_being_written_is_read_from_its_log_beside_stored_runs(tmp_p
         run_id="b-live",
     )
     during = seen[0]
+    assert writer.flush()
     assert dict(zip(during.runs["run_id"], during.runs["outcome"], strict=True)) == {
         "a0": "done",
         "a1": "done",
@@ -205,7 +206,7 @@ def test_a_run_still_being_written_is_read_from_its_log_beside_stored_runs(tmp_p
         "a0",
         "a1",
         "b-live",
-    }  # the writer stored it when it finished
+    }  # the writer stored it once it finished
     assert_same_frames(from_logs(folder), after)
 
 
@@ -432,6 +433,7 @@ def test_runs_stored_as_they_finish_are_merged_so_the_files_stay_few(tmp_path):
             max_cost=None,
             run_id=f"r{i:03d}",
         )
+        assert writer.flush()  # one part per run (the background would batch runs this close together)
     tiers = sorted(p.name.split("-")[1] for p in (folder / "_store" / "runs").glob("day=*/part-*.parquet"))
     assert tiers == ["0"] * 8 + ["1"] * 2
     stored = al.load_runs(folder)
