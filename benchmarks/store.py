@@ -373,23 +373,14 @@ background writes its batches while the stored runs go on, and they pay whatever
 async def _compaction_row(steps: int, reps: int, folder: Path) -> Row:
     """50-step traced runs, blocks of runs with a plain :class:`TraceWriter` and of runs with a
     :class:`StoredTraceWriter` in turn: what the stored run pays on its path (its time over the plain run's, and
-    the hand-over alone), and what the background spends per run (its thread's CPU time); beside them, storing
-    one run on the run's path as before (a part of its own)."""
+    the hand-over alone), and what the background spends per run (the worker process's CPU time); beside them,
+    storing one run on the run's path as before (a part of its own)."""
     import agentlab as al
     from agentlab.trace import StoredTraceWriter, TraceWriter, _background
     from agentlab.trace._compact import store_runs
 
-    cpu: list[float] = []
-    sizes: list[int] = []
-
-    def timed_store(where: Path, files: list[Path]) -> None:
-        c0 = time.thread_time()
-        store_runs(where, files)
-        cpu.append(time.thread_time() - c0)
-        sizes.append(len(files))
-
     handed: list[float] = []
-    batcher = _background.StoreBatcher(store=timed_store)
+    batcher = _background.StoreBatcher()  # as a StoredTraceWriter uses it: batches stored by a worker process
     submit = batcher.submit
 
     def timed_submit(where: Path, file: Path) -> None:
@@ -418,11 +409,11 @@ async def _compaction_row(steps: int, reps: int, folder: Path) -> Row:
     inline: list[float] = []
     try:
         warm = folder / "warm"
-        await one(StoredTraceWriter(warm))  # pyarrow's and pandas' imports, once per process, are not a run's
+        await one(StoredTraceWriter(warm))  # the worker's start (its imports), once per process, is not a run's
         await one(TraceWriter(warm))
         batcher.flush()
-        for measured in (cpu, sizes, handed):
-            measured.clear()
+        handed.clear()
+        start = dict(batcher.stats)
         for block in range(reps):
             for kind in ("plain", "stored") if block % 2 else ("stored", "plain"):
                 where = folder / f"{kind}{block}"
@@ -438,13 +429,15 @@ async def _compaction_row(steps: int, reps: int, folder: Path) -> Row:
             t0 = time.perf_counter()
             store_runs(where, list(where.glob("*.jsonl")))  # the run-end store as it was: on the run's path
             inline.append(time.perf_counter() - t0)
+        done = {k: batcher.stats[k] - start[k] for k in start}
     finally:
-        batcher.flush()
+        batcher.shutdown()
         _background._batcher = saved
     run_s = statistics.median(plain)
     share = (statistics.median(stored) - run_s) / run_s
     hand = statistics.median(handed)
-    background = sum(cpu) / max(1, sum(sizes))
+    background = done["cpu_s"] / max(1, done["runs"])
+    batch = done["runs"] / max(1, done["batches"])
     return Row(
         "store.compaction",
         f"Storing a {steps}-step run when it finishes: on the run's path / the run's traced time",
@@ -453,7 +446,7 @@ async def _compaction_row(steps: int, reps: int, folder: Path) -> Row:
         f"{share * 100:+.1f}% ({fmt(statistics.median(stored) * 1e3)} ms vs {fmt(run_s * 1e3)} ms, medians of "
         f"{len(stored)} runs each; the hand-over itself {fmt(hand * 1e6)} µs = {hand / run_s:.2%}); in the "
         f"background {fmt(background * 1e3)} ms CPU per run ({background / run_s:.0%} of a run), batches of "
-        f"{statistics.mean(sizes) if sizes else 0:.1f} runs; a part of one run on the path as before: "
+        f"{batch:.1f} runs in its worker process; a part of one run on the path as before: "
         f"{fmt(min(inline) * 1e3)} ms ({min(inline) / run_s:.0%})",
         f"≤ {COMPACT_SHARE * 100:g}%",
         judged(share <= COMPACT_SHARE),
@@ -461,8 +454,7 @@ async def _compaction_row(steps: int, reps: int, folder: Path) -> Row:
             "plain_s": plain,
             "stored_s": stored,
             "handover_s": handed,
-            "background_cpu_s": cpu,
-            "batch_sizes": sizes,
+            "background": done,
             "inline_store_s": inline,
         },
     )

@@ -135,6 +135,15 @@ def sub_run(folder: Path) -> None:
     assert '"kind":"sub_run"' in (folder / "parent.jsonl").read_text()
 
 
+@pytest.fixture(autouse=True)
+def no_store_worker_left():
+    """A test that stored runs in the background ends its thread and worker process (they would idle on)."""
+    yield
+    from agentlab.trace import _background
+
+    assert _background.shutdown(timeout=60)
+
+
 @pytest.fixture(scope="module")
 def fixtures(tmp_path_factory):
     """A folder of native runs and one of every recorded fixture imported."""

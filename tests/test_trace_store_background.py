@@ -27,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def no_store_thread_left():
     """Every test ends with nothing pending and no store thread alive (a leak would show here)."""
     yield
-    assert _background.flush(timeout=60)
+    assert _background.shutdown(timeout=60)
     assert not [t for t in threading.enumerate() if t.name == "agentlab-store"]
 
 
@@ -176,17 +176,17 @@ def test_an_exit_that_could_not_store_its_runs_says_so(tmp_path):
     assert al.load_runs(folder).sources == {f"x{i}": "log" for i in range(3)}
 
 
-KILL_SCRIPT = textwrap.dedent(
+KILL_POINT = textwrap.dedent(
     """
-    import sys
-    from pathlib import Path
-    import agentlab as al
-    from agentlab import reply
-    from agentlab.trace import StoredTraceWriter, _background, _store
+    import os, sys, threading
+    from agentlab.trace import _compact, _store, _store_worker
 
-    folder = Path(sys.argv[1])
-    write_table = _store._write_table
     batches = {"n": 0}
+    store_runs, write_table = _compact.store_runs, _store._write_table
+
+    def counted(folder, files, **kw):
+        batches["n"] += 1
+        return store_runs(folder, files, **kw)
 
     def half_written(table, path):
         if batches["n"] == 2 and path.parent.parent.name == "steps":  # the second batch's steps file, half on disk
@@ -195,49 +195,85 @@ KILL_SCRIPT = textwrap.dedent(
             pq.write_table(table, buf)
             tmp = path.with_name(f".{path.name}.dead.tmp")
             tmp.write_bytes(buf.getvalue()[: len(buf.getvalue()) // 2])
-            print("stopped", flush=True)
-            sys.stdin.readline()  # never answered: the parent kills us here, in the background thread
+            print(f"stopped {os.getpid()}", file=sys.stderr, flush=True)
+            threading.Event().wait()  # never set: the test kills this worker here
         write_table(table, path)
 
-    _store._write_table = half_written
+    _compact.store_runs, _store._write_table = counted, half_written
+    _store_worker.main()
+    """
+)
+
+KILL_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    import agentlab as al
+    from agentlab import reply
+    from agentlab.trace import StoredTraceWriter, _background
+
+    folder, kill_point = Path(sys.argv[1]), sys.argv[2]
+    _background.WORKER_COMMAND[:] = [sys.executable, "-c", kill_point]
     writer = StoredTraceWriter(folder)
     for i in range(5):
         al.run(f"task {i}", model=al.ScriptedModel([reply("done")]), trace=writer, max_cost=None, run_id=f"k{i}")
         if i in (1, 4):
-            batches["n"] += 1
             writer.flush()  # the first batch (k0, k1) is stored whole; the second (k2-k4) is killed mid-file
     """
 )
 
 
 def test_sigkill_during_a_background_write_leaves_every_run_readable(tmp_path):
-    """Killed while the background thread writes a part: the runs stored before load from the store, the others
-    from their logs, all with the frames the logs give and no warning; the next compaction stores the rest."""
+    """The process and its store worker killed while the worker writes a part: the runs stored before load from the
+    store, the others from their logs, all with the frames the logs give and no warning; compaction stores the rest."""
     folder = tmp_path / "runs"
     proc = subprocess.Popen(
-        [sys.executable, "-c", KILL_SCRIPT, str(folder)],
+        [sys.executable, "-c", KILL_SCRIPT, str(folder), KILL_POINT],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+    worker = None
     try:
-        line = within(300, proc.stdout.readline, "the child never reached the write")
-        assert line == b"stopped\n", (line, proc.stderr.read().decode()[-2000:])
+
+        def stopped() -> int:
+            said = []
+            for line in proc.stderr:  # until the worker says where it stopped (or the child ends)
+                said.append(line.decode(errors="replace"))
+                if line.startswith(b"stopped "):
+                    return int(line.split()[1])
+            raise AssertionError("the worker never reached the write: " + "".join(said)[-2000:])
+
+        worker = within(300, stopped, "the worker never reached the write")
         proc.send_signal(signal.SIGKILL)
+        os.kill(worker, signal.SIGKILL)
         proc.wait(timeout=60)
     finally:
         if proc.poll() is None:
             proc.kill()
         proc.wait()
+        proc.stderr.close()
     assert proc.returncode == -signal.SIGKILL
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         after_kill = al.load_runs(folder)
     assert after_kill.sources == {"k0": "store", "k1": "store", "k2": "log", "k3": "log", "k4": "log"}
+    assert list((folder / "_store").rglob(".*.tmp"))  # the half-written file is there, and ignored
     logs = from_logs(folder)
     assert_same_frames(logs, after_kill)
     assert compact(folder)["stored"] == 3
     healed = al.load_runs(folder)
     assert set(healed.sources.values()) == {"store"}
     assert_same_frames(logs, healed)
+
+
+def test_a_failed_store_in_the_worker_process_is_warned(tmp_path):
+    """The worker's own failure (here the store's folder is a file) comes back to the caller as a warning."""
+    folder = tmp_path / "runs"
+    folder.mkdir()
+    (folder / "_store").write_text("not a folder")
+    a_run(folder, "blocked")
+    with pytest.warns(TraceWriteWarning, match=r"\(blocked\) were not all added to the store.*agentlab compact"):
+        assert StoredTraceWriter(folder).flush(timeout=120)
+    assert al.load_runs(folder).sources == {"blocked": "log"}

@@ -1,0 +1,42 @@
+"""The store's worker process: stores the batches of finished runs the batcher sends it (:mod:`._background`).
+
+Run as ``python -m agentlab.trace._store_worker``. Each request is one JSON line on stdin,
+``{"folder": ..., "files": [...]}``; each answer one JSON line, ``{"stored": n, "cpu_s": ...}`` or
+``{"error": "..."}``. It exits at the end of its input: when the batcher closes it, or when the process
+that started it dies (killed or not), after the batch it is writing, so a part is never left half-written
+by the parent's death. Ctrl-C in the terminal is left to the parent (which then writes what is pending).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the terminal's Ctrl-C is the parent's to handle
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "w", encoding="utf-8")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())  # anything a library prints goes to stderr, not the answers
+    from ._compact import store_runs
+
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        c0 = time.process_time()
+        try:
+            request = json.loads(line)
+            stored = store_runs(Path(request["folder"]), [Path(f) for f in request["files"]])
+            answer: dict[str, object] = {"stored": stored}
+        except Exception as exc:  # noqa: BLE001 - sent back: the batcher reports it in the caller's thread
+            answer = {"error": f"{type(exc).__name__}: {exc}"}
+        answer["cpu_s"] = time.process_time() - c0
+        answers.write(json.dumps(answer) + "\n")
+        answers.flush()
+
+
+if __name__ == "__main__":
+    main()
