@@ -70,11 +70,13 @@ def _tables(traces: list[Trace], sizes: list[int], logs: list[list[bytes] | None
 
 
 _BASE_PREFIX = (
-    r'^\{"v":\d+,"run_id":"(?:[^"\\]|\\.)*","seq":-?\d+,"step":-?\d+,'
-    r'"t":(?:-?[0-9.eE+-]+|\{"\$float":"-?[A-Za-z]+"\}),"kind":"(?:[^"\\]|\\.)*"(?:,|(\}))'
+    r'^\{"v":\d+,"run_id":"[^"\\]*","seq":-?\d+,"step":-?\d+,'
+    r'"t":(?:-?[0-9.eE+-]+|\{"\$float":"-?[A-Za-z]+"\}),"kind":"[^"\\]*"(?:,|(\}))'
 )
 """A line as the writer writes it: the base fields first, in this order (``Event.as_record``), then the
-kind's own fields. Cutting this prefix off a line leaves the event's ``data`` as JSON, at C speed."""
+kind's own fields. Cutting this prefix off a line leaves the event's ``data`` as JSON, at C speed. A run id
+or kind with an escape in it (run ids have none: ``files.check_name``) does not match, and its line is
+serialised anew: a third less work for the regex than allowing escapes."""
 
 
 def _data_texts(traces: list[Trace], logs: list[list[bytes] | None]) -> Any:

@@ -34,8 +34,11 @@ def main() -> None:
         except Exception as exc:  # noqa: BLE001 - sent back: the batcher reports it in the caller's thread
             answer = {"error": f"{type(exc).__name__}: {exc}"}
         answer["cpu_s"] = time.process_time() - c0
-        answers.write(json.dumps(answer) + "\n")
-        answers.flush()
+        try:
+            answers.write(json.dumps(answer) + "\n")
+            answers.flush()
+        except BrokenPipeError:  # the parent died meanwhile: the batch is stored, and no one waits for more
+            os._exit(0)  # (a normal exit would try to flush the dead pipe again, and print that it failed)
 
 
 if __name__ == "__main__":
