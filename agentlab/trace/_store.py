@@ -296,10 +296,9 @@ class Deferred:
                 import pyarrow.parquet as pq
 
                 chunks: list[Any] = []
-                with system_pool():
-                    for handle, rows in self._sources:
-                        chunks.extend(_batches(pq.ParquetFile(handle), rows, self._column))
-                        handle.close()  # read: the file is no longer needed
+                for handle, rows in self._sources:  # Arrow's own pool: these buffers stay, and it packs them best
+                    chunks.extend(_batches(pq.ParquetFile(handle), rows, self._column))
+                    handle.close()  # read: the file is no longer needed
                 self._cache.append(pa.chunked_array(chunks, type=pa.string()))
             return self._cache[0]
 
@@ -377,11 +376,10 @@ class _Plan:
             out = out.take(pa.array(self.order))
         return out
 
-    def series(self, name: str, dtype: str) -> pd.Series:
-        """One column in the dtype ``load_runs`` gives it from the logs, built a slice of rows at a time:
-        numbers into one writable array, text straight into the large strings pandas holds."""
+    def values(self, name: str, dtype: str) -> Any:
+        """One column in the dtype ``load_runs`` gives it from the logs (a numpy or pandas array), built a slice
+        of rows at a time: numbers into one writable array, text straight into the large strings pandas holds."""
         import numpy as np
-        import pandas as pd
         import pyarrow as pa
 
         if dtype in ("int64", "float64", "bool"):
@@ -390,15 +388,13 @@ class _Plan:
             for col in self.batches(name):
                 values[at : at + len(col)] = col.to_numpy(zero_copy_only=False)  # a float's null: NaN
                 at += len(col)
-            if self.order is not None:
-                values = values[self.order]
-            return pd.Series(values, copy=False)
+            return values if self.order is None else values[self.order]
         if _str_dtype() is object:  # pandas 2: Python strings, as the logs' frames have them
-            return self.column(name).to_pandas()
+            return self.column(name).to_pandas().array
         text = pa.chunked_array([c.cast(pa.large_string()) for c in self.batches(name)], type=pa.large_string())
         if self.order is not None:
             text = text.take(pa.array(self.order))
-        return text.to_pandas()
+        return text.to_pandas().array
 
     def owners(self) -> pa.ChunkedArray:
         """Each row's run, in the pieces' order (see :func:`_owner`)."""
@@ -571,14 +567,14 @@ def _frames(tables: dict[str, Any], folder: Path, deferred: dict[str, Deferred])
     out["runs"] = df
     for name in ("steps", "calls", "events"):
         plan: _Plan = tables.pop(name)
-        columns: dict[str, pd.Series] = {}
+        columns: dict[str, Any] = {}  # arrays, not Series: a frame built from Series aligns (takes) each one
         try:
             for col in TABLES[name]:
                 if col.dtype == "json":
                     text = deferred[name] if name in deferred else plan.column(col.name)
-                    columns[col.name] = pd.Series(JSONArray.from_arrow(text), copy=False)
+                    columns[col.name] = JSONArray.from_arrow(text)
                 else:
-                    columns[col.name] = plan.series(col.name, col.dtype)
+                    columns[col.name] = plan.values(col.name, col.dtype)
         finally:
             if name not in deferred:
                 plan.close()  # else the Deferred closes each file once it has read its column
