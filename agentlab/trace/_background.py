@@ -46,6 +46,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..errors import AgentlabError
+
 LINGER_S = 1.0
 """How long a finished run waits for others before its batch is written (off the run's path: a longer wait
 means bigger batches, so less CPU per run; ``load_runs`` reads a run from its log until then)."""
@@ -59,7 +61,7 @@ worker costs ~0.5 s of CPU: its imports of pandas and pyarrow)."""
 WORKER_COMMAND = [sys.executable, "-m", "agentlab.trace._store_worker"]
 
 
-class StoreFailed(Exception):
+class StoreFailed(AgentlabError):
     """The worker could not store a batch (its error, as text)."""
 
 
@@ -137,6 +139,7 @@ class StoreBatcher:
         """Hand over a finished run's log; returns at once."""
         self.report()
         with self._cond:
+            idle = not self._pending
             self._pending.setdefault(folder, {})[file] = None
             if self._since is None:
                 self._since = time.monotonic()
@@ -144,8 +147,9 @@ class StoreBatcher:
                 self._closing = False
                 self._thread = threading.Thread(target=self._work, name="agentlab-store", daemon=True)
                 self._thread.start()
-            else:
-                self._cond.notify_all()  # an idle thread takes it; a lingering one counts it
+            elif idle or self._count() >= MAX_BATCH:
+                self._cond.notify_all()  # an idle thread starts lingering; a full batch is written now
+            # else the lingering thread already waits until the batch is due: no wake-up on the run's path
 
     def flush(self, timeout: float | None = None, *, report: bool = True) -> bool:
         """Write every pending run now and wait until it is written (or ``timeout`` seconds passed).

@@ -14,7 +14,7 @@ from itertools import chain, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from . import _background
+from ._background import flush as flush_background
 from ._store import (
     available,
     chosen,
@@ -166,7 +166,7 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
         raise FileNotFoundError(f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces")
     if not available():
         raise ModuleNotFoundError("the trace store needs pyarrow: pip install 'agentlab-loop[store]'")
-    _background.flush()  # runs this process handed to the background: stored once, not twice
+    flush_background()  # runs this process handed to the background: stored once, not twice
     if rebuild and store_dir(path).exists():
         shutil.rmtree(store_dir(path))
     logs = log_sizes(path)

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .frames import TABLES, _str_dtype
+from .frames import TABLES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -389,12 +389,10 @@ class _Plan:
                 values[at : at + len(col)] = col.to_numpy(zero_copy_only=False)  # a float's null: NaN
                 at += len(col)
             return values if self.order is None else values[self.order]
-        if _str_dtype() is object:  # pandas 2: Python strings, as the logs' frames have them
-            return self.column(name).to_pandas().array
         text = pa.chunked_array([c.cast(pa.large_string()) for c in self.batches(name)], type=pa.large_string())
         if self.order is not None:
             text = text.take(pa.array(self.order))
-        return text.to_pandas().array
+        return text.to_pandas().array  # pandas' text dtype (Arrow-backed on pandas 3; objects on 2), as the logs'
 
     def owners(self) -> pa.ChunkedArray:
         """Each row's run, in the pieces' order (see :func:`_owner`)."""

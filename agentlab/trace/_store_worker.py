@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-
 NICE = 10
 """The worker's scheduling priority, below the runs' (0): on a machine whose cores are all busy, the store
 waits for the runs instead of taking a share of their CPU (at 10 it gets about a tenth of a core a busy run
