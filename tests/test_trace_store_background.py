@@ -277,3 +277,81 @@ def test_a_failed_store_in_the_worker_process_is_warned(tmp_path):
     with pytest.warns(TraceWriteWarning, match=r"\(blocked\) were not all added to the store.*agentlab compact"):
         assert StoredTraceWriter(folder).flush(timeout=120)
     assert al.load_runs(folder).sources == {"blocked": "log"}
+
+
+WAIT_FOR_PARENT = textwrap.dedent(
+    """
+    import os, select, sys
+    from agentlab.trace import _store, _store_worker
+
+    write_table = _store._write_table
+
+    def after_the_parent(table, path):
+        if path.parent.parent.name == "steps" and not os.environ.get("SAID"):
+            os.environ["SAID"] = "1"
+            print(f"writing {os.getpid()}", file=sys.stderr, flush=True)
+            select.select([sys.stdin], [], [])  # readable once the parent is gone (its end of the pipe closed)
+        write_table(table, path)
+
+    _store._write_table = after_the_parent
+    _store_worker.main()
+    """
+)
+
+PARENT_SCRIPT = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    import agentlab as al
+    from agentlab import reply
+    from agentlab.trace import StoredTraceWriter, _background
+
+    folder, worker = Path(sys.argv[1]), sys.argv[2]
+    _background.WORKER_COMMAND[:] = [sys.executable, "-c", worker]
+    writer = StoredTraceWriter(folder)
+    for i in range(3):
+        al.run(f"task {i}", model=al.ScriptedModel([reply("done")]), trace=writer, max_cost=None, run_id=f"p{i}")
+    writer.flush()  # killed in here, while the worker writes the batch
+    """
+)
+
+
+@pytest.mark.skipif(not hasattr(os, "pidfd_open"), reason="waits for the worker's exit through a pidfd (Linux)")
+def test_a_worker_whose_parent_is_killed_finishes_its_batch_then_exits(tmp_path):
+    """SIGKILL the process mid-batch: its worker still writes the whole part, then exits, so the runs are stored."""
+    import select
+
+    folder = tmp_path / "runs"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", PARENT_SCRIPT, str(folder), WAIT_FOR_PARENT],
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+
+        def writing() -> int:
+            said = []
+            for line in proc.stderr:
+                said.append(line.decode(errors="replace"))
+                if line.startswith(b"writing "):
+                    return int(line.split()[1])
+            raise AssertionError("the worker never started writing: " + "".join(said)[-2000:])
+
+        worker = within(300, writing, "the worker never started writing")
+        exited = os.pidfd_open(worker)
+        try:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=60)
+            assert select.select([exited], [], [], 120)[0], "the worker did not exit after its parent died"
+        finally:
+            os.close(exited)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        proc.stderr.close()
+    stored = al.load_runs(folder)
+    assert stored.sources == {f"p{i}": "store" for i in range(3)}
+    assert_same_frames(from_logs(folder), stored)
