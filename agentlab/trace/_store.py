@@ -178,6 +178,8 @@ def parts(folder: Path) -> list[Part]:
     for path in sorted((root / "runs").glob("day=*/part-*.parquet"), key=lambda p: p.name.split("-")[2:]):
         try:
             runs = pq.read_table(path, schema=schema("runs"))
+        except FileNotFoundError:  # merged away since the glob: the merged part is listed (or is being written)
+            continue
         except (
             OSError,
             ValueError,
