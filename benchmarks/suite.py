@@ -128,7 +128,7 @@ def benches() -> list[Bench]:
         ),
         (
             "store",
-            ["store.jsonl_ratio", "store.load", "store.memory", "store.compaction", "store.sql"],
+            ["store.jsonl_ratio", "store.load", "store.memory", "store.memory_varied", "store.compaction", "store.sql"],
             lambda s: store.store_rows(s.store_steps, s.store_events, s.sql_events, s.store_reps),
         ),
         ("panel", ["panel.ratio"], lambda s: panel.panel_rows(s.panel_steps, s.panel_reps)),

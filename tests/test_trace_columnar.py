@@ -20,56 +20,12 @@ import agentlab as al
 from agentlab import reply, scenarios
 from agentlab.cli import main
 from agentlab.trace import StoredTraceWriter, TraceWriter, compact
-from agentlab.trace.frames import TABLES
 
 from .helpers import PRICES
+from .store_helpers import assert_same_frames, from_logs, lookup
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "fixtures" / "recorded"
-
-
-@al.tool(mode="read")
-def lookup(key: str) -> str:
-    """Look a key up."""
-    return f"value of {key}"
-
-
-def same(a: object, b: object) -> bool:
-    """Equal, with NaN equal to NaN, at any depth."""
-    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
-        return True
-    if isinstance(a, dict) and isinstance(b, dict):
-        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
-    if isinstance(a, list) and isinstance(b, list):
-        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
-    return type(a) is type(b) and a == b
-
-
-def assert_same_frames(logs: al.Traces, store: al.Traces) -> None:
-    """Column by column, dtype by dtype, value by value."""
-    for name in TABLES:
-        x, y = getattr(logs, name), getattr(store, name)
-        assert list(x.columns) == list(y.columns), name
-        assert x.index.equals(y.index), name
-        for col in x.columns:
-            assert x[col].dtype == y[col].dtype, (name, col, x[col].dtype, y[col].dtype)
-            if x[col].dtype == object or str(x[col].dtype) == "json":
-                bad = [i for i, (a, b) in enumerate(zip(x[col], y[col], strict=True)) if not same(a, b)]
-                assert not bad, (name, col, bad[:3], x[col].iloc[bad[0]], y[col].iloc[bad[0]])
-            else:
-                pd.testing.assert_series_equal(x[col], y[col], check_exact=True, obj=f"{name}.{col}")
-
-
-def from_logs(folder: Path) -> al.Traces:
-    """The frames as the logs alone give them (the store moved aside while reading)."""
-    store, aside = folder / "_store", folder.parent / f"{folder.name}-store-aside"
-    if store.exists():
-        store.rename(aside)
-    try:
-        return al.load_runs(folder)
-    finally:
-        if aside.exists():
-            aside.rename(store)
 
 
 def native_runs(folder: Path) -> None:
@@ -135,6 +91,15 @@ def sub_run(folder: Path) -> None:
     assert '"kind":"sub_run"' in (folder / "parent.jsonl").read_text()
 
 
+@pytest.fixture(autouse=True)
+def no_store_worker_left():
+    """A test that stored runs in the background ends its thread and worker process (they would idle on)."""
+    yield
+    from agentlab.trace import _background
+
+    assert _background.shutdown(timeout=60)
+
+
 @pytest.fixture(scope="module")
 def fixtures(tmp_path_factory):
     """A folder of native runs and one of every recorded fixture imported."""
@@ -194,6 +159,7 @@ def test_a_run_still_being_written_is_read_from_its_log_beside_stored_runs(tmp_p
         run_id="b-live",
     )
     during = seen[0]
+    assert writer.flush()
     assert dict(zip(during.runs["run_id"], during.runs["outcome"], strict=True)) == {
         "a0": "done",
         "a1": "done",
@@ -205,7 +171,7 @@ def test_a_run_still_being_written_is_read_from_its_log_beside_stored_runs(tmp_p
         "a0",
         "a1",
         "b-live",
-    }  # the writer stored it when it finished
+    }  # the writer stored it once it finished
     assert_same_frames(from_logs(folder), after)
 
 
@@ -432,6 +398,7 @@ def test_runs_stored_as_they_finish_are_merged_so_the_files_stay_few(tmp_path):
             max_cost=None,
             run_id=f"r{i:03d}",
         )
+        assert writer.flush()  # one part per run (the background would batch runs this close together)
     tiers = sorted(p.name.split("-")[1] for p in (folder / "_store" / "runs").glob("day=*/part-*.parquet"))
     assert tiers == ["0"] * 8 + ["1"] * 2
     stored = al.load_runs(folder)

@@ -178,6 +178,8 @@ def parts(folder: Path) -> list[Part]:
     for path in sorted((root / "runs").glob("day=*/part-*.parquet"), key=lambda p: p.name.split("-")[2:]):
         try:
             runs = pq.read_table(path, schema=schema("runs"))
+        except FileNotFoundError:  # merged away since the glob: the merged part is listed (or is being written)
+            continue
         except (
             OSError,
             ValueError,
@@ -295,10 +297,9 @@ class Deferred:
                 import pyarrow as pa
                 import pyarrow.parquet as pq
 
-                chunks = []
-                for handle, rows in self._sources:
-                    col = pq.ParquetFile(handle).read(columns=[self._column]).column(0)
-                    chunks.extend((col if rows is None else col.take(pa.array(rows))).chunks)
+                chunks: list[Any] = []
+                for handle, rows in self._sources:  # Arrow's own pool: these buffers stay, and it packs them best
+                    chunks.extend(_batches(pq.ParquetFile(handle), rows, self._column))
                     handle.close()  # read: the file is no longer needed
                 self._cache.append(pa.chunked_array(chunks, type=pa.string()))
             return self._cache[0]
@@ -342,27 +343,218 @@ def _sorted(tables: dict[str, pa.Table]) -> tuple[dict[str, pa.Table], dict[str,
     return out, orders
 
 
-def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, pa.Table], dict[str, Deferred], set[str]]:
-    """The store's tables for the runs it holds fresh (less their JSON columns, which are
-    :class:`Deferred`, by table), and the log file names they cover."""
+READ_TRIES = 5
+BATCH_ROWS = 65536
+"""Rows read at a time when a column is converted (its decoding buffers are this size, not the column's)."""
+"""A merge may replace parts between listing them and opening their files: list again, up to this many times."""
+
+
+class _Plan:
+    """One table's chosen rows across parts, each part's file held open, read column by column when converted.
+
+    Reading one column of every part, converting it to its pandas form and dropping the Arrow copy before
+    the next keeps a load's peak near the frames' own size (one column's buffers on top), where reading
+    whole tables first held every column twice at the peak."""
+
+    def __init__(self, table: str, sources: list[tuple[Any, Any, Any]]) -> None:
+        self.table = table
+        self.sources = sources  # (open file, its ParquetFile, the rows taken from it or None for all)
+        self.order: Any = None  # positions into the concatenated pieces (None: as they are)
+
+    @property
+    def length(self) -> int:
+        return sum(pf.metadata.num_rows if rows is None else len(rows) for _, pf, rows in self.sources)
+
+    def batches(self, name: str) -> Iterator[pa.Array]:
+        for _, pf, rows in self.sources:
+            yield from _batches(pf, rows, name)
+
+    def column(self, name: str, *, ordered: bool = True) -> pa.ChunkedArray:
+        import pyarrow as pa
+
+        typ = schema(self.table).field(name).type
+        out = pa.chunked_array([c.cast(typ) for c in self.batches(name)], type=typ)
+        if ordered and self.order is not None:
+            out = out.take(pa.array(self.order))
+        return out
+
+    def values(self, name: str, dtype: str) -> Any:
+        """One column in the dtype ``load_runs`` gives it from the logs (a numpy or pandas array), built a slice
+        of rows at a time: numbers into one writable array, text straight into the large strings pandas holds."""
+        import numpy as np
+        import pyarrow as pa
+
+        if dtype in ("int64", "float64", "bool"):
+            values = np.empty(self.length, dtype=dtype)
+            at = 0
+            for col in self.batches(name):
+                values[at : at + len(col)] = col.to_numpy(zero_copy_only=False)  # a float's null: NaN
+                at += len(col)
+            return values if self.order is None else values[self.order]
+        text = pa.chunked_array([c.cast(pa.large_string()) for c in self.batches(name)], type=pa.large_string())
+        if self.order is not None:
+            text = text.take(pa.array(self.order))
+        return text.to_pandas().array  # pandas' text dtype (Arrow-backed on pandas 3; objects on 2), as the logs'
+
+    def owners(self) -> pa.ChunkedArray:
+        """Each row's run, in the pieces' order (see :func:`_owner`)."""
+        return self.column("_run" if self.table == "events" else "run_id", ordered=False)
+
+    def close(self) -> None:
+        for handle, _, _ in self.sources:
+            handle.close()
+
+
+def _batches(pf: Any, rows: Any, name: str) -> Iterator[pa.Array]:
+    """One column of a part's file, the chosen ``rows`` of it (None: all), a slice of rows at a time (so reading
+    it never holds a whole column's decoding buffers at once)."""
+    import numpy as np
+    import pyarrow as pa
+
+    start = 0
+    for batch in pf.iter_batches(batch_size=BATCH_ROWS, columns=[name]):
+        col = batch.column(0)
+        if rows is not None:
+            lo, hi = np.searchsorted(rows, (start, start + len(col)))
+            col = col.take(pa.array(rows[lo:hi] - start))
+        start += batch.num_rows
+        yield col
+
+
+def _open(p: Part, root: Path, table: str, names: set[str] | None, ids: Any) -> tuple[Any, Any, Any]:
+    """One part's file of ``table``, held open, and the rows of the chosen runs in it (None: all)."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    handle = pa.OSFile(str(p.path(root, table)))  # held open: a merge that removes the file leaves it readable
+    try:
+        pf = pq.ParquetFile(handle)
+        rows = None
+        if names is not None:
+            owner = pf.read(columns=["_run" if table == "events" else "run_id"]).column(0)
+            keep = pc.is_in(owner, value_set=ids)
+            rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+    except BaseException:
+        handle.close()
+        raise
+    return handle, pf, rows
+
+
+def _plans(found: list[Part], picked: dict[int, set[str]], root: Path) -> tuple[pa.Table, dict[str, _Plan]]:
+    """The chosen runs' ``runs`` rows (in file-name order, as ``load_runs`` reads a folder) and, for the other
+    tables, the files and rows to read them from, in the same order."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    pieces = []
+    plans = {t: _Plan(t, []) for t in ("steps", "calls", "events")}
+    try:
+        for i, names in sorted(picked.items()):
+            p = found[i]
+            runs = p.runs
+            whole = len(names) == runs.num_rows
+            ids = None
+            if not whole:
+                runs = runs.filter(pc.is_in(runs.column("file"), value_set=string_array(sorted(names))))
+                ids = pc.unique(runs.column("run_id"))
+            pieces.append(runs)
+            for table, plan in plans.items():
+                plan.sources.append(_open(p, root, table, None if whole else names, ids))
+    except BaseException:
+        for plan in plans.values():
+            plan.close()
+        raise
+    runs = pa.concat_tables(pieces) if pieces else schema("runs").empty_table()
+    files = runs.column("file").to_numpy(zero_copy_only=False)
+    order = np.argsort(files, kind="stable")
+    if not (order == np.arange(len(order))).all():
+        runs = runs.take(pa.array(order))
+        ids = runs.column("run_id")
+        for plan in plans.values():
+            rank = pc.index_in(plan.owners(), value_set=ids).to_numpy(zero_copy_only=False)
+            plan.order = np.argsort(rank, kind="stable")
+    return runs, plans
+
+
+def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, Any], dict[str, Deferred], set[str]]:
+    """The store's ``runs`` table for the runs it holds fresh, what to read of the other tables (their
+    files held open, converted by :func:`frames_of`; their JSON columns are :class:`Deferred`, by table),
+    and the log file names they cover."""
+    with system_pool():
+        return _read(folder, logs)
+
+
+def _read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, Any], dict[str, Deferred], set[str]]:
     root = store_dir(folder)
-    found = parts(folder)
-    if not found:
+    for _ in range(READ_TRIES):
+        found = parts(folder)
+        if not found:
+            return {}, {}, set()
+        picked = chosen(found, logs)
+        try:
+            runs, plans = _plans(found, picked, root)
+        except FileNotFoundError:  # a merge replaced some parts after they were listed: list them again
+            continue
+        break
+    else:
+        warnings.warn(
+            f"{root}: the store kept changing while it was read; every run is read from its log",
+            UserWarning,
+            stacklevel=3,
+        )
         return {}, {}, set()
-    picked = chosen(found, logs)
     lazy = len(picked) <= MAX_DEFERRED_PARTS
-    selected, sources = _select(found, picked, root, lazy=lazy)
-    tables, orders = _sorted(selected)
-    deferred = {
-        t: Deferred(sources[t], JSON_COLUMNS[t][0], tables[t].num_rows, orders[t]) for t in JSON_COLUMNS if lazy
-    }
-    covered = set(tables["runs"].column("file").to_pylist())
-    return tables, deferred, covered
+    deferred = {}
+    if lazy:
+        for t in JSON_COLUMNS:
+            plan = plans[t]
+            sources = [(handle, rows) for handle, _, rows in plan.sources]
+            deferred[t] = Deferred(sources, JSON_COLUMNS[t][0], plan.length, plan.order)
+    covered = set(runs.column("file").to_pylist())
+    return {"runs": runs, **plans}, deferred, covered
 
 
-def frames_of(tables: dict[str, pa.Table], folder: Path, deferred: dict[str, Deferred]) -> dict[str, pd.DataFrame]:
-    """Arrow tables -> the four DataFrames, with the dtypes ``load_runs`` gives from the logs
-    (``tables`` is left holding only ``runs``: the others are converted in place)."""
+_pool_lock = threading.Lock()
+_pool_state: list[Any] = []  # while loads run: [the pool to restore, how many loads]
+
+
+@contextlib.contextmanager
+def system_pool() -> Iterator[None]:
+    """Arrow allocates from the C library's ``malloc`` meanwhile, as numpy and pandas do.
+
+    Arrow's default pool (mimalloc) keeps the pages a column's decoding buffers freed for its own later use,
+    where numpy's arrays cannot reuse them: loading a million events then peaked ~50 MiB (a third) higher.
+    The default pool is process-wide: it is switched for the loads' duration (nested or concurrent loads
+    counted) and restored after the last; buffers keep the pool they came from, so nothing else changes."""
+    import pyarrow as pa
+
+    with _pool_lock:
+        if _pool_state:
+            _pool_state[1] += 1
+        else:
+            _pool_state[:] = [pa.default_memory_pool(), 1]
+            pa.set_memory_pool(pa.system_memory_pool())
+    try:
+        yield
+    finally:
+        with _pool_lock:
+            _pool_state[1] -= 1
+            if not _pool_state[1]:
+                pa.set_memory_pool(_pool_state[0])
+                _pool_state.clear()
+
+
+def frames_of(tables: dict[str, Any], folder: Path, deferred: dict[str, Deferred]) -> dict[str, pd.DataFrame]:
+    """The store's chosen rows -> the four DataFrames, with the dtypes ``load_runs`` gives from the logs
+    (``tables`` is left holding only ``runs``: the others are read, column by column, and converted)."""
+    with system_pool():
+        return _frames(tables, folder, deferred)
+
+
+def _frames(tables: dict[str, Any], folder: Path, deferred: dict[str, Deferred]) -> dict[str, pd.DataFrame]:
     import pandas as pd
 
     from ._json import JSONArray
@@ -373,19 +565,20 @@ def frames_of(tables: dict[str, pa.Table], folder: Path, deferred: dict[str, Def
     prefix = str(folder / "x")[:-1]
     df["file"] = (prefix + df["file"]).astype(df["run_id"].dtype)
     out["runs"] = df
-    # self_destruct: each Arrow column is freed as soon as it is converted (the peak is then about one
-    # copy of the frames, not two); so the tables are taken out of ``tables``, and read only here
-    out["steps"] = tables.pop("steps").to_pandas(self_destruct=True)
-    for name in JSON_COLUMNS:
-        t = tables.pop(name)
-        col = JSON_COLUMNS[name][0]
-        text = deferred[name] if name in deferred else t.column(col)
-        t = t.drop_columns([c for c in (col, "_run") if c in t.column_names])
-        df = t.to_pandas(self_destruct=True)
-        del t
-        at = [c.name for c in TABLES[name]].index(col)
-        df.insert(at, col, pd.Series(JSONArray.from_arrow(text), index=df.index))
-        out[name] = df
+    for name in ("steps", "calls", "events"):
+        plan: _Plan = tables.pop(name)
+        columns: dict[str, Any] = {}  # arrays, not Series: a frame built from Series aligns (takes) each one
+        try:
+            for col in TABLES[name]:
+                if col.dtype == "json":
+                    text = deferred[name] if name in deferred else plan.column(col.name)
+                    columns[col.name] = JSONArray.from_arrow(text)
+                else:
+                    columns[col.name] = plan.values(col.name, col.dtype)
+        finally:
+            if name not in deferred:
+                plan.close()  # else the Deferred closes each file once it has read its column
+        out[name] = pd.DataFrame(columns, copy=False)
     return out
 
 
