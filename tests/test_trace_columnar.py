@@ -17,78 +17,15 @@ import pandas as pd
 import pytest
 
 import agentlab as al
-from agentlab import reply, scenarios
+from agentlab import reply
 from agentlab.cli import main
 from agentlab.trace import StoredTraceWriter, TraceWriter, compact
 
 from .helpers import PRICES
-from .store_helpers import assert_same_frames, from_logs, lookup
+from .trace_fixtures import assert_same_frames, every_fixture, from_logs, lookup
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "fixtures" / "recorded"
-
-
-def native_runs(folder: Path) -> None:
-    """Every scenario, plus runs the scenarios do not make: a NaN score, an incomplete log, a non-ASCII task."""
-    for s in scenarios.all():
-        setup = s.setup(seed=1)
-        setup.run(trace=folder)
-        setup.close()
-    al.run(
-        "naïve ünïcode task ✓",
-        [lookup],
-        model=al.ScriptedModel([reply(None, ("lookup", {"key": "ß"})), reply("done")]),
-        trace=folder,
-        prices=PRICES,
-        clock=al.FakeClock(),
-        max_cost=1.0,
-        run_id="unicode",
-    )
-    cut = al.run(
-        "to be cut",
-        [lookup],
-        model=al.ScriptedModel([reply(None, ("lookup", {"key": "a"})), reply("done")]),
-        trace=folder,
-        prices=PRICES,
-        clock=al.FakeClock(),
-        max_cost=1.0,
-        run_id="cut",
-    )
-    log = folder / f"{cut.run_id}.jsonl"
-    log.write_bytes(b"".join(log.read_bytes().splitlines(keepends=True)[:-3]))  # died before it finished
-    sub_run(folder)
-
-
-def sub_run(folder: Path) -> None:
-    """A run whose tool runs another agent: the parent's log has a sub_run event naming the child."""
-
-    @al.tool(mode="read", name="ask_agent")
-    def ask_agent(question: str) -> str:
-        """Ask a sub-agent."""
-        script = [reply(None, ("lookup", {"key": "c"})), reply("sub done")]
-        child = al.run(
-            "sub task",
-            [lookup],
-            model=al.ScriptedModel(script),
-            prices=PRICES,
-            trace=folder,
-            clock=al.FakeClock(),
-            max_cost=1.0,
-        )
-        return child.text
-
-    script = [reply(None, ("ask_agent", {"question": "q"})), reply("done")]
-    al.run(
-        "parent task",
-        [ask_agent],
-        model=al.ScriptedModel(script),
-        trace=folder,
-        prices=PRICES,
-        clock=al.FakeClock(),
-        max_cost=1.0,
-        run_id="parent",
-    )
-    assert '"kind":"sub_run"' in (folder / "parent.jsonl").read_text()
 
 
 @pytest.fixture(autouse=True)
@@ -103,12 +40,7 @@ def no_store_worker_left():
 @pytest.fixture(scope="module")
 def fixtures(tmp_path_factory):
     """A folder of native runs and one of every recorded fixture imported."""
-    native = tmp_path_factory.mktemp("native")
-    native_runs(native)
-    imported = tmp_path_factory.mktemp("imported")
-    for source in sorted(p for p in RECORDED.iterdir() if p.is_dir()):
-        al.import_recorded(source, imported)
-    return {"native": native, "imported": imported}
+    return every_fixture(tmp_path_factory)
 
 
 @pytest.mark.parametrize("kind", ["native", "imported"])

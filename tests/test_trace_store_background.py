@@ -18,7 +18,7 @@ from agentlab import reply
 from agentlab.trace import StoredTraceWriter, TraceWriteWarning, _background, compact
 
 from .helpers import PRICES, within
-from .store_helpers import assert_same_frames, from_logs, lookup
+from .trace_fixtures import assert_same_frames, from_logs, lookup
 
 ROOT = Path(__file__).resolve().parent.parent
 

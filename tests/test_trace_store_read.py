@@ -13,7 +13,7 @@ from agentlab.trace import _store, compact
 from agentlab.trace._compact import store_runs
 
 from .helpers import PRICES
-from .store_helpers import assert_same_frames, from_logs, lookup
+from .trace_fixtures import assert_same_frames, from_logs, lookup
 
 
 def a_run(folder: Path, run_id: str, steps: int = 2) -> None:

@@ -53,17 +53,35 @@ class JSONArray(ExtensionArray):
     or None (or a :class:`~._store.Deferred`: the text still on disk); ``events`` whole event records
     (from a log), whose ``data`` is cut out when read."""
 
-    def __init__(self, parsed: np.ndarray, raw: Any = None, events: np.ndarray | None = None) -> None:
+    def __init__(
+        self, parsed: np.ndarray, raw: Any = None, events: np.ndarray | list[Any] | None = None, cut: bool = False
+    ) -> None:
         self._parsed = parsed
         self._raw = raw
         self._events = events
+        self._cut = cut  # raw holds whole log lines: each row's data is cut out of its parsed line
+
+    @classmethod
+    def from_lines(cls, lines: Any) -> JSONArray:
+        """Whole log lines (an Arrow string array over the logs' bytes, as read), each parsed and cut to
+        its event's own fields when read: a load from the logs keeps their bytes, not a million dicts."""
+        return cls(np.full(len(lines), None, dtype=object), lines, None, True)
 
     @classmethod
     def from_events(cls, records: list[dict[str, Any]]) -> JSONArray:
-        """Each event's own fields (less the base ones), cut out of the record the first time it is read."""
-        events = np.empty(len(records), dtype=object)
-        events[:] = records
-        return cls(np.full(len(records), None, dtype=object), None, events)
+        """Each event's own fields (less the base ones), cut out of the record the first time it is read.
+        The list is held as it is (turned into an array only for a take): copying a million pointers
+        touches a million records, a tenth of a second when they are no longer in the cache."""
+        return cls(np.full(len(records), None, dtype=object), None, records)
+
+    def _event_array(self) -> np.ndarray:
+        events = self._events
+        if isinstance(events, np.ndarray):
+            return events
+        array = np.empty(len(events or ()), dtype=object)
+        array[:] = events
+        self._events = array
+        return array
 
     # -- construction
     @classmethod
@@ -94,22 +112,28 @@ class JSONArray(ExtensionArray):
 
     @classmethod
     def _concat_same_type(cls, to_concat: Sequence[JSONArray]) -> JSONArray:
-        if any(a._events is not None for a in to_concat):
+        cuts = {a._cut for a in to_concat if a._raw is not None}
+        if len(cuts) > 1:  # text of the data beside whole log lines: parsed now
             return cls.from_dicts([v for a in to_concat for v in a._all()])
         parsed = np.concatenate([a._parsed for a in to_concat]) if to_concat else np.empty(0, dtype=object)
+        events = None
+        if any(a._events is not None for a in to_concat):  # records beside text: each row keeps its own
+            events = np.concatenate(
+                [a._event_array() if a._events is not None else np.full(len(a), None, dtype=object) for a in to_concat]
+            )
         if all(a._raw is None for a in to_concat):
-            return cls(parsed)
+            return cls(parsed, None, events)
         import pyarrow as pa  # some hold JSON text, so pyarrow is there
 
         chunks: list[Any] = []
         for a in to_concat:
             if a._raw is None:
-                chunks.append(pa.nulls(len(a), pa.string()))
+                chunks.append(pa.nulls(len(a), pa.large_string()))
             else:
-                raw = a._text().cast(pa.string())
+                raw = a._text().cast(pa.large_string())
                 chunks.extend(raw.chunks if isinstance(raw, pa.ChunkedArray) else [raw])
-        raw = pa.chunked_array(chunks, type=pa.string())
-        return cls(parsed, raw)
+        raw = pa.chunked_array(chunks, type=pa.large_string())
+        return cls(parsed, raw, events, cuts == {True})
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled (``to_pickle``, a Ray task's argument, ``deepcopy``): text still on disk is read
@@ -127,12 +151,12 @@ class JSONArray(ExtensionArray):
 
     def _one(self, i: int) -> Any:
         value = self._parsed[i]
-        if value is None and self._events is not None:
+        if value is None and self._events is not None and self._events[i] is not None:
             value = self._parsed[i] = data_of(self._events[i])
         elif value is None and self._raw is not None:
             text = self._text()[i].as_py()
             if text is not None:
-                value = self._parsed[i] = loads(text)
+                value = self._parsed[i] = data_of(loads(text)) if self._cut else loads(text)
         return value
 
     def _all(self) -> list[Any]:
@@ -141,14 +165,14 @@ class JSONArray(ExtensionArray):
         if self._events is not None:
             events = self._events
             for i, v in enumerate(parsed):
-                if v is None:
+                if v is None and events[i] is not None:
                     parsed[i] = data_of(events[i])
             self._events = None
         if self._raw is not None and any(v is None for v in parsed):
             texts = self._text().to_pylist()
             for i, v in enumerate(parsed):
                 if v is None and texts[i] is not None:
-                    parsed[i] = loads(texts[i])
+                    parsed[i] = data_of(loads(texts[i])) if self._cut else loads(texts[i])
             self._raw = None
         return list(parsed)
 
@@ -166,7 +190,8 @@ class JSONArray(ExtensionArray):
                 raw = raw.take(np.arange(len(self))[item])
             elif raw is not None:
                 raw = raw[item]
-            return JSONArray(self._parsed[item], raw, None if self._events is None else self._events[item])
+            events = None if self._events is None else self._event_array()[item]
+            return JSONArray(self._parsed[item], raw, events, self._cut)
         positions = np.arange(len(self))[item]
         return self.take(positions)
 
@@ -180,20 +205,31 @@ class JSONArray(ExtensionArray):
             return JSONArray(
                 self._parsed.take(positions),
                 None if self._raw is None else self._raw.take(positions),
-                None if self._events is None else self._events.take(positions),
+                None if self._events is None else self._event_array().take(positions),
+                self._cut,
             )
         values = np.empty(len(self), dtype=object)
         values[:] = self._all()
         return JSONArray(take(values, indices, allow_fill=allow_fill, fill_value=fill_value))
 
+    def view(self, dtype: Any = None) -> Any:
+        """The same rows (pandas takes a view of every column when it builds a frame): sharing the
+        events as they are, rather than the default ``self[:]``, which would copy them."""
+        if dtype is not None:
+            return super().view(dtype)
+        return JSONArray(self._parsed, self._raw, self._events, self._cut)
+
     def copy(self) -> JSONArray:
-        return JSONArray(self._parsed.copy(), self._raw, self._events)
+        return JSONArray(self._parsed.copy(), self._raw, self._events, self._cut)
 
     def isna(self) -> np.ndarray:
-        if self._events is not None:
+        if self._events is not None and self._raw is None:
             return np.zeros(len(self), dtype=bool)
         if self._raw is not None:
-            return np.asarray(self._text().is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            na = np.asarray(self._text().is_null().to_numpy(zero_copy_only=False), dtype=bool)
+            if self._events is not None:  # rows of records beside rows of text
+                na &= np.array([e is None for e in self._event_array()], dtype=bool)
+            return na
         return np.array([v is None for v in self._parsed], dtype=bool)
 
     @property
@@ -201,7 +237,7 @@ class JSONArray(ExtensionArray):
         return int(
             self._parsed.nbytes
             + (self._raw.nbytes if self._raw is not None and not isinstance(self._raw, Deferred) else 0)
-            + (self._events.nbytes if self._events is not None else 0)
+            + (8 * len(self._events) if self._events is not None else 0)
         )
 
     def to_numpy(self, dtype: Any = None, copy: bool = False, na_value: Any = None) -> np.ndarray:

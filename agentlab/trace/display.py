@@ -346,7 +346,7 @@ def trace_html(trace: Trace) -> str:
 
 def traces_text(traces: Traces) -> str:
     """Many runs for a terminal: counts by outcome, then one line per run (the last 20)."""
-    rows = traces.rows.runs
+    rows = traces.run_rows
     by: dict[str, int] = defaultdict(int)
     for r in rows:
         by[r["outcome"] if r["outcome"] != "stopped" else f"stopped: {r['reason']}"] += 1

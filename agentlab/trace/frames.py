@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import gc
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from functools import cache, cached_property
 from itertools import chain, compress, repeat
@@ -185,18 +185,50 @@ def summarize(
     for e in open_calls.values():  # started, never finished: the process died here
         calls.append(_call_row(run_id, e, "unfinished"))
     calls.sort(key=lambda c: (c["step"], c["index"]))
+    run = run_row(
+        run_id,
+        file,
+        started,
+        finished,
+        limits,
+        tokens,
+        spent,
+        nudges,
+        len(steps),
+        last,
+        lambda: max((e.get("step", 0) for e in events), default=0),
+    )
+    return run, steps, calls
+
+
+def run_row(
+    run_id: str,
+    file: Path | None,
+    started: dict[str, Any],
+    finished: dict[str, Any] | None,
+    limits: dict[str, Any],
+    tokens: list[int],
+    spent: float,
+    nudges: int,
+    model_calls_seen: int,
+    last: dict[str, Any],
+    last_step: Callable[[], int],
+) -> dict[str, Any]:
+    """A run's ``runs`` row from what its events added up to: :func:`summarize` and the bulk reader
+    (:mod:`._columns`) both end here, so the two give the same row by construction. ``last_step`` is
+    called only for a run with no ``run_finished`` (the highest step its events name)."""
     if finished is not None:
         outcome, reason = str(finished.get("outcome", "")), str(finished.get("reason", ""))
         detail = str(finished.get("detail", ""))
         n_steps, seconds = _i64(finished.get("steps", 0)), _num(finished.get("elapsed", 0.0))
-        model_calls = _i64(finished.get("model_calls", len(steps)))
+        model_calls = _i64(finished.get("model_calls", model_calls_seen))
         spent = _num(finished.get("spent", spent))
         nudges = _i64(finished.get("nudges", nudges))
     else:
         outcome, reason = "incomplete", ""
         detail = f"the trace ends at step {last.get('step', 0)} with a {last.get('kind', 'missing')!r} event"
-        n_steps = max((e.get("step", 0) for e in events), default=0)
-        seconds, model_calls = last.get("t", 0.0), len(steps)
+        n_steps = last_step()
+        seconds, model_calls = last.get("t", 0.0), model_calls_seen
     run = {
         "run_id": run_id,
         "task": str(started.get("task", "")),
@@ -220,7 +252,7 @@ def summarize(
         "file": "" if file is None else str(file),
         "recorded_cost": _num((started.get("recorded") or {}).get("recorded_cost")),
     }
-    return run, steps, calls
+    return run
 
 
 def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
@@ -363,18 +395,22 @@ TABLES = {"runs": RUNS, "steps": STEPS, "calls": CALLS, "events": EVENTS}
 """The four frames, in order: the store's tables have the same names and columns."""
 
 
-def _frame(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+def build_frame(columns: dict[str, Any], dtypes: dict[str, str]) -> pd.DataFrame:
+    """A frame of these columns in these dtypes: the per-run path and the bulk reader (:mod:`._columns`) both
+    build theirs here, so the two cannot drift apart."""
     with gc_paused():  # the values are acyclic; a collection here would rescan every loaded event
         return _build(columns, dtypes)
 
 
-def _build(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFrame:
+def _build(columns: dict[str, Any], dtypes: dict[str, str]) -> pd.DataFrame:
     import pandas as pd
 
     out = {}
     for name, dtype in dtypes.items():
         values = columns[name]
-        if dtype == "object":
+        if isinstance(values, pd.Series):  # built ahead, in bulk (:mod:`._columns`)
+            s = values
+        elif dtype == "object":
             s = pd.Series(values, dtype=object)
         elif dtype == "json":
             from ._json import JSONArray
@@ -384,14 +420,14 @@ def _build(columns: dict[str, list[Any]], dtypes: dict[str, str]) -> pd.DataFram
             s = pd.to_datetime(pd.Series(values, dtype=object), utc=True, errors="coerce", format="ISO8601")
             s = s.astype(dtype)
         elif dtype == "str":  # issue 24: arrow strings are UTF-8; a lone surrogate is shown as U+FFFD, not a crash
-            s = _text_series(values)
+            s = text_series(values)
         else:
             s = pd.Series(values, dtype=dtype)
         out[name] = s
     return pd.DataFrame(out)
 
 
-def _text_series(values: list[Any]) -> pd.Series:
+def text_series(values: list[Any]) -> pd.Series:
     """A text column. Arrow-backed (pandas 3), it is built straight from the list by ``pyarrow.array``
     (a third of the time pandas' own conversion takes), and only a list holding something else than
     text or None (converted as pandas converts it) or a lone surrogate (which UTF-8 cannot hold,
@@ -401,7 +437,7 @@ def _text_series(values: list[Any]) -> pd.Series:
 
     dtype = _str_dtype()
     if dtype == "str":
-        arrow = _arrow_str_dtype()
+        arrow = arrow_str_dtype()
         if arrow is not None:
             import pyarrow as pa
 
@@ -417,7 +453,7 @@ def _text_series(values: list[Any]) -> pd.Series:
 
 
 @cache
-def _arrow_str_dtype() -> Any:
+def arrow_str_dtype() -> Any:
     """pandas' ``str`` dtype when pyarrow holds it (what ``dtype="str"`` gives), else None."""
     import pandas as pd
 
@@ -433,16 +469,16 @@ def _str_dtype() -> Any:
 
 
 def runs_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return _frame({c: list(map(itemgetter(c), rows)) for c in RUNS_COLUMNS}, RUNS_COLUMNS)
+    return build_frame({c: list(map(itemgetter(c), rows)) for c in RUNS_COLUMNS}, RUNS_COLUMNS)
 
 
 def steps_frame(rows: list[tuple[Any, ...]]) -> pd.DataFrame:
     columns = list(map(list, zip(*rows, strict=True))) if rows else [[] for _ in STEPS_COLUMNS]  # transposed in C
-    return _frame(dict(zip(STEPS_COLUMNS, columns, strict=True)), STEPS_COLUMNS)
+    return build_frame(dict(zip(STEPS_COLUMNS, columns, strict=True)), STEPS_COLUMNS)
 
 
 def calls_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:
-    return _frame({c: list(map(itemgetter(c), rows)) for c in CALLS_COLUMNS}, CALLS_COLUMNS)
+    return build_frame({c: list(map(itemgetter(c), rows)) for c in CALLS_COLUMNS}, CALLS_COLUMNS)
 
 
 def events_frame(traces: Iterable[Trace]) -> pd.DataFrame:
@@ -452,7 +488,7 @@ def events_frame(traces: Iterable[Trace]) -> pd.DataFrame:
     with gc_paused():
         event_columns(traces, cols)
         cols["data"] = list(chain.from_iterable(t.records for t in traces))
-    return _frame(cols, EVENTS_COLUMNS)
+    return build_frame(cols, EVENTS_COLUMNS)
 
 
 def event_columns(traces: list[Trace], cols: dict[str, list[Any]]) -> None:

@@ -14,6 +14,7 @@ import json
 import operator
 import os
 import warnings
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -175,10 +176,11 @@ def trace_of(file: Path, data: bytes) -> Trace:
     return _trace(file, _events(file, data))
 
 
-def _trace(file: Path, events: list[dict[str, Any]]) -> Trace:
-    """A summarized :class:`Trace`; a field of the wrong type found while summarizing sends the
-    file through the strict reader (which skips that line with a warning)."""
-    t = Trace(events, file)
+def _trace(file: Path, events: list[dict[str, Any]], t: Trace | None = None) -> Trace:
+    """A summarized :class:`Trace` (``t``, when it was made of these events already); a field of the
+    wrong type found while summarizing sends the file through the strict reader (which skips that line
+    with a warning)."""
+    t = Trace(events, file) if t is None else t
     try:
         _ = t.rows  # summarize while the parsed events are still in the CPU cache: 3-5x faster than later
         return t
@@ -211,23 +213,134 @@ def load_runs(path: str | os.PathLike[str] | None = None) -> Traces:
     every = trace_files(path)
     folder = runs_dir(path)
     frames, stored, files = _from_store(folder, every)
-    traces = []
     with gc_paused():
+        parts = _read_logs(files)
+    traces = [t for part in parts for t in part.traces]
+    if frames is None:
+        return Traces._from_parts(parts, folder)
+    return Traces._with_store(frames, stored, traces, folder, every, load=read_trace, parts=parts)
+
+
+def _read_logs(files: list[Path]) -> list[Any]:
+    """The parts the logs' frames are built from, in file order, each with its :class:`Trace` objects.
+
+    A log that parses in one piece (one event a line, no NaN tag, no blob) joins its neighbours in a
+    :class:`~._columns.Batch`, summarized in bulk; any other (cut short, damaged, a lone surrogate) and
+    any run the batch refuses is read and summarized on its own, by the reference path, as before."""
+    columns = _bulk_module()
+
+    def read() -> Iterator[tuple[Path, bytes]]:  # one file at a time: each is parsed while its bytes are in the cache
         for f in files:
             try:
-                events = read_events(f)
+                data = f.read_bytes()
             except (OSError, MemoryError) as exc:
                 why = (
                     "it is a directory"
                     if f.is_dir()
                     else (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__)
                 )
-                warnings.warn(f"{f}: skipped the whole file: {why}", TruncatedTraceWarning, stacklevel=2)
+                warnings.warn(f"{f}: skipped the whole file: {why}", TruncatedTraceWarning, stacklevel=4)
                 continue
-            traces.append(_trace(f, events))
-    if frames is None:
-        return Traces(traces, folder)
-    return Traces._with_store(frames, stored, traces, folder, every, load=read_trace)
+            yield f, data
+
+    if columns is None:
+        return [Traces([_trace(f, _events(f, data)) for f, data in read()])]
+
+    def logs() -> Iterator[tuple[Trace, Any]]:
+        for f, data in read():
+            lines, marked = columns.scan(data)
+            events = None if marked else _whole(columns, data, lines)
+            if events is not None and _has_base(events[0]):
+                yield Trace(events, f), (data, lines)
+            else:
+                yield _trace(f, _events(f, data)), None
+
+    return _parts(columns, logs())
+
+
+def _parts(columns: Any, logs: Iterable[tuple[Trace, Any]]) -> list[Any]:
+    """Runs in file order (each with its log's bytes and line ends if it parsed in one piece, else None)
+    as parts: a bulk :class:`~._columns.Batch` for each stretch of such runs, a :class:`Traces` for each
+    stretch of others. ``logs`` is consumed lazily: each run is added to its batch right after its log is
+    parsed."""
+    parts: list[Any] = []
+    others: list[Trace] = []
+    batch = None
+    for t, log in logs:
+        if log is not None:
+            if batch is None:
+                if others:
+                    parts.append(Traces(others))
+                    others = []
+                batch = columns.Batch()
+            if batch.add(t, *log):
+                continue
+            t = _by_reference(t)
+        if batch is not None:
+            parts.extend(_closed(columns, batch))
+            batch = None
+        others.append(t)
+    if batch is not None:
+        parts.extend(_closed(columns, batch))
+    if others:
+        parts.append(Traces(others))
+    return parts
+
+
+def _closed(columns: Any, batch: Any) -> list[Any]:
+    """``batch`` closed, as parts: itself, or (the runs it refuses summarized one by one) the rest re-batched."""
+    if not batch.traces:  # its first run was turned down
+        return []
+    try:
+        batch.close()
+        return [batch]
+    except columns.Refuse as refused:
+        out = set(refused.runs)
+        return _parts(
+            columns,
+            ((_by_reference(t), None) if n in out else (t, batch.log(n)) for n, t in enumerate(batch.traces)),
+        )
+    except columns.NotBulk:
+        return [Traces([_by_reference(t) for t in batch.traces])]
+
+
+def _bulk_module() -> Any:
+    """:mod:`._columns` when it can run here (pyarrow and pandas' Arrow strings), else None."""
+    try:
+        import agentlab.trace._columns as columns
+    except ImportError:
+        return None
+    return columns if columns.available() else None
+
+
+_SPACE = b" \t\r\n\x0b\x0c"
+
+
+def _whole(columns: Any, data: bytes, lines: int) -> list[dict[str, Any]] | None:
+    """The events of a log that is one complete event a line (it starts with ``{`` and ends with one
+    newline after a line that is not blank), parsed in one call; None for any other."""
+    if data[:1] != b"{" or data[-1:] != b"\n" or data[-2] in _SPACE:
+        return None
+    try:
+        events = columns.parse(data)
+    except ValueError:
+        return None
+    return events if len(events) == lines else None
+
+
+def _has_base(first: Any) -> bool:
+    """Whether a log's first record can make a :class:`Trace` (the rest is checked in bulk)."""
+    return type(first) is dict and type(first.get("v", 0)) is int
+
+
+def _by_reference(t: Trace) -> Trace:
+    """A log the bulk pass turned down, read as :func:`_events` reads it (its bytes held no marker and
+    parsed in one piece, so only the plausibility check is left) and summarized by :func:`_trace`."""
+    file = t.file
+    assert file is not None
+    if _plausible(t.records):
+        return _trace(file, t.records, t)
+    return _trace(file, _read_strictly(file, file.read_bytes()))
 
 
 def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, str]], list[Path]]:

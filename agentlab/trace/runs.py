@@ -22,7 +22,7 @@ from ..events import SCHEMA_VERSION
 from ..messages import text_of
 from ..vocab import EventKind
 from . import display
-from .frames import Frames, Rows, events_frame, gc_paused, summarize
+from .frames import Frames, Rows, calls_frame, events_frame, gc_paused, runs_frame, steps_frame, summarize
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -201,6 +201,28 @@ class Trace(Frames):
         return display.trace_html(self)
 
 
+class LogTrace(Trace):
+    """A run summarized in bulk from its log (:mod:`._columns`), whose events were let go once read:
+    parsed again from the log's bytes, kept as they were read, the first time they are asked for.
+    Holding a million parsed events cost more to build and to free than reading them once more."""
+
+    def __init__(self, trace: Trace, data: bytes, parse: Callable[[bytes], list[dict[str, Any]]]) -> None:
+        self.file, self.run_id, self.version = trace.file, trace.run_id, trace.version
+        self._data = data
+        self._parse = parse
+        self._records: list[dict[str, Any]] | None = None
+
+    @property
+    def records(self) -> list[dict[str, Any]]:
+        if self._records is None:
+            self._records = self._parse(self._data)
+        return self._records
+
+    @records.setter
+    def records(self, value: list[dict[str, Any]]) -> None:
+        self._records = value
+
+
 class Traces(Frames):
     """Many runs: ``.runs``, ``.steps``, ``.calls`` and ``.events`` DataFrames.
 
@@ -215,6 +237,49 @@ class Traces(Frames):
         self._from_logs = list(self._by_id)
         self._stored: list[tuple[str, str]] = []
         self._load: Callable[[Path], Trace] = _no_loader
+        self._parts: list[Any] | None = None
+
+    @classmethod
+    def _from_parts(cls, parts: list[Any], folder: Path | None) -> Traces:
+        """Runs read from their logs whose frames come from ``parts`` (in order): bulk batches
+        (:class:`~._columns.Batch`) and plain :class:`Traces`, each giving the four frames of its runs
+        and its :class:`Trace` objects (every one with events: a batch's are parsed again only if read)."""
+        self = cls([], folder)
+        self._traces = [t for p in parts for t in p.traces]
+        self._by_id = {t.run_id: t for t in self._traces}
+        self._from_logs = list(self._by_id)
+        self._parts = parts
+        return self
+
+    def _joined(self, name: str) -> pd.DataFrame:
+        """Frame ``name`` of every part, in order (one part: its frame as it is)."""
+        import pandas as pd
+
+        parts = self._parts or [Traces([], self.folder)]
+        frames = [getattr(p, name) for p in parts]
+        return frames[0] if len(frames) == 1 else pd.concat(frames, ignore_index=True)
+
+    @cached_property
+    def runs(self) -> pd.DataFrame:
+        """One row per run (see ``docs/traces.md``)."""
+        return self._joined("runs") if self._parts is not None else runs_frame(self.rows.runs)
+
+    @cached_property
+    def steps(self) -> pd.DataFrame:
+        """One row per model call (see ``docs/traces.md``)."""
+        return self._joined("steps") if self._parts is not None else steps_frame(self.rows.steps)
+
+    @cached_property
+    def calls(self) -> pd.DataFrame:
+        """One row per tool call (see ``docs/traces.md``)."""
+        return self._joined("calls") if self._parts is not None else calls_frame(self.rows.calls)
+
+    @property
+    def run_rows(self) -> list[dict[str, Any]]:
+        """Each run's row of the ``runs`` frame as a dict, without building a frame (what a repr shows)."""
+        if self._parts is None:
+            return self.rows.runs
+        return [r for p in self._parts for r in (p.runs_rows if hasattr(p, "runs_rows") else p.run_rows)]
 
     @classmethod
     def _with_store(
@@ -225,19 +290,21 @@ class Traces(Frames):
         folder: Path,
         order: list[Path],
         load: Callable[[Path], Trace],
+        parts: list[Any] | None = None,
     ) -> Traces:
         """Runs read from the store (their frames; each :class:`Trace` read from its log when asked for)
         beside runs read from their logs, in the folder's file order, as if every one came from its log."""
         import numpy as np
         import pandas as pd
 
-        self = cls(loaded, folder)
+        self = cls(loaded, folder) if parts is None else cls._from_parts(parts, folder)
+        self._parts = None  # the frames are set below
         self._traces = None
         self._stored = stored
         self._load = load
         if loaded:
             rank = {f.name: i for i, f in enumerate(order)}
-            logged = cls(loaded, folder)
+            logged = cls(loaded, folder) if parts is None else cls._from_parts(parts, folder)
             own = {name: getattr(logged, name) for name in frames}
             joined = {n: pd.concat([frames[n], own[n]], ignore_index=True) for n in frames}
             runs = joined["runs"]
@@ -327,7 +394,7 @@ class Traces(Frames):
     @cached_property
     def events(self) -> pd.DataFrame:
         """One row per event, every run."""
-        return events_frame(self.traces)
+        return self._joined("events") if self._parts is not None else events_frame(self.traces)
 
     def __repr__(self) -> str:
         return display.traces_text(self)
@@ -349,5 +416,5 @@ def _with_content(block: Any, results: dict[str, Any]) -> Any:
     return block
 
 
-for _public in (StepView, Trace, Traces):
+for _public in (StepView, Trace, Traces, LogTrace):
     _public.__module__ = "agentlab.trace"  # the path users import them from (reprs, pickles, the reference)
