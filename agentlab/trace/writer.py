@@ -189,8 +189,8 @@ class TraceWriter:
         except (TypeError, orjson.JSONEncodeError):
             self._long_way(event)
             return
-        if b"null" in body and body.count(b"null") != (*data.values(),).count(None) and _has_nonfinite(data):
-            self._long_way(event)  # a NaN or an infinity: tagged (see _nulls_explained)
+        if b"null" in body and not _nulls_explained(body, data) and _has_nonfinite(data):
+            self._long_way(event)  # a NaN or an infinity: tagged
             return
         tail = _KIND_TAILS.get(kind) or _kind_tail(kind)
         if len(body) == 3:  # b"{}\n": no data
@@ -206,13 +206,9 @@ class TraceWriter:
             self._long_way(event)
             return
         try:
-            n = out.f.write(line)  # one unbuffered write: an OSError here wrote nothing
-            if n != len(line):
-                n = self._write_rest(out, line, n or 0)
+            self._write(out, line)
         except OSError as exc:
             self._failed(event, exc)
-            return
-        out.good += n
 
     def _long_way(self, event: Event) -> None:
         """Any event, the general way: deltas, a run's first and last event, a record to rebuild (a secret to
