@@ -70,7 +70,7 @@ def test_a_run_returns_before_it_is_stored_and_loads_the_same_from_its_log_meanw
         assert go.wait(60), "the test never let the store write go on"
         return store_runs(where, files)
 
-    batcher(held)
+    batcher(held).linger_s = 3600.0  # batches made by flush alone, not by how fast the two runs finish
     writer = StoredTraceWriter(folder)
     a_run(folder, "first", writer)
     assert isinstance(a_run(folder, "second", writer), al.Done)  # returned, though nothing is stored yet
@@ -214,6 +214,7 @@ KILL_SCRIPT = textwrap.dedent(
 
     folder, kill_point = Path(sys.argv[1]), sys.argv[2]
     _background.WORKER_COMMAND[:] = [sys.executable, "-c", kill_point]
+    _background.batcher().linger_s = 3600.0  # batches made by flush alone, not by the clock
     writer = StoredTraceWriter(folder)
     for i in range(5):
         al.run(f"task {i}", model=al.ScriptedModel([reply("done")]), trace=writer, max_cost=None, run_id=f"k{i}")
@@ -308,6 +309,7 @@ PARENT_SCRIPT = textwrap.dedent(
 
     folder, worker = Path(sys.argv[1]), sys.argv[2]
     _background.WORKER_COMMAND[:] = [sys.executable, "-c", worker]
+    _background.batcher().linger_s = 3600.0  # batches made by flush alone, not by the clock
     writer = StoredTraceWriter(folder)
     for i in range(3):
         al.run(f"task {i}", model=al.ScriptedModel([reply("done")]), trace=writer, max_cost=None, run_id=f"p{i}")
