@@ -14,6 +14,7 @@ from itertools import chain, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ._background import batcher
 from ._background import flush as flush_background
 from ._store import (
     available,
@@ -220,13 +221,9 @@ class StoredTraceWriter(TraceWriter):
     def __call__(self, event: Any) -> None:
         super().__call__(event)
         if event.kind == "run_finished":
-            from ._background import batcher
-
             batcher().submit(self.dir, self.file_of(event.run_id))
 
     def flush(self, timeout: float | None = None) -> bool:
         """Store now every run that finished and is not stored yet (this writer's and any other in the process),
         and wait until they are; returns whether none is left pending (``timeout``: seconds to wait at most)."""
-        from ._background import flush
-
-        return flush(timeout)
+        return flush_background(timeout)

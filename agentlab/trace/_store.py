@@ -209,20 +209,14 @@ def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]
     return out
 
 
-def _select(
-    found: list[Part], chosen: dict[int, set[str]], root: Path, *, lazy: bool = False
-) -> tuple[dict[str, pa.Table], dict[str, list[tuple[Any, Any]]]]:
-    """The chosen runs' rows of all four tables (whole parts where every run in them is chosen).
-
-    ``lazy``: the JSON columns (:data:`JSON_COLUMNS`) are left out, and for each table the list of
-    (open file, rows taken from it) is returned instead, so :class:`Deferred` can read them when asked."""
-    import numpy as np
+def _select(found: list[Part], chosen: dict[int, set[str]], root: Path) -> dict[str, pa.Table]:
+    """The chosen runs' rows of all four tables (whole parts where every run in them is chosen): what a merge
+    writes."""
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
     pieces: dict[str, list[pa.Table]] = {t: [] for t in TABLES}
-    sources: dict[str, list[tuple[Any, Any]]] = {t: [] for t in JSON_COLUMNS}
     for i, names in sorted(chosen.items()):
         p = found[i]
         runs = p.runs
@@ -232,31 +226,11 @@ def _select(
             ids = pc.unique(runs.column("run_id"))
         pieces["runs"].append(runs)
         for table in ("steps", "calls", "events"):
-            sch = schema(table)
-            source: Any = p.path(root, table)
-            columns = None
-            if lazy and table in JSON_COLUMNS:
-                # held open: a merge that removes the file before the column is read leaves it readable
-                source = pa.OSFile(str(source))
-                columns = [n for n in sch.names if n not in JSON_COLUMNS[table]]
-            t = pq.read_table(source, schema=sch, columns=columns)
-            rows = None
+            t = pq.read_table(p.path(root, table), schema=schema(table))
             if not whole:
-                keep = pc.is_in(_owner(t), value_set=ids)
-                t = t.filter(keep)
-                rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+                t = t.filter(pc.is_in(_owner(t), value_set=ids))
             pieces[table].append(t)
-            if columns is not None:
-                sources[table].append((source, rows))
-    tables = {t: pa.concat_tables(v) if v else _empty(t, lazy) for t, v in pieces.items()}
-    return tables, sources
-
-
-def _empty(table: str, lazy: bool) -> pa.Table:
-    sch = schema(table)
-    if lazy and table in JSON_COLUMNS:
-        sch = sch.remove(sch.get_field_index(JSON_COLUMNS[table][0]))
-    return sch.empty_table()
+    return {t: pa.concat_tables(v) if v else schema(t).empty_table() for t, v in pieces.items()}
 
 
 class Deferred:
@@ -320,9 +294,8 @@ def _owner(t: pa.Table) -> Any:
     return t.column("_run") if "_run" in t.column_names else t.column("run_id")
 
 
-def _sorted(tables: dict[str, pa.Table]) -> tuple[dict[str, pa.Table], dict[str, Any]]:
-    """Runs in file-name order, each run's rows in the order its log gives them (as ``load_runs`` reads a folder);
-    and the order taken of each table's rows (None: kept as they were)."""
+def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
+    """Runs in file-name order, each run's rows in the order its log gives them (as ``load_runs`` reads a folder)."""
     import numpy as np
     import pyarrow as pa
 
@@ -330,23 +303,21 @@ def _sorted(tables: dict[str, pa.Table]) -> tuple[dict[str, pa.Table], dict[str,
     files = runs.column("file").to_numpy(zero_copy_only=False)
     order = np.argsort(files, kind="stable")
     if (order == np.arange(len(order))).all():
-        return tables, dict.fromkeys(tables)
+        return tables
     rank = dict(zip(runs.column("run_id").to_pylist(), np.argsort(order).tolist(), strict=False))
     out = {"runs": runs.take(pa.array(order))}
-    orders: dict[str, Any] = {"runs": order}
     for name in ("steps", "calls", "events"):
         t = tables[name]
         owners = _owner(t).to_pylist()
         ranks = np.array([rank[r] for r in owners]) if t.num_rows else np.array([], int)
-        orders[name] = np.argsort(ranks, kind="stable")
-        out[name] = t.take(pa.array(orders[name]))
-    return out, orders
+        out[name] = t.take(pa.array(np.argsort(ranks, kind="stable")))
+    return out
 
 
 READ_TRIES = 5
+"""A merge may replace parts between listing them and opening their files: list again, up to this many times."""
 BATCH_ROWS = 65536
 """Rows read at a time when a column is converted (its decoding buffers are this size, not the column's)."""
-"""A merge may replace parts between listing them and opening their files: list again, up to this many times."""
 
 
 class _Plan:
@@ -605,7 +576,7 @@ def _merge_lock(folder: Path) -> Iterator[bool]:
 def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | None) -> None:
     root = store_dir(folder)
     picked = chosen(group, logs)
-    tables, _ = _sorted(_select(group, picked, root)[0])
+    tables = _sorted(_select(group, picked, root))
     if tables["runs"].num_rows:
         write_part(root, group[0].day, tables, tier)
     for p in group:  # runs first: from here on the old part no longer counts
