@@ -8,7 +8,6 @@ same folder both ways, on every fixture (native runs and every recorded import) 
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import warnings
 from pathlib import Path
@@ -170,7 +169,7 @@ def test_damaged_and_unusual_logs_load_in_bulk_as_run_by_run(fixtures, tmp_path)
     for name, content in variants.items():
         folder = tmp_path / name
         folder.mkdir()
-        good = [{**e, "run_id": f"good-{n}"} for e in base for n in (0,)]
+        good = [{**e, "run_id": "good-0"} for e in base]
         _write(folder / "a-good.jsonl", good)
         log = folder / "b-variant.jsonl"
         if isinstance(content, bytes):
@@ -253,4 +252,4 @@ def test_a_repr_builds_no_frame_and_the_data_column_stays_unparsed(fixtures, tmp
     assert all(v is None for v in data.array._parsed)  # nothing parsed until read
     first = data.iloc[0]
     assert isinstance(first, dict) and "run_id" not in first and "kind" not in first
-    assert not math.isnan(len(traces.calls["args"].iloc[0]))
+    assert isinstance(traces.calls["args"].iloc[0], dict)  # args parsed when read, from the kept bytes

@@ -87,20 +87,6 @@ def _arrow(values: list[Any], type_: Any = None) -> Any:
         raise NotBulk(f"{exc}") from exc
 
 
-def _ints(values: list[Any]) -> np.ndarray:
-    """Whole numbers (Python ints: not bools, not floats) as int64, each within ±2**62 (the reference's
-    ``_i64``); anything else is not bulk."""
-    arr = _arrow(values)
-    if not len(arr):
-        return np.empty(0, dtype=np.int64)
-    if arr.type != pa.int64() or arr.null_count:
-        raise NotBulk("not all ints")
-    out = arr.to_numpy()
-    if not (-_BIG < out.min() and out.max() < _BIG):
-        raise NotBulk("an int beyond int64")
-    return out
-
-
 def _floats(values: list[Any], *, none: bool = True) -> np.ndarray:
     """``_num`` of each (None is NaN; an int its float), where the values are ints, floats and (if ``none``)
     None; anything else is not bulk."""
@@ -118,10 +104,6 @@ def _texts(values: list[Any], *, none: bool = False) -> Any:
     if arr.null_count and not none:
         raise NotBulk("a text field missing")
     return arr
-
-
-def _field(events: Any, key: str, default: Any = None) -> list[Any]:
-    return list(map(dict.get, events, repeat(key), repeat(default)))
 
 
 def _arrow_text(values: Any) -> pd.Series:

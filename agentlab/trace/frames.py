@@ -396,8 +396,8 @@ TABLES = {"runs": RUNS, "steps": STEPS, "calls": CALLS, "events": EVENTS}
 
 
 def build_frame(columns: dict[str, Any], dtypes: dict[str, str]) -> pd.DataFrame:
-    """A frame of these columns in these dtypes: the per-run path and the bulk reader (:mod:`._columns`) both
-    build theirs here, so the two cannot drift apart."""
+    """A frame of these columns in these dtypes (the bulk reader, :mod:`._columns`, passes finished Series,
+    taken as they are: its columns' names and order come from the same definitions)."""
     with gc_paused():  # the values are acyclic; a collection here would rescan every loaded event
         return _build(columns, dtypes)
 
