@@ -325,3 +325,48 @@ def test_importing_agentlab_loads_no_widgets_or_plots():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_clicks_delivered_on_another_threads_loop_run_and_stop_the_run_on_the_labs_own_loop():
+    """ipykernel 7 may deliver a widget click on a subshell's thread, which runs an event loop of its own.
+
+    The run must still step on the loop the Lab was made on, and a Stop clicked while a model call is held must
+    end it cancelled: a run once stepped on the subshell's loop, and a Stop that raced the end of that step
+    resumed the run it had just stopped (the browser test caught it).
+    """
+    import threading
+
+    async def main():
+        home = asyncio.get_running_loop()
+        seen: list[tuple[asyncio.AbstractEventLoop, str]] = []
+        held, release = asyncio.Event(), asyncio.Event()
+
+        async def model(messages, tools):
+            seen.append((asyncio.get_running_loop(), threading.current_thread().name))
+            if len(seen) == 2:
+                held.set()
+                await release.wait()  # only Stop ends this call
+            return reply("looking", ("lookup", {"key": str(len(seen))}))
+
+        lab = make_lab(al.FunctionModel(model), max_steps=10)
+
+        def click_on_a_subshell(name):
+            async def there():
+                click(lab, name)
+
+            worker = threading.Thread(target=asyncio.run, args=(there(),), name="subshell")
+            worker.start()
+            worker.join()
+
+        click_on_a_subshell("run")
+        await asyncio.wait_for(held.wait(), 60)  # a guard against a hang, not a timing
+        click_on_a_subshell("stop")
+        result = await asyncio.wait_for(lab.wait(), 60)
+        return home, seen, result, lab
+
+    home, seen, result, lab = asyncio.run(main())
+    assert [loop for loop, _ in seen] == [home, home]
+    assert all(name != "subshell" for _, name in seen)
+    assert isinstance(result, al.Stopped) and result.reason == "cancelled"
+    assert lab.phase.startswith("stopped") and lab.state.status_line().startswith("stopped: cancelled")
+    assert len(seen) == 2  # the Stop did not resume the run for another step

@@ -12,6 +12,13 @@ ipykernel 6.31-7.4, ipywidgets 8.1):
   steps. Until the step in flight ends, the panel says "pausing".
 * Everything goes to widgets, never ``print()``, which a background task
   loses or sends to the wrong cell.
+* One loop and one thread own the run and the panel: the loop the ``Lab`` was
+  made on. ipykernel 7 may deliver a widget's click on a subshell's thread,
+  which runs an event loop of its own; a click, an approval or a call from
+  another thread is handed to the ``Lab``'s loop (:meth:`Lab._hop`). A run
+  started on the subshell's loop once stepped there while Stop acted on the
+  kernel's, and a Stop that raced the end of that step resumed the run it had
+  just stopped (found by the browser test).
 
 From a script (no running event loop) ``lab.run()`` and ``lab.step()`` simply
 run to the next pause or the end and return the result.
@@ -21,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import os
 import random
 from collections.abc import Callable, Iterable, Sequence
@@ -187,7 +195,7 @@ class Lab:
 
     def stop(self) -> Any:
         """Cancel the run: it ends ``Stopped("cancelled")``, interrupting a step in flight. From any thread."""
-        if self._hop(self.stop):
+        if self._hop(self.stop, cancel_now=True):
             return None
         if self.engine.finished:
             return None
@@ -196,10 +204,13 @@ class Lab:
             self.state.control = "stopping"
             self.panel.render()
             return self._task
-        return self._start(single=True, limits={})  # one (empty) step records the stop
+        return self._start(single=True, limits={}, resume=False)  # one (empty) step records the stop
 
-    def _hop(self, method: Callable[[], Any]) -> bool:
-        """Called from another thread than the notebook loop's: redo the call there (widgets live there)."""
+    def _hop(self, method: Callable[[], Any], *, cancel_now: bool = False) -> bool:
+        """Called off the ``Lab``'s loop: redo the call on that loop (the run and the widgets live there).
+
+        ``cancel_now``: cancel the run at once from here too (a Stop), since the loop may be busy for a while.
+        """
         loop = self._loop
         if loop is None or not loop.is_running():
             return False
@@ -208,8 +219,8 @@ class Lab:
                 return False
         except RuntimeError:
             pass
-        if method == self.stop:
-            self.engine.cancel()  # at once: the loop may be busy for a while
+        if cancel_now:
+            self.engine.cancel()
         loop.call_soon_threadsafe(method)
         return True
 
@@ -279,11 +290,15 @@ class Lab:
 
     async def _ask_in_panel(self, request: Any) -> Any:
         """Approval through the panel: show the call and wait for Approve or Deny."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
 
-        def answer(value: Any) -> None:
-            if not future.done():
-                future.set_result(value)
+        def answer(value: Any) -> None:  # a click: maybe on a subshell's thread (see the module's docstring)
+            if _on_loop(loop):
+                if not future.done():
+                    future.set_result(value)
+            else:
+                loop.call_soon_threadsafe(answer, value)
 
         self.pending_approval = request
         self.panel.ask(request, answer)
@@ -303,7 +318,9 @@ class Lab:
         self.panel.changed()
 
     def _clicked(self, name: str) -> None:
-        """A button was pressed. Errors go to the panel: a handler's exception is invisible."""
+        """A button was pressed, on the thread the kernel chose. Errors go to the panel (a handler's are invisible)."""
+        if self._hop(functools.partial(self._clicked, name), cancel_now=name == "stop"):
+            return
         try:
             self.panel.say("")
             if name == "pause":
@@ -320,10 +337,13 @@ class Lab:
         r = self.engine.result
         return isinstance(r, Stopped) and r.reason in RESUMABLE
 
-    def _start(self, *, single: bool, limits: dict[str, Any]) -> Any:
+    def _start(self, *, single: bool, limits: dict[str, Any], resume: bool = True) -> Any:
+        """Drive the run (one step if ``single``) on the ``Lab``'s loop; a finished one resumed if ``resume``."""
         if self.running:
             return self._task
         if self.engine.finished:
+            if not resume:
+                return None
             if not self._resumable():
                 raise RuntimeError(f"the run has finished ({self.engine.result!r}); make a new Lab to run again")
             self.engine.resume(**limits)
@@ -335,16 +355,17 @@ class Lab:
         self._pause = False
         self._busy = True
         self.state.control = "running"
+        home = self._loop if self._loop is not None and self._loop.is_running() else None
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             loop = None
-        if loop is not None:
+        if loop is not None and (home is None or loop is home):
             self._task = loop.create_task(self._drive(single))
             self.panel.render()  # a click gets its answer at once, not at the next redraw
             return self._task
-        if self._loop is not None and self._loop.is_running():  # called from another thread
-            self._task = asyncio.run_coroutine_threadsafe(self._drive(single), self._loop)
+        if home is not None:  # called from another thread (or another thread's loop)
+            self._task = asyncio.run_coroutine_threadsafe(self._drive(single), home)
             return self._task
         # A script: the one driver (agentlab._runtime.driver) runs it, like agentlab.run(); a Ctrl-C stops the run.
         return run_to_end(self._drive(single), cancel=self.engine.cancel, result=lambda: self.engine.result)
@@ -395,3 +416,11 @@ class Lab:
         if self._ticker is not None:
             self._ticker.cancel()
             self._ticker = None
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Is this code running on ``loop`` (its thread, inside it)?"""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False

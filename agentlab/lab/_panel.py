@@ -221,7 +221,6 @@ class Panel:
         s = self.state
         s.dirty = False
         self.renders += 1
-        self.status.value = status_html(s)
         for g in s.gauges():
             bar = self.bars[g.name]
             bar.value = 0.0 if g.fraction is None else min(g.fraction, 1.0)
@@ -242,6 +241,9 @@ class Panel:
             for key, f in self.limit_fields.items():
                 f.value = format_limit(s.limits.get(key))
         self._render_log()
+        # The status line last: a page that reads "stopped" has already been sent the buttons, gauges and log
+        # of the same moment (the browser test waits on the status, then reads the rest).
+        self.status.value = status_html(s)
         self._next_at = t0 + max(self.refresh_s, ADAPT * (self._now() - t0))
         if self.chart_image is not None and s.chart_dirty:
             if chart_due or t0 >= self._chart_next_at:

@@ -51,8 +51,11 @@ async def shopkeeper(messages, tools):
 
 lab = al.Lab("Count what is in stock.", [check_stock], model=al.FunctionModel(shopkeeper, name="shopkeeper"),
              max_steps=30, max_cost=0.10, deadline_s=120, trace=RUNS)
-for name, event in clicked.items():  # after the panel's own handler: the click has been acted on
-    lab.panel.buttons[name].on_click(lambda _button, event=event: event.set())
+# ipykernel 7 may deliver a click on a subshell's thread: the Lab hands it to the kernel's loop, and so do we,
+# after it (the calls run in turn there), so the held model call is released once the click has been acted on.
+LOOP = asyncio.get_running_loop()
+for name, event in clicked.items():
+    lab.panel.buttons[name].on_click(lambda _button, event=event: LOOP.call_soon_threadsafe(event.set))
 lab
 """
 
@@ -109,7 +112,7 @@ def wait_phase(page, pattern: str) -> str:
 )
 def test_panel_buttons_drive_the_run_in_a_real_browser(jupyterlab, tmp_path):
     """In JupyterLab, clicking Run, Pause, Run, Stop moves the run and the gauges/status in the page follow."""
-    from playwright.sync_api import sync_playwright
+    from playwright.sync_api import expect, sync_playwright
 
     with sync_playwright() as p:
         browser = launch_chromium(p)
@@ -160,7 +163,8 @@ def test_panel_buttons_drive_the_run_in_a_real_browser(jupyterlab, tmp_path):
             assert len(shown) in (final_steps, final_steps + 1)  # + the step Stop cut short, when it hit one mid-step
             assert page.locator(".jp-OutputArea .agentlab-outcome-recoverable").count() >= 1
             assert page.locator(".jp-OutputArea .agentlab-outcome-ok").count() >= 1
-            assert page.locator(".jp-OutputArea button.agentlab-button-run").is_enabled()  # a cancelled run can go on
+            run_button = page.locator(".jp-OutputArea button.agentlab-button-run")
+            expect(run_button).to_be_enabled(timeout=WAIT_MS)  # a cancelled run can go on
 
             # The status and the chart are real pixels, not placeholders.
             page.locator(".jp-OutputArea .agentlab-panel img").first.wait_for(state="visible")
