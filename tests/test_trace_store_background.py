@@ -125,6 +125,10 @@ def test_compact_in_the_same_process_stores_a_pending_run_once(tmp_path, batcher
 EXIT_SCRIPT = textwrap.dedent(
     """
     import sys
+    # Importing it raises from here on: an import at shutdown that registers an exit hook (this one does) is
+    # refused once the interpreter is exiting, so the exit's write must need none (the worker process imports
+    # the store's libraries, not this one).
+    sys.modules["concurrent.futures.thread"] = None
     from pathlib import Path
     import agentlab as al
     from agentlab import reply

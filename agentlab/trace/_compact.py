@@ -212,12 +212,6 @@ class StoredTraceWriter(TraceWriter):
     ``agentlab compact`` can build later (docs/benchmarks.md).
     """
 
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Imported now, not by the store's libraries in the background: once the interpreter is shutting
-        # down, it refuses this module's import (it registers an exit hook), so the exit's write would fail.
-        import concurrent.futures.thread  # noqa: F401
-
     def __call__(self, event: Any) -> None:
         super().__call__(event)
         if event.kind == "run_finished":
