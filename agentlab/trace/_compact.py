@@ -22,6 +22,7 @@ from ._store import (
     day_of,
     log_sizes,
     merge_tiers,
+    owner_column,
     parts,
     schema,
     store_dir,
@@ -142,13 +143,9 @@ def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> in
         ids = [rid for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True) if d == day]
         if len(set(days)) == 1:
             part = tables
-        else:
-            keep = pc.is_in(tables["runs"].column("run_id"), value_set=string_array(ids))
+        else:  # each row goes with the run whose log holds it (a sub_run event's run_id names the child)
             part = {
-                n: t.filter(pc.is_in(t.column("run_id"), value_set=string_array(ids)))
-                if n != "runs"
-                else t.filter(keep)
-                for n, t in tables.items()
+                n: t.filter(pc.is_in(t.column(owner_column(n)), value_set=string_array(ids))) for n, t in tables.items()
             }
         write_part(root, day, part, 0)
     if merge:
