@@ -88,15 +88,18 @@ def _data_texts(traces: list[Trace], logs: list[list[bytes] | None]) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    def anew() -> pa.Array:
+        return string_array([_json(data_of(e)) for t in traces for e in t.records])
+
     lines: list[bytes] = []
     for t, log in zip(traces, logs, strict=True):
         if log is None or len(log) != len(t.records):
-            return string_array([_json(data_of(e)) for t in traces for e in t.records])
+            return anew()
         lines.extend(log)
     try:
         arr = pa.array(lines, pa.binary()).cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8 (a raw surrogate from another tool)
-        return string_array([_json(data_of(e)) for t in traces for e in t.records])
+        return anew()
     ok = pc.match_substring_regex(arr, _BASE_PREFIX)
     cut = pc.replace_substring_regex(arr, _BASE_PREFIX, "{\\1", max_replacements=1)
     if pc.all(ok).as_py():
