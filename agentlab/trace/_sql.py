@@ -12,13 +12,14 @@ import os
 from typing import TYPE_CHECKING
 
 from ._compact import compact as compact_folder
-from ._store import schema, store_dir
+from ._store import HIDDEN, schema, store_dir
 from .files import SUFFIX, runs_dir
 
 if TYPE_CHECKING:
     import pandas as pd
 
-_HIDDEN = {"runs": "exclude (_bytes)", "events": "exclude (_run)"}
+_HIDDEN = {table: f"exclude ({', '.join(name for name, _, _ in columns)})" for table, columns in HIDDEN.items()}
+"""The store-only columns each view leaves out (a user's ``select *`` shows the columns of ``docs/traces.md``)."""
 
 
 def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool = True) -> pd.DataFrame:
