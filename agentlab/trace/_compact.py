@@ -170,24 +170,33 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
     flush_background()  # runs this process handed to the background: stored once, not twice
     if rebuild and store_dir(path).exists():
         shutil.rmtree(store_dir(path))
-    logs = log_sizes(path)
-    fresh: set[str] = set()
-    for names in chosen(parts(path), logs).values():
-        fresh |= {n for n in names if n in logs}
-    todo = sorted(n for n in logs if n not in fresh)
+    todo, fresh = _unstored(path)
     for start in range(0, len(todo), batch):
         store_runs(path, [path / n for n in todo[start : start + batch]], merge=False)
     merge_tiers(path, full=True)
     return {"stored": len(todo), "fresh": len(fresh), "parts": len(parts(path))}
 
 
-def store_batch(folder: Path) -> None:
-    """After an experiment: store its finished runs in batches (when pyarrow is installed); a failure
-    only warns, since the logs hold every event and ``agentlab compact`` can try again."""
+def _unstored(folder: Path) -> tuple[list[str], set[str]]:
+    """The logs in ``folder`` the store does not hold fresh (by name, sorted), and those it does."""
+    logs = log_sizes(folder)
+    fresh: set[str] = set()
+    for names in chosen(parts(folder), logs).values():
+        fresh |= {n for n in names if n in logs}
+    return sorted(n for n in logs if n not in fresh), fresh
+
+
+def store_later(folder: Path) -> None:
+    """After an experiment: hand every run in its folder not stored yet to the background (when pyarrow is
+    installed), whose worker process stores them off the experiment's path, as :class:`StoredTraceWriter`'s
+    runs are (:mod:`._background`: written before a normal exit, a failure warned). The experiment returns
+    without waiting: ``load_runs`` reads a run from its log until it is stored, with the same frames, and
+    ``agentlab.sql`` and ``agentlab compact`` store what is pending first. Writing the store on the
+    experiment's path cost ~0.33 ms a 5-step run, a third of such a run (docs/benchmarks.md)."""
     if not available() or not folder.is_dir():
         return
     try:
-        compact(folder)
+        todo, _ = _unstored(folder)
     except Exception as exc:  # noqa: BLE001 - the store is derived: never fail an experiment over it
         warnings.warn(
             f"the runs in {folder} were not all stored: {type(exc).__name__}: {exc} "
@@ -195,6 +204,10 @@ def store_batch(folder: Path) -> None:
             UserWarning,
             stacklevel=2,
         )
+        return
+    to_store = batcher()
+    for name in todo:
+        to_store.submit(folder, folder / name)
 
 
 class StoredTraceWriter(TraceWriter):
