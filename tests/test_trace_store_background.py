@@ -210,7 +210,7 @@ KILL_POINT = textwrap.dedent(
     """
 )
 
-KILL_SCRIPT = textwrap.dedent(
+WORKER_GIVEN = textwrap.dedent(
     """
     import sys
     from pathlib import Path
@@ -218,10 +218,16 @@ KILL_SCRIPT = textwrap.dedent(
     from agentlab import reply
     from agentlab.trace import StoredTraceWriter, _background
 
-    folder, kill_point = Path(sys.argv[1]), sys.argv[2]
-    _background.WORKER_COMMAND[:] = [sys.executable, "-c", kill_point]
+    folder, worker = Path(sys.argv[1]), sys.argv[2]
+    _background.WORKER_COMMAND[:] = [sys.executable, "-c", worker]
     _background.batcher().linger_s = 3600.0  # batches made by flush alone, not by the clock
     writer = StoredTraceWriter(folder)
+    """
+)
+"""The head of a parent script whose store worker is the script given as its second argument."""
+
+KILL_SCRIPT = WORKER_GIVEN + textwrap.dedent(
+    """
     for i in range(5):
         al.run(f"task {i}", model=al.ScriptedModel([reply("done")]), trace=writer, max_cost=None, run_id=f"k{i}")
         if i in (1, 4):
@@ -305,18 +311,8 @@ WAIT_FOR_PARENT = textwrap.dedent(
     """
 )
 
-PARENT_SCRIPT = textwrap.dedent(
+PARENT_SCRIPT = WORKER_GIVEN + textwrap.dedent(
     """
-    import sys
-    from pathlib import Path
-    import agentlab as al
-    from agentlab import reply
-    from agentlab.trace import StoredTraceWriter, _background
-
-    folder, worker = Path(sys.argv[1]), sys.argv[2]
-    _background.WORKER_COMMAND[:] = [sys.executable, "-c", worker]
-    _background.batcher().linger_s = 3600.0  # batches made by flush alone, not by the clock
-    writer = StoredTraceWriter(folder)
     for i in range(3):
         al.run(f"task {i}", model=al.ScriptedModel([reply("done")]), trace=writer, max_cost=None, run_id=f"p{i}")
     writer.flush()  # killed in here, while the worker writes the batch
