@@ -25,7 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(autouse=True)
 def no_store_thread_left():
-    """Every test ends with nothing pending and no store thread alive (a leak would show here)."""
+    """Every test ends with nothing pending and no store thread alive (a leak would show here); one that an
+    earlier test left idle (an experiment hands its runs to the background) is ended first."""
+    assert _background.shutdown(timeout=60)
     yield
     assert _background.shutdown(timeout=60)
     assert not [t for t in threading.enumerate() if t.name == "agentlab-store"]
@@ -125,6 +127,10 @@ def test_compact_in_the_same_process_stores_a_pending_run_once(tmp_path, batcher
 EXIT_SCRIPT = textwrap.dedent(
     """
     import sys
+    # Importing it raises from here on: an import at shutdown that registers an exit hook (this one does) is
+    # refused once the interpreter is exiting, so the exit's write must need none (the worker process imports
+    # the store's libraries, not this one).
+    sys.modules["concurrent.futures.thread"] = None
     from pathlib import Path
     import agentlab as al
     from agentlab import reply
@@ -204,7 +210,7 @@ KILL_POINT = textwrap.dedent(
     """
 )
 
-KILL_SCRIPT = textwrap.dedent(
+WORKER_GIVEN = textwrap.dedent(
     """
     import sys
     from pathlib import Path
@@ -212,10 +218,16 @@ KILL_SCRIPT = textwrap.dedent(
     from agentlab import reply
     from agentlab.trace import StoredTraceWriter, _background
 
-    folder, kill_point = Path(sys.argv[1]), sys.argv[2]
-    _background.WORKER_COMMAND[:] = [sys.executable, "-c", kill_point]
+    folder, worker = Path(sys.argv[1]), sys.argv[2]
+    _background.WORKER_COMMAND[:] = [sys.executable, "-c", worker]
     _background.batcher().linger_s = 3600.0  # batches made by flush alone, not by the clock
     writer = StoredTraceWriter(folder)
+    """
+)
+"""The head of a parent script whose store worker is the script given as its second argument."""
+
+KILL_SCRIPT = WORKER_GIVEN + textwrap.dedent(
+    """
     for i in range(5):
         al.run(f"task {i}", model=al.ScriptedModel([reply("done")]), trace=writer, max_cost=None, run_id=f"k{i}")
         if i in (1, 4):
@@ -299,18 +311,8 @@ WAIT_FOR_PARENT = textwrap.dedent(
     """
 )
 
-PARENT_SCRIPT = textwrap.dedent(
+PARENT_SCRIPT = WORKER_GIVEN + textwrap.dedent(
     """
-    import sys
-    from pathlib import Path
-    import agentlab as al
-    from agentlab import reply
-    from agentlab.trace import StoredTraceWriter, _background
-
-    folder, worker = Path(sys.argv[1]), sys.argv[2]
-    _background.WORKER_COMMAND[:] = [sys.executable, "-c", worker]
-    _background.batcher().linger_s = 3600.0  # batches made by flush alone, not by the clock
-    writer = StoredTraceWriter(folder)
     for i in range(3):
         al.run(f"task {i}", model=al.ScriptedModel([reply("done")]), trace=writer, max_cost=None, run_id=f"p{i}")
     writer.flush()  # killed in here, while the worker writes the batch
@@ -357,3 +359,30 @@ def test_a_worker_whose_parent_is_killed_finishes_its_batch_then_exits(tmp_path)
     stored = al.load_runs(folder)
     assert stored.sources == {f"p{i}": "store" for i in range(3)}
     assert_same_frames(from_logs(folder), stored)
+
+
+def test_an_experiment_returns_before_its_runs_are_stored_and_the_background_stores_them(tmp_path, batcher):
+    """An experiment hands its finished runs to the background instead of writing the store on its path: when it
+    returns they read from their logs, and once stored they read from the store, with the same frames."""
+    from agentlab.trace._compact import store_runs
+
+    batcher(store_runs).linger_s = 3600.0  # written by flush alone, not by the clock
+    exp = al.Experiment(
+        [{"id": f"t{i}", "input": f"look up {i}"} for i in range(3)],
+        {"a": {"prices": PRICES}},
+        tools=[lookup],
+        model=lambda task, seed: al.ScriptedModel([reply(None, ("lookup", {"key": task.id})), reply("done")]),
+        folder=tmp_path / "exp",
+        progress=False,
+    )
+    assert list(exp.run().runs["outcome"]) == ["done"] * 3
+    traces = exp.folder.traces
+    assert sorted(f.name for f in _background.batcher().pending()[traces]) == sorted(
+        f.name for f in traces.glob("*.jsonl")
+    )
+    before = al.load_runs(traces)
+    assert set(before.sources.values()) == {"log"} and len(before.sources) == 3
+    assert _background.flush(timeout=60)
+    after = al.load_runs(traces)
+    assert set(after.sources.values()) == {"store"} and len(after.sources) == 3
+    assert_same_frames(before, after)

@@ -13,7 +13,7 @@ from agentlab.trace import _store, compact
 from agentlab.trace._compact import store_runs
 
 from .helpers import PRICES
-from .trace_fixtures import assert_same_frames, from_logs, lookup
+from .trace_fixtures import assert_same_frames, from_logs, lookup, sub_run
 
 
 def a_run(folder: Path, run_id: str, steps: int = 2) -> None:
@@ -94,3 +94,18 @@ def test_a_load_leaves_arrows_default_memory_pool_as_it_was(tmp_path):
     stored = al.load_runs(folder)
     stored.events["data"].iloc[0]
     assert pa.default_memory_pool().backend_name == before
+
+
+def test_a_sub_run_event_stored_in_a_batch_of_two_days_is_kept(tmp_path):
+    """A batch of runs that started on two days is split into a part per day: the parent's ``sub_run`` event
+    (whose ``run_id`` names the child, stored in an earlier batch) goes with the parent's rows, not lost."""
+    folder = tmp_path / "runs"
+    sub_run(folder)  # a fake clock: these runs started on the clock's first day
+    al.run("today", model=al.ScriptedModel([reply("done")]), trace=folder, max_cost=None, run_id="today")
+    child = next(f for f in folder.glob("*.jsonl") if f.stem not in ("parent", "today"))
+    store_runs(folder, [child])  # the child ended first: the background stored it in a batch of its own
+    store_runs(folder, [folder / "parent.jsonl", folder / "today.jsonl"])
+    stored = al.load_runs(folder)
+    assert set(stored.sources.values()) == {"store"}
+    assert len(set(stored.runs["started_at"].dt.date)) == 2
+    assert_same_frames(from_logs(folder), stored)

@@ -13,6 +13,7 @@ import random
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -55,18 +56,24 @@ class Cell:
     config: Config
     repeat: int
 
-    @property
+    # Cached (a frozen dataclass allows it: the value goes straight into the instance's dict): a cell's run id
+    # is read about seven times a run, each a SHA-256 of its key.
+    @cached_property
     def key(self) -> str:
         return f"{self.task.id}\x1f{self.config.name}\x1f{self.repeat}"
+
+    @cached_property
+    def _digest(self) -> str:
+        return hashlib.sha256(self.key.encode("utf-8", "surrogatepass")).hexdigest()
 
     @property
     def seed(self) -> int:
         """Derived from task, config and repeat: the same cell always gets the same seed."""
-        return int(hashlib.sha256(self.key.encode("utf-8", "surrogatepass")).hexdigest()[:8], 16)
+        return int(self._digest[:8], 16)
 
     @property
     def run_id(self) -> str:
-        return "x" + hashlib.sha256(self.key.encode("utf-8", "surrogatepass")).hexdigest()[:14]
+        return "x" + self._digest[:14]
 
 
 class _Tokens:

@@ -252,9 +252,9 @@ class Experiment:
             if deadline is not None:
                 deadline.cancel()
             out.close()
-            from ..trace._compact import store_batch
+            from ..trace._compact import store_later
 
-            store_batch(self.folder.traces)  # the finished runs into the columnar store, in one batch
+            store_later(self.folder.traces)  # the finished runs into the columnar store, off this path
             self._emit("experiment_finished", spent=self._spent())
             self._loop = None
         ordered = [

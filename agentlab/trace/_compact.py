@@ -22,6 +22,7 @@ from ._store import (
     day_of,
     log_sizes,
     merge_tiers,
+    owner_column,
     parts,
     schema,
     store_dir,
@@ -87,15 +88,18 @@ def _data_texts(traces: list[Trace], logs: list[list[bytes] | None]) -> Any:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    def anew() -> pa.Array:
+        return string_array([_json(data_of(e)) for t in traces for e in t.records])
+
     lines: list[bytes] = []
     for t, log in zip(traces, logs, strict=True):
         if log is None or len(log) != len(t.records):
-            return string_array([_json(data_of(e)) for t in traces for e in t.records])
+            return anew()
         lines.extend(log)
     try:
         arr = pa.array(lines, pa.binary()).cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8 (a raw surrogate from another tool)
-        return string_array([_json(data_of(e)) for t in traces for e in t.records])
+        return anew()
     ok = pc.match_substring_regex(arr, _BASE_PREFIX)
     cut = pc.replace_substring_regex(arr, _BASE_PREFIX, "{\\1", max_replacements=1)
     if pc.all(ok).as_py():
@@ -142,13 +146,9 @@ def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> in
         ids = [rid for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True) if d == day]
         if len(set(days)) == 1:
             part = tables
-        else:
-            keep = pc.is_in(tables["runs"].column("run_id"), value_set=string_array(ids))
+        else:  # each row goes with the run whose log holds it (a sub_run event's run_id names the child)
             part = {
-                n: t.filter(pc.is_in(t.column("run_id"), value_set=string_array(ids)))
-                if n != "runs"
-                else t.filter(keep)
-                for n, t in tables.items()
+                n: t.filter(pc.is_in(t.column(owner_column(n)), value_set=string_array(ids))) for n, t in tables.items()
             }
         write_part(root, day, part, 0)
     if merge:
@@ -170,24 +170,33 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
     flush_background()  # runs this process handed to the background: stored once, not twice
     if rebuild and store_dir(path).exists():
         shutil.rmtree(store_dir(path))
-    logs = log_sizes(path)
-    fresh: set[str] = set()
-    for names in chosen(parts(path), logs).values():
-        fresh |= {n for n in names if n in logs}
-    todo = sorted(n for n in logs if n not in fresh)
+    todo, fresh = _unstored(path)
     for start in range(0, len(todo), batch):
         store_runs(path, [path / n for n in todo[start : start + batch]], merge=False)
     merge_tiers(path, full=True)
     return {"stored": len(todo), "fresh": len(fresh), "parts": len(parts(path))}
 
 
-def store_batch(folder: Path) -> None:
-    """After an experiment: store its finished runs in batches (when pyarrow is installed); a failure
-    only warns, since the logs hold every event and ``agentlab compact`` can try again."""
+def _unstored(folder: Path) -> tuple[list[str], set[str]]:
+    """The logs in ``folder`` the store does not hold fresh (by name, sorted), and those it does."""
+    logs = log_sizes(folder)
+    fresh: set[str] = set()
+    for names in chosen(parts(folder), logs).values():
+        fresh |= {n for n in names if n in logs}
+    return sorted(n for n in logs if n not in fresh), fresh
+
+
+def store_later(folder: Path) -> None:
+    """After an experiment: hand every run in its folder not stored yet to the background (when pyarrow is
+    installed), whose worker process stores them off the experiment's path, as :class:`StoredTraceWriter`'s
+    runs are (:mod:`._background`: written before a normal exit, a failure warned). The experiment returns
+    without waiting: ``load_runs`` reads a run from its log until it is stored, with the same frames, and
+    ``agentlab.sql`` and ``agentlab compact`` store what is pending first. Writing the store on the
+    experiment's path cost ~0.33 ms a 5-step run, a third of such a run (docs/benchmarks.md)."""
     if not available() or not folder.is_dir():
         return
     try:
-        compact(folder)
+        todo, _ = _unstored(folder)
     except Exception as exc:  # noqa: BLE001 - the store is derived: never fail an experiment over it
         warnings.warn(
             f"the runs in {folder} were not all stored: {type(exc).__name__}: {exc} "
@@ -195,6 +204,10 @@ def store_batch(folder: Path) -> None:
             UserWarning,
             stacklevel=2,
         )
+        return
+    to_store = batcher()
+    for name in todo:
+        to_store.submit(folder, folder / name)
 
 
 class StoredTraceWriter(TraceWriter):
@@ -211,12 +224,6 @@ class StoredTraceWriter(TraceWriter):
     Not the default: a one-run script would pay pyarrow's and pandas' import at exit for a store
     ``agentlab compact`` can build later (docs/benchmarks.md).
     """
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        # Imported now, not by the store's libraries in the background: once the interpreter is shutting
-        # down, it refuses this module's import (it registers an exit hook), so the exit's write would fail.
-        import concurrent.futures.thread  # noqa: F401
 
     def __call__(self, event: Any) -> None:
         super().__call__(event)

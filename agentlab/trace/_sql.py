@@ -12,13 +12,23 @@ import os
 from typing import TYPE_CHECKING
 
 from ._compact import compact as compact_folder
-from ._store import schema, store_dir
+from ._store import HIDDEN, schema, store_dir
 from .files import SUFFIX, runs_dir
 
 if TYPE_CHECKING:
     import pandas as pd
 
-_HIDDEN = {"runs": "exclude (_bytes)", "events": "exclude (_run)"}
+_HIDDEN = {table: f"exclude ({', '.join(name for name, _, _ in columns)})" for table, columns in HIDDEN.items()}
+"""The store-only columns each view leaves out (a user's ``select *`` shows the columns of ``docs/traces.md``)."""
+_SETTINGS = {
+    "enable_progress_bar": False,  # it would print over the caller's output
+    "disable_parquet_prefetching": True,
+}
+"""How each query's DuckDB is set up. DuckDB reads ahead the Parquet column chunks a scan will need into its own
+buffers, as much as its memory limit (80 % of the machine) allows: over 100M events that read-ahead was
+~90 MiB of an aggregate's +110 MiB peak, and it grew with the table. The files are local (a runs folder): the
+aggregate took no more CPU without it, a selective query ~25 ms more of 150 (docs/benchmarks.md), so it is off,
+and the peak is the row group each thread decodes (~21 MiB over 10M or 100M events)."""
 
 
 def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool = True) -> pd.DataFrame:
@@ -42,7 +52,11 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
     if compact and any(folder.glob(f"*{SUFFIX}")):
         compact_folder(folder)
     con = duckdb.connect()
-    con.execute("set enable_progress_bar = false")  # it would print over the caller's output
+    for name, value in _SETTINGS.items():
+        try:
+            con.execute(f"set {name} = {str(value).lower()}")
+        except duckdb.CatalogException:  # an older DuckDB without the setting: it reads as it always did
+            pass
     root = store_dir(folder)
     for table in ("runs", "steps", "calls", "events"):
         files = sorted((root / table).glob("day=*/part-*.parquet"))

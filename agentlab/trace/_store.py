@@ -79,7 +79,16 @@ HIDDEN = {
         ),
     ),
 }
-"""Store-only columns: the size of the run's log when it was stored (to tell fresh from stale)."""
+"""Store-only columns: the size of the run's log when it was stored (to tell fresh from stale), and the run
+whose log holds each event."""
+
+
+def owner_column(table: str) -> str:
+    """The column that names each row's run, the run whose log holds the row: ``_run`` in ``events`` (a
+    ``sub_run`` event's ``run_id`` names the sub-run), ``run_id`` in the other tables."""
+    return "_run" if table == "events" else "run_id"
+
+
 JSON_COLUMNS = {t: (c.name,) for t, cols in TABLES.items() for c in cols if c.dtype == "json"}
 """The free-form columns (one a table: ``calls.args``, ``events.data``), JSON text in the store: read from disk
 only when a row of them is read.
@@ -209,30 +218,6 @@ def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]
     return out
 
 
-def _select(found: list[Part], chosen: dict[int, set[str]], root: Path) -> dict[str, pa.Table]:
-    """The chosen runs' rows of all four tables (whole parts where every run in them is chosen): what a merge
-    writes."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    pieces: dict[str, list[pa.Table]] = {t: [] for t in TABLES}
-    for i, names in sorted(chosen.items()):
-        p = found[i]
-        runs = p.runs
-        whole = len(names) == runs.num_rows
-        if not whole:
-            runs = runs.filter(pc.is_in(runs.column("file"), value_set=string_array(sorted(names))))
-            ids = pc.unique(runs.column("run_id"))
-        pieces["runs"].append(runs)
-        for table in ("steps", "calls", "events"):
-            t = pq.read_table(p.path(root, table), schema=schema(table))
-            if not whole:
-                t = t.filter(pc.is_in(_owner(t), value_set=ids))
-            pieces[table].append(t)
-    return {t: pa.concat_tables(v) if v else schema(t).empty_table() for t, v in pieces.items()}
-
-
 class Deferred:
     """One JSON column of the store's chosen rows, read from its files the first time it is needed.
 
@@ -286,32 +271,6 @@ class Deferred:
         import pyarrow as pa
 
         return base.take(pa.array(self._order))
-
-
-def _owner(t: pa.Table) -> Any:
-    """Each row's run: the events table says it (``_run``: a ``sub_run`` event's ``run_id`` names the
-    sub-run, not the run whose log holds it); in the other tables it is the ``run_id``."""
-    return t.column("_run") if "_run" in t.column_names else t.column("run_id")
-
-
-def _sorted(tables: dict[str, pa.Table]) -> dict[str, pa.Table]:
-    """Runs in file-name order, each run's rows in the order its log gives them (as ``load_runs`` reads a folder)."""
-    import numpy as np
-    import pyarrow as pa
-
-    runs = tables["runs"]
-    files = runs.column("file").to_numpy(zero_copy_only=False)
-    order = np.argsort(files, kind="stable")
-    if (order == np.arange(len(order))).all():
-        return tables
-    rank = dict(zip(runs.column("run_id").to_pylist(), np.argsort(order).tolist(), strict=False))
-    out = {"runs": runs.take(pa.array(order))}
-    for name in ("steps", "calls", "events"):
-        t = tables[name]
-        owners = _owner(t).to_pylist()
-        ranks = np.array([rank[r] for r in owners]) if t.num_rows else np.array([], int)
-        out[name] = t.take(pa.array(np.argsort(ranks, kind="stable")))
-    return out
 
 
 READ_TRIES = 5
@@ -368,8 +327,14 @@ class _Plan:
         return text.to_pandas().array  # pandas' text dtype (Arrow-backed on pandas 3; objects on 2), as the logs'
 
     def owners(self) -> pa.ChunkedArray:
-        """Each row's run, in the pieces' order (see :func:`_owner`)."""
-        return self.column("_run" if self.table == "events" else "run_id", ordered=False)
+        """Each row's run, in the pieces' order (see :func:`owner_column`)."""
+        return self.column(owner_column(self.table), ordered=False)
+
+    def whole(self) -> pa.Table:
+        """Every column of the chosen rows, in load order (what a merge writes)."""
+        import pyarrow as pa
+
+        return pa.table([self.column(f.name) for f in schema(self.table)], schema=schema(self.table))
 
     def close(self) -> None:
         for handle, _, _ in self.sources:
@@ -404,7 +369,7 @@ def _open(p: Part, root: Path, table: str, names: set[str] | None, ids: Any) -> 
         pf = pq.ParquetFile(handle)
         rows = None
         if names is not None:
-            owner = pf.read(columns=["_run" if table == "events" else "run_id"]).column(0)
+            owner = pf.read(columns=[owner_column(table)]).column(0)
             keep = pc.is_in(owner, value_set=ids)
             rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
     except BaseException:
@@ -415,7 +380,8 @@ def _open(p: Part, root: Path, table: str, names: set[str] | None, ids: Any) -> 
 
 def _plans(found: list[Part], picked: dict[int, set[str]], root: Path) -> tuple[pa.Table, dict[str, _Plan]]:
     """The chosen runs' ``runs`` rows (in file-name order, as ``load_runs`` reads a folder) and, for the other
-    tables, the files and rows to read them from, in the same order."""
+    tables, the files and rows to read them from, in the same order: the one place rows are picked and ordered,
+    for a load (converted column by column, :func:`frames_of`) and a merge (whole tables, :meth:`_Plan.whole`)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -576,7 +542,12 @@ def _merge_lock(folder: Path) -> Iterator[bool]:
 def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | None) -> None:
     root = store_dir(folder)
     picked = chosen(group, logs)
-    tables = _sorted(_select(group, picked, root))
+    runs, plans = _plans(group, picked, root)
+    try:
+        tables = {"runs": runs, **{name: plan.whole() for name, plan in plans.items()}}
+    finally:
+        for plan in plans.values():
+            plan.close()  # before the files are removed (Windows refuses to remove an open file)
     if tables["runs"].num_rows:
         write_part(root, group[0].day, tables, tier)
     for p in group:  # runs first: from here on the old part no longer counts

@@ -298,14 +298,14 @@ class Traces(Frames):
         import pandas as pd
 
         self = cls(loaded, folder) if parts is None else cls._from_parts(parts, folder)
+        own = {name: getattr(self, name) for name in frames} if loaded else {}  # the logs' frames, built once
+        self.__dict__.pop("rows", None)  # the logs' rows alone (built on the way): rows covers every run
         self._parts = None  # the frames are set below
         self._traces = None
         self._stored = stored
         self._load = load
         if loaded:
             rank = {f.name: i for i, f in enumerate(order)}
-            logged = cls(loaded, folder) if parts is None else cls._from_parts(parts, folder)
-            own = {name: getattr(logged, name) for name in frames}
             joined = {n: pd.concat([frames[n], own[n]], ignore_index=True) for n in frames}
             runs = joined["runs"]
             run_rank = {r: rank.get(Path(f).name, len(rank)) for r, f in zip(runs["run_id"], runs["file"], strict=True)}
