@@ -236,7 +236,7 @@ class TraceWriter:
             record, line = self._by_ref(event, record, line)
         if event.kind not in PLAIN_KINDS:
             redactor = self._redactor(event.run_id)
-            if redactor.needs_redaction(line):
+            if redactor.needs_redaction(line, json_text=True):
                 line = dumps(redactor.redact_fields(record))
         return line
 
