@@ -185,14 +185,16 @@ _HINTS = _NAME_HINTS + _FORMAT_HINTS
 _HARMLESS = ('tokens"', '"key"')
 _N_HINTS = len(_HINTS)
 _LABEL_WORDS = ("basic",)  # "Basic <base64 credential>"
-_FINDER = ahocorasick_rs.AhoCorasick(
-    _HINTS + _HARMLESS + ("://",) + _LABEL_WORDS, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest
-)
+# Matched in this order: a match's index says which (hints, then "basic", then the harmless ones, then "://"),
+# so the smallest index of a line's matches tells the pre-test whether any hint or "basic" occurs.
+_MATCHED = _HINTS + _LABEL_WORDS + _HARMLESS + ("://",)
+_BASIC = _N_HINTS
+_URL_HINT = len(_MATCHED) - 1
+_FINDER = ahocorasick_rs.AhoCorasick(_MATCHED, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest)
 # The same automaton over bytes: ~5x faster, as it need not turn UTF-8 offsets into character
 # offsets; for ASCII text the two agree, so :func:`_hints` uses it whenever it can.
 _BYTES_FINDER = ahocorasick_rs.BytesAhoCorasick(
-    [h.encode() for h in _HINTS + _HARMLESS + ("://",) + _LABEL_WORDS],
-    matchkind=ahocorasick_rs.MatchKind.LeftmostLongest,
+    [h.encode() for h in _MATCHED], matchkind=ahocorasick_rs.MatchKind.LeftmostLongest
 )
 
 
@@ -208,23 +210,10 @@ def _any_hint(low: str) -> tuple[bool, bool]:
     which needs no character offsets: the bytes automaton reads any text."""
     url = False
     for i, _, _ in _BYTES_FINDER.find_matches_as_indexes(low.encode("utf-8")):
-        if i < _N_HINTS:
+        if i <= _BASIC:
             return True, url
         url = url or i == _URL_HINT
     return False, url
-
-
-_URL_HINT = _N_HINTS + len(_HARMLESS)
-_BASIC = _URL_HINT + 1  # the last match index: "Basic <credential>"
-
-
-def _hinted(matches: list[tuple[int, int, int]]) -> bool:
-    """Whether the automaton's matches name a hint or ``Basic``: anything but harmless ones and ``://``.
-
-    The smallest (hint, start, end) names a hint unless every match is a harmless one, "://" or "basic";
-    the largest is "basic" when it occurs ("://" shares no character with another hint, so it is always
-    found where it occurs)."""
-    return bool(matches) and (min(matches)[0] < _N_HINTS or max(matches)[0] == _BASIC)
 
 
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
@@ -801,23 +790,22 @@ class Redactor:
                 if b in line:
                     return True
             low = line.lower()
+            # The smallest (which, start, end) names a hint or "basic" unless every match is a harmless one
+            # or "://" ("://" shares no character with another hint, so it is always found where it occurs).
             matches = _BYTES_FINDER.find_matches_as_indexes(low)
-            if _hinted(matches) and not (json_text and _inert_hints(line, matches, self)):
+            if matches and min(matches)[0] <= _BASIC and not (json_text and _inert_hints(line, matches, self)):
                 return True
-            return self._other_rules(line, low)
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "replace")
-        for s in self.secrets:
-            if s in line:
+        else:
+            if isinstance(line, bytes):
+                line = line.decode("utf-8", "replace")
+            for s in self.secrets:
+                if s in line:
+                    return True
+            # a lone surrogate (text cut from a UTF-16 source) is written as bytes no hint contains
+            low = line.lower().encode("utf-8", "surrogatepass")
+            matches = _BYTES_FINDER.find_matches_as_indexes(low)
+            if matches and min(matches)[0] <= _BASIC:
                 return True
-        # a lone surrogate (text cut from a UTF-16 source) is written as bytes no hint contains
-        low = line.lower().encode("utf-8", "surrogatepass")
-        if _hinted(_BYTES_FINDER.find_matches_as_indexes(low)):
-            return True
-        return self._other_rules(line, low)
-
-    def _other_rules(self, line: str | bytes, low: bytes) -> bool:
-        """The tests after the hints': a password in a URL, the user's names and patterns."""
         if b"@" in low and b"://" in low:
             return True
         if self._names:
@@ -1208,7 +1196,7 @@ class StreamRedactor:
         pending, base = block.pending, block.base
         hint_end = block.hint_end
         for i, _a, b in _hints(_lower(pending[scan_from:])):
-            if i < _N_HINTS or i > _URL_HINT:  # a secret word, a key prefix or a label word
+            if i <= _BASIC:  # a secret word, a key prefix or a label word
                 hint_end = max(hint_end, base + scan_from + b)
         if hint_end != block.hint_end:
             block.hint_end, block.newline = hint_end, -1
