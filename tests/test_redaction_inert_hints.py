@@ -19,10 +19,30 @@ from hypothesis import strategies as st
 from agentlab.redact import Redactor
 from agentlab.trace.writer import dumps
 
-from .secrets_corpus import ALL, everywhere
-from .test_redaction_fast_path import _shapes
+from .secrets_corpus import ALL, BEARER, FORMAT_SECRETS, NAMED_SECRETS, PEM, URL_SECRETS, everywhere
 
 CORPUS = Path(__file__).parent / "fixtures" / "redaction" / "precision.jsonl"
+ENV_FILE = "\n".join(
+    [f"{k}={v}" for k, v in NAMED_SECRETS.items() if " " not in v]
+    + [f'{k}: "{v}"' for k, v in NAMED_SECRETS.items() if " " in v]
+    + list(URL_SECRETS)
+    + FORMAT_SECRETS
+    + [PEM, f"Authorization: {BEARER}"]
+)
+
+
+def _shapes() -> list:
+    """Every secret of the recall corpus as a run's events hold it: in blocks, tool inputs, results, JSON text."""
+    payload = everywhere()
+    return [
+        payload,
+        [{"type": "text", "text": ENV_FILE}],
+        [{"type": "tool_use", "id": "toolu_1", "name": "deploy", "input": payload}],
+        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": ENV_FILE}],
+        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": json.dumps({"deep": [{"inner": payload}]})}],
+        {"role": "user", "content": [{"type": "text", "text": f"use {s} for it"} for s in FORMAT_SECRETS]},
+        {"result": ENV_FILE, "args": payload},
+    ]
 
 
 def _said_clean_and_is(value) -> bool:
