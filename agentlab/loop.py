@@ -21,7 +21,7 @@ import threading
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, TypeVar
 
@@ -65,7 +65,7 @@ from .messages import (
 )
 from .models.base import Model, ModelRequest, capabilities
 from .models.streaming import Fragments, cut_short
-from .pricing import Prices, served_prices
+from .pricing import Prices, prices_dict, served_prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .tools import Tool, result_summary
@@ -961,7 +961,14 @@ class Run:
             except BaseException as exc:  # noqa: BLE001 - contained as in _emit
                 interrupted = self._subscriber_failed(callback, event, exc, interrupted)
         if self.result is not None:
-            self.result = replace(self.result, **self._overrun())
+            over = self._overrun()
+            r = self.result
+            if (r.overrun_s, r.overrun_cause, r.abandoned) != (
+                over["overrun_s"],
+                over["overrun_cause"],
+                over["abandoned"],
+            ):
+                self.result = replace(r, **over)  # a subscriber overran the deadline: the result says so too
         if interrupted is not None:
             self._interrupted_by_subscriber(interrupted)
 
@@ -1005,13 +1012,14 @@ class Run:
                 {"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema}
                 for t in self.tools.values()
             ],
-            prices=None if self.prices is None else asdict(self.prices),
+            prices=None if self.prices is None else prices_dict(self.prices),
             caches=self._caps.caches,
             messages=list(self.messages),  # a copy: the live history keeps growing
             **({"parent": self.parent} if self.parent is not None else {}),
         )
 
     def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:
+        guard = self._input.report(self.budget, self.spent)
         self._emit(
             EventKind.RUN_FINISHED,
             outcome=outcome,
@@ -1024,8 +1032,8 @@ class Run:
             model_calls=self.model_calls,
             nudges=self.nudges,
             error=None if error is None else format_error(error),
-            guard=self._input.report(self.budget, self.spent).as_dict(),
-            guard_note=self._input.report(self.budget, self.spent).note(),
+            guard=guard.as_dict(),
+            guard_note=guard.note(),
             last_guard_check=self._input.request_fields(),  # a check that stopped the run has no model_request
             **self._overrun(),
         )

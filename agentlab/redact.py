@@ -185,14 +185,16 @@ _HINTS = _NAME_HINTS + _FORMAT_HINTS
 _HARMLESS = ('tokens"', '"key"')
 _N_HINTS = len(_HINTS)
 _LABEL_WORDS = ("basic",)  # "Basic <base64 credential>"
-_FINDER = ahocorasick_rs.AhoCorasick(
-    _HINTS + _HARMLESS + ("://",) + _LABEL_WORDS, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest
-)
+# Matched in this order: a match's index says which (hints, then "basic", then the harmless ones, then "://"),
+# so the smallest index of a line's matches tells the pre-test whether any hint or "basic" occurs.
+_MATCHED = _HINTS + _LABEL_WORDS + _HARMLESS + ("://",)
+_BASIC = _N_HINTS
+_URL_HINT = len(_MATCHED) - 1
+_FINDER = ahocorasick_rs.AhoCorasick(_MATCHED, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest)
 # The same automaton over bytes: ~5x faster, as it need not turn UTF-8 offsets into character
 # offsets; for ASCII text the two agree, so :func:`_hints` uses it whenever it can.
 _BYTES_FINDER = ahocorasick_rs.BytesAhoCorasick(
-    [h.encode() for h in _HINTS + _HARMLESS + ("://",) + _LABEL_WORDS],
-    matchkind=ahocorasick_rs.MatchKind.LeftmostLongest,
+    [h.encode() for h in _MATCHED], matchkind=ahocorasick_rs.MatchKind.LeftmostLongest
 )
 
 
@@ -208,13 +210,12 @@ def _any_hint(low: str) -> tuple[bool, bool]:
     which needs no character offsets: the bytes automaton reads any text."""
     url = False
     for i, _, _ in _BYTES_FINDER.find_matches_as_indexes(low.encode("utf-8")):
-        if i < _N_HINTS:
+        if i <= _BASIC:
             return True, url
         url = url or i == _URL_HINT
     return False, url
 
 
-_URL_HINT = _N_HINTS + len(_HARMLESS)
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
@@ -604,6 +605,101 @@ def _name_before(text: str, start: int, end: int) -> int:
     return s
 
 
+# What _inert_hints reads in JSON text (byte values).
+_NAME_BYTES = frozenset(ord(c) for c in _NAME_CHARS)
+_SOLID = frozenset(range(0x21, 0x7F)) - {0x5C}  # printable ASCII but space and backslash: no blank, no escape
+_GAP = frozenset(range(0x21)) | {0x22, 0x27}  # blanks, controls and quotes, skipped on the way to a separator
+_ESCAPED = frozenset(b'"/bfnrt')  # what follows a backslash in JSON text, \u aside
+_LABEL_HINTS = frozenset(i for i, h in enumerate(_NAME_HINTS) if h in _LABELLED)  # token, bearer, cookie, pass
+_COLON, _EQUALS, _BACKSLASH, _U = b":=\\u"
+_COOKIE = _NAME_HINTS.index("cookie")
+
+
+def _to_separator(line: bytes, k: int) -> int:
+    """Where the first byte after ``k`` that is no blank, quote or escape is; -1 at a ``\\u`` escape (it may
+    write anything). Skips more than the walk's separator allows (``[ \\t]{0,16}`` after an optional
+    quote), at any depth of escaping, so it never misses one."""
+    n = len(line)
+    while k < n:
+        c = line[k]
+        if c == _BACKSLASH:
+            while k < n and line[k] == _BACKSLASH:
+                k += 1
+            if k < n:
+                if line[k] == _U:
+                    return -1
+                if line[k] in _ESCAPED:
+                    k += 1
+        elif c in _GAP:
+            k += 1
+        else:
+            return k
+    return k
+
+
+def _inert_hints(line: bytes, matches: list[tuple[int, int, int]], redactor: Redactor) -> bool:
+    """Whether no rule of the walk can fire at any secret word in ``line`` (JSON text, bytes; ``matches``:
+    the hints :data:`_BYTES_FINDER` found in its lower-case copy, at the same offsets).
+
+    A secret word leads to a redaction only (a) as part of an object key (the field is judged by its name),
+    (b) as a label, ``Bearer``/``token``/``Cookie``/``password`` then a blank, or (c) as part of a
+    ``name: value`` / ``name = value`` whose name is a secret name. So a word is inert when it is in no key
+    (no quote up to the end of its string is followed by ``:``), is followed by no blank where a label
+    needs one, and is followed by no separator, or by one after a name that is no secret name. Every test
+    here errs towards "not inert" (escapes skipped, a ``\\u`` escape or a name next to an escape or 64
+    characters long not judged), so a False is never wrong; a format prefix (``sk-``, a PEM header) is
+    never inert. ``tests/test_redaction_inert_hints.py`` holds it to the walk."""
+    n = len(line)
+    for i, a, b in matches:
+        if i == _BASIC:  # "Basic <credential>": a blank must follow
+            if b >= n or line[b] not in _SOLID:
+                return False
+            continue
+        if i >= _N_HINTS:  # harmless, and "://" (left to the test's other rules)
+            continue
+        if i >= len(_NAME_HINTS):  # a credential format's prefix
+            return False
+        end = b  # the name run after the word, as _NAME_RUN takes it
+        while end < n and end - b < 65 and line[end] in _NAME_BYTES:
+            end += 1
+        if end - a > 64 or end >= n:
+            return False
+        if i in _LABEL_HINTS and (line[b] not in _SOLID or line[end] not in _SOLID):
+            return False
+        if i == _COOKIE:  # "Cookie:" labels a header whatever name it ends
+            k = _to_separator(line, b)
+            if k < 0 or (k < n and line[k] == _COLON):
+                return False
+        k = _to_separator(line, end)
+        if k < 0:
+            return False
+        if k < n and line[k] in (_COLON, _EQUALS):
+            s, floor = a, max(0, end - 64)
+            while s > floor and line[s - 1] in _NAME_BYTES:
+                s -= 1
+            if s <= floor or (s and line[s - 1] == _BACKSLASH):  # the name may read otherwise once unescaped
+                return False
+            while s < end and not (chr(line[s]).isalpha() or line[s] == 0x5F):
+                s += 1
+            if redactor._secret_name(line[s:end].decode("ascii")):
+                return False
+        k = b  # in a key? every quote up to the one closing the string, escaped ones too (JSON in a string)
+        while True:
+            q = line.find(b'"', k)
+            if q < 0:
+                return False
+            after = _to_separator(line, q + 1)
+            if after < 0 or (after < n and line[after] == _COLON):
+                return False
+            p = q
+            while p > 0 and line[p - 1] == _BACKSLASH:
+                p -= 1
+            if (q - p) % 2 == 0:  # not escaped: the string ends here
+                break
+            k = q + 1
+    return True
+
+
 class Redactor:
     """Replaces secrets in events with ``"[redacted]"``; cheap when there are none.
 
@@ -675,13 +771,18 @@ class Redactor:
     def _secret_name(self, name: str) -> bool:
         return is_secret_name(name) or (bool(self.names) and _normal(name) in self.names)
 
-    def needs_redaction(self, line: str | bytes) -> bool:
+    def needs_redaction(self, line: str | bytes, *, json_text: bool = False) -> bool:
         """A cheap test on a serialized event: False means it certainly holds no secret.
 
         The test runs on UTF-8 bytes (a lower-case copy, one bytes automaton: no
         character offsets are needed for a yes/no answer); bytes are read as they
         are, without decoding: ``bytes.lower`` changes only ASCII letters, and the
-        only other characters whose lower case is ASCII are checked for first."""
+        only other characters whose lower case is ASCII are checked for first.
+
+        ``json_text=True`` says ``line`` is JSON text (bytes, as orjson writes it): a secret *word* in it
+        (``key``, ``token`` ...) then trips the test only where a rule of the walk could fire on it
+        (:func:`_inert_hints`), so the engine's own prose ("Look up a key", "353 input tokens: worst
+        case") costs no walk; a format prefix (``sk-``, ``ghp_``) always trips it."""
         if self._gen != _generation[0]:
             self._refresh()
         if isinstance(line, bytes) and (line.isascii() or not any(c in line for c in _LOWER_TO_ASCII)):
@@ -689,6 +790,11 @@ class Redactor:
                 if b in line:
                     return True
             low = line.lower()
+            # The smallest (which, start, end) names a hint or "basic" unless every match is a harmless one
+            # or "://" ("://" shares no character with another hint, so it is always found where it occurs).
+            matches = _BYTES_FINDER.find_matches_as_indexes(low)
+            if matches and min(matches)[0] <= _BASIC and not (json_text and _inert_hints(line, matches, self)):
+                return True
         else:
             if isinstance(line, bytes):
                 line = line.decode("utf-8", "replace")
@@ -697,11 +803,9 @@ class Redactor:
                     return True
             # a lone surrogate (text cut from a UTF-16 source) is written as bytes no hint contains
             low = line.lower().encode("utf-8", "surrogatepass")
-        # The smallest (hint, start, end) names a hint unless every match is a harmless one or "://";
-        # "://" shares no character with another hint, so it is always found where it occurs.
-        matches = _BYTES_FINDER.find_matches_as_indexes(low)
-        if matches and min(matches)[0] < _N_HINTS:
-            return True
+            matches = _BYTES_FINDER.find_matches_as_indexes(low)
+            if matches and min(matches)[0] <= _BASIC:
+                return True
         if b"@" in low and b"://" in low:
             return True
         if self._names:
@@ -771,7 +875,7 @@ class Redactor:
             text = orjson.dumps(value)
         except (TypeError, orjson.JSONEncodeError):
             return None
-        return self.needs_redaction(text)
+        return self.needs_redaction(text, json_text=True)
 
     def redact(self, value: Any) -> Any:
         """A copy of ``value`` (JSON-like) with every secret replaced; the input is not changed.
@@ -1092,7 +1196,7 @@ class StreamRedactor:
         pending, base = block.pending, block.base
         hint_end = block.hint_end
         for i, _a, b in _hints(_lower(pending[scan_from:])):
-            if i < _N_HINTS or i > _URL_HINT:  # a secret word, a key prefix or a label word
+            if i <= _BASIC:  # a secret word, a key prefix or a label word
                 hint_end = max(hint_end, base + scan_from + b)
         if hint_end != block.hint_end:
             block.hint_end, block.newline = hint_end, -1

@@ -96,6 +96,7 @@ class InputTracker:
         self.estimate_short = 0.0  # USD the "estimate" guard's input estimates fell short of the bill
         self.last: GuardCheck | None = None  # the last check, for the model_request event
         self.geo: str | None = None  # the inference region the replies report, when the request did not say
+        self._fee_free: object = None  # the tool list last found to hold custom tools only (no server-tool fee)
 
     @property
     def reserve_tokens(self) -> int:
@@ -153,9 +154,14 @@ class InputTracker:
         """The ``max_tokens`` the next call may use, or why it may not be made (:func:`check_call`)."""
         terms = self.terms(terms)
         guarded = prices is not None and budget.max_cost is not None and budget.cost_guard != "after"
-        fees = tool_fees(tools, prices, bound=self.bound, caching=caching) if guarded and prices is not None else 0.0
+        fees: float | None = 0.0
+        if guarded and prices is not None and tools is not self._fee_free:
+            fees = tool_fees(tools, prices, bound=self.bound, caching=caching)
+            if fees == 0.0 and isinstance(tools, list) and not any("type" in t for t in tools):
+                self._fee_free = tools  # custom tools only: the same list next step charges no fee either
         rates = None if prices is None else (lambda n: prices.worst_rates(n, caching, terms))
-        args = dict(
+        result = check_call(
+            budget,
             steps=steps,
             spent=spent,
             estimate=self.estimate,
@@ -164,10 +170,20 @@ class InputTracker:
             fees=fees,
             rates=rates,
             max_tokens=max_tokens,
+            can_count=self.can_count,
         )
-        result = check_call(budget, **args, can_count=self.can_count)  # type: ignore[arg-type]
         error = latency = None
         if result.wants_count and self.can_count:
+            args = dict(
+                steps=steps,
+                spent=spent,
+                estimate=self.estimate,
+                bound=self.bound,
+                billed_by_estimate=self.billed_by_estimate,
+                fees=fees,
+                rates=rates,
+                max_tokens=max_tokens,
+            )
             t0 = now()
             try:
                 counted = await count()

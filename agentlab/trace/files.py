@@ -88,23 +88,40 @@ def within(folder: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool
     return Path(path).resolve().is_relative_to(Path(folder).resolve())
 
 
-_written: dict[str, Path] = {}
-"""Run id -> the absolute folder this process wrote it to, so ``result.trace``
+_written: dict[str, tuple[str, Path]] = {}
+"""Run id -> the working directory and the folder this process wrote it to, so ``result.trace``
 finds a run written with ``trace="some/folder"`` (or before a ``chdir``)."""
 
 
 def remember(run_id: str, folder: Path) -> None:
-    """Note where this process writes ``run_id`` (the writer calls this): the folder as an absolute path, so a
-    later ``chdir`` does not lose it (joined to the working directory, not resolved: a fifth of the cost, and
-    ``..`` is left for the OS to follow, as it did when the file was written)."""
-    _written[run_id] = folder if folder.is_absolute() else Path(os.getcwd()) / folder
+    """Note where this process writes ``run_id`` (the writer calls this), with the working directory, so a
+    later ``chdir`` does not lose it (joined when asked, not resolved: ``..`` is left for the OS to follow, as
+    it did when the file was written; one ``getcwd`` a run, the path built only for a run looked up)."""
+    _written[run_id] = (os.getcwd(), folder)
+
+
+def written_to(run_id: str) -> Path | None:
+    """The absolute folder this process wrote ``run_id`` to (see :func:`remember`), or None."""
+    known = _written.get(run_id)
+    return None if known is None else Path(known[0]) / known[1]
+
+
+_FOLDERS: dict[str, Path] = {}  # a Path per folder named (a Path is immutable: the same one serves every run)
 
 
 def runs_dir(path: str | os.PathLike[str] | None = None) -> Path:
     """The runs folder: ``path``, else ``$AGENTLAB_RUNS``, else ``./runs``."""
     if path is not None and not isinstance(path, (str, os.PathLike)):
         raise TypeError(f"path must be a folder path (str or Path) or None, got {type(path).__name__}")
-    return Path(path or os.environ.get(RUNS_ENV) or "runs")
+    name = path or os.environ.get(RUNS_ENV) or "runs"
+    if type(name) is not str:
+        return Path(name)
+    folder = _FOLDERS.get(name)
+    if folder is None:
+        if len(_FOLDERS) >= 64:
+            _FOLDERS.clear()
+        folder = _FOLDERS[name] = Path(name)
+    return folder
 
 
 def trace_files(path: str | os.PathLike[str] | None) -> list[Path]:
@@ -126,8 +143,9 @@ def find_run_file(run_id: str, path: str | os.PathLike[str] | None) -> Path:
     if "/" in run_id or "\\" in run_id:
         raise ValueError(f"run_id must be a run id (or a path to a {SUFFIX} file), got {run_id!r}")
     folders = [runs_dir(path)]
-    if path is None and run_id in _written:
-        folders.insert(0, _written[run_id])
+    first = written_to(run_id) if path is None else None
+    if first is not None:
+        folders.insert(0, first)
     for folder in folders:
         file = folder / f"{run_id}{SUFFIX}"
         if file.is_file():

@@ -77,6 +77,14 @@ def _kind_tail(kind: str) -> bytes:
     return tail
 
 
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def _open_nofollow(path: str, flags: int) -> int:
+    """``os.open`` that fails with ``ELOOP`` where the file is a link (see ``TraceWriter._open_file``)."""
+    return os.open(path, flags | _NOFOLLOW, 0o666)
+
+
 class TraceWriteWarning(UserWarning):
     """A trace write failed and the writer was told to warn and go on (``on_error="warn"``)."""
 
@@ -87,9 +95,9 @@ class _File:
 
     __slots__ = ("f", "good", "head", "ragged", "redactor")
 
-    def __init__(self, f: Any, run_id: str, redactor: Redactor) -> None:
+    def __init__(self, f: Any, size: int, run_id: str, redactor: Redactor) -> None:
         self.f = f
-        self.good = os.fstat(f.fileno()).st_size
+        self.good = size
         self.ragged = False
         self.head = b'{"v":%d,"run_id":%b,"seq":' % (SCHEMA_VERSION, _json_str(run_id))
         self.redactor = redactor
@@ -136,6 +144,7 @@ class TraceWriter:
         if on_error not in ("stop", "warn"):
             raise ValueError(f"on_error must be 'stop' or 'warn', got {on_error!r}")
         self.dir = runs_dir(path)
+        self._dir = os.fspath(self.dir)
         self.deltas = deltas
         self.redactor = redactor or Redactor()
         self.on_error = on_error
@@ -236,7 +245,7 @@ class TraceWriter:
             record, line = self._by_ref(event, record, line)
         if event.kind not in PLAIN_KINDS:
             redactor = self._redactor(event.run_id)
-            if redactor.needs_redaction(line):
+            if redactor.needs_redaction(line, json_text=True):
                 line = dumps(redactor.redact_fields(record))
         return line
 
@@ -359,14 +368,15 @@ class TraceWriter:
 
     def _open(self, run_id: str) -> _File:
         try:  # issue 24: a refusal is a TraceWriteError, so the run stops instead of going on with no trace
-            file = inside(self.dir, f"{check_name(run_id)}{SUFFIX}")
+            name = f"{check_name(run_id)}{SUFFIX}"
+            try:
+                f = self._open_file(name)
+            except FileNotFoundError:  # the first run in a new folder (tried second: two syscalls saved a run)
+                self.dir.mkdir(parents=True, exist_ok=True)
+                f = self._open_file(name)
         except UnsafePath as exc:
             raise TraceWriteError(errno.EINVAL, f"trace write refused for run {run_id!r}: {exc}") from None
-        try:
-            f = open(file, "ab", buffering=0)
-        except FileNotFoundError:  # the first run in a new folder (tried second: two syscalls saved a run)
-            self.dir.mkdir(parents=True, exist_ok=True)
-            f = open(file, "ab", buffering=0)
+        file = f.name
         if fcntl is not None:
             try:
                 fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -377,7 +387,8 @@ class TraceWriter:
                     f"run {run_id} is already being written to {file} by another writer (another Run or "
                     "process with the same run id): one writer per run",
                 ) from None
-        if run_id not in self._opened and os.fstat(f.fileno()).st_size:  # issue 24: another run's trace
+        size = os.fstat(f.fileno()).st_size
+        if run_id not in self._opened and size:  # issue 24: another run's trace
             f.close()
             raise TraceWriteError(
                 errno.EEXIST,
@@ -385,9 +396,23 @@ class TraceWriter:
                 "write into it; pass another run_id= (or none, for a fresh one)",
             )
         self._opened.add(run_id)
-        out = self._files[run_id] = _File(f, run_id, self.redactor_for(run_id))
+        out = self._files[run_id] = _File(f, size, run_id, self.redactor_for(run_id))
         remember(run_id, self.dir)
         return out
+
+    def _open_file(self, name: str) -> Any:
+        """The run's file ``name`` in the runs folder, opened to append, unbuffered; never through a link
+        that leads out of the folder (:func:`~agentlab.trace.files.inside`). On POSIX one ``open`` that
+        refuses a link (``O_NOFOLLOW``) says so without the ``lstat`` before it (each costs a path lookup,
+        20-400 µs at a run's start on a busy disk); a link found that way is then checked and followed
+        only if it stays inside."""
+        if _NOFOLLOW:
+            try:
+                return open(os.path.join(self._dir, name), "ab", buffering=0, opener=_open_nofollow)
+            except OSError as exc:
+                if exc.errno != errno.ELOOP:
+                    raise
+        return open(inside(self.dir, name), "ab", buffering=0)
 
     def _close(self, run_id: str) -> None:
         self._files.pop(run_id).f.close()  # closing releases the lock
