@@ -35,7 +35,7 @@ from ._model_label import model_label
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
 from ._runtime.isolate import Raised
-from ._runtime.referee import Referee
+from ._runtime.referee import Referee, TakenOver
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
@@ -407,7 +407,7 @@ class Run:
                 raise  # cancelled from outside: recorded above, then passed on
             self._step_task.uncancel()
         except BaseException as exc:  # a real Ctrl-C, or a bug: the run still ends, and says so
-            if self.result is None:
+            if self.result is None and not isinstance(exc, TakenOver):  # taken over: run()'s caller ends it
                 where = f"during step {self.steps} ({self.phase})"
                 if isinstance(exc, KeyboardInterrupt):
                     self._stop(*self._interrupted(f"interrupted by Ctrl-C {where}", exc))

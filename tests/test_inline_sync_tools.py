@@ -247,3 +247,36 @@ def test_a_sync_tool_with_its_own_timeout_is_abandoned_at_it_and_the_run_goes_on
     assert isinstance(result, al.Done)
     block = result.messages[2]["content"][0]
     assert block.get("is_error") and "timeout" in block["content"]
+
+
+def test_a_late_sample_of_the_loop_thread_names_the_sync_tool_running_there_on_purpose():
+    """If the watchdog looks at the loop's thread while a sync tool runs there past the deadline (the caller's
+    thread, which ends such a step, was late), it says so instead of blaming the tool for blocking the loop."""
+    import sys
+
+    from agentlab._runtime import isolate, watchdog
+    from agentlab._runtime.referee import Referee
+
+    inside, release = threading.Event(), threading.Event()
+
+    def slow_lookup() -> str:
+        inside.set()
+        release.wait(30)
+        return "ok"
+
+    outcome: list[object] = []
+    ref = Referee(None)
+    worker = threading.Thread(
+        target=lambda: outcome.append(isolate.on_loop_thread(slow_lookup, "tool t", ref, None, lambda c: None))
+    )
+    worker.start()
+    try:
+        assert inside.wait(10)
+        said = watchdog.blame(sys._current_frames()[worker.ident])
+    finally:
+        release.set()
+        worker.join(10)
+    assert said.startswith("a sync tool, slow_lookup (test_inline_sync_tools.py:")
+    assert "was still running on the event loop's thread past the deadline" in said
+    assert "blocked the event loop" not in said
+    assert outcome == [isolate.Returned("ok")]

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._runtime.isolate import HANDOFF_S, Raised, Returned, TimedOut, inline, on_loop_thread, run
-from .._runtime.referee import Referee
+from .._runtime.referee import Referee, TakenOver
 from .._subruns import calling
 from ..approval import Approver
 from ..clock import Clock
@@ -243,6 +243,8 @@ class CallRunner:
             out, attempts = await self._attempts(tool, kwargs, call, index, start, alone)
         except asyncio.CancelledError:
             self.report(call, index, Outcome.CANCELLED, attempts, CANCELLED_TEXT, True, start)
+            raise
+        except TakenOver:  # run()'s caller ended this step (agentlab._runtime.referee): touch nothing
             raise
         except Exception as exc:  # refused before any attempt: unknown, over max_calls, invalid, not approved
             out = Raised(exc)

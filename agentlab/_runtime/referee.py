@@ -18,7 +18,7 @@ returns first keeps its step (the loop thread goes on as usual), a takeover
 that comes first owns the ending, and the loop thread, when the tool returns at
 last, waits for the takeover to have finished writing and then leaves by
 raising :class:`TakenOver`, which the engine lets through without touching the
-run (see ``Run._advance`` and ``agentlab._facades``). So each ending is written
+run (see ``CallRunner.call``, ``Run._advance`` and ``agentlab._facades``). So each ending is written
 once, by one thread, and never after ``run()`` returned.
 
 Nothing here knows what a run is: the engine passes the takeover as a function.
@@ -30,6 +30,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from ..errors import AgentlabError
+
 SLACK_S = 0.001
 """A call due this much earlier than the caller's thread means to wake does wake it (else it would be late)."""
 
@@ -37,8 +39,12 @@ SLICE_S = 0.25
 """The caller's thread looks at its flags at least this often (a signal may land on another thread)."""
 
 
-class TakenOver(BaseException):  # noqa: N818 - not an error: the step was ended by the caller's thread
-    """Raised on the loop thread, after a takeover, when the tool returns: leave without touching the run."""
+class TakenOver(AgentlabError):  # noqa: N818 - not an error: the step was ended by the caller's thread
+    """Raised on the loop thread, after a takeover, when the tool returns: leave without touching the run.
+
+    An ``AgentlabError`` like every class the package defines, so an ``except Exception`` on its way out
+    would catch it: the one there (``CallRunner.call``, a call refused before any attempt) lets it pass.
+    It never reaches a user: ``run()`` has returned by then, and the loop's thread drops it."""
 
 
 class Referee:
