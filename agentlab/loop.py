@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import random
 import threading
+import time
 import traceback
 import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -34,6 +35,7 @@ from ._model_label import model_label
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
 from ._runtime.isolate import Raised
+from ._runtime.referee import Referee, TakenOver
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
@@ -291,6 +293,8 @@ class Run:
         run runs only the others.
         """
         self._cancel = True
+        if (referee := self._calls.referee) is not None:  # a sync tool on the loop's thread: run()'s caller takes over
+            referee.cancel()
         task, loop = self._step_task, self._step_loop
         if task is None or loop is None:
             return
@@ -328,6 +332,32 @@ class Run:
         self.budget = replace(self.budget, **changes)
         self.result, self._cancel, self.phase, self._trace_error = None, False, "ready", None
         self._emit(EventKind.RESUMED, limits=self._limits())
+
+    def _inline_referee(self) -> Referee | None:
+        """For ``run()``: let a sync tool called alone run on the loop's own thread (issue 27), refereed.
+
+        ``None`` (every sync call goes to a worker, as under ``arun()`` and the Lab) when no tool could
+        (no sync tool without a timeout of its own), or when the deadline is on a clock of the caller's:
+        the caller's thread keeps it on the real one (``time.monotonic``). See :mod:`agentlab._runtime.referee`.
+        """
+        if type(self.clock) is not SystemClock or all(t.is_async or t.timeout is not None for t in self.tools.values()):
+            return None
+        left = self._time_left()
+        self._calls.referee = Referee(None if left is None else time.monotonic() + left)
+        return self._calls.referee
+
+    def _end_taken_over(self, out: CallOutcome | None) -> None:
+        """On run()'s caller's thread: a sync tool holds the loop's thread past the deadline (``out``: the call's
+        outcome) or at a cancel (``None``); end the step here as the loop's thread would have, books included.
+        That thread, when the tool returns, raises ``TakenOver`` through the step and touches nothing."""
+        if out is not None:
+            self._keep(out)
+        if out is not None and out.stop is not None:
+            self._stop(*out.stop)
+        else:
+            how = "cancelled" if self._cancel else "interrupted (the task running it was cancelled: Ctrl-C?)"
+            self._stop(*self._interrupted(f"{how} during step {self.steps} ({self.phase})"))
+        self._end_step()
 
     async def run(self) -> Result:
         """Step until finished; return ``Done`` or ``Stopped``."""
@@ -377,7 +407,7 @@ class Run:
                 raise  # cancelled from outside: recorded above, then passed on
             self._step_task.uncancel()
         except BaseException as exc:  # a real Ctrl-C, or a bug: the run still ends, and says so
-            if self.result is None:
+            if self.result is None and not isinstance(exc, TakenOver):  # taken over: run()'s caller ends it
                 where = f"during step {self.steps} ({self.phase})"
                 if isinstance(exc, KeyboardInterrupt):
                     self._stop(*self._interrupted(f"interrupted by Ctrl-C {where}", exc))
@@ -385,11 +415,17 @@ class Run:
                     self._stop(StopReason.FATAL, f"{describe(exc)} {where}", exc)
             raise
         finally:
+            if self._t0 is not None:  # else the step was taken over, and ended, by run()'s caller's thread
+                self._end_step()
+
+    def _end_step(self) -> None:
+        """The step's books: its working time counted, the watchdog disarmed, the next step allowed."""
+        if self._t0 is not None:
             self._worked += self._now() - self._t0
-            self._t0, self._step_task, self._step_loop = None, None, None
-            if self._watch is not None:
-                watchdog.disarm(self._watch)
-            self._step_lock.release()
+        self._t0, self._step_task, self._step_loop = None, None, None
+        if self._watch is not None:
+            watchdog.disarm(self._watch)
+        self._step_lock.release()
 
     async def _model_phase(self, pause_before_tools: bool) -> None:
         """One model call and what its reply decides.
@@ -1055,6 +1091,7 @@ class _CallSide:
         "approve",
         "clock",
         "emit",
+        "end_run",
         "parent",
         "policy",
         "rng",
@@ -1070,6 +1107,7 @@ class _CallSide:
         self.parent: Any = run  # a run started inside a tool is this run's sub-run (see _subruns)
         # The run's own methods, bound (no extra frame on the hot path): an event to its subscribers, time left.
         self.emit, self.time_left = run._emit, run._time_left
+        self.end_run = run._end_taken_over
 
     def elapsed(self) -> float:
         return self._run.elapsed

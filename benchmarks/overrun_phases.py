@@ -4,7 +4,8 @@ The chaos benchmark measures the wall time of ``run()`` past ``deadline_s``.
 That figure is one number; to fix its tail one must know which part of the
 way out was slow. :class:`Probe` wraps, for the length of the benchmark, the
 few functions that run after a deadline passes and stamps each run's
-timeline (``time.perf_counter``, on the run's own thread):
+timeline (``time.perf_counter``; the timeline is found through a context
+variable, which reaches the run's loop thread and the caller's thread alike):
 
 * ``detect``: from the deadline to the first sign the engine saw it (a timed
   out call handed to :func:`agentlab._runtime.isolate.let_go`, or the
@@ -29,8 +30,8 @@ overrun (``detect`` starts at the deadline as the benchmark counts it).
 
 from __future__ import annotations
 
+import contextvars
 import gc
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -71,10 +72,11 @@ class Timeline:
 
 
 class Probe:
-    """Wraps ``let_go`` and ``close_loop`` and the gc while active; one :class:`Timeline` per run (by thread)."""
+    """Wraps ``let_go`` and ``close_loop`` and the gc while active; one :class:`Timeline` per run (by context:
+    ``run()`` runs its loop on a thread of its own, in a copy of its caller's context)."""
 
     def __init__(self) -> None:
-        self._local = threading.local()
+        self._tls: contextvars.ContextVar[Timeline | None] = contextvars.ContextVar("agentlab_probe", default=None)
         self._gc_start: float | None = None
         self.gc_pauses: list[tuple[float, float]] = []
         self._undo: list[Callable[[], None]] = []
@@ -82,7 +84,8 @@ class Probe:
     # -- per run, on the run's thread
     def begin(self, deadline_s: float, seed: int = -1) -> Timeline:
         now = time.perf_counter()
-        tl = self._local.tl = Timeline(now, now + deadline_s, seed)
+        tl = Timeline(now, now + deadline_s, seed)
+        self._tls.set(tl)
         return tl
 
     def first(self, event: Any) -> None:
@@ -99,11 +102,11 @@ class Probe:
         tl = self._tl()
         if tl is not None:
             tl.end = time.perf_counter()
-        self._local.tl = None
+        self._tls.set(None)
         return tl
 
     def _tl(self) -> Timeline | None:
-        return getattr(self._local, "tl", None)
+        return self._tls.get()
 
     # -- the wrapped functions
     def __enter__(self) -> Probe:
@@ -126,7 +129,7 @@ class Probe:
             try:
                 close_loop(loop)
             finally:
-                if (tl := probe._tl()) is not None:
+                if (tl := probe._tl()) is not None and tl.end is None:  # not a loop closed after run() returned
                     tl.close, tl.left_tasks = (t, time.perf_counter()), len(left)
 
         isolate.let_go, driver.close_loop = timed_let_go, timed_close_loop  # type: ignore[assignment]

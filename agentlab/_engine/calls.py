@@ -31,7 +31,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .._runtime.isolate import HANDOFF_S, Raised, Returned, TimedOut, inline, run
+from .._runtime.isolate import HANDOFF_S, Raised, Returned, TimedOut, inline, on_loop_thread, run
+from .._runtime.referee import Referee, TakenOver
 from .._subruns import calling
 from ..approval import Approver
 from ..clock import Clock
@@ -80,6 +81,10 @@ class CallContext(Protocol):
     def abandon(self, what: str) -> None:
         """Name work left running past a deadline or a cancel (the result lists it)."""
 
+    def end_run(self, out: CallOutcome | None) -> None:
+        """From the caller's thread, end the run whose sync call holds the loop's thread (see
+        :mod:`agentlab._runtime.referee`): with this call's outcome, or (``None``) as cancelled."""
+
 
 @dataclass(slots=True)
 class CallOutcome:
@@ -116,6 +121,8 @@ async def bounded(
     on_abandon: Callable[[], None],
     trusted: bool = False,
     handoff_s: float = 0.0,
+    referee: Referee | None = None,
+    take_over: Callable[[bool], None] = lambda cancelled: None,
 ) -> Returned | Raised:
     """One attempt at ``work()`` within the time left and the tool's own timeout; how it ended, as a value.
 
@@ -125,12 +132,20 @@ async def bounded(
     retryable. Work that ignores its cancellation is abandoned
     (``on_abandon``), never waited for past the limit. ``trusted`` async code
     (the model adapters) runs in the caller's task instead
-    (:func:`~agentlab._runtime.isolate.inline`), which is cheaper.
+    (:func:`~agentlab._runtime.isolate.inline`), which is cheaper. Sync code
+    with no timeout of its own and a ``referee`` runs on the loop's own thread
+    (:func:`~agentlab._runtime.isolate.on_loop_thread`); the run's deadline
+    is then kept by the caller's thread, which ends the run with ``take_over``.
     """
     if time_left is not None and time_left <= 0:
         return Raised(DeadlineExceeded(f"not started: the {deadline_s:g}s deadline had passed"))
     limits = [x for x in (time_left, own_timeout) if x is not None]
     wait = max(0.0, min(limits)) if limits else None
+    if referee is not None and not is_async and own_timeout is None:
+        due = None if wait is None else time.monotonic() + wait
+        here = on_loop_thread(work, where, referee, due, take_over)
+        if here is not None:
+            return here
     if trusted and is_async:
         out = await inline(work, wait, where)
     else:
@@ -149,6 +164,7 @@ class CallRunner:
         self.ctx = ctx
         self.sem = asyncio.Semaphore(max_concurrency)
         self.calls_per_tool: dict[str, int] = {}
+        self.referee: Referee | None = None  # set by run(): sync calls made alone may run on the loop's thread
         self._slow: set[str] = set()  # sync tools that did not answer within the hand-off last time
         self.approver = Approver(
             ctx.approve,
@@ -224,9 +240,11 @@ class CallRunner:
                 msg = f"the model asked for a tool named {name!r}, which is not registered (tools: {known})"
                 raise UnknownTool(msg)
             kwargs = await self._admit(tool, call)
-            out, attempts = await self._attempts(tool, kwargs, call_id, alone)
+            out, attempts = await self._attempts(tool, kwargs, call, index, start, alone)
         except asyncio.CancelledError:
             self.report(call, index, Outcome.CANCELLED, attempts, CANCELLED_TEXT, True, start)
+            raise
+        except TakenOver:  # run()'s caller ended this step (agentlab._runtime.referee): touch nothing
             raise
         except Exception as exc:  # refused before any attempt: unknown, over max_calls, invalid, not approved
             out = Raised(exc)
@@ -246,18 +264,29 @@ class CallRunner:
         return kwargs
 
     async def _attempts(
-        self, tool: Tool, kwargs: dict[str, Any], call_id: str, alone: bool
+        self, tool: Tool, kwargs: dict[str, Any], call: Block, index: int, start: float, alone: bool
     ) -> tuple[Returned | Raised, int]:
-        """Attempt the tool until it returns or fails for good (``retry.retrying``, by the policy)."""
-        ctx, p, r = self.ctx, self.ctx.policy, tool.retry
+        """Attempt the tool until it returns or fails for good (``retry.retrying``, by the policy).
+
+        A sync call made alone, with no timeout of its own, under ``run()`` (``self.referee``) runs on the
+        loop's own thread: no hand-off to a worker (issue 27). Among other calls of its batch it never does
+        (reads overlap on workers), nor with a timeout of its own (the worker keeps that limit).
+        """
+        ctx, p, r, call_id = self.ctx, self.ctx.policy, tool.retry, call["id"]
         base = r.base_delay if r and r.base_delay is not None else p.base_delay
         cap = r.max_delay if r and r.max_delay is not None else p.max_delay
         # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
         where = f"tool {tool.name}"
         kind = "task" if tool.is_async else "thread"
         quick = alone and not tool.is_async and tool.name not in self._slow
+        referee = self.referee if alone and not tool.is_async and tool.timeout is None else None
+        tried = [0]
+
+        def take_over(cancelled: bool) -> None:
+            self._taken_over(call, index, tool, tried[0], start, cancelled)
 
         async def attempt() -> Returned | Raised:
+            tried[0] += 1
             t0 = time.perf_counter()
             out = await bounded(
                 calling(ctx.parent, ctx.step(), call_id, lambda: tool.fn(**kwargs), tool.is_async),
@@ -268,6 +297,8 @@ class CallRunner:
                 deadline_s=ctx.deadline_s(),
                 on_abandon=lambda: ctx.abandon(f"{where} (call {call_id}, still running in its {kind})"),
                 handoff_s=HANDOFF_S if quick else 0.0,
+                referee=referee,
+                take_over=take_over,
             )
             if alone and not tool.is_async:  # worth blocking for next time only if it answers within the hand-off
                 (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(tool.name)
@@ -284,6 +315,21 @@ class CallRunner:
                 EventKind.TOOL_RETRY, call_id=call_id, tool=tool.name, attempt=n, error=describe(e), wait=w
             ),
         )
+
+    def _taken_over(self, call: Block, index: int, tool: Tool, attempts: int, start: float, cancelled: bool) -> None:
+        """On the caller's thread: the call still holds the loop's thread at the deadline (or a cancel came).
+
+        What the loop's thread would have done had the call run on a worker: the
+        call named abandoned, its ``tool_finished`` (the deadline's, or a cancel's),
+        then the run ended (``ctx.end_run``). See :mod:`agentlab._runtime.referee`.
+        """
+        ctx = self.ctx
+        ctx.abandon(f"tool {tool.name} (call {call['id']}, still running in its thread)")
+        if cancelled:
+            self.report(call, index, Outcome.CANCELLED, 0, CANCELLED_TEXT, True, start)
+            return ctx.end_run(None)
+        late = DeadlineExceeded(f"still running when the {ctx.deadline_s():g}s deadline passed")
+        return ctx.end_run(self._ended(call, index, tool, Raised(late), attempts, start))
 
     def _ended(
         self, call: Block, index: int, tool: Tool | None, out: Returned | Raised, attempts: int, start: float

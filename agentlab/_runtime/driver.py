@@ -16,9 +16,14 @@
   the coroutine runs on a private thread with its own loop, and a Ctrl-C
   (the kernel's interrupt) while the caller waits cancels the run the same way.
 
-On the main thread, a loop that a run left with nothing on it is kept for the
-next ``run()`` (see :data:`_kept`): a new loop and its closing cost about as much
-as a whole step (~0.1 ms).
+On the main thread (and on agentlab's own worker threads), a loop that a run
+left with nothing on it is kept for the next ``run()`` (see :data:`_kept`): a new
+loop and its closing cost about as much as a whole step (~0.1 ms).
+
+Given a :class:`~agentlab._runtime.referee.Referee` (``run()`` with sync tools
+that may run on the loop's own thread), the loop runs on a worker thread and
+the caller's thread waits, ready to take the run over at the deadline or on
+Ctrl-C while a sync tool holds that thread (:func:`_supervised`).
 
 Nothing here knows what a run is: the engine passes the coroutine, a
 ``cancel`` function and a way to read the result.
@@ -29,13 +34,17 @@ from __future__ import annotations
 import asyncio
 import atexit
 import contextlib
+import contextvars
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
+from . import threads
 from .isolate import is_abandoned
+from .referee import Referee
 
 T = TypeVar("T")
 
@@ -52,12 +61,16 @@ def run_to_end(
     cancel: Callable[[], None],
     result: Callable[[], T | None],
     reraise_interrupt: bool = False,
+    referee: Referee | None = None,
 ) -> T:
     """Run ``main`` to its end and return its value; on Ctrl-C, ``cancel()`` and return ``result()``.
 
     With ``reraise_interrupt=True`` a Ctrl-C is re-raised as
-    ``KeyboardInterrupt`` once the run has recorded its end.
+    ``KeyboardInterrupt`` once the run has recorded its end. With a
+    ``referee`` the loop runs on a thread of its own (:func:`_supervised`).
     """
+    if referee is not None:
+        return _supervised(main, cancel, result, reraise_interrupt, referee)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -66,7 +79,7 @@ def run_to_end(
 
 
 def _here(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Callable[[], T | None], reraise: bool) -> T:
-    loop = _kept.pop() if _kept and threading.current_thread() is threading.main_thread() else asyncio.new_event_loop()
+    loop = (_kept.pop(threading.get_ident(), None) if _keeps() else None) or asyncio.new_event_loop()
     interrupts = []
 
     def on_sigint(signum: int, frame: Any) -> None:
@@ -104,31 +117,38 @@ def _here(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Call
     return value  # type: ignore[return-value]
 
 
-_kept: list[asyncio.AbstractEventLoop] = []
-"""The main thread's last loop, left with nothing on it by a run that ended normally: the next ``run()`` uses it.
+_kept: dict[int, asyncio.AbstractEventLoop] = {}
+"""The last loop of the main thread and of each agentlab worker (by thread id), left with nothing on it by a run
+that ended normally: the next ``run()`` on that thread uses it.
 
 Issue 27: a new loop and its closing cost a ``run()`` ~0.1-0.3 ms (a selector, a self-pipe, a task and a few
 turns to close); a loop with no task, no callback, no timer and no async generator left is as good as new.
+Only threads that live as long as the process keep one (another thread's would outlive it, unclosed).
 """
 
 
+def _keeps() -> bool:
+    return threading.current_thread() is threading.main_thread() or threads.is_worker()
+
+
 def _keep(loop: asyncio.AbstractEventLoop) -> bool:
-    """Keep ``loop`` for the next ``run()`` if nothing is left on it (main thread only; else the caller closes it)."""
-    if threading.current_thread() is not threading.main_thread() or _kept or asyncio.all_tasks(loop):
+    """Keep ``loop`` for the next ``run()`` if nothing is left on it (long-lived threads only; else the caller
+    closes it)."""
+    if not _keeps() or threading.get_ident() in _kept or asyncio.all_tasks(loop):
         return False
     ready, timers, gens = (getattr(loop, a, None) for a in ("_ready", "_scheduled", "_asyncgens"))
     if ready is None or timers is None or gens is None or ready or gens or getattr(loop, "_default_executor", 1):
         return False  # not asyncio's own loop (nothing to check), or something is left
     if any(not t.cancelled() for t in timers):
         return False
-    _kept.append(loop)
+    _kept[threading.get_ident()] = loop
     return True
 
 
 @atexit.register
 def _close_kept() -> None:
     while _kept:
-        _kept.pop().close()
+        _kept.popitem()[1].close()
 
 
 def _wake_loop_on_signals(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
@@ -181,6 +201,84 @@ def _on_thread(
         stopped = result()
         if reraise or stopped is None:
             raise
+        return stopped
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+def _supervised(
+    main: Coroutine[Any, Any, T],
+    cancel: Callable[[], None],
+    result: Callable[[], T | None],
+    reraise: bool,
+    ref: Referee,
+) -> T:
+    """``main`` on a worker thread with its own loop, while this thread waits, ready to take the run over.
+
+    The worker runs it as :func:`_here` would, in a copy of this thread's
+    context (the run sees the caller's context variables: a sub-run's link,
+    OpenTelemetry's span). This thread waits on ``ref``: the run ends there, or
+    ``ref`` has this thread end it (a sync tool running on the worker at the
+    deadline, or at a cancel). Ctrl-C as in :func:`_here`: the first cancels
+    (taking over a run whose loop a sync tool holds), the second raises at
+    once. A ``KeyboardInterrupt`` raised here by someone else's handler (a
+    kernel's interrupt) counts as a first Ctrl-C; the run then has
+    :data:`JOIN_AFTER_CANCEL_S` to record its end, as in :func:`_on_thread`.
+    """
+    box: dict[str, Any] = {}
+    context = contextvars.copy_context()
+    interrupts: list[int] = []
+    give_up: list[float | None] = [None]
+
+    def target() -> None:
+        try:
+            box["value"] = context.run(lambda: _here(main, cancel, result, False))
+        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread (TakenOver: dropped)
+            box["error"] = exc
+        finally:
+            ref.done()
+
+    def first_interrupt(limit: float | None) -> None:
+        interrupts.append(signal.SIGINT)
+        give_up[0] = limit
+        cancel()  # the run's own cancel: thread-safe, and it tells ``ref`` (lock-free: fine in a signal handler)
+        ref.cancel()
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        if interrupts:
+            raise KeyboardInterrupt  # the second Ctrl-C: the user insists
+        first_interrupt(None)
+
+    ours = (
+        threading.current_thread() is threading.main_thread()
+        and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    )
+    previous = signal.signal(signal.SIGINT, on_sigint) if ours else None
+    try:
+        threads.submit(target)
+        while True:
+            try:
+                taken = ref.watch(lambda: give_up[0])
+                break
+            except KeyboardInterrupt:
+                if interrupts:
+                    raise
+                first_interrupt(time.monotonic() + JOIN_AFTER_CANCEL_S)
+    except KeyboardInterrupt:  # the second Ctrl-C: not waited for, what the run recorded is all there is
+        taken = False
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGINT, previous)
+    if interrupts:
+        ended = result()
+        if reraise or ended is None:
+            raise KeyboardInterrupt
+        return ended
+    if taken:
+        stopped = result()
+        if stopped is None:  # the takeover itself failed before recording the end (a bug)
+            raise RuntimeError("the run was taken over at its deadline or cancel, but recorded no end")
         return stopped
     if "error" in box:
         raise box["error"]

@@ -35,6 +35,7 @@ from typing import Any
 
 from ..errors import Escaped
 from . import threads
+from .referee import Referee
 from .watchdog import handoff
 
 GRACE_S = 0.02
@@ -212,6 +213,33 @@ async def inline(work: Callable[[], Any], timeout: float | None, where: str) -> 
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... become data
         return caught(exc, where)
+
+
+@handoff("inline")
+def on_loop_thread(
+    work: Callable[[], Any], where: str, referee: Referee, due: float | None, take_over: Callable[[bool], None]
+) -> Returned | Raised | None:
+    """``work()`` (a sync tool) right here, on the event loop's thread, the step's end refereed by ``referee``.
+
+    ``None``: not run (a cancel is on its way; the caller uses the worker
+    instead). It runs as on a worker: in a copy of the context (what it sets
+    stays in it) and with no running loop (it may call ``asyncio.run`` or
+    ``agentlab.run``). If it is still running at ``due`` (or on a cancel) the
+    caller's thread ends the step with ``take_over``, and when it returns this
+    raises :class:`~agentlab._runtime.referee.TakenOver` without touching anything.
+    """
+    if not referee.enter(due, take_over):
+        return None
+    loop = asyncio._get_running_loop()
+    asyncio._set_running_loop(None)
+    try:
+        ok, value = True, contextvars.copy_context().run(work)
+    except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... become data, as on a worker
+        ok, value = False, exc
+    finally:
+        asyncio._set_running_loop(loop)
+    referee.leave()  # raises TakenOver if the caller's thread ended the step meanwhile
+    return Returned(value) if ok else caught(value, where)
 
 
 async def in_thread(fn: Callable[[], Any], where: str) -> Any:

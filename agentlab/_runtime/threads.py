@@ -14,6 +14,11 @@ GIL) for the answer, which then needs no event-loop turn, no future and no
 self-pipe write. Only a call still running after that is followed with an
 ``asyncio`` future (:meth:`Job.future`), resolved from the worker thread.
 
+The same workers run ``run()``'s event loop when a sync tool may run on the
+loop's own thread (:mod:`agentlab._runtime.referee`): a worker lives as long
+as the process, so it may keep its loop for the next run (see
+:func:`is_worker`).
+
 What a job ends with is kept as data (``ok`` and ``value``), never an
 exception set on a future: ``Future.set_exception`` refuses ``StopIteration``
 (the future would never resolve), and ``SystemExit`` or ``KeyboardInterrupt``
@@ -31,6 +36,7 @@ from typing import Any
 _jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
 _lock = threading.Lock()
 _idle = 0
+_local = threading.local()
 
 
 class Job:
@@ -80,8 +86,14 @@ def _resolve(fut: asyncio.Future[None]) -> None:
         fut.set_result(None)
 
 
+def is_worker() -> bool:
+    """Is this thread one of the workers (they live as long as the process: a loop may be kept on one)?"""
+    return getattr(_local, "worker", False)
+
+
 def _worker() -> None:
     global _idle
+    _local.worker = True
     while True:
         job = _jobs.get()
         try:

@@ -19,6 +19,7 @@ arrives.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -29,6 +30,7 @@ from typing import TypeVar
 SAMPLE_AFTER_S = 0.05
 """How long past the deadline a step must still be running before the loop's stack is read."""
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # agentlab's own frames (not a tool's)
 _IDLE = {("selectors.py", "select"), ("base_events.py", "_run_once"), ("selectors.py", "poll")}
 # Frames by which the engine hands control to other people's code: the callee is the culprit. Keyed
 # by code object, registered by the functions themselves (see :func:`handoff`), so a rename or a move
@@ -38,8 +40,9 @@ F = TypeVar("F", bound=Callable[..., object])
 
 
 def handoff(role: str) -> Callable[[F], F]:
-    """Mark a function through which the engine calls other people's code (``role``: ``"subscriber"``
-    or ``"code"``): a loop blocked below it is blamed on the function it called."""
+    """Mark a function through which the engine calls other people's code (``role``: ``"subscriber"``,
+    ``"code"``, or ``"inline"``: a sync tool run on the loop's thread, see ``agentlab._runtime.referee``):
+    a loop blocked below it is blamed on the function it called."""
 
     def mark(fn: F) -> F:
         _HANDOFFS[fn.__code__] = role
@@ -121,6 +124,13 @@ def blame(frame: FrameType | None) -> str:
         return ""
     for i, f in enumerate(stack[1:], start=1):
         role = _HANDOFFS.get(f.f_code)
+        if role == "inline":  # on purpose: the caller's thread ends the step at the deadline, and it is late
+            who = next((f for f in reversed(stack[:i]) if not f.f_code.co_filename.startswith(_PACKAGE)), stack[i - 1])
+            at = "" if who is inner else f", at {_where(inner)}"
+            return (
+                f"a sync tool, {_where(who)}, was still running on the event loop's thread past the deadline{at} "
+                "(the caller's thread, which ends such a step at the deadline, was late: a busy machine?)"
+            )
         if role is not None:
             who = stack[i - 1]
             what = f"a subscriber, {_where(who)}," if role == "subscriber" else f"{_where(who)}"
