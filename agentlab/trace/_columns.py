@@ -34,6 +34,7 @@ import pyarrow.compute as pc
 
 from .._shorten import shorten
 from ..errors import AgentlabError
+from ._tags import BASE_VALUES, INT_LIMIT, plausible
 from .frames import (
     CALLS_COLUMNS,
     EVENTS_COLUMNS,
@@ -49,7 +50,6 @@ from .frames import (
 if TYPE_CHECKING:
     from .runs import Trace
 
-_BIG = 2**62
 _NUMBER = {float, int, bool, type(None)}
 """What ``float(x)`` (``NaN`` for None) and ``np.array(..., float64)`` turn into the same float."""
 _MISSING = object()
@@ -124,7 +124,7 @@ def _dbl(values: list[Any]) -> array:
 
 
 def _range(values: np.ndarray) -> np.ndarray:
-    if len(values) and not (-_BIG < values.min() and values.max() < _BIG):
+    if len(values) and not (-INT_LIMIT < values.min() and values.max() < INT_LIMIT):
         raise NotBulk("an int beyond int64")
     return values
 
@@ -138,10 +138,13 @@ def _fields(trace: Trace, codes: defaultdict[Any, int]) -> tuple[Any, ...] | Non
     exactly as :func:`~.frames.summarize` does (that run is then summarized by it)."""
     ev = trace.records
     get: Any = dict.get
-    kc = list(map(codes.__getitem__, map(get, ev, repeat("kind"))))
-    step, seq, t = (list(map(get, ev, repeat(k))) for k in ("step", "seq", "t"))
-    if _types(step) != {int} or _types(seq) != {int} or not _types(t) <= {int, float}:
+    try:
+        kinds, step, seq, t = zip(*map(BASE_VALUES, ev), strict=True)
+    except KeyError:
+        return None
+    if not plausible(kinds, step, seq, t):
         return None  # the reference's plausibility check: this log is read line by line
+    kc = list(map(codes.__getitem__, kinds))
     rid = trace.run_id
     ids: list[Any] | None = list(map(get, ev, repeat("run_id"), repeat(rid)))
     if ids is not None and ids.count(rid) == len(ids):
@@ -307,9 +310,6 @@ class Batch:
         self.kind_names = names
         self.step = np.frombuffer(self._ints["step"], dtype=np.int64)
         self.seq = np.frombuffer(self._ints["seq"], dtype=np.int64)
-        for col in (self.step, self.seq):
-            bad = np.flatnonzero((col <= -_BIG) | (col >= _BIG))
-            refuse.update(self.file_of[bad].tolist())
         self.t = np.frombuffer(self._floats["t"], dtype=np.float64)
         self._calls(refuse)
         if refuse:

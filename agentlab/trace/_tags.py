@@ -1,8 +1,11 @@
-"""Small pure helpers for records read back: NaN tags undone, an event's own fields cut out."""
+"""Small pure helpers for records read back: NaN tags undone, an event's own fields cut out, and the
+plausibility check of the base fields that both readers (per run and in bulk) apply."""
 
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
+from operator import itemgetter
 from typing import Any
 
 from ..events import BASE
@@ -32,3 +35,31 @@ def data_of(e: dict[str, Any]) -> dict[str, Any]:
     for k in BASE_FIELDS:
         d.pop(k, None)
     return d
+
+
+BASE_VALUES = itemgetter("kind", "step", "seq", "t")
+"""An event's base values that :func:`plausible` checks (a KeyError where one is missing: not plausible)."""
+
+INT_LIMIT = 2**62
+"""An int the frames hold lies strictly within ``±INT_LIMIT``: a bigger one (``int64`` columns, and sums of
+them) is a line the reader skips, never a wrapped number."""
+
+
+def fits(values: Sequence[int]) -> bool:
+    """Whether every int of ``values`` lies within ``±INT_LIMIT`` (an empty sequence does)."""
+    return not values or (-INT_LIMIT < min(values) and max(values) < INT_LIMIT)
+
+
+def plausible(kinds: Sequence[Any], steps: Sequence[Any], seqs: Sequence[Any], ts: Sequence[Any]) -> bool:
+    """Whether a log's base fields, one value per event, are well typed: each kind text, each step and seq
+    an int that fits, each t a number. A bulk check at C speed (a pass per test); the kind-specific fields
+    are checked where the frames read them. The per-run reader and the bulk one both ask it, so a log
+    either passes both or is read strictly by both."""
+    return (
+        {*map(type, steps)} == {int}
+        and {*map(type, seqs)} == {int}
+        and fits(steps)
+        and fits(seqs)
+        and {*map(type, kinds)} == {str}
+        and {*map(type, ts)} <= {float, int}
+    )

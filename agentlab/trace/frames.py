@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._safe_text import clean
 from .._shorten import shorten
+from ._tags import INT_LIMIT
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,7 +90,7 @@ def _num(x: Any) -> float:
 def _i64(x: Any) -> int:
     """``x`` as an int that fits an int64 column (a huge one raises, and the reader skips its line)."""
     n = int(x)
-    if not -(2**62) < n < 2**62:
+    if not -INT_LIMIT < n < INT_LIMIT:
         raise OverflowError(f"{n} does not fit an int64 column")
     return n
 
