@@ -1,14 +1,17 @@
-"""Small pure helpers for records read back: NaN tags undone, an event's own fields cut out, and the
-plausibility check of the base fields that both readers (per run and in bulk) apply."""
+"""Small pure helpers for records read back: NaN tags undone, an event's own fields cut out, and what both
+readers (per run and in bulk) ask of a log: whether it holds a NaN tag or a blob marker, and whether its base
+fields are plausible."""
 
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
 from ..events import BASE
+from ._blobs import REF_MARKER
 from .writer import FLOAT_TAG
 
 _FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
@@ -23,6 +26,27 @@ def untag(value: Any) -> Any:
     if type(value) is list:
         return [untag(v) for v in value]
     return value
+
+
+_MARKERS = tuple((m, m.index(b"$")) for m in (FLOAT_TAG.encode(), REF_MARKER))
+"""The float tag and the blob marker, each with the place of the ``$`` both hold."""
+_DOLLAR = re.compile(rb"\$(?:" + b"|".join(re.escape(m[at + 1 :]) for m, at in _MARKERS) + rb")")
+
+
+def markers(data: bytes) -> tuple[bool, bool]:
+    """Whether a log's bytes hold the float tag (its floats are then untagged), and the blob marker (its blobs
+    are then put back). One regular expression whose every match starts at a ``$`` (the engine skips to each
+    at C speed), the bytes before it then compared: searching the bytes for each marker took a sixth of a
+    load, since these logs hold a ``$`` in every budget message."""
+    found = [False, False]
+    for match in _DOLLAR.finditer(data):
+        at = match.start()
+        for n, (marker, dollar) in enumerate(_MARKERS):
+            if at >= dollar and data.startswith(marker, at - dollar):
+                found[n] = True
+        if found[0] and found[1]:
+            break
+    return found[0], found[1]
 
 
 BASE_FIELDS = tuple(f.name for f in BASE)

@@ -21,7 +21,7 @@ import orjson
 
 from ..events import well_formed
 from ._blobs import REF_MARKER, resolve
-from ._tags import BASE_VALUES, plausible
+from ._tags import BASE_VALUES, markers, plausible
 from ._tags import untag as _floats
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
@@ -29,10 +29,6 @@ from .runs import Trace, Traces
 from .writer import FLOAT_TAG
 
 _BOM = b"\xef\xbb\xbf"
-_FLOAT_TAG = FLOAT_TAG.encode()
-_MARKERS = tuple((m, m.index(b"$")) for m in (_FLOAT_TAG, REF_MARKER))
-"""The float tag and the blob marker, each with the place of the ``$`` both hold."""
-_MAX_DOLLARS = 64
 
 
 class TruncatedTraceWarning(UserWarning):
@@ -64,27 +60,11 @@ def _events(file: Path, data: bytes) -> list[dict[str, Any]]:
     except ValueError:
         pass
     if events is not None and len(events) == body.count(b"\n") + 1 and _plausible(events):
-        tagged, refs = _markers(body)
+        tagged, refs = markers(body)
         if tagged:
             events = [_floats(e) for e in events]
         return resolve(file, events) if refs else events  # images stored once: put back
     return _read_strictly(file, data)
-
-
-def _markers(body: bytes) -> tuple[bool, bool]:
-    """Whether ``body`` holds the float tag, and the blob marker. Each ``$`` (found by memchr) is looked
-    at in place: ten times faster than searching the file for each marker, which took a tenth of a load;
-    past a few dozen ``$`` (a shell session's output), the file is searched for each instead."""
-    found = [False, False]
-    i = body.find(b"$")
-    for _ in range(_MAX_DOLLARS):
-        if i < 0:
-            return found[0], found[1]
-        for n, (marker, at) in enumerate(_MARKERS):
-            if i >= at and body.startswith(marker, i - at):
-                found[n] = True
-        i = body.find(b"$", i + 1)
-    return _FLOAT_TAG in body, REF_MARKER in body
 
 
 def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
