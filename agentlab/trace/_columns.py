@@ -8,8 +8,8 @@ one stable ``np.lexsort``) and Arrow for the text columns (a run id per row: a t
 
 It is an accelerator, never a second definition: every field it reads is checked to be of a type it
 converts exactly as :func:`~.frames.summarize` does, and anything else (a field of another type, a
-resumed run, a sub-run, a call never finished, a NaN tag, a blob) raises :class:`NotBulk` or
-:class:`Refuse`, and those runs take the per-run path, which stays the reference. The runs row is
+resumed run, a sub-run, a call never finished, a NaN tag, a blob) is found when its log is added, while its
+events are in the cache, and that run takes the per-run path, which stays the reference. The runs row is
 built by :func:`~.frames.run_row`, the same function the reference ends in. ``tests/test_trace_bulk.py``
 holds the two to equal frames on every fixture and on damaged logs.
 """
@@ -19,10 +19,9 @@ from __future__ import annotations
 import math
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable
 from functools import cached_property
 from itertools import chain, compress, repeat
-from operator import eq
+from operator import eq, lt
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -33,7 +32,7 @@ import pyarrow.compute as pc
 
 from .._shorten import shorten
 from ..errors import AgentlabError
-from ._tags import BASE_VALUES, INT_LIMIT, markers, plausible
+from ._tags import BASE_VALUES, fits, markers, plausible
 from .frames import (
     CALLS_COLUMNS,
     EVENTS_COLUMNS,
@@ -60,14 +59,6 @@ class NotBulk(AgentlabError):
     """A field the bulk pass does not convert exactly as the reference would: the batch is read run by run."""
 
 
-class Refuse(AgentlabError):
-    """Some runs of the batch need the per-run path (their positions in ``runs``); the rest can stay in bulk."""
-
-    def __init__(self, runs: Iterable[int]) -> None:
-        super().__init__("runs to summarize one by one")
-        self.runs = sorted(set(runs))
-
-
 def available() -> bool:
     """The bulk path builds Arrow-backed text columns: pandas 3's ``str`` with pyarrow (else every run goes
     the per-run way, whose text columns pandas converts itself)."""
@@ -84,17 +75,6 @@ def _arrow(values: list[Any], type_: Any = None) -> Any:
         return pa.array(values, type_)
     except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError) as exc:
         raise NotBulk(f"{exc}") from exc
-
-
-def _floats(values: list[Any], *, none: bool = True) -> np.ndarray:
-    """``_num`` of each (None is NaN; an int its float), where the values are ints, floats and (if ``none``)
-    None; anything else is not bulk."""
-    arr = _arrow(values)
-    if arr.type == pa.null() and (none or not len(arr)):
-        return np.full(len(arr), np.nan)
-    if arr.type not in (pa.float64(), pa.int64()) or (arr.null_count and not none):
-        raise NotBulk("not all numbers")
-    return arr.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
 
 
 def _texts(values: list[Any], *, none: bool = False) -> Any:
@@ -122,12 +102,6 @@ def _dbl(values: list[Any]) -> array:
         return array("d", [math.nan if v is None else v for v in values])
 
 
-def _range(values: np.ndarray) -> np.ndarray:
-    if len(values) and not (-INT_LIMIT < values.min() and values.max() < INT_LIMIT):
-        raise NotBulk("an int beyond int64")
-    return values
-
-
 _TEXT, _TEXT_OR_NONE = {str}, {str, type(None)}
 
 
@@ -144,6 +118,8 @@ def _fields(trace: Trace, codes: defaultdict[Any, int]) -> tuple[Any, ...] | Non
     if not plausible(kinds, step, seq, t):
         return None  # the reference's plausibility check: this log is read line by line
     kc = list(map(codes.__getitem__, kinds))
+    if _RESUMED in kc or _SUB_RUN in kc:
+        return None  # their effect depends on where they fall among the others: event by event
     rid = trace.run_id
     ids: list[Any] | None = list(map(get, ev, repeat("run_id"), repeat(rid)))
     if ids is not None and ids.count(rid) == len(ids):
@@ -157,12 +133,14 @@ def _fields(trace: Trace, codes: defaultdict[Any, int]) -> tuple[Any, ...] | Non
     if None in content:
         content = [c or [] for c in content]
     stop = list(map(get, mc, repeat("stop_reason")))
-    tf = list(compress(ev, map(eq, kc, repeat(_TF))))
+    ts_at = list(compress(range(len(kc)), map(eq, kc, repeat(_TS))))
+    tf_at = list(compress(range(len(kc)), map(eq, kc, repeat(_TF))))
+    tf = list(map(ev.__getitem__, tf_at))
     f_id, tool, outcome = (
         list(map(get, tf, repeat(k), repeat(d))) for k, d in (("call_id", None), ("tool", ""), ("outcome", ""))
     )
     mode, result = list(map(get, tf, repeat("mode"))), list(map(get, tf, repeat("result")))
-    s_id = list(map(get, compress(ev, map(eq, kc, repeat(_TS))), repeat("call_id")))
+    s_id = list(map(get, map(ev.__getitem__, ts_at), repeat("call_id")))
     if (
         not _types(f_id) <= _TEXT
         or not _types(s_id) <= _TEXT
@@ -172,8 +150,12 @@ def _fields(trace: Trace, codes: defaultdict[Any, int]) -> tuple[Any, ...] | Non
         or not _types(result) <= _TEXT_OR_NONE
         or not _types(stop) <= _TEXT_OR_NONE
         or "unfinished" in outcome
+        or _unfinished(ts_at, s_id, tf_at, f_id)
     ):
         return None
+    start = list(map(get, tf, repeat("start"), repeat(_MISSING)))
+    if _MISSING in start:  # no start: the reference takes the event's t
+        start = [t[at] if v is _MISSING else v for at, v in zip(tf_at, start, strict=True)]
     args = list(map(get, tf, repeat("args")))
     if not all(args):
         args = [a or {} for a in args]
@@ -195,27 +177,42 @@ def _fields(trace: Trace, codes: defaultdict[Any, int]) -> tuple[Any, ...] | Non
         "stc": _dbl(list(map(get, mc, repeat("server_tool_cost"), repeat(0.0)))),
         "rc": _dbl(list(map(get, mc, repeat("recorded_cost")))),
         "end": _dbl(list(map(get, tf, repeat("end")))),
+        "start": _dbl(start),
     }
+    if not all(map(fits, ints.values())):
+        return None
     lists = {
         "clen": list(map(len, content)),
         "uses": list(map(eq, map(get, chain.from_iterable(content), repeat("type")), repeat("tool_use"))),
         "stop": stop,
         "estimated": list(map(bool, map(get, mc, repeat("estimated")))),
-        "s_id": s_id,
         "f_id": f_id,
         "tool": tool,
         "mode": mode,
         "args": args,
         "outcome": outcome,
         "is_error": list(map(bool, map(get, tf, repeat("is_error"), repeat(False)))),
-        "start": list(map(get, tf, repeat("start"), repeat(_MISSING))),
         "result": result,
     }
     return kc, ids, ints, floats, lists
 
 
 _KNOWN = ("model_called", "tool_started", "tool_finished", "run_started", "run_finished", "nudged", *_ORDER_KINDS)
-_MC, _TS, _TF, _RS, _RF = 0, 1, 2, 3, 4
+_MC, _TS, _TF, _RS, _RF, _, _RESUMED, _SUB_RUN = range(len(_KNOWN))
+
+
+def _unfinished(ts_at: list[int], s_id: list[str], tf_at: list[int], f_id: list[str]) -> bool:
+    """Whether a call is started and never finished, as the reference finds it (a dict of open calls). When the
+    calls finish in the order they start, each after its start, none is left open: the walk is skipped."""
+    if s_id == f_id and all(map(lt, ts_at, tf_at)):
+        return False
+    open_calls: set[str] = set()
+    for _, is_start, call_id in sorted(chain(zip(ts_at, repeat(True), s_id), zip(tf_at, repeat(False), f_id))):
+        if is_start:
+            open_calls.add(call_id)
+        else:
+            open_calls.discard(call_id)
+    return bool(open_calls)
 
 
 def _last(codes: list[int], code: int) -> int | None:
@@ -250,11 +247,11 @@ class Batch:
         self._lens: list[int] = []
         self._ids: dict[int, list[Any]] = {}
         self._ints = {k: array("q") for k in ("step", "seq", "i", "o", "cw", "cr", "index", "attempts")}
-        self._floats = {k: array("d") for k in ("t", "spent", "cost", "latency", "stc", "rc", "end")}
+        self._floats = {k: array("d") for k in ("t", "spent", "cost", "latency", "stc", "rc", "end", "start")}
         self._lists: dict[str, list[Any]] = {
             k: []
-            for k in ("clen", "uses", "stop", "estimated", "s_id", "f_id", "tool", "mode", "args", "outcome")
-            + ("is_error", "start", "result")
+            for k in ("clen", "uses", "stop", "estimated", "f_id", "tool", "mode", "args", "outcome")
+            + ("is_error", "result")
         }
 
     def add(self, trace: Trace, data: bytes, lines: int) -> bool:
@@ -288,8 +285,8 @@ class Batch:
         return True
 
     def close(self) -> None:
-        """Every figure of the runs added, in bulk; raises :class:`Refuse` naming the runs to summarize one
-        by one, or :class:`NotBulk`."""
+        """Every figure of the runs added, in bulk (:class:`NotBulk` if one cannot be: the runs are then
+        summarized one by one; :meth:`add` checked each, so this is not expected)."""
         try:
             self._close()
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError, pa.ArrowException) as exc:
@@ -301,18 +298,11 @@ class Batch:
         self.starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
         self.file_of = np.repeat(np.arange(n, dtype=np.int64), lens)
         self.codes = np.array(self._kc, dtype=np.int64)
-        names = list(self._kind_codes)
-        refuse: set[int] = set()
-        odd = [c for c, k in enumerate(names) if type(k) is not str]  # a kind missing (None) or not text
-        for code in (*(self._kind_codes[k] for k in _ORDER_KINDS), *odd):
-            refuse.update(self.file_of[self.codes == code].tolist())
-        self.kind_names = names
+        self.kind_names = list(self._kind_codes)
         self.step = np.frombuffer(self._ints["step"], dtype=np.int64)
         self.seq = np.frombuffer(self._ints["seq"], dtype=np.int64)
         self.t = np.frombuffer(self._floats["t"], dtype=np.float64)
-        self._calls(refuse)
-        if refuse:
-            raise Refuse(refuse)
+        self._calls()
         self._steps()
         self._runs()
         self.run_ids = pa.array([t.run_id for t in self.traces], pa.large_string())
@@ -326,7 +316,7 @@ class Batch:
     def _steps(self) -> None:
         at = self.where("model_called")
         ints, floats, lists = self._ints, self._floats, self._lists
-        i, o, cw, cr = (_range(np.frombuffer(ints[k], dtype=np.int64)) for k in ("i", "o", "cw", "cr"))
+        i, o, cw, cr = (np.frombuffer(ints[k], dtype=np.int64) for k in ("i", "o", "cw", "cr"))
         lens = np.array(lists["clen"], dtype=np.int64)
         total = np.concatenate(([0], np.cumsum(np.array(lists["uses"], dtype=np.int64))))
         ends = np.cumsum(lens)
@@ -353,22 +343,12 @@ class Batch:
             "recorded_cost": np.frombuffer(floats["rc"], dtype=np.float64),
         }
 
-    # -- calls: one row per tool_finished event (a run with a call left unfinished is refused)
-    def _calls(self, refuse: set[int]) -> None:
-        started, at = self.where("tool_started"), self.where("tool_finished")
+    # -- calls: one row per tool_finished event (a run with a call left unfinished is not added)
+    def _calls(self) -> None:
+        at = self.where("tool_finished")
         lists = self._lists
-        s_ids, f_ids = lists["s_id"], lists["f_id"]
-        paired = (
-            s_ids == f_ids and np.array_equal(self.file_of[started], self.file_of[at]) and bool((started < at).all())
-        )
-        if not paired:
-            refuse.update(self._unfinished(started, at, s_ids, f_ids))
         outcome = _texts(lists["outcome"])
-        start = lists["start"]
-        if _MISSING in start:  # no start: the reference takes the event's t
-            t = self.t[at].tolist()
-            start = [t[n] if v is _MISSING else v for n, v in enumerate(start)]
-        start_ = _floats(start)
+        start_ = np.frombuffer(self._floats["start"], dtype=np.float64)
         end = np.frombuffer(self._floats["end"], dtype=np.float64)
         result = _texts(lists["result"], none=True)
         if result.null_count:
@@ -379,19 +359,19 @@ class Batch:
             for n in long.tolist():
                 text[n] = shorten(text[n], PREVIEW_CHARS)
             result = pa.array(text, pa.large_string())
-        index = _range(np.frombuffer(self._ints["index"], dtype=np.int64))
+        index = np.frombuffer(self._ints["index"], dtype=np.int64)
         step = self.step[at]
         order = np.lexsort((index, step, self.file_of[at]))  # stable: the reference's sort by (step, index)
         self.call_at = at[order]
         cols: dict[str, Any] = {
             "step": step,
-            "call_id": _texts(f_ids),
+            "call_id": _texts(lists["f_id"]),
             "index": index,
             "tool": _texts(lists["tool"]),
             "mode": _texts(lists["mode"], none=True),
             "args": _objects(lists["args"]),
             "outcome": outcome,
-            "attempts": _range(np.frombuffer(self._ints["attempts"], dtype=np.int64)),
+            "attempts": np.frombuffer(self._ints["attempts"], dtype=np.int64),
             "is_error": np.array(lists["is_error"], dtype=bool),
             "start": start_,
             "end": end,
@@ -401,24 +381,6 @@ class Batch:
         if not np.array_equal(order, np.arange(len(order))):
             cols = {k: v.take(order) for k, v in cols.items()}
         self.calls_cols = cols
-
-    def _unfinished(self, started: np.ndarray, at: np.ndarray, s_ids: list[str], f_ids: list[str]) -> set[int]:
-        """The runs with a call started and never finished, as the reference finds them (a dict of open calls)."""
-        moves = sorted(
-            chain(
-                ((pos, True, call_id) for pos, call_id in zip(started.tolist(), s_ids, strict=True)),
-                ((pos, False, call_id) for pos, call_id in zip(at.tolist(), f_ids, strict=True)),
-            )
-        )
-        files = self.file_of
-        open_calls: dict[tuple[int, str], int] = {}
-        for pos, is_start, call_id in moves:
-            key = (int(files[pos]), call_id)
-            if is_start:
-                open_calls[key] = pos
-            else:
-                open_calls.pop(key, None)
-        return {f for f, _ in open_calls}
 
     # -- runs: one row per log, by the reference's own run_row
     def _runs(self) -> None:
@@ -453,10 +415,6 @@ class Batch:
             )
         self.runs_rows = rows
         self.step_file, self.call_file = step_file, self.file_of[self.call_at]
-
-    def log(self, n: int) -> tuple[bytes, int]:
-        """Run ``n``'s log bytes and line count, as :meth:`add` took them."""
-        return self._logs[n]
 
     # -- frames, when asked for
     def _lines(self) -> Any:

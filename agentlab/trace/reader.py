@@ -253,18 +253,13 @@ def _parts(columns: Any, logs: Iterable[tuple[Trace, Any]]) -> list[Any]:
 
 
 def _closed(columns: Any, batch: Any) -> list[Any]:
-    """``batch`` closed, as parts: itself, or (the runs it refuses summarized one by one) the rest re-batched."""
+    """``batch`` closed, as parts: itself (its runs were each checked when added), or, should a figure still
+    not convert in bulk, its runs summarized one by one."""
     if not batch.traces:  # its first run was turned down
         return []
     try:
         batch.close()
         return [batch]
-    except columns.Refuse as refused:
-        out = set(refused.runs)
-        return _parts(
-            columns,
-            ((_by_reference(t), None) if n in out else (t, batch.log(n)) for n, t in enumerate(batch.traces)),
-        )
     except columns.NotBulk:
         return [Traces([_by_reference(t) for t in batch.traces])]
 
