@@ -180,6 +180,20 @@ def _variants(base: list[dict]) -> dict[str, list[dict] | str | bytes]:
 _DROP = object()
 
 
+def test_a_call_finished_before_it_started_loads_as_run_by_run(fixtures, tmp_path):
+    """The ids of a run's calls in order, but one finish written before its start (an edited log): the
+    reference finds that call left open, and so must the bulk path (its whole batch is then read run by run)."""
+    base = _lines(fixtures["native"] / "unicode.jsonl")
+    events = [dict(e) for e in base]
+    start = next(n for n, e in enumerate(events) if e["kind"] == "tool_started")
+    finish = next(n for n, e in enumerate(events) if e["kind"] == "tool_finished")
+    events[start], events[finish] = events[finish], events[start]
+    _write(tmp_path / "a.jsonl", [{**e, "run_id": "good"} for e in base])
+    _write(tmp_path / "b.jsonl", events)
+    traces = assert_loads_as_the_reference(tmp_path)
+    assert traces is not None and "unfinished" in set(traces.calls["outcome"])
+
+
 def test_damaged_and_unusual_logs_load_in_bulk_as_run_by_run(fixtures, tmp_path):
     """Cut lines, NaN tags, blobs, resumed runs, lone surrogates, runs still being written, calls never finished,
     fields of every wrong type: each folder loads the same both ways, and the good logs beside the bad still

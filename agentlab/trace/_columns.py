@@ -20,8 +20,8 @@ import math
 from array import array
 from collections import defaultdict
 from functools import cached_property
-from itertools import chain, compress, repeat
-from operator import eq, lt
+from itertools import chain, compress, islice, repeat
+from operator import eq
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from .._shorten import shorten
 from ..errors import AgentlabError
-from ._tags import BASE_VALUES, fits, markers, plausible
+from ._tags import fits, markers, well_typed
 from .frames import (
     CALLS_COLUMNS,
     EVENTS_COLUMNS,
@@ -85,6 +85,11 @@ def _texts(values: list[Any], *, none: bool = False) -> Any:
     return arr
 
 
+def _joined(values: list[Any]) -> Any:
+    """A text field of every run as one Arrow array (its types checked when each log was added)."""
+    return _texts(values, none=True)
+
+
 def _arrow_text(values: Any) -> pd.Series:
     """A ``str`` column from a list of str/None or an Arrow array (a lone surrogate: the reference's cleaning)."""
     if isinstance(values, (pa.Array, pa.ChunkedArray)):
@@ -105,42 +110,73 @@ def _dbl(values: list[Any]) -> array:
 _TEXT, _TEXT_OR_NONE = {str}, {str, type(None)}
 
 
-def _fields(trace: Trace, codes: defaultdict[Any, int]) -> tuple[Any, ...] | None:
-    """One run's fields, taken while its events are in the cache: one ``map(dict.get, ...)`` per field over
-    the events that carry it. None (or TypeError) where a value is of a type the bulk pass does not convert
-    exactly as :func:`~.frames.summarize` does (that run is then summarized by it)."""
+_MC_FIELDS = (
+    ("usage", None),
+    ("spent", _MISSING),
+    ("content", None),
+    ("stop_reason", None),
+    ("cost", 0.0),
+    ("latency", 0.0),
+    ("server_tool_cost", 0.0),
+    ("estimated", None),
+)
+_USAGE_FIELDS = tuple(
+    (k, 0) for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+)
+_TF_FIELDS = (
+    ("call_id", None),
+    ("tool", ""),
+    ("outcome", ""),
+    ("mode", None),
+    ("result", None),
+    ("args", None),
+    ("index", 0),
+    ("attempts", 0),
+    ("is_error", False),
+    ("start", _MISSING),
+    ("end", None),
+)
+
+
+def _take(rows: list[Any], fields: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
+    """Each of ``fields`` over ``rows`` as one list, a missing one its default: a ``map(dict.get, ...)`` per
+    field (an ``itemgetter`` of them all, transposed by ``zip``, was slower)."""
+    get: Any = dict.get
+    return [list(map(get, rows, repeat(k), repeat(d))) for k, d in fields]
+
+
+def _fields(trace: Trace, codes: defaultdict[Any, int], refused: set[int]) -> tuple[Any, ...] | None:
+    """One run's fields, taken while its events are in the cache: the base fields of every event in one pass,
+    then those of the kinds read (model_called, tool_finished) in one pass each. None (or TypeError,
+    :class:`NotBulk`) where a value is of a type the bulk pass does not convert exactly as
+    :func:`~.frames.summarize` does, or the run needs its events walked in order (a resumed run, a sub-run, a
+    call never finished): that run is then summarized by the reference."""
     ev = trace.records
     get: Any = dict.get
-    try:
-        kinds, step, seq, t = zip(*map(BASE_VALUES, ev), strict=True)
-    except KeyError:
-        return None
-    if not plausible(kinds, step, seq, t):
+    step, seq, t = (list(map(get, ev, repeat(k))) for k in ("step", "seq", "t"))
+    if not well_typed(step, seq, t, None):
         return None  # the reference's plausibility check: this log is read line by line
-    kc = list(map(codes.__getitem__, kinds))
-    if _RESUMED in kc or _SUB_RUN in kc:
-        return None  # their effect depends on where they fall among the others: event by event
+    known = len(codes)
+    kc = list(map(codes.__getitem__, map(get, ev, repeat("kind"))))
+    if len(codes) > known:  # kinds first seen: one that is not text is never taken
+        refused.update(c for k, c in islice(codes.items(), known, None) if type(k) is not str)
+    if not refused.isdisjoint(kc):
+        return None  # a kind not text; or a resumed run or a sub-run, whose effect depends on where it falls
     rid = trace.run_id
     ids: list[Any] | None = list(map(get, ev, repeat("run_id"), repeat(rid)))
     if ids is not None and ids.count(rid) == len(ids):
         ids = None
     mc = list(compress(ev, map(eq, kc, repeat(_MC))))
-    usage = list(map(get, mc, repeat("usage")))
-    spent = list(map(get, mc, repeat("spent"), repeat(_MISSING)))
+    usage, spent, content, stop, cost, latency, stc, estimated = _take(mc, _MC_FIELDS)
     if None in usage or _MISSING in spent:  # a lost attempt, or spent carried over: event by event
         return None
-    content = list(map(get, mc, repeat("content")))
     if None in content:
         content = [c or [] for c in content]
-    stop = list(map(get, mc, repeat("stop_reason")))
-    ts_at = list(compress(range(len(kc)), map(eq, kc, repeat(_TS))))
-    tf_at = list(compress(range(len(kc)), map(eq, kc, repeat(_TF))))
-    tf = list(map(ev.__getitem__, tf_at))
-    f_id, tool, outcome = (
-        list(map(get, tf, repeat(k), repeat(d))) for k, d in (("call_id", None), ("tool", ""), ("outcome", ""))
-    )
-    mode, result = list(map(get, tf, repeat("mode"))), list(map(get, tf, repeat("result")))
-    s_id = list(map(get, map(ev.__getitem__, ts_at), repeat("call_id")))
+    rc = list(map(get, mc, repeat("recorded_cost")))
+    tf = list(compress(ev, map(eq, kc, repeat(_TF))))
+    f_id, tool, outcome, mode, result, args, index, attempts, is_error, start, end = _take(tf, _TF_FIELDS)
+    s_id = list(map(get, compress(ev, map(eq, kc, repeat(_TS))), repeat("call_id")))
+    texts = {"f_id": f_id, "tool": tool, "outcome": outcome, "mode": mode, "result": result, "stop": stop}
     if (
         not _types(f_id) <= _TEXT
         or not _types(s_id) <= _TEXT
@@ -150,62 +186,59 @@ def _fields(trace: Trace, codes: defaultdict[Any, int]) -> tuple[Any, ...] | Non
         or not _types(result) <= _TEXT_OR_NONE
         or not _types(stop) <= _TEXT_OR_NONE
         or "unfinished" in outcome
-        or _unfinished(ts_at, s_id, tf_at, f_id)
+        or (s_id != f_id and _unfinished(kc, s_id, f_id))
     ):
         return None
-    start = list(map(get, tf, repeat("start"), repeat(_MISSING)))
     if _MISSING in start:  # no start: the reference takes the event's t
-        start = [t[at] if v is _MISSING else v for at, v in zip(tf_at, start, strict=True)]
-    args = list(map(get, tf, repeat("args")))
+        t_tf = list(compress(t, map(eq, kc, repeat(_TF))))
+        start = [t_tf[n] if v is _MISSING else v for n, v in enumerate(start)]
     if not all(args):
         args = [a or {} for a in args]
+    i, o, cw, cr = _take(usage, _USAGE_FIELDS)
     ints = {
         "step": array("q", step),
         "seq": array("q", seq),
-        "i": array("q", map(get, usage, repeat("input_tokens"), repeat(0))),
-        "o": array("q", map(get, usage, repeat("output_tokens"), repeat(0))),
-        "cw": array("q", map(get, usage, repeat("cache_creation_input_tokens"), repeat(0))),
-        "cr": array("q", map(get, usage, repeat("cache_read_input_tokens"), repeat(0))),
-        "index": array("q", map(get, tf, repeat("index"), repeat(0))),
-        "attempts": array("q", map(get, tf, repeat("attempts"), repeat(0))),
+        "i": array("q", i),
+        "o": array("q", o),
+        "cw": array("q", cw),
+        "cr": array("q", cr),
+        "index": array("q", index),
+        "attempts": array("q", attempts),
+        "clen": array("q", map(len, content)),
     }
+    every = array("q")
+    for v in ints.values():
+        every.extend(v)
+    if not fits(np.frombuffer(every, dtype=np.int64)):  # the reference's plausible() ranges, in one numpy pass
+        return None
     floats = {
         "t": array("d", t),
         "spent": _dbl(spent),
-        "cost": _dbl(list(map(get, mc, repeat("cost"), repeat(0.0)))),
-        "latency": _dbl(list(map(get, mc, repeat("latency"), repeat(0.0)))),
-        "stc": _dbl(list(map(get, mc, repeat("server_tool_cost"), repeat(0.0)))),
-        "rc": _dbl(list(map(get, mc, repeat("recorded_cost")))),
-        "end": _dbl(list(map(get, tf, repeat("end")))),
+        "cost": _dbl(cost),
+        "latency": _dbl(latency),
+        "stc": _dbl(stc),
+        "rc": _dbl(rc),
+        "end": _dbl(end),
         "start": _dbl(start),
     }
-    if not all(map(fits, ints.values())):
-        return None
-    lists = {
-        "clen": list(map(len, content)),
-        "uses": list(map(eq, map(get, chain.from_iterable(content), repeat("type")), repeat("tool_use"))),
-        "stop": stop,
-        "estimated": list(map(bool, map(get, mc, repeat("estimated")))),
-        "f_id": f_id,
-        "tool": tool,
-        "mode": mode,
-        "args": args,
-        "outcome": outcome,
-        "is_error": list(map(bool, map(get, tf, repeat("is_error"), repeat(False)))),
-        "result": result,
+    flags = {
+        "uses": array("b", map(eq, map(get, chain.from_iterable(content), repeat("type")), repeat("tool_use"))),
+        "estimated": array("b", map(bool, estimated)),
+        "is_error": array("b", map(bool, is_error)),
     }
-    return kc, ids, ints, floats, lists
+    return kc, ids, ints, floats, flags, texts, args, s_id == f_id
 
 
 _KNOWN = ("model_called", "tool_started", "tool_finished", "run_started", "run_finished", "nudged", *_ORDER_KINDS)
 _MC, _TS, _TF, _RS, _RF, _, _RESUMED, _SUB_RUN = range(len(_KNOWN))
 
 
-def _unfinished(ts_at: list[int], s_id: list[str], tf_at: list[int], f_id: list[str]) -> bool:
-    """Whether a call is started and never finished, as the reference finds it (a dict of open calls). When the
-    calls finish in the order they start, each after its start, none is left open: the walk is skipped."""
-    if s_id == f_id and all(map(lt, ts_at, tf_at)):
-        return False
+def _unfinished(kc: list[int], s_id: list[str], f_id: list[str]) -> bool:
+    """Whether a call is started and never finished, as the reference finds it (a dict of open calls), for a
+    run whose calls do not finish in the order they start (when they do, the batch checks each finish comes
+    after its start, in bulk)."""
+    ts_at = compress(range(len(kc)), map(eq, kc, repeat(_TS)))
+    tf_at = compress(range(len(kc)), map(eq, kc, repeat(_TF)))
     open_calls: set[str] = set()
     for _, is_start, call_id in sorted(chain(zip(ts_at, repeat(True), s_id), zip(tf_at, repeat(False), f_id))):
         if is_start:
@@ -239,49 +272,54 @@ class Batch:
 
     def __init__(self) -> None:
         self.traces: list[Trace] = []
-        self._logs: list[tuple[bytes, int]] = []  # each log's bytes and line count
+        self._logs: list[tuple[bytes, np.ndarray]] = []  # each log's bytes and where its lines end
         self._ends: list[tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]] = []
         self._kind_codes: defaultdict[Any, int] = defaultdict(int, {k: n for n, k in enumerate(_KNOWN)})
         self._kind_codes.default_factory = self._kind_codes.__len__  # a kind first seen: the next code
-        self._kc: list[int] = []
+        self._refused_kinds = {_RESUMED, _SUB_RUN}  # and any kind not text
+        self._kc = array("q")
         self._lens: list[int] = []
+        self._paired: list[bool] = []  # each run's calls finish in the order they start (ids alone checked)
         self._ids: dict[int, list[Any]] = {}
-        self._ints = {k: array("q") for k in ("step", "seq", "i", "o", "cw", "cr", "index", "attempts")}
+        self._ints = {k: array("q") for k in ("step", "seq", "i", "o", "cw", "cr", "index", "attempts", "clen")}
         self._floats = {k: array("d") for k in ("t", "spent", "cost", "latency", "stc", "rc", "end", "start")}
-        self._lists: dict[str, list[Any]] = {
-            k: []
-            for k in ("clen", "uses", "stop", "estimated", "f_id", "tool", "mode", "args", "outcome")
-            + ("is_error", "result")
-        }
+        self._flags = {k: array("b") for k in ("uses", "estimated", "is_error")}
+        self._texts: dict[str, list[Any]] = {k: [] for k in ("f_id", "tool", "outcome", "mode", "result", "stop")}
+        self._args: list[Any] = []
 
-    def add(self, trace: Trace, data: bytes, lines: int) -> bool:
+    def add(self, trace: Trace, data: bytes, ends: np.ndarray) -> bool:
         """Take one run's fields (False, taking nothing, if a field is of a type the bulk pass does not
-        convert exactly as the reference). ``data`` is its log (``lines`` lines), parsed into ``trace``; the
+        convert exactly as the reference). ``data`` is its log (its lines ending at ``ends``: :func:`scan`), parsed
+        into ``trace``; the
         batch keeps those bytes and lets the parsed events go (see :class:`~.runs.LogTrace`)."""
         from .runs import LogTrace
 
         try:
-            got = _fields(trace, self._kind_codes)
-        except (TypeError, ValueError, OverflowError, AttributeError):
+            got = _fields(trace, self._kind_codes, self._refused_kinds)
+        except (TypeError, ValueError, OverflowError, AttributeError, NotBulk):
             return False
         if got is None:
             return False
-        kc, ids, ints, floats, lists = got
+        kc, ids, ints, floats, flags, texts, args, paired = got
         if ids is not None:
             self._ids[len(self.traces)] = ids
         ev = trace.records
         started, finished = _last(kc, _RS), _last(kc, _RF)
         self._ends.append(({} if started is None else ev[started], None if finished is None else ev[finished], ev[-1]))
         self.traces.append(LogTrace(trace, data, parse))
-        self._logs.append((data, lines))
+        self._logs.append((data, ends))
         self._lens.append(len(ev))
+        self._paired.append(paired)
         self._kc.extend(kc)
         for k, v in ints.items():
             self._ints[k].extend(v)
         for k, v in floats.items():
             self._floats[k].extend(v)
-        for k, v in lists.items():
-            self._lists[k].extend(v)
+        for k, v in flags.items():
+            self._flags[k].extend(v)
+        for k, v in texts.items():
+            self._texts[k].extend(v)
+        self._args.extend(args)
         return True
 
     def close(self) -> None:
@@ -298,7 +336,7 @@ class Batch:
         self.starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
         self.file_of = np.repeat(np.arange(n, dtype=np.int64), lens)
         self.codes = np.array(self._kc, dtype=np.int64)
-        self.kind_names = list(self._kind_codes)
+        self.kind_names = [k if type(k) is str else "" for k in self._kind_codes]  # not text: held by no run added
         self.step = np.frombuffer(self._ints["step"], dtype=np.int64)
         self.seq = np.frombuffer(self._ints["seq"], dtype=np.int64)
         self.t = np.frombuffer(self._floats["t"], dtype=np.float64)
@@ -315,12 +353,12 @@ class Batch:
     # -- steps: one row per model_called event
     def _steps(self) -> None:
         at = self.where("model_called")
-        ints, floats, lists = self._ints, self._floats, self._lists
+        ints, floats, texts = self._ints, self._floats, self._texts
         i, o, cw, cr = (np.frombuffer(ints[k], dtype=np.int64) for k in ("i", "o", "cw", "cr"))
-        lens = np.array(lists["clen"], dtype=np.int64)
-        total = np.concatenate(([0], np.cumsum(np.array(lists["uses"], dtype=np.int64))))
+        lens = np.frombuffer(ints["clen"], dtype=np.int64)
+        total = np.concatenate(([0], np.cumsum(np.frombuffer(self._flags["uses"], dtype=np.int8), dtype=np.int64)))
         ends = np.cumsum(lens)
-        stop = _texts(lists["stop"], none=True)
+        stop = _joined(texts["stop"])
         if stop.null_count:
             stop = pc.fill_null(stop, "")
         self.step_at = at
@@ -336,7 +374,7 @@ class Batch:
             "latency": np.frombuffer(floats["latency"], dtype=np.float64),
             "tool_calls": total[ends] - total[ends - lens],
             "stop_reason": stop,
-            "estimated": np.array(lists["estimated"], dtype=bool),
+            "estimated": np.frombuffer(self._flags["estimated"], dtype=np.int8).astype(bool),
             "t": self.t[at],
             "server_tool_cost": np.frombuffer(floats["stc"], dtype=np.float64),
             "sub_run_cost": np.zeros(len(at)),
@@ -346,11 +384,13 @@ class Batch:
     # -- calls: one row per tool_finished event (a run with a call left unfinished is not added)
     def _calls(self) -> None:
         at = self.where("tool_finished")
-        lists = self._lists
-        outcome = _texts(lists["outcome"])
+        paired, started = np.array(self._paired, dtype=bool), self.where("tool_started")
+        if not (started[paired[self.file_of[started]]] < at[paired[self.file_of[at]]]).all():
+            raise NotBulk("a call finished before it started")  # an edited log: the reference's walk, run by run
+        texts = self._texts
         start_ = np.frombuffer(self._floats["start"], dtype=np.float64)
         end = np.frombuffer(self._floats["end"], dtype=np.float64)
-        result = _texts(lists["result"], none=True)
+        result = _joined(texts["result"])
         if result.null_count:
             result = pc.fill_null(result, "")
         long = np.flatnonzero(pc.utf8_length(result).to_numpy() > PREVIEW_CHARS)
@@ -365,14 +405,14 @@ class Batch:
         self.call_at = at[order]
         cols: dict[str, Any] = {
             "step": step,
-            "call_id": _texts(lists["f_id"]),
+            "call_id": _joined(texts["f_id"]),
             "index": index,
-            "tool": _texts(lists["tool"]),
-            "mode": _texts(lists["mode"], none=True),
-            "args": _objects(lists["args"]),
-            "outcome": outcome,
+            "tool": _joined(texts["tool"]),
+            "mode": _joined(texts["mode"]),
+            "args": _objects(self._args),
+            "outcome": _joined(texts["outcome"]),
             "attempts": np.frombuffer(self._ints["attempts"], dtype=np.int64),
-            "is_error": np.array(lists["is_error"], dtype=bool),
+            "is_error": np.frombuffer(self._flags["is_error"], dtype=np.int8).astype(bool),
             "start": start_,
             "end": end,
             "duration": end - start_,
@@ -420,8 +460,7 @@ class Batch:
     def _lines(self) -> Any:
         """Every event's log line, an Arrow string array over the logs' bytes as read (no copy)."""
         chunks = []
-        for data, _ in self._logs:
-            newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE)
+        for data, newlines in self._logs:
             offsets = np.empty(len(newlines) + 1, dtype=np.int64)
             offsets[0] = 0
             offsets[1:] = newlines + 1
@@ -486,9 +525,13 @@ def _series(values: Any, dtype: str) -> Any:
 
 
 # ------------------------------------------------------------ the logs' bytes, before parsing
+
+
+def scan(data: bytes) -> tuple[np.ndarray, bool]:
+    """Where a log's lines end (the place of each newline: the line count, and the events' ``data`` column cut
+    from the bytes later without a second pass), and whether it holds a NaN tag or a blob marker
+    (:func:`~._tags.markers`)."""
+    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE), any(markers(data))
+
+
 _NEWLINE = ord("\n")
-
-
-def scan(data: bytes) -> tuple[int, bool]:
-    """A log's line count, and whether it holds a NaN tag or a blob marker (:func:`~._tags.markers`)."""
-    return data.count(b"\n"), any(markers(data))

@@ -69,21 +69,29 @@ INT_LIMIT = 2**62
 them) is a line the reader skips, never a wrapped number."""
 
 
-def fits(values: Sequence[int]) -> bool:
-    """Whether every int of ``values`` lies within ``±INT_LIMIT`` (an empty sequence does)."""
-    return not values or (-INT_LIMIT < min(values) and max(values) < INT_LIMIT)
+def fits(values: Any) -> bool:
+    """Whether every int of ``values`` (a sequence, or a numpy array: its own min and max) lies within
+    ``±INT_LIMIT`` (an empty one does)."""
+    if not len(values):
+        return True
+    low, high = (values.min(), values.max()) if hasattr(values, "min") else (min(values), max(values))
+    return bool(-INT_LIMIT < low and high < INT_LIMIT)
 
 
-def plausible(kinds: Sequence[Any], steps: Sequence[Any], seqs: Sequence[Any], ts: Sequence[Any]) -> bool:
-    """Whether a log's base fields, one value per event, are well typed: each kind text, each step and seq
-    an int that fits, each t a number. A bulk check at C speed (a pass per test); the kind-specific fields
-    are checked where the frames read them. The per-run reader and the bulk one both ask it, so a log
-    either passes both or is read strictly by both."""
+def well_typed(steps: Sequence[Any], seqs: Sequence[Any], ts: Sequence[Any], kinds: Sequence[Any] | None) -> bool:
+    """Whether a log's base values, one per event, are of the types the frames take: each step and seq an int
+    (not a bool), each t a number, each kind text (``kinds`` None: the caller checks them another way). A pass
+    per field at C speed; the kind-specific fields are checked where the frames read them."""
     return (
         {*map(type, steps)} == {int}
         and {*map(type, seqs)} == {int}
-        and fits(steps)
-        and fits(seqs)
-        and {*map(type, kinds)} == {str}
         and {*map(type, ts)} <= {float, int}
+        and (kinds is None or {*map(type, kinds)} == {str})
     )
+
+
+def plausible(kinds: Sequence[Any], steps: Sequence[Any], seqs: Sequence[Any], ts: Sequence[Any]) -> bool:
+    """Whether a log's base values are :func:`well_typed` and every step and seq :func:`fits`: a log that is
+    not is read line by line. The per-run reader asks it of each log; the bulk one asks the same two rules (the
+    ranges over all of a run's ints at once, in numpy), so a log passes both or neither."""
+    return well_typed(steps, seqs, ts, kinds) and fits(steps) and fits(seqs)

@@ -425,7 +425,9 @@ def _build(columns: dict[str, Any], dtypes: dict[str, str]) -> pd.DataFrame:
         else:
             s = pd.Series(values, dtype=dtype)
         out[name] = s
-    return pd.DataFrame(out)
+    # copy=False: the columns are not copied into one block per dtype (a tenth of a second for a million
+    # events); each column is its own array, as it was built. Copy-on-write keeps them apart all the same.
+    return pd.DataFrame(out, copy=False)
 
 
 def text_series(values: list[Any]) -> pd.Series:

@@ -213,10 +213,10 @@ def _read_logs(files: list[Path]) -> list[Any]:
 
     def logs() -> Iterator[tuple[Trace, Any]]:
         for f, data in read():
-            lines, marked = columns.scan(data)
-            events = None if marked else _whole(columns, data, lines)
+            ends, marked = columns.scan(data)
+            events = None if marked else _whole(columns, data, len(ends))
             if events is not None and _has_base(events[0]):
-                yield Trace(events, f), (data, lines)
+                yield Trace(events, f), (data, ends)
             else:
                 yield _trace(f, _events(f, data)), None
 
