@@ -145,7 +145,7 @@ def _take(rows: list[Any], fields: tuple[tuple[str, Any], ...]) -> list[list[Any
     return [list(map(get, rows, repeat(k), repeat(d))) for k, d in fields]
 
 
-def _fields(trace: Trace, codes: defaultdict[Any, int], refused: set[int]) -> tuple[Any, ...] | None:
+def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[int]) -> tuple[Any, ...] | None:
     """One run's fields, taken while its events are in the cache: the base fields of every event in one pass,
     then those of the kinds read (model_called, tool_finished) in one pass each. None (or TypeError,
     :class:`NotBulk`) where a value is of a type the bulk pass does not convert exactly as
@@ -156,10 +156,11 @@ def _fields(trace: Trace, codes: defaultdict[Any, int], refused: set[int]) -> tu
     step, seq, t = (list(map(get, ev, repeat(k))) for k in ("step", "seq", "t"))
     if not well_typed(step, seq, t, None):
         return None  # the reference's plausibility check: this log is read line by line
-    known = len(codes)
-    kc = list(map(codes.__getitem__, map(get, ev, repeat("kind"))))
-    if len(codes) > known:  # kinds first seen: one that is not text is never taken
-        refused.update(c for k, c in islice(codes.items(), known, None) if type(k) is not str)
+    kind_codes = codes["kind"]
+    known = len(kind_codes)
+    kc = list(map(kind_codes.__getitem__, map(get, ev, repeat("kind"))))
+    if len(kind_codes) > known:  # kinds first seen: one that is not text is never taken
+        refused.update(c for k, c in islice(kind_codes.items(), known, None) if type(k) is not str)
     if not refused.isdisjoint(kc):
         return None  # a kind not text; or a resumed run or a sub-run, whose effect depends on where it falls
     rid = trace.run_id
@@ -176,7 +177,7 @@ def _fields(trace: Trace, codes: defaultdict[Any, int], refused: set[int]) -> tu
     tf = list(compress(ev, map(eq, kc, repeat(_TF))))
     f_id, tool, outcome, mode, result, args, index, attempts, is_error, start, end = _take(tf, _TF_FIELDS)
     s_id = list(map(get, compress(ev, map(eq, kc, repeat(_TS))), repeat("call_id")))
-    texts = {"f_id": f_id, "tool": tool, "outcome": outcome, "mode": mode, "result": result, "stop": stop}
+    texts = {"f_id": f_id, "result": result}
     if (
         not _types(f_id) <= _TEXT
         or not _types(s_id) <= _TEXT
@@ -221,12 +222,25 @@ def _fields(trace: Trace, codes: defaultdict[Any, int], refused: set[int]) -> tu
         "end": _dbl(end),
         "start": _dbl(start),
     }
+    for k, v in (("tool", tool), ("outcome", outcome), ("mode", mode), ("stop", stop)):
+        ints[k] = array("q", map(codes[k].__getitem__, v))  # a few distinct values: Arrow takes them at close
     flags = {
         "uses": array("b", map(eq, map(get, chain.from_iterable(content), repeat("type")), repeat("tool_use"))),
         "estimated": array("b", map(bool, estimated)),
         "is_error": array("b", map(bool, is_error)),
     }
     return kc, ids, ints, floats, flags, texts, args, s_id == f_id
+
+
+_CODED = ("tool", "outcome", "mode", "stop")
+"""Text fields of few distinct values (their types checked per run: text, or None where the reference keeps
+it), kept as codes: converting each value to Arrow at close, long after it was parsed, took a tenth of a load."""
+
+
+def _coder() -> defaultdict[Any, int]:
+    codes: defaultdict[Any, int] = defaultdict(int)
+    codes.default_factory = codes.__len__
+    return codes
 
 
 _KNOWN = ("model_called", "tool_started", "tool_finished", "run_started", "run_finished", "nudged", *_ORDER_KINDS)
@@ -274,17 +288,20 @@ class Batch:
         self.traces: list[Trace] = []
         self._logs: list[tuple[bytes, np.ndarray]] = []  # each log's bytes and where its lines end
         self._ends: list[tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]] = []
-        self._kind_codes: defaultdict[Any, int] = defaultdict(int, {k: n for n, k in enumerate(_KNOWN)})
-        self._kind_codes.default_factory = self._kind_codes.__len__  # a kind first seen: the next code
+        self._codes = {k: _coder() for k in ("kind", *_CODED)}  # each value first seen: the next code
+        self._kind_codes = self._codes["kind"]
+        self._kind_codes.update((k, n) for n, k in enumerate(_KNOWN))
         self._refused_kinds = {_RESUMED, _SUB_RUN}  # and any kind not text
         self._kc = array("q")
         self._lens: list[int] = []
         self._paired: list[bool] = []  # each run's calls finish in the order they start (ids alone checked)
         self._ids: dict[int, list[Any]] = {}
-        self._ints = {k: array("q") for k in ("step", "seq", "i", "o", "cw", "cr", "index", "attempts", "clen")}
+        self._ints = {
+            k: array("q") for k in ("step", "seq", "i", "o", "cw", "cr", "index", "attempts", "clen", *_CODED)
+        }
         self._floats = {k: array("d") for k in ("t", "spent", "cost", "latency", "stc", "rc", "end", "start")}
         self._flags = {k: array("b") for k in ("uses", "estimated", "is_error")}
-        self._texts: dict[str, list[Any]] = {k: [] for k in ("f_id", "tool", "outcome", "mode", "result", "stop")}
+        self._texts: dict[str, list[Any]] = {"f_id": [], "result": []}
         self._args: list[Any] = []
 
     def add(self, trace: Trace, data: bytes, ends: np.ndarray) -> bool:
@@ -295,7 +312,7 @@ class Batch:
         from .runs import LogTrace
 
         try:
-            got = _fields(trace, self._kind_codes, self._refused_kinds)
+            got = _fields(trace, self._codes, self._refused_kinds)
         except (TypeError, ValueError, OverflowError, AttributeError, NotBulk):
             return False
         if got is None:
@@ -345,6 +362,11 @@ class Batch:
         self._runs()
         self.run_ids = pa.array([t.run_id for t in self.traces], pa.large_string())
 
+    def _decoded(self, name: str) -> Any:
+        """Text field ``name`` of every row, from its codes: one Arrow take from its few distinct values."""
+        values = pa.array(list(self._codes[name]), pa.large_string())
+        return values.take(pa.array(np.frombuffer(self._ints[name], dtype=np.int64)))
+
     def where(self, kind: str) -> np.ndarray:
         """The positions of the events of ``kind``, in order."""
         code = self._kind_codes.get(kind)
@@ -353,12 +375,12 @@ class Batch:
     # -- steps: one row per model_called event
     def _steps(self) -> None:
         at = self.where("model_called")
-        ints, floats, texts = self._ints, self._floats, self._texts
+        ints, floats = self._ints, self._floats
         i, o, cw, cr = (np.frombuffer(ints[k], dtype=np.int64) for k in ("i", "o", "cw", "cr"))
         lens = np.frombuffer(ints["clen"], dtype=np.int64)
         total = np.concatenate(([0], np.cumsum(np.frombuffer(self._flags["uses"], dtype=np.int8), dtype=np.int64)))
         ends = np.cumsum(lens)
-        stop = _joined(texts["stop"])
+        stop = self._decoded("stop")
         if stop.null_count:
             stop = pc.fill_null(stop, "")
         self.step_at = at
@@ -407,10 +429,10 @@ class Batch:
             "step": step,
             "call_id": _joined(texts["f_id"]),
             "index": index,
-            "tool": _joined(texts["tool"]),
-            "mode": _joined(texts["mode"]),
+            "tool": self._decoded("tool"),
+            "mode": self._decoded("mode"),
             "args": _objects(self._args),
-            "outcome": _joined(texts["outcome"]),
+            "outcome": self._decoded("outcome"),
             "attempts": np.frombuffer(self._ints["attempts"], dtype=np.int64),
             "is_error": np.frombuffer(self._flags["is_error"], dtype=np.int8).astype(bool),
             "start": start_,
