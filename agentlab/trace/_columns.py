@@ -222,8 +222,8 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
         "end": _dbl(end),
         "start": _dbl(start),
     }
-    for k, v in (("tool", tool), ("outcome", outcome), ("mode", mode), ("stop", stop)):
-        ints[k] = array("q", map(codes[k].__getitem__, v))  # a few distinct values: Arrow takes them at close
+    for k, values in (("tool", tool), ("outcome", outcome), ("mode", mode), ("stop", stop)):
+        ints[k] = array("q", map(codes[k].__getitem__, values))  # a few distinct values: Arrow takes them at close
     flags = {
         "uses": array("b", map(eq, map(get, chain.from_iterable(content), repeat("type")), repeat("tool_use"))),
         "estimated": array("b", map(bool, estimated)),
@@ -244,7 +244,7 @@ def _coder() -> defaultdict[Any, int]:
 
 
 _KNOWN = ("model_called", "tool_started", "tool_finished", "run_started", "run_finished", "nudged", *_ORDER_KINDS)
-_MC, _TS, _TF, _RS, _RF, _, _RESUMED, _SUB_RUN = range(len(_KNOWN))
+_MC, _TS, _TF, _RS, _RF, _NUDGED, _RESUMED, _SUB_RUN = range(len(_KNOWN))
 
 
 def _unfinished(kc: list[int], s_id: list[str], f_id: list[str]) -> bool:
@@ -260,6 +260,30 @@ def _unfinished(kc: list[int], s_id: list[str], f_id: list[str]) -> bool:
         else:
             open_calls.discard(call_id)
     return bool(open_calls)
+
+
+def _run_row(
+    trace: Trace, ev: list[dict[str, Any]], kc: list[int], ints: dict[str, Any], floats: dict[str, Any]
+) -> dict[str, Any]:
+    """A run's row, by the reference's own :func:`~.frames.run_row`, from its fields as :func:`_fields` took
+    them: made while its events are hot (the same at close, reading the run's first and last events again,
+    took a twentieth of a load)."""
+    started, finished = _last(kc, _RS), _last(kc, _RF)
+    begun = {} if started is None else ev[started]
+    spent = floats["spent"]
+    return run_row(
+        trace.run_id,
+        trace.file,
+        begun,
+        None if finished is None else ev[finished],
+        dict(begun.get("budget") or {}),
+        [sum(ints[k]) for k in ("i", "o", "cw", "cr")],
+        spent[-1] if spent else 0.0,
+        kc.count(_NUDGED),
+        len(ints["i"]),
+        ev[-1],
+        lambda: max(ints["step"]),
+    )
 
 
 def _last(codes: list[int], code: int) -> int | None:
@@ -287,7 +311,7 @@ class Batch:
     def __init__(self) -> None:
         self.traces: list[Trace] = []
         self._logs: list[tuple[bytes, np.ndarray]] = []  # each log's bytes and where its lines end
-        self._ends: list[tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]] = []
+        self.runs_rows: list[dict[str, Any]] = []  # each run's row, made as it is added (its events hot)
         self._codes = {k: _coder() for k in ("kind", *_CODED)}  # each value first seen: the next code
         self._kind_codes = self._codes["kind"]
         self._kind_codes.update((k, n) for n, k in enumerate(_KNOWN))
@@ -318,11 +342,14 @@ class Batch:
         if got is None:
             return False
         kc, ids, ints, floats, flags, texts, args, paired = got
+        ev = trace.records
+        try:
+            row = _run_row(trace, ev, kc, ints, floats)
+        except (TypeError, ValueError, OverflowError, AttributeError):
+            return False
         if ids is not None:
             self._ids[len(self.traces)] = ids
-        ev = trace.records
-        started, finished = _last(kc, _RS), _last(kc, _RF)
-        self._ends.append(({} if started is None else ev[started], None if finished is None else ev[finished], ev[-1]))
+        self.runs_rows.append(row)
         self.traces.append(LogTrace(trace, data, parse))
         self._logs.append((data, ends))
         self._lens.append(len(ev))
@@ -350,7 +377,6 @@ class Batch:
     def _close(self) -> None:
         n = len(self.traces)
         lens = np.array(self._lens, dtype=np.int64)
-        self.starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
         self.file_of = np.repeat(np.arange(n, dtype=np.int64), lens)
         self.codes = np.array(self._kc, dtype=np.int64)
         self.kind_names = [k if type(k) is str else "" for k in self._kind_codes]  # not text: held by no run added
@@ -444,38 +470,9 @@ class Batch:
             cols = {k: v.take(order) for k, v in cols.items()}
         self.calls_cols = cols
 
-    # -- runs: one row per log, by the reference's own run_row
+    # -- runs: one row per log (made by add)
     def _runs(self) -> None:
-        n = len(self.traces)
-        nudges = np.bincount(self.file_of[self.where("nudged")], minlength=n).tolist()
         step_file = self.file_of[self.step_at]
-        per = np.bincount(step_file, minlength=n)
-        ends = np.cumsum(per)
-        sums = []
-        for name in ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens"):
-            total = np.concatenate(([0], np.cumsum(self.steps_cols[name])))
-            sums.append((total[ends] - total[ends - per]).tolist())
-        spent = self.steps_cols["cumulative_cost"]
-        last_spent = [float(spent[e - 1]) if k else 0.0 for e, k in zip(ends.tolist(), per.tolist(), strict=True)]
-        max_step = np.maximum.reduceat(self.step, self.starts).tolist()
-        rows = []
-        for f, (t, (begun, finished, last)) in enumerate(zip(self.traces, self._ends, strict=True)):
-            rows.append(
-                run_row(
-                    t.run_id,
-                    t.file,
-                    begun,
-                    finished,
-                    dict(begun.get("budget") or {}),
-                    [s[f] for s in sums],
-                    last_spent[f],
-                    nudges[f],
-                    int(per[f]),
-                    last,
-                    lambda f=f: max_step[f],  # type: ignore[misc]
-                )
-            )
-        self.runs_rows = rows
         self.step_file, self.call_file = step_file, self.file_of[self.call_at]
 
     # -- frames, when asked for
