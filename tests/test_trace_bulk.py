@@ -77,6 +77,27 @@ def test_every_fixture_loads_in_bulk_as_run_by_run(fixtures, kind, tmp_path):
     assert bulk_used(fast)
 
 
+def test_a_run_the_bulk_path_turns_down_leaves_every_other_log_read_once(fixtures, tmp_path, monkeypatch):
+    """A resumed run, a sub-run's parent or a call never finished is handed to the per-run path when its log
+    is added: the other runs of its batch stay in bulk, their logs not parsed again."""
+    folder = tmp_path / "native"
+    shutil.copytree(fixtures["native"], folder)
+    (folder / "parent.jsonl").rename(folder / "m-parent.jsonl")  # mid-folder, between runs taken in bulk
+    added: list[str] = []
+    add = Batch.add
+
+    def counted(self, trace, data, lines):
+        added.append(trace.run_id)
+        return add(self, trace, data, lines)
+
+    monkeypatch.setattr(Batch, "add", counted)
+    traces = al.load_runs(folder)
+    assert sorted(added) == sorted(set(added)) and "parent" in added
+    batches = [p for p in traces._parts or [] if isinstance(p, Batch)]
+    assert len(batches) >= 2 and "parent" not in {t.run_id for b in batches for t in b.traces}
+    assert len(traces) == len(list(folder.glob("*.jsonl")))
+
+
 # ------------------------------------------------------------ damaged and unusual logs
 def _lines(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
@@ -157,6 +178,20 @@ def _variants(base: list[dict]) -> dict[str, list[dict] | str | bytes]:
 
 
 _DROP = object()
+
+
+def test_a_call_finished_before_it_started_loads_as_run_by_run(fixtures, tmp_path):
+    """The ids of a run's calls in order, but one finish written before its start (an edited log): the
+    reference finds that call left open, and so must the bulk path (its whole batch is then read run by run)."""
+    base = _lines(fixtures["native"] / "unicode.jsonl")
+    events = [dict(e) for e in base]
+    start = next(n for n, e in enumerate(events) if e["kind"] == "tool_started")
+    finish = next(n for n, e in enumerate(events) if e["kind"] == "tool_finished")
+    events[start], events[finish] = events[finish], events[start]
+    _write(tmp_path / "a.jsonl", [{**e, "run_id": "good"} for e in base])
+    _write(tmp_path / "b.jsonl", events)
+    traces = assert_loads_as_the_reference(tmp_path)
+    assert traces is not None and "unfinished" in set(traces.calls["outcome"])
 
 
 def test_damaged_and_unusual_logs_load_in_bulk_as_run_by_run(fixtures, tmp_path):

@@ -8,8 +8,8 @@ one stable ``np.lexsort``) and Arrow for the text columns (a run id per row: a t
 
 It is an accelerator, never a second definition: every field it reads is checked to be of a type it
 converts exactly as :func:`~.frames.summarize` does, and anything else (a field of another type, a
-resumed run, a sub-run, a call never finished, a NaN tag, a blob) raises :class:`NotBulk` or
-:class:`Refuse`, and those runs take the per-run path, which stays the reference. The runs row is
+resumed run, a sub-run, a call never finished, a NaN tag, a blob) is found when its log is added, while its
+events are in the cache, and that run takes the per-run path, which stays the reference. The runs row is
 built by :func:`~.frames.run_row`, the same function the reference ends in. ``tests/test_trace_bulk.py``
 holds the two to equal frames on every fixture and on damaged logs.
 """
@@ -17,12 +17,10 @@ holds the two to equal frames on every fixture and on damaged logs.
 from __future__ import annotations
 
 import math
-import re
 from array import array
 from collections import defaultdict
-from collections.abc import Iterable
 from functools import cached_property
-from itertools import chain, compress, repeat
+from itertools import chain, compress, islice, repeat
 from operator import eq
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +32,7 @@ import pyarrow.compute as pc
 
 from .._shorten import shorten
 from ..errors import AgentlabError
+from ._tags import fits, markers, well_typed
 from .frames import (
     CALLS_COLUMNS,
     EVENTS_COLUMNS,
@@ -49,7 +48,6 @@ from .frames import (
 if TYPE_CHECKING:
     from .runs import Trace
 
-_BIG = 2**62
 _NUMBER = {float, int, bool, type(None)}
 """What ``float(x)`` (``NaN`` for None) and ``np.array(..., float64)`` turn into the same float."""
 _MISSING = object()
@@ -59,14 +57,6 @@ _ORDER_KINDS = ("resumed", "sub_run")
 
 class NotBulk(AgentlabError):
     """A field the bulk pass does not convert exactly as the reference would: the batch is read run by run."""
-
-
-class Refuse(AgentlabError):
-    """Some runs of the batch need the per-run path (their positions in ``runs``); the rest can stay in bulk."""
-
-    def __init__(self, runs: Iterable[int]) -> None:
-        super().__init__("runs to summarize one by one")
-        self.runs = sorted(set(runs))
 
 
 def available() -> bool:
@@ -87,23 +77,17 @@ def _arrow(values: list[Any], type_: Any = None) -> Any:
         raise NotBulk(f"{exc}") from exc
 
 
-def _floats(values: list[Any], *, none: bool = True) -> np.ndarray:
-    """``_num`` of each (None is NaN; an int its float), where the values are ints, floats and (if ``none``)
-    None; anything else is not bulk."""
-    arr = _arrow(values)
-    if arr.type == pa.null() and (none or not len(arr)):
-        return np.full(len(arr), np.nan)
-    if arr.type not in (pa.float64(), pa.int64()) or (arr.null_count and not none):
-        raise NotBulk("not all numbers")
-    return arr.cast(pa.float64(), safe=False).to_numpy(zero_copy_only=False)
-
-
 def _texts(values: list[Any], *, none: bool = False) -> Any:
     """Text as an Arrow array (``str()`` of a str is itself); None (a null) only where the reference keeps it."""
     arr = _arrow(values, pa.large_string())
     if arr.null_count and not none:
         raise NotBulk("a text field missing")
     return arr
+
+
+def _joined(values: list[Any]) -> Any:
+    """A text field of every run as one Arrow array (its types checked when each log was added)."""
+    return _texts(values, none=True)
 
 
 def _arrow_text(values: Any) -> pd.Series:
@@ -123,44 +107,77 @@ def _dbl(values: list[Any]) -> array:
         return array("d", [math.nan if v is None else v for v in values])
 
 
-def _range(values: np.ndarray) -> np.ndarray:
-    if len(values) and not (-_BIG < values.min() and values.max() < _BIG):
-        raise NotBulk("an int beyond int64")
-    return values
-
-
 _TEXT, _TEXT_OR_NONE = {str}, {str, type(None)}
 
 
-def _fields(trace: Trace, codes: defaultdict[Any, int]) -> tuple[Any, ...] | None:
-    """One run's fields, taken while its events are in the cache: one ``map(dict.get, ...)`` per field over
-    the events that carry it. None (or TypeError) where a value is of a type the bulk pass does not convert
-    exactly as :func:`~.frames.summarize` does (that run is then summarized by it)."""
+_MC_FIELDS = (
+    ("usage", None),
+    ("spent", _MISSING),
+    ("content", None),
+    ("stop_reason", None),
+    ("cost", 0.0),
+    ("latency", 0.0),
+    ("server_tool_cost", 0.0),
+    ("estimated", None),
+)
+_USAGE_FIELDS = tuple(
+    (k, 0) for k in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
+)
+_TF_FIELDS = (
+    ("call_id", None),
+    ("tool", ""),
+    ("outcome", ""),
+    ("mode", None),
+    ("result", None),
+    ("args", None),
+    ("index", 0),
+    ("attempts", 0),
+    ("is_error", False),
+    ("start", _MISSING),
+    ("end", None),
+)
+
+
+def _take(rows: list[Any], fields: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
+    """Each of ``fields`` over ``rows`` as one list, a missing one its default: a ``map(dict.get, ...)`` per
+    field (an ``itemgetter`` of them all, transposed by ``zip``, was slower)."""
+    get: Any = dict.get
+    return [list(map(get, rows, repeat(k), repeat(d))) for k, d in fields]
+
+
+def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[int]) -> tuple[Any, ...] | None:
+    """One run's fields, taken while its events are in the cache: the base fields of every event in one pass,
+    then those of the kinds read (model_called, tool_finished) in one pass each. None (or TypeError,
+    :class:`NotBulk`) where a value is of a type the bulk pass does not convert exactly as
+    :func:`~.frames.summarize` does, or the run needs its events walked in order (a resumed run, a sub-run, a
+    call never finished): that run is then summarized by the reference."""
     ev = trace.records
     get: Any = dict.get
-    kc = list(map(codes.__getitem__, map(get, ev, repeat("kind"))))
     step, seq, t = (list(map(get, ev, repeat(k))) for k in ("step", "seq", "t"))
-    if _types(step) != {int} or _types(seq) != {int} or not _types(t) <= {int, float}:
+    if not well_typed(step, seq, t, None):
         return None  # the reference's plausibility check: this log is read line by line
+    kind_codes = codes["kind"]
+    known = len(kind_codes)
+    kc = list(map(kind_codes.__getitem__, map(get, ev, repeat("kind"))))
+    if len(kind_codes) > known:  # kinds first seen: one that is not text is never taken
+        refused.update(c for k, c in islice(kind_codes.items(), known, None) if type(k) is not str)
+    if not refused.isdisjoint(kc):
+        return None  # a kind not text; or a resumed run or a sub-run, whose effect depends on where it falls
     rid = trace.run_id
     ids: list[Any] | None = list(map(get, ev, repeat("run_id"), repeat(rid)))
     if ids is not None and ids.count(rid) == len(ids):
         ids = None
     mc = list(compress(ev, map(eq, kc, repeat(_MC))))
-    usage = list(map(get, mc, repeat("usage")))
-    spent = list(map(get, mc, repeat("spent"), repeat(_MISSING)))
+    usage, spent, content, stop, cost, latency, stc, estimated = _take(mc, _MC_FIELDS)
     if None in usage or _MISSING in spent:  # a lost attempt, or spent carried over: event by event
         return None
-    content = list(map(get, mc, repeat("content")))
     if None in content:
         content = [c or [] for c in content]
-    stop = list(map(get, mc, repeat("stop_reason")))
+    rc = list(map(get, mc, repeat("recorded_cost")))
     tf = list(compress(ev, map(eq, kc, repeat(_TF))))
-    f_id, tool, outcome = (
-        list(map(get, tf, repeat(k), repeat(d))) for k, d in (("call_id", None), ("tool", ""), ("outcome", ""))
-    )
-    mode, result = list(map(get, tf, repeat("mode"))), list(map(get, tf, repeat("result")))
+    f_id, tool, outcome, mode, result, args, index, attempts, is_error, start, end = _take(tf, _TF_FIELDS)
     s_id = list(map(get, compress(ev, map(eq, kc, repeat(_TS))), repeat("call_id")))
+    texts = {"f_id": f_id, "result": result}
     if (
         not _types(f_id) <= _TEXT
         or not _types(s_id) <= _TEXT
@@ -170,50 +187,103 @@ def _fields(trace: Trace, codes: defaultdict[Any, int]) -> tuple[Any, ...] | Non
         or not _types(result) <= _TEXT_OR_NONE
         or not _types(stop) <= _TEXT_OR_NONE
         or "unfinished" in outcome
+        or (s_id != f_id and _unfinished(kc, s_id, f_id))
     ):
         return None
-    args = list(map(get, tf, repeat("args")))
+    if _MISSING in start:  # no start: the reference takes the event's t
+        t_tf = list(compress(t, map(eq, kc, repeat(_TF))))
+        start = [t_tf[n] if v is _MISSING else v for n, v in enumerate(start)]
     if not all(args):
         args = [a or {} for a in args]
+    i, o, cw, cr = _take(usage, _USAGE_FIELDS)
     ints = {
         "step": array("q", step),
         "seq": array("q", seq),
-        "i": array("q", map(get, usage, repeat("input_tokens"), repeat(0))),
-        "o": array("q", map(get, usage, repeat("output_tokens"), repeat(0))),
-        "cw": array("q", map(get, usage, repeat("cache_creation_input_tokens"), repeat(0))),
-        "cr": array("q", map(get, usage, repeat("cache_read_input_tokens"), repeat(0))),
-        "index": array("q", map(get, tf, repeat("index"), repeat(0))),
-        "attempts": array("q", map(get, tf, repeat("attempts"), repeat(0))),
+        "i": array("q", i),
+        "o": array("q", o),
+        "cw": array("q", cw),
+        "cr": array("q", cr),
+        "index": array("q", index),
+        "attempts": array("q", attempts),
+        "clen": array("q", map(len, content)),
     }
+    every = array("q")
+    for v in ints.values():
+        every.extend(v)
+    if not fits(np.frombuffer(every, dtype=np.int64)):  # the reference's plausible() ranges, in one numpy pass
+        return None
     floats = {
         "t": array("d", t),
         "spent": _dbl(spent),
-        "cost": _dbl(list(map(get, mc, repeat("cost"), repeat(0.0)))),
-        "latency": _dbl(list(map(get, mc, repeat("latency"), repeat(0.0)))),
-        "stc": _dbl(list(map(get, mc, repeat("server_tool_cost"), repeat(0.0)))),
-        "rc": _dbl(list(map(get, mc, repeat("recorded_cost")))),
-        "end": _dbl(list(map(get, tf, repeat("end")))),
+        "cost": _dbl(cost),
+        "latency": _dbl(latency),
+        "stc": _dbl(stc),
+        "rc": _dbl(rc),
+        "end": _dbl(end),
+        "start": _dbl(start),
     }
-    lists = {
-        "clen": list(map(len, content)),
-        "uses": list(map(eq, map(get, chain.from_iterable(content), repeat("type")), repeat("tool_use"))),
-        "stop": stop,
-        "estimated": list(map(bool, map(get, mc, repeat("estimated")))),
-        "s_id": s_id,
-        "f_id": f_id,
-        "tool": tool,
-        "mode": mode,
-        "args": args,
-        "outcome": outcome,
-        "is_error": list(map(bool, map(get, tf, repeat("is_error"), repeat(False)))),
-        "start": list(map(get, tf, repeat("start"), repeat(_MISSING))),
-        "result": result,
+    for k, values in (("tool", tool), ("outcome", outcome), ("mode", mode), ("stop", stop)):
+        ints[k] = array("q", map(codes[k].__getitem__, values))  # a few distinct values: Arrow takes them at close
+    flags = {
+        "uses": array("b", map(eq, map(get, chain.from_iterable(content), repeat("type")), repeat("tool_use"))),
+        "estimated": array("b", map(bool, estimated)),
+        "is_error": array("b", map(bool, is_error)),
     }
-    return kc, ids, ints, floats, lists
+    return kc, ids, ints, floats, flags, texts, args, s_id == f_id
+
+
+_CODED = ("tool", "outcome", "mode", "stop")
+"""Text fields of few distinct values (their types checked per run: text, or None where the reference keeps
+it), kept as codes: converting each value to Arrow at close, long after it was parsed, took a tenth of a load."""
+
+
+def _coder() -> defaultdict[Any, int]:
+    codes: defaultdict[Any, int] = defaultdict(int)
+    codes.default_factory = codes.__len__
+    return codes
 
 
 _KNOWN = ("model_called", "tool_started", "tool_finished", "run_started", "run_finished", "nudged", *_ORDER_KINDS)
-_MC, _TS, _TF, _RS, _RF = 0, 1, 2, 3, 4
+_MC, _TS, _TF, _RS, _RF, _NUDGED, _RESUMED, _SUB_RUN = range(len(_KNOWN))
+
+
+def _unfinished(kc: list[int], s_id: list[str], f_id: list[str]) -> bool:
+    """Whether a call is started and never finished, as the reference finds it (a dict of open calls), for a
+    run whose calls do not finish in the order they start (when they do, the batch checks each finish comes
+    after its start, in bulk)."""
+    ts_at = compress(range(len(kc)), map(eq, kc, repeat(_TS)))
+    tf_at = compress(range(len(kc)), map(eq, kc, repeat(_TF)))
+    open_calls: set[str] = set()
+    for _, is_start, call_id in sorted(chain(zip(ts_at, repeat(True), s_id), zip(tf_at, repeat(False), f_id))):
+        if is_start:
+            open_calls.add(call_id)
+        else:
+            open_calls.discard(call_id)
+    return bool(open_calls)
+
+
+def _run_row(
+    trace: Trace, ev: list[dict[str, Any]], kc: list[int], ints: dict[str, Any], floats: dict[str, Any]
+) -> dict[str, Any]:
+    """A run's row, by the reference's own :func:`~.frames.run_row`, from its fields as :func:`_fields` took
+    them: made while its events are hot (the same at close, reading the run's first and last events again,
+    took a twentieth of a load)."""
+    started, finished = _last(kc, _RS), _last(kc, _RF)
+    begun = {} if started is None else ev[started]
+    spent = floats["spent"]
+    return run_row(
+        trace.run_id,
+        trace.file,
+        begun,
+        None if finished is None else ev[finished],
+        dict(begun.get("budget") or {}),
+        [sum(ints[k]) for k in ("i", "o", "cw", "cr")],
+        spent[-1] if spent else 0.0,
+        kc.count(_NUDGED),
+        len(ints["i"]),
+        ev[-1],
+        lambda: max(ints["step"]),
+    )
 
 
 def _last(codes: list[int], code: int) -> int | None:
@@ -240,54 +310,65 @@ class Batch:
 
     def __init__(self) -> None:
         self.traces: list[Trace] = []
-        self._logs: list[tuple[bytes, int]] = []  # each log's bytes and line count
-        self._ends: list[tuple[dict[str, Any], dict[str, Any] | None, dict[str, Any]]] = []
-        self._kind_codes: defaultdict[Any, int] = defaultdict(int, {k: n for n, k in enumerate(_KNOWN)})
-        self._kind_codes.default_factory = self._kind_codes.__len__  # a kind first seen: the next code
-        self._kc: list[int] = []
+        self._logs: list[tuple[bytes, np.ndarray]] = []  # each log's bytes and where its lines end
+        self.runs_rows: list[dict[str, Any]] = []  # each run's row, made as it is added (its events hot)
+        self._codes = {k: _coder() for k in ("kind", *_CODED)}  # each value first seen: the next code
+        self._kind_codes = self._codes["kind"]
+        self._kind_codes.update((k, n) for n, k in enumerate(_KNOWN))
+        self._refused_kinds = {_RESUMED, _SUB_RUN}  # and any kind not text
+        self._kc = array("q")
         self._lens: list[int] = []
+        self._paired: list[bool] = []  # each run's calls finish in the order they start (ids alone checked)
         self._ids: dict[int, list[Any]] = {}
-        self._ints = {k: array("q") for k in ("step", "seq", "i", "o", "cw", "cr", "index", "attempts")}
-        self._floats = {k: array("d") for k in ("t", "spent", "cost", "latency", "stc", "rc", "end")}
-        self._lists: dict[str, list[Any]] = {
-            k: []
-            for k in ("clen", "uses", "stop", "estimated", "s_id", "f_id", "tool", "mode", "args", "outcome")
-            + ("is_error", "start", "result")
+        self._ints = {
+            k: array("q") for k in ("step", "seq", "i", "o", "cw", "cr", "index", "attempts", "clen", *_CODED)
         }
+        self._floats = {k: array("d") for k in ("t", "spent", "cost", "latency", "stc", "rc", "end", "start")}
+        self._flags = {k: array("b") for k in ("uses", "estimated", "is_error")}
+        self._texts: dict[str, list[Any]] = {"f_id": [], "result": []}
+        self._args: list[Any] = []
 
-    def add(self, trace: Trace, data: bytes, lines: int) -> bool:
+    def add(self, trace: Trace, data: bytes, ends: np.ndarray) -> bool:
         """Take one run's fields (False, taking nothing, if a field is of a type the bulk pass does not
-        convert exactly as the reference). ``data`` is its log (``lines`` lines), parsed into ``trace``; the
+        convert exactly as the reference). ``data`` is its log (its lines ending at ``ends``: :func:`scan`), parsed
+        into ``trace``; the
         batch keeps those bytes and lets the parsed events go (see :class:`~.runs.LogTrace`)."""
         from .runs import LogTrace
 
         try:
-            got = _fields(trace, self._kind_codes)
-        except (TypeError, ValueError, OverflowError, AttributeError):
+            got = _fields(trace, self._codes, self._refused_kinds)
+        except (TypeError, ValueError, OverflowError, AttributeError, NotBulk):
             return False
         if got is None:
             return False
-        kc, ids, ints, floats, lists = got
+        kc, ids, ints, floats, flags, texts, args, paired = got
+        ev = trace.records
+        try:
+            row = _run_row(trace, ev, kc, ints, floats)
+        except (TypeError, ValueError, OverflowError, AttributeError):
+            return False
         if ids is not None:
             self._ids[len(self.traces)] = ids
-        ev = trace.records
-        started, finished = _last(kc, _RS), _last(kc, _RF)
-        self._ends.append(({} if started is None else ev[started], None if finished is None else ev[finished], ev[-1]))
+        self.runs_rows.append(row)
         self.traces.append(LogTrace(trace, data, parse))
-        self._logs.append((data, lines))
+        self._logs.append((data, ends))
         self._lens.append(len(ev))
+        self._paired.append(paired)
         self._kc.extend(kc)
         for k, v in ints.items():
             self._ints[k].extend(v)
         for k, v in floats.items():
             self._floats[k].extend(v)
-        for k, v in lists.items():
-            self._lists[k].extend(v)
+        for k, v in flags.items():
+            self._flags[k].extend(v)
+        for k, v in texts.items():
+            self._texts[k].extend(v)
+        self._args.extend(args)
         return True
 
     def close(self) -> None:
-        """Every figure of the runs added, in bulk; raises :class:`Refuse` naming the runs to summarize one
-        by one, or :class:`NotBulk`."""
+        """Every figure of the runs added, in bulk (:class:`NotBulk` if one cannot be: the runs are then
+        summarized one by one; :meth:`add` checked each, so this is not expected)."""
         try:
             self._close()
         except (TypeError, ValueError, KeyError, AttributeError, OverflowError, pa.ArrowException) as exc:
@@ -296,27 +377,21 @@ class Batch:
     def _close(self) -> None:
         n = len(self.traces)
         lens = np.array(self._lens, dtype=np.int64)
-        self.starts = np.concatenate(([0], np.cumsum(lens)[:-1]))
         self.file_of = np.repeat(np.arange(n, dtype=np.int64), lens)
         self.codes = np.array(self._kc, dtype=np.int64)
-        names = list(self._kind_codes)
-        refuse: set[int] = set()
-        odd = [c for c, k in enumerate(names) if type(k) is not str]  # a kind missing (None) or not text
-        for code in (*(self._kind_codes[k] for k in _ORDER_KINDS), *odd):
-            refuse.update(self.file_of[self.codes == code].tolist())
-        self.kind_names = names
+        self.kind_names = [k if type(k) is str else "" for k in self._kind_codes]  # not text: held by no run added
         self.step = np.frombuffer(self._ints["step"], dtype=np.int64)
         self.seq = np.frombuffer(self._ints["seq"], dtype=np.int64)
-        for col in (self.step, self.seq):
-            bad = np.flatnonzero((col <= -_BIG) | (col >= _BIG))
-            refuse.update(self.file_of[bad].tolist())
         self.t = np.frombuffer(self._floats["t"], dtype=np.float64)
-        self._calls(refuse)
-        if refuse:
-            raise Refuse(refuse)
+        self._calls()
         self._steps()
         self._runs()
         self.run_ids = pa.array([t.run_id for t in self.traces], pa.large_string())
+
+    def _decoded(self, name: str) -> Any:
+        """Text field ``name`` of every row, from its codes: one Arrow take from its few distinct values."""
+        values = pa.array(list(self._codes[name]), pa.large_string())
+        return values.take(pa.array(np.frombuffer(self._ints[name], dtype=np.int64)))
 
     def where(self, kind: str) -> np.ndarray:
         """The positions of the events of ``kind``, in order."""
@@ -326,12 +401,12 @@ class Batch:
     # -- steps: one row per model_called event
     def _steps(self) -> None:
         at = self.where("model_called")
-        ints, floats, lists = self._ints, self._floats, self._lists
-        i, o, cw, cr = (_range(np.frombuffer(ints[k], dtype=np.int64)) for k in ("i", "o", "cw", "cr"))
-        lens = np.array(lists["clen"], dtype=np.int64)
-        total = np.concatenate(([0], np.cumsum(np.array(lists["uses"], dtype=np.int64))))
+        ints, floats = self._ints, self._floats
+        i, o, cw, cr = (np.frombuffer(ints[k], dtype=np.int64) for k in ("i", "o", "cw", "cr"))
+        lens = np.frombuffer(ints["clen"], dtype=np.int64)
+        total = np.concatenate(([0], np.cumsum(np.frombuffer(self._flags["uses"], dtype=np.int8), dtype=np.int64)))
         ends = np.cumsum(lens)
-        stop = _texts(lists["stop"], none=True)
+        stop = self._decoded("stop")
         if stop.null_count:
             stop = pc.fill_null(stop, "")
         self.step_at = at
@@ -347,31 +422,23 @@ class Batch:
             "latency": np.frombuffer(floats["latency"], dtype=np.float64),
             "tool_calls": total[ends] - total[ends - lens],
             "stop_reason": stop,
-            "estimated": np.array(lists["estimated"], dtype=bool),
+            "estimated": np.frombuffer(self._flags["estimated"], dtype=np.int8).astype(bool),
             "t": self.t[at],
             "server_tool_cost": np.frombuffer(floats["stc"], dtype=np.float64),
             "sub_run_cost": np.zeros(len(at)),
             "recorded_cost": np.frombuffer(floats["rc"], dtype=np.float64),
         }
 
-    # -- calls: one row per tool_finished event (a run with a call left unfinished is refused)
-    def _calls(self, refuse: set[int]) -> None:
-        started, at = self.where("tool_started"), self.where("tool_finished")
-        lists = self._lists
-        s_ids, f_ids = lists["s_id"], lists["f_id"]
-        paired = (
-            s_ids == f_ids and np.array_equal(self.file_of[started], self.file_of[at]) and bool((started < at).all())
-        )
-        if not paired:
-            refuse.update(self._unfinished(started, at, s_ids, f_ids))
-        outcome = _texts(lists["outcome"])
-        start = lists["start"]
-        if _MISSING in start:  # no start: the reference takes the event's t
-            t = self.t[at].tolist()
-            start = [t[n] if v is _MISSING else v for n, v in enumerate(start)]
-        start_ = _floats(start)
+    # -- calls: one row per tool_finished event (a run with a call left unfinished is not added)
+    def _calls(self) -> None:
+        at = self.where("tool_finished")
+        paired, started = np.array(self._paired, dtype=bool), self.where("tool_started")
+        if not (started[paired[self.file_of[started]]] < at[paired[self.file_of[at]]]).all():
+            raise NotBulk("a call finished before it started")  # an edited log: the reference's walk, run by run
+        texts = self._texts
+        start_ = np.frombuffer(self._floats["start"], dtype=np.float64)
         end = np.frombuffer(self._floats["end"], dtype=np.float64)
-        result = _texts(lists["result"], none=True)
+        result = _joined(texts["result"])
         if result.null_count:
             result = pc.fill_null(result, "")
         long = np.flatnonzero(pc.utf8_length(result).to_numpy() > PREVIEW_CHARS)
@@ -380,20 +447,20 @@ class Batch:
             for n in long.tolist():
                 text[n] = shorten(text[n], PREVIEW_CHARS)
             result = pa.array(text, pa.large_string())
-        index = _range(np.frombuffer(self._ints["index"], dtype=np.int64))
+        index = np.frombuffer(self._ints["index"], dtype=np.int64)
         step = self.step[at]
         order = np.lexsort((index, step, self.file_of[at]))  # stable: the reference's sort by (step, index)
         self.call_at = at[order]
         cols: dict[str, Any] = {
             "step": step,
-            "call_id": _texts(f_ids),
+            "call_id": _joined(texts["f_id"]),
             "index": index,
-            "tool": _texts(lists["tool"]),
-            "mode": _texts(lists["mode"], none=True),
-            "args": _objects(lists["args"]),
-            "outcome": outcome,
-            "attempts": _range(np.frombuffer(self._ints["attempts"], dtype=np.int64)),
-            "is_error": np.array(lists["is_error"], dtype=bool),
+            "tool": self._decoded("tool"),
+            "mode": self._decoded("mode"),
+            "args": _objects(self._args),
+            "outcome": self._decoded("outcome"),
+            "attempts": np.frombuffer(self._ints["attempts"], dtype=np.int64),
+            "is_error": np.frombuffer(self._flags["is_error"], dtype=np.int8).astype(bool),
             "start": start_,
             "end": end,
             "duration": end - start_,
@@ -403,68 +470,16 @@ class Batch:
             cols = {k: v.take(order) for k, v in cols.items()}
         self.calls_cols = cols
 
-    def _unfinished(self, started: np.ndarray, at: np.ndarray, s_ids: list[str], f_ids: list[str]) -> set[int]:
-        """The runs with a call started and never finished, as the reference finds them (a dict of open calls)."""
-        moves = sorted(
-            chain(
-                ((pos, True, call_id) for pos, call_id in zip(started.tolist(), s_ids, strict=True)),
-                ((pos, False, call_id) for pos, call_id in zip(at.tolist(), f_ids, strict=True)),
-            )
-        )
-        files = self.file_of
-        open_calls: dict[tuple[int, str], int] = {}
-        for pos, is_start, call_id in moves:
-            key = (int(files[pos]), call_id)
-            if is_start:
-                open_calls[key] = pos
-            else:
-                open_calls.pop(key, None)
-        return {f for f, _ in open_calls}
-
-    # -- runs: one row per log, by the reference's own run_row
+    # -- runs: one row per log (made by add)
     def _runs(self) -> None:
-        n = len(self.traces)
-        nudges = np.bincount(self.file_of[self.where("nudged")], minlength=n).tolist()
         step_file = self.file_of[self.step_at]
-        per = np.bincount(step_file, minlength=n)
-        ends = np.cumsum(per)
-        sums = []
-        for name in ("input_tokens", "output_tokens", "cache_write_tokens", "cache_read_tokens"):
-            total = np.concatenate(([0], np.cumsum(self.steps_cols[name])))
-            sums.append((total[ends] - total[ends - per]).tolist())
-        spent = self.steps_cols["cumulative_cost"]
-        last_spent = [float(spent[e - 1]) if k else 0.0 for e, k in zip(ends.tolist(), per.tolist(), strict=True)]
-        max_step = np.maximum.reduceat(self.step, self.starts).tolist()
-        rows = []
-        for f, (t, (begun, finished, last)) in enumerate(zip(self.traces, self._ends, strict=True)):
-            rows.append(
-                run_row(
-                    t.run_id,
-                    t.file,
-                    begun,
-                    finished,
-                    dict(begun.get("budget") or {}),
-                    [s[f] for s in sums],
-                    last_spent[f],
-                    nudges[f],
-                    int(per[f]),
-                    last,
-                    lambda f=f: max_step[f],  # type: ignore[misc]
-                )
-            )
-        self.runs_rows = rows
         self.step_file, self.call_file = step_file, self.file_of[self.call_at]
-
-    def log(self, n: int) -> tuple[bytes, int]:
-        """Run ``n``'s log bytes and line count, as :meth:`add` took them."""
-        return self._logs[n]
 
     # -- frames, when asked for
     def _lines(self) -> Any:
         """Every event's log line, an Arrow string array over the logs' bytes as read (no copy)."""
         chunks = []
-        for data, _ in self._logs:
-            newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE)
+        for data, newlines in self._logs:
             offsets = np.empty(len(newlines) + 1, dtype=np.int64)
             offsets[0] = 0
             offsets[1:] = newlines + 1
@@ -529,18 +544,13 @@ def _series(values: Any, dtype: str) -> Any:
 
 
 # ------------------------------------------------------------ the logs' bytes, before parsing
-_QUOTE, _NEWLINE = ord('"'), ord("\n")
 
 
-def scan(data: bytes) -> tuple[int, bool]:
-    """A log's line count, and whether it holds a NaN tag (``$float``) or a blob marker (``"$ref"``).
-    One regular expression whose every match starts with ``$`` (the engine skips to each ``$`` at C
-    speed): searching the bytes for each marker took a sixth of a load, since these logs hold a ``$`` in
-    every budget message."""
-    for m in _MARKER.finditer(data):
-        if m.group(1) == b"float" or (m.start() and data[m.start() - 1] == _QUOTE):
-            return data.count(b"\n"), True
-    return data.count(b"\n"), False
+def scan(data: bytes) -> tuple[np.ndarray, bool]:
+    """Where a log's lines end (the place of each newline: the line count, and the events' ``data`` column cut
+    from the bytes later without a second pass), and whether it holds a NaN tag or a blob marker
+    (:func:`~._tags.markers`)."""
+    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE), any(markers(data))
 
 
-_MARKER = re.compile(rb'\$(float|ref")')
+_NEWLINE = ord("\n")

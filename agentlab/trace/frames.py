@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from .._safe_text import clean
 from .._shorten import shorten
+from ._tags import INT_LIMIT
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -89,7 +90,7 @@ def _num(x: Any) -> float:
 def _i64(x: Any) -> int:
     """``x`` as an int that fits an int64 column (a huge one raises, and the reader skips its line)."""
     n = int(x)
-    if not -(2**62) < n < 2**62:
+    if not -INT_LIMIT < n < INT_LIMIT:
         raise OverflowError(f"{n} does not fit an int64 column")
     return n
 
@@ -424,7 +425,9 @@ def _build(columns: dict[str, Any], dtypes: dict[str, str]) -> pd.DataFrame:
         else:
             s = pd.Series(values, dtype=dtype)
         out[name] = s
-    return pd.DataFrame(out)
+    # copy=False: the columns are not copied into one block per dtype (a tenth of a second for a million
+    # events); each column is its own array, as it was built. Copy-on-write keeps them apart all the same.
+    return pd.DataFrame(out, copy=False)
 
 
 def text_series(values: list[Any]) -> pd.Series:

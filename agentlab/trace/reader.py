@@ -11,7 +11,6 @@ and floats.
 from __future__ import annotations
 
 import json
-import operator
 import os
 import warnings
 from collections.abc import Iterable, Iterator
@@ -22,6 +21,7 @@ import orjson
 
 from ..events import well_formed
 from ._blobs import REF_MARKER, resolve
+from ._tags import BASE_VALUES, markers, plausible
 from ._tags import untag as _floats
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
@@ -29,10 +29,6 @@ from .runs import Trace, Traces
 from .writer import FLOAT_TAG
 
 _BOM = b"\xef\xbb\xbf"
-_FLOAT_TAG = FLOAT_TAG.encode()
-_MARKERS = tuple((m, m.index(b"$")) for m in (_FLOAT_TAG, REF_MARKER))
-"""The float tag and the blob marker, each with the place of the ``$`` both hold."""
-_MAX_DOLLARS = 64
 
 
 class TruncatedTraceWarning(UserWarning):
@@ -64,27 +60,11 @@ def _events(file: Path, data: bytes) -> list[dict[str, Any]]:
     except ValueError:
         pass
     if events is not None and len(events) == body.count(b"\n") + 1 and _plausible(events):
-        tagged, refs = _markers(body)
+        tagged, refs = markers(body)
         if tagged:
             events = [_floats(e) for e in events]
         return resolve(file, events) if refs else events  # images stored once: put back
     return _read_strictly(file, data)
-
-
-def _markers(body: bytes) -> tuple[bool, bool]:
-    """Whether ``body`` holds the float tag, and the blob marker. Each ``$`` (found by memchr) is looked
-    at in place: ten times faster than searching the file for each marker, which took a tenth of a load;
-    past a few dozen ``$`` (a shell session's output), the file is searched for each instead."""
-    found = [False, False]
-    i = body.find(b"$")
-    for _ in range(_MAX_DOLLARS):
-        if i < 0:
-            return found[0], found[1]
-        for n, (marker, at) in enumerate(_MARKERS):
-            if i >= at and body.startswith(marker, i - at):
-                found[n] = True
-        i = body.find(b"$", i + 1)
-    return _FLOAT_TAG in body, REF_MARKER in body
 
 
 def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
@@ -118,32 +98,17 @@ def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
 
 
 def _plausible(events: list[Any]) -> bool:
-    """A bulk check at C speed (~0.2 µs an event) that every event is a dict with well-typed base fields.
+    """Every event a dict whose base fields pass :func:`~._tags.plausible` (~0.2 µs an event).
 
     Kind-specific fields are checked where the frames read them (:func:`~.frames.summarize`
     raises on a bad one, and the file is then read again strictly)."""
+    if not events or {*map(type, events)} != {dict}:
+        return False
     try:
-        if {*map(type, events)} != {dict}:
-            return False
-        steps, seqs = list(map(_STEP, events)), list(map(_SEQ, events))
-        return (
-            {*map(type, steps)} == {int}
-            and {*map(type, seqs)} == {int}
-            and -_BIG < min(steps)
-            and max(steps) < _BIG
-            and -_BIG < min(seqs)
-            and max(seqs) < _BIG
-            and {*map(type, map(_KIND, events))} == {str}
-            and {*map(type, map(_T, events))} <= {float, int}
-        )
+        kinds, steps, seqs, ts = zip(*map(BASE_VALUES, events), strict=True)
     except KeyError:
         return False
-
-
-_BIG = 2**62
-
-
-_STEP, _KIND, _T, _SEQ = (operator.itemgetter(k) for k in ("step", "kind", "t", "seq"))
+    return plausible(kinds, steps, seqs, ts)
 
 
 def _parse_line(line: bytes) -> Any:
@@ -248,10 +213,10 @@ def _read_logs(files: list[Path]) -> list[Any]:
 
     def logs() -> Iterator[tuple[Trace, Any]]:
         for f, data in read():
-            lines, marked = columns.scan(data)
-            events = None if marked else _whole(columns, data, lines)
+            ends, marked = columns.scan(data)
+            events = None if marked else _whole(columns, data, len(ends))
             if events is not None and _has_base(events[0]):
-                yield Trace(events, f), (data, lines)
+                yield Trace(events, f), (data, ends)
             else:
                 yield _trace(f, _events(f, data)), None
 
@@ -288,18 +253,13 @@ def _parts(columns: Any, logs: Iterable[tuple[Trace, Any]]) -> list[Any]:
 
 
 def _closed(columns: Any, batch: Any) -> list[Any]:
-    """``batch`` closed, as parts: itself, or (the runs it refuses summarized one by one) the rest re-batched."""
+    """``batch`` closed, as parts: itself (its runs were each checked when added), or, should a figure still
+    not convert in bulk, its runs summarized one by one."""
     if not batch.traces:  # its first run was turned down
         return []
     try:
         batch.close()
         return [batch]
-    except columns.Refuse as refused:
-        out = set(refused.runs)
-        return _parts(
-            columns,
-            ((_by_reference(t), None) if n in out else (t, batch.log(n)) for n, t in enumerate(batch.traces)),
-        )
     except columns.NotBulk:
         return [Traces([_by_reference(t) for t in batch.traces])]
 
