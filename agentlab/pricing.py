@@ -348,7 +348,7 @@ def _from_model_price(mp: Any) -> Prices | None:
     )
 
 
-_AS_DICT: dict[Prices, dict[str, Any]] = {}
+_as_dict_once = lru_cache(maxsize=256)(asdict)
 
 
 def prices_dict(prices: Prices) -> dict[str, Any]:
@@ -356,12 +356,7 @@ def prices_dict(prices: Prices) -> dict[str, Any]:
     price table without ``variants`` (the usual case: ``asdict`` walks every field, ~10 µs at a run's start)."""
     if prices.variants is not None:
         return asdict(prices)
-    known = _AS_DICT.get(prices)
-    if known is None:
-        if len(_AS_DICT) >= 256:
-            _AS_DICT.clear()
-        known = _AS_DICT[prices] = asdict(prices)
-    return dict(known)
+    return dict(_as_dict_once(prices))
 
 
 def served_prices(prices: Prices | None, requested: str, served: str | None) -> Prices | None:

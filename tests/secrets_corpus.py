@@ -4,6 +4,8 @@ tests.
 
 from __future__ import annotations
 
+import json
+
 # Secrets recognizable by their format alone: they may appear anywhere, bare.
 FORMAT_SECRETS = [
     "sk-ant-api03-Zq8vK2mP4xR7tY1uW3eN6bH9cJ0dL5fG8hA2sD4fG6hJ8kL0zX2cV4bN6mQ8wE0rT2y-AbCdEfAA",
@@ -83,3 +85,27 @@ def everywhere() -> dict:
         "headers": {"auth": BEARER, "extra": f"Authorization: {BEARER}"},
         "cert": {"pem": PEM},
     }
+
+
+ENV_FILE = "\n".join(
+    [f"{k}={v}" for k, v in NAMED_SECRETS.items() if " " not in v]
+    + [f'{k}: "{v}"' for k, v in NAMED_SECRETS.items() if " " in v]
+    + list(URL_SECRETS)
+    + FORMAT_SECRETS
+    + [PEM, f"Authorization: {BEARER}"]
+)
+"""Every secret as a ``.env`` file or a config dump holds them, one per line."""
+
+
+def shapes() -> list:
+    """Every secret of the corpus as a run's events or an import meet it: in blocks, tool inputs, results, JSON text."""
+    payload = everywhere()
+    return [
+        payload,
+        [{"type": "text", "text": ENV_FILE}],
+        [{"type": "tool_use", "id": "toolu_1", "name": "deploy", "input": payload}],
+        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": ENV_FILE}],
+        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": json.dumps({"deep": [{"inner": payload}]})}],
+        {"role": "user", "content": [{"type": "text", "text": f"use {s} for it"} for s in FORMAT_SECRETS]},
+        {"result": ENV_FILE, "args": payload},
+    ]

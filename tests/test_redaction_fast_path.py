@@ -18,39 +18,18 @@ from hypothesis import strategies as st
 from agentlab.recorded import load_recorded
 from agentlab.redact import REDACTED, Redactor
 
-from .secrets_corpus import ALL, BEARER, FORMAT_SECRETS, NAMED_SECRETS, PEM, URL_SECRETS, everywhere
+from .secrets_corpus import ALL, ENV_FILE, FORMAT_SECRETS, NAMED_SECRETS, everywhere, shapes
 
 CORPUS = Path(__file__).parent / "fixtures" / "redaction" / "precision.jsonl"
 TOOL_HEAVY = Path(__file__).parent / "fixtures" / "recorded" / "claude_code" / "tool_heavy.jsonl"
-ENV_FILE = "\n".join(
-    [f"{k}={v}" for k, v in NAMED_SECRETS.items() if " " not in v]
-    + [f'{k}: "{v}"' for k, v in NAMED_SECRETS.items() if " " in v]
-    + list(URL_SECRETS)
-    + FORMAT_SECRETS
-    + [PEM, f"Authorization: {BEARER}"]
-)
-
-
-def _shapes() -> list:
-    """Every secret of the recall corpus as an import meets it: in blocks, tool inputs, results, JSON text."""
-    payload = everywhere()
-    return [
-        payload,
-        [{"type": "text", "text": ENV_FILE}],
-        [{"type": "tool_use", "id": "toolu_1", "name": "deploy", "input": payload}],
-        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": ENV_FILE}],
-        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": json.dumps({"deep": [{"inner": payload}]})}],
-        {"role": "user", "content": [{"type": "text", "text": f"use {s} for it"} for s in FORMAT_SECRETS]},
-        {"result": ENV_FILE, "args": payload},
-    ]
 
 
 def test_clean_equals_the_full_walk_on_every_precision_record_and_every_secret_shape():
-    values = [json.loads(x)["value"] for x in CORPUS.read_text(encoding="utf-8").splitlines()] + _shapes()
+    values = [json.loads(x)["value"] for x in CORPUS.read_text(encoding="utf-8").splitlines()] + shapes()
     assert len(values) > 3000
     differ = [v for v in values if Redactor(env=False).clean(v) != Redactor(env=False).redact(v)]
     assert differ == []
-    for v in _shapes():  # and the secrets are gone, not merely left alone by both
+    for v in shapes():  # and the secrets are gone, not merely left alone by both
         text = json.dumps(Redactor(env=False).clean(v))
         assert [s for s in ALL if s in text or json.dumps(s)[1:-1] in text] == []
 

@@ -19,30 +19,9 @@ from hypothesis import strategies as st
 from agentlab.redact import Redactor
 from agentlab.trace.writer import dumps
 
-from .secrets_corpus import ALL, BEARER, FORMAT_SECRETS, NAMED_SECRETS, PEM, URL_SECRETS, everywhere
+from .secrets_corpus import ALL, everywhere, shapes
 
 CORPUS = Path(__file__).parent / "fixtures" / "redaction" / "precision.jsonl"
-ENV_FILE = "\n".join(
-    [f"{k}={v}" for k, v in NAMED_SECRETS.items() if " " not in v]
-    + [f'{k}: "{v}"' for k, v in NAMED_SECRETS.items() if " " in v]
-    + list(URL_SECRETS)
-    + FORMAT_SECRETS
-    + [PEM, f"Authorization: {BEARER}"]
-)
-
-
-def _shapes() -> list:
-    """Every secret of the recall corpus as a run's events hold it: in blocks, tool inputs, results, JSON text."""
-    payload = everywhere()
-    return [
-        payload,
-        [{"type": "text", "text": ENV_FILE}],
-        [{"type": "tool_use", "id": "toolu_1", "name": "deploy", "input": payload}],
-        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": ENV_FILE}],
-        [{"type": "tool_result", "tool_use_id": "toolu_1", "content": json.dumps({"deep": [{"inner": payload}]})}],
-        {"role": "user", "content": [{"type": "text", "text": f"use {s} for it"} for s in FORMAT_SECRETS]},
-        {"result": ENV_FILE, "args": payload},
-    ]
 
 
 def _said_clean_and_is(value) -> bool:
@@ -56,14 +35,14 @@ def _said_clean_and_is(value) -> bool:
 
 
 def test_a_line_called_clean_is_one_the_walk_leaves_alone_over_the_precision_corpus_and_every_secret_shape():
-    values = [json.loads(x)["value"] for x in CORPUS.read_text(encoding="utf-8").splitlines()] + _shapes()
+    values = [json.loads(x)["value"] for x in CORPUS.read_text(encoding="utf-8").splitlines()] + shapes()
     assert len(values) > 3000
     assert [v for v in values if not _said_clean_and_is(v)] == []
 
 
 def test_every_secret_of_the_recall_corpus_trips_the_json_text_test():
     r = Redactor(env=False)
-    for value in [everywhere(), *_shapes()]:
+    for value in [everywhere(), *shapes()]:
         assert r.needs_redaction(dumps(value), json_text=True), value
     for value in [*({"text": f"use {s} now"} for s in ALL), *({"note": s} for s in ALL)]:
         assert _said_clean_and_is(value)

@@ -160,21 +160,10 @@ class InputTracker:
             if fees == 0.0 and isinstance(tools, list) and not any("type" in t for t in tools):
                 self._fee_free = tools  # custom tools only: the same list next step charges no fee either
         rates = None if prices is None else (lambda n: prices.worst_rates(n, caching, terms))
-        result = check_call(
-            budget,
-            steps=steps,
-            spent=spent,
-            estimate=self.estimate,
-            bound=self.bound,
-            billed_by_estimate=self.billed_by_estimate,
-            fees=fees,
-            rates=rates,
-            max_tokens=max_tokens,
-            can_count=self.can_count,
-        )
-        error = latency = None
-        if result.wants_count and self.can_count:
-            args = dict(
+
+        def check(counted: int | None = None) -> GuardCheck:  # the rule; asked again once the input is counted
+            return check_call(
+                budget,
                 steps=steps,
                 spent=spent,
                 estimate=self.estimate,
@@ -183,7 +172,13 @@ class InputTracker:
                 fees=fees,
                 rates=rates,
                 max_tokens=max_tokens,
+                counted=counted,
+                can_count=self.can_count,
             )
+
+        result = check()
+        error = latency = None
+        if result.wants_count and self.can_count:
             t0 = now()
             try:
                 counted = await count()
@@ -198,7 +193,7 @@ class InputTracker:
             else:
                 latency = now() - t0
                 self.counts += 1
-                result = check_call(budget, **args, counted=counted, can_count=self.can_count)  # type: ignore[arg-type]
+                result = check(counted)
                 self.bound = self.estimate = counted
             result = replace(result, count_error=error, count_latency=latency)
         self.last = result

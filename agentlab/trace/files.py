@@ -10,6 +10,7 @@ run starts, an id read from a recorded file is made into one by
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import re
@@ -106,7 +107,7 @@ def written_to(run_id: str) -> Path | None:
     return None if known is None else Path(known[0]) / known[1]
 
 
-_FOLDERS: dict[str, Path] = {}  # a Path per folder named (a Path is immutable: the same one serves every run)
+_folder = functools.lru_cache(maxsize=64)(Path)  # a Path per folder named (immutable: the same one serves every run)
 
 
 def runs_dir(path: str | os.PathLike[str] | None = None) -> Path:
@@ -116,12 +117,7 @@ def runs_dir(path: str | os.PathLike[str] | None = None) -> Path:
     name = path or os.environ.get(RUNS_ENV) or "runs"
     if type(name) is not str:
         return Path(name)
-    folder = _FOLDERS.get(name)
-    if folder is None:
-        if len(_FOLDERS) >= 64:
-            _FOLDERS.clear()
-        folder = _FOLDERS[name] = Path(name)
-    return folder
+    return _folder(name)
 
 
 def trace_files(path: str | os.PathLike[str] | None) -> list[Path]:
