@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from array import array
 from collections import defaultdict
-from functools import cached_property
+from functools import cache, cached_property
 from itertools import chain, compress, islice, repeat
 from operator import eq, itemgetter
 from typing import TYPE_CHECKING, Any
@@ -142,11 +142,22 @@ _BASE = itemgetter("step", "seq", "t", "kind", "run_id")
 """An event's base fields, as :func:`_fields` reads them (a KeyError where one is missing: read field by field)."""
 
 
-def _take(rows: list[Any], fields: tuple[tuple[str, Any], ...]) -> list[list[Any]]:
-    """Each of ``fields`` over ``rows`` as one list, a missing one its default: a ``map(dict.get, ...)`` per
-    field (an ``itemgetter`` of them all, transposed by ``zip``, was slower)."""
+def _take(rows: list[Any], fields: tuple[tuple[str, Any], ...]) -> list[Any]:
+    """Each of ``fields`` over ``rows`` (as a tuple; a list where one is missing, its default): one
+    ``itemgetter`` pass transposed by ``zip`` while every row holds them all, else a ``map(dict.get, ...)`` per
+    field."""
+    if rows:
+        try:
+            return [*zip(*map(_getter(fields), rows), strict=True)]
+        except KeyError:
+            pass
     get: Any = dict.get
     return [list(map(get, rows, repeat(k), repeat(d))) for k, d in fields]
+
+
+@cache
+def _getter(fields: tuple[tuple[str, Any], ...]) -> Any:
+    return itemgetter(*(k for k, _ in fields))
 
 
 def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[int]) -> tuple[Any, ...] | None:
@@ -185,6 +196,7 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
     rc = list(map(get, mc, repeat("recorded_cost")))
     tf = list(compress(ev, map(eq, kc, repeat(_TF))))
     f_id, tool, outcome, mode, result, args, index, attempts, is_error, start, end = _take(tf, _TF_FIELDS)
+    f_id = list(f_id)  # compared with s_id, a list
     s_id = list(map(get, compress(ev, map(eq, kc, repeat(_TS))), repeat("call_id")))
     texts = {"f_id": f_id, "result": result}
     if (
