@@ -1,8 +1,9 @@
 """Many runs' logs -> the runs/steps/calls/events columns in bulk: one pass per field over every event.
 
 :func:`~.frames.summarize` walks each run's events in Python, a dict per call and a tuple per step:
-most of a load from the logs once orjson has parsed them. Here the same figures come from one
-``map(dict.get, ...)`` per field over the events of every run at once (C speed), numpy for the
+most of a load from the logs once orjson has parsed them. Here the same figures come from passes at C speed
+over each run's events (an ``itemgetter`` of a kind's fields transposed by ``zip``, or a ``map(dict.get, ...)``
+per field where one is missing), numpy for the
 arithmetic (tool calls per step: a cumulative sum over the flattened reply content; the calls' order:
 one stable ``np.lexsort``) and Arrow for the text columns (a run id per row: a take from the runs' ids).
 
