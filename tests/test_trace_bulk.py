@@ -163,6 +163,8 @@ def _variants(base: list[dict]) -> dict[str, list[dict] | str | bytes]:
         "a_number_kind": edited("tool_results", kind=7),
         "a_finished_call_said_unfinished": edited("tool_finished", outcome="unfinished"),
         "no_start": edited("tool_finished", start=_DROP),
+        "no_mode": edited("tool_finished", mode=_DROP),
+        "usage_without_cache_counts": edited("model_called", usage={"input_tokens": 10, "output_tokens": 3}),
         "calls_out_of_order": [
             {**e, "index": 5 - e.get("index", 0)} if e["kind"] in ("tool_started", "tool_finished") else e for e in base
         ],
