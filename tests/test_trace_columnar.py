@@ -22,7 +22,7 @@ from agentlab.cli import main
 from agentlab.trace import StoredTraceWriter, TraceWriter, compact
 
 from .helpers import PRICES
-from .trace_fixtures import assert_same_frames, every_fixture, from_logs, lookup
+from .trace_fixtures import a_run, assert_same_frames, every_fixture, from_logs, lookup
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "fixtures" / "recorded"
@@ -296,18 +296,8 @@ def test_the_ray_data_example_reads_the_store_as_it_stands(local_ray, tmp_path):
 def test_a_stored_run_whose_log_was_deleted_still_loads_from_the_store(tmp_path):
     """The store stands alone: with a log gone, its run keeps its rows and its Trace is rebuilt from the events."""
     folder = tmp_path / "runs"
-    script = [reply(None, ("lookup", {"key": "a"})), reply("done")]
     for i in range(2):
-        al.run(
-            "q",
-            [lookup],
-            model=al.ScriptedModel(script),
-            trace=folder,
-            prices=PRICES,
-            clock=al.FakeClock(),
-            max_cost=1.0,
-            run_id=f"k{i}",
-        )
+        a_run(folder, f"k{i}", steps=1)
     before = al.load_runs(folder)
     messages = before.run("k0").messages
     compact(folder)

@@ -236,17 +236,22 @@ KILL_SCRIPT = WORKER_GIVEN + textwrap.dedent(
 )
 
 
-def test_sigkill_during_a_background_write_leaves_every_run_readable(tmp_path):
-    """The process and its store worker killed while the worker writes a part: the runs stored before load from the
-    store, the others from their logs, all with the frames the logs give and no warning; compaction stores the rest."""
-    folder = tmp_path / "runs"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILL_SCRIPT, str(folder), KILL_POINT],
+def _spawn(script: str, folder: Path, *args: str) -> subprocess.Popen[bytes]:
+    """A child Python running ``script`` on ``folder`` with this checkout's package; its stderr kept for the test."""
+    return subprocess.Popen(
+        [sys.executable, "-c", script, str(folder), *args],
         env={**os.environ, "PYTHONPATH": str(ROOT)},
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
     )
+
+
+def test_sigkill_during_a_background_write_leaves_every_run_readable(tmp_path):
+    """The process and its store worker killed while the worker writes a part: the runs stored before load from the
+    store, the others from their logs, all with the frames the logs give and no warning; compaction stores the rest."""
+    folder = tmp_path / "runs"
+    proc = _spawn(KILL_SCRIPT, folder, KILL_POINT)
     worker = None
     try:
 
@@ -326,13 +331,7 @@ def test_a_worker_whose_parent_is_killed_finishes_its_batch_then_exits(tmp_path)
     import select
 
     folder = tmp_path / "runs"
-    proc = subprocess.Popen(
-        [sys.executable, "-c", PARENT_SCRIPT, str(folder), WAIT_FOR_PARENT],
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-    )
+    proc = _spawn(PARENT_SCRIPT, folder, WAIT_FOR_PARENT)
     try:
 
         def writing() -> int:

@@ -3,8 +3,6 @@ and a load that races a merge."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pyarrow as pa
 
 import agentlab as al
@@ -12,22 +10,7 @@ from agentlab import reply
 from agentlab.trace import _store, compact
 from agentlab.trace._compact import store_runs
 
-from .helpers import PRICES
-from .trace_fixtures import assert_same_frames, from_logs, lookup, sub_run
-
-
-def a_run(folder: Path, run_id: str, steps: int = 2) -> None:
-    script = [reply(f"step {i}", ("lookup", {"key": f"{run_id}-{i}"})) for i in range(steps)] + [reply("done")]
-    al.run(
-        f"task {run_id}",
-        [lookup],
-        model=al.ScriptedModel(script),
-        trace=folder,
-        prices=PRICES,
-        clock=al.FakeClock(),
-        max_cost=1.0,
-        run_id=run_id,
-    )
+from .trace_fixtures import a_run, assert_same_frames, from_logs, sub_run
 
 
 def test_parts_stored_out_of_order_and_partly_stale_load_as_the_logs_do(tmp_path, monkeypatch):

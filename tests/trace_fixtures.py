@@ -93,6 +93,21 @@ def native_runs(folder: Path) -> None:
     sub_run(folder)
 
 
+def a_run(folder: Path, run_id: str, steps: int = 2) -> None:
+    """A priced run of ``steps`` lookups named ``run_id``, traced into ``folder`` on a fake clock."""
+    script = [reply(f"step {i}", ("lookup", {"key": f"{run_id}-{i}"})) for i in range(steps)] + [reply("done")]
+    al.run(
+        f"task {run_id}",
+        [lookup],
+        model=al.ScriptedModel(script),
+        trace=folder,
+        prices=PRICES,
+        clock=al.FakeClock(),
+        max_cost=1.0,
+        run_id=run_id,
+    )
+
+
 def sub_run(folder: Path) -> None:
     """A run whose tool runs another agent: the parent's log has a sub_run event naming the child."""
 
