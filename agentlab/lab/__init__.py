@@ -212,13 +212,8 @@ class Lab:
         ``cancel_now``: cancel the run at once from here too (a Stop), since the loop may be busy for a while.
         """
         loop = self._loop
-        if loop is None or not loop.is_running():
+        if loop is None or not loop.is_running() or _on_loop(loop):
             return False
-        try:
-            if asyncio.get_running_loop() is loop:
-                return False
-        except RuntimeError:
-            pass
         if cancel_now:
             self.engine.cancel()
         loop.call_soon_threadsafe(method)
