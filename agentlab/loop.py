@@ -21,7 +21,7 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal, NamedTuple, TypeVar
@@ -34,7 +34,7 @@ from ._engine.scheduling import plan_batches
 from ._model_label import model_label
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
-from ._runtime.isolate import Raised
+from ._runtime.isolate import Raised, Returned
 from ._runtime.referee import Referee, TakenOver
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
@@ -479,7 +479,7 @@ class Run:
         self._announce(*held)
         t_call, self._held, self._lost = self._now(), held, 0.0
         try:
-            reply = await self._call_model()
+            reply = await self._call_model(t_call)
         except _RetryRefused as exc:  # a reply lost in transit was charged; its retry no longer fits the budget
             return _Halt(exc.stop.reason, exc.stop.detail)
         except DeadlineExceeded as exc:
@@ -568,12 +568,13 @@ class Run:
             )
         if why != "tool_use":
             return _Halt(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
-        if not reply.tool_calls:
+        ids = [c["id"] for c in reply.tool_calls]
+        if not ids:
             return _Halt(
                 StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}"
             )
-        ids = [c["id"] for c in reply.tool_calls]
-        if dup := next((i for i in ids if ids.count(i) > 1), None):
+        if len(ids) > 1 and len(set(ids)) < len(ids):  # (one call, the usual turn, cannot repeat an id)
+            dup = next(i for i in ids if ids.count(i) > 1)
             return _Halt(
                 StopReason.MALFORMED_REPLY,
                 f"{ids.count(dup)} tool_use blocks share the id {dup!r} at step {self.steps}: "
@@ -600,9 +601,23 @@ class Run:
         ``done`` steps are finished (the wording of a stop). A retry after a reply lost in transit comes here
         too, so the hard guard counts the lost attempt before the retry is sent.
         """
-        max_tokens = await self._guard_call(done)
+        max_tokens = await self._input.check(  # the pre-call cost guard, on budget.py's rules (it may count)
+            self.budget,
+            steps=done,
+            spent=self.spent,
+            prices=self.prices,
+            caching=self._caps.caches,
+            tools=self._guarded_tools,
+            max_tokens=self.max_tokens,
+            count=self._count_input,
+            retryable=self._retryable,
+            now=self._now,
+            terms=self._caps.request_terms,
+        )
         if isinstance(max_tokens, Stop):
             return max_tokens
+        if self._ledger is NO_LEDGER:  # a run on its own: reserve_call grants all (no rates to look up for it)
+            return max_tokens, 0.0
         tokens = self._input.reserve_tokens  # what the guard priced, or more
         terms = self._input.terms(self._caps.request_terms)
         rates = self.prices.worst_rates(tokens, self._caps.caches, terms) if self.prices else (0.0, 0.0)
@@ -644,21 +659,9 @@ class Run:
             **extra,
         )
 
-    async def _guard_call(self, done: int | None = None) -> int | Stop:
-        """The pre-call cost guard (InputTracker.check, on budget.py's rules); it may ask for an exact count."""
-        return await self._input.check(
-            self.budget,
-            steps=self.steps if done is None else done,
-            spent=self.spent,
-            prices=self.prices,
-            caching=self._caps.caches,
-            tools=self._guarded_tools,
-            max_tokens=self.max_tokens,
-            count=self._count_input,
-            retryable=lambda e: classify(e, self.policy) == "retryable",
-            now=self.clock.now,
-            terms=self._caps.request_terms,
-        )
+    def _retryable(self, error: BaseException) -> bool:
+        """Whether the policy retries ``error`` (a count that failed so is tried again later)."""
+        return classify(error, self.policy) == "retryable"
 
     async def _count_input(self) -> int:
         """The next request's exact input tokens (the model's ``count_tokens``), retried like a call."""
@@ -668,13 +671,15 @@ class Run:
         counted: int = await self._retrying(lambda: count_tokens(self._request(self.max_tokens)), "count_tokens")
         return counted
 
-    async def _call_model(self) -> Reply:
+    async def _call_model(self, t_call: float) -> Reply:
         """The reply, within the deadline and the retry policy, at ``self._held`` (max_tokens, reservation).
 
-        An attempt whose reply was lost after the API may have billed it (``maybe_billed``) is charged at its
-        worst case at once; a retry after it is guarded and reserved anew (``self._held`` then changes).
+        ``t_call``: when the call began (``_send`` read it). An attempt whose reply was lost after the API
+        may have billed it (``maybe_billed``) is charged at its worst case at once; a retry after it is
+        guarded and reserved anew (``self._held`` then changes).
         """
-        t_call, parts, lost, sent = self.clock.now(), Fragments(), False, False
+        parts: Fragments | None = None  # the attempt's fragments (none before the first attempt begins)
+        lost = sent = False
 
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
             nonlocal parts, lost, t_call, sent
@@ -684,9 +689,7 @@ class Run:
                     raise _RetryRefused(held, self.steps)
                 self._held, lost, t_call = held, False, self.clock.now()
                 self._announce(*held)
-            parts = Fragments(
-                lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel
-            )
+            parts = Fragments(self._delta, self._stopped)
             if self._cancel:  # Stop came before this request was handed over: nothing is sent, nothing billed
                 raise asyncio.CancelledError
             sent = True  # from here the request may reach the API (the SDK connects and writes it)
@@ -707,7 +710,7 @@ class Run:
             return await self._retrying(attempt, "messages")
         except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
             max_tokens, reserved = self._held
-            if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
+            if parts is not None and (cut := cut_short(parts, self._input.estimate, max_tokens, self.prices)):
                 why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
                 self.spent += cut["cost"]
                 self.model_calls += 1
@@ -737,30 +740,48 @@ class Run:
     def _request(self, max_tokens: int, on_delta: Any = None) -> ModelRequest:
         return ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), on_delta)
 
+    def _delta(self, index: int, kind: str, text: str) -> None:
+        """A fragment of a streamed reply, shown to listeners as a ``model_delta``."""
+        self._emit(EventKind.MODEL_DELTA, index=index, type=kind, text=text)
+
+    def _stopped(self) -> bool:
+        """Stop was pressed: a stream in flight is closed at its next fragment."""
+        return self._cancel
+
     async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
-        """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
-        p, tag = self.policy, {} if request == "messages" else {"request": request}
-        out, _ = await retrying(
-            lambda: bounded(
-                call,
-                is_async=True,
-                where="the model",
-                time_left=self._time_left(),
-                own_timeout=None,
-                deadline_s=self.budget.deadline_s,
-                trusted=True,
-                on_abandon=lambda: None,
-            ),
-            is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply),
-            max_attempts=p.max_attempts,
-            wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng),
-            sleep=self.clock.sleep,
-            time_left=self._time_left,
-            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
-        )
+        """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so).
+
+        The first attempt is made here; the retry loop (and the callables it takes) only after a failure.
+        """
+        out = await self._bounded(call)
         if isinstance(out, Raised):
-            raise out.error
+            p, tag = self.policy, {} if request == "messages" else {"request": request}
+            out, _ = await retrying(
+                lambda: self._bounded(call),
+                is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply),
+                max_attempts=p.max_attempts,
+                wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng),
+                sleep=self.clock.sleep,
+                time_left=self._time_left,
+                on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
+                first=out,
+            )
+            if isinstance(out, Raised):
+                raise out.error
         return out.value
+
+    def _bounded(self, call: Callable[[], Any]) -> Coroutine[Any, Any, Returned | Raised]:
+        """One attempt at a model request (``call()``) within the time left now: how it ended, as a value."""
+        return bounded(
+            call,
+            is_async=True,
+            where="the model",
+            time_left=self._time_left(),
+            own_timeout=None,
+            deadline_s=self.budget.deadline_s,
+            trusted=True,
+            on_abandon=_nothing,
+        )
 
     # ------------------------------------------------------------ the tools
     async def _tools_phase(self, calls: list[Block]) -> None:
@@ -847,10 +868,11 @@ class Run:
 
     # ------------------------------------------------------- after each step
     def _after_step_checks(self) -> None:
-        if stop := check_after_step(self.budget, self.steps, self.spent, self.elapsed):
+        elapsed = self.elapsed  # one reading: the check and the event speak of the same instant
+        if stop := check_after_step(self.budget, self.steps, self.spent, elapsed):
             return self._stop(stop.reason, stop.detail)
         self.phase = "ready"
-        self._emit(EventKind.STEP_FINISHED, spent=self.spent, elapsed=self.elapsed, budget=self._limits())
+        self._emit(EventKind.STEP_FINISHED, spent=self.spent, elapsed=elapsed, budget=self._limits())
         return None
 
     # --------------------------------------------------------------- endings
@@ -1133,6 +1155,10 @@ class _RetryRefused(FatalError):
         detail = f"the reply of step {step} was lost in transit and charged at its worst case; a retry: {stop.detail}"
         super().__init__(detail)
         self.stop = Stop(stop.reason, detail)
+
+
+def _nothing() -> None:
+    """``on_abandon`` for a model call: the adapters honour their cancellation, so nothing is left running."""
 
 
 def _jsonable(raw: Any) -> Any:

@@ -152,7 +152,8 @@ class InputTracker:
         terms: RequestTerms | None = None,
     ) -> int | Stop:
         """The ``max_tokens`` the next call may use, or why it may not be made (:func:`check_call`)."""
-        terms = self.terms(terms)
+        if self.geo is not None:
+            terms = self.terms(terms)
         guarded = prices is not None and budget.max_cost is not None and budget.cost_guard != "after"
         fees: float | None = 0.0
         if guarded and prices is not None and tools is not self._fee_free:
