@@ -24,6 +24,7 @@ import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import MethodType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from ._engine.calls import CallOutcome, CallRunner, bounded, format_error, result_block
@@ -387,7 +388,8 @@ class Run:
             )
         self._t0 = self._now()
         self._step_task, self._step_loop = asyncio.current_task(), asyncio.get_running_loop()
-        left = self._time_left()
+        d = self.budget.deadline_s
+        left = None if d is None else d - self._worked  # the time left at _t0 (working time so far: _worked)
         self._watch = None if left is None else watchdog.arm(left)
         try:
             if not self._started:
@@ -1098,6 +1100,9 @@ class Run:
         self._report_to_parent()
 
 
+_ELAPSED = Run.elapsed.fget  # type: ignore[attr-defined]  # (a property: mypy sees its getter)
+
+
 # ------------------------------------------------- what tool calls see of the run
 class _CallSide:
     """The run as its tool calls see it (:class:`~agentlab._engine.calls.CallContext`): read live, changed narrowly.
@@ -1112,6 +1117,7 @@ class _CallSide:
         "approval_stops_clock",
         "approve",
         "clock",
+        "elapsed",
         "emit",
         "end_run",
         "parent",
@@ -1129,10 +1135,9 @@ class _CallSide:
         self.parent: Any = run  # a run started inside a tool is this run's sub-run (see _subruns)
         # The run's own methods, bound (no extra frame on the hot path): an event to its subscribers, time left.
         self.emit, self.time_left = run._emit, run._time_left
+        # Working seconds so far: the run's ``elapsed`` getter itself, bound (read twice a call).
+        self.elapsed: Callable[[], float] = MethodType(_ELAPSED, run)
         self.end_run = run._end_taken_over
-
-    def elapsed(self) -> float:
-        return self._run.elapsed
 
     def deadline_s(self) -> float | None:
         return self._run.budget.deadline_s
