@@ -444,7 +444,10 @@ class Run:
         reply, latency = answer
         max_tokens, reserved = self._held  # a retry after a lost reply was reserved anew
         usage = self._bill(reply, max_tokens, reserved, latency)  # 3. what it cost
-        if halt := self._reply_problem(reply, usage, max_tokens):  # 4. why the model stopped decides what is next
+        calls = reply.tool_calls
+        if halt := self._reply_problem(
+            reply, usage, max_tokens, calls
+        ):  # 4. why the model stopped decides what is next
             return self._stop(*halt)
         if reply.stop_reason == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
@@ -455,15 +458,15 @@ class Run:
             empty = "" if reply.content else f"the model ended step {self.steps} with no content"
             return self._finish_done(reply.text, empty, reply.parsed)
         if self._cancel:
-            self.pending_calls = reply.tool_calls
+            self.pending_calls = calls
             return self._stop(
                 *self._interrupted(f"cancelled after the model call of step {self.steps}, before its tools")
             )
         if pause_before_tools:
-            self.pending_calls = reply.tool_calls
+            self.pending_calls = calls
             self.phase = "awaiting tools"
             return None
-        return await self._tools_phase(reply.tool_calls)
+        return await self._tools_phase(calls)
 
     async def _may_call(self) -> tuple[int, float] | _Halt:
         """Stop, the budget rules (budget.py), the shared total: the ``max_tokens`` allowed and the sum held."""
@@ -519,13 +522,14 @@ class Run:
         )
         prices = self._served_prices(reply.model)  # a fallback model may have served it
         cost = prices.cost(usage) if prices else 0.0
+        context_tokens, asked = usage.context_tokens, self.config.prices
         self.spent += cost
-        self.input_tokens += usage.context_tokens
+        self.input_tokens += context_tokens
         self.output_tokens += usage.output_tokens
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency, self._last_context = cost + self._lost, latency, reply.context_management
-        self._input.billed(usage, estimated, self.prices, self._caps.caches)
+        self._input.billed(usage, estimated, asked, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
@@ -539,17 +543,17 @@ class Run:
             spent=self.spent,
             latency=latency,
             request_id=reply.request_id,
-            context_tokens=usage.context_tokens,
+            context_tokens=context_tokens,
             max_tokens=max_tokens,
             model=reply.model,
             **({"stop_details": reply.stop_details} if reply.stop_details else {}),
-            **({"requested_model": self.model.model} if prices is not self.prices else {}),
+            **({"requested_model": self.model.model} if prices is not asked else {}),
             **({"context_management": reply.context_management} if reply.context_management else {}),
         )
         return usage
 
-    def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int) -> _Halt | None:
-        """Why the reply ends the run: cut off, refused, window full, an unknown stop reason, bad tool calls."""
+    def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int, calls: list[Block]) -> _Halt | None:
+        """Why the reply ends the run: cut off, refused, window full, an unknown stop reason, bad tool ``calls``."""
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence", "pause_turn"):
             return None
@@ -570,7 +574,7 @@ class Run:
             )
         if why != "tool_use":
             return _Halt(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
-        ids = [c["id"] for c in reply.tool_calls]
+        ids = [c["id"] for c in calls]
         if not ids:
             return _Halt(
                 StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}"
@@ -603,14 +607,15 @@ class Run:
         ``done`` steps are finished (the wording of a stop). A retry after a reply lost in transit comes here
         too, so the hard guard counts the lost attempt before the retry is sent.
         """
+        c = self.config
         max_tokens = await self._input.check(  # the pre-call cost guard, on budget.py's rules (it may count)
             self.budget,
             steps=done,
             spent=self.spent,
-            prices=self.prices,
+            prices=c.prices,
             caching=self._caps.caches,
             tools=self._guarded_tools,
-            max_tokens=self.max_tokens,
+            max_tokens=c.max_tokens,
             count=self._count_input,
             retryable=self._retryable,
             now=self._now,
@@ -622,7 +627,7 @@ class Run:
             return max_tokens, 0.0
         tokens = self._input.reserve_tokens  # what the guard priced, or more
         terms = self._input.terms(self._caps.request_terms)
-        rates = self.prices.worst_rates(tokens, self._caps.caches, terms) if self.prices else (0.0, 0.0)
+        rates = c.prices.worst_rates(tokens, self._caps.caches, terms) if c.prices else (0.0, 0.0)
         held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled after the call
         if isinstance(held, Stop) and isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is short
             p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
@@ -696,7 +701,7 @@ class Run:
                 raise asyncio.CancelledError
             sent = True  # from here the request may reach the API (the SDK connects and writes it)
             try:
-                raw = await self.model.complete(self._request(self._held[0], parts))
+                raw = await self.config.model.complete(self._request(self._held[0], parts))
             except asyncio.CancelledError:  # Stop or the deadline: still in flight (charged below)
                 raise
             except BaseException as exc:
@@ -740,7 +745,8 @@ class Run:
             raise
 
     def _request(self, max_tokens: int, on_delta: Any = None) -> ModelRequest:
-        return ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), on_delta)
+        c = self.config
+        return ModelRequest(c.system, self.messages, self._tool_defs, max_tokens, self._time_left(), on_delta)
 
     def _delta(self, index: int, kind: str, text: str) -> None:
         """A fragment of a streamed reply, shown to listeners as a ``model_delta``."""
@@ -816,7 +822,8 @@ class Run:
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
         results: list[Block | None] = [self._kept.get(i) for i in range(len(calls))]
         keys = self._keys = [call_key(c["name"], c["input"]) for c in calls]  # _keep reads them too
-        modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
+        tools = self.config.tools
+        modes = [tools[c["name"]].mode if c["name"] in tools else "write" for c in calls]
         for batch in plan_batches(modes):
             to_run = []
             for i in batch:
@@ -864,7 +871,7 @@ class Run:
             result_summary(out.block["content"]),
             out.block.get("is_error", False),
         )
-        tool = self.tools.get(call["name"])
+        tool = self.config.tools.get(call["name"])
         if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
             self.loop_guard.reset()  # a successful write changed the world
 
