@@ -274,12 +274,9 @@ class CallRunner:
         loop's own thread: no hand-off to a worker (issue 27). Among other calls of its batch it never does
         (reads overlap on workers), nor with a timeout of its own (the worker keeps that limit).
         """
-        ctx, p, r, call_id = self.ctx, self.ctx.policy, tool.retry, call["id"]
-        base = r.base_delay if r and r.base_delay is not None else p.base_delay
-        cap = r.max_delay if r and r.max_delay is not None else p.max_delay
+        ctx, call_id = self.ctx, call["id"]
         # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
-        where = f"tool {tool.name}"
-        kind = "task" if tool.is_async else "thread"
+        where, kind = f"tool {tool.name}", "task" if tool.is_async else "thread"
         quick = alone and not tool.is_async and tool.name not in self._slow
         referee = self.referee if alone and not tool.is_async and tool.timeout is None else None
         tried = [0]
@@ -309,6 +306,9 @@ class CallRunner:
         first = await attempt()
         if isinstance(first, Returned):  # the usual call: the retry loop (and its callables) is built only on a failure
             return first, 1
+        p, r = ctx.policy, tool.retry  # the tool's own retry settings, else the run's policy
+        base = r.base_delay if r and r.base_delay is not None else p.base_delay
+        cap = r.max_delay if r and r.max_delay is not None else p.max_delay
         return await retrying(
             attempt,
             first=first,
