@@ -429,7 +429,7 @@ def input_bound(obj: Any) -> int:
 
 
 def _framing(obj: Any) -> int:
-    if (type(obj) is dict or isinstance(obj, Mapping)) and "role" in obj:  # (a dict: no ABC check, twice a step)
+    if isinstance(obj, Mapping) and "role" in obj:
         content = obj.get("content")
         blocks = len(content) if isinstance(content, list) else 1
         return MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS * blocks

@@ -166,8 +166,6 @@ class Prices:
         """
         p = self.at_speed(usage.speed)
         tokens = p.token_cost(usage)
-        if not usage.iterations and usage.inference_geo is None:  # the usual reply: its tokens and its fees
-            return tokens + p.server_tool_cost(usage)
         for it in usage.extra_iterations:
             rates = p
             if it.kind == "advisor_message" and it.model:
