@@ -444,10 +444,8 @@ class Run:
         reply, latency = answer
         max_tokens, reserved = self._held  # a retry after a lost reply was reserved anew
         usage = self._bill(reply, max_tokens, reserved, latency)  # 3. what it cost
-        calls = reply.tool_calls
-        if halt := self._reply_problem(
-            reply, usage, max_tokens, calls
-        ):  # 4. why the model stopped decides what is next
+        calls = reply.tool_calls  # 4. why the model stopped decides what is next
+        if halt := self._reply_problem(reply, usage, max_tokens, calls):
             return self._stop(*halt)
         if reply.stop_reason == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
@@ -667,7 +665,8 @@ class Run:
         )
 
     def _retryable(self, error: BaseException) -> bool:
-        """Whether the policy retries ``error`` (a count that failed so is tried again later)."""
+        """Whether the policy retries ``error``: a failed exact count (the cost guard's) is asked for again
+        at a later check only when it failed this way."""
         return classify(error, self.policy) == "retryable"
 
     async def _count_input(self) -> int:
