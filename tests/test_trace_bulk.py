@@ -129,6 +129,8 @@ def _variants(base: list[dict]) -> dict[str, list[dict] | str | bytes]:
         "a_plain_copy": base,
         "a_nan_tag": edited("model_called", cost={"$float": "NaN"}),
         "a_blob": edited("tool_results", content=[{"type": "image", "source": {"$ref": "sha256:00", "bytes": 3}}]),
+        "dollars_in_text": edited("tool_finished", result="$5 a $b, $v or $r; the $float tag, a $ref"),
+        "a_nan_tag_deep": edited("tool_finished", args={"x": [{"$float": "Infinity"}]}),
         "resumed": [
             *base,
             {**base[0], "seq": 900, "budget": {"max_steps": 90}},
