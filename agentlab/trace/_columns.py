@@ -126,9 +126,6 @@ _USAGE_FIELDS = tuple(
 )
 _TF_FIELDS = (
     ("call_id", None),
-    ("tool", ""),
-    ("outcome", ""),
-    ("mode", None),
     ("result", None),
     ("args", None),
     ("index", 0),
@@ -139,6 +136,9 @@ _TF_FIELDS = (
 )
 
 
+_CALL_FIELDS = (("tool", ""), ("outcome", ""), ("mode", None))
+"""A call's fields of few distinct values, coded together: one dict lookup a call, and their types checked once
+for each combination first seen (three lookups and three type passes a call before)."""
 _BASE = itemgetter("step", "seq", "t", "kind", "run_id")
 """An event's base fields, as :func:`_fields` reads them (a KeyError where one is missing: read field by field)."""
 
@@ -161,7 +161,9 @@ def _getter(fields: tuple[tuple[str, Any], ...]) -> Any:
     return itemgetter(*(k for k, _ in fields))
 
 
-def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[int]) -> tuple[Any, ...] | None:
+def _fields(
+    trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: dict[str, set[int]]
+) -> tuple[Any, ...] | None:
     """One run's fields, taken while its events are in the cache: the base fields of every event in one pass,
     then those of the kinds read (model_called, tool_finished) in one pass each. None (or TypeError,
     :class:`NotBulk`) where a value is of a type the bulk pass does not convert exactly as
@@ -183,37 +185,37 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
     known = len(kind_codes)
     kc = list(map(kind_codes.__getitem__, kinds))
     if len(kind_codes) > known:  # kinds first seen: one that is not text is never taken
-        refused.update(c for k, c in islice(kind_codes.items(), known, None) if type(k) is not str)
-    if not refused.isdisjoint(kc):
+        refused["kind"].update(c for k, c in islice(kind_codes.items(), known, None) if type(k) is not str)
+    if not refused["kind"].isdisjoint(kc):
         return None  # a kind not text; or a resumed run or a sub-run, whose effect depends on where it falls
     if ids.count(rid) == len(ids):
         ids = None
-    mc = list(compress(ev, map(eq, kc, repeat(_MC))))
+    kinds_of = bytes(kc)  # ValueError past 256 kinds in a batch (never seen): that run goes the per-run way
+    mc = list(compress(ev, kinds_of.translate(_IS[_MC])))  # a kind's events: a 0/1 byte each, no call per event
     usage, spent, content, stop, cost, latency, stc, estimated = _take(mc, _MC_FIELDS)
     if None in usage or _MISSING in spent:  # a lost attempt, or spent carried over: event by event
         return None
     if None in content:
         content = [c or [] for c in content]
     rc = list(map(get, mc, repeat("recorded_cost")))
-    tf = list(compress(ev, map(eq, kc, repeat(_TF))))
-    f_id, tool, outcome, mode, result, args, index, attempts, is_error, start, end = _take(tf, _TF_FIELDS)
+    tf = list(compress(ev, kinds_of.translate(_IS[_TF])))
+    f_id, result, args, index, attempts, is_error, start, end = _take(tf, _TF_FIELDS)
+    calls = _call_codes(tf, codes["call"], refused["call"])
+    if calls is None:
+        return None  # a tool, outcome or mode not text (a mode may be None), or a call said unfinished
     f_id = list(f_id)  # compared with s_id, a list
-    s_id = list(map(get, compress(ev, map(eq, kc, repeat(_TS))), repeat("call_id")))
+    s_id = list(map(get, compress(ev, kinds_of.translate(_IS[_TS])), repeat("call_id")))
     texts = {"f_id": f_id, "result": result}
     if (
         not _types(f_id) <= _TEXT
         or not _types(s_id) <= _TEXT
-        or not _types(tool) <= _TEXT
-        or not _types(outcome) <= _TEXT
-        or not _types(mode) <= _TEXT_OR_NONE
         or not _types(result) <= _TEXT_OR_NONE
         or not _types(stop) <= _TEXT_OR_NONE
-        or "unfinished" in outcome
         or (s_id != f_id and _unfinished(kc, s_id, f_id))
     ):
         return None
     if _MISSING in start:  # no start: the reference takes the event's t
-        t_tf = list(compress(t, map(eq, kc, repeat(_TF))))
+        t_tf = list(compress(t, kinds_of.translate(_IS[_TF])))
         start = [t_tf[n] if v is _MISSING else v for n, v in enumerate(start)]
     if not all(args):
         args = [a or {} for a in args]
@@ -244,8 +246,8 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
         "end": _dbl(end),
         "start": _dbl(start),
     }
-    for k, values in (("tool", tool), ("outcome", outcome), ("mode", mode), ("stop", stop)):
-        ints[k] = array("q", map(codes[k].__getitem__, values))  # a few distinct values: Arrow takes them at close
+    ints["call"] = calls  # a few distinct values: Arrow takes them at close
+    ints["stop"] = array("q", map(codes["stop"].__getitem__, stop))
     flags = {
         "uses": array("b", map(eq, map(get, chain.from_iterable(content), repeat("type")), repeat("tool_use"))),
         "estimated": array("b", map(bool, estimated)),
@@ -254,9 +256,34 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
     return kc, ids, ints, floats, flags, texts, args, s_id == f_id
 
 
-_CODED = ("tool", "outcome", "mode", "stop")
-"""Text fields of few distinct values (their types checked per run: text, or None where the reference keeps
-it), kept as codes: converting each value to Arrow at close, long after it was parsed, took a tenth of a load."""
+_CODED = ("call", "stop")
+"""Text fields of few distinct values (a call's tool, outcome and mode together; a step's stop reason: their
+types checked per run: text, or None where the reference keeps it), kept as codes: converting each value to
+Arrow at close, long after it was parsed, took a tenth of a load."""
+
+
+def _call_codes(tf: list[Any], codes: defaultdict[Any, int], refused: set[int]) -> array | None:
+    """Each call's code for its (tool, outcome, mode); None if one is refused: a tool or outcome not text, a
+    mode neither text nor None, or the outcome ``unfinished`` (the reference's mark of a call never finished,
+    whose end it ignores). Each combination is checked once, when first seen: a combination equal to one of
+    text (and None) is itself of text, so a code's verdict holds for every key it stands for."""
+    known = len(codes)
+    try:
+        got = array("q", map(codes.__getitem__, map(_CALL, tf)))
+    except KeyError:  # one missing: its default, as the reference reads it
+        got = array("q", map(codes.__getitem__, zip(*_take(tf, _CALL_FIELDS), strict=True)))
+    if len(codes) > known:
+        refused.update(c for k, c in islice(codes.items(), known, None) if not _call_ok(*k))
+    return None if refused and not refused.isdisjoint(got) else got
+
+
+def _call_ok(tool: Any, outcome: Any, mode: Any) -> bool:
+    return (
+        type(tool) is str and type(outcome) is str and (mode is None or type(mode) is str) and outcome != "unfinished"
+    )
+
+
+_CALL = itemgetter(*(k for k, _ in _CALL_FIELDS))
 
 
 def _coder() -> defaultdict[Any, int]:
@@ -267,6 +294,9 @@ def _coder() -> defaultdict[Any, int]:
 
 _KNOWN = ("model_called", "tool_started", "tool_finished", "run_started", "run_finished", "nudged", *_ORDER_KINDS)
 _MC, _TS, _TF, _RS, _RF, _NUDGED, _RESUMED, _SUB_RUN = range(len(_KNOWN))
+_IS = {code: bytes(int(n == code) for n in range(256)) for code in (_MC, _TS, _TF)}
+"""A kind's selector: a run's kind codes as bytes, translated by it, are 1 at that kind's events and 0 elsewhere
+(``compress`` then takes them: 10 us less a 50-step log than comparing each code in Python)."""
 
 
 def _unfinished(kc: list[int], s_id: list[str], f_id: list[str]) -> bool:
@@ -337,14 +367,12 @@ class Batch:
         self._codes = {k: _coder() for k in ("kind", *_CODED)}  # each value first seen: the next code
         self._kind_codes = self._codes["kind"]
         self._kind_codes.update((k, n) for n, k in enumerate(_KNOWN))
-        self._refused_kinds = {_RESUMED, _SUB_RUN}  # and any kind not text
+        self._refused: dict[str, set[int]] = {"kind": {_RESUMED, _SUB_RUN}, "call": set()}  # and any not text
         self._kc: list[int] = []  # made an array once at close: extending an array from each run's list took longer
         self._lens: list[int] = []
         self._paired: list[bool] = []  # each run's calls finish in the order they start (ids alone checked)
         self._ids: dict[int, list[Any]] = {}
-        self._got: list[
-            tuple[array, ...]
-        ] = []  # each run's ints, floats and flags (in _layout's order), joined at close
+        self._got: list[tuple[array, ...]] = []  # each run's ints, floats, flags (_layout's order), joined at close
         self._layout: tuple[tuple[str, ...], ...] = ((), (), ())  # the names of the ints, floats and flags
         self._ints: dict[str, bytearray] = {}
         self._floats: dict[str, bytearray] = {}
@@ -360,7 +388,7 @@ class Batch:
         from .runs import LogTrace
 
         try:
-            got = _fields(trace, self._codes, self._refused_kinds)
+            got = _fields(trace, self._codes, self._refused)
         except (TypeError, ValueError, OverflowError, AttributeError, NotBulk):
             return False
         if got is None:
@@ -412,10 +440,15 @@ class Batch:
         self._runs()
         self.run_ids = pa.array([t.run_id for t in self.traces], pa.large_string())
 
-    def _decoded(self, name: str) -> Any:
-        """Text field ``name`` of every row, from its codes: one Arrow take from its few distinct values."""
-        values = pa.array(list(self._codes[name]), pa.large_string())
-        return values.take(pa.array(np.frombuffer(self._ints[name], dtype=np.int64)))
+    def _decoded(self, name: str, n: int | None = None) -> Any:
+        """Text field ``name`` of every row, from its codes: one Arrow take from its few distinct values (item
+        ``n`` of each, for values coded together; a value no run added holds is taken as None)."""
+        refused = self._refused.get(name, ())
+        values = list(self._codes[name])
+        if n is not None:
+            values = [None if c in refused else v[n] for c, v in enumerate(values)]
+        codes = pa.array(np.frombuffer(self._ints[name], dtype=np.int64))
+        return pa.array(values, pa.large_string()).take(codes)
 
     def where(self, kind: str) -> np.ndarray:
         """The positions of the events of ``kind``, in order."""
@@ -479,10 +512,10 @@ class Batch:
             "step": step,
             "call_id": _joined(texts["f_id"]),
             "index": index,
-            "tool": self._decoded("tool"),
-            "mode": self._decoded("mode"),
+            "tool": self._decoded("call", 0),
+            "mode": self._decoded("call", 2),
             "args": _objects(self._args),
-            "outcome": self._decoded("outcome"),
+            "outcome": self._decoded("call", 1),
             "attempts": np.frombuffer(self._ints["attempts"], dtype=np.int64),
             "is_error": np.frombuffer(self._flags["is_error"], dtype=np.int8).astype(bool),
             "start": start_,
