@@ -12,6 +12,7 @@ import shutil
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -297,3 +298,23 @@ def test_a_repr_builds_no_frame_and_the_data_column_stays_unparsed(fixtures, tmp
     first = data.iloc[0]
     assert isinstance(first, dict) and "run_id" not in first and "kind" not in first
     assert isinstance(traces.calls["args"].iloc[0], dict)  # args parsed when read, from the kept bytes
+
+
+def test_the_data_column_filtered_sliced_or_joined_reads_the_events_of_the_reference(fixtures, tmp_path):
+    """The lines of the logs are found when a row of ``data`` is first read, by any view of the column: a
+    filter, a slice, a reversed take or a concatenation reads the same dicts as the per-run path."""
+    folder = tmp_path / "native"
+    shutil.copytree(fixtures["native"], folder)
+    fast, _, _ = load(folder, bulk=True)
+    ref, _, _ = load(folder, bulk=False)
+    assert fast is not None and ref is not None and bulk_used(fast)
+    f, r = fast.events, ref.events
+    views = [
+        lambda e: e[e["kind"] == "tool_finished"]["data"],
+        lambda e: e["data"].iloc[3:40],
+        lambda e: e["data"].iloc[::-1],
+        lambda e: pd.concat([e["data"].iloc[5:9], e["data"].iloc[:2]]),
+    ]
+    for view in views:
+        assert list(view(f)) == list(view(r))
+    assert f["data"].iloc[-1] == r["data"].iloc[-1]

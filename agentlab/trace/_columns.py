@@ -17,7 +17,9 @@ holds the two to equal frames on every fixture and on damaged logs.
 
 from __future__ import annotations
 
+import copy
 import math
+import threading
 from array import array
 from collections import defaultdict
 from functools import cache, cached_property
@@ -33,6 +35,7 @@ import pyarrow.compute as pc
 
 from .._shorten import shorten
 from ..errors import AgentlabError
+from ._store import Deferred
 from ._tags import NEXT_ANY, NEXT_SPREAD, fits, markers, well_typed
 from .frames import (
     CALLS_COLUMNS,
@@ -52,6 +55,7 @@ if TYPE_CHECKING:
 _NUMBER = {float, int, bool, type(None)}
 """What ``float(x)`` (``NaN`` for None) and ``np.array(..., float64)`` turn into the same float."""
 _MISSING = object()
+_NAN = array("d", [math.nan])
 _ORDER_KINDS = ("resumed", "sub_run")
 """Kinds whose effect depends on where they fall among the others: a run holding one is summarized event by event."""
 
@@ -103,6 +107,8 @@ def _dbl(values: list[Any]) -> array:
     try:
         return array("d", values)
     except TypeError:
+        if values.count(None) == len(values):  # a field no event holds (recorded_cost, mostly)
+            return _NAN * len(values)
         if not _types(values) <= _NUMBER:
             raise
         return array("d", [math.nan if v is None else v for v in values])
@@ -126,6 +132,9 @@ _USAGE_FIELDS = tuple(
 )
 _TF_FIELDS = (
     ("call_id", None),
+    ("tool", ""),
+    ("outcome", ""),
+    ("mode", None),
     ("result", None),
     ("args", None),
     ("index", 0),
@@ -136,9 +145,6 @@ _TF_FIELDS = (
 )
 
 
-_CALL_FIELDS = (("tool", ""), ("outcome", ""), ("mode", None))
-"""A call's fields of few distinct values, coded together: one dict lookup a call, and their types checked once
-for each combination first seen (three lookups and three type passes a call before)."""
 _BASE = itemgetter("step", "seq", "t", "kind", "run_id")
 """An event's base fields, as :func:`_fields` reads them (a KeyError where one is missing: read field by field)."""
 
@@ -161,9 +167,7 @@ def _getter(fields: tuple[tuple[str, Any], ...]) -> Any:
     return itemgetter(*(k for k, _ in fields))
 
 
-def _fields(
-    trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: dict[str, set[int]]
-) -> tuple[Any, ...] | None:
+def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[int]) -> tuple[Any, ...] | None:
     """One run's fields, taken while its events are in the cache: the base fields of every event in one pass,
     then those of the kinds read (model_called, tool_finished) in one pass each. None (or TypeError,
     :class:`NotBulk`) where a value is of a type the bulk pass does not convert exactly as
@@ -185,8 +189,8 @@ def _fields(
     known = len(kind_codes)
     kc = list(map(kind_codes.__getitem__, kinds))
     if len(kind_codes) > known:  # kinds first seen: one that is not text is never taken
-        refused["kind"].update(c for k, c in islice(kind_codes.items(), known, None) if type(k) is not str)
-    if not refused["kind"].isdisjoint(kc):
+        refused.update(c for k, c in islice(kind_codes.items(), known, None) if type(k) is not str)
+    if not refused.isdisjoint(kc):
         return None  # a kind not text; or a resumed run or a sub-run, whose effect depends on where it falls
     if ids.count(rid) == len(ids):
         ids = None
@@ -199,18 +203,19 @@ def _fields(
         content = [c or [] for c in content]
     rc = list(map(get, mc, repeat("recorded_cost")))
     tf = list(compress(ev, kinds_of.translate(_IS[_TF])))
-    f_id, result, args, index, attempts, is_error, start, end = _take(tf, _TF_FIELDS)
-    calls = _call_codes(tf, codes["call"], refused["call"])
-    if calls is None:
-        return None  # a tool, outcome or mode not text (a mode may be None), or a call said unfinished
+    f_id, tool, outcome, mode, result, args, index, attempts, is_error, start, end = _take(tf, _TF_FIELDS)
     f_id = list(f_id)  # compared with s_id, a list
     s_id = list(map(get, compress(ev, kinds_of.translate(_IS[_TS])), repeat("call_id")))
     texts = {"f_id": f_id, "result": result}
     if (
         not _types(f_id) <= _TEXT
         or not _types(s_id) <= _TEXT
+        or not _types(tool) <= _TEXT
+        or not _types(outcome) <= _TEXT
+        or not _types(mode) <= _TEXT_OR_NONE
         or not _types(result) <= _TEXT_OR_NONE
         or not _types(stop) <= _TEXT_OR_NONE
+        or "unfinished" in outcome
         or (s_id != f_id and _unfinished(kc, s_id, f_id))
     ):
         return None
@@ -246,8 +251,8 @@ def _fields(
         "end": _dbl(end),
         "start": _dbl(start),
     }
-    ints["call"] = calls  # a few distinct values: Arrow takes them at close
-    ints["stop"] = array("q", map(codes["stop"].__getitem__, stop))
+    for k, values in (("tool", tool), ("outcome", outcome), ("mode", mode), ("stop", stop)):
+        ints[k] = array("q", map(codes[k].__getitem__, values))  # a few distinct values: Arrow takes them at close
     flags = {
         "uses": array("b", map(eq, map(get, chain.from_iterable(content), repeat("type")), repeat("tool_use"))),
         "estimated": array("b", map(bool, estimated)),
@@ -256,34 +261,9 @@ def _fields(
     return kc, ids, ints, floats, flags, texts, args, s_id == f_id
 
 
-_CODED = ("call", "stop")
-"""Text fields of few distinct values (a call's tool, outcome and mode together; a step's stop reason: their
-types checked per run: text, or None where the reference keeps it), kept as codes: converting each value to
-Arrow at close, long after it was parsed, took a tenth of a load."""
-
-
-def _call_codes(tf: list[Any], codes: defaultdict[Any, int], refused: set[int]) -> array | None:
-    """Each call's code for its (tool, outcome, mode); None if one is refused: a tool or outcome not text, a
-    mode neither text nor None, or the outcome ``unfinished`` (the reference's mark of a call never finished,
-    whose end it ignores). Each combination is checked once, when first seen: a combination equal to one of
-    text (and None) is itself of text, so a code's verdict holds for every key it stands for."""
-    known = len(codes)
-    try:
-        got = array("q", map(codes.__getitem__, map(_CALL, tf)))
-    except KeyError:  # one missing: its default, as the reference reads it
-        got = array("q", map(codes.__getitem__, zip(*_take(tf, _CALL_FIELDS), strict=True)))
-    if len(codes) > known:
-        refused.update(c for k, c in islice(codes.items(), known, None) if not _call_ok(*k))
-    return None if refused and not refused.isdisjoint(got) else got
-
-
-def _call_ok(tool: Any, outcome: Any, mode: Any) -> bool:
-    return (
-        type(tool) is str and type(outcome) is str and (mode is None or type(mode) is str) and outcome != "unfinished"
-    )
-
-
-_CALL = itemgetter(*(k for k, _ in _CALL_FIELDS))
+_CODED = ("tool", "outcome", "mode", "stop")
+"""Text fields of few distinct values (their types checked per run: text, or None where the reference keeps
+it), kept as codes: converting each value to Arrow at close, long after it was parsed, took a tenth of a load."""
 
 
 def _coder() -> defaultdict[Any, int]:
@@ -362,12 +342,12 @@ class Batch:
 
     def __init__(self) -> None:
         self.traces: list[Trace] = []
-        self._logs: list[tuple[bytes, np.ndarray]] = []  # each log's bytes and where its lines end
+        self._logs: list[bytes] = []  # each log's bytes (cut into lines when a row of data is first read)
         self.runs_rows: list[dict[str, Any]] = []  # each run's row, made as it is added (its events hot)
         self._codes = {k: _coder() for k in ("kind", *_CODED)}  # each value first seen: the next code
         self._kind_codes = self._codes["kind"]
         self._kind_codes.update((k, n) for n, k in enumerate(_KNOWN))
-        self._refused: dict[str, set[int]] = {"kind": {_RESUMED, _SUB_RUN}, "call": set()}  # and any not text
+        self._refused_kinds = {_RESUMED, _SUB_RUN}  # and any kind not text
         self._kc: list[int] = []  # made an array once at close: extending an array from each run's list took longer
         self._lens: list[int] = []
         self._paired: list[bool] = []  # each run's calls finish in the order they start (ids alone checked)
@@ -380,15 +360,15 @@ class Batch:
         self._texts: dict[str, list[Any]] = {"f_id": [], "result": []}
         self._args: list[Any] = []
 
-    def add(self, trace: Trace, data: bytes, ends: np.ndarray) -> bool:
+    def add(self, trace: Trace, data: bytes, lines: int) -> bool:
         """Take one run's fields (False, taking nothing, if a field is of a type the bulk pass does not
-        convert exactly as the reference). ``data`` is its log (its lines ending at ``ends``: :func:`scan`), parsed
+        convert exactly as the reference). ``data`` is its log (``lines`` lines: :func:`scan`), parsed
         into ``trace``; the
         batch keeps those bytes and lets the parsed events go (see :class:`~.runs.LogTrace`)."""
         from .runs import LogTrace
 
         try:
-            got = _fields(trace, self._codes, self._refused)
+            got = _fields(trace, self._codes, self._refused_kinds)
         except (TypeError, ValueError, OverflowError, AttributeError, NotBulk):
             return False
         if got is None:
@@ -403,7 +383,7 @@ class Batch:
             self._ids[len(self.traces)] = ids
         self.runs_rows.append(row)
         self.traces.append(LogTrace(trace, data, parse))
-        self._logs.append((data, ends))
+        self._logs.append(data)
         self._lens.append(len(ev))
         self._paired.append(paired)
         self._kc.extend(kc)
@@ -440,15 +420,10 @@ class Batch:
         self._runs()
         self.run_ids = pa.array([t.run_id for t in self.traces], pa.large_string())
 
-    def _decoded(self, name: str, n: int | None = None) -> Any:
-        """Text field ``name`` of every row, from its codes: one Arrow take from its few distinct values (item
-        ``n`` of each, for values coded together; a value no run added holds is taken as None)."""
-        refused = self._refused.get(name, ())
-        values = list(self._codes[name])
-        if n is not None:
-            values = [None if c in refused else v[n] for c, v in enumerate(values)]
-        codes = pa.array(np.frombuffer(self._ints[name], dtype=np.int64))
-        return pa.array(values, pa.large_string()).take(codes)
+    def _decoded(self, name: str) -> Any:
+        """Text field ``name`` of every row, from its codes: one Arrow take from its few distinct values."""
+        values = pa.array(list(self._codes[name]), pa.large_string())
+        return values.take(pa.array(np.frombuffer(self._ints[name], dtype=np.int64)))
 
     def where(self, kind: str) -> np.ndarray:
         """The positions of the events of ``kind``, in order."""
@@ -512,10 +487,10 @@ class Batch:
             "step": step,
             "call_id": _joined(texts["f_id"]),
             "index": index,
-            "tool": self._decoded("call", 0),
-            "mode": self._decoded("call", 2),
+            "tool": self._decoded("tool"),
+            "mode": self._decoded("mode"),
             "args": _objects(self._args),
-            "outcome": self._decoded("call", 1),
+            "outcome": self._decoded("outcome"),
             "attempts": np.frombuffer(self._ints["attempts"], dtype=np.int64),
             "is_error": np.frombuffer(self._flags["is_error"], dtype=np.int8).astype(bool),
             "start": start_,
@@ -533,16 +508,6 @@ class Batch:
         self.step_file, self.call_file = step_file, self.file_of[self.call_at]
 
     # -- frames, when asked for
-    def _lines(self) -> Any:
-        """Every event's log line, an Arrow string array over the logs' bytes as read (no copy)."""
-        chunks = []
-        for data, newlines in self._logs:
-            offsets = np.empty(len(newlines) + 1, dtype=np.int64)
-            offsets[0] = 0
-            offsets[1:] = newlines + 1
-            chunks.append(pa.LargeStringArray.from_buffers(len(newlines), pa.py_buffer(offsets), pa.py_buffer(data)))
-        return pa.chunked_array(chunks, pa.large_string())
-
     def _run_ids(self, files: np.ndarray) -> pd.Series:
         return _arrow_text(self.run_ids.take(pa.array(files)))
 
@@ -578,7 +543,7 @@ class Batch:
             "step": pd.Series(self.step, dtype="int64", copy=False),
             "t": pd.Series(self.t, dtype="float64", copy=False),
             "kind": _arrow_text(pa.array(self.kind_names, pa.large_string()).take(pa.array(self.codes))),
-            "data": pd.Series(JSONArray.from_lines(self._lines())),
+            "data": pd.Series(JSONArray.from_lines(_Lines(self._logs, len(self.codes)))),
         }
         return build_frame(cols, EVENTS_COLUMNS)
 
@@ -603,15 +568,53 @@ def _series(values: Any, dtype: str) -> Any:
 # ------------------------------------------------------------ the logs' bytes, before parsing
 
 
-def scan(data: bytes) -> tuple[np.ndarray, bool]:
-    """Where a log's lines end (the place of each newline: the line count, and the events' ``data`` column cut
-    from the bytes later without a second pass), and whether it holds a NaN tag or a blob marker
+def scan(data: bytes) -> tuple[int, bool]:
+    """How many lines a log has (its newlines: where they are is found only when a row of ``data`` is read,
+    :class:`_Lines`; finding them here took 10 us more a 50-step log), and whether it holds a NaN tag or a blob marker
     (:func:`~._tags.markers`). The markers' regular expression runs only where some ``$`` is followed by a
     byte a marker's could be: a numpy pass, 10 us a 50-step log against the regex's 25 us (these logs hold a
     ``$`` in every budget message, a digit after it)."""
     b = np.frombuffer(data, dtype=np.uint8)
     maybe = bool(((b[:-1] == _DOLLAR) & ((b[1:] | NEXT_SPREAD) == NEXT_ANY)).any())
-    return np.flatnonzero(b == _NEWLINE), maybe and any(markers(data))
+    return int(np.count_nonzero(b == _NEWLINE)), maybe and any(markers(data))
+
+
+class _Lines(Deferred):
+    """Every event's log line, an Arrow string array over the logs' bytes as read (no copy), found the first
+    time a row of the events' ``data`` is read (as the store leaves that column on disk until then): a load
+    that reads no ``data`` does not look for the newlines of 300 MB of logs."""
+
+    def __init__(self, logs: list[bytes], length: int) -> None:
+        self._logs = logs
+        self._len = length
+        self._order: Any = None  # positions into the lines (None: as they are)
+        self._cache: list[Any] = []  # shared by every view: [the lines]
+        self._lock = threading.Lock()
+
+    def take(self, positions: Any) -> _Lines:
+        view = copy.copy(self)  # the logs, the cache and its lock shared
+        positions = np.asarray(positions, dtype=np.intp)
+        view._order = positions if self._order is None else self._order[positions]
+        view._len = len(positions)
+        return view
+
+    def _base(self) -> Any:
+        with self._lock:
+            if not self._cache:
+                self._cache.append(_lines(self._logs))
+            return self._cache[0]
+
+
+def _lines(logs: list[bytes]) -> Any:
+    """Each log's lines as one chunk of an Arrow string array over its bytes (no copy)."""
+    chunks = []
+    for data in logs:
+        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE)
+        offsets = np.empty(len(newlines) + 1, dtype=np.int64)
+        offsets[0] = 0
+        offsets[1:] = newlines + 1
+        chunks.append(pa.LargeStringArray.from_buffers(len(newlines), pa.py_buffer(offsets), pa.py_buffer(data)))
+    return pa.chunked_array(chunks, pa.large_string())
 
 
 _NEWLINE, _DOLLAR = ord("\n"), ord("$")
