@@ -164,6 +164,7 @@ def _variants(base: list[dict]) -> dict[str, list[dict] | str | bytes]:
         "no_run_id": edited("tool_finished", run_id=_DROP),
         "no_kind": edited("tool_results", kind=_DROP),
         "a_number_kind": edited("tool_results", kind=7),
+        "three_hundred_kinds": [*base, *({**base[1], "seq": 900 + n, "kind": f"custom_{n}"} for n in range(300))],
         "a_finished_call_said_unfinished": edited("tool_finished", outcome="unfinished"),
         "a_number_tool": edited("tool_finished", tool=1),
         "a_true_outcome": edited("tool_finished", outcome=True),

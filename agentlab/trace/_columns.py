@@ -266,7 +266,7 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
         "estimated": array("b", map(bool, estimated)),
         "is_error": array("b", map(bool, is_error)),
     }
-    return kc, ids, ints, floats, flags, texts, args, s_id == f_id
+    return kinds_of, ids, ints, floats, flags, texts, args, s_id == f_id
 
 
 _CODED = ("tool", "outcome", "mode", "stop")
@@ -303,7 +303,7 @@ def _unfinished(kc: list[int], s_id: list[str], f_id: list[str]) -> bool:
 
 
 def _run_row(
-    trace: Trace, ev: list[dict[str, Any]], kc: list[int], ints: dict[str, Any], floats: dict[str, Any]
+    trace: Trace, ev: list[dict[str, Any]], kc: bytes, ints: dict[str, Any], floats: dict[str, Any]
 ) -> dict[str, Any]:
     """A run's row, by the reference's own :func:`~.frames.run_row`, from its fields as :func:`_fields` took
     them: made while its events are hot (the same at close, reading the run's first and last events again,
@@ -326,12 +326,10 @@ def _run_row(
     )
 
 
-def _last(codes: list[int], code: int) -> int | None:
+def _last(codes: bytes, code: int) -> int | None:
     """Where the last event of kind ``code`` is (the reference keeps the last run_started and run_finished)."""
-    try:
-        return len(codes) - 1 - codes[::-1].index(code)
-    except ValueError:
-        return None
+    at = codes.rfind(code)
+    return None if at < 0 else at
 
 
 def parse(data: bytes) -> list[dict[str, Any]]:
@@ -360,7 +358,7 @@ class Batch:
         self._kind_codes = self._codes["kind"]
         self._kind_codes.update((k, n) for n, k in enumerate(_KNOWN))
         self._refused_kinds = {_RESUMED, _SUB_RUN}  # and any kind not text
-        self._kc: list[int] = []  # made an array once at close: extending an array from each run's list took longer
+        self._kc = bytearray()  # every event's kind code (a byte: :func:`_fields` refuses a 257th kind)
         self._lens: list[int] = []
         self._paired: list[bool] = []  # each run's calls finish in the order they start (ids alone checked)
         self._ids: dict[int, list[Any]] = {}
@@ -398,7 +396,7 @@ class Batch:
         self._logs.append(data)
         self._lens.append(len(ev))
         self._paired.append(paired)
-        self._kc.extend(kc)
+        self._kc += kc
         if not self._got:
             self._layout = (tuple(ints), tuple(floats), tuple(flags))
         self._got.append((*ints.values(), *floats.values(), *flags.values()))  # each field extended here took longer
@@ -419,7 +417,7 @@ class Batch:
         n = len(self.traces)
         lens = np.array(self._lens, dtype=np.int64)
         self.file_of = np.repeat(np.arange(n, dtype=np.int64), lens)
-        self.codes = np.frombuffer(array("q", self._kc), dtype=np.int64)
+        self.codes = np.frombuffer(self._kc, dtype=np.uint8).astype(np.int64)
         joined = map(bytearray().join, zip(*self._got, strict=True))  # one transpose: a lookup per run took 20 ms
         self._ints, self._floats, self._flags = ({k: next(joined) for k in names} for names in self._layout)
         self._got = []
