@@ -12,6 +12,7 @@ import shutil
 import warnings
 from pathlib import Path
 
+import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -129,6 +130,8 @@ def _variants(base: list[dict]) -> dict[str, list[dict] | str | bytes]:
         "a_plain_copy": base,
         "a_nan_tag": edited("model_called", cost={"$float": "NaN"}),
         "a_blob": edited("tool_results", content=[{"type": "image", "source": {"$ref": "sha256:00", "bytes": 3}}]),
+        "dollars_in_text": edited("tool_finished", result="$5 a $b, $v or $r; the $float tag, a $ref"),
+        "a_nan_tag_deep": edited("tool_finished", args={"x": [{"$float": "Infinity"}]}),
         "resumed": [
             *base,
             {**base[0], "seq": 900, "budget": {"max_steps": 90}},
@@ -161,7 +164,13 @@ def _variants(base: list[dict]) -> dict[str, list[dict] | str | bytes]:
         "no_run_id": edited("tool_finished", run_id=_DROP),
         "no_kind": edited("tool_results", kind=_DROP),
         "a_number_kind": edited("tool_results", kind=7),
+        "three_hundred_kinds": [*base, *({**base[1], "seq": 900 + n, "kind": f"custom_{n}"} for n in range(300))],
         "a_finished_call_said_unfinished": edited("tool_finished", outcome="unfinished"),
+        "a_number_tool": edited("tool_finished", tool=1),
+        "a_true_outcome": edited("tool_finished", outcome=True),
+        "a_list_mode": edited("tool_finished", mode=["read"]),
+        "a_number_mode": edited("tool_finished", mode=2),
+        "no_tool": edited("tool_finished", tool=_DROP),
         "no_start": edited("tool_finished", start=_DROP),
         "no_mode": edited("tool_finished", mode=_DROP),
         "usage_without_cache_counts": edited("model_called", usage={"input_tokens": 10, "output_tokens": 3}),
@@ -290,3 +299,23 @@ def test_a_repr_builds_no_frame_and_the_data_column_stays_unparsed(fixtures, tmp
     first = data.iloc[0]
     assert isinstance(first, dict) and "run_id" not in first and "kind" not in first
     assert isinstance(traces.calls["args"].iloc[0], dict)  # args parsed when read, from the kept bytes
+
+
+def test_the_data_column_filtered_sliced_or_joined_reads_the_events_of_the_reference(fixtures, tmp_path):
+    """The lines of the logs are found when a row of ``data`` is first read, by any view of the column: a
+    filter, a slice, a reversed take or a concatenation reads the same dicts as the per-run path."""
+    folder = tmp_path / "native"
+    shutil.copytree(fixtures["native"], folder)
+    fast, _, _ = load(folder, bulk=True)
+    ref, _, _ = load(folder, bulk=False)
+    assert fast is not None and ref is not None and bulk_used(fast)
+    f, r = fast.events, ref.events
+    views = [
+        lambda e: e[e["kind"] == "tool_finished"]["data"],
+        lambda e: e["data"].iloc[3:40],
+        lambda e: e["data"].iloc[::-1],
+        lambda e: pd.concat([e["data"].iloc[5:9], e["data"].iloc[:2]]),
+    ]
+    for view in views:
+        assert list(view(f)) == list(view(r))
+    assert f["data"].iloc[-1] == r["data"].iloc[-1]

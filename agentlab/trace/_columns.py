@@ -17,7 +17,10 @@ holds the two to equal frames on every fixture and on damaged logs.
 
 from __future__ import annotations
 
+import copy
 import math
+import struct
+import threading
 from array import array
 from collections import defaultdict
 from functools import cache, cached_property
@@ -33,7 +36,8 @@ import pyarrow.compute as pc
 
 from .._shorten import shorten
 from ..errors import AgentlabError
-from ._tags import fits, markers, well_typed
+from ._store import Deferred
+from ._tags import NEXT_ANY, NEXT_SPREAD, fits, markers, well_typed
 from .frames import (
     CALLS_COLUMNS,
     EVENTS_COLUMNS,
@@ -52,6 +56,7 @@ if TYPE_CHECKING:
 _NUMBER = {float, int, bool, type(None)}
 """What ``float(x)`` (``NaN`` for None) and ``np.array(..., float64)`` turn into the same float."""
 _MISSING = object()
+_NAN = array("d", [math.nan])
 _ORDER_KINDS = ("resumed", "sub_run")
 """Kinds whose effect depends on where they fall among the others: a run holding one is summarized event by event."""
 
@@ -98,11 +103,20 @@ def _arrow_text(values: Any) -> pd.Series:
     return text_series(values)
 
 
+def _packed(code: str, values: Any) -> array:
+    """``array(code, values)`` of an event field (every event's step, seq, t), through ``struct``: array's own
+    conversion parses each item as a call's argument (``PyArg_Parse``), a third more time here. The same
+    values are taken and refused (:class:`struct.error` where array raises TypeError or OverflowError)."""
+    return array(code, struct.pack(f"{len(values)}{code}", *values))
+
+
 def _dbl(values: list[Any]) -> array:
     """``_num`` of each value (None is NaN, an int or a bool its float) as doubles; TypeError for anything else."""
     try:
         return array("d", values)
     except TypeError:
+        if values.count(None) == len(values):  # a field no event holds (recorded_cost, mostly)
+            return _NAN * len(values)
         if not _types(values) <= _NUMBER:
             raise
         return array("d", [math.nan if v is None else v for v in values])
@@ -188,17 +202,18 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
         return None  # a kind not text; or a resumed run or a sub-run, whose effect depends on where it falls
     if ids.count(rid) == len(ids):
         ids = None
-    mc = list(compress(ev, map(eq, kc, repeat(_MC))))
+    kinds_of = bytes(kc)  # ValueError past 256 kinds in a batch (never seen): that run goes the per-run way
+    mc = list(compress(ev, kinds_of.translate(_IS[_MC])))  # a kind's events: a 0/1 byte each, no call per event
     usage, spent, content, stop, cost, latency, stc, estimated = _take(mc, _MC_FIELDS)
     if None in usage or _MISSING in spent:  # a lost attempt, or spent carried over: event by event
         return None
     if None in content:
         content = [c or [] for c in content]
     rc = list(map(get, mc, repeat("recorded_cost")))
-    tf = list(compress(ev, map(eq, kc, repeat(_TF))))
+    tf = list(compress(ev, kinds_of.translate(_IS[_TF])))
     f_id, tool, outcome, mode, result, args, index, attempts, is_error, start, end = _take(tf, _TF_FIELDS)
     f_id = list(f_id)  # compared with s_id, a list
-    s_id = list(map(get, compress(ev, map(eq, kc, repeat(_TS))), repeat("call_id")))
+    s_id = list(map(get, compress(ev, kinds_of.translate(_IS[_TS])), repeat("call_id")))
     texts = {"f_id": f_id, "result": result}
     if (
         not _types(f_id) <= _TEXT
@@ -213,14 +228,14 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
     ):
         return None
     if _MISSING in start:  # no start: the reference takes the event's t
-        t_tf = list(compress(t, map(eq, kc, repeat(_TF))))
+        t_tf = list(compress(t, kinds_of.translate(_IS[_TF])))
         start = [t_tf[n] if v is _MISSING else v for n, v in enumerate(start)]
     if not all(args):
         args = [a or {} for a in args]
     i, o, cw, cr = _take(usage, _USAGE_FIELDS)
     ints = {
-        "step": array("q", step),
-        "seq": array("q", seq),
+        "step": _packed("q", step),
+        "seq": _packed("q", seq),
         "i": array("q", i),
         "o": array("q", o),
         "cw": array("q", cw),
@@ -235,7 +250,7 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
     if not fits(np.frombuffer(every, dtype=np.int64)):  # the reference's plausible() ranges, in one numpy pass
         return None
     floats = {
-        "t": array("d", t),
+        "t": _packed("d", t),
         "spent": _dbl(spent),
         "cost": _dbl(cost),
         "latency": _dbl(latency),
@@ -251,7 +266,7 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
         "estimated": array("b", map(bool, estimated)),
         "is_error": array("b", map(bool, is_error)),
     }
-    return kc, ids, ints, floats, flags, texts, args, s_id == f_id
+    return kinds_of, ids, ints, floats, flags, texts, args, s_id == f_id
 
 
 _CODED = ("tool", "outcome", "mode", "stop")
@@ -267,6 +282,9 @@ def _coder() -> defaultdict[Any, int]:
 
 _KNOWN = ("model_called", "tool_started", "tool_finished", "run_started", "run_finished", "nudged", *_ORDER_KINDS)
 _MC, _TS, _TF, _RS, _RF, _NUDGED, _RESUMED, _SUB_RUN = range(len(_KNOWN))
+_IS = {code: bytes(int(n == code) for n in range(256)) for code in (_MC, _TS, _TF)}
+"""A kind's selector: a run's kind codes as bytes, translated by it, are 1 at that kind's events and 0 elsewhere
+(``compress`` then takes them: 10 us less a 50-step log than comparing each code in Python)."""
 
 
 def _unfinished(kc: list[int], s_id: list[str], f_id: list[str]) -> bool:
@@ -285,7 +303,7 @@ def _unfinished(kc: list[int], s_id: list[str], f_id: list[str]) -> bool:
 
 
 def _run_row(
-    trace: Trace, ev: list[dict[str, Any]], kc: list[int], ints: dict[str, Any], floats: dict[str, Any]
+    trace: Trace, ev: list[dict[str, Any]], kc: bytes, ints: dict[str, Any], floats: dict[str, Any]
 ) -> dict[str, Any]:
     """A run's row, by the reference's own :func:`~.frames.run_row`, from its fields as :func:`_fields` took
     them: made while its events are hot (the same at close, reading the run's first and last events again,
@@ -308,17 +326,19 @@ def _run_row(
     )
 
 
-def _last(codes: list[int], code: int) -> int | None:
+def _last(codes: bytes, code: int) -> int | None:
     """Where the last event of kind ``code`` is (the reference keeps the last run_started and run_finished)."""
-    try:
-        return len(codes) - 1 - codes[::-1].index(code)
-    except ValueError:
-        return None
+    at = codes.rfind(code)
+    return None if at < 0 else at
 
 
 def parse(data: bytes) -> list[dict[str, Any]]:
-    """A log that is one complete event a line (ending with a newline), parsed in one call."""
-    return orjson.loads(b"[" + data[:-1].replace(b"\n", b",") + b"]")
+    """A log that is one complete event a line (ending with a newline), parsed in one call: its last newline
+    made a comma too and a ``null`` put after it (then dropped), so the bytes are copied twice, not three times
+    (``data[:-1]`` is a copy)."""
+    events = orjson.loads(b"[" + data.replace(b"\n", b",") + b"null]")
+    events.pop()
+    return events
 
 
 class Batch:
@@ -332,33 +352,34 @@ class Batch:
 
     def __init__(self) -> None:
         self.traces: list[Trace] = []
-        self._logs: list[tuple[bytes, np.ndarray]] = []  # each log's bytes and where its lines end
+        self._logs: list[bytes] = []  # each log's bytes (cut into lines when a row of data is first read)
         self.runs_rows: list[dict[str, Any]] = []  # each run's row, made as it is added (its events hot)
         self._codes = {k: _coder() for k in ("kind", *_CODED)}  # each value first seen: the next code
         self._kind_codes = self._codes["kind"]
         self._kind_codes.update((k, n) for n, k in enumerate(_KNOWN))
         self._refused_kinds = {_RESUMED, _SUB_RUN}  # and any kind not text
-        self._kc: list[int] = []  # made an array once at close: extending an array from each run's list took longer
+        self._kc = bytearray()  # every event's kind code (a byte: :func:`_fields` refuses a 257th kind)
         self._lens: list[int] = []
         self._paired: list[bool] = []  # each run's calls finish in the order they start (ids alone checked)
         self._ids: dict[int, list[Any]] = {}
-        self._got: list[tuple[dict[str, array], ...]] = []  # each run's ints, floats and flags, joined at close
+        self._got: list[tuple[array, ...]] = []  # each run's ints, floats, flags (_layout's order), joined at close
+        self._layout: tuple[tuple[str, ...], ...] = ((), (), ())  # the names of the ints, floats and flags
         self._ints: dict[str, bytearray] = {}
         self._floats: dict[str, bytearray] = {}
         self._flags: dict[str, bytearray] = {}
         self._texts: dict[str, list[Any]] = {"f_id": [], "result": []}
         self._args: list[Any] = []
 
-    def add(self, trace: Trace, data: bytes, ends: np.ndarray) -> bool:
+    def add(self, trace: Trace, data: bytes, lines: int) -> bool:
         """Take one run's fields (False, taking nothing, if a field is of a type the bulk pass does not
-        convert exactly as the reference). ``data`` is its log (its lines ending at ``ends``: :func:`scan`), parsed
+        convert exactly as the reference). ``data`` is its log (``lines`` lines: :func:`scan`), parsed
         into ``trace``; the
         batch keeps those bytes and lets the parsed events go (see :class:`~.runs.LogTrace`)."""
         from .runs import LogTrace
 
         try:
             got = _fields(trace, self._codes, self._refused_kinds)
-        except (TypeError, ValueError, OverflowError, AttributeError, NotBulk):
+        except (TypeError, ValueError, OverflowError, AttributeError, struct.error, NotBulk):
             return False
         if got is None:
             return False
@@ -372,11 +393,13 @@ class Batch:
             self._ids[len(self.traces)] = ids
         self.runs_rows.append(row)
         self.traces.append(LogTrace(trace, data, parse))
-        self._logs.append((data, ends))
+        self._logs.append(data)
         self._lens.append(len(ev))
         self._paired.append(paired)
-        self._kc.extend(kc)
-        self._got.append((ints, floats, flags))  # each field extended here, a run at a time, took longer
+        self._kc += kc
+        if not self._got:
+            self._layout = (tuple(ints), tuple(floats), tuple(flags))
+        self._got.append((*ints.values(), *floats.values(), *flags.values()))  # each field extended here took longer
         for k, v in texts.items():
             self._texts[k].extend(v)
         self._args.extend(args)
@@ -394,8 +417,9 @@ class Batch:
         n = len(self.traces)
         lens = np.array(self._lens, dtype=np.int64)
         self.file_of = np.repeat(np.arange(n, dtype=np.int64), lens)
-        self.codes = np.frombuffer(array("q", self._kc), dtype=np.int64)
-        self._ints, self._floats, self._flags = (_joined_arrays([got[n] for got in self._got]) for n in range(3))
+        self.codes = np.frombuffer(self._kc, dtype=np.uint8).astype(np.int64)
+        joined = map(bytearray().join, zip(*self._got, strict=True))  # one transpose: a lookup per run took 20 ms
+        self._ints, self._floats, self._flags = ({k: next(joined) for k in names} for names in self._layout)
         self._got = []
         self.kind_names = [k if type(k) is str else "" for k in self._kind_codes]  # not text: held by no run added
         self.step = np.frombuffer(self._ints["step"], dtype=np.int64)
@@ -494,16 +518,6 @@ class Batch:
         self.step_file, self.call_file = step_file, self.file_of[self.call_at]
 
     # -- frames, when asked for
-    def _lines(self) -> Any:
-        """Every event's log line, an Arrow string array over the logs' bytes as read (no copy)."""
-        chunks = []
-        for data, newlines in self._logs:
-            offsets = np.empty(len(newlines) + 1, dtype=np.int64)
-            offsets[0] = 0
-            offsets[1:] = newlines + 1
-            chunks.append(pa.LargeStringArray.from_buffers(len(newlines), pa.py_buffer(offsets), pa.py_buffer(data)))
-        return pa.chunked_array(chunks, pa.large_string())
-
     def _run_ids(self, files: np.ndarray) -> pd.Series:
         return _arrow_text(self.run_ids.take(pa.array(files)))
 
@@ -539,20 +553,15 @@ class Batch:
             "step": pd.Series(self.step, dtype="int64", copy=False),
             "t": pd.Series(self.t, dtype="float64", copy=False),
             "kind": _arrow_text(pa.array(self.kind_names, pa.large_string()).take(pa.array(self.codes))),
-            "data": pd.Series(JSONArray.from_lines(self._lines())),
+            "data": pd.Series(JSONArray.from_lines(_Lines(self._logs, len(self.codes)))),
         }
         return build_frame(cols, EVENTS_COLUMNS)
 
 
-def _joined_arrays(runs: list[dict[str, array]]) -> dict[str, bytearray]:
-    """Each field's arrays of every run, end to end (a writable buffer: the frames' columns are views of it)."""
-    return {k: bytearray().join([run[k] for run in runs]) for k in runs[0]} if runs else {}
-
-
 def _objects(values: list[Any]) -> np.ndarray:
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
+    """An object array of ``values`` as they are (``fromiter``: assigning the list to an empty array looked into
+    each dict as a possible sequence, 6x slower)."""
+    return np.fromiter(values, dtype=object, count=len(values))
 
 
 def _series(values: Any, dtype: str) -> Any:
@@ -569,11 +578,53 @@ def _series(values: Any, dtype: str) -> Any:
 # ------------------------------------------------------------ the logs' bytes, before parsing
 
 
-def scan(data: bytes) -> tuple[np.ndarray, bool]:
-    """Where a log's lines end (the place of each newline: the line count, and the events' ``data`` column cut
-    from the bytes later without a second pass), and whether it holds a NaN tag or a blob marker
-    (:func:`~._tags.markers`)."""
-    return np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE), any(markers(data))
+def scan(data: bytes) -> tuple[int, bool]:
+    """How many lines a log has (its newlines: where they are is found only when a row of ``data`` is read,
+    :class:`_Lines`; finding them here took 10 us more a 50-step log), and whether it holds a NaN tag or a blob marker
+    (:func:`~._tags.markers`). The markers' regular expression runs only where some ``$`` is followed by a
+    byte a marker's could be: a numpy pass, 10 us a 50-step log against the regex's 25 us (these logs hold a
+    ``$`` in every budget message, a digit after it)."""
+    b = np.frombuffer(data, dtype=np.uint8)
+    maybe = bool(((b[:-1] == _DOLLAR) & ((b[1:] | NEXT_SPREAD) == NEXT_ANY)).any())
+    return int(np.count_nonzero(b == _NEWLINE)), maybe and any(markers(data))
 
 
-_NEWLINE = ord("\n")
+class _Lines(Deferred):
+    """Every event's log line, an Arrow string array over the logs' bytes as read (no copy), found the first
+    time a row of the events' ``data`` is read (as the store leaves that column on disk until then): a load
+    that reads no ``data`` does not look for the newlines of 300 MB of logs."""
+
+    def __init__(self, logs: list[bytes], length: int) -> None:
+        self._logs = logs
+        self._len = length
+        self._order: Any = None  # positions into the lines (None: as they are)
+        self._cache: list[Any] = []  # shared by every view: [the lines]
+        self._lock = threading.Lock()
+
+    def take(self, positions: Any) -> _Lines:
+        view = copy.copy(self)  # the logs, the cache and its lock shared
+        positions = np.asarray(positions, dtype=np.intp)
+        view._order = positions if self._order is None else self._order[positions]
+        view._len = len(positions)
+        return view
+
+    def _base(self) -> Any:
+        with self._lock:
+            if not self._cache:
+                self._cache.append(_lines(self._logs))
+            return self._cache[0]
+
+
+def _lines(logs: list[bytes]) -> Any:
+    """Each log's lines as one chunk of an Arrow string array over its bytes (no copy)."""
+    chunks = []
+    for data in logs:
+        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == _NEWLINE)
+        offsets = np.empty(len(newlines) + 1, dtype=np.int64)
+        offsets[0] = 0
+        offsets[1:] = newlines + 1
+        chunks.append(pa.LargeStringArray.from_buffers(len(newlines), pa.py_buffer(offsets), pa.py_buffer(data)))
+    return pa.chunked_array(chunks, pa.large_string())
+
+
+_NEWLINE, _DOLLAR = ord("\n"), ord("$")

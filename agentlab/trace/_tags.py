@@ -32,6 +32,13 @@ _MARKERS = tuple((m, m.index(b"$")) for m in (FLOAT_TAG.encode(), REF_MARKER))
 """The float tag and the blob marker, each with the place of the ``$`` both hold."""
 _DOLLAR = re.compile(rb"\$(?:" + b"|".join(re.escape(m[at + 1 :]) for m, at in _MARKERS) + rb")")
 
+_NEXT = [m[at + 1] for m, at in _MARKERS]
+NEXT_SPREAD = _NEXT[0] ^ _NEXT[1]
+NEXT_ANY = _NEXT[0] | NEXT_SPREAD
+"""What the byte after a marker's ``$`` must be, as one test: ``(byte | NEXT_SPREAD) == NEXT_ANY`` holds for the
+byte after the ``$`` of each marker (and for two other letters), so a log where no ``$`` is followed by such a
+byte holds neither marker. The bulk reader tests it over a log's bytes in numpy before :func:`markers`."""
+
 
 def markers(data: bytes) -> tuple[bool, bool]:
     """Whether a log's bytes hold the float tag (its floats are then untagged), and the blob marker (its blobs

@@ -213,10 +213,10 @@ def _read_logs(files: list[Path]) -> list[Any]:
 
     def logs() -> Iterator[tuple[Trace, Any]]:
         for f, data in read():
-            ends, marked = columns.scan(data)
-            events = None if marked else _whole(columns, data, len(ends))
+            lines, marked = columns.scan(data)
+            events = None if marked else _whole(columns, data, lines)
             if events is not None and _has_base(events[0]):
-                yield Trace(events, f), (data, ends)
+                yield Trace(events, f), (data, lines)
             else:
                 yield _trace(f, _events(f, data)), None
 
@@ -224,7 +224,7 @@ def _read_logs(files: list[Path]) -> list[Any]:
 
 
 def _parts(columns: Any, logs: Iterable[tuple[Trace, Any]]) -> list[Any]:
-    """Runs in file order (each with its log's bytes and line ends if it parsed in one piece, else None)
+    """Runs in file order (each with its log's bytes and line count if it parsed in one piece, else None)
     as parts: a bulk :class:`~._columns.Batch` for each stretch of such runs, a :class:`Traces` for each
     stretch of others. ``logs`` is consumed lazily: each run is added to its batch right after its log is
     parsed."""
