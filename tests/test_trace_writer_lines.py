@@ -110,6 +110,32 @@ def test_every_line_is_the_events_record_whichever_way_the_writer_takes(tmp_path
     assert written == expected_lines(events)
 
 
+HALVES = st.integers(100, 10**15).map(lambda n: (n + 0.5) / 1e6)  # half a microsecond past a microsecond
+TIMES = (
+    st.floats(1e-4, 1e9)
+    | HALVES
+    | st.integers(1, 10**9).map(float)
+    | st.sampled_from([0.0001, 0.1, 1e9, 999999999.9999995])
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(TIMES, min_size=1, max_size=20))
+def test_an_events_time_is_written_as_the_record_rounds_it(tmp_path_factory, times):
+    """Times rounded half-way, whole seconds ("2.0"), the edges of the short path's range: ``t`` on disk is
+    ``round(t, 6)`` as JSON, as the long way writes it."""
+    folder = tmp_path_factory.mktemp("runs")
+    run_id = "t-" + os.urandom(4).hex()
+    events = [new_event("run_started", run_id, 0, 1, 0.0, {"task": "go"})]
+    events += [new_event("step_finished", run_id, 1, i, t, {"spent": 0.0}) for i, t in enumerate(times, start=2)]
+    writer = TraceWriter(folder, redactor=Redactor(env=False))
+    for e in events:
+        writer(e)
+    writer.close()
+    written = (folder / f"{run_id}.jsonl").read_bytes().splitlines(keepends=True)
+    assert written == expected_lines(events)
+
+
 def test_a_runs_lines_are_the_records_of_its_events(tmp_path):
     """A real run: each line of its trace is what the long way writes for the event the run emitted."""
     seen: list[Event] = []

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeGuard
 import orjson
 
 from ..errors import TraceWriteError
-from ..events import PLAIN_KINDS, SCHEMA_VERSION, Event
+from ..events import KINDS, PLAIN_KINDS, SCHEMA_VERSION, Event
 from ..redact import Redactor, StreamRedactor
 from ._blobs import MARKER, BlobStore
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
@@ -53,8 +53,8 @@ FLOAT_TAG = "$float"
 
 _BASE = frozenset(("v", "run_id", "seq", "step", "t", "kind"))
 """The fields every line starts with (:meth:`Event.as_record`); a ``data`` field of the same name replaces one."""
-_KIND_TAILS: dict[str, bytes] = {}
-_MIN_T, _MAX_T = 1e-4, 1e15  # repr writes these floats as orjson does (below 1e-4 it writes 1e-05, orjson 1e-5)
+_MIN_T, _MAX_T = 1e-4, 1e9
+"""Where the hot path writes ``t`` (see :func:`_when`); outside it (a fake clock's 0.0, 31 years) the long way."""
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 _LONG_WAY = frozenset(("model_delta", "run_started", "run_finished"))
 """Kinds the hot path leaves to :meth:`TraceWriter._long_way`: fragments, and a run's first and last event."""
@@ -69,12 +69,26 @@ def _long(result: Any) -> TypeGuard[str]:
     return isinstance(result, str) and len(result) >= STORE_ONCE_CHARS
 
 
-def _kind_tail(kind: str) -> bytes:
-    """``,"kind":"<kind>"`` as bytes, kept for the engine's kinds and the first few hundred others."""
-    tail = b',"kind":' + _json_str(kind)
-    if len(_KIND_TAILS) < 512:
-        _KIND_TAILS[kind] = tail
-    return tail
+_HOT: dict[str, tuple[bytes, bool]] = {
+    k.value: (b',"kind":' + orjson.dumps(k.value), k.value not in PLAIN_KINDS)
+    for k in KINDS
+    if k.value not in _LONG_WAY
+}
+"""The kinds the hot path takes, each with its ``,"kind":"<kind>"`` bytes and whether its line is tested for
+secrets (:data:`~agentlab.events.PLAIN_KINDS` hold numbers only): one lookup an event instead of three. A
+driver's own kind (``Run.note``, rare) takes the long way."""
+
+
+def _when(t: float) -> bytes:
+    """``t`` as the long way writes it (``round(t, 6)``, by orjson), for ``_MIN_T <= t < _MAX_T``.
+
+    ``%.6f`` rounds as ``round(t, 6)`` does (both are CPython's correctly rounded ``dtoa`` to six places),
+    and below 1e9 a float has room for all fifteen digits, so the shortest text that reads back as the
+    rounded float is those digits without their trailing zeros: ~0.15 µs, where ``round`` then ``%r``
+    (which builds a ``str`` and encodes it) took ~0.6 µs, six times a step. Property-tested against the
+    long way (tests/test_trace_writer_lines.py)."""
+    text = (b"%.6f" % t).rstrip(b"0")
+    return text + b"0" if text[-1] == 46 else text  # 46 is ".": 2.0 is written "2.0"
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -175,20 +189,22 @@ class TraceWriter:
 
     def __call__(self, event: Event) -> None:
         out = self._files.get(event.run_id)
-        kind = event.kind
-        if out is None or kind in _LONG_WAY or out.ragged or self._streams or self._long_results:
+        hot = _HOT.get(event.kind)
+        if out is None or hot is None or out.ragged or self._streams or self._long_results:
             self._long_way(event)
             return
         # The hot path: every event of a running run but its first and last (six a step). Each operation
         # here costs ~0.1-0.2 µs inside a run (cold caches), so it builds the line in one expression and
         # leaves everything unusual to _long_way: the same bytes either way (tests/test_trace_writer_lines.py).
-        data, seq, step, t = event.data, event.seq, event.step, round(event.t, 6)
+        # Bytes are searched with find, not `in`: `x in bytes` first tries x as an integer, and for bytes
+        # raises and clears a TypeError with its message (~0.2 µs inside a run, a dozen times a step).
+        data, seq, step, t = event.data, event.seq, event.step, event.t
         if (
             type(data) is not dict
             or type(seq) is not int  # %d writes an int as orjson does (a bool would be "1", not "true")
             or type(step) is not int
             or type(t) is not float
-            or not (_MIN_T <= t < _MAX_T or t == 0.0)  # where %r writes a float as orjson does
+            or not _MIN_T <= t < _MAX_T  # where _when writes t as the long way does
             or not _BASE.isdisjoint(data)
         ):
             self._long_way(event)
@@ -198,19 +214,19 @@ class TraceWriter:
         except (TypeError, orjson.JSONEncodeError):
             self._long_way(event)
             return
-        if b"null" in body and not _nulls_explained(body, data) and _has_nonfinite(data):
+        if body.find(b"null") >= 0 and not _nulls_explained(body, data) and _has_nonfinite(data):
             self._long_way(event)  # a NaN or an infinity: tagged
             return
-        tail = _KIND_TAILS.get(kind) or _kind_tail(kind)
+        tail, tested = hot
         if len(body) == 3:  # b"{}\n": no data
-            line = b'%b%d,"step":%d,"t":%r%b}\n' % (out.head, seq, step, t, tail)
+            line = b'%b%d,"step":%d,"t":%b%b}\n' % (out.head, seq, step, _when(t), tail)
         else:
             rest = memoryview(body)[1:]  # %b takes any buffer: no copy of data's text
-            line = b'%b%d,"step":%d,"t":%r%b,%b' % (out.head, seq, step, t, tail, rest)  # type: ignore[str-format]
-        if kind not in PLAIN_KINDS and (
-            MARKER in line
+            line = b'%b%d,"step":%d,"t":%b%b,%b' % (out.head, seq, step, _when(t), tail, rest)  # type: ignore[str-format]
+        if tested and (
+            body.find(MARKER) >= 0
             or out.redactor.needs_redaction(line)
-            or (kind == "tool_finished" and _long(data.get("result")))
+            or (event.kind == "tool_finished" and _long(data.get("result")))
         ):
             self._long_way(event)
             return
@@ -241,7 +257,7 @@ class TraceWriter:
         elif event.kind == "tool_results" and self._long_results:
             record["content"] = [self._once(event.run_id, b) for b in record.get("content") or []]
         line = dumps(record)
-        if MARKER in line and event.kind not in PLAIN_KINDS:
+        if line.find(MARKER) >= 0 and event.kind not in PLAIN_KINDS:
             record, line = self._by_ref(event, record, line)
         if event.kind not in PLAIN_KINDS:
             redactor = self._redactor(event.run_id)
@@ -449,7 +465,7 @@ def dumps(record: dict[str, Any]) -> bytes:
         # ensure_ascii: a lone surrogate (text cut from a UTF-16 source) is kept as an escape, not dropped
         record = _shallow(record)
         return (json.dumps(_finite(record), ensure_ascii=True, default=str, allow_nan=False) + "\n").encode("ascii")
-    if b"null" in line and not _nulls_explained(line, record) and _has_nonfinite(record):
+    if line.find(b"null") >= 0 and not _nulls_explained(line, record) and _has_nonfinite(record):
         return orjson.dumps(_finite(record), default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
     return line
 
@@ -460,15 +476,19 @@ def _nulls_explained(line: bytes, record: Any) -> bool:
     and the walk of :func:`_has_nonfinite` is skipped: most events hold a ``None`` (a tool's ``error``, a
     reply's ``request_id``, a run's prices) and nothing else that writes ``null``. ``null`` cannot overlap
     itself, so the count is exact; a ``null`` inside a string, or a ``None`` deeper, only sends the line to
-    the walk."""
+    the walk. The top level is counted first: a line whose nulls are all there (a tool's ``error``, a reply's
+    ``request_id``) needs no look one level down (each ``None`` writes a ``null``, so the count cannot be
+    short of them)."""
     if type(record) is not dict:
         return False
     values = (*record.values(),)
-    nulls = values.count(None)
+    nulls, explained = line.count(b"null"), values.count(None)
+    if nulls == explained:
+        return True
     for v in values:  # and one level down: a run's prices hold a None, its budget may
         if type(v) is dict:
-            nulls += (*v.values(),).count(None)
-    return line.count(b"null") == nulls
+            explained += (*v.values(),).count(None)
+    return nulls == explained
 
 
 _SCALARS = (str, int, bool, type(None))
