@@ -21,9 +21,10 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
+from types import MethodType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from ._engine.calls import CallOutcome, CallRunner, bounded, format_error, result_block
@@ -34,7 +35,7 @@ from ._engine.scheduling import plan_batches
 from ._model_label import model_label
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
-from ._runtime.isolate import Raised
+from ._runtime.isolate import Raised, Returned
 from ._runtime.referee import Referee, TakenOver
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
@@ -387,7 +388,8 @@ class Run:
             )
         self._t0 = self._now()
         self._step_task, self._step_loop = asyncio.current_task(), asyncio.get_running_loop()
-        left = self._time_left()
+        d = self.budget.deadline_s
+        left = None if d is None else d - self._worked  # the time left at _t0 (working time so far: _worked)
         self._watch = None if left is None else watchdog.arm(left)
         try:
             if not self._started:
@@ -442,7 +444,8 @@ class Run:
         reply, latency = answer
         max_tokens, reserved = self._held  # a retry after a lost reply was reserved anew
         usage = self._bill(reply, max_tokens, reserved, latency)  # 3. what it cost
-        if halt := self._reply_problem(reply, usage, max_tokens):  # 4. why the model stopped decides what is next
+        calls = reply.tool_calls  # 4. why the model stopped decides what is next
+        if halt := self._reply_problem(reply, usage, max_tokens, calls):
             return self._stop(*halt)
         if reply.stop_reason == "pause_turn":
             return None  # the API paused a long turn: send the history back as is
@@ -453,15 +456,15 @@ class Run:
             empty = "" if reply.content else f"the model ended step {self.steps} with no content"
             return self._finish_done(reply.text, empty, reply.parsed)
         if self._cancel:
-            self.pending_calls = reply.tool_calls
+            self.pending_calls = calls
             return self._stop(
                 *self._interrupted(f"cancelled after the model call of step {self.steps}, before its tools")
             )
         if pause_before_tools:
-            self.pending_calls = reply.tool_calls
+            self.pending_calls = calls
             self.phase = "awaiting tools"
             return None
-        return await self._tools_phase(reply.tool_calls)
+        return await self._tools_phase(calls)
 
     async def _may_call(self) -> tuple[int, float] | _Halt:
         """Stop, the budget rules (budget.py), the shared total: the ``max_tokens`` allowed and the sum held."""
@@ -479,7 +482,7 @@ class Run:
         self._announce(*held)
         t_call, self._held, self._lost = self._now(), held, 0.0
         try:
-            reply = await self._call_model()
+            reply = await self._call_model(t_call)
         except _RetryRefused as exc:  # a reply lost in transit was charged; its retry no longer fits the budget
             return _Halt(exc.stop.reason, exc.stop.detail)
         except DeadlineExceeded as exc:
@@ -517,13 +520,14 @@ class Run:
         )
         prices = self._served_prices(reply.model)  # a fallback model may have served it
         cost = prices.cost(usage) if prices else 0.0
+        context_tokens, asked = usage.context_tokens, self.config.prices
         self.spent += cost
-        self.input_tokens += usage.context_tokens
+        self.input_tokens += context_tokens
         self.output_tokens += usage.output_tokens
         self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
         self.last_usage = usage
         self._last_cost, self._last_latency, self._last_context = cost + self._lost, latency, reply.context_management
-        self._input.billed(usage, estimated, self.prices, self._caps.caches)
+        self._input.billed(usage, estimated, asked, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
         self._emit(
@@ -537,17 +541,17 @@ class Run:
             spent=self.spent,
             latency=latency,
             request_id=reply.request_id,
-            context_tokens=usage.context_tokens,
+            context_tokens=context_tokens,
             max_tokens=max_tokens,
             model=reply.model,
             **({"stop_details": reply.stop_details} if reply.stop_details else {}),
-            **({"requested_model": self.model.model} if prices is not self.prices else {}),
+            **({"requested_model": self.model.model} if prices is not asked else {}),
             **({"context_management": reply.context_management} if reply.context_management else {}),
         )
         return usage
 
-    def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int) -> _Halt | None:
-        """Why the reply ends the run: cut off, refused, window full, an unknown stop reason, bad tool calls."""
+    def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int, calls: list[Block]) -> _Halt | None:
+        """Why the reply ends the run: cut off, refused, window full, an unknown stop reason, bad tool ``calls``."""
         why = reply.stop_reason
         if why in ("end_turn", "stop_sequence", "pause_turn"):
             return None
@@ -568,12 +572,13 @@ class Run:
             )
         if why != "tool_use":
             return _Halt(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
-        if not reply.tool_calls:
+        ids = [c["id"] for c in calls]
+        if not ids:
             return _Halt(
                 StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}"
             )
-        ids = [c["id"] for c in reply.tool_calls]
-        if dup := next((i for i in ids if ids.count(i) > 1), None):
+        if len(ids) > 1 and len(set(ids)) < len(ids):  # (one call, the usual turn, cannot repeat an id)
+            dup = next(i for i in ids if ids.count(i) > 1)
             return _Halt(
                 StopReason.MALFORMED_REPLY,
                 f"{ids.count(dup)} tool_use blocks share the id {dup!r} at step {self.steps}: "
@@ -600,12 +605,27 @@ class Run:
         ``done`` steps are finished (the wording of a stop). A retry after a reply lost in transit comes here
         too, so the hard guard counts the lost attempt before the retry is sent.
         """
-        max_tokens = await self._guard_call(done)
+        c = self.config
+        max_tokens = await self._input.check(  # the pre-call cost guard, on budget.py's rules (it may count)
+            self.budget,
+            steps=done,
+            spent=self.spent,
+            prices=c.prices,
+            caching=self._caps.caches,
+            tools=self._guarded_tools,
+            max_tokens=c.max_tokens,
+            count=self._count_input,
+            retryable=self._retryable,
+            now=self._now,
+            terms=self._caps.request_terms,
+        )
         if isinstance(max_tokens, Stop):
             return max_tokens
+        if self._ledger is NO_LEDGER:  # a run on its own: reserve_call grants all (no rates to look up for it)
+            return max_tokens, 0.0
         tokens = self._input.reserve_tokens  # what the guard priced, or more
         terms = self._input.terms(self._caps.request_terms)
-        rates = self.prices.worst_rates(tokens, self._caps.caches, terms) if self.prices else (0.0, 0.0)
+        rates = c.prices.worst_rates(tokens, self._caps.caches, terms) if c.prices else (0.0, 0.0)
         held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled after the call
         if isinstance(held, Stop) and isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is short
             p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
@@ -644,21 +664,10 @@ class Run:
             **extra,
         )
 
-    async def _guard_call(self, done: int | None = None) -> int | Stop:
-        """The pre-call cost guard (InputTracker.check, on budget.py's rules); it may ask for an exact count."""
-        return await self._input.check(
-            self.budget,
-            steps=self.steps if done is None else done,
-            spent=self.spent,
-            prices=self.prices,
-            caching=self._caps.caches,
-            tools=self._guarded_tools,
-            max_tokens=self.max_tokens,
-            count=self._count_input,
-            retryable=lambda e: classify(e, self.policy) == "retryable",
-            now=self.clock.now,
-            terms=self._caps.request_terms,
-        )
+    def _retryable(self, error: BaseException) -> bool:
+        """Whether the policy retries ``error``: a failed exact count (the cost guard's) is asked for again
+        at a later check only when it failed this way."""
+        return classify(error, self.policy) == "retryable"
 
     async def _count_input(self) -> int:
         """The next request's exact input tokens (the model's ``count_tokens``), retried like a call."""
@@ -668,13 +677,15 @@ class Run:
         counted: int = await self._retrying(lambda: count_tokens(self._request(self.max_tokens)), "count_tokens")
         return counted
 
-    async def _call_model(self) -> Reply:
+    async def _call_model(self, t_call: float) -> Reply:
         """The reply, within the deadline and the retry policy, at ``self._held`` (max_tokens, reservation).
 
-        An attempt whose reply was lost after the API may have billed it (``maybe_billed``) is charged at its
-        worst case at once; a retry after it is guarded and reserved anew (``self._held`` then changes).
+        ``t_call``: when the call began (``_send`` read it). An attempt whose reply was lost after the API
+        may have billed it (``maybe_billed``) is charged at its worst case at once; a retry after it is
+        guarded and reserved anew (``self._held`` then changes).
         """
-        t_call, parts, lost, sent = self.clock.now(), Fragments(), False, False
+        parts: Fragments | None = None  # the attempt's fragments (none before the first attempt begins)
+        lost = sent = False
 
         async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
             nonlocal parts, lost, t_call, sent
@@ -684,14 +695,12 @@ class Run:
                     raise _RetryRefused(held, self.steps)
                 self._held, lost, t_call = held, False, self.clock.now()
                 self._announce(*held)
-            parts = Fragments(
-                lambda i, k, t: self._emit(EventKind.MODEL_DELTA, index=i, type=k, text=t), lambda: self._cancel
-            )
+            parts = Fragments(self._delta, self._stopped)
             if self._cancel:  # Stop came before this request was handed over: nothing is sent, nothing billed
                 raise asyncio.CancelledError
             sent = True  # from here the request may reach the API (the SDK connects and writes it)
             try:
-                raw = await self.model.complete(self._request(self._held[0], parts))
+                raw = await self.config.model.complete(self._request(self._held[0], parts))
             except asyncio.CancelledError:  # Stop or the deadline: still in flight (charged below)
                 raise
             except BaseException as exc:
@@ -707,7 +716,7 @@ class Run:
             return await self._retrying(attempt, "messages")
         except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
             max_tokens, reserved = self._held
-            if cut := cut_short(parts, self._input.estimate, max_tokens, self.prices):
+            if parts is not None and (cut := cut_short(parts, self._input.estimate, max_tokens, self.prices)):
                 why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
                 self.spent += cut["cost"]
                 self.model_calls += 1
@@ -735,32 +744,51 @@ class Run:
             raise
 
     def _request(self, max_tokens: int, on_delta: Any = None) -> ModelRequest:
-        return ModelRequest(self.system, self.messages, self._tool_defs, max_tokens, self._time_left(), on_delta)
+        c = self.config
+        return ModelRequest(c.system, self.messages, self._tool_defs, max_tokens, self._time_left(), on_delta)
+
+    def _delta(self, index: int, kind: str, text: str) -> None:
+        """A fragment of a streamed reply, shown to listeners as a ``model_delta``."""
+        self._emit(EventKind.MODEL_DELTA, index=index, type=kind, text=text)
+
+    def _stopped(self) -> bool:
+        """Stop was pressed: a stream in flight is closed at its next fragment."""
+        return self._cancel
 
     async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
-        """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so)."""
-        p, tag = self.policy, {} if request == "messages" else {"request": request}
-        out, _ = await retrying(
-            lambda: bounded(
-                call,
-                is_async=True,
-                where="the model",
-                time_left=self._time_left(),
-                own_timeout=None,
-                deadline_s=self.budget.deadline_s,
-                trusted=True,
-                on_abandon=lambda: None,
-            ),
-            is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply),
-            max_attempts=p.max_attempts,
-            wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng),
-            sleep=self.clock.sleep,
-            time_left=self._time_left,
-            on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
-        )
+        """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so).
+
+        The first attempt is made here; the retry loop (and the callables it takes) only after a failure.
+        """
+        out = await self._bounded(call)
         if isinstance(out, Raised):
-            raise out.error
+            p, tag = self.policy, {} if request == "messages" else {"request": request}
+            out, _ = await retrying(
+                lambda: self._bounded(call),
+                is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply),
+                max_attempts=p.max_attempts,
+                wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng),
+                sleep=self.clock.sleep,
+                time_left=self._time_left,
+                on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
+                first=out,
+            )
+            if isinstance(out, Raised):
+                raise out.error
         return out.value
+
+    def _bounded(self, call: Callable[[], Any]) -> Coroutine[Any, Any, Returned | Raised]:
+        """One attempt at a model request (``call()``) within the time left now: how it ended, as a value."""
+        return bounded(
+            call,
+            is_async=True,
+            where="the model",
+            time_left=self._time_left(),
+            own_timeout=None,
+            deadline_s=self.budget.deadline_s,
+            trusted=True,
+            on_abandon=_nothing,
+        )
 
     # ------------------------------------------------------------ the tools
     async def _tools_phase(self, calls: list[Block]) -> None:
@@ -793,7 +821,8 @@ class Run:
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
         results: list[Block | None] = [self._kept.get(i) for i in range(len(calls))]
         keys = self._keys = [call_key(c["name"], c["input"]) for c in calls]  # _keep reads them too
-        modes = [self.tools[c["name"]].mode if c["name"] in self.tools else "write" for c in calls]
+        tools = self.config.tools
+        modes = [tools[c["name"]].mode if c["name"] in tools else "write" for c in calls]
         for batch in plan_batches(modes):
             to_run = []
             for i in batch:
@@ -841,16 +870,17 @@ class Run:
             result_summary(out.block["content"]),
             out.block.get("is_error", False),
         )
-        tool = self.tools.get(call["name"])
+        tool = self.config.tools.get(call["name"])
         if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
             self.loop_guard.reset()  # a successful write changed the world
 
     # ------------------------------------------------------- after each step
     def _after_step_checks(self) -> None:
-        if stop := check_after_step(self.budget, self.steps, self.spent, self.elapsed):
+        elapsed = self.elapsed  # one reading: the check and the event speak of the same instant
+        if stop := check_after_step(self.budget, self.steps, self.spent, elapsed):
             return self._stop(stop.reason, stop.detail)
         self.phase = "ready"
-        self._emit(EventKind.STEP_FINISHED, spent=self.spent, elapsed=self.elapsed, budget=self._limits())
+        self._emit(EventKind.STEP_FINISHED, spent=self.spent, elapsed=elapsed, budget=self._limits())
         return None
 
     # --------------------------------------------------------------- endings
@@ -1076,6 +1106,9 @@ class Run:
         self._report_to_parent()
 
 
+_ELAPSED = Run.elapsed.fget  # type: ignore[attr-defined]  # (a property: mypy sees its getter)
+
+
 # ------------------------------------------------- what tool calls see of the run
 class _CallSide:
     """The run as its tool calls see it (:class:`~agentlab._engine.calls.CallContext`): read live, changed narrowly.
@@ -1090,6 +1123,7 @@ class _CallSide:
         "approval_stops_clock",
         "approve",
         "clock",
+        "elapsed",
         "emit",
         "end_run",
         "parent",
@@ -1107,10 +1141,9 @@ class _CallSide:
         self.parent: Any = run  # a run started inside a tool is this run's sub-run (see _subruns)
         # The run's own methods, bound (no extra frame on the hot path): an event to its subscribers, time left.
         self.emit, self.time_left = run._emit, run._time_left
+        # Working seconds so far: the run's ``elapsed`` getter itself, bound (read twice a call).
+        self.elapsed: Callable[[], float] = MethodType(_ELAPSED, run)
         self.end_run = run._end_taken_over
-
-    def elapsed(self) -> float:
-        return self._run.elapsed
 
     def deadline_s(self) -> float | None:
         return self._run.budget.deadline_s
@@ -1133,6 +1166,10 @@ class _RetryRefused(FatalError):
         detail = f"the reply of step {step} was lost in transit and charged at its worst case; a retry: {stop.detail}"
         super().__init__(detail)
         self.stop = Stop(stop.reason, detail)
+
+
+def _nothing() -> None:
+    """``on_abandon`` for a model call: the adapters honour their cancellation, so nothing is left running."""
 
 
 def _jsonable(raw: Any) -> Any:

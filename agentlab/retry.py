@@ -43,17 +43,22 @@ async def retrying(
     sleep: Callable[[float], Awaitable[None]],
     time_left: Callable[[], float | None],
     on_retry: Callable[[int, Exception, float], None],
+    first: Raised | None = None,
 ) -> tuple[Returned | Raised, int]:
     """Make ``attempt()`` until it returns or fails for good; how it ended, and the attempts made.
 
     Each attempt says how it ended as a value (see :mod:`agentlab._runtime.isolate`). A failure
     that is not retryable ends the loop as itself; a retryable one on the last attempt as
     :class:`RetriesExhausted`; a wait that would pass the deadline as :class:`DeadlineExceeded`.
+
+    ``first``: the first attempt, already made by the caller and failed. Callers make it
+    themselves (issue 27): nearly every call succeeds at once, and then none of the
+    callables this loop takes need to be built (~1 µs a call).
     """
     n = 0
     while True:
         n += 1
-        out = await attempt()
+        out = first if n == 1 and first is not None else await attempt()
         if isinstance(out, Returned):
             return out, n
         exc = out.error

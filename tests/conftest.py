@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -11,7 +13,10 @@ import pytest
 os.environ["AGENTLAB_LOCAL_ONLY"] = "1"
 os.environ.pop("ANTHROPIC_API_KEY", None)
 # The price memo (agentlab/price_cache.py) goes to a folder of this test session, never the user's home.
-os.environ.setdefault("AGENTLAB_CACHE", tempfile.mkdtemp(prefix="agentlab-cache-"))
+if "AGENTLAB_CACHE" not in os.environ:
+    _CACHE = tempfile.mkdtemp(prefix="agentlab-cache-")
+    os.environ["AGENTLAB_CACHE"] = _CACHE
+    atexit.register(shutil.rmtree, _CACHE, True)  # left behind by every test session before
 
 
 @pytest.fixture(autouse=True)

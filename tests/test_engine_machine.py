@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -268,6 +269,8 @@ class RunMachine(RuleBasedStateMachine):
         finally:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(WAIT_S)
+            if getattr(self, "dir", None):  # one folder per example: hundreds a session
+                shutil.rmtree(self.dir, ignore_errors=True)
 
     def check_trace(self):
         r = self.r

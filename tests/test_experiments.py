@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import importlib.util
 import json
 import os
@@ -180,6 +181,16 @@ def test_a_rerun_of_an_offline_experiment_gives_identical_rows(tmp_path):
     pd.testing.assert_frame_equal(first[cols], second[cols])
     # repeats differ (a seed per cell), configs differ in how they end
     assert first.groupby("config")["reason"].agg(lambda s: tuple(sorted(set(s)))).nunique() > 1
+
+
+def test_the_shop_studys_copy_of_the_shop_is_removed_with_its_experiment(tmp_path):
+    experiment = shop_experiment(folder=tmp_path / "study", tasks=2, progress=False)
+    shop_folder = experiment.tools.path.parent
+    assert shop_folder.is_dir() and shop_folder.parent != tmp_path  # a temporary folder of its own
+    experiment.run()
+    del experiment
+    gc.collect()
+    assert not shop_folder.exists()
 
 
 def test_shop_study_configs_teach_their_lessons(tmp_path):

@@ -34,7 +34,7 @@ from typing import Any, Protocol
 from .._runtime.isolate import HANDOFF_S, Raised, Returned, TimedOut, inline, on_loop_thread, run
 from .._runtime.referee import Referee, TakenOver
 from .._subruns import calling
-from ..approval import Approver
+from ..approval import Approver, needs_approval
 from ..clock import Clock
 from ..errors import Escaped, Policy, ToolError, UnknownTool, classify, describe, safe_str
 from ..messages import Block
@@ -139,8 +139,9 @@ async def bounded(
     """
     if time_left is not None and time_left <= 0:
         return Raised(DeadlineExceeded(f"not started: the {deadline_s:g}s deadline had passed"))
-    limits = [x for x in (time_left, own_timeout) if x is not None]
-    wait = max(0.0, min(limits)) if limits else None
+    wait = time_left if own_timeout is None else own_timeout if time_left is None else min(time_left, own_timeout)
+    if wait is not None:  # the earlier of the two limits (both are > 0 here: the deadline's checked above)
+        wait = max(0.0, wait)
     if referee is not None and not is_async and own_timeout is None:
         due = None if wait is None else time.monotonic() + wait
         here = on_loop_thread(work, where, referee, due, take_over)
@@ -259,7 +260,8 @@ class CallRunner:
                 hint="answer with what you have, or use another tool.",
             )
         kwargs = tool.validate(call["input"])
-        kwargs = await self.approver(tool, kwargs, call["id"])  # a human may say no, or edit
+        if needs_approval(tool, self.approver.all_writes):  # (asked here first: most calls need none)
+            kwargs = await self.approver(tool, kwargs, call["id"])  # a human may say no, or edit
         self.calls_per_tool[tool.name] = used + 1
         return kwargs
 
@@ -272,12 +274,9 @@ class CallRunner:
         loop's own thread: no hand-off to a worker (issue 27). Among other calls of its batch it never does
         (reads overlap on workers), nor with a timeout of its own (the worker keeps that limit).
         """
-        ctx, p, r, call_id = self.ctx, self.ctx.policy, tool.retry, call["id"]
-        base = r.base_delay if r and r.base_delay is not None else p.base_delay
-        cap = r.max_delay if r and r.max_delay is not None else p.max_delay
+        ctx, call_id = self.ctx, call["id"]
         # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
-        where = f"tool {tool.name}"
-        kind = "task" if tool.is_async else "thread"
+        where, kind = f"tool {tool.name}", "task" if tool.is_async else "thread"
         quick = alone and not tool.is_async and tool.name not in self._slow
         referee = self.referee if alone and not tool.is_async and tool.timeout is None else None
         tried = [0]
@@ -304,8 +303,15 @@ class CallRunner:
                 (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(tool.name)
             return out
 
+        first = await attempt()
+        if isinstance(first, Returned):  # the usual call: the retry loop (and its callables) is built only on a failure
+            return first, 1
+        p, r = ctx.policy, tool.retry  # the tool's own retry settings, else the run's policy
+        base = r.base_delay if r and r.base_delay is not None else p.base_delay
+        cap = r.max_delay if r and r.max_delay is not None else p.max_delay
         return await retrying(
             attempt,
+            first=first,
             is_retryable=lambda e: classify(e, p) == "retryable",
             max_attempts=r.max_attempts if r and r.max_attempts is not None else p.max_attempts,
             wait_for=lambda n, e: backoff(n, base, cap, p.jitter, ctx.rng),

@@ -124,17 +124,17 @@ class InputTracker:
 
     def billed(self, usage: Usage, estimated: bool, prices: Prices | None, caching: Any) -> None:
         """A reply came back with ``usage`` (``estimated`` when the model reported none)."""
-        self.estimate = usage.context_tokens
+        self.estimate = tokens = usage.context_tokens
         self.billed_by_estimate = estimated
         if usage.inference_geo and usage.inference_geo != "global":
             self.geo = usage.inference_geo
         if estimated:
             return
-        self.bound = usage.context_tokens  # billed exactly: the bound restarts from it
+        self.bound = tokens  # billed exactly: the bound restarts from it
         last = self.last
-        short = usage.context_tokens - (last.input_tokens if last is not None and last.basis else usage.context_tokens)
+        short = tokens - (last.input_tokens if last is not None and last.basis else tokens)
         if last is not None and last.basis == "estimated" and short > 0 and prices is not None:
-            self.estimate_short += short * prices.worst_rates(usage.context_tokens, caching)[0]
+            self.estimate_short += short * prices.worst_rates(tokens, caching)[0]
 
     async def check(
         self,
@@ -152,7 +152,8 @@ class InputTracker:
         terms: RequestTerms | None = None,
     ) -> int | Stop:
         """The ``max_tokens`` the next call may use, or why it may not be made (:func:`check_call`)."""
-        terms = self.terms(terms)
+        if self.geo is not None:
+            terms = self.terms(terms)
         guarded = prices is not None and budget.max_cost is not None and budget.cost_guard != "after"
         fees: float | None = 0.0
         if guarded and prices is not None and tools is not self._fee_free:

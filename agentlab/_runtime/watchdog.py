@@ -62,7 +62,8 @@ class Watch:
         self.cause = ""
 
 
-_cond = threading.Condition()
+_lock = threading.Lock()  # arm/disarm take it directly (a C call; Condition's own ``with`` is Python code)
+_cond = threading.Condition(_lock)
 _active: dict[int, Watch] = {}
 _wake_at: list[float | None] = [None]
 _thread: list[threading.Thread] = []
@@ -71,7 +72,7 @@ _thread: list[threading.Thread] = []
 def arm(seconds_left: float) -> Watch:
     """Watch the calling thread's step, due ``seconds_left`` from now."""
     w = Watch(time.monotonic() + max(0.0, seconds_left) + SAMPLE_AFTER_S, threading.get_ident())
-    with _cond:
+    with _lock:
         if not _thread:
             _thread.append(threading.Thread(target=_watch, name="agentlab-watchdog", daemon=True))
             _thread[0].start()
@@ -84,7 +85,7 @@ def arm(seconds_left: float) -> Watch:
 
 def disarm(w: Watch) -> str:
     """The step ended: stop watching; return what the loop was blocked in at the deadline, if anything."""
-    with _cond:
+    with _lock:
         _active.pop(id(w), None)
     return w.cause
 

@@ -137,9 +137,12 @@ class FunctionModel:
 
     def _fill_ids(self, out: dict[str, Any]) -> dict[str, Any]:
         content = out.get("content")
-        if not isinstance(content, list) or all(
-            "id" in block or not isinstance(block, dict) or block.get("type") != "tool_use" for block in content
-        ):
+        if not isinstance(content, list):
+            return out
+        for block in content:  # (a loop, not any(): this runs on every reply)
+            if isinstance(block, dict) and "id" not in block and block.get("type") == "tool_use":
+                break
+        else:
             return out  # every call has its id (or there is none): nothing to copy
         filled = []
         for block in content:

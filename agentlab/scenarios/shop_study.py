@@ -19,7 +19,9 @@ repeats differ a little and a rerun is identical.
 from __future__ import annotations
 
 import random
+import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -215,12 +217,16 @@ def shop_experiment(
     tasks: int | None = None,
     **options: Any,
 ) -> Experiment:
-    """The shipped experiment, ready to ``.run()`` (offline, no key needed)."""
-    base = Path(tempfile.mkdtemp(prefix="agentlab-shop-study-")) / "shop.sqlite"
+    """The shipped experiment, ready to ``.run()`` (offline, no key needed).
+
+    Its runs share one read-only copy of the shop in a temporary folder, removed when the experiment is
+    collected or the interpreter exits (each call used to leave one behind in the system's temp folder)."""
+    folder_of_shop = tempfile.mkdtemp(prefix="agentlab-shop-study-")
+    base = Path(folder_of_shop) / "shop.sqlite"
     shop = Shop(base)
     chosen = shop_tasks(shop)[:tasks]
     cfgs = {k: {**v, "system": POLICY, "deadline_s": 30.0, "max_steps": 8} for k, v in (configs or CONFIGS).items()}
-    return Experiment(
+    experiment = Experiment(
         chosen,
         cfgs,
         tools=_ShopTools(base),
@@ -231,3 +237,5 @@ def shop_experiment(
         name=name,
         **options,
     )
+    weakref.finalize(experiment, shutil.rmtree, folder_of_shop, True)
+    return experiment
