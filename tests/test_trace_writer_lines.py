@@ -91,13 +91,15 @@ def expected_lines(events: list[Event]) -> list[bytes]:
     st.lists(
         st.tuples(st.sampled_from([*ENGINE_KINDS, "my_note"]), st.integers(0, 2**40), WHEN, DATA),
         max_size=8,
-    )
+    ),
+    st.sampled_from(["r-", "auth-token-", "ghp_" + "a1B2" * 9, "sk-ant-api03-" + "x" * 20, "Basic-", "pass"]),
 )
-def test_every_line_is_the_events_record_whichever_way_the_writer_takes(tmp_path_factory, steps):
-    """Secrets, NaNs, tiny and huge times, fields named like base fields, numbers past 64 bits: the bytes
-    on disk are the record's JSON, redacted as the whole walk redacts it."""
+def test_every_line_is_the_events_record_whichever_way_the_writer_takes(tmp_path_factory, steps, run_id):
+    """Secrets, NaNs, tiny and huge times, fields named like base fields, numbers past 64 bits, a run id
+    holding a secret word or a key's prefix: the bytes on disk are the record's JSON, redacted as the whole
+    walk redacts it."""
     folder = tmp_path_factory.mktemp("runs")
-    run_id = "r-" + os.urandom(4).hex()
+    run_id += os.urandom(4).hex()
     events = [new_event("run_started", run_id, 0, 1, 0.0, {"task": "go"})]
     for i, (kind, step, t, data) in enumerate(steps, start=2):
         events.append(new_event(kind, run_id, step, i, t, data))
@@ -160,6 +162,20 @@ def test_a_runs_lines_are_the_records_of_its_events(tmp_path):
         "step_finished",
     ]
     assert written[1:-1] == expected_lines(seen)[1:-1]  # the run's first and last hold the live history
+
+
+@pytest.mark.parametrize("kind", [k for k in ENGINE_KINDS if k not in PLAIN_KINDS] + ["my_note"])
+def test_a_secret_in_any_events_data_reaches_no_line(tmp_path, kind):
+    """Whatever kind carries it (but the kinds of numbers only, events.PLAIN_KINDS), a key in an event's data
+    is redacted: the writer looks for secret words in data's text, not in the numbers and kind before it."""
+    key = "ghp_" + "Zx9" * 12
+    run_id = "r-" + os.urandom(4).hex()
+    writer = TraceWriter(tmp_path, redactor=Redactor(env=False))
+    writer(new_event("run_started", run_id, 0, 1, 0.5, {"task": "go"}))
+    writer(new_event(kind, run_id, 1, 2, 0.75, {"text": f"the key is {key}", "token": key}))
+    writer.close()
+    text = (tmp_path / f"{run_id}.jsonl").read_text(encoding="utf-8")
+    assert key not in text and REDACTED in text
 
 
 def test_a_secret_in_a_tool_result_is_redacted_on_the_way_to_disk(tmp_path):
