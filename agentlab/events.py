@@ -62,14 +62,24 @@ if tuple(f.name for f in fields(_Draft)) != tuple(f.name for f in fields(Event))
 
 
 def new_event(kind: str, run_id: str, step: int, seq: int, t: float, data: dict[str, Any]) -> Event:
-    """``Event(kind, run_id, step, seq, t, data)``, three times faster: the engine makes six a step.
+    """``Event(kind, run_id, step, seq, t, data)``, four times faster: the engine makes six a step.
 
-    A frozen dataclass sets each field through ``object.__setattr__`` (~0.7 µs an event here); a plain
-    one with the same slots takes ~0.2 µs, and is then given Event's class (same layout, so Python
-    allows it): the result is an ordinary, frozen :class:`Event`."""
-    event = _Draft(kind, run_id, step, seq, t, data)
+    A frozen dataclass sets each field through ``object.__setattr__`` (~0.7 µs an event here). A plain one
+    with the same slots, made without calling its ``__init__`` (a class call to a Python ``__init__`` costs
+    more than the six stores) and filled here, is then given Event's class (same layout, so Python allows
+    it): the result is an ordinary, frozen :class:`Event`."""
+    event = _new(_Draft)
+    event.kind = kind
+    event.run_id = run_id
+    event.step = step
+    event.seq = seq
+    event.t = t
+    event.data = data
     event.__class__ = Event  # type: ignore[assignment]
     return event  # type: ignore[return-value]
+
+
+_new = object.__new__
 
 
 Subscriber = Callable[[Event], None]

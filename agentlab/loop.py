@@ -1006,7 +1006,8 @@ class Run:
         if kind == "run_finished":
             return self._emit_ending(event, data)
         interrupted: KeyboardInterrupt | None = None
-        for callback in list(subscribers):  # a copy: a subscriber may subscribe or unsubscribe while called
+        # a copy: a subscriber may subscribe or unsubscribe while called (a tuple: half a list's cost)
+        for callback in tuple(subscribers):
             try:
                 callback(event)
             except BaseException as exc:  # noqa: BLE001 - issue 24: a subscriber's SystemExit, CancelledError...
@@ -1020,7 +1021,7 @@ class Run:
         """``run_finished`` to every subscriber. Issue 24: a subscriber that blocked on it overran too, and the
         next one (the trace) hears it: ``overrun_s`` and ``elapsed`` are brought up to date before each."""
         interrupted: KeyboardInterrupt | None = None
-        for callback in list(self._subscribers):
+        for callback in tuple(self._subscribers):
             data.update(self._overrun(), elapsed=self.elapsed)
             try:
                 callback(event)

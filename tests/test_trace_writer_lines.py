@@ -91,17 +91,45 @@ def expected_lines(events: list[Event]) -> list[bytes]:
     st.lists(
         st.tuples(st.sampled_from([*ENGINE_KINDS, "my_note"]), st.integers(0, 2**40), WHEN, DATA),
         max_size=8,
-    )
+    ),
+    st.sampled_from(["r-", "auth-token-", "ghp_" + "a1B2" * 9, "sk-ant-api03-" + "x" * 20, "Basic-", "pass"]),
 )
-def test_every_line_is_the_events_record_whichever_way_the_writer_takes(tmp_path_factory, steps):
-    """Secrets, NaNs, tiny and huge times, fields named like base fields, numbers past 64 bits: the bytes
-    on disk are the record's JSON, redacted as the whole walk redacts it."""
+def test_every_line_is_the_events_record_whichever_way_the_writer_takes(tmp_path_factory, steps, run_id):
+    """Secrets, NaNs, tiny and huge times, fields named like base fields, numbers past 64 bits, a run id
+    holding a secret word or a key's prefix: the bytes on disk are the record's JSON, redacted as the whole
+    walk redacts it."""
     folder = tmp_path_factory.mktemp("runs")
-    run_id = "r-" + os.urandom(4).hex()
+    run_id += os.urandom(4).hex()
     events = [new_event("run_started", run_id, 0, 1, 0.0, {"task": "go"})]
     for i, (kind, step, t, data) in enumerate(steps, start=2):
         events.append(new_event(kind, run_id, step, i, t, data))
     events.append(new_event("run_finished", run_id, 0, len(events) + 1, 1.0, {"outcome": "done", "error": None}))
+    writer = TraceWriter(folder, redactor=Redactor(env=False))
+    for e in events:
+        writer(e)
+    writer.close()
+    written = (folder / f"{run_id}.jsonl").read_bytes().splitlines(keepends=True)
+    assert written == expected_lines(events)
+
+
+HALVES = st.integers(100, 10**15).map(lambda n: (n + 0.5) / 1e6)  # half a microsecond past a microsecond
+TIMES = (
+    st.floats(1e-4, 1e9)
+    | HALVES
+    | st.integers(1, 10**9).map(float)
+    | st.sampled_from([0.0001, 0.1, 1e9, 999999999.9999995])
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(TIMES, min_size=1, max_size=20))
+def test_an_events_time_is_written_as_the_record_rounds_it(tmp_path_factory, times):
+    """Times rounded half-way, whole seconds ("2.0"), the edges of the short path's range: ``t`` on disk is
+    ``round(t, 6)`` as JSON, as the long way writes it."""
+    folder = tmp_path_factory.mktemp("runs")
+    run_id = "t-" + os.urandom(4).hex()
+    events = [new_event("run_started", run_id, 0, 1, 0.0, {"task": "go"})]
+    events += [new_event("step_finished", run_id, 1, i, t, {"spent": 0.0}) for i, t in enumerate(times, start=2)]
     writer = TraceWriter(folder, redactor=Redactor(env=False))
     for e in events:
         writer(e)
@@ -134,6 +162,20 @@ def test_a_runs_lines_are_the_records_of_its_events(tmp_path):
         "step_finished",
     ]
     assert written[1:-1] == expected_lines(seen)[1:-1]  # the run's first and last hold the live history
+
+
+@pytest.mark.parametrize("kind", [k for k in ENGINE_KINDS if k not in PLAIN_KINDS] + ["my_note"])
+def test_a_secret_in_any_events_data_reaches_no_line(tmp_path, kind):
+    """Whatever kind carries it (but the kinds of numbers only, events.PLAIN_KINDS), a key in an event's data
+    is redacted: the writer looks for secret words in data's text, not in the numbers and kind before it."""
+    key = "ghp_" + "Zx9" * 12
+    run_id = "r-" + os.urandom(4).hex()
+    writer = TraceWriter(tmp_path, redactor=Redactor(env=False))
+    writer(new_event("run_started", run_id, 0, 1, 0.5, {"task": "go"}))
+    writer(new_event(kind, run_id, 1, 2, 0.75, {"text": f"the key is {key}", "token": key}))
+    writer.close()
+    text = (tmp_path / f"{run_id}.jsonl").read_text(encoding="utf-8")
+    assert key not in text and REDACTED in text
 
 
 def test_a_secret_in_a_tool_result_is_redacted_on_the_way_to_disk(tmp_path):

@@ -26,7 +26,7 @@ from typing import Any, Literal, TypeGuard
 import orjson
 
 from ..errors import TraceWriteError
-from ..events import PLAIN_KINDS, SCHEMA_VERSION, Event
+from ..events import KINDS, PLAIN_KINDS, SCHEMA_VERSION, Event
 from ..redact import Redactor, StreamRedactor
 from ._blobs import MARKER, BlobStore
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
@@ -53,8 +53,9 @@ FLOAT_TAG = "$float"
 
 _BASE = frozenset(("v", "run_id", "seq", "step", "t", "kind"))
 """The fields every line starts with (:meth:`Event.as_record`); a ``data`` field of the same name replaces one."""
-_KIND_TAILS: dict[str, bytes] = {}
-_MIN_T, _MAX_T = 1e-4, 1e15  # repr writes these floats as orjson does (below 1e-4 it writes 1e-05, orjson 1e-5)
+_MIN_T, _MAX_T = 1e-4, 1e9
+"""Where the hot path writes ``t`` (see :meth:`TraceWriter.__call__`); outside (a fake clock's 0.0, 31 years)
+the long way does."""
 _OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
 _LONG_WAY = frozenset(("model_delta", "run_started", "run_finished"))
 """Kinds the hot path leaves to :meth:`TraceWriter._long_way`: fragments, and a run's first and last event."""
@@ -69,12 +70,14 @@ def _long(result: Any) -> TypeGuard[str]:
     return isinstance(result, str) and len(result) >= STORE_ONCE_CHARS
 
 
-def _kind_tail(kind: str) -> bytes:
-    """``,"kind":"<kind>"`` as bytes, kept for the engine's kinds and the first few hundred others."""
-    tail = b',"kind":' + _json_str(kind)
-    if len(_KIND_TAILS) < 512:
-        _KIND_TAILS[kind] = tail
-    return tail
+_HOT: dict[str, tuple[bytes, bool]] = {
+    k.value: (b',"kind":' + orjson.dumps(k.value), k.value not in PLAIN_KINDS)
+    for k in KINDS
+    if k.value not in _LONG_WAY
+}
+"""The kinds the hot path takes, each with its ``,"kind":"<kind>"`` bytes and whether its line is tested for
+secrets (:data:`~agentlab.events.PLAIN_KINDS` hold numbers only): one lookup an event instead of three. A
+driver's own kind (``Run.note``, rare) takes the long way."""
 
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
@@ -93,7 +96,7 @@ class _File:
     """One run's open trace file: where its last complete line ends, whether a partial line may follow it,
     and what every line of the run shares (its first bytes, its redactor)."""
 
-    __slots__ = ("f", "good", "head", "ragged", "redactor")
+    __slots__ = ("f", "good", "head", "ragged", "redactor", "words_in_head")
 
     def __init__(self, f: Any, size: int, run_id: str, redactor: Redactor) -> None:
         self.f = f
@@ -101,6 +104,9 @@ class _File:
         self.ragged = False
         self.head = b'{"v":%d,"run_id":%b,"seq":' % (SCHEMA_VERSION, _json_str(run_id))
         self.redactor = redactor
+        # Do the run's first bytes (its id) hold a secret word, or anything else the pre-test looks for? Then
+        # its lines are tested whole; else secret words are looked for in data's text only (see __call__).
+        self.words_in_head = redactor.needs_redaction(self.head)
         if self.good:  # a previous writer may have died mid-line
             with open(f.name, "rb") as r:
                 r.seek(self.good - 1)
@@ -174,50 +180,79 @@ class TraceWriter:
         return self.dir / f"{run_id}{SUFFIX}"
 
     def __call__(self, event: Event) -> None:
+        """Write ``event`` as one line, on disk before this returns.
+
+        Every event of a running run but its first and last (six a W1 step) takes the hot path below, which
+        splices the line from the run's first bytes, ``seq``, ``step``, ``t``, the kind's bytes and ``data``
+        as JSON, and leaves everything unusual to :meth:`_long_way` (the record, rebuilt and redacted field by
+        field): the same bytes either way (tests/test_trace_writer_lines.py). Each operation on it costs
+        ~0.1-0.3 µs inside a run (cold caches), so it is measured (docs/benchmarks.md, issue 27):
+
+        - ``t`` is ``%.6f`` without its trailing zeros: what ``round(t, 6)`` then orjson write (both round
+          with CPython's correctly rounded ``dtoa``; below :data:`_MAX_T` a float holds all fifteen digits,
+          so the shortest text of the rounded float is those digits), for ~0.2 µs where ``round`` then
+          ``%r`` (a ``str``, encoded) took ~1.4 µs;
+        - ``data`` is dumped without ``OPT_NON_STR_KEYS`` (a third of orjson's time on a small dict): a key
+          that is no string raises, and the long way writes it;
+        - its text is sliced (``body[1:]``, a copy) rather than viewed: a ``memoryview`` and its slice cost
+          three times the copy of a line;
+        - bytes are searched with ``find``: ``x in bytes`` first tries ``x`` as an integer, raising and
+          clearing a TypeError, message included;
+        - the secret pre-test looks for secret words in ``data``'s text only (``hints_in``), unless the run's
+          first bytes hold one: the numbers and the kind between hold none (no kind the hot path takes has
+          one: tests/test_trace_writer_lines.py), and none runs across the ``","`` before ``data``. It reads
+          the line as JSON text (``json_text``), so an engine's "Look up a key" costs no walk here either;
+        - the write is made here, not through :meth:`_write` (a Python call), and only a short write goes
+          on to :meth:`_write_rest`, which owns the rule (finish the line, or cut the file back to its
+          last whole line).
+        """
         out = self._files.get(event.run_id)
-        kind = event.kind
-        if out is None or kind in _LONG_WAY or out.ragged or self._streams or self._long_results:
+        hot = _HOT.get(event.kind)
+        if out is None or hot is None or out.ragged or self._streams or self._long_results:
             self._long_way(event)
             return
-        # The hot path: every event of a running run but its first and last (six a step). Each operation
-        # here costs ~0.1-0.2 µs inside a run (cold caches), so it builds the line in one expression and
-        # leaves everything unusual to _long_way: the same bytes either way (tests/test_trace_writer_lines.py).
-        data, seq, step, t = event.data, event.seq, event.step, round(event.t, 6)
+        data, seq, step, t = event.data, event.seq, event.step, event.t
         if (
             type(data) is not dict
             or type(seq) is not int  # %d writes an int as orjson does (a bool would be "1", not "true")
             or type(step) is not int
             or type(t) is not float
-            or not (_MIN_T <= t < _MAX_T or t == 0.0)  # where %r writes a float as orjson does
+            or not _MIN_T <= t < _MAX_T  # where "%.6f" stripped writes t as the long way does
             or not _BASE.isdisjoint(data)
         ):
             self._long_way(event)
             return
         try:
-            body = orjson.dumps(data, default=str, option=_OPTIONS)
+            body = orjson.dumps(data, default=str)
         except (TypeError, orjson.JSONEncodeError):
             self._long_way(event)
             return
-        if b"null" in body and not _nulls_explained(body, data) and _has_nonfinite(data):
+        if body.find(b"null") >= 0 and not _nulls_explained(body, data) and _has_nonfinite(data):
             self._long_way(event)  # a NaN or an infinity: tagged
             return
-        tail = _KIND_TAILS.get(kind) or _kind_tail(kind)
-        if len(body) == 3:  # b"{}\n": no data
-            line = b'%b%d,"step":%d,"t":%r%b}\n' % (out.head, seq, step, t, tail)
+        when = (b"%.6f" % t).rstrip(b"0")
+        if when[-1] == 46:  # ".": 2.0 is written "2.0"
+            when += b"0"
+        tail, tested = hot
+        if len(body) == 2:  # b"{}": no data
+            line = b'%b%d,"step":%d,"t":%b%b}\n' % (out.head, seq, step, when, tail)
         else:
-            rest = memoryview(body)[1:]  # %b takes any buffer: no copy of data's text
-            line = b'%b%d,"step":%d,"t":%r%b,%b' % (out.head, seq, step, t, tail, rest)  # type: ignore[str-format]
-        if kind not in PLAIN_KINDS and (
-            MARKER in line
-            or out.redactor.needs_redaction(line)
-            or (kind == "tool_finished" and _long(data.get("result")))
+            line = b'%b%d,"step":%d,"t":%b%b,%b\n' % (out.head, seq, step, when, tail, body[1:])
+        if tested and (
+            body.find(MARKER) >= 0
+            or out.redactor.needs_redaction(line, json_text=True, hints_in=None if out.words_in_head else body)
+            or (event.kind == "tool_finished" and _long(data.get("result")))
         ):
             self._long_way(event)
             return
         try:
-            self._write(out, line)
+            n = out.f.write(line)  # an OSError here wrote nothing: the file still ends at a line
+            if n != len(line):
+                n = self._write_rest(out, line, n or 0)
         except OSError as exc:
             self._failed(event, exc)
+            return
+        out.good += n
 
     def _long_way(self, event: Event) -> None:
         """Any event, the general way: deltas, a run's first and last event, a record to rebuild (a secret to
@@ -241,7 +276,7 @@ class TraceWriter:
         elif event.kind == "tool_results" and self._long_results:
             record["content"] = [self._once(event.run_id, b) for b in record.get("content") or []]
         line = dumps(record)
-        if MARKER in line and event.kind not in PLAIN_KINDS:
+        if line.find(MARKER) >= 0 and event.kind not in PLAIN_KINDS:
             record, line = self._by_ref(event, record, line)
         if event.kind not in PLAIN_KINDS:
             redactor = self._redactor(event.run_id)
@@ -444,13 +479,13 @@ def dumps(record: dict[str, Any]) -> bytes:
     standard library, anything unknown becomes its ``str``. NaN and infinities
     (which orjson would write as ``null``) become ``{"$float": "NaN"}``."""
     try:
-        line = orjson.dumps(record, default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+        line = orjson.dumps(record, default=str, option=_OPTIONS)
     except (TypeError, orjson.JSONEncodeError):
         # ensure_ascii: a lone surrogate (text cut from a UTF-16 source) is kept as an escape, not dropped
         record = _shallow(record)
         return (json.dumps(_finite(record), ensure_ascii=True, default=str, allow_nan=False) + "\n").encode("ascii")
-    if b"null" in line and not _nulls_explained(line, record) and _has_nonfinite(record):
-        return orjson.dumps(_finite(record), default=str, option=orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE)
+    if line.find(b"null") >= 0 and not _nulls_explained(line, record) and _has_nonfinite(record):
+        return orjson.dumps(_finite(record), default=str, option=_OPTIONS)
     return line
 
 
@@ -460,15 +495,19 @@ def _nulls_explained(line: bytes, record: Any) -> bool:
     and the walk of :func:`_has_nonfinite` is skipped: most events hold a ``None`` (a tool's ``error``, a
     reply's ``request_id``, a run's prices) and nothing else that writes ``null``. ``null`` cannot overlap
     itself, so the count is exact; a ``null`` inside a string, or a ``None`` deeper, only sends the line to
-    the walk."""
+    the walk. The top level is counted first: a line whose nulls are all there (a tool's ``error``, a reply's
+    ``request_id``) needs no look one level down (each ``None`` writes a ``null``, so the count cannot be
+    short of them)."""
     if type(record) is not dict:
         return False
     values = (*record.values(),)
-    nulls = values.count(None)
+    nulls, explained = line.count(b"null"), values.count(None)
+    if nulls == explained:
+        return True
     for v in values:  # and one level down: a run's prices hold a None, its budget may
         if type(v) is dict:
-            nulls += (*v.values(),).count(None)
-    return line.count(b"null") == nulls
+            explained += (*v.values(),).count(None)
+    return nulls == explained
 
 
 _SCALARS = (str, int, bool, type(None))
