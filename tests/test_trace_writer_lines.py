@@ -104,12 +104,16 @@ def test_every_line_is_the_events_record_whichever_way_the_writer_takes(tmp_path
     for i, (kind, step, t, data) in enumerate(steps, start=2):
         events.append(new_event(kind, run_id, step, i, t, data))
     events.append(new_event("run_finished", run_id, 0, len(events) + 1, 1.0, {"outcome": "done", "error": None}))
+    assert written_lines(folder, run_id, events) == expected_lines(events)
+
+
+def written_lines(folder, run_id: str, events: list[Event]) -> list[bytes]:
+    """The lines a fresh writer puts on disk for ``events`` (secrets of this machine's environment left out)."""
     writer = TraceWriter(folder, redactor=Redactor(env=False))
     for e in events:
         writer(e)
     writer.close()
-    written = (folder / f"{run_id}.jsonl").read_bytes().splitlines(keepends=True)
-    assert written == expected_lines(events)
+    return (folder / f"{run_id}.jsonl").read_bytes().splitlines(keepends=True)
 
 
 HALVES = st.integers(100, 10**15).map(lambda n: (n + 0.5) / 1e6)  # half a microsecond past a microsecond
@@ -130,12 +134,7 @@ def test_an_events_time_is_written_as_the_record_rounds_it(tmp_path_factory, tim
     run_id = "t-" + os.urandom(4).hex()
     events = [new_event("run_started", run_id, 0, 1, 0.0, {"task": "go"})]
     events += [new_event("step_finished", run_id, 1, i, t, {"spent": 0.0}) for i, t in enumerate(times, start=2)]
-    writer = TraceWriter(folder, redactor=Redactor(env=False))
-    for e in events:
-        writer(e)
-    writer.close()
-    written = (folder / f"{run_id}.jsonl").read_bytes().splitlines(keepends=True)
-    assert written == expected_lines(events)
+    assert written_lines(folder, run_id, events) == expected_lines(events)
 
 
 def test_a_runs_lines_are_the_records_of_its_events(tmp_path):
