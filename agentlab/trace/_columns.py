@@ -17,10 +17,8 @@ holds the two to equal frames on every fixture and on damaged logs.
 
 from __future__ import annotations
 
-import copy
 import math
 import struct
-import threading
 from array import array
 from collections import defaultdict
 from functools import cache, cached_property
@@ -595,24 +593,11 @@ class _Lines(Deferred):
     that reads no ``data`` does not look for the newlines of 300 MB of logs."""
 
     def __init__(self, logs: list[bytes], length: int) -> None:
+        super().__init__(length)
         self._logs = logs
-        self._len = length
-        self._order: Any = None  # positions into the lines (None: as they are)
-        self._cache: list[Any] = []  # shared by every view: [the lines]
-        self._lock = threading.Lock()
 
-    def take(self, positions: Any) -> _Lines:
-        view = copy.copy(self)  # the logs, the cache and its lock shared
-        positions = np.asarray(positions, dtype=np.intp)
-        view._order = positions if self._order is None else self._order[positions]
-        view._len = len(positions)
-        return view
-
-    def _base(self) -> Any:
-        with self._lock:
-            if not self._cache:
-                self._cache.append(_lines(self._logs))
-            return self._cache[0]
+    def _read(self) -> Any:
+        return _lines(self._logs)
 
 
 def _lines(logs: list[bytes]) -> Any:

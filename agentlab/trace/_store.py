@@ -37,6 +37,7 @@ builds parts from the logs. Needs ``pyarrow`` (``pip install
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import threading
 import time
@@ -219,20 +220,17 @@ def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]
 
 
 class Deferred:
-    """One JSON column of the store's chosen rows, read from its files the first time it is needed.
+    """A JSON text column read the first time it is needed, once for every view of it.
 
-    A million events' ``data`` is most of the store's bytes unpacked (the text of every event) and
-    most of a load's time and memory, yet a cost analysis never reads it; so ``load_runs`` reads
-    the other columns and leaves this one on disk until a row of it is read. The files are held
-    open from the load on, so a merge that replaces them meanwhile (``agentlab compact``) does not
-    take the rows away (on POSIX an open file stays readable after it is removed). ``take`` gives
-    another view of the same column, read once for all views.
+    A million events' ``data`` is most of a load's bytes unpacked (the text of every event) and most of
+    its time and memory, yet a cost analysis never reads it; so ``load_runs`` leaves it where it is (on
+    disk in the store: :class:`StoredColumn`; in the logs' bytes, uncut, for the bulk reader) until a row
+    of it is read. ``take`` gives another view of the same column, sharing the one read. A subclass says
+    how the column is read (:meth:`_read`).
     """
 
-    def __init__(self, sources: list[tuple[Any, Any]], column: str, length: int, order: Any = None) -> None:
-        self._sources = sources
-        self._column = column
-        self._order = order  # positions into the concatenated pieces (None: as they are)
+    def __init__(self, length: int, order: Any = None) -> None:
+        self._order = order  # positions into the column as read (None: as it is)
         self._cache: list[Any] = []  # shared by every view: [the column, read]
         self._lock = threading.Lock()
         self._len = length
@@ -243,8 +241,7 @@ class Deferred:
     def take(self, positions: Any) -> Deferred:
         import numpy as np
 
-        view = Deferred.__new__(Deferred)
-        view._sources, view._column, view._cache, view._lock = self._sources, self._column, self._cache, self._lock
+        view = copy.copy(self)  # what it reads from, the cache and its lock shared
         positions = np.asarray(positions, dtype=np.intp)
         view._order = positions if self._order is None else self._order[positions]
         view._len = len(positions)
@@ -253,15 +250,12 @@ class Deferred:
     def _base(self) -> pa.ChunkedArray:
         with self._lock:
             if not self._cache:
-                import pyarrow as pa
-                import pyarrow.parquet as pq
-
-                chunks: list[Any] = []
-                for handle, rows in self._sources:  # Arrow's own pool: these buffers stay, and it packs them best
-                    chunks.extend(_batches(pq.ParquetFile(handle), rows, self._column))
-                    handle.close()  # read: the file is no longer needed
-                self._cache.append(pa.chunked_array(chunks, type=pa.string()))
+                self._cache.append(self._read())
             return self._cache[0]
+
+    def _read(self) -> pa.ChunkedArray:
+        """The whole column's text, in its order (called once, under the lock)."""
+        raise NotImplementedError
 
     def array(self) -> pa.ChunkedArray:
         """The column's text, read now if it was not yet (every view shares one read)."""
@@ -271,6 +265,27 @@ class Deferred:
         import pyarrow as pa
 
         return base.take(pa.array(self._order))
+
+
+class StoredColumn(Deferred):
+    """One JSON column of the store's chosen rows, read from its files. The files are held open from the
+    load on, so a merge that replaces them meanwhile (``agentlab compact``) does not take the rows away (on
+    POSIX an open file stays readable after it is removed)."""
+
+    def __init__(self, sources: list[tuple[Any, Any]], column: str, length: int, order: Any = None) -> None:
+        super().__init__(length, order)
+        self._sources = sources
+        self._column = column
+
+    def _read(self) -> pa.ChunkedArray:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        chunks: list[Any] = []
+        for handle, rows in self._sources:  # Arrow's own pool: these buffers stay, and it packs them best
+            chunks.extend(_batches(pq.ParquetFile(handle), rows, self._column))
+            handle.close()  # read: the file is no longer needed
+        return pa.chunked_array(chunks, type=pa.string())
 
 
 READ_TRIES = 5
@@ -444,12 +459,12 @@ def _read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, Any], dict[str,
         )
         return {}, {}, set()
     lazy = len(picked) <= MAX_DEFERRED_PARTS
-    deferred = {}
+    deferred: dict[str, Deferred] = {}
     if lazy:
         for t in JSON_COLUMNS:
             plan = plans[t]
             sources = [(handle, rows) for handle, _, rows in plan.sources]
-            deferred[t] = Deferred(sources, JSON_COLUMNS[t][0], plan.length, plan.order)
+            deferred[t] = StoredColumn(sources, JSON_COLUMNS[t][0], plan.length, plan.order)
     covered = set(runs.column("file").to_pylist())
     return {"runs": runs, **plans}, deferred, covered
 
