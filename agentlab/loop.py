@@ -37,6 +37,7 @@ from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
 from ._runtime.isolate import Raised, Returned
 from ._runtime.referee import Referee, TakenOver
+from ._runtime.turns import Turns
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
 from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
@@ -178,6 +179,7 @@ class Run:
         self._step_loop: asyncio.AbstractEventLoop | None = None
         self._step_lock = threading.Lock()  # one step at a time, whatever task or thread asks
         self._watch: watchdog.Watch | None = None
+        self._turns = Turns()  # when the run's event loop gets a turn (see _tools_phase)
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
         self._caps = capabilities(c.model)  # the model's optional parts, read once
@@ -795,10 +797,11 @@ class Run:
         """Run one turn's calls, reads together and writes alone; results in request order."""
         self.phase = "running tools"
         self.pending_calls = calls
-        # One turn of the event loop per step: tools that answer at once run without a task of their
-        # own (_runtime.isolate.start), so without this a fast run would never let Stop, Pause or the
-        # panel's redraws in.
-        await asyncio.sleep(0)
+        # Tools that answer at once run without a task of their own (_runtime.isolate.start), so without a
+        # turn of the event loop here a fast run would never let Stop, Pause or the panel's redraws in: one
+        # whenever anything waits on the loop, and at least every POLL_S (_runtime/turns.py).
+        if self._turns.due(self._step_loop):
+            await asyncio.sleep(0)
         reused = [calls[i]["id"] for i in range(len(calls)) if i in self._kept] if self._kept else []
         results = await self._run_calls(calls)
         if isinstance(results, _Halt):
