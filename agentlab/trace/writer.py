@@ -1,23 +1,25 @@
 """Writing a trace: a subscriber that appends each event as one JSON line.
 
-Lines reach the operating system (unbuffered ``write``s, no user-space buffer
-left behind by a crash) at *flush points*: every event before which the
-engine waits on something or hands control back is one, and writes the lines
-held before it together with its own, in one ``write``. Three kinds that the
-engine follows at once with another event are held until then:
-``model_called`` (``tool_started``, a retry, a stop... follows), ``tool_results``
-(``step_finished`` or a stop follows) and ``tool_finished`` when no other call
-of its run is still running (so a finished call is on disk while a sibling
-runs). Every other event is a flush point, and so is the end of each step
-(:meth:`TraceWriter.flush_run`, called by the engine when a step ends or
-pauses before its tools) and closing the writer. So before any model call,
-tool body, approval wait or retry sleep, at every step's end and when a run
-ends, every event so far is on disk: a process killed by SIGKILL or a kernel
-restart keeps every finished step, the call it was running (its
-``tool_started``), and every event up to the engine's last wait; it can lose
-only the last one to three events of the step it was in the middle of,
-emitted in the microseconds since (W1: three ``write``s a step instead of six,
-docs/benchmarks.md). Secrets are redacted before a line is written.
+Lines reach the operating system (unbuffered ``write``s) at *flush points*,
+each writing the lines held before it and its own in one ``write``: three
+``write``s a W1 step instead of six (docs/benchmarks.md). Three kinds, each
+followed by another event before the engine waits on anything, are held:
+``model_called`` (``tool_started``, a retry or a stop follows),
+``tool_results`` (``step_finished`` or a stop follows) and ``tool_finished``
+when no other call of its run is still running (a finished call is never held
+while a sibling runs: a resumed run reads it to know which writes not to run
+again). Every other event is a flush point, and so are ``Run.step()``
+returning (the engine calls :meth:`TraceWriter.flush_run`: a run paused before
+its tools has its reply on disk) and closing the writer. So before any model
+call, tool body, approval wait or retry sleep, at every step's end and when
+control goes back to the caller, every event so far is on disk, as one write
+an event would have put it. A process killed by SIGKILL or a kernel restart
+keeps every finished step and every event before the engine's last wait (the
+call in flight, the reply of a paused step); it can lose only the events of
+the step in progress emitted since: a reply before its calls start (the
+engine yields one event-loop turn there), the last call's ``tool_finished``
+and the turn's ``tool_results`` before ``step_finished``. Secrets are
+redacted before a line is written.
 
 A write that fails (disk full, file size limit, permission lost) raises
 :class:`TraceWriteError`, which the engine turns into a stop with reason
@@ -393,10 +395,10 @@ class TraceWriter:
     def flush_run(self, run_id: str) -> None:
         """Write now the lines of ``run_id`` held for the next flush point (see the module's docstring).
 
-        The engine calls it when a step ends or pauses before its tools (``Run.step(pause_before_tools=True)``:
-        the reply's ``model_called`` is held) and control goes back to its caller; a driver that feeds a
-        writer events itself calls it, or :meth:`close`, before it reads the file. Raises
-        :class:`TraceWriteError` as a write does (``on_error="stop"``)."""
+        The engine calls it when ``Run.step()`` returns and the run goes on (paused before its tools, the
+        reply's ``model_called`` is held); a driver that feeds a writer events itself calls it, or
+        :meth:`close`, before it reads the file. Raises :class:`TraceWriteError` as a write does
+        (``on_error="stop"``)."""
         out = self._files.get(run_id)
         if out is not None and out.held:
             self._flush(out, run_id)
@@ -415,12 +417,13 @@ class TraceWriter:
     def _write(self, out: _File, data: bytes) -> None:
         """Write ``data`` (whole lines) whole, or leave the file ending at its last complete line."""
         if out.ragged:  # a line was cut short and could not be taken back: start a fresh one
-            n = self._write_rest(out, b"\n" + data, 0, whole=False)
+            self._write_rest(out, b"\n" + data, 0, whole=False)
             out.ragged = False
-        else:
-            n = out.f.write(data)  # an OSError here wrote nothing: the file still ends at a line
-            if n != len(data):
-                n = self._write_rest(out, data, n or 0)
+            out.good = os.fstat(out.f.fileno()).st_size  # the cut line stays before it: the file ends at a line
+            return
+        n = out.f.write(data)  # an OSError here wrote nothing: the file still ends at a line
+        if n != len(data):
+            n = self._write_rest(out, data, n or 0)
         out.good += n
 
     def _write_rest(self, out: _File, data: bytes, done: int, *, whole: bool = True) -> int:
