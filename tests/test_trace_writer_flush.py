@@ -29,7 +29,7 @@ from agentlab.redact import Redactor
 from agentlab.trace import TraceWriter
 
 from .helpers import within
-from .test_trace_writer_lines import DATA, WHEN, expected_lines
+from .writer_lines import DATA, WHEN, expected_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 HELD = {"model_called", "tool_results"}
