@@ -17,6 +17,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import warnings
 from pathlib import Path
 
 from hypothesis import HealthCheck, example, given, settings
@@ -26,7 +27,7 @@ import agentlab as al
 from agentlab import reply
 from agentlab.events import new_event
 from agentlab.redact import Redactor
-from agentlab.trace import TraceWriter
+from agentlab.trace import TraceWriter, TraceWriteWarning
 
 from .helpers import within
 from .writer_lines import DATA, WHEN, expected_lines
@@ -308,3 +309,58 @@ def test_a_process_killed_while_it_waits_leaves_every_event_so_far_on_disk(tmp_p
         assert data.endswith(b"\n")
         assert [[e["seq"], e["kind"]] for e in map(json.loads, data.splitlines())] == emitted
         assert emitted[-1][1] == last
+
+
+class _Scripted:
+    """A file that follows a script, one step a ``write``: "ok", "half" (half the bytes, then the next write
+    fails like a full disk), and whose ``truncate`` fails while ``stuck`` (permission lost)."""
+
+    def __init__(self, real, script: list[str]) -> None:
+        self.real, self.name, self.script, self.stuck, self.full = real, real.name, script, True, False
+
+    def write(self, data) -> int:
+        data = bytes(data)
+        if self.full:
+            self.full = False
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        if self.script and self.script.pop(0) == "half":
+            self.full = True
+            return self.real.write(data[: len(data) // 2])
+        return self.real.write(data)
+
+    def truncate(self, size: int) -> int:
+        if self.stuck:
+            self.stuck = False
+            raise OSError(errno.EACCES, "permission lost")
+        return self.real.truncate(size)
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+    def close(self) -> None:
+        self.real.close()
+
+
+def test_after_a_cut_line_that_could_not_be_taken_back_a_later_failure_still_cuts_back_to_a_whole_line(tmp_path):
+    """A write cut short whose partial line cannot be truncated away (the next line starts on a fresh one),
+    then a line written whole, then another write cut short: the file is cut back to the end of that whole
+    line, not into it (the cut line before it counts in the file's length)."""
+
+    class Writer(TraceWriter):
+        def _open(self, run_id):
+            out = super()._open(run_id)
+            out.f = _Scripted(out.f, ["ok", "half", "ok", "half"])
+            return out
+
+    run_id = "s-" + os.urandom(4).hex()
+    writer = Writer(tmp_path, on_error="warn")
+    notes = [new_event("my_note", run_id, 1, i, 0.5 + i, {"n": i}) for i in range(2, 5)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", TraceWriteWarning)
+        for e in [new_event("run_started", run_id, 0, 1, 0.0, {"task": "go"}), *notes]:
+            writer(e)
+    writer.close()
+    data = (tmp_path / f"{run_id}.jsonl").read_bytes()
+    assert data.endswith(b"\n")
+    lines = data.splitlines()
+    assert [json.loads(lines[0])["seq"], json.loads(lines[-1])["seq"]] == [1, 3]  # the cut line 2 stays between
