@@ -364,3 +364,23 @@ def test_after_a_cut_line_that_could_not_be_taken_back_a_later_failure_still_cut
     assert data.endswith(b"\n")
     lines = data.splitlines()
     assert [json.loads(lines[0])["seq"], json.loads(lines[-1])["seq"]] == [1, 3]  # the cut line 2 stays between
+
+
+def test_a_paused_step_whose_reply_cannot_be_written_stops_the_run_naming_it(tmp_path):
+    """The flush before ``step()`` returns fails (a full disk): the run stops with "trace write failed", as
+    any trace write that fails stops it, and the file still ends at a whole line."""
+
+    class Writer(TraceWriter):
+        def _open(self, run_id):
+            out = super()._open(run_id)
+            out.f = _Scripted(out.f, ["ok", "ok", "half"])  # run_started, model_request, then the reply
+            out.f.stuck = False
+            return out
+
+    model = al.ScriptedModel([reply(None, ("lookup", {"key": "a"})), reply("done")])
+    run = al.Run("q", [lookup], model=model, max_cost=None, clock=al.FakeClock())
+    run.subscribe(Writer(tmp_path))
+    asyncio.run(run.step(pause_before_tools=True))
+    assert isinstance(run.result, al.Stopped) and run.result.reason == "trace write failed"
+    assert run.result.detail.endswith("the trace holds the events before model_called #3")
+    assert kinds_in(tmp_path / f"{run.run_id}.jsonl") == ["run_started", "model_request", "run_finished"]
