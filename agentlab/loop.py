@@ -376,11 +376,12 @@ class Run:
         with ``phase == "awaiting tools"`` and the calls in ``pending_calls``;
         the next ``step()`` runs them and ends the step.
         """
-        await self._advance(pause_before_tools)
+        await self._advance(pause_before_tools, hand_back=True)
         return self._record()
 
-    async def _advance(self, pause_before_tools: bool) -> None:
-        """One step (see :meth:`step`), the run's state its only output."""
+    async def _advance(self, pause_before_tools: bool, *, hand_back: bool = False) -> None:
+        """One step (see :meth:`step`), the run's state its only output; ``hand_back``: control goes back to the
+        caller after it (:meth:`_hand_back`)."""
         if self.result is not None:
             raise RuntimeError(f"run {self.run_id} has finished: {self.result!r}")
         if not self._step_lock.acquire(blocking=False):
@@ -403,6 +404,8 @@ class Run:
                 await self._model_phase(pause_before_tools)
             if self.result is None and self.phase != "awaiting tools":
                 self._after_step_checks()
+            if hand_back and self.result is None:
+                self._hand_back()
         except asyncio.CancelledError:
             if self.result is None:
                 how = "cancelled" if self._cancel else "interrupted (the task running it was cancelled: Ctrl-C?)"
@@ -421,6 +424,21 @@ class Run:
         finally:
             if self._t0 is not None:  # else the step was taken over, and ended, by run()'s caller's thread
                 self._end_step()
+
+    @watchdog.handoff("subscriber")
+    def _hand_back(self) -> None:
+        """``step()`` ends or pauses and the run goes on: a subscriber that holds events (the trace writer's
+        ``flush_run``) writes them now, before control goes back to the caller; one that cannot stops the run
+        as a failed trace write does (issue 14). ``run()`` keeps control from step to step: each step's last
+        event, ``step_finished``, already put every event on disk (see :mod:`agentlab.trace.writer`)."""
+        for callback in self._subscribers:
+            if (flush := getattr(callback, "flush_run", None)) is not None:
+                try:
+                    flush(self.run_id)
+                except TraceWriteError as exc:
+                    self._trace_error, self._cancel = self._trace_error or exc, True
+                    return self._stop(*self._trace_failed())
+        return None
 
     def _end_step(self) -> None:
         """The step's books: its working time counted, the watchdog disarmed, the next step allowed."""

@@ -3,7 +3,8 @@
 The package is split by job, each part testable alone:
 
 - :mod:`.writer`: :class:`TraceWriter`, an engine subscriber that appends each
-  event to ``<runs>/<run_id>.jsonl`` as one JSON line, redacted, unbuffered;
+  event to ``<runs>/<run_id>.jsonl`` as one JSON line, redacted, on disk (unbuffered) before the engine
+  next waits on a model, a tool or its caller;
 - :mod:`.reader`: files -> event records (robust to crashes mid-write), and
   :func:`load_run` / :func:`load_runs`;
 - :mod:`.runs`: :class:`Trace`, :class:`Traces`, :class:`StepView`: a run
