@@ -20,6 +20,7 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from ._checks import is_whole
+from ._frozen import quick_init
 from ._shorten import shorten
 from .vocab import StopReason
 
@@ -250,6 +251,7 @@ Rates = Callable[[int], tuple[float, float]]
 """``rates(input_tokens) -> (input, output)`` USD per token at their dearest for a call of that size."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class GuardCheck:
     """What one pre-call check rested on and decided.
