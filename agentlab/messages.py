@@ -297,41 +297,48 @@ def _iteration(raw: dict[str, Any]) -> Iteration:
 
 def normalize_reply(raw: Any) -> Reply:
     """Check a reply's shape and return it as a :class:`Reply`."""
-    data = _to_dict(raw)
-    content = data.get("content")
-    if not isinstance(content, list) or (not content and data.get("stop_reason") != "end_turn"):
+    data = raw if type(raw) is dict else _to_dict(raw)  # (a dict, the usual reply, is taken as it is)
+    get = data.get
+    content = get("content")
+    if not isinstance(content, list) or (not content and get("stop_reason") != "end_turn"):
         # `content: []` with `end_turn` is valid: the model had nothing to add.
         raise MalformedReply("the reply has no content blocks", data)
     blocks: list[Block] = []
+    calls = False
     for i, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(kind, str):
             raise MalformedReply(f"content block {i} has no 'type'", data)
-        if block["type"] == "tool_use":
+        if kind == "tool_use":
+            calls = True
             if not isinstance(block.get("id"), str) or not block["id"]:
                 raise MalformedReply(f"tool_use block {i} has no 'id'", data)
             if not isinstance(block.get("name"), str) or not block["name"]:
                 raise MalformedReply(f"tool_use block {i} has no 'name'", data)
-            if not isinstance(block.get("input", {}), dict):
+            args = block.get("input", {})
+            if not isinstance(args, dict):
                 raise MalformedReply(f"tool_use block {i} ({block['name']}): 'input' is not an object", data)
-            block = {**block, "input": block.get("input", {})}
-        elif block["type"] == "text" and not isinstance(block.get("text"), str):
+            block = {**block, "input": args}
+        elif kind == "text" and not isinstance(block.get("text"), str):
             raise MalformedReply(f"text block {i} has no 'text'", data)
         blocks.append(block)
-    stop = data.get("stop_reason")
+    stop = get("stop_reason")
     if stop is None:
-        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        stop = "tool_use" if calls else "end_turn"
     if not isinstance(stop, str):
         raise MalformedReply("'stop_reason' must be a string", data)
+    details, context = get("stop_details"), get("context_management")
+    container = get("container")
     return Reply(
-        content=blocks,
-        stop_reason=stop,
-        usage=_usage(data.get("usage")),
-        model=data.get("model"),
-        request_id=data.get("_request_id") or data.get("request_id"),
-        container=_container_id(data.get("container")),
-        stop_details=data.get("stop_details") if isinstance(data.get("stop_details"), dict) else None,
-        context_management=data.get("context_management") if isinstance(data.get("context_management"), dict) else None,
-        parsed=data.get("parsed"),
+        blocks,
+        stop,
+        _usage(get("usage")),
+        get("model"),
+        get("_request_id") or get("request_id"),
+        None if container is None else _container_id(container),
+        details if isinstance(details, dict) else None,
+        context if isinstance(context, dict) else None,
+        get("parsed"),
     )
 
 
