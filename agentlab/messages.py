@@ -126,6 +126,15 @@ class Usage:
             "cache_creation_input_tokens": self.cache_creation_input_tokens,
             "cache_read_input_tokens": self.cache_read_input_tokens,
         }
+        if not (
+            self.cache_creation_1h_input_tokens
+            or self.web_search_requests
+            or self.web_fetch_requests
+            or self.speed
+            or self.inference_geo
+            or self.iterations
+        ):
+            return out  # the usual usage: the four counts (the loop below would add nothing)
         for name in (
             "cache_creation_1h_input_tokens",
             "web_search_requests",
