@@ -22,6 +22,7 @@ import orjson
 from ._checks import is_whole
 from ._frozen import quick_init
 from ._shorten import shorten
+from .messages import estimate_tokens, tokens_for_size
 from .vocab import StopReason
 
 CostGuard = Literal["hard", "estimate", "after"]
@@ -430,8 +431,25 @@ def input_bound(obj: Any) -> int:
     return n + _framing(obj)
 
 
+def bound_and_estimate(obj: Any) -> tuple[int, int]:
+    """(:func:`input_bound`, :func:`~agentlab.messages.estimate_tokens`) of ``obj``, from one serialization.
+
+    Both measure the same compact UTF-8 JSON (orjson, the same options), and the engine grows both
+    with each message it appends: serialized once, not twice. A string, or a value orjson cannot
+    serialize, is measured by the two functions themselves.
+    """
+    if not isinstance(obj, str):
+        try:
+            n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
+        except TypeError:
+            pass
+        else:
+            return n + _framing(obj), tokens_for_size(n)
+    return input_bound(obj), estimate_tokens(obj)
+
+
 def _framing(obj: Any) -> int:
-    if isinstance(obj, Mapping) and "role" in obj:
+    if (type(obj) is dict or isinstance(obj, Mapping)) and "role" in obj:  # (a dict, the usual message, first)
         content = obj.get("content")
         blocks = len(content) if isinstance(content, list) else 1
         return MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS * blocks

@@ -411,4 +411,9 @@ def estimate_tokens(obj: Any) -> int:
             n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
         except TypeError:  # e.g. an int too large for orjson
             n = len(json.dumps(obj, separators=(",", ":"), default=str).encode())
+    return tokens_for_size(n)
+
+
+def tokens_for_size(n: int) -> int:
+    """The estimate of ``n`` characters (or UTF-8 JSON bytes): one token per :data:`CHARS_PER_TOKEN`, at least 1."""
     return max(1, -(-n // CHARS_PER_TOKEN))

@@ -29,6 +29,7 @@ from ..budget import (  # noqa: F401 (GuardCheck, check_call: the guard's one ru
     GuardReport,
     Rates,
     Stop,
+    bound_and_estimate,
     check_call,
     input_bound,
     request_input_bound,
@@ -121,8 +122,12 @@ class InputTracker:
 
     def appended(self, message: Message, tokens: int | None = None) -> None:
         """A message joined the history: grow the estimate and the bound."""
-        self.estimate += estimate_tokens(message) if tokens is None else tokens
-        self.bound += input_bound(message)
+        if tokens is None:
+            bound, tokens = bound_and_estimate(message)  # one serialization for both
+        else:
+            bound = input_bound(message)
+        self.estimate += tokens
+        self.bound += bound
 
     def billed(self, usage: Usage, estimated: bool, prices: Prices | None, caching: Any) -> None:
         """A reply came back with ``usage`` (``estimated`` when the model reported none)."""
