@@ -286,15 +286,18 @@ class GuardCheck:
 
     def event_fields(self) -> dict[str, Any]:
         """The ``model_request`` event's guard fields (the trace's names, read back by the what-if replay)."""
-        out: dict[str, Any] = {"input_bound": self.input_bound, "can_count": self.can_count}
-        if self.basis is not None:
-            out.update(
-                guard_basis=self.basis,
-                guard_input_tokens=self.input_tokens,
-                guard_fees=self.fees,
-                guard_worst_case=self.worst_case,
-                guard_why=self.why,
-            )
+        if self.basis is None:
+            out: dict[str, Any] = {"input_bound": self.input_bound, "can_count": self.can_count}
+        else:
+            out = {
+                "input_bound": self.input_bound,
+                "can_count": self.can_count,
+                "guard_basis": self.basis,
+                "guard_input_tokens": self.input_tokens,
+                "guard_fees": self.fees,
+                "guard_worst_case": self.worst_case,
+                "guard_why": self.why,
+            }
         if self.count_error is not None:
             out["count_error"] = self.count_error
         if self.count_latency is not None:
@@ -357,28 +360,24 @@ def check_call(
         fees=fees or 0.0,
         basis=basis,
     )
-    allowed = decided if isinstance(decided, int) else min(MIN_REPLY_TOKENS, max_tokens)
-    worst = worst_case_cost(tokens, in_rate, out_rate, allowed, fees or 0.0)
-    left = budget.max_cost - spent
+    stop: Stop | None
     if isinstance(decided, Stop):
-        why = decided.detail
+        stop, allowed = decided, min(MIN_REPLY_TOKENS, max_tokens)
     else:
-        what = {"exact": "counted", "bounded": "at most", "estimated": "about"}[basis]
+        stop, allowed = None, decided
+    worst = worst_case_cost(tokens, in_rate, out_rate, allowed, fees or 0.0)
+    if stop is not None:
+        why = stop.detail
+    else:
         lowered = f", max_tokens lowered to {allowed}" if allowed < max_tokens else ""
-        why = f"{what} {tokens} input tokens: worst case ${worst:.4f} of ${left:.4f} left{lowered}"
-    return GuardCheck(
-        basis,
-        bound,
-        tokens,
-        worst,
-        basis == "exact" and counted is not None,
-        allowed,
-        fees,
-        why,
-        stop=decided if isinstance(decided, Stop) else None,
-        wants_count=wants,
-        can_count=can_count,
-    )
+        left = budget.max_cost - spent
+        why = f"{_SAYS[basis]} {tokens} input tokens: worst case ${worst:.4f} of ${left:.4f} left{lowered}"
+    counted_here = basis == "exact" and counted is not None
+    return GuardCheck(basis, bound, tokens, worst, counted_here, allowed, fees, why, stop, wants, can_count)
+
+
+_SAYS = {"exact": "counted", "bounded": "at most", "estimated": "about"}
+"""How a check's sentence names what its input rested on (:attr:`GuardCheck.why`)."""
 
 
 def lost_reply_cost(check: GuardCheck | None) -> float:
