@@ -21,7 +21,6 @@ import functools
 import importlib.util
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -99,6 +98,8 @@ def _read(path: Path, key: str) -> dict[str, Any]:
 
 def _write(path: Path, memo: dict[str, Any]) -> None:
     """Atomically (a temporary file, then a rename): a concurrent reader never sees half a file."""
+    import tempfile  # (here: only a first lookup writes, and ``import agentlab`` need not load it)
+
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".prices-", suffix=".tmp")

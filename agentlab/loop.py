@@ -524,7 +524,8 @@ class Run:
         self.spent += cost
         self.input_tokens += context_tokens
         self.output_tokens += usage.output_tokens
-        self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
+        if self._ledger is not NO_LEDGER:  # (a run on its own: nothing was reserved, nothing to settle)
+            self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released at the end
         self.last_usage = usage
         self._last_cost, self._last_latency, self._last_context = cost + self._lost, latency, reply.context_management
         self._input.billed(usage, estimated, asked, self._caps.caches)
@@ -960,9 +961,11 @@ class Run:
 
     def _served_prices(self, served: str | None) -> Prices | None:
         """:func:`~agentlab.pricing.served_prices` for a reply naming ``served``, once per model a run (a lookup)."""
-        if served not in self._served:
-            self._served[served] = served_prices(self.prices, self.model.model, served)
-        return self._served[served]
+        try:
+            return self._served[served]
+        except KeyError:  # a model no reply of this run named before
+            found = self._served[served] = served_prices(self.prices, self.model.model, served)
+            return found
 
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""

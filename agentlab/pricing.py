@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from ._price_cache import cached
 from .messages import Usage
 
 PER_MTOK = 1_000_000
@@ -429,8 +430,6 @@ def resolve_prices(model_id: str, prices: Prices | None, platform: str | None = 
     """
     if prices is not None:
         return prices
-    from ._price_cache import cached
-
     if platform and platform != "anthropic":
         key = f"{platform}:{model_id}"
         on_platform: Prices | None = cached(key, Prices, lambda _: lookup_prices(model_id, platform))
