@@ -573,12 +573,11 @@ class Run:
             )
         if why != "tool_use":
             return _Halt(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
-        ids = [c["id"] for c in calls]
-        if not ids:
+        if not calls:
             return _Halt(
                 StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}"
             )
-        if len(ids) > 1 and len(set(ids)) < len(ids):  # (one call, the usual turn, cannot repeat an id)
+        if len(calls) > 1 and len(set(ids := [c["id"] for c in calls])) < len(ids):  # (one call cannot repeat one)
             dup = next(i for i in ids if ids.count(i) > 1)
             return _Halt(
                 StopReason.MALFORMED_REPLY,
