@@ -531,24 +531,27 @@ class Run:
         self._input.billed(usage, estimated, asked, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
-        self._emit(
-            _MODEL_CALLED,
-            content=reply.content,
-            stop_reason=reply.stop_reason,
-            usage=usage.as_dict(),
-            estimated=estimated,
-            cost=cost,
-            server_tool_cost=prices.server_tool_cost(usage) if prices else 0.0,
-            spent=self.spent,
-            latency=latency,
-            request_id=reply.request_id,
-            context_tokens=context_tokens,
-            max_tokens=max_tokens,
-            model=reply.model,
-            **({"stop_details": reply.stop_details} if reply.stop_details else {}),
-            **({"requested_model": self.model.model} if prices is not asked else {}),
-            **({"context_management": reply.context_management} if reply.context_management else {}),
-        )
+        data = {
+            "content": reply.content,
+            "stop_reason": reply.stop_reason,
+            "usage": usage.as_dict(),
+            "estimated": estimated,
+            "cost": cost,
+            "server_tool_cost": prices.server_tool_cost(usage) if prices else 0.0,
+            "spent": self.spent,
+            "latency": latency,
+            "request_id": reply.request_id,
+            "context_tokens": context_tokens,
+            "max_tokens": max_tokens,
+            "model": reply.model,
+        }
+        if reply.stop_details:
+            data["stop_details"] = reply.stop_details
+        if prices is not asked:
+            data["requested_model"] = self.config.model.model
+        if reply.context_management:
+            data["context_management"] = reply.context_management
+        self._emit(_MODEL_CALLED, **data)
         return usage
 
     def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int, calls: list[Block]) -> _Halt | None:
@@ -637,13 +640,10 @@ class Run:
     def _announce(self, max_tokens: int, reserved: float) -> None:
         """The ``model_request`` event: the reservation is in the trace before the call is sent (a resumed
         experiment counts it if no cost follows)."""
-        self._emit(
-            _MODEL_REQUEST,
-            max_tokens=max_tokens,
-            estimated_input_tokens=self._input.estimate,
-            **self._input.request_fields(),
-            **({"reserved": reserved} if reserved else {}),
-        )
+        guard = self._input.request_fields()  # (a dict of its own, made for this event)
+        if reserved:
+            guard["reserved"] = reserved
+        self._emit(_MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **guard)
 
     def _charge_lost(self, why: str, reserved: float, latency: float, **extra: Any) -> None:
         """A reply lost in transit (or abandoned in flight) after the API may have billed it: charged at the
