@@ -10,7 +10,8 @@ after the first lookup.
 The memo is keyed by the installed genai-prices data (its files' sizes and
 modification times, read without importing it) and by the fields of
 :class:`~agentlab.pricing.Prices`: an upgrade of either makes it stale, and a
-stale or unreadable memo is simply rebuilt. Nothing here can fail a run:
+stale or unreadable memo is simply rebuilt. The file keeps a memo for each of
+the last few installs that wrote it (environments share one home). Nothing here can fail a run:
 an unwritable cache folder only means the next cold start looks up again.
 """
 
@@ -21,13 +22,16 @@ import functools
 import importlib.util
 import json
 import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 CACHE_ENV = "AGENTLAB_CACHE"
 FILE = "prices.json"
+KEEP = 8
+"""Installs of the price data whose memos the file keeps. Environments (a notebook's kernel, a project's venv)
+share one home: with one memo for the file, each cold start of the one rebuilt the other's, importing the
+whole price data (~90 ms, inside its first run's deadline) every time they took turns."""
 _memo: dict[str, Any] | None = None
 _built: list[Any] = [None, {}]
 """The memo the objects were built from, and the objects by (class, model id): the engine asks on every reply."""
@@ -88,22 +92,37 @@ def cached(model_id: str, cls: type, lookup: Callable[[str], Any]) -> Any:
 
 
 def _read(path: Path, key: str) -> dict[str, Any]:
+    """This install's memo (``{"key", "models"}``) from the file; empty when it has none or cannot be read."""
+    models = _memos(path).get(key)
+    return {"key": key, "models": models if isinstance(models, dict) else {}}
+
+
+def _memos(path: Path) -> dict[str, Any]:
+    """Every install's models in the file, by data key (``{}`` for a missing, broken or older file)."""
     try:
         data = json.loads(path.read_text())
-        if isinstance(data, dict) and data.get("key") == key and isinstance(data.get("models"), dict):
-            return data
     except (OSError, ValueError):
-        pass
-    return {"key": key, "models": {}}
+        return {}
+    memos = data.get("memos") if isinstance(data, dict) else None
+    return memos if isinstance(memos, dict) else {}
 
 
 def _write(path: Path, memo: dict[str, Any]) -> None:
-    """Atomically (a temporary file, then a rename): a concurrent reader never sees half a file."""
+    """This install's memo into the file beside the others' (read again now: another process may have written
+    since), the newest last and at most :data:`KEEP` of them; atomically (a temporary file, then a rename): a
+    concurrent reader never sees half a file."""
+    import tempfile  # (here: only a first lookup writes, and ``import agentlab`` need not load it)
+
+    memos = _memos(path)
+    memos.pop(memo["key"], None)
+    memos[memo["key"]] = memo["models"]
+    while len(memos) > KEEP:
+        memos.pop(next(iter(memos)))  # the install that wrote longest ago
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".prices-", suffix=".tmp")
         with os.fdopen(fd, "w") as f:
-            json.dump(memo, f)
+            json.dump({"memos": memos}, f)
         os.replace(tmp, path)
     except OSError:
         pass  # a read-only home: the next cold start looks the price up again

@@ -20,7 +20,9 @@ from typing import Any, Literal, Protocol
 import orjson
 
 from ._checks import is_whole
+from ._frozen import quick_init
 from ._shorten import shorten
+from .messages import estimate_tokens, tokens_for_size
 from .vocab import StopReason
 
 CostGuard = Literal["hard", "estimate", "after"]
@@ -250,6 +252,7 @@ Rates = Callable[[int], tuple[float, float]]
 """``rates(input_tokens) -> (input, output)`` USD per token at their dearest for a call of that size."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class GuardCheck:
     """What one pre-call check rested on and decided.
@@ -283,15 +286,18 @@ class GuardCheck:
 
     def event_fields(self) -> dict[str, Any]:
         """The ``model_request`` event's guard fields (the trace's names, read back by the what-if replay)."""
-        out: dict[str, Any] = {"input_bound": self.input_bound, "can_count": self.can_count}
-        if self.basis is not None:
-            out.update(
-                guard_basis=self.basis,
-                guard_input_tokens=self.input_tokens,
-                guard_fees=self.fees,
-                guard_worst_case=self.worst_case,
-                guard_why=self.why,
-            )
+        if self.basis is None:
+            out: dict[str, Any] = {"input_bound": self.input_bound, "can_count": self.can_count}
+        else:
+            out = {
+                "input_bound": self.input_bound,
+                "can_count": self.can_count,
+                "guard_basis": self.basis,
+                "guard_input_tokens": self.input_tokens,
+                "guard_fees": self.fees,
+                "guard_worst_case": self.worst_case,
+                "guard_why": self.why,
+            }
         if self.count_error is not None:
             out["count_error"] = self.count_error
         if self.count_latency is not None:
@@ -354,28 +360,24 @@ def check_call(
         fees=fees or 0.0,
         basis=basis,
     )
-    allowed = decided if isinstance(decided, int) else min(MIN_REPLY_TOKENS, max_tokens)
-    worst = worst_case_cost(tokens, in_rate, out_rate, allowed, fees or 0.0)
-    left = budget.max_cost - spent
+    stop: Stop | None
     if isinstance(decided, Stop):
-        why = decided.detail
+        stop, allowed = decided, min(MIN_REPLY_TOKENS, max_tokens)
     else:
-        what = {"exact": "counted", "bounded": "at most", "estimated": "about"}[basis]
+        stop, allowed = None, decided
+    worst = worst_case_cost(tokens, in_rate, out_rate, allowed, fees or 0.0)
+    if stop is not None:
+        why = stop.detail
+    else:
         lowered = f", max_tokens lowered to {allowed}" if allowed < max_tokens else ""
-        why = f"{what} {tokens} input tokens: worst case ${worst:.4f} of ${left:.4f} left{lowered}"
-    return GuardCheck(
-        basis,
-        bound,
-        tokens,
-        worst,
-        basis == "exact" and counted is not None,
-        allowed,
-        fees,
-        why,
-        stop=decided if isinstance(decided, Stop) else None,
-        wants_count=wants,
-        can_count=can_count,
-    )
+        left = budget.max_cost - spent
+        why = f"{_SAYS[basis]} {tokens} input tokens: worst case ${worst:.4f} of ${left:.4f} left{lowered}"
+    counted_here = basis == "exact" and counted is not None
+    return GuardCheck(basis, bound, tokens, worst, counted_here, allowed, fees, why, stop, wants, can_count)
+
+
+_SAYS = {"exact": "counted", "bounded": "at most", "estimated": "about"}
+"""How a check's sentence names what its input rested on (:attr:`GuardCheck.why`)."""
 
 
 def lost_reply_cost(check: GuardCheck | None) -> float:
@@ -428,8 +430,25 @@ def input_bound(obj: Any) -> int:
     return n + _framing(obj)
 
 
+def bound_and_estimate(obj: Any) -> tuple[int, int]:
+    """(:func:`input_bound`, :func:`~agentlab.messages.estimate_tokens`) of ``obj``, from one serialization.
+
+    Both measure the same compact UTF-8 JSON (orjson, the same options), and the engine grows both
+    with each message it appends: serialized once, not twice. A string, or a value orjson cannot
+    serialize, is measured by the two functions themselves.
+    """
+    if not isinstance(obj, str):
+        try:
+            n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
+        except TypeError:
+            pass
+        else:
+            return n + _framing(obj), tokens_for_size(n)
+    return input_bound(obj), estimate_tokens(obj)
+
+
 def _framing(obj: Any) -> int:
-    if isinstance(obj, Mapping) and "role" in obj:
+    if (type(obj) is dict or isinstance(obj, Mapping)) and "role" in obj:  # (a dict, the usual message, first)
         content = obj.get("content")
         blocks = len(content) if isinstance(content, list) else 1
         return MESSAGE_OVERHEAD_TOKENS + BLOCK_OVERHEAD_TOKENS * blocks

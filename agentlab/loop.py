@@ -544,30 +544,34 @@ class Run:
         self.spent += cost
         self.input_tokens += context_tokens
         self.output_tokens += usage.output_tokens
-        self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released when the run ends
+        if self._ledger is not NO_LEDGER:  # (a run on its own: nothing was reserved, nothing to settle)
+            self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released at the end
         self.last_usage = usage
         self._last_cost, self._last_latency, self._last_context = cost + self._lost, latency, reply.context_management
         self._input.billed(usage, estimated, asked, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
-        self._emit(
-            EventKind.MODEL_CALLED,
-            content=reply.content,
-            stop_reason=reply.stop_reason,
-            usage=usage.as_dict(),
-            estimated=estimated,
-            cost=cost,
-            server_tool_cost=prices.server_tool_cost(usage) if prices else 0.0,
-            spent=self.spent,
-            latency=latency,
-            request_id=reply.request_id,
-            context_tokens=context_tokens,
-            max_tokens=max_tokens,
-            model=reply.model,
-            **({"stop_details": reply.stop_details} if reply.stop_details else {}),
-            **({"requested_model": self.model.model} if prices is not asked else {}),
-            **({"context_management": reply.context_management} if reply.context_management else {}),
-        )
+        data = {
+            "content": reply.content,
+            "stop_reason": reply.stop_reason,
+            "usage": usage.as_dict(),
+            "estimated": estimated,
+            "cost": cost,
+            "server_tool_cost": prices.server_tool_cost(usage) if prices else 0.0,
+            "spent": self.spent,
+            "latency": latency,
+            "request_id": reply.request_id,
+            "context_tokens": context_tokens,
+            "max_tokens": max_tokens,
+            "model": reply.model,
+        }
+        if reply.stop_details:
+            data["stop_details"] = reply.stop_details
+        if prices is not asked:
+            data["requested_model"] = self.config.model.model
+        if reply.context_management:
+            data["context_management"] = reply.context_management
+        self._emit(_MODEL_CALLED, **data)
         return usage
 
     def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int, calls: list[Block]) -> _Halt | None:
@@ -592,12 +596,11 @@ class Run:
             )
         if why != "tool_use":
             return _Halt(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
-        ids = [c["id"] for c in calls]
-        if not ids:
+        if not calls:
             return _Halt(
                 StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}"
             )
-        if len(ids) > 1 and len(set(ids)) < len(ids):  # (one call, the usual turn, cannot repeat an id)
+        if len(calls) > 1 and len(set(ids := [c["id"] for c in calls])) < len(ids):  # (one call cannot repeat one)
             dup = next(i for i in ids if ids.count(i) > 1)
             return _Halt(
                 StopReason.MALFORMED_REPLY,
@@ -657,13 +660,10 @@ class Run:
     def _announce(self, max_tokens: int, reserved: float) -> None:
         """The ``model_request`` event: the reservation is in the trace before the call is sent (a resumed
         experiment counts it if no cost follows)."""
-        self._emit(
-            EventKind.MODEL_REQUEST,
-            max_tokens=max_tokens,
-            estimated_input_tokens=self._input.estimate,
-            **self._input.request_fields(),
-            **({"reserved": reserved} if reserved else {}),
-        )
+        guard = self._input.request_fields()  # (a dict of its own, made for this event)
+        if reserved:
+            guard["reserved"] = reserved
+        self._emit(_MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **guard)
 
     def _charge_lost(self, why: str, reserved: float, latency: float, **extra: Any) -> None:
         """A reply lost in transit (or abandoned in flight) after the API may have billed it: charged at the
@@ -901,7 +901,7 @@ class Run:
         if stop := check_after_step(self.budget, self.steps, self.spent, elapsed):
             return self._stop(stop.reason, stop.detail)
         self.phase = "ready"
-        self._emit(EventKind.STEP_FINISHED, spent=self.spent, elapsed=elapsed, budget=self._limits())
+        self._emit(_STEP_FINISHED, spent=self.spent, elapsed=elapsed, budget=self._limits())
         return None
 
     # --------------------------------------------------------------- endings
@@ -981,9 +981,11 @@ class Run:
 
     def _served_prices(self, served: str | None) -> Prices | None:
         """:func:`~agentlab.pricing.served_prices` for a reply naming ``served``, once per model a run (a lookup)."""
-        if served not in self._served:
-            self._served[served] = served_prices(self.prices, self.model.model, served)
-        return self._served[served]
+        try:
+            return self._served[served]
+        except KeyError:  # a model no reply of this run named before
+            found = self._served[served] = served_prices(self.prices, self.model.model, served)
+            return found
 
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""
@@ -1188,6 +1190,10 @@ class _RetryRefused(FatalError):
         detail = f"the reply of step {step} was lost in transit and charged at its worst case; a retry: {stop.detail}"
         super().__init__(detail)
         self.stop = Stop(stop.reason, detail)
+
+
+# The kinds of the events every step emits, read once: an enum member read through its class costs ~55 ns.
+_MODEL_REQUEST, _MODEL_CALLED, _STEP_FINISHED = EventKind.MODEL_REQUEST, EventKind.MODEL_CALLED, EventKind.STEP_FINISHED
 
 
 def _nothing() -> None:

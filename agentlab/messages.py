@@ -19,6 +19,7 @@ from typing import Any
 
 import orjson
 
+from ._frozen import quick_init
 from .errors import AgentlabError
 
 Message = dict[str, Any]
@@ -79,6 +80,7 @@ EXTRA_ITERATIONS = frozenset({"compaction", "advisor_message"})
 compaction; advisor passes are billed at the advisor model's rates)."""
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one call, in Anthropic's shape (input excludes cache).
@@ -124,6 +126,15 @@ class Usage:
             "cache_creation_input_tokens": self.cache_creation_input_tokens,
             "cache_read_input_tokens": self.cache_read_input_tokens,
         }
+        if not (
+            self.cache_creation_1h_input_tokens
+            or self.web_search_requests
+            or self.web_fetch_requests
+            or self.speed
+            or self.inference_geo
+            or self.iterations
+        ):
+            return out  # the usual usage: the four counts (the loop below would add nothing)
         for name in (
             "cache_creation_1h_input_tokens",
             "web_search_requests",
@@ -139,6 +150,7 @@ class Usage:
         return out
 
 
+@quick_init
 @dataclass(frozen=True, slots=True)
 class Reply:
     """One model reply: content blocks, why it stopped, and what it cost in tokens.
@@ -294,41 +306,48 @@ def _iteration(raw: dict[str, Any]) -> Iteration:
 
 def normalize_reply(raw: Any) -> Reply:
     """Check a reply's shape and return it as a :class:`Reply`."""
-    data = _to_dict(raw)
-    content = data.get("content")
-    if not isinstance(content, list) or (not content and data.get("stop_reason") != "end_turn"):
+    data = raw if type(raw) is dict else _to_dict(raw)  # (a dict, the usual reply, is taken as it is)
+    get = data.get
+    content = get("content")
+    if not isinstance(content, list) or (not content and get("stop_reason") != "end_turn"):
         # `content: []` with `end_turn` is valid: the model had nothing to add.
         raise MalformedReply("the reply has no content blocks", data)
     blocks: list[Block] = []
+    calls = False
     for i, block in enumerate(content):
-        if not isinstance(block, dict) or not isinstance(block.get("type"), str):
+        kind = block.get("type") if isinstance(block, dict) else None
+        if not isinstance(kind, str):
             raise MalformedReply(f"content block {i} has no 'type'", data)
-        if block["type"] == "tool_use":
+        if kind == "tool_use":
+            calls = True
             if not isinstance(block.get("id"), str) or not block["id"]:
                 raise MalformedReply(f"tool_use block {i} has no 'id'", data)
             if not isinstance(block.get("name"), str) or not block["name"]:
                 raise MalformedReply(f"tool_use block {i} has no 'name'", data)
-            if not isinstance(block.get("input", {}), dict):
+            args = block.get("input", {})
+            if not isinstance(args, dict):
                 raise MalformedReply(f"tool_use block {i} ({block['name']}): 'input' is not an object", data)
-            block = {**block, "input": block.get("input", {})}
-        elif block["type"] == "text" and not isinstance(block.get("text"), str):
+            block = {**block, "input": args}
+        elif kind == "text" and not isinstance(block.get("text"), str):
             raise MalformedReply(f"text block {i} has no 'text'", data)
         blocks.append(block)
-    stop = data.get("stop_reason")
+    stop = get("stop_reason")
     if stop is None:
-        stop = "tool_use" if any(b["type"] == "tool_use" for b in blocks) else "end_turn"
+        stop = "tool_use" if calls else "end_turn"
     if not isinstance(stop, str):
         raise MalformedReply("'stop_reason' must be a string", data)
+    details, context = get("stop_details"), get("context_management")
+    container = get("container")
     return Reply(
-        content=blocks,
-        stop_reason=stop,
-        usage=_usage(data.get("usage")),
-        model=data.get("model"),
-        request_id=data.get("_request_id") or data.get("request_id"),
-        container=_container_id(data.get("container")),
-        stop_details=data.get("stop_details") if isinstance(data.get("stop_details"), dict) else None,
-        context_management=data.get("context_management") if isinstance(data.get("context_management"), dict) else None,
-        parsed=data.get("parsed"),
+        blocks,
+        stop,
+        _usage(get("usage")),
+        get("model"),
+        get("_request_id") or get("request_id"),
+        None if container is None else _container_id(container),
+        details if isinstance(details, dict) else None,
+        context if isinstance(context, dict) else None,
+        get("parsed"),
     )
 
 
@@ -392,4 +411,9 @@ def estimate_tokens(obj: Any) -> int:
             n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
         except TypeError:  # e.g. an int too large for orjson
             n = len(json.dumps(obj, separators=(",", ":"), default=str).encode())
+    return tokens_for_size(n)
+
+
+def tokens_for_size(n: int) -> int:
+    """The estimate of ``n`` characters (or UTF-8 JSON bytes): one token per :data:`CHARS_PER_TOKEN`, at least 1."""
     return max(1, -(-n // CHARS_PER_TOKEN))

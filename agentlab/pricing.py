@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from ._price_cache import cached
 from .messages import Usage
 
 PER_MTOK = 1_000_000
@@ -164,14 +165,17 @@ class Prices:
         in ``usage.iterations`` (not in the top-level counts; an advisor pass at
         its model's rates), plus server-tool fees.
         """
-        p = self.at_speed(usage.speed)
+        p = self if usage.speed is None else self.at_speed(usage.speed)
         tokens = p.token_cost(usage)
-        for it in usage.extra_iterations:
-            rates = p
-            if it.kind == "advisor_message" and it.model:
-                rates = resolve_prices(it.model, None) or _unpriced_advisor(it.model, p)
-            tokens += rates.token_cost(it.usage)
-        return tokens * geo_multiplier(usage.inference_geo) + p.server_tool_cost(usage)
+        if usage.iterations:  # (the usual reply has none, nor a region: x 1.0 is left out, the same number)
+            for it in usage.extra_iterations:
+                rates = p
+                if it.kind == "advisor_message" and it.model:
+                    rates = resolve_prices(it.model, None) or _unpriced_advisor(it.model, p)
+                tokens += rates.token_cost(it.usage)
+        if usage.inference_geo is not None:
+            tokens *= geo_multiplier(usage.inference_geo)
+        return tokens + p.server_tool_cost(usage)
 
     def token_cost(self, usage: Usage) -> float:
         """USD of ``usage``'s top-level token counts at these rates (no multiplier, no iterations, no fees)."""
@@ -226,6 +230,30 @@ class Prices:
         if terms.compaction_at is not None and est_input_tokens >= terms.compaction_at:
             k *= COMPACTION_PASSES
         return inp * k, out * k
+
+    def rates_by_size(
+        self, caching: bool | str, terms: RequestTerms | None = None
+    ) -> Callable[[int], tuple[float, float]]:
+        """:meth:`worst_rates` under one request's ``caching`` and ``terms``, as a function of the call's size.
+
+        The cost guard asks for these rates twice a step. Without ``terms`` they change with the size only
+        across the long-context tier's threshold (:meth:`_worst`), so each side of it is worked out once,
+        when first asked; with ``terms`` (fast mode, fallback models, compaction: more thresholds, and
+        warnings to give) each call works them out as :meth:`worst_rates` does.
+        """
+        if terms is not None:
+            return lambda n: self.worst_rates(n, caching, terms)
+        start, worst = self.tier_start, self._worst
+        sides: list[tuple[float, float] | None] = [None, None]  # [below the tier, within 10% of it or past it]
+
+        def rates(est_input_tokens: int) -> tuple[float, float]:
+            side = 1 if start is not None and est_input_tokens > 0.9 * start else 0  # _worst's own test
+            found = sides[side]
+            if found is None:
+                found = sides[side] = worst(est_input_tokens, caching)
+            return found
+
+        return rates
 
     def _worst(self, est_input_tokens: int, caching: bool | str) -> tuple[float, float]:
         tiered = self.tier_start is not None and est_input_tokens > 0.9 * self.tier_start
@@ -402,8 +430,6 @@ def resolve_prices(model_id: str, prices: Prices | None, platform: str | None = 
     """
     if prices is not None:
         return prices
-    from ._price_cache import cached
-
     if platform and platform != "anthropic":
         key = f"{platform}:{model_id}"
         on_platform: Prices | None = cached(key, Prices, lambda _: lookup_prices(model_id, platform))

@@ -188,6 +188,37 @@ def test_the_price_memo_gives_the_same_prices_as_the_table_and_survives_a_broken
     assert shown == table  # written by the unknown model's lookup, read back by a fresh process
 
 
+def test_two_installs_of_the_price_data_sharing_a_cache_folder_keep_a_memo_each(tmp_path, monkeypatch):
+    """Two environments (a notebook's kernel, a project's venv) share one home: the one's cold start does not
+    throw away the other's memo, so neither looks its prices up again (each lookup imports the whole price data)."""
+    from agentlab import _price_cache as memo
+    from agentlab.pricing import Prices
+
+    monkeypatch.setenv("AGENTLAB_CACHE", str(tmp_path))
+    looked_up: list[str] = []
+
+    def in_a_fresh_process_of(install: str) -> Prices | None:
+        monkeypatch.setattr(memo, "_memo", None)  # what a new process starts from
+        monkeypatch.setattr(memo, "_built", [None, {}])
+        monkeypatch.setattr(memo, "data_key", lambda fields: install)
+
+        def lookup(model_id: str) -> Prices:
+            looked_up.append(install)
+            return Prices(input=1.0 if install == "A" else 2.0, output=5.0)
+
+        found: Prices | None = memo.cached("claude-x", Prices, lookup)
+        return found
+
+    first = [in_a_fresh_process_of(i) for i in ("A", "B")]
+    again = [in_a_fresh_process_of(i) for i in ("A", "B", "A")]
+    assert looked_up == ["A", "B"]  # once each, then answered from the file
+    assert [p.input for p in first + again if p is not None] == [1.0, 2.0, 1.0, 2.0, 1.0]
+    for i in range(memo.KEEP + 1):  # the file keeps the installs that wrote last
+        in_a_fresh_process_of(f"install {i}")
+    in_a_fresh_process_of("A")
+    assert looked_up[-1] == "A" and len(looked_up) == 2 + memo.KEEP + 2
+
+
 def test_a_traced_run_loads_only_the_trace_writer(tmp_path):
     """Writing a trace never imports the read side (readers, records, frames, display) or pandas."""
     code = (

@@ -475,3 +475,29 @@ def test_the_check_is_one_pure_function_with_a_typed_answer():
     broke = check_call(budget, **{**args, "spent": 0.0099})
     assert broke.stop is not None and broke.stop.reason == "budget" and broke.why == broke.stop.detail
     assert check_call(Budget(max_cost=None), **args).basis is None
+
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(
+    st.one_of(
+        st.text(),
+        st.builds(lambda c: {"role": "user", "content": c}, st.text() | st.lists(_json, max_size=3)),
+        _json,
+        st.just({"role": "user", "content": [{"type": "text", "text": "x", "n": 2**70}]}),  # past orjson's ints
+        st.just({"role": "user", "content": "a lone surrogate \ud800"}),  # orjson refuses it: the slow way
+    )
+)
+def test_a_message_grows_the_guard_s_bound_and_estimate_as_the_two_rules_measure_it(message):
+    """The tracker measures each appended message once for both (bound_and_estimate): the same numbers as
+    input_bound and estimate_tokens, whatever the message holds."""
+    from agentlab.budget import bound_and_estimate
+    from agentlab.messages import estimate_tokens
+
+    assert bound_and_estimate(message) == (input_bound(message), estimate_tokens(message))

@@ -276,3 +276,60 @@ def test_each_reply_of_a_run_is_charged_at_the_prices_of_the_model_that_served_i
     result = al.run("go", [echo], model=model, trace=False, max_cost=None)
     u = Usage(1000, 100)
     assert result.spent == pytest.approx(sum(lookup_prices(m).cost(u) for m in served), rel=1e-9)
+
+
+@pytest.mark.parametrize("caching", [False, True, "1h"])
+def test_the_guard_s_rates_by_size_are_worst_rates_at_every_size_on_both_sides_of_the_tier(caching):
+    """The cost guard's rates, worked out once per side of the long-context tier, are worst_rates' at every size
+    (growing past the tier's threshold and coming back below it); with request terms, at every call."""
+    from agentlab.pricing import RequestTerms
+
+    p = lookup_prices("claude-sonnet-4-5")
+    assert p is not None and p.tier_start is not None
+    rates = p.rates_by_size(caching)
+    edge = int(0.9 * p.tier_start)
+    for n in (0, 1_000, edge - 1, edge, edge + 1, p.tier_start, 2 * p.tier_start, 5_000):
+        assert rates(n) == p.worst_rates(n, caching), n
+    flat = al.Prices(input=1.0, output=2.0)  # no tier: one side only
+    assert flat.rates_by_size(caching)(10**9) == flat.worst_rates(10**9, caching)
+    terms = RequestTerms(compaction_at=2_000)  # a threshold of the request's own: asked at every call
+    by_size = p.rates_by_size(caching, terms)
+    for n in (1_000, 2_000, edge + 1, 1_000):
+        assert by_size(n) == p.worst_rates(n, caching, terms), n
+
+
+def test_the_guard_prices_each_check_at_the_prices_and_caching_it_is_given():
+    """The tracker keeps the rates it made for one set of prices (and caching, and terms) only while they are the
+    ones asked for: a check at other prices or caching is priced at those."""
+    import asyncio
+
+    from agentlab._engine.input_tracker import InputTracker
+    from agentlab.budget import Budget
+
+    messages = [{"role": "user", "content": "go " * 400}]
+    tracker = InputTracker(None, [], messages, can_count=False)
+    cheap, dear = al.Prices(input=1.0, output=5.0), al.Prices(input=10.0, output=50.0, cache_write=40.0)
+    budget = Budget(max_cost=100.0)
+
+    async def worst(prices: al.Prices, caching: bool) -> float:
+        await tracker.check(
+            budget,
+            steps=0,
+            spent=0.0,
+            prices=prices,
+            caching=caching,
+            tools=[],
+            max_tokens=1000,
+            count=lambda: None,  # type: ignore[arg-type,return-value]  # never asked: can_count=False
+            retryable=lambda e: False,
+            now=lambda: 0.0,
+        )
+        assert tracker.last is not None
+        return tracker.last.worst_case
+
+    def expected(prices: al.Prices, caching: bool) -> float:
+        inp, out = prices.worst_rates(tracker.bound, caching)
+        return tracker.bound * inp + 1000 * out
+
+    for prices, caching in ((cheap, False), (dear, False), (dear, True), (cheap, False)):
+        assert asyncio.run(worst(prices, caching)) == expected(prices, caching)

@@ -61,3 +61,33 @@ def test_a_reply_of_the_wrong_shape_is_refused_naming_what_is_wrong(raw, problem
     with pytest.raises(MalformedReply, match=problem.replace("(", r"\(").replace(")", r"\)")) as caught:
         normalize_reply(raw)
     assert caught.value.raw is raw
+
+
+def test_the_records_a_step_builds_stay_frozen_equal_and_replaceable_and_take_the_same_arguments():
+    """Usage, Reply, GuardCheck and ModelRequest are built every step by a cheaper __init__ (agentlab._frozen):
+    the records themselves are unchanged (frozen, hashable, equal by value, ``replace``-able, the same signature)."""
+    import dataclasses
+    import inspect
+
+    from agentlab.budget import GuardCheck
+    from agentlab.messages import Reply
+    from agentlab.models.base import ModelRequest
+
+    u = Usage(100, 10, cache_read_input_tokens=5)
+    assert u == Usage(input_tokens=100, output_tokens=10, cache_read_input_tokens=5) and hash(u) == hash(
+        Usage(100, 10, 0, 5)
+    )
+    assert (u.cache_creation_input_tokens, u.speed, u.iterations) == (0, None, ())
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        u.input_tokens = 1  # type: ignore[misc]
+    assert dataclasses.replace(u, output_tokens=3) == Usage(100, 3, 0, 5)
+    for cls in (Usage, Reply, GuardCheck, ModelRequest):
+        params = list(inspect.signature(cls).parameters.values())
+        assert [(p.name, p.default) for p in params] == [
+            (f.name, inspect.Parameter.empty if f.default is dataclasses.MISSING else f.default)
+            for f in dataclasses.fields(cls)
+        ]
+    with pytest.raises(TypeError):
+        Usage(1, 2, bogus=3)  # type: ignore[call-arg]
+    with pytest.raises(TypeError):
+        Reply([])  # type: ignore[call-arg]  # stop_reason has no default

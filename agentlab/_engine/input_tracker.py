@@ -27,7 +27,9 @@ from ..budget import (  # noqa: F401 (GuardCheck, check_call: the guard's one ru
     Budget,
     GuardCheck,
     GuardReport,
+    Rates,
     Stop,
+    bound_and_estimate,
     check_call,
     input_bound,
     request_input_bound,
@@ -97,6 +99,7 @@ class InputTracker:
         self.last: GuardCheck | None = None  # the last check, for the model_request event
         self.geo: str | None = None  # the inference region the replies report, when the request did not say
         self._fee_free: object = None  # the tool list last found to hold custom tools only (no server-tool fee)
+        self._rates: tuple[Any, ...] = (None, None, None, None)  # (prices, caching, terms, their rates by size)
 
     @property
     def reserve_tokens(self) -> int:
@@ -119,8 +122,12 @@ class InputTracker:
 
     def appended(self, message: Message, tokens: int | None = None) -> None:
         """A message joined the history: grow the estimate and the bound."""
-        self.estimate += estimate_tokens(message) if tokens is None else tokens
-        self.bound += input_bound(message)
+        if tokens is None:
+            bound, tokens = bound_and_estimate(message)  # one serialization for both
+        else:
+            bound = input_bound(message)
+        self.estimate += tokens
+        self.bound += bound
 
     def billed(self, usage: Usage, estimated: bool, prices: Prices | None, caching: Any) -> None:
         """A reply came back with ``usage`` (``estimated`` when the model reported none)."""
@@ -160,24 +167,8 @@ class InputTracker:
             fees = tool_fees(tools, prices, bound=self.bound, caching=caching)
             if fees == 0.0 and isinstance(tools, list) and not any("type" in t for t in tools):
                 self._fee_free = tools  # custom tools only: the same list next step charges no fee either
-        rates = None if prices is None else (lambda n: prices.worst_rates(n, caching, terms))
-
-        def check(counted: int | None = None) -> GuardCheck:  # the rule; asked again once the input is counted
-            return check_call(
-                budget,
-                steps=steps,
-                spent=spent,
-                estimate=self.estimate,
-                bound=self.bound,
-                billed_by_estimate=self.billed_by_estimate,
-                fees=fees,
-                rates=rates,
-                max_tokens=max_tokens,
-                counted=counted,
-                can_count=self.can_count,
-            )
-
-        result = check()
+        rates = None if prices is None else self._rates_of(prices, caching, terms)
+        result = self._rule(budget, steps, spent, fees, rates, max_tokens)
         error = latency = None
         if result.wants_count and self.can_count:
             t0 = now()
@@ -194,13 +185,47 @@ class InputTracker:
             else:
                 latency = now() - t0
                 self.counts += 1
-                result = check(counted)
+                result = self._rule(budget, steps, spent, fees, rates, max_tokens, counted)  # on the exact count
                 self.bound = self.estimate = counted
             result = replace(result, count_error=error, count_latency=latency)
         self.last = result
         if result.basis is not None:
             self.calls[result.basis] = self.calls.get(result.basis, 0) + 1
         return result.outcome
+
+    def _rule(
+        self,
+        budget: Budget,
+        steps: int,
+        spent: float,
+        fees: float | None,
+        rates: Rates | None,
+        max_tokens: int,
+        counted: int | None = None,
+    ) -> GuardCheck:
+        """:func:`check_call` on what the tracker knows of the next request's input."""
+        return check_call(
+            budget,
+            steps=steps,
+            spent=spent,
+            estimate=self.estimate,
+            bound=self.bound,
+            billed_by_estimate=self.billed_by_estimate,
+            fees=fees,
+            rates=rates,
+            max_tokens=max_tokens,
+            counted=counted,
+            can_count=self.can_count,
+        )
+
+    def _rates_of(self, prices: Prices, caching: Any, terms: RequestTerms | None) -> Rates:
+        """The request's rates by size (:meth:`~agentlab.pricing.Prices.rates_by_size`), made again whenever the
+        prices, the caching or the terms are not the ones they were made for."""
+        p, c, t, rates = self._rates
+        if p is not prices or c != caching or t is not terms or rates is None:
+            rates = prices.rates_by_size(caching, terms)
+            self._rates = (prices, caching, terms, rates)
+        return rates
 
     def report(self, budget: Budget, spent: float) -> GuardReport:
         over = max(0.0, spent - budget.max_cost) if budget.max_cost is not None else 0.0

@@ -123,7 +123,7 @@ class FunctionModel:
         self.calls += 1
         args = (request.messages, request.tools, request) if self._wants_request else (request.messages, request.tools)
         out = self.fn(*args)
-        if inspect.isawaitable(out):
+        if type(out) is not dict and inspect.isawaitable(out):  # (a dict, the usual reply, is never awaitable)
             out = await out
         if isinstance(out, dict):
             out = self._fill_ids(out)
