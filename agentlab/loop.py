@@ -804,10 +804,15 @@ class Run:
         if isinstance(results, _Halt):
             return self._stop(*results)
         self.pending_calls, self._kept = [], {}
-        self._record_sub_runs()
-        results += (self._said and self._said()) or []  # what a replayed record's user added (an interruption)
+        if self._sub_runs is not None:
+            self._record_sub_runs()
+        if self._said is not None:
+            results += self._said() or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
-        self._emit(EventKind.TOOL_RESULTS, content=results, **({"reused": reused} if reused else {}))
+        if reused:
+            self._emit(EventKind.TOOL_RESULTS, content=results, reused=reused)
+        else:
+            self._emit(EventKind.TOOL_RESULTS, content=results)
         return None
 
     async def _run_calls(self, calls: list[Block]) -> list[Block] | _Halt:
@@ -819,11 +824,15 @@ class Run:
                 f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools",
             )
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
-        results: list[Block | None] = [self._kept.get(i) for i in range(len(calls))]
+        kept = self._kept
+        results: list[Block | None] = [kept.get(i) for i in range(len(calls))] if kept else [None] * len(calls)
         keys = self._keys = [call_key(c["name"], c["input"]) for c in calls]  # _keep reads them too
-        tools = self.config.tools
-        modes = [tools[c["name"]].mode if c["name"] in tools else "write" for c in calls]
-        for batch in plan_batches(modes):
+        if len(calls) == 1:
+            batches: list[list[int]] = [[0]]  # the usual turn: one call, a batch of its own whatever its mode
+        else:
+            tools = self.config.tools
+            batches = plan_batches([tools[c["name"]].mode if c["name"] in tools else "write" for c in calls])
+        for batch in batches:
             to_run = []
             for i in batch:
                 if results[i] is not None:
@@ -860,18 +869,16 @@ class Run:
 
     def _keep(self, out: CallOutcome) -> None:
         """A call finished: keep its result at once, so an interrupted step never runs it again."""
-        self._record_sub_runs()
-        if out.block is None:
+        if self._sub_runs is not None:
+            self._record_sub_runs()
+        block, i = out.block, out.index
+        if block is None:
             return
-        self._kept[out.index] = out.block
-        call = self.pending_calls[out.index]
-        self.loop_guard.remember(
-            self._keys[out.index],
-            result_summary(out.block["content"]),
-            out.block.get("is_error", False),
-        )
-        tool = self.config.tools.get(call["name"])
-        if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
+        self._kept[i] = block
+        is_error = block.get("is_error", False)
+        self.loop_guard.remember(self._keys[i], result_summary(block["content"]), is_error)
+        tool = self.config.tools.get(self.pending_calls[i]["name"])
+        if tool is not None and tool.mode == "write" and not is_error:
             self.loop_guard.reset()  # a successful write changed the world
 
     # ------------------------------------------------------- after each step

@@ -151,6 +151,9 @@ class Tool:
     def result_content(self, value: Any) -> str | list[dict[str, Any]]:
         """The ``tool_result`` content for this return value: content blocks as they are (text, image,
         document: the shapes ``tool_result.content`` accepts), anything else as :meth:`result_text`."""
+        cap = self.max_result_chars
+        if type(value) is str and (cap is None or len(value) <= cap):  # the usual result: the text as it is
+            return value
         blocks = result_blocks(value)
         return blocks if blocks is not None else self.result_text(value)
 
