@@ -35,7 +35,7 @@ from ._engine.scheduling import plan_batches
 from ._model_label import model_label
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
-from ._runtime.isolate import Raised, Returned
+from ._runtime.isolate import Raised, Returned, one_turn
 from ._runtime.referee import Referee, TakenOver
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
@@ -796,9 +796,9 @@ class Run:
         self.phase = "running tools"
         self.pending_calls = calls
         # One turn of the event loop per step: tools that answer at once run without a task of their
-        # own (_runtime.isolate.start), so without this a fast run would never let Stop, Pause or the
+        # own (_runtime.isolate.run), so without this a fast run would never let Stop, Pause or the
         # panel's redraws in.
-        await asyncio.sleep(0)
+        await one_turn()
         reused = [calls[i]["id"] for i in range(len(calls)) if i in self._kept] if self._kept else []
         results = await self._run_calls(calls)
         if isinstance(results, _Halt):
@@ -851,7 +851,12 @@ class Run:
                     results[i] = self._nudge(i, call, key, count)
                     continue
                 to_run.append(i)
-            for out in await self._calls.batch(calls, to_run, self._keep):
+            if len(to_run) == 1:  # a call alone (the usual turn): no batch to run it in
+                outs = [await self._calls.call(calls[to_run[0]], to_run[0])]
+                self._keep(outs[0])
+            else:
+                outs = await self._calls.batch(calls, to_run, self._keep)
+            for out in outs:
                 if out.stop is not None:
                     return _Halt(*out.stop)
                 results[out.index] = out.block

@@ -324,7 +324,7 @@ class CallRunner:
             take_over=take_over,
             context=call_context(ctx.parent, ctx.step(), call_id),
         )
-        if sync_alone:  # worth blocking for next time only if it answers within the hand-off
+        if sync_alone and referee is None:  # worth blocking for next time only if it answers within the hand-off
             (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(tool.name)
         return out
 
