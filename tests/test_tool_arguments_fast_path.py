@@ -31,7 +31,7 @@ def by_pydantic(t: al.Tool, args: Any) -> dict[str, Any] | str:
             return str(exc)
         finally:
             t._plan = plan
-        raise AssertionError("pydantic refused what validate() accepted")
+        raise AssertionError("pydantic refused what validate() accepted") from None
 
 
 def by_validate(t: al.Tool, args: Any) -> dict[str, Any] | str:
