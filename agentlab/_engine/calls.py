@@ -265,8 +265,9 @@ class CallRunner:
                 kwargs = await self.approver(tool, kwargs, call_id)  # a human may say no, or edit
             self.calls_per_tool[tool.name] = self.calls_per_tool.get(tool.name, 0) + 1
             out = await self._attempt(tool, kwargs, call, index, start, alone, 1)
-            attempts = 1
-            if not isinstance(out, Returned):  # the usual call returned: no retry loop is built
+            if isinstance(out, Returned):  # the usual call: no retry loop is built
+                attempts = 1
+            else:
                 out, attempts = await self._retried(tool, kwargs, call, index, start, alone, out)
         except asyncio.CancelledError:
             self.report(call, index, Outcome.CANCELLED, attempts, CANCELLED_TEXT, True, start)
