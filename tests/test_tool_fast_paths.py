@@ -1,8 +1,9 @@
-"""A tool's arguments that are already of its fields' plain types are taken as they are (issue 27), with the
-same outcome as pydantic's validation: the same keyword arguments (values, defaults, order), and for anything
-else the same coercion or the same error naming the bad field.
+"""A tool call's fast paths (issue 27) give what the long way gives.
 
-Each case is checked against the tool's own pydantic model, called directly.
+Arguments already of the tool's plain field types are taken as they are: the same keyword arguments as
+pydantic's validation (values, defaults, order), and for anything else the same coercion or the same error
+naming the bad field (each case checked against the tool's own pydantic model). A text result within the
+tool's cap is taken as it is: the same content for the model as content blocks or the capped text.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 import agentlab as al
 from agentlab.errors import ToolError
+from agentlab.tools import result_blocks, result_text
 
 
 def by_pydantic(t: al.Tool, args: Any) -> dict[str, Any] | str:
@@ -153,3 +155,22 @@ def test_a_model_gets_the_field_named_when_its_call_has_a_wrong_type():
     result = al.run("q", [search], model=model, trace=False)
     (block,) = result.messages[2]["content"]
     assert block["is_error"] and "'limit'" in block["content"] and "valid integer" in block["content"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    value=st.one_of(
+        st.text(max_size=12),
+        st.integers(),
+        st.none(),
+        st.lists(st.text(max_size=3), max_size=2),
+        st.just([{"type": "text", "text": "a block"}]),
+    ),
+    cap=st.one_of(st.none(), st.integers(min_value=1, max_value=10)),
+)
+def test_a_text_result_reaches_the_model_as_the_long_way_gives_it(value, cap):
+    """A result that is text within the tool's cap is taken as it is (issue 27): the model sees what the long
+    way (content blocks, else the text cut with a notice) gives, for text at, under and over the cap."""
+    t = al.Tool(lookup.fn, max_result_chars=cap)
+    blocks = result_blocks(value)
+    assert t.result_content(value) == (blocks if blocks is not None else result_text(value, cap))
