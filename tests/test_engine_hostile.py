@@ -234,6 +234,8 @@ def test_an_async_tool_that_blocks_the_event_loop_is_blamed_by_the_watchdog():
     )
     assert result.reason == "deadline" and result.overrun_s > 0
     assert "freezer" in result.overrun_cause and "blocked the event loop" in result.overrun_cause
+    # the tool itself is named as the culprit, not a frame of agentlab's between the engine and the tool
+    assert result.overrun_cause.startswith("freezer (") and "_subruns" not in result.overrun_cause
 
 
 def test_a_blocking_subscriber_is_named_as_the_cause_of_the_overrun():
