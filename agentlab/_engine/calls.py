@@ -101,6 +101,9 @@ class CallOutcome:
 
 CANCELLED_TEXT = "cancelled: another call of this turn stopped the run"
 
+# Read every call: an enum member read through its class costs ~60 ns, a module global ~20.
+_STARTED, _FINISHED, _OK = EventKind.TOOL_STARTED, EventKind.TOOL_FINISHED, Outcome.OK
+
 
 def result_block(call_id: str, text: str | list[Block], is_error: bool) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
@@ -247,7 +250,7 @@ class CallRunner:
         tool = ctx.tools.get(name)
         start = ctx.elapsed()
         ctx.emit(
-            EventKind.TOOL_STARTED,
+            _STARTED,
             call_id=call_id,
             tool=name,
             mode=tool.mode if tool else None,
@@ -309,7 +312,7 @@ class CallRunner:
             def take_over(cancelled: bool) -> None:
                 self._taken_over(call, index, tool, n, start, cancelled)
 
-        t0 = time.perf_counter()
+        t0 = time.perf_counter() if sync_alone else 0.0
         out = await bounded(
             functools.partial(tool.fn, **kwargs),
             is_async=tool.is_async,
@@ -389,7 +392,7 @@ class CallRunner:
             except Exception as unshown:
                 out = Raised(unshown)
             else:
-                outcome = Outcome.OK if attempts == 1 else Outcome.RETRIED
+                outcome = _OK if attempts == 1 else Outcome.RETRIED
                 self.report(call, index, outcome, attempts, result_summary(content), False, start)
                 return CallOutcome(index, result_block(call_id, content, False))
         exc = out.error
@@ -427,7 +430,7 @@ class CallRunner:
         ctx = self.ctx
         tool = ctx.tools.get(call["name"])
         ctx.emit(
-            EventKind.TOOL_FINISHED,
+            _FINISHED,
             call_id=call["id"],
             tool=call["name"],
             mode=tool.mode if tool else None,

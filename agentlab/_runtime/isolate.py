@@ -118,7 +118,7 @@ async def run(
         coro = context.run(work)
     except BaseException as exc:  # noqa: BLE001 - calling it raised before any await
         return caught(exc, where)
-    if not asyncio.iscoroutine(coro):  # a function that returned a value (or an awaitable object)
+    if type(coro) is not types.CoroutineType and not asyncio.iscoroutine(coro):  # a value, or an awaitable
         fut = asyncio.get_running_loop().create_task(_capture(_await(coro), where), context=context)
     else:
         try:
