@@ -1,8 +1,8 @@
 """Sub-runs: a run started inside a tool (an agent calling an agent) belongs to the run whose tool started it.
 
 While a tool call runs, a context variable names the run and the call
-(:func:`calling` wraps the tool's function; async tools run in their own
-task's context, sync ones on a worker thread, so both see it). A
+(:func:`call_context` makes the context each attempt runs in, whether in a
+task of its own, on a worker thread or on the loop's thread). A
 :class:`~agentlab.loop.Run` made there links to that parent, the way an
 imported Claude Code subagent links to its session
 (``parent = {run_id, step, tool_use_id}`` in ``run_started``), and reserves
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from contextvars import ContextVar
+from contextvars import Context, ContextVar, copy_context
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,38 +37,28 @@ class Link:
         return {"run_id": self.parent.run_id, "step": self.step, "tool_use_id": self.tool_use_id}
 
 
-_CALL: ContextVar[Link | None] = ContextVar("agentlab_tool_call", default=None)
+_CALL: ContextVar[tuple[Any, int, str] | None] = ContextVar("agentlab_tool_call", default=None)
+"""The tool call running in this context: its run, step and call id (the :class:`Link` is made when asked for)."""
 
 
 def current_call() -> Link | None:
     """The tool call running here, if any: where a run made now is a sub-run of."""
-    return _CALL.get()
+    held = _CALL.get()
+    return None if held is None else Link(*held)
 
 
-def calling(parent: Any, step: int, call_id: str, fn: Callable[[], Any], is_async: bool) -> Callable[[], Any]:
-    """``fn`` (a tool's call), run with the context variable naming its run and call."""
-    if parent is None:
-        return fn
-    link = Link(parent, step, call_id)
-    if is_async:
+def call_context(parent: Any, step: int, call_id: str) -> Context:
+    """A copy of the current context naming the tool call, for one attempt at it to run in.
 
-        async def in_call() -> Any:
-            token = _CALL.set(link)
-            try:
-                return await fn()
-            finally:
-                _CALL.reset(token)
-
-        return in_call
-
-    def in_call_sync() -> Any:
-        token = _CALL.set(link)
-        try:
-            return fn()
-        finally:
-            _CALL.reset(token)
-
-    return in_call_sync
+    The tool's code runs in it whatever runs it (its own task, a worker thread, the loop's thread), so what
+    the tool sets stays there, and a run the tool starts finds its parent. Issue 27: setting the variable in
+    the copy once, rather than around the call, spares every call a wrapper (a coroutine, for an async tool)
+    and the set and reset. A context runs on one thread at a time: each attempt gets its own.
+    """
+    context = copy_context()
+    if parent is not None:
+        context.run(_CALL.set, (parent, step, call_id))
+    return context
 
 
 class ParentLedger:

@@ -35,7 +35,7 @@ from ._engine.scheduling import plan_batches
 from ._model_label import model_label
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
-from ._runtime.isolate import Raised, Returned
+from ._runtime.isolate import Raised, Returned, one_turn
 from ._runtime.referee import Referee, TakenOver
 from ._runtime.turns import Turns
 from ._shorten import shorten
@@ -815,20 +815,25 @@ class Run:
         """Run one turn's calls, reads together and writes alone; results in request order."""
         self.phase = "running tools"
         self.pending_calls = calls
-        # Tools that answer at once run without a task of their own (_runtime.isolate.start), so without a
+        # Tools that answer at once run without a task of their own (_runtime.isolate.run), so without a
         # turn of the event loop here a fast run would never let Stop, Pause or the panel's redraws in: one
         # whenever anything waits on the loop, and at least every POLL_S (_runtime/turns.py).
         if self._turns.due(self._step_loop):
-            await asyncio.sleep(0)
+            await one_turn()
         reused = [calls[i]["id"] for i in range(len(calls)) if i in self._kept] if self._kept else []
         results = await self._run_calls(calls)
         if isinstance(results, _Halt):
             return self._stop(*results)
         self.pending_calls, self._kept = [], {}
-        self._record_sub_runs()
-        results += (self._said and self._said()) or []  # what a replayed record's user added (an interruption)
+        if self._sub_runs is not None:
+            self._record_sub_runs()
+        if self._said is not None:
+            results += self._said() or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
-        self._emit(EventKind.TOOL_RESULTS, content=results, **({"reused": reused} if reused else {}))
+        if reused:
+            self._emit(EventKind.TOOL_RESULTS, content=results, reused=reused)
+        else:
+            self._emit(EventKind.TOOL_RESULTS, content=results)
         return None
 
     async def _run_calls(self, calls: list[Block]) -> list[Block] | _Halt:
@@ -840,11 +845,15 @@ class Run:
                 f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools",
             )
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
-        results: list[Block | None] = [self._kept.get(i) for i in range(len(calls))]
+        kept = self._kept
+        results: list[Block | None] = [kept.get(i) for i in range(len(calls))] if kept else [None] * len(calls)
         keys = self._keys = [call_key(c["name"], c["input"]) for c in calls]  # _keep reads them too
-        tools = self.config.tools
-        modes = [tools[c["name"]].mode if c["name"] in tools else "write" for c in calls]
-        for batch in plan_batches(modes):
+        if len(calls) == 1:
+            batches: list[list[int]] = [[0]]  # the usual turn: one call, a batch of its own whatever its mode
+        else:
+            tools = self.config.tools
+            batches = plan_batches([tools[c["name"]].mode if c["name"] in tools else "write" for c in calls])
+        for batch in batches:
             to_run = []
             for i in batch:
                 if results[i] is not None:
@@ -863,7 +872,12 @@ class Run:
                     results[i] = self._nudge(i, call, key, count)
                     continue
                 to_run.append(i)
-            for out in await self._calls.batch(calls, to_run, self._keep):
+            if len(to_run) == 1:  # a call alone (the usual turn): no batch to run it in
+                outs = [await self._calls.call(calls[to_run[0]], to_run[0])]
+                self._keep(outs[0])
+            else:
+                outs = await self._calls.batch(calls, to_run, self._keep)
+            for out in outs:
                 if out.stop is not None:
                     return _Halt(*out.stop)
                 results[out.index] = out.block
@@ -881,18 +895,16 @@ class Run:
 
     def _keep(self, out: CallOutcome) -> None:
         """A call finished: keep its result at once, so an interrupted step never runs it again."""
-        self._record_sub_runs()
-        if out.block is None:
+        if self._sub_runs is not None:
+            self._record_sub_runs()
+        block, i = out.block, out.index
+        if block is None:
             return
-        self._kept[out.index] = out.block
-        call = self.pending_calls[out.index]
-        self.loop_guard.remember(
-            self._keys[out.index],
-            result_summary(out.block["content"]),
-            out.block.get("is_error", False),
-        )
-        tool = self.config.tools.get(call["name"])
-        if tool is not None and tool.mode == "write" and not out.block.get("is_error"):
+        self._kept[i] = block
+        is_error = block.get("is_error", False)
+        self.loop_guard.remember(self._keys[i], result_summary(block["content"]), is_error)
+        tool = self.config.tools.get(self.pending_calls[i]["name"])
+        if tool is not None and tool.mode == "write" and not is_error:
             self.loop_guard.reset()  # a successful write changed the world
 
     # ------------------------------------------------------- after each step

@@ -119,6 +119,7 @@ class Tool:
         """Ask a human before each call (see :mod:`agentlab.approval`)."""
         self.is_async = inspect.iscoroutinefunction(fn)
         self._model, doc = _arguments_model(fn, self.name)
+        self._plan = _simple_plan(self._model)
         self.description = description or doc or self.name
         self.input_schema = _clean_schema(self._model.model_json_schema())
         self.__doc__ = fn.__doc__
@@ -150,6 +151,9 @@ class Tool:
     def result_content(self, value: Any) -> str | list[dict[str, Any]]:
         """The ``tool_result`` content for this return value: content blocks as they are (text, image,
         document: the shapes ``tool_result.content`` accepts), anything else as :meth:`result_text`."""
+        cap = self.max_result_chars
+        if type(value) is str and (cap is None or len(value) <= cap):  # the usual result: the text as it is
+            return value
         blocks = result_blocks(value)
         return blocks if blocks is not None else self.result_text(value)
 
@@ -164,8 +168,15 @@ class Tool:
         """Checked, coerced keyword arguments, or a recoverable :class:`ToolError`.
 
         The message names each bad field and what was expected, so the model
-        can correct the call.
+        can correct the call. Arguments that are already what the tool's
+        fields ask for, exactly (see :func:`_simple_plan`), are taken as they
+        are: what pydantic would return, without building its model.
         """
+        plan = self._plan
+        if plan is not None and type(args) is dict:
+            kwargs = _planned(plan, args)
+            if kwargs is not None:
+                return kwargs
         try:
             parsed = self._model.model_validate(args)
         except Exception as exc:
@@ -209,6 +220,88 @@ def _arguments_model(fn: Callable[..., Any], name: str) -> tuple[type[pydantic.B
     model = pydantic.create_model(f"{name}_arguments", __config__=pydantic.ConfigDict(extra="forbid"), **fields)
     description = "\n\n".join(x for x in (doc.short_description, doc.long_description) if x)
     return model, description
+
+
+_SIMPLE: dict[str, type | None] = {"str": str, "int": int, "float": float, "bool": bool, "any": None}
+"""The core schemas a field may have for :func:`_planned` (``None``: any value; each may also be ``nullable``,
+``X | None``), and the Python type each takes as it is. pydantic returns such a value unchanged: the same
+``str`` (surrogates too), ``int``, ``float`` (NaN and infinities too: ``allow_inf_nan`` is on by default),
+``bool``, or any object for ``Any``."""
+Plan = tuple[tuple[str, tuple[type, ...] | None, Any], ...]
+"""Each field's name, the types its value may have exactly (``None``: any), and its default (or ``_REQUIRED``)."""
+_I64 = 2**63
+"""Ints within ±2**63 only: larger ones go to pydantic, whose big-int path may refuse them."""
+_REQUIRED = object()
+
+
+def _simple_plan(model: type[pydantic.BaseModel]) -> Plan | None:
+    """Issue 27: the tool's fields as ``(name, types, default)`` when pydantic's validation of them is a type check.
+
+    That is when the model's core schema is nothing but fields of the plain types in :data:`_SIMPLE` (no
+    constraint, alias, strictness, validator or default factory; a default only of an immutable scalar) and the
+    config only forbids extra fields: then pydantic, given a dict whose values have exactly those types, returns
+    them as they are, and the defaults for the fields missing. ``None`` (pydantic validates every call) for
+    anything else, or a schema read in a way this pydantic does not lay out. Read from the core schema, the one
+    pydantic itself validates by, so a field this does not know never passes as simple.
+    """
+    try:
+        schema = model.__pydantic_core_schema__
+        inner = schema["schema"]
+        if (
+            schema["type"] != "model"
+            or set(schema) - {"type", "cls", "schema", "config", "ref", "metadata", "custom_init", "root_model"}
+            or schema.get("custom_init")
+            or schema.get("root_model")
+            or set(schema.get("config", {})) - {"extra_fields_behavior", "title"}
+            or schema.get("config", {}).get("extra_fields_behavior") != "forbid"
+            or inner["type"] != "model-fields"
+            or set(inner) - {"type", "fields", "model_name", "computed_fields"}
+            or inner.get("computed_fields")
+        ):
+            return None
+        plan = []
+        for name, field in inner["fields"].items():
+            if set(field) - {"type", "schema", "metadata"} or field["type"] != "model-field":
+                return None
+            value, default = field["schema"], _REQUIRED
+            if value["type"] == "default":
+                if set(value) != {"type", "schema", "default"} or type(value["default"]) not in _DEFAULTS:
+                    return None
+                value, default = value["schema"], value["default"]
+            nullable = value["type"] == "nullable" and set(value) == {"type", "schema"}
+            if nullable:  # ``str | None``: None, or a value of the type
+                value = value["schema"]
+            if set(value) != {"type"} or value["type"] not in _SIMPLE:
+                return None
+            kind = _SIMPLE[value["type"]]
+            plan.append((name, None if kind is None else (kind, type(None)) if nullable else (kind,), default))
+    except (AttributeError, KeyError, TypeError):
+        return None
+    return tuple(plan)
+
+
+_DEFAULTS = (type(None), bool, int, float, str)
+
+
+def _planned(plan: Plan, args: dict[str, Any]) -> dict[str, Any] | None:
+    """``args`` as pydantic would return them under ``plan`` (fields in their order, defaults filled in), or
+    ``None`` when a value is not exactly of its field's type, a required field is missing or a key is unknown:
+    pydantic then coerces or refuses, naming what is wrong."""
+    kwargs = {}
+    given = 0
+    for name, kinds, default in plan:
+        value = args.get(name, _REQUIRED)
+        if value is _REQUIRED:
+            if default is _REQUIRED:
+                return None
+            kwargs[name] = default
+            continue
+        if kinds is not None:
+            if type(value) not in kinds or (type(value) is int and not -_I64 <= value < _I64):
+                return None
+        kwargs[name] = value
+        given += 1
+    return kwargs if given == len(args) else None
 
 
 def _field(annotation: Any, default: Any, docstring_help: str | None) -> tuple[Any, Any]:

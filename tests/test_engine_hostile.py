@@ -234,6 +234,8 @@ def test_an_async_tool_that_blocks_the_event_loop_is_blamed_by_the_watchdog():
     )
     assert result.reason == "deadline" and result.overrun_s > 0
     assert "freezer" in result.overrun_cause and "blocked the event loop" in result.overrun_cause
+    # the tool itself is named as the culprit, not a frame of agentlab's between the engine and the tool
+    assert result.overrun_cause.startswith("freezer (") and "_subruns" not in result.overrun_cause
 
 
 def test_a_blocking_subscriber_is_named_as_the_cause_of_the_overrun():
@@ -617,3 +619,33 @@ def test_a_task_left_by_one_run_is_not_on_the_loop_of_the_next_run():
         )
         assert isinstance(al.run("go", tools=[tool], model=model, trace=False), al.Done)
     assert seen and "left-behind" not in seen[0]
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(), reason="signals need the main thread")
+def test_ctrl_c_landing_on_another_thread_cancels_a_run_on_a_reused_loop(tmp_path):
+    """run() keeps its loop, and the socket pair a signal wakes it through, for the next run (issue 27): a
+    Ctrl-C that lands on some other thread during that next run, whose loop then has nothing to do but wait,
+    still ends the run cancelled, with its trace complete and Python's handler put back."""
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("a SIGINT handler other than Python's default is installed")
+
+    @al.tool
+    async def answer() -> str:
+        """Answer at once."""
+        return "ok"
+
+    @al.tool
+    async def press_ctrl_c_elsewhere() -> str:
+        """Have another thread receive a SIGINT, then wait with nothing else on the loop."""
+        helper = threading.Thread(target=lambda: signal.pthread_kill(threading.get_ident(), signal.SIGINT))
+        helper.start()
+        await asyncio.Event().wait()
+        return "never"
+
+    first = al.run("q", [answer], model=al.ScriptedModel([reply(None, ("answer", {})), reply("ok")]), trace=False)
+    assert isinstance(first, al.Done)  # ended normally: its loop is kept for the next run
+    model = al.ScriptedModel([reply(None, ("press_ctrl_c_elsewhere", {}))])
+    result = al.run("q", [press_ctrl_c_elsewhere], model=model, trace=tmp_path, deadline_s=30)
+    assert isinstance(result, al.Stopped) and result.reason == "cancelled"
+    assert trace_of(tmp_path)[-1]["reason"] == "cancelled"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler

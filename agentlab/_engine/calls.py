@@ -7,12 +7,16 @@ error, the deadline). Every failure goes through :func:`errors.classify`,
 the one policy table.
 
 A call is four steps, each ending in a value rather than an exception
-travelling up: :meth:`CallRunner._admit` (known tool, ``max_calls``, valid
-arguments, approval), :meth:`CallRunner._attempts` (``retry.retrying`` over
-:func:`bounded` attempts, each running the code through
+travelling up: admission (known tool, ``max_calls`` and valid arguments in
+:meth:`CallRunner._admit`, then approval), a first :meth:`CallRunner._attempt`
+(:func:`bounded`, running the code through
 :func:`agentlab._runtime.isolate.run`: ``Returned``, ``Raised`` or
-``TimedOut``), and :meth:`CallRunner._ended` (the outcome for the engine and
-the ``tool_finished`` event).
+``TimedOut``), more attempts only after a failure
+(:meth:`CallRunner._retried`, ``retry.retrying``), and
+:meth:`CallRunner._ended` (the outcome for the engine and the
+``tool_finished`` event). Issue 27: the usual call (admitted without an
+approval, returned at the first attempt) builds no retry loop, no wrapper
+around the tool's function and no closure it does not use.
 
 The runner sees the run only through a :class:`CallContext`: the tools, the
 policy, the clock, a few facts read live (time left, the current step) and
@@ -24,16 +28,18 @@ without this file.
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import time
 import traceback
 from collections.abc import Callable, Mapping
+from contextvars import Context
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .._runtime.isolate import HANDOFF_S, Raised, Returned, TimedOut, inline, on_loop_thread, run
 from .._runtime.referee import Referee, TakenOver
-from .._subruns import calling
+from .._subruns import call_context
 from ..approval import Approver, needs_approval
 from ..clock import Clock
 from ..errors import Escaped, Policy, ToolError, UnknownTool, classify, describe, safe_str
@@ -95,6 +101,9 @@ class CallOutcome:
 
 CANCELLED_TEXT = "cancelled: another call of this turn stopped the run"
 
+# Read every call: an enum member read through its class costs ~60 ns, a module global ~20.
+_STARTED, _FINISHED, _OK = EventKind.TOOL_STARTED, EventKind.TOOL_FINISHED, Outcome.OK
+
 
 def result_block(call_id: str, text: str | list[Block], is_error: bool) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
@@ -123,6 +132,7 @@ async def bounded(
     handoff_s: float = 0.0,
     referee: Referee | None = None,
     take_over: Callable[[bool], None] = lambda cancelled: None,
+    context: Context | None = None,
 ) -> Returned | Raised:
     """One attempt at ``work()`` within the time left and the tool's own timeout; how it ended, as a value.
 
@@ -136,6 +146,7 @@ async def bounded(
     with no timeout of its own and a ``referee`` runs on the loop's own thread
     (:func:`~agentlab._runtime.isolate.on_loop_thread`); the run's deadline
     is then kept by the caller's thread, which ends the run with ``take_over``.
+    Untrusted code runs in ``context`` if given (see :func:`~agentlab._subruns.call_context`).
     """
     if time_left is not None and time_left <= 0:
         return Raised(DeadlineExceeded(f"not started: the {deadline_s:g}s deadline had passed"))
@@ -144,18 +155,30 @@ async def bounded(
         wait = max(0.0, wait)
     if referee is not None and not is_async and own_timeout is None:
         due = None if wait is None else time.monotonic() + wait
-        here = on_loop_thread(work, where, referee, due, take_over)
+        here = on_loop_thread(work, where, referee, due, take_over, context)
         if here is not None:
             return here
     if trusted and is_async:
         out = await inline(work, wait, where)
     else:
-        out = await run(work, is_async=is_async, timeout=wait, where=where, on_abandon=on_abandon, handoff_s=handoff_s)
+        out = await run(
+            work,
+            is_async=is_async,
+            timeout=wait,
+            where=where,
+            on_abandon=on_abandon,
+            handoff_s=handoff_s,
+            context=context,
+        )
     if not isinstance(out, TimedOut):
         return out
     if time_left is not None and wait is not None and time_left <= wait:
         return Raised(DeadlineExceeded(f"still running when the {deadline_s:g}s deadline passed"))
     return Raised(TimeoutError(f"no answer within its own {own_timeout:g}s timeout"))
+
+
+def _no_take_over(cancelled: bool) -> None:
+    """``take_over`` of a call that no caller's thread can take over (it runs off the loop's thread)."""
 
 
 class CallRunner:
@@ -227,7 +250,7 @@ class CallRunner:
         tool = ctx.tools.get(name)
         start = ctx.elapsed()
         ctx.emit(
-            EventKind.TOOL_STARTED,
+            _STARTED,
             call_id=call_id,
             tool=name,
             mode=tool.mode if tool else None,
@@ -240,8 +263,15 @@ class CallRunner:
                 known = ", ".join(ctx.tools) or "none"
                 msg = f"the model asked for a tool named {name!r}, which is not registered (tools: {known})"
                 raise UnknownTool(msg)
-            kwargs = await self._admit(tool, call)
-            out, attempts = await self._attempts(tool, kwargs, call, index, start, alone)
+            kwargs = self._admit(tool, call)
+            if needs_approval(tool, self.approver.all_writes):  # (asked here: most calls need none)
+                kwargs = await self.approver(tool, kwargs, call_id)  # a human may say no, or edit
+            self.calls_per_tool[tool.name] = self.calls_per_tool.get(tool.name, 0) + 1
+            out = await self._attempt(tool, kwargs, call, index, start, alone, 1)
+            if isinstance(out, Returned):  # the usual call: no retry loop is built
+                attempts = 1
+            else:
+                out, attempts = await self._retried(tool, kwargs, call, index, start, alone, out)
         except asyncio.CancelledError:
             self.report(call, index, Outcome.CANCELLED, attempts, CANCELLED_TEXT, True, start)
             raise
@@ -251,64 +281,77 @@ class CallRunner:
             out = Raised(exc)
         return self._ended(call, index, tool, out, attempts, start)
 
-    async def _admit(self, tool: Tool, call: Block) -> dict[str, Any]:
-        """The arguments the tool will be called with, once it may be called at all (raises if not)."""
-        used = self.calls_per_tool.get(tool.name, 0)
-        if tool.max_calls is not None and used >= tool.max_calls:
+    def _admit(self, tool: Tool, call: Block) -> dict[str, Any]:
+        """The arguments the tool will be called with, if ``max_calls`` lets it be called (raises if not).
+
+        Approval comes after (in :meth:`call`), and the call counts once approved."""
+        if tool.max_calls is not None and self.calls_per_tool.get(tool.name, 0) >= tool.max_calls:
             raise ToolError(
                 f"{tool.name} may be called at most {tool.max_calls} times in a run, and it has been.",
                 hint="answer with what you have, or use another tool.",
             )
-        kwargs = tool.validate(call["input"])
-        if needs_approval(tool, self.approver.all_writes):  # (asked here first: most calls need none)
-            kwargs = await self.approver(tool, kwargs, call["id"])  # a human may say no, or edit
-        self.calls_per_tool[tool.name] = used + 1
-        return kwargs
+        return tool.validate(call["input"])
 
-    async def _attempts(
-        self, tool: Tool, kwargs: dict[str, Any], call: Block, index: int, start: float, alone: bool
-    ) -> tuple[Returned | Raised, int]:
-        """Attempt the tool until it returns or fails for good (``retry.retrying``, by the policy).
+    async def _attempt(
+        self, tool: Tool, kwargs: dict[str, Any], call: Block, index: int, start: float, alone: bool, n: int
+    ) -> Returned | Raised:
+        """Attempt ``n`` at the call: the tool run by :func:`bounded`, in a context naming the call.
 
-        A sync call made alone, with no timeout of its own, under ``run()`` (``self.referee``) runs on the
-        loop's own thread: no hand-off to a worker (issue 27). Among other calls of its batch it never does
-        (reads overlap on workers), nor with a timeout of its own (the worker keeps that limit).
+        Async tools run as their own tasks, sync ones on daemon threads the run can abandon. A sync call made
+        alone, with no timeout of its own, under ``run()`` (``self.referee``) runs on the loop's own thread: no
+        hand-off to a worker (issue 27). Among other calls of its batch it never does (reads overlap on
+        workers), nor with a timeout of its own (the worker keeps that limit).
         """
         ctx, call_id = self.ctx, call["id"]
-        # Async tools run as their own tasks, sync ones on daemon threads the run can abandon.
-        where, kind = f"tool {tool.name}", "task" if tool.is_async else "thread"
-        quick = alone and not tool.is_async and tool.name not in self._slow
-        referee = self.referee if alone and not tool.is_async and tool.timeout is None else None
-        tried = [0]
+        where = f"tool {tool.name}"
+        sync_alone = alone and not tool.is_async
+        referee = self.referee if sync_alone and tool.timeout is None else None
+        take_over = _no_take_over
+        if referee is not None:
 
-        def take_over(cancelled: bool) -> None:
-            self._taken_over(call, index, tool, tried[0], start, cancelled)
+            def take_over(cancelled: bool) -> None:
+                self._taken_over(call, index, tool, n, start, cancelled)
 
-        async def attempt() -> Returned | Raised:
-            tried[0] += 1
-            t0 = time.perf_counter()
-            out = await bounded(
-                calling(ctx.parent, ctx.step(), call_id, lambda: tool.fn(**kwargs), tool.is_async),
-                is_async=tool.is_async,
-                where=where,
-                time_left=ctx.time_left(),
-                own_timeout=tool.timeout,
-                deadline_s=ctx.deadline_s(),
-                on_abandon=lambda: ctx.abandon(f"{where} (call {call_id}, still running in its {kind})"),
-                handoff_s=HANDOFF_S if quick else 0.0,
-                referee=referee,
-                take_over=take_over,
-            )
-            if alone and not tool.is_async:  # worth blocking for next time only if it answers within the hand-off
-                (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(tool.name)
-            return out
+        t0 = time.perf_counter() if sync_alone else 0.0
+        out = await bounded(
+            functools.partial(tool.fn, **kwargs),
+            is_async=tool.is_async,
+            where=where,
+            time_left=ctx.time_left(),
+            own_timeout=tool.timeout,
+            deadline_s=ctx.deadline_s(),
+            on_abandon=lambda: ctx.abandon(
+                f"{where} (call {call_id}, still running in its {'task' if tool.is_async else 'thread'})"
+            ),
+            handoff_s=HANDOFF_S if sync_alone and tool.name not in self._slow else 0.0,
+            referee=referee,
+            take_over=take_over,
+            context=call_context(ctx.parent, ctx.step(), call_id),
+        )
+        if sync_alone and referee is None:  # worth blocking for next time only if it answers within the hand-off
+            (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(tool.name)
+        return out
 
-        first = await attempt()
-        if isinstance(first, Returned):  # the usual call: the retry loop (and its callables) is built only on a failure
-            return first, 1
+    async def _retried(
+        self,
+        tool: Tool,
+        kwargs: dict[str, Any],
+        call: Block,
+        index: int,
+        start: float,
+        alone: bool,
+        first: Raised,
+    ) -> tuple[Returned | Raised, int]:
+        """After a first attempt that failed: attempt again while the policy (``retry.retrying``) says so."""
+        ctx, call_id, tried = self.ctx, call["id"], [1]
         p, r = ctx.policy, tool.retry  # the tool's own retry settings, else the run's policy
         base = r.base_delay if r and r.base_delay is not None else p.base_delay
         cap = r.max_delay if r and r.max_delay is not None else p.max_delay
+
+        async def attempt() -> Returned | Raised:
+            tried[0] += 1
+            return await self._attempt(tool, kwargs, call, index, start, alone, tried[0])
+
         return await retrying(
             attempt,
             first=first,
@@ -349,7 +392,7 @@ class CallRunner:
             except Exception as unshown:
                 out = Raised(unshown)
             else:
-                outcome = Outcome.OK if attempts == 1 else Outcome.RETRIED
+                outcome = _OK if attempts == 1 else Outcome.RETRIED
                 self.report(call, index, outcome, attempts, result_summary(content), False, start)
                 return CallOutcome(index, result_block(call_id, content, False))
         exc = out.error
@@ -387,7 +430,7 @@ class CallRunner:
         ctx = self.ctx
         tool = ctx.tools.get(call["name"])
         ctx.emit(
-            EventKind.TOOL_FINISHED,
+            _FINISHED,
             call_id=call["id"],
             tool=call["name"],
             mode=tool.mode if tool else None,

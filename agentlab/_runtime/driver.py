@@ -80,7 +80,8 @@ def run_to_end(
 
 
 def _here(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Callable[[], T | None], reraise: bool) -> T:
-    loop = (_kept.pop(threading.get_ident(), None) if _keeps() else None) or asyncio.new_event_loop()
+    kept = _kept.pop(threading.get_ident(), None) if _keeps() else None
+    loop, waker = kept if kept is not None else (asyncio.new_event_loop(), None)
     interrupts = []
 
     def on_sigint(signum: int, frame: Any) -> None:
@@ -91,7 +92,9 @@ def _here(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Call
             loop.call_soon_threadsafe(cancel)
 
     previous = _take_sigint(on_sigint)
-    wakeup = _wake_loop_on_signals(loop) if previous is not None else None
+    if previous is not None:  # a signal wakes the loop's select (else the handler waits for the next timer)
+        waker = waker or _Waker(loop)
+        previous_fd = signal.set_wakeup_fd(waker.fd, warn_on_full_buffer=False)
     clean = False
     try:
         value = loop.run_until_complete(main)
@@ -102,9 +105,10 @@ def _here(main: Coroutine[Any, Any, T], cancel: Callable[[], None], result: Call
     finally:
         if previous is not None:
             _sigint(previous)
-        if wakeup is not None:
-            wakeup()
-        if not (clean and not interrupts and _keep(loop)):
+            signal.set_wakeup_fd(previous_fd)
+        if not (clean and not interrupts and _keep(loop, waker)):
+            if waker is not None:
+                waker.close(loop)
             close_loop(loop)
     if interrupts:
         ended = result()
@@ -134,9 +138,9 @@ def _sigint(handler: Any) -> Any:
     return _signal.signal(signal.SIGINT, handler)
 
 
-_kept: dict[int, asyncio.AbstractEventLoop] = {}
+_kept: dict[int, tuple[asyncio.AbstractEventLoop, _Waker | None]] = {}
 """The last loop of the main thread and of each agentlab worker (by thread id), left with nothing on it by a run
-that ended normally: the next ``run()`` on that thread uses it.
+that ended normally, with its :class:`_Waker` if it had one: the next ``run()`` on that thread uses them.
 
 Issue 27: a new loop and its closing cost a ``run()`` ~0.1-0.3 ms (a selector, a self-pipe, a task and a few
 turns to close); a loop with no task, no callback, no timer and no async generator left is as good as new.
@@ -148,9 +152,9 @@ def _keeps() -> bool:
     return threading.current_thread() is threading.main_thread() or threads.is_worker()
 
 
-def _keep(loop: asyncio.AbstractEventLoop) -> bool:
-    """Keep ``loop`` for the next ``run()`` if nothing is left on it (long-lived threads only; else the caller
-    closes it)."""
+def _keep(loop: asyncio.AbstractEventLoop, waker: _Waker | None = None) -> bool:
+    """Keep ``loop`` (and ``waker``) for the next ``run()`` if nothing is left on it (long-lived threads only;
+    else the caller closes them)."""
     if not _keeps() or threading.get_ident() in _kept or asyncio.all_tasks(loop):
         return False
     ready, timers, gens = (getattr(loop, a, None) for a in ("_ready", "_scheduled", "_asyncgens"))
@@ -158,35 +162,43 @@ def _keep(loop: asyncio.AbstractEventLoop) -> bool:
         return False  # not asyncio's own loop (nothing to check), or something is left
     if any(not t.cancelled() for t in timers):
         return False
-    _kept[threading.get_ident()] = loop
+    _kept[threading.get_ident()] = loop, waker
     return True
 
 
 @atexit.register
 def _close_kept() -> None:
     while _kept:
-        _kept.popitem()[1].close()
+        loop, waker = _kept.popitem()[1]
+        if waker is not None:
+            waker.close(loop)
+        loop.close()
 
 
-def _wake_loop_on_signals(loop: asyncio.AbstractEventLoop) -> Callable[[], None]:
-    """Make a signal wake the loop's ``select`` (else the handler waits for the next timer); returns the undo.
+class _Waker:
+    """A socket pair whose read end ``loop`` watches: made the signal wake-up fd while a run goes on the main
+    thread, a signal (Ctrl-C) then wakes the loop's ``select`` at once, whatever thread it landed on (Python
+    runs the handler on the main thread only once that thread runs bytecode again).
 
-    The signal may land on any thread (a tool's, say); Python then runs the
-    handler on the main thread only once that thread runs bytecode again.
+    Made once per loop and kept with it (:data:`_kept`), not once per run (issue 27: the pair, its two
+    ``setblocking``, the reader added and removed and the two ``close`` cost a ``run()`` ~35 µs); between runs
+    it is not the wake-up fd, and a byte left in it is drained by the next run's loop.
     """
-    rsock, wsock = socket.socketpair()
-    for sock in (rsock, wsock):
-        sock.setblocking(False)
-    loop.add_reader(rsock.fileno(), lambda: _drain(rsock))
-    previous_fd = signal.set_wakeup_fd(wsock.fileno(), warn_on_full_buffer=False)
 
-    def undo() -> None:
-        signal.set_wakeup_fd(previous_fd)
-        loop.remove_reader(rsock.fileno())
-        rsock.close()
-        wsock.close()
+    __slots__ = ("_r", "_w", "fd")
 
-    return undo
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._r, self._w = socket.socketpair()
+        for sock in (self._r, self._w):
+            sock.setblocking(False)
+        loop.add_reader(self._r.fileno(), _drain, self._r)
+        self.fd = self._w.fileno()
+
+    def close(self, loop: asyncio.AbstractEventLoop) -> None:
+        with contextlib.suppress(Exception):  # the loop may be closed already (at exit)
+            loop.remove_reader(self._r.fileno())
+        self._r.close()
+        self._w.close()
 
 
 def _drain(sock: socket.socket) -> None:

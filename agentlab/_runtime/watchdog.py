@@ -64,29 +64,38 @@ class Watch:
 
 _lock = threading.Lock()  # arm/disarm take it directly (a C call; Condition's own ``with`` is Python code)
 _cond = threading.Condition(_lock)
-_active: dict[int, Watch] = {}
+_active: set[Watch] = set()  # (a Watch hashes by identity)
 _wake_at: list[float | None] = [None]
 _thread: list[threading.Thread] = []
 
 
 def arm(seconds_left: float) -> Watch:
-    """Watch the calling thread's step, due ``seconds_left`` from now."""
-    w = Watch(time.monotonic() + max(0.0, seconds_left) + SAMPLE_AFTER_S, threading.get_ident())
+    """Watch the calling thread's step, due ``seconds_left`` from now.
+
+    Twice a step with :func:`disarm` (issue 27: 0.87 -> 0.70 µs the pair): the watch is made without a call
+    to a Python ``__init__``, and kept in a set rather than a dict keyed by ``id()``."""
+    w = _new(Watch)
+    w.due = due = time.monotonic() + (seconds_left if seconds_left > 0 else 0.0) + SAMPLE_AFTER_S
+    w.thread_id = threading.get_ident()
+    w.cause = ""
     with _lock:
         if not _thread:
             _thread.append(threading.Thread(target=_watch, name="agentlab-watchdog", daemon=True))
             _thread[0].start()
-        _active[id(w)] = w
+        _active.add(w)
         wake = _wake_at[0]
-        if wake is None or w.due < wake:
+        if wake is None or due < wake:
             _cond.notify()
     return w
+
+
+_new = object.__new__
 
 
 def disarm(w: Watch) -> str:
     """The step ended: stop watching; return what the loop was blocked in at the deadline, if anything."""
     with _lock:
-        _active.pop(id(w), None)
+        _active.discard(w)
     return w.cause
 
 
@@ -94,14 +103,14 @@ def _watch() -> None:
     while True:
         with _cond:
             now = time.monotonic()
-            for key, w in list(_active.items()):
+            for w in list(_active):
                 if w.due <= now:  # late: what is the loop doing? (idle: it may block later; look again)
                     w.cause = blame(sys._current_frames().get(w.thread_id))
                     if w.cause:
-                        del _active[key]
+                        _active.discard(w)
                     else:
                         w.due = now + SAMPLE_AFTER_S
-            _wake_at[0] = min((w.due for w in _active.values()), default=None)
+            _wake_at[0] = min((w.due for w in _active), default=None)
             wake = _wake_at[0]
             _cond.wait(None if wake is None else max(0.0, wake - now))
 
