@@ -1193,6 +1193,9 @@ class _CallSide:
     def abandon(self, what: str) -> None:
         self._run.abandoned.append(what)
 
+    def unrecorded(self) -> BaseException | None:
+        return self._run._trace_error
+
 
 # ---------------------------------------------------------------- helpers
 class _RetryRefused(FatalError):

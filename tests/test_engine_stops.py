@@ -297,8 +297,17 @@ def test_a_trace_that_cannot_be_written_stops_the_run_naming_the_failed_write_wh
     """Never Done over an incomplete trace: the run stops at the next check with the writer's own error."""
     failing, seen = _TraceFailsOn(kind), Recorder()
     error = failing.error
+    ran: list[str] = []
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        ran.append(key)
+        return f"value of {key}"
+
     model = al.ScriptedModel([reply(None, ("lookup", {"key": "a"})), reply("The answer is 42.")])
     result = al.run("q", [lookup], model=model, trace=False, subscribers=[failing, seen], clock=al.FakeClock())
+    # a call is made only once its start is written: none when that write (or an earlier one) failed
+    assert ran == ([] if kind in ("run_started", "model_request", "tool_started") else ["a"])
     assert isinstance(result, al.Stopped) and result.reason == "trace write failed"
     assert result.error is error and result.detail == str(error)
     assert result.model_calls == model_calls  # it stops where the write failed, not a model call later

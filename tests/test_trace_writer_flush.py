@@ -225,9 +225,17 @@ class _ShortWriter(TraceWriter):
 def test_a_joined_write_that_fails_keeps_its_whole_lines_and_stops_the_run_naming_the_first_lost_event(tmp_path):
     """The reply and the call's start go out in one write; the disk takes the reply and half the start, then
     fills: the half line is taken back, the reply stays, and the run stops with "trace write failed" naming
-    the call's start as the first event not on disk."""
+    the call's start as the first event not on disk. The call itself is not made: no trace would show it."""
+    ran: list[str] = []
+
+    def lookup(key: str) -> str:
+        """Look a key up."""
+        ran.append(key)
+        return f"value of {key}"
+
     model = al.ScriptedModel([reply(None, ("lookup", {"key": "a"})), reply("done")])
     result = al.run("q", [lookup], model=model, trace=_ShortWriter(tmp_path), max_cost=None)
+    assert ran == [], "a call whose start could not be written ran anyway"
     assert isinstance(result, al.Stopped) and result.reason == "trace write failed"
     assert "No space left on device (ENOSPC)" in result.detail
     assert result.detail.endswith("the trace holds the events before tool_started #4")

@@ -91,6 +91,10 @@ class CallContext(Protocol):
         """From the caller's thread, end the run whose sync call holds the loop's thread (see
         :mod:`agentlab._runtime.referee`): with this call's outcome, or (``None``) as cancelled."""
 
+    def unrecorded(self) -> BaseException | None:
+        """The trace write that failed, if the run's trace can no longer be written (its writer's ``on_error``
+        is ``"stop"``): a call made then would leave no record, so it is not made."""
+
 
 @dataclass(slots=True)
 class CallOutcome:
@@ -257,6 +261,10 @@ class CallRunner:
             args=call["input"],
             index=index,
         )
+        if (lost := ctx.unrecorded()) is not None:  # tool_started is not on disk: a call no trace shows is not made
+            text = "not run: the run's trace could not be written"
+            self.report(call, index, Outcome.CANCELLED, 0, text, True, start)
+            return CallOutcome(index, None, (StopReason.TRACE_WRITE_FAILED, str(lost), lost))
         attempts = 0
         try:
             if tool is None:

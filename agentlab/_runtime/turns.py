@@ -38,7 +38,7 @@ class Turns:
         self._poll_at = 0.0  # the first step's tools phase gives a turn
 
     def due(self, loop: asyncio.AbstractEventLoop | None) -> bool:
-        """Should the run give ``loop`` a turn now? (The caller then awaits ``asyncio.sleep(0)``.)"""
+        """Should the run give ``loop`` a turn now? (The caller then yields to it: ``isolate.one_turn``.)"""
         ready = getattr(loop, "_ready", None)
         timers = getattr(loop, "_scheduled", None)
         now = time.monotonic()
