@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import os
+import signal
+import subprocess
+import sys
 import threading
+from pathlib import Path
 from typing import Any
 
 import agentlab as al
@@ -79,3 +84,54 @@ async def hang() -> None:
     """Wait forever, spending no time: a tool or model call that never answers, for a deadline or a
     timeout to cut (the test waits on the run's result, never on this)."""
     await asyncio.Event().wait()
+
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def killed_when_it_says(expected: bytes, script: str, *args: str, why: str, env: dict[str, str] | None = None) -> bytes:
+    """Run ``python -c script *args`` (the package importable), wait for the first line it prints (no sleeps: the
+    child says when it has reached the point to be killed at; at most 120 s, failing with ``why``), SIGKILL it
+    there and return that line. ``expected``: what the line must start with; a child that ended early, or said
+    something else, fails the test with its stderr."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, *args],
+        env={**os.environ, **(env or {}), "PYTHONPATH": str(ROOT)},
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        said = within(120, proc.stdout.readline, why)  # generous: a noisy machine
+        assert said.startswith(expected), (
+            f"the child ended early or said {said!r} (exit {proc.poll()}): "
+            f"{proc.stderr.read().decode(errors='replace')[-2000:]}"
+        )
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    return said
+
+
+class WrappedFile:
+    """A trace file stand-in that passes everything but ``write`` (and what a subclass overrides) to the real
+    file: the writer's failure tests script how the disk answers."""
+
+    def __init__(self, real: Any) -> None:
+        self.real, self.name = real, real.name
+
+    def write(self, data: Any) -> int:
+        return self.real.write(data)
+
+    def truncate(self, size: int) -> int:
+        return self.real.truncate(size)
+
+    def fileno(self) -> int:
+        return self.real.fileno()
+
+    def close(self) -> None:
+        self.real.close()

@@ -4,11 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import math
-import os
 import shutil
-import signal
-import subprocess
-import sys
 import textwrap
 import warnings
 from pathlib import Path
@@ -21,7 +17,7 @@ from agentlab import reply
 from agentlab.cli import main
 from agentlab.trace import StoredTraceWriter, TraceWriter, compact
 
-from .helpers import PRICES
+from .helpers import PRICES, killed_when_it_says
 from .trace_fixtures import a_run, assert_same_frames, every_fixture, from_logs, lookup
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -198,24 +194,7 @@ def test_sigkill_during_compaction_leaves_a_store_that_loads_the_same_frames(tmp
             run_id=f"r{i}",
         )
     logs = from_logs(folder)
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILL_SCRIPT, where, str(folder)],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        line = proc.stdout.readline()  # blocks until the child reaches the kill point (no sleeps)
-        assert line == b"stopped\n", (line, proc.stderr.read().decode()[-2000:])
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    killed_when_it_says(b"stopped\n", KILL_SCRIPT, where, str(folder), why=f"the child never reached {where}")
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         after_kill = al.load_runs(folder)

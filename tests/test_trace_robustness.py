@@ -24,13 +24,15 @@ from agentlab.trace import (
     read_events,
 )
 
+from .helpers import WrappedFile
 
-class FailingFile:
+
+class FailingFile(WrappedFile):
     """A file object that accepts ``budget`` bytes, then writes part of a line and fails like a full disk."""
 
     def __init__(self, real, budget: int, *, err: int = errno.ENOSPC, truncate_fails: bool = False) -> None:
-        self.real, self.budget, self.err, self.truncate_fails = real, budget, err, truncate_fails
-        self.name = real.name
+        super().__init__(real)
+        self.budget, self.err, self.truncate_fails = budget, err, truncate_fails
 
     def write(self, data) -> int:
         if self.budget <= 0:
@@ -44,12 +46,6 @@ class FailingFile:
         if self.truncate_fails:
             raise OSError(errno.EACCES, "permission lost")
         return self.real.truncate(size)
-
-    def fileno(self) -> int:
-        return self.real.fileno()
-
-    def close(self) -> None:
-        self.real.close()
 
 
 class FaultyWriter(TraceWriter):

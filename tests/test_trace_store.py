@@ -4,9 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -18,7 +15,7 @@ import agentlab as al
 from agentlab import reply
 from agentlab.trace import TraceWriter, TruncatedTraceWarning
 
-from .helpers import Seen, within
+from .helpers import Seen, killed_when_it_says
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -98,26 +95,9 @@ def test_a_run_killed_mid_step_leaves_every_finished_step_readable(tmp_path):
     returned.
     """
     runs = tmp_path / "runs"
-    env = {**os.environ, "AGENTLAB_RUNS": str(runs), "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CRASH_SCRIPT],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
+    killed_when_it_says(
+        b"blocked\n", CRASH_SCRIPT, why="the child never reached step 4", env={"AGENTLAB_RUNS": str(runs)}
     )
-    try:
-        said = within(120, proc.stdout.readline, "the child never reached step 4")  # generous: a noisy machine
-        assert said == b"blocked\n", (
-            f"the child ended early (exit {proc.poll()}): {proc.stderr.read().decode()[-2000:]}"
-        )
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
 
     trace = al.load_run("crashme", runs)
     assert trace.outcome == "incomplete"

@@ -13,9 +13,6 @@ import asyncio
 import errno
 import json
 import os
-import signal
-import subprocess
-import sys
 import textwrap
 import warnings
 from pathlib import Path
@@ -29,7 +26,7 @@ from agentlab.events import new_event
 from agentlab.redact import Redactor
 from agentlab.trace import TraceWriter, TraceWriteWarning
 
-from .helpers import within
+from .helpers import WrappedFile, killed_when_it_says
 from .writer_lines import DATA, WHEN, expected_lines
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,12 +184,13 @@ def test_a_finished_call_is_on_disk_while_its_sibling_still_runs(tmp_path):
     assert found == [[("tool_started", "slow"), ("tool_started", "quick"), ("tool_finished", "quick")]]
 
 
-class _ShortWrites:
+class _ShortWrites(WrappedFile):
     """A file whose first write of more than one line stops after the first line and half the next, and whose
     next write then fails like a full disk; later writes go through."""
 
     def __init__(self, real) -> None:
-        self.real, self.name, self.state = real, real.name, "ok"
+        super().__init__(real)
+        self.state = "ok"
 
     def write(self, data) -> int:
         data = bytes(data)
@@ -204,15 +202,6 @@ class _ShortWrites:
             self.state = "done"
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         return self.real.write(data)
-
-    def truncate(self, size: int) -> int:
-        return self.real.truncate(size)
-
-    def fileno(self) -> int:
-        return self.real.fileno()
-
-    def close(self) -> None:
-        self.real.close()
 
 
 class _ShortWriter(TraceWriter):
@@ -286,24 +275,7 @@ KILL_SCRIPT = textwrap.dedent(
 
 
 def _killed_at(where: str, runs: Path) -> list[list]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", KILL_SCRIPT, where, str(runs)],
-        env=env,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-    )
-    try:
-        said = within(120, proc.stdout.readline, f"the child never reached its wait ({where})")
-        assert said.startswith(b"["), f"the child ended early (exit {proc.poll()}): {proc.stderr.read()[-2000:]!r}"
-        proc.send_signal(signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait()
-    assert proc.returncode == -signal.SIGKILL
+    said = killed_when_it_says(b"[", KILL_SCRIPT, where, str(runs), why=f"the child never reached its wait ({where})")
     return json.loads(said)
 
 
@@ -319,12 +291,13 @@ def test_a_process_killed_while_it_waits_leaves_every_event_so_far_on_disk(tmp_p
         assert emitted[-1][1] == last
 
 
-class _Scripted:
+class _Scripted(WrappedFile):
     """A file that follows a script, one step a ``write``: "ok", "half" (half the bytes, then the next write
     fails like a full disk), and whose ``truncate`` fails while ``stuck`` (permission lost)."""
 
     def __init__(self, real, script: list[str]) -> None:
-        self.real, self.name, self.script, self.stuck, self.full = real, real.name, script, True, False
+        super().__init__(real)
+        self.script, self.stuck, self.full = script, True, False
 
     def write(self, data) -> int:
         data = bytes(data)
@@ -341,12 +314,6 @@ class _Scripted:
             self.stuck = False
             raise OSError(errno.EACCES, "permission lost")
         return self.real.truncate(size)
-
-    def fileno(self) -> int:
-        return self.real.fileno()
-
-    def close(self) -> None:
-        self.real.close()
 
 
 def test_after_a_cut_line_that_could_not_be_taken_back_a_later_failure_still_cuts_back_to_a_whole_line(tmp_path):
