@@ -16,6 +16,8 @@ from .report import Row, fmt, judged, missing
 from .workload import SYNC_TOOL, median, run_options, script
 
 LOAD_GOAL_S_PER_MILLION = 2.0  # issue 13 (was 5 s)
+LOAD_REPS = 3
+"""Loads of the folder timed; the fastest counts (as the logs-alone row takes the best of five)."""
 
 
 async def record_run(steps: int) -> list[al.Event]:
@@ -108,11 +110,14 @@ def load_row(file: Path, run_id: str, events_per_run: int, steps: int, runs: int
     for i in range(runs):
         new_id = f"bench{i:07d}"
         (folder / f"{new_id}.jsonl").write_text(text.replace(run_id, new_id), encoding="utf-8")
-    t0 = time.perf_counter()
-    traces = load_runs(folder)
-    for frame in ("runs", "steps", "calls", "events"):  # all four DataFrames, as a notebook would
-        getattr(traces, frame)
-    elapsed = time.perf_counter() - t0
+    times = []
+    for _ in range(LOAD_REPS):  # the best of a few: one load's time varies by half on this shared VM
+        t0 = time.perf_counter()
+        traces = load_runs(folder)
+        for frame in ("runs", "steps", "calls", "events"):  # all four DataFrames, as a notebook would
+            getattr(traces, frame)
+        times.append(time.perf_counter() - t0)
+    elapsed = min(times)
     total = events_per_run * runs
     loaded = len(traces.runs)
     if loaded != runs:
@@ -124,9 +129,9 @@ def load_row(file: Path, run_id: str, events_per_run: int, steps: int, runs: int
         label,
         rate,
         "events/s",
-        f"{fmt(rate)} events/s ({fmt(elapsed)} s; 1M events ≈ {fmt(per_million)} s)",
+        f"{fmt(rate)} events/s ({fmt(elapsed)} s, best of {LOAD_REPS}; 1M events ≈ {fmt(per_million)} s)",
         goal,
         judged(per_million <= LOAD_GOAL_S_PER_MILLION),
         note=f"the process's first load, one run, took {fmt(imports)} s, most of it importing pandas and pyarrow",
-        extra={"events": total, "seconds": elapsed, "first_load_s": imports},
+        extra={"events": total, "seconds": elapsed, "all_seconds": times, "first_load_s": imports},
     )
