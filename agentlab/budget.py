@@ -17,12 +17,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any, Literal, Protocol
 
-import orjson
-
 from ._checks import is_whole
 from ._frozen import quick_init
 from ._shorten import shorten
-from .messages import estimate_tokens, tokens_for_size
+from .messages import estimate_tokens, json_size, tokens_for_size
 from .vocab import StopReason
 
 CostGuard = Literal["hard", "estimate", "after"]
@@ -419,9 +417,8 @@ def input_bound(obj: Any) -> int:
         return (
             len(obj.encode("utf-8", "surrogatepass")) + BLOCK_OVERHEAD_TOKENS
         )  # issue 24: a lone surrogate is 3 bytes, not a crash
-    try:
-        n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
-    except TypeError:  # e.g. an int too large for orjson
+    n = json_size(obj)
+    if n is None:  # e.g. an int too large for orjson
         import json
 
         n = len(
@@ -437,13 +434,8 @@ def bound_and_estimate(obj: Any) -> tuple[int, int]:
     with each message it appends: serialized once, not twice. A string, or a value orjson cannot
     serialize, is measured by the two functions themselves.
     """
-    if not isinstance(obj, str):
-        try:
-            n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
-        except TypeError:
-            pass
-        else:
-            return n + _framing(obj), tokens_for_size(n)
+    if not isinstance(obj, str) and (n := json_size(obj)) is not None:
+        return n + _framing(obj), tokens_for_size(n)
     return input_bound(obj), estimate_tokens(obj)
 
 

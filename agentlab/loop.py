@@ -436,7 +436,7 @@ class Run:
                 try:
                     flush(self.run_id)
                 except TraceWriteError as exc:
-                    self._trace_error, self._cancel = self._trace_error or exc, True
+                    self._trace_failed_by(exc)
                     return self._stop(*self._trace_failed())
         return None
 
@@ -872,12 +872,7 @@ class Run:
                     results[i] = self._nudge(i, call, key, count)
                     continue
                 to_run.append(i)
-            if len(to_run) == 1:  # a call alone (the usual turn): no batch to run it in
-                outs = [await self._calls.call(calls[to_run[0]], to_run[0])]
-                self._keep(outs[0])
-            else:
-                outs = await self._calls.batch(calls, to_run, self._keep)
-            for out in outs:
+            for out in await self._calls.batch(calls, to_run, self._keep):
                 if out.stop is not None:
                     return _Halt(*out.stop)
                 results[out.index] = out.block
@@ -1081,7 +1076,7 @@ class Run:
         other subscribers hear the event first, then the run ends cancelled). Issue 24: anything else
         (SystemExit, GeneratorExit, CancelledError...) is contained, with a warning naming the subscriber."""
         if isinstance(exc, TraceWriteError):
-            self._trace_error, self._cancel = self._trace_error or exc, True
+            self._trace_failed_by(exc)
         elif isinstance(exc, KeyboardInterrupt):
             return interrupted or exc
         else:
@@ -1090,6 +1085,10 @@ class Run:
                 stacklevel=3,  # the code that emitted the event
             )
         return interrupted
+
+    def _trace_failed_by(self, exc: TraceWriteError) -> None:
+        """Issue 14: a trace write failed (the first failure is the one named); the run stops at its next check."""
+        self._trace_error, self._cancel = self._trace_error or exc, True
 
     def _interrupted_by_subscriber(self, interrupted: KeyboardInterrupt) -> None:
         """In the step's own task, step() ends the run cancelled; elsewhere (a call's task) raising would tear

@@ -406,12 +406,21 @@ def estimate_tokens(obj: Any) -> int:
     """
     if isinstance(obj, str):
         n = len(obj)
-    else:
-        try:
-            n = len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
-        except TypeError:  # e.g. an int too large for orjson
-            n = len(json.dumps(obj, separators=(",", ":"), default=str).encode())
+    elif (size := json_size(obj)) is not None:
+        n = size
+    else:  # e.g. an int too large for orjson
+        n = len(json.dumps(obj, separators=(",", ":"), default=str).encode())
     return tokens_for_size(n)
+
+
+def json_size(obj: Any) -> int | None:
+    """Bytes of ``obj``'s compact UTF-8 JSON as orjson writes it, what the token estimate and the cost guard's
+    bound both measure (:func:`agentlab.budget.input_bound`); ``None`` when orjson cannot write it (an int
+    too large, say: each measure then falls back on its own)."""
+    try:
+        return len(orjson.dumps(obj, default=str, option=orjson.OPT_NON_STR_KEYS))
+    except TypeError:
+        return None
 
 
 def tokens_for_size(n: int) -> int:

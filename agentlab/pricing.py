@@ -243,11 +243,11 @@ class Prices:
         """
         if terms is not None:
             return lambda n: self.worst_rates(n, caching, terms)
-        start, worst = self.tier_start, self._worst
+        tiered, worst = self._tiered, self._worst
         sides: list[tuple[float, float] | None] = [None, None]  # [below the tier, within 10% of it or past it]
 
         def rates(est_input_tokens: int) -> tuple[float, float]:
-            side = 1 if start is not None and est_input_tokens > 0.9 * start else 0  # _worst's own test
+            side = 1 if tiered(est_input_tokens) else 0
             found = sides[side]
             if found is None:
                 found = sides[side] = worst(est_input_tokens, caching)
@@ -255,8 +255,12 @@ class Prices:
 
         return rates
 
+    def _tiered(self, est_input_tokens: int) -> bool:
+        """Might a call of about this size be billed at the long-context tier (within 10 % of it, or past it)?"""
+        return self.tier_start is not None and est_input_tokens > 0.9 * self.tier_start
+
     def _worst(self, est_input_tokens: int, caching: bool | str) -> tuple[float, float]:
-        tiered = self.tier_start is not None and est_input_tokens > 0.9 * self.tier_start
+        tiered = self._tiered(est_input_tokens)
         total = self.tier_start + 1 if tiered and self.tier_start is not None else 0
         inp, out, _, write = self._rates(total)
         if caching == "1h":

@@ -12,10 +12,10 @@ step, mostly the ``epoll_wait`` that polls the loop's sockets.
 * a callback already waiting on the loop (another task woken, a future set,
   a ``call_soon_threadsafe`` from a widget's thread) or a timer that has come
   due gets its turn at once, in the same step as before, so the order of
-  events between tasks is what it was (deterministic: no clock is read for it);
+  events between tasks is what it was (deterministic: no clock decides it);
 * input that only a poll of the loop's sockets would find (a click arriving
-  over a kernel's socket) gets a turn within :data:`POLL_S` of the run's
-  working time, plus the step in flight;
+  over a kernel's socket) gets a turn within :data:`POLL_S` (wall time),
+  plus the step in flight;
 * a loop that is not asyncio's own (uvloop, whose queues cannot be read)
   gets a turn every time, as before.
 """

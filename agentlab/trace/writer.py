@@ -271,17 +271,8 @@ class TraceWriter:
         ):
             self._long_way(event)
             return
-        if hold:  # _held_back's rule, inlined (a call costs ~0.1 µs inside a run, a fifth of what holding saves)
-            calls = out.calls
-            if hold == _STARTED:
-                out.calls = calls + 1
-            elif hold == _HELD or calls <= 1:
-                if hold == _FINISHED:
-                    out.calls = 0
-                out.held += line
-                return
-            else:
-                out.calls = calls - 1
+        if hold and _held_back(out, hold, line):
+            return
         if out.held:  # this event is a flush point: the held lines and its own, in one write
             line = out.held + line
             out.held = b""
@@ -557,8 +548,7 @@ class TraceWriter:
 
 
 def _held_back(out: _File, hold: int, line: bytes) -> bool:
-    """The rule of what waits for the next flush point (:data:`_HOLD`; the hot path of
-    :meth:`TraceWriter.__call__` inlines it, tests/test_trace_writer_flush.py holds the two to one another):
+    """The rule of what waits for the next flush point (:data:`_HOLD`), for the hot path and the long way alike:
     ``model_called`` and ``tool_results`` are held (the engine follows each at once with another event, before
     it waits on anything); ``tool_finished`` is held only when no other call of the run is still running
     (``tool_started`` counts them; a ``tool_finished`` with none running, a driver's, leaves none): a finished
