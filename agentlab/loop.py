@@ -390,7 +390,8 @@ class Run:
                 "await that step before starting the next"
             )
         self._t0 = self._now()
-        self._step_task, self._step_loop = asyncio.current_task(), asyncio.get_running_loop()
+        self._step_loop = loop = asyncio.get_running_loop()
+        self._step_task = asyncio.current_task(loop)
         d = self.budget.deadline_s
         left = None if d is None else d - self._worked  # the time left at _t0 (working time so far: _worked)
         self._watch = None if left is None else watchdog.arm(left)
@@ -461,9 +462,9 @@ class Run:
         answer = await self._send(held)  # 2. the model call (a failed one is charged what it cost)
         if isinstance(answer, _Halt):
             return self._stop(*answer)
-        reply, latency = answer
+        reply, latency, at = answer
         max_tokens, reserved = self._held  # a retry after a lost reply was reserved anew
-        usage = self._bill(reply, max_tokens, reserved, latency)  # 3. what it cost
+        usage = self._bill(reply, max_tokens, reserved, latency, at)  # 3. what it cost
         calls = reply.tool_calls  # 4. why the model stopped decides what is next
         if halt := self._reply_problem(reply, usage, max_tokens, calls):
             return self._stop(*halt)
@@ -495,8 +496,9 @@ class Run:
         held = await self._hold_call(self.steps)
         return _Halt(held.reason, held.detail) if isinstance(held, Stop) else held
 
-    async def _send(self, held: tuple[int, float]) -> tuple[Reply, float] | _Halt:
-        """The next step's model call: the reply and its latency, or why the run stops (a failed call charged)."""
+    async def _send(self, held: tuple[int, float]) -> tuple[Reply, float, float] | _Halt:
+        """The next step's model call: the reply, its latency and when it came (working seconds, the run's
+        ``elapsed`` then), or why the run stops (a failed call charged)."""
         self.steps += 1
         self.phase = "calling model"
         self._announce(*held)
@@ -528,12 +530,16 @@ class Run:
             kind = classify(exc, self.policy)
             reason = StopReason.FATAL if kind == "fatal" else StopReason.MODEL_ERROR
             return _Halt(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
-        latency = self._now() - t_call
+        now = self._now()  # one reading: the reply's latency, and its event's time (_bill)
+        t0 = self._t0
         self.model_calls += 1
-        return reply, latency
+        return reply, now - t_call, self._worked if t0 is None else self._worked + now - t0
 
-    def _bill(self, reply: Reply, max_tokens: int, reserved: float, latency: float) -> Usage:
-        """Charge a reply (its usage, or the same estimate the guard used), keep it, emit ``model_called``."""
+    def _bill(self, reply: Reply, max_tokens: int, reserved: float, latency: float, at: float) -> Usage:
+        """Charge a reply (its usage, or the same estimate the guard used), keep it, emit ``model_called``.
+
+        ``at``: when the reply came (the reading its latency ended on), the event's ``t``: nothing is emitted
+        between that reading and this event, so it is the time the reply was billed at, read once."""
         estimated = reply.usage is None
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
@@ -571,7 +577,7 @@ class Run:
             data["requested_model"] = self.config.model.model
         if reply.context_management:
             data["context_management"] = reply.context_management
-        self._emit(_MODEL_CALLED, **data)
+        self._publish(_MODEL_CALLED, data, at)
         return usage
 
     def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int, calls: list[Block]) -> _Halt | None:
@@ -663,7 +669,8 @@ class Run:
         guard = self._input.request_fields()  # (a dict of its own, made for this event)
         if reserved:
             guard["reserved"] = reserved
-        self._emit(_MODEL_REQUEST, max_tokens=max_tokens, estimated_input_tokens=self._input.estimate, **guard)
+        data = {"max_tokens": max_tokens, "estimated_input_tokens": self._input.estimate, **guard}
+        self._publish(_MODEL_REQUEST, data, self.elapsed)
 
     def _charge_lost(self, why: str, reserved: float, latency: float, **extra: Any) -> None:
         """A reply lost in transit (or abandoned in flight) after the API may have billed it: charged at the
@@ -830,10 +837,8 @@ class Run:
         if self._said is not None:
             results += self._said() or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
-        if reused:
-            self._emit(EventKind.TOOL_RESULTS, content=results, reused=reused)
-        else:
-            self._emit(EventKind.TOOL_RESULTS, content=results)
+        data: dict[str, Any] = {"content": results, "reused": reused} if reused else {"content": results}
+        self._publish(_TOOL_RESULTS, data, self.elapsed)
         return None
 
     async def _run_calls(self, calls: list[Block]) -> list[Block] | _Halt:
@@ -908,7 +913,7 @@ class Run:
         if stop := check_after_step(self.budget, self.steps, self.spent, elapsed):
             return self._stop(stop.reason, stop.detail)
         self.phase = "ready"
-        self._emit(_STEP_FINISHED, spent=self.spent, elapsed=elapsed, budget=self._limits())
+        self._publish(_STEP_FINISHED, {"spent": self.spent, "elapsed": elapsed, "budget": self._limits()}, elapsed)
         return None
 
     # --------------------------------------------------------------- endings
@@ -1026,15 +1031,30 @@ class Run:
             context_management=self._last_context,
         )
 
-    @watchdog.handoff("subscriber")
     def _emit(self, kind: str, **data: Any) -> None:
+        """``kind``'s event, with ``data``, at the run's ``elapsed`` now, to every subscriber."""
+        if not self._subscribers:
+            return None
+        if kind == "run_finished":
+            self._seq += 1
+            event = new_event(kind, self.config.run_id, self.steps, self._seq, self.elapsed, data)
+            return self._emit_ending(event, data)
+        return self._publish(kind, data, self.elapsed)
+
+    @watchdog.handoff("subscriber")
+    def _publish(self, kind: str, data: dict[str, Any], t: float) -> None:
+        """The event to every subscriber (:meth:`_emit`'s way for any kind but ``run_finished``), ``data`` as given.
+
+        The six events of every step come here directly (issue 27): their ``data`` is a dict the caller made
+        for the event (``**data`` would unpack and rebuild it), and ``t`` is the reading of the run's
+        ``elapsed`` the caller already took for a field of the same event (``tool_finished``'s ``end``,
+        ``step_finished``'s ``elapsed``) or for the step's books (``model_called``: when the reply came), made
+        with nothing emitted since; each is so a true reading at or after the previous event's ``t``."""
         subscribers = self._subscribers
         if not subscribers:
-            return
+            return None
         self._seq = seq = self._seq + 1
-        event = new_event(kind, self.config.run_id, self.steps, seq, self.elapsed, data)
-        if kind == "run_finished":
-            return self._emit_ending(event, data)
+        event = new_event(kind, self.config.run_id, self.steps, seq, t, data)
         interrupted: KeyboardInterrupt | None = None
         # a copy: a subscriber may subscribe or unsubscribe while called (a tuple: half a list's cost)
         for callback in tuple(subscribers):
@@ -1163,6 +1183,7 @@ class _CallSide:
         "end_run",
         "parent",
         "policy",
+        "publish",
         "rng",
         "time_left",
         "tools",
@@ -1174,8 +1195,9 @@ class _CallSide:
         self.tools, self.policy, self.clock, self.rng = c.tools, c.policy, c.clock, c.rng
         self.approve, self.approval_stops_clock = approve, approval_stops_clock
         self.parent: Any = run  # a run started inside a tool is this run's sub-run (see _subruns)
-        # The run's own methods, bound (no extra frame on the hot path): an event to its subscribers, time left.
-        self.emit, self.time_left = run._emit, run._time_left
+        # The run's own methods, bound (no extra frame on the hot path): an event to its subscribers (with its
+        # data as keywords, or as a dict of its own at a time read by the caller), time left.
+        self.emit, self.publish, self.time_left = run._emit, run._publish, run._time_left
         # Working seconds so far: the run's ``elapsed`` getter itself, bound (read twice a call).
         self.elapsed: Callable[[], float] = MethodType(_ELAPSED, run)
         self.end_run = run._end_taken_over
@@ -1207,7 +1229,8 @@ class _RetryRefused(FatalError):
 
 
 # The kinds of the events every step emits, read once: an enum member read through its class costs ~55 ns.
-_MODEL_REQUEST, _MODEL_CALLED, _STEP_FINISHED = EventKind.MODEL_REQUEST, EventKind.MODEL_CALLED, EventKind.STEP_FINISHED
+_MODEL_REQUEST, _MODEL_CALLED, _TOOL_RESULTS = EventKind.MODEL_REQUEST, EventKind.MODEL_CALLED, EventKind.TOOL_RESULTS
+_STEP_FINISHED = EventKind.STEP_FINISHED
 
 
 def _nothing() -> None:

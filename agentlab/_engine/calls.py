@@ -69,6 +69,10 @@ class CallContext(Protocol):
     def emit(self, kind: str, **data: Any) -> None:
         """An event to the run's subscribers."""
 
+    def publish(self, kind: str, data: dict[str, Any], t: float) -> None:
+        """An event to the run's subscribers: ``data`` a dict made for it, ``t`` a reading of :meth:`elapsed`
+        taken for it with no event emitted since (the call's ``start`` or ``end``)."""
+
     def elapsed(self) -> float:
         """Working seconds so far (call start/end times)."""
 
@@ -252,14 +256,10 @@ class CallRunner:
         ctx = self.ctx
         name, call_id = call["name"], call["id"]
         tool = ctx.tools.get(name)
-        start = ctx.elapsed()
-        ctx.emit(
-            _STARTED,
-            call_id=call_id,
-            tool=name,
-            mode=tool.mode if tool else None,
-            args=call["input"],
-            index=index,
+        start = ctx.elapsed()  # the call's start, and its tool_started's time: one reading
+        mode = tool.mode if tool else None
+        ctx.publish(
+            _STARTED, {"call_id": call_id, "tool": name, "mode": mode, "args": call["input"], "index": index}, start
         )
         if (lost := ctx.unrecorded()) is not None:  # tool_started is not on disk: a call no trace shows is not made
             text = "not run: the run's trace could not be written"
@@ -434,21 +434,23 @@ class CallRunner:
         start: float,
         error: BaseException | None = None,
     ) -> None:
-        """Emit ``tool_finished`` for a call, whatever its outcome."""
+        """Emit ``tool_finished`` for a call, whatever its outcome (its ``end`` is the event's time: one reading)."""
         ctx = self.ctx
-        tool = ctx.tools.get(call["name"])
-        ctx.emit(
-            _FINISHED,
-            call_id=call["id"],
-            tool=call["name"],
-            mode=tool.mode if tool else None,
-            args=call["input"],
-            index=index,
-            outcome=outcome,
-            attempts=attempts,
-            result=text,
-            is_error=is_error,
-            start=start,
-            end=ctx.elapsed(),
-            error=None if error is None else format_error(error),
-        )
+        name = call["name"]
+        tool = ctx.tools.get(name)
+        end = ctx.elapsed()
+        data = {
+            "call_id": call["id"],
+            "tool": name,
+            "mode": tool.mode if tool else None,
+            "args": call["input"],
+            "index": index,
+            "outcome": outcome,
+            "attempts": attempts,
+            "result": text,
+            "is_error": is_error,
+            "start": start,
+            "end": end,
+            "error": None if error is None else format_error(error),
+        }
+        ctx.publish(_FINISHED, data, end)
