@@ -119,3 +119,53 @@ def test_a_subscriber_blocking_on_run_finished_counts_in_the_overrun_of_the_resu
         3.0
     )  # 4 s worked against a 1 s deadline, not the 1 s seen before the flush
     assert _trace(tmp_path)[-1]["overrun_s"] == pytest.approx(3.0)
+
+
+def test_a_subscriber_added_or_removed_while_an_event_is_handed_out_counts_from_the_next_event():
+    """The event in hand goes to the subscribers it started with; a change made by one of them (a panel
+    subscribing a widget at the first tool call, say) holds from the next event on."""
+    model = al.ScriptedModel([reply(None, ("lookup", {"order_id": 7})), reply("shipped")])
+    run = al.Run("where is 7?", [lookup], model=model, clock=al.FakeClock())
+    late, early, whole = Recorder(), Recorder(), Recorder()
+    swapped: list[str] = []
+
+    def swapper(event):
+        if event.kind == "tool_started" and not swapped:
+            swapped.append(event.kind)
+            run.subscribe(late)
+            stop_early()
+
+    run.subscribe(whole)
+    run.subscribe(swapper)
+    stop_early = run.subscribe(early)
+    asyncio.run(run.run())
+    kinds = [*early.kinds(), *late.kinds()]
+    assert early.kinds()[-1] == "tool_started"  # removed while hearing it: still heard it, and nothing after
+    assert late.kinds()[0] == "tool_finished"  # added while it was handed out: heard from the next one
+    assert kinds == whole.kinds()
+
+
+class Counter:
+    """A subscriber that is an object whose class is called: it hears each event once, as itself."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[object, str]] = []
+
+    def __call__(self, event: al.Event) -> None:
+        self.seen.append((self, event.kind))
+
+
+def test_a_callable_object_subscribed_hears_every_event_once_and_can_be_unsubscribed():
+    model = al.ScriptedModel([reply(None, ("lookup", {"order_id": 7})), reply("shipped")])
+    counter = Counter()
+    run = al.Run("where is 7?", [lookup], model=model, clock=al.FakeClock(), subscribers=[counter])
+    asyncio.run(run.step())
+    assert [kind for _, kind in counter.seen] == KINDS[:-1]
+    assert all(who is counter for who, _ in counter.seen)
+    run.subscribe(counter)  # twice: hears each event twice
+    stop = run.subscribe(Recorder())
+    stop()
+    asyncio.run(run.step())
+    assert [kind for _, kind in counter.seen[len(KINDS) - 1 :]] == [
+        k for k in ("model_request", "model_called", "run_finished") for _ in (1, 2)
+    ]
