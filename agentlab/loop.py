@@ -995,8 +995,13 @@ class Run:
 
     # ------------------------------------------------------------- plumbing
     def _time_left(self) -> float | None:
+        """Seconds before the deadline (``None``: no deadline): ``deadline_s - elapsed``, the getter's sum written
+        out here (four times a step: a property's call each time less)."""
         d = self.budget.deadline_s
-        return None if d is None else d - self.elapsed
+        if d is None:
+            return None
+        t0 = self._t0
+        return d - (self._worked if t0 is None else self._worked + self._now() - t0)
 
     def _served_prices(self, served: str | None) -> Prices | None:
         """:func:`~agentlab.pricing.served_prices` for a reply naming ``served``, once per model a run (a lookup)."""

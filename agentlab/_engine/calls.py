@@ -320,7 +320,7 @@ class CallRunner:
             def take_over(cancelled: bool) -> None:
                 self._taken_over(call, index, tool, n, start, cancelled)
 
-        t0 = time.perf_counter() if sync_alone else 0.0
+        t0 = time.perf_counter() if sync_alone and referee is None else 0.0
         out = await bounded(
             functools.partial(tool.fn, **kwargs),
             is_async=tool.is_async,
