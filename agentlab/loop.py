@@ -463,9 +463,11 @@ class Run:
         Each part returns why the run must stop (a :class:`_Halt`) or what the
         next part needs; the run is stopped in one place, here.
         """
-        held = await self._may_call()  # 1. checks before spending anything
-        if isinstance(held, _Halt):
-            return self._stop(*held)
+        if halt := self._may_call():  # 1. checks before spending anything: Stop, steps, deadline ...
+            return self._stop(*halt)
+        held = await self._hold_call(self.steps)  # ... and the cost guard, with the shared total's reservation
+        if isinstance(held, Stop):
+            return self._stop(held.reason, held.detail)
         answer = await self._send(held)  # 2. the model call (a failed one is charged what it cost)
         if isinstance(answer, _Halt):
             return self._stop(*answer)
@@ -494,14 +496,14 @@ class Run:
             return None
         return await self._tools_phase(calls)
 
-    async def _may_call(self) -> tuple[int, float] | _Halt:
-        """Stop, the budget rules (budget.py), the shared total: the ``max_tokens`` allowed and the sum held."""
+    def _may_call(self) -> _Halt | None:
+        """Why the next model call may not be made before anything is priced: Stop, or a budget rule (budget.py)
+        on steps and time. (The cost guard comes next, :meth:`_hold_call`: it may await a token count.)"""
         if self._cancel:
             return self._interrupted(f"cancelled before step {self.steps + 1}")
         if stop := check_before_call(self.budget, self.steps, self.elapsed):
             return _Halt(stop.reason, stop.detail)
-        held = await self._hold_call(self.steps)
-        return _Halt(held.reason, held.detail) if isinstance(held, Stop) else held
+        return None
 
     async def _send(self, held: tuple[int, float]) -> tuple[Reply, float, float] | _Halt:
         """The next step's model call: the reply, its latency and when it came (working seconds, the run's

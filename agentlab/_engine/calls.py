@@ -32,7 +32,7 @@ import functools
 import random
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
 from contextvars import Context
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -300,15 +300,16 @@ class CallRunner:
             )
         return tool.validate(call["input"])
 
-    async def _attempt(
+    def _attempt(
         self, tool: Tool, kwargs: dict[str, Any], call: Block, index: int, start: float, alone: bool, n: int
-    ) -> Returned | Raised:
-        """Attempt ``n`` at the call: the tool run by :func:`bounded`, in a context naming the call.
+    ) -> Coroutine[Any, Any, Returned | Raised]:
+        """Attempt ``n`` at the call (to await): the tool run by :func:`bounded`, in a context naming the call.
 
         Async tools run as their own tasks, sync ones on daemon threads the run can abandon. A sync call made
         alone, with no timeout of its own, under ``run()`` (``self.referee``) runs on the loop's own thread: no
         hand-off to a worker (issue 27). Among other calls of its batch it never does (reads overlap on
-        workers), nor with a timeout of its own (the worker keeps that limit).
+        workers), nor with a timeout of its own (the worker keeps that limit). The attempt is ``bounded``'s
+        coroutine itself, but for a sync call alone on a worker, whose answer is timed (:meth:`_timed`).
         """
         ctx, call_id = self.ctx, call["id"]
         where = f"tool {tool.name}"
@@ -320,8 +321,7 @@ class CallRunner:
             def take_over(cancelled: bool) -> None:
                 self._taken_over(call, index, tool, n, start, cancelled)
 
-        t0 = time.perf_counter() if sync_alone and referee is None else 0.0
-        out = await bounded(
+        attempt = bounded(
             functools.partial(tool.fn, **kwargs),
             is_async=tool.is_async,
             where=where,
@@ -336,8 +336,13 @@ class CallRunner:
             take_over=take_over,
             context=call_context(ctx.parent, ctx.step(), call_id),
         )
-        if sync_alone and referee is None:  # worth blocking for next time only if it answers within the hand-off
-            (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(tool.name)
+        return self._timed(attempt, tool.name) if sync_alone and referee is None else attempt
+
+    async def _timed(self, attempt: Coroutine[Any, Any, Returned | Raised], name: str) -> Returned | Raised:
+        """A sync call alone on a worker: worth blocking for next time only if it answers within the hand-off."""
+        t0 = time.perf_counter()
+        out = await attempt
+        (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(name)
         return out
 
     async def _retried(
