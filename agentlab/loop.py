@@ -391,7 +391,7 @@ class Run:
         caller after it (:meth:`_hand_back`)."""
         if self.result is not None:
             raise RuntimeError(f"run {self.run_id} has finished: {self.result!r}")
-        if not self._step_lock.acquire(blocking=False):
+        if not self._step_lock.acquire(False):  # (not blocking; a keyword costs C argument parsing)
             raise RuntimeError(
                 f"run {self.run_id} is already in a step (started by another task or thread): "
                 "await that step before starting the next"
@@ -553,7 +553,8 @@ class Run:
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
-        prices = self._served_prices(reply.model)  # a fallback model may have served it
+        served = self._served.get(reply.model, _UNSEEN)  # a fallback model may have served it (_served_prices)
+        prices = self._served_prices(reply.model) if served is _UNSEEN else served
         cost = prices.cost(usage) if prices else 0.0
         context_tokens, asked = usage.context_tokens, self.config.prices
         self.spent += cost
@@ -1244,6 +1245,9 @@ class _RetryRefused(FatalError):
 # The kinds of the events every step emits, read once: an enum member read through its class costs ~55 ns.
 _MODEL_REQUEST, _MODEL_CALLED, _TOOL_RESULTS = EventKind.MODEL_REQUEST, EventKind.MODEL_CALLED, EventKind.TOOL_RESULTS
 _STEP_FINISHED = EventKind.STEP_FINISHED
+
+
+_UNSEEN: Any = object()  # a model no reply of the run named before (Run._served has no entry for it)
 
 
 def _callees(subscribers: list[Subscriber]) -> tuple[tuple[Subscriber, Subscriber], ...]:
