@@ -133,8 +133,12 @@ class Lab:
         run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
-        # the panel keeps what the trace keeps: the same redaction, the same learned values
-        self.state = PanelState(self._writer.redactor_for(self.engine.run_id) if self._writer is not None else None)
+        # The panel keeps what the trace keeps: the same redaction, the same learned values. The writer, subscribed
+        # first, runs that redactor over every event, so the panel may check a step's log entry when it draws it.
+        if self._writer is not None:
+            self.state = PanelState(self._writer.redactor_for(self.engine.run_id), checked_upstream=True)
+        else:
+            self.state = PanelState()
         s = self.state
         s.run_id, s.task = self.engine.run_id, self.engine.task
         caps = capabilities(self.engine.model)

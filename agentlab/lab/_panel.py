@@ -256,15 +256,17 @@ class Panel:
         if not steps:
             return
         log = self.state.log
-        newest = max(log)
+        newest = log.newest
+        if newest is None:
+            return
         oldest_shown = newest - self.log_limit + 1
-        for n in steps:
+        for n in steps:  # reading an entry folds it (its secret checks): only the steps drawn are read
             if n >= oldest_shown and n in log:
                 self._step_html[n] = step_html(log[n])
         for n in [k for k in self._step_html if k < oldest_shown]:
             del self._step_html[n]
         parts = [self._step_html[k] for k in sorted(self._step_html, reverse=True)]
-        hidden = sum(1 for k in log if k < oldest_shown)
+        hidden = len(log) - sum(1 for k in range(oldest_shown, newest + 1) if k in log)
         if hidden:
             parts.append(
                 f"<i class='agentlab-log-note' style='color:#57606a'>… {hidden} earlier step(s) not shown: see "
