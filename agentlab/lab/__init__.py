@@ -31,6 +31,7 @@ import concurrent.futures
 import functools
 import os
 import random
+import time
 from collections.abc import Callable, Iterable, Sequence
 from types import EllipsisType
 from typing import Any
@@ -54,6 +55,12 @@ from ._state import PanelState
 
 TICK_S = 0.5
 """While a step is in flight, refresh the elapsed-time gauge this often."""
+
+TURN_S = 0.001
+"""Running, the drive gives the event loop a turn (a click, a redraw) between steps at least this often. A step
+that waits on anything (a model over the network, a tool on a thread) gives one itself; an instant model's steps
+(~0.1 ms) would each pay ~5-7 µs for one (measured), so they share one: Pause or Stop is handled within a
+millisecond either way."""
 
 
 def _require_ipywidgets() -> None:
@@ -154,6 +161,9 @@ class Lab:
             log_limit=log_limit,
             chart=chart,
         )
+        # the checkbox as a plain attribute: the drive reads it every step, a widget trait costs ~1 µs a read
+        self._pause_before_tools = bool(pause_before_tools)
+        self.panel.pause_before_tools.observe(self._pause_before_tools_changed, names="value")
         self.error: BaseException | None = None
         self.pending_approval: Any = None
         """The call waiting for Approve / Deny in the panel, if one is."""
@@ -373,11 +383,17 @@ class Lab:
         run = self.engine
         self._start_ticker()
         try:
+            turn = time.perf_counter()
             while not run.finished:
-                await run.step(pause_before_tools=bool(self.panel.pause_before_tools.value))
+                # run.step() without the StepRecord it returns, which nobody here reads (~10 µs a step of an
+                # instant model, measured: docs/benchmarks.md, "Panel"); the same step, events and hand-back.
+                await run._advance(self._pause_before_tools, hand_back=True)
                 if run.finished or single or self._pause or run.phase == "awaiting tools":
                     break
-                await asyncio.sleep(0)  # the await between steps: clicks get through here
+                now = time.perf_counter()
+                if now - turn >= TURN_S:  # the await between steps: clicks and redraws get through here
+                    await asyncio.sleep(0)
+                    turn = time.perf_counter()
         except BaseException as exc:
             self.error = exc
             self.panel.say(f"the run raised {type(exc).__name__}: {exc}", error=True)
@@ -397,6 +413,9 @@ class Lab:
                 self._writer.close()  # reopened (append) if the run is continued
             self.panel.flush()
         return run.result
+
+    def _pause_before_tools_changed(self, change: Any) -> None:
+        self._pause_before_tools = bool(change["new"])
 
     def _start_ticker(self) -> None:
         try:

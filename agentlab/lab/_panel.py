@@ -86,6 +86,7 @@ class Panel:
         self._next_at = 0.0
         self._chart_next_at = 0.0
         self._handle: asyncio.TimerHandle | None = None
+        self._handle_at = 0.0  # when the scheduled redraw runs (``now``'s clock)
         self._limits_shown: dict[str, Any] | None = None
 
         icons = {"step": "step-forward", "run": "play", "pause": "pause", "stop": "stop"}
@@ -181,12 +182,17 @@ class Panel:
 
     # ------------------------------------------------------------- redraws
     def changed(self) -> None:
-        """The state changed: redraw now if due, else once later (coalesced). O(1)."""
+        """The state changed: redraw now if due, else once later (coalesced). O(1).
+
+        With a redraw scheduled by the time one is due there is nothing to decide: it draws this change too (it
+        runs at the engine's next await, which the ``Lab`` gives between steps). This runs after every event."""
+        if self._handle is not None and self._handle_at <= self._next_at:
+            return
         now = self._now()
         if now >= self._next_at:
             self.render()
         elif self._handle is None:
-            self._schedule(self._next_at - now)
+            self._schedule(self._next_at)
 
     def flush(self) -> None:
         """Draw everything now, chart included (at pause, stop and the end)."""
@@ -199,12 +205,14 @@ class Panel:
             self._chart.figure.clear()
         self.widget.close()
 
-    def _schedule(self, delay: float) -> None:
+    def _schedule(self, at: float) -> None:
+        """Redraw at ``at`` (``now``'s clock), from the running event loop."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # nobody to wake us: the driver flushes at the end
-        self._handle = loop.call_later(max(delay, 0.0), self._deferred)
+        self._handle = loop.call_later(max(at - self._now(), 0.0), self._deferred)
+        self._handle_at = at
 
     def _deferred(self) -> None:
         self._handle = None
@@ -249,7 +257,7 @@ class Panel:
             if chart_due or t0 >= self._chart_next_at:
                 self._render_chart()
             elif self._handle is None:
-                self._schedule(self._chart_next_at - t0)
+                self._schedule(self._chart_next_at)
 
     def _render_log(self) -> None:
         steps = self.state.take_dirty_steps()

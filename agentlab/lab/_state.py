@@ -231,6 +231,8 @@ class PanelState:
         self.error = ""
         self.modes: dict[str, str] = {}
         self.log = StepLog(self._fold)
+        self._todo = self.log._todo
+        self._budget: dict[str, Any] | None = None  # the last step_finished's budget (its limits are shown)
         self.chart_steps: list[int] = []
         self.chart_tokens: list[int] = []
         self.chart_cost: list[float] = []
@@ -268,7 +270,10 @@ class PanelState:
     def _later(self, step: int, event: Any) -> None:
         """``event`` has a part in step ``step``'s log entry: queue it (folded now unless ``checked_upstream``)."""
         self.dirty_steps.add(step)
-        self.log.queue(step, event)
+        todo = self._todo.get(step)  # StepLog.queue, without a call: this runs four times a step
+        if todo is None:
+            todo = self.log.add(step)
+        todo.append(event)
         if not self.checked_upstream:
             self.log[step]  # noqa: B018 - reading the entry folds it
 
@@ -290,7 +295,8 @@ class PanelState:
             self.steps = step
         self.engine_phase = "calling model"
         self.dirty_steps.add(step)
-        self.log.add(step)
+        if step not in self._todo:
+            self.log.add(step)
 
     def _model_retry(self, e: Any, d: dict[str, Any]) -> None:
         entry = self._entry(e.step)
@@ -327,8 +333,9 @@ class PanelState:
             entry.forming[index] = entry.forming.get(index, "") + text
 
     def _model_called(self, e: Any, d: dict[str, Any]) -> None:
-        self._stream.forget()  # the whole reply is here: it replaces the fragments
-        self._streaming = None
+        if self._streaming is not None:  # fragments came (no block is held otherwise)
+            self._stream.forget()  # the whole reply is here: it replaces the fragments
+            self._streaming = None
         self._later(e.step, e)
         if d.get("error"):
             return
@@ -355,12 +362,14 @@ class PanelState:
         self.spent = d.get("spent", self.spent)
         self.elapsed = d.get("elapsed", self.elapsed)
         budget = d.get("budget")
-        if budget:
+        if budget and budget != self._budget:  # the same limits as the last step's, most steps
+            self._budget = budget
             self._set_limits(budget)
         self.engine_phase = "ready"
         self._later(e.step, e)
 
     def _resumed(self, e: Any, d: dict[str, Any]) -> None:
+        self._budget = None
         self._set_limits(d.get("limits") or {})
         self.outcome, self.reason, self.detail, self.error = None, "", "", ""
         self.engine_phase = "ready"
