@@ -103,10 +103,11 @@ def entry(s: PanelState, n: int) -> tuple[dict, str]:
     return dataclasses.asdict(s.log[n]), step_html(s.log[n])
 
 
-def run_both(replies, *, stream: int, max_steps: int, draws: list[tuple[int, int]]):
+def run_both(replies, *, stream: int, max_steps: int, draws: list[tuple[int, int]], queued: bool = True):
     """One run with the panel's state folded both ways, each behind its own trace writer (as the ``Lab`` has it).
 
-    ``draws``: (event index, how many recent steps): where the lazy state is drawn mid-run and compared."""
+    ``draws``: (event index, how many recent steps): where the lazy state is drawn mid-run and compared.
+    ``queued``: the lazy state's events are queued and folded at each draw (the ``Lab``'s way), else applied."""
     at = dict(draws)
     mismatches: list[str] = []
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
@@ -119,10 +120,15 @@ def run_both(replies, *, stream: int, max_steps: int, draws: list[tuple[int, int
         def draw(event: al.Event) -> None:
             i = seen[0]
             seen[0] += 1
+            if i in at:
+                lazy.catch_up()  # what a redraw does first
             if i in at and lazy.log.newest is not None:
                 recent = [n for n in lazy.log if n > lazy.log.newest - at[i]]
                 if view(lazy) != view(eager) or [entry(lazy, n) for n in recent] != [entry(eager, n) for n in recent]:
                     mismatches.append(f"at event {i} ({event.kind})")
+
+        def queue(event: al.Event) -> None:
+            lazy.pending.append(event)
 
         model = al.ScriptedModel(replies, stream=stream) if stream else al.ScriptedModel(replies)
         run = al.Run(
@@ -132,11 +138,12 @@ def run_both(replies, *, stream: int, max_steps: int, draws: list[tuple[int, int
             clock=al.FakeClock(),
             run_id=run_id,
             max_steps=max_steps,
-            subscribers=[writer_a, writer_b, eager.apply, lazy.apply, draw],
+            subscribers=[writer_a, writer_b, eager.apply, queue if queued else lazy.apply, draw],
         )
         asyncio.run(run.run())
         writer_a.close()
         writer_b.close()
+    lazy.catch_up()  # the final draw
     return eager, lazy, mismatches
 
 
@@ -154,13 +161,17 @@ plans = st.lists(
     stream=st.sampled_from([0, 0, 7]),
     max_steps=st.integers(1, 10),
     draws=st.lists(st.tuples(st.integers(0, 80), st.integers(1, 4)), max_size=6),
+    queued=st.booleans(),
 )
 def test_folding_a_step_when_it_is_drawn_shows_what_folding_each_event_at_once_shows(
-    plan, final, stream, max_steps, draws
+    plan, final, stream, max_steps, draws, queued
 ):
-    """Any run, drawn at any moments: the gauges, status, chart and the drawn entries match the state folded
-    event by event, then every entry does; neither holds the key or the password."""
-    eager, lazy, mismatches = run_both(script(plan, final), stream=stream, max_steps=max_steps, draws=draws)
+    """Any run, drawn at any moments (its events queued until then, or folded as they come): the gauges,
+    status, chart and the drawn entries match the state folded event by event, then every entry does; neither
+    holds the key or the password."""
+    eager, lazy, mismatches = run_both(
+        script(plan, final), stream=stream, max_steps=max_steps, draws=draws, queued=queued
+    )
     assert not mismatches
     assert view(lazy) == view(eager)
     assert [entry(lazy, n) for n in lazy.log] == [entry(eager, n) for n in eager.log]
@@ -220,3 +231,16 @@ def test_a_long_runs_log_shows_its_last_steps_with_no_secret_in_the_widgets(tmp_
     saved = json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=False))
     assert KEY not in saved and "[redacted]" in saved
     lab.close()
+
+
+def test_a_queued_state_reads_up_to_date_through_its_read_side():
+    """Events queued and not yet drawn: the phase, status line, gauges and the plain-text panel already show them."""
+    state = PanelState()
+    replies = [reply(None, ("lookup", {"key": "a"})), reply("It is A.")]
+    run = al.Run("q", TOOLS, model=al.ScriptedModel(replies), clock=al.FakeClock(), max_steps=4)
+    run.subscribe(state.pending.append)  # the list the state holds until its first catch-up
+    asyncio.run(run.run())
+    assert state.events == 0 and state.pending
+    assert state.status_line() == "done" and state.gauge("steps").text == "2 / 4"
+    assert not state.pending and state.answer == "It is A."
+    assert "answer: It is A." in panel_text(state)

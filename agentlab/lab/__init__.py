@@ -323,7 +323,8 @@ class Lab:
 
     # ------------------------------------------------------------- driving
     def _on_event(self, event: Event) -> None:
-        self.state.apply(event)
+        """Inside the engine's step: queue the event (the panel folds it when it redraws) and ask for a redraw."""
+        self.state.pending.append(event)
         self.panel.changed()
 
     def _clicked(self, name: str) -> None:
@@ -404,6 +405,7 @@ class Lab:
             self._busy = False
             self._stop_ticker()
             self._pause = False
+            self.state.catch_up()  # the run's last events first: the lines below have the last word
             self.state.engine_phase = run.phase
             self.state.elapsed = run.elapsed
             self.state.control = None if run.finished else "paused"
@@ -425,6 +427,7 @@ class Lab:
         self._ticker = loop.call_later(TICK_S, self._tick)
 
     def _tick(self) -> None:
+        self.state.catch_up()
         self.state.elapsed = self.engine.elapsed
         self.state.dirty = True
         self.panel.changed()

@@ -227,6 +227,7 @@ class Panel:
         """Map the state onto the widgets; touch only what changed."""
         t0 = self._now()
         s = self.state
+        s.catch_up()  # the events queued since the last redraw (PanelState.pending), its cost in this one's
         s.dirty = False
         self.renders += 1
         for g in s.gauges():

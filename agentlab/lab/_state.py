@@ -241,6 +241,8 @@ class PanelState:
         self.dirty = True
         self.chart_dirty = False
         self.events = 0
+        self.pending: list[Any] = []
+        """Events queued by a subscriber that only appends (the ``Lab``'s), folded by :meth:`catch_up`."""
 
     @property
     def task(self) -> str:
@@ -266,6 +268,20 @@ class PanelState:
         handler = _HANDLERS.get(event.kind)
         if handler is not None:
             handler(self, event, event.data)
+
+    def catch_up(self) -> None:
+        """Fold the events queued on :attr:`pending`, in order (as :meth:`apply` one by one would).
+
+        The ``Lab`` queues each event (a list append: ~0.3 µs inside the engine's step, where folding it
+        costs ~1 µs and as much again in the engine's caches) and the panel folds the queue when it redraws,
+        a few times a second, in one loop. The read side below catches up first; code that reads or writes
+        the state's attributes directly calls this first."""
+        events = self.pending
+        if events:
+            self.pending = []
+            apply = self.apply
+            for event in events:
+                apply(event)
 
     def _later(self, step: int, event: Any) -> None:
         """``event`` has a part in step ``step``'s log entry: queue it (folded now unless ``checked_upstream``)."""
@@ -461,15 +477,18 @@ class PanelState:
     @property
     def stopped_by(self) -> GaugeName | None:
         """The gauge whose budget ended the run, if one did."""
+        self.catch_up()
         return STOPPED_BY.get(self.reason) if self.outcome == "stopped" else None
 
     @property
     def finished(self) -> bool:
+        self.catch_up()
         return self.outcome is not None
 
     @property
     def phase(self) -> str:
         """What a user reads as the run's phase: the driver's word wins while it applies."""
+        self.catch_up()
         if self.outcome is not None:
             return self.engine_phase
         if self.control in ("pausing", "stopping"):
@@ -479,6 +498,7 @@ class PanelState:
         return self.engine_phase
 
     def gauge(self, name: GaugeName) -> Gauge:
+        self.catch_up()
         used, limit = {
             "steps": (self.steps, self.limits["max_steps"]),
             "cost": (self.spent, self.limits["max_cost"]),
@@ -495,6 +515,7 @@ class PanelState:
 
     def status_line(self) -> str:
         """One line: where the run is, and if it ended, why (with the numbers)."""
+        self.catch_up()
         note = f" · {self.guard_note}" if self.guard_note else ""
         if self.outcome == "done":
             return "done" + note
@@ -503,6 +524,7 @@ class PanelState:
         return self.phase
 
     def take_dirty_steps(self) -> list[int]:
+        self.catch_up()
         steps = sorted(self.dirty_steps)
         self.dirty_steps.clear()
         return steps

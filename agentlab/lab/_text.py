@@ -20,6 +20,7 @@ def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> s
 
     ``pending``: a call waiting for approval (an ``ApprovalRequest``), shown first.
     """
+    state.catch_up()
     lines = [f"agentlab run {state.run_id} · {state.model} · {state.status_line()}"]
     if pending is not None:
         waiting = f"  waiting for approval: {pending}"
