@@ -2,22 +2,29 @@
 
 The notebook panel is a thin subscriber (STYLE.md #9): this module holds all
 the mapping from :class:`~agentlab.events.Event` to what a user sees, and no
-widget. :meth:`PanelState.apply` runs inside the engine's step, and a
-benchmark holds the panel to a few percent of a step's time (~5 µs of a
-~100 µs step), so it does only what is cheap and O(1): the gauges, the
-phase, the chart's numbers. What a step's log entry shows (the reply's text
-and calls, each result) is folded later, when the entry is read: the
-panel's redraw reads only the steps it draws (the last ``log_limit``), so a
-step that scrolls out of the log before a redraw costs no secret check and
-no text. Each event is folded once (:class:`StepLog`), so a long run does not
-redo earlier work at each redraw. The panel also marks which parts changed,
-so the widget layer redraws only those.
+widget. A benchmark holds the panel to a few percent of an instant model's
+step (~5 µs of ~100 µs), so the work is split three ways:
+
+* inside the engine's step the ``Lab`` only queues the event
+  (:attr:`PanelState.pending`, a list append);
+* the panel's redraw (a few times a second) folds the queue
+  (:meth:`PanelState.catch_up`, which is :meth:`PanelState.apply` per event,
+  O(1) each): the gauges, phase, chart and status;
+* a step's log entry (the reply's text and calls, each result: the secret
+  checks and the text) is folded when it is read (:class:`StepLog`). The
+  redraw reads only the steps it draws (the last ``log_limit``), so a step
+  that scrolls out of the log before a redraw is never checked nor turned
+  into text.
+
+Each event is folded once, so a long run does not redo earlier work at each
+redraw. The state also marks which parts changed, so the widget layer redraws
+only those.
 
 Everything it shows goes through the trace's redaction first (the widget
 state a notebook saves is a file like a trace): a log entry's text and
 arguments when the entry is folded, i.e. before anything can read them, and
-streamed fragments as they arrive, over their block's assembled text with
-the tail that could still start a secret held back
+streamed fragments as they are folded (in the order they came), over their
+block's assembled text with the tail that could still start a secret held back
 (:class:`~agentlab.redact.StreamRedactor`). A redactor *learns* values it
 removed by name (a password in a tool's arguments) and removes them
 everywhere after: folding a step later checks it with at least as much
