@@ -94,7 +94,7 @@ def view(s: PanelState) -> dict:
         "limits": dict(s.limits),
         "gauges": s.gauges(),
         "chart": (list(s.chart_steps), list(s.chart_tokens), list(s.chart_cost)),
-        "steps": (list(s.log), s.log.newest),
+        "steps": (s.log.newest, s.log.dropped + len(s.log)),
         "text": panel_text(s),
     }
 
@@ -103,18 +103,21 @@ def entry(s: PanelState, n: int) -> tuple[dict, str]:
     return dataclasses.asdict(s.log[n]), step_html(s.log[n])
 
 
-def run_both(replies, *, stream: int, max_steps: int, draws: list[tuple[int, int]], queued: bool = True):
+def run_both(
+    replies, *, stream: int, max_steps: int, draws: list[tuple[int, int]], queued: bool = True, keep: int | None = None
+):
     """One run with the panel's state folded both ways, each behind its own trace writer (as the ``Lab`` has it).
 
     ``draws``: (event index, how many recent steps): where the lazy state is drawn mid-run and compared.
-    ``queued``: the lazy state's events are queued and folded at each draw (the ``Lab``'s way), else applied."""
+    ``queued``: the lazy state's events are queued and folded at each draw (the ``Lab``'s way), else applied.
+    ``keep``: the lazy state holds only that many recent steps (the ``Lab`` keeps its ``log_limit``)."""
     at = dict(draws)
     mismatches: list[str] = []
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
         writer_a, writer_b = TraceWriter(a), TraceWriter(b)
         run_id = "fold-run"
         eager = PanelState(writer_a.redactor_for(run_id))
-        lazy = PanelState(writer_b.redactor_for(run_id), checked_upstream=True)
+        lazy = PanelState(writer_b.redactor_for(run_id), checked_upstream=True, keep=keep)
         seen = [0]
 
         def draw(event: al.Event) -> None:
@@ -162,19 +165,22 @@ plans = st.lists(
     max_steps=st.integers(1, 10),
     draws=st.lists(st.tuples(st.integers(0, 80), st.integers(1, 4)), max_size=6),
     queued=st.booleans(),
+    keep=st.sampled_from([None, 1, 2, 4]),
 )
 def test_folding_a_step_when_it_is_drawn_shows_what_folding_each_event_at_once_shows(
-    plan, final, stream, max_steps, draws, queued
+    plan, final, stream, max_steps, draws, queued, keep
 ):
     """Any run, drawn at any moments (its events queued until then, or folded as they come): the gauges,
     status, chart and the drawn entries match the state folded event by event, then every entry does; neither
     holds the key or the password."""
     eager, lazy, mismatches = run_both(
-        script(plan, final), stream=stream, max_steps=max_steps, draws=draws, queued=queued
+        script(plan, final), stream=stream, max_steps=max_steps, draws=draws, queued=queued, keep=keep
     )
     assert not mismatches
     assert view(lazy) == view(eager)
-    assert [entry(lazy, n) for n in lazy.log] == [entry(eager, n) for n in eager.log]
+    held = list(lazy.log)  # all steps, or the newest `keep` of them
+    assert held == list(eager.log)[len(eager.log) - len(held) :] and (keep is None or len(held) <= keep)
+    assert [entry(lazy, n) for n in held] == [entry(eager, n) for n in held]
     shown = json.dumps([entry(lazy, n) for n in lazy.log], default=str) + json.dumps(view(lazy), default=str)
     assert KEY not in shown and PASSWORD not in shown
 
@@ -228,6 +234,7 @@ def test_a_long_runs_log_shows_its_last_steps_with_no_secret_in_the_widgets(tmp_
     drawn = lab.panel.log.value
     assert drawn.startswith("".join(step_html(eager.log[n]) for n in (31, 30, 29, 28)))
     assert "27 earlier step(s) not shown" in drawn
+    assert list(lab.state.log) == [28, 29, 30, 31]  # a long run holds the steps it can draw, not all it sent
     saved = json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=False))
     assert KEY not in saved and "[redacted]" in saved
     lab.close()

@@ -146,9 +146,10 @@ class Lab:
         # The panel keeps what the trace keeps: the same redaction, the same learned values. The writer, subscribed
         # first, runs that redactor over every event, so the panel may check a step's log entry when it draws it.
         if self._writer is not None:
-            self.state = PanelState(self._writer.redactor_for(self.engine.run_id), checked_upstream=True)
+            redactor = self._writer.redactor_for(self.engine.run_id)
+            self.state = PanelState(redactor, checked_upstream=True, keep=log_limit)
         else:
-            self.state = PanelState()
+            self.state = PanelState(keep=log_limit)
         s = self.state
         s.run_id, s.task = self.engine.run_id, self.engine.task
         caps = capabilities(self.engine.model)
@@ -396,6 +397,7 @@ class Lab:
                     break
                 now = time.perf_counter()
                 if now - turn >= TURN_S:  # the await between steps: clicks and redraws get through here
+                    self.state.catch_up()  # a few steps' events, folded while warm (then let go, not held)
                     await asyncio.sleep(0)
                     turn = time.perf_counter()
         except BaseException as exc:

@@ -275,7 +275,7 @@ class Panel:
         for n in [k for k in self._step_html if k < oldest_shown]:
             del self._step_html[n]
         parts = [self._step_html[k] for k in sorted(self._step_html, reverse=True)]
-        hidden = len(log) - sum(1 for k in range(oldest_shown, newest + 1) if k in log)
+        hidden = log.dropped + len(log) - sum(1 for k in range(oldest_shown, newest + 1) if k in log)
         if hidden:
             parts.append(
                 f"<i class='agentlab-log-note' style='color:#57606a'>… {hidden} earlier step(s) not shown: see "

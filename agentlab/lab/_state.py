@@ -148,14 +148,29 @@ class StepLog(Mapping[int, StepEntry]):
     it, secret checks included, once. Which steps exist, how many, and the
     newest are known without folding anything (the panel's "… N earlier
     step(s) not shown").
+
+    ``keep``: hold only the newest ``keep`` steps (the panel's ``log_limit``:
+    the ones it can draw); an older step is let go, its events and entry
+    dropped and counted in :attr:`dropped`. A long run then holds what it
+    shows, not every event it ever sent (held, they also cost the engine's
+    step: memory it cannot reuse while warm).
     """
 
-    __slots__ = ("_entries", "_fold", "_todo", "newest")
+    __slots__ = ("_entries", "_fold", "_forget", "_todo", "dropped", "keep", "newest")
 
-    def __init__(self, fold: Callable[[StepEntry, list[Any]], None]) -> None:
-        self._todo: dict[int, list[Any]] = {}  # every step seen (in order), with its events not folded yet
+    def __init__(
+        self,
+        fold: Callable[[StepEntry, list[Any]], None],
+        keep: int | None = None,
+        forget: Callable[[StepEntry], None] | None = None,
+    ) -> None:
+        self._todo: dict[int, list[Any]] = {}  # every step held (in order), with its events not folded yet
         self._entries: dict[int, StepEntry] = {}
         self._fold = fold
+        self._forget = forget
+        self.keep = keep
+        self.dropped = 0
+        """How many earlier steps were let go (see ``keep``)."""
         self.newest: int | None = None
         """The highest step number seen (``None`` before the first)."""
 
@@ -173,7 +188,22 @@ class StepLog(Mapping[int, StepEntry]):
             todo = self._todo[step] = []
             if self.newest is None or step > self.newest:
                 self.newest = step
+                if self.keep is not None:
+                    self._let_go(step - self.keep)
         return todo
+
+    def _let_go(self, upto: int) -> None:
+        """Drop the steps up to ``upto`` (oldest first): no panel draws them again."""
+        todo = self._todo
+        while todo:
+            first = next(iter(todo))
+            if first > upto:
+                break
+            del todo[first]
+            entry = self._entries.pop(first, None)
+            if entry is not None and self._forget is not None:
+                self._forget(entry)
+            self.dropped += 1
 
     def __getitem__(self, step: int) -> StepEntry:
         todo = self._todo[step]
@@ -213,9 +243,13 @@ class PanelState:
     here (the trace writer subscribed ahead of this state, sharing it), so a
     step's log entry may be folded when it is read rather than as its events
     arrive (see the module's docstring). Off: each entry is folded at once.
+
+    ``keep``: the log holds only the newest ``keep`` steps (:class:`StepLog`); all by default.
     """
 
-    def __init__(self, redactor: Redactor | None = None, *, checked_upstream: bool = False) -> None:
+    def __init__(
+        self, redactor: Redactor | None = None, *, checked_upstream: bool = False, keep: int | None = None
+    ) -> None:
         self.redactor = redactor or Redactor()
         self.checked_upstream = checked_upstream and redactor is not None
         self._stream = StreamRedactor(self.redactor)
@@ -237,7 +271,7 @@ class PanelState:
         self.answer = ""
         self.error = ""
         self.modes: dict[str, str] = {}
-        self.log = StepLog(self._fold)
+        self.log = StepLog(self._fold, keep, self._forget)
         self._todo = self.log._todo
         self._budget: dict[str, Any] | None = None  # the last step_finished's budget (its limits are shown)
         self.chart_steps: list[int] = []
@@ -299,6 +333,11 @@ class PanelState:
         todo.append(event)
         if not self.checked_upstream:
             self.log[step]  # noqa: B018 - reading the entry folds it
+
+    def _forget(self, entry: StepEntry) -> None:
+        """A step the log let go: its calls are no longer looked up by id."""
+        for call in entry.calls:
+            self._calls.pop(call.call_id, None)
 
     def _fold(self, entry: StepEntry, events: list[Any]) -> None:
         """Fold a step's queued events into its entry, in the order they came (:class:`StepLog` calls this)."""
