@@ -8,9 +8,10 @@ ipykernel 6.31-7.4, ipywidgets 8.1):
   between steps at least every millisecond (:data:`TURN_S`), so button clicks
   are handled while it runs. A plain loop in a cell would hold every click
   until it ended. Blocking tools already run on daemon threads the engine owns.
-* The panel's subscriber only queues each event: the panel folds the queue
-  and draws when it redraws (a few times a second), so a step of an instant
-  model pays ~3 µs for it (:mod:`agentlab.lab._state`).
+* The panel's subscriber only queues each event; the queue is folded a few
+  steps at a time between steps and the log's entries when they are drawn,
+  so a step of an instant model pays a few µs for the panel
+  (:mod:`agentlab.lab._state`).
 * Pause is the lab's job, not the engine's: the task checks a flag between
   steps. Until the step in flight ends, the panel says "pausing".
 * Everything goes to widgets, never ``print()``, which a background task

@@ -7,9 +7,10 @@ step (~5 µs of ~100 µs), so the work is split three ways:
 
 * inside the engine's step the ``Lab`` only queues the event
   (:attr:`PanelState.pending`, a list append);
-* the panel's redraw (a few times a second) folds the queue
-  (:meth:`PanelState.catch_up`, which is :meth:`PanelState.apply` per event,
-  O(1) each): the gauges, phase, chart and status;
+* between steps, at each event-loop turn (every millisecond), and at each
+  redraw the queue is folded (:meth:`PanelState.catch_up`, which is
+  :meth:`PanelState.apply` per event, O(1) each): the gauges, phase, chart
+  and status;
 * a step's log entry (the reply's text and calls, each result: the secret
   checks and the text) is folded when it is read (:class:`StepLog`). The
   redraw reads only the steps it draws (the last ``log_limit``), so a step
@@ -17,8 +18,8 @@ step (~5 µs of ~100 µs), so the work is split three ways:
   into text.
 
 Each event is folded once, so a long run does not redo earlier work at each
-redraw. The state also marks which parts changed, so the widget layer redraws
-only those.
+redraw, and the log holds only the steps the panel can draw (``keep``). The
+state also marks which parts changed, so the widget layer redraws only those.
 
 Everything it shows goes through the trace's redaction first (the widget
 state a notebook saves is a file like a trace): a log entry's text and
@@ -314,9 +315,9 @@ class PanelState:
         """Fold the events queued on :attr:`pending`, in order (as :meth:`apply` one by one would).
 
         The ``Lab`` queues each event (a list append: ~0.3 µs inside the engine's step, where folding it
-        costs ~1 µs and as much again in the engine's caches) and the panel folds the queue when it redraws,
-        a few times a second, in one loop. The read side below catches up first; code that reads or writes
-        the state's attributes directly calls this first."""
+        costs ~1 µs and as much again in the engine's caches) and folds the queue between steps, a few steps
+        at a time, in one loop; a redraw folds it too. The read side below catches up first; code that reads
+        or writes the state's attributes directly calls this first."""
         events = self.pending
         if events:
             self.pending = []
