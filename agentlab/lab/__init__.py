@@ -5,9 +5,13 @@ the engine knows nothing of either. Why it is shaped like this (measured on
 ipykernel 6.31-7.4, ipywidgets 8.1):
 
 * The run is a task on the kernel's running event loop, with an ``await``
-  between steps, so button clicks are handled while it runs. A plain loop in
-  a cell would hold every click until it ended. Blocking tools already run on
-  daemon threads the engine owns.
+  between steps at least every millisecond (:data:`TURN_S`), so button clicks
+  are handled while it runs. A plain loop in a cell would hold every click
+  until it ended. Blocking tools already run on daemon threads the engine owns.
+* The panel's subscriber only queues each event; the queue is folded a few
+  steps at a time between steps and the log's entries when they are drawn,
+  so a step of an instant model pays a few µs for the panel
+  (:mod:`agentlab.lab._state`).
 * Pause is the lab's job, not the engine's: the task checks a flag between
   steps. Until the step in flight ends, the panel says "pausing".
 * Everything goes to widgets, never ``print()``, which a background task
@@ -31,6 +35,7 @@ import concurrent.futures
 import functools
 import os
 import random
+import time
 from collections.abc import Callable, Iterable, Sequence
 from types import EllipsisType
 from typing import Any
@@ -54,6 +59,12 @@ from ._state import PanelState
 
 TICK_S = 0.5
 """While a step is in flight, refresh the elapsed-time gauge this often."""
+
+TURN_S = 0.001
+"""Running, the drive gives the event loop a turn (a click, a redraw) between steps at least this often. A step
+that waits on anything (a model over the network, a tool on a thread) gives one itself; an instant model's steps
+(~0.1 ms) would each pay ~5-7 µs for one (measured), so they share one: Pause or Stop is handled within a
+millisecond either way."""
 
 
 def _require_ipywidgets() -> None:
@@ -133,8 +144,13 @@ class Lab:
         run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
         """The :class:`agentlab.Run` being driven."""
-        # the panel keeps what the trace keeps: the same redaction, the same learned values
-        self.state = PanelState(self._writer.redactor_for(self.engine.run_id) if self._writer is not None else None)
+        # The panel keeps what the trace keeps: the same redaction, the same learned values. The writer, subscribed
+        # first, runs that redactor over every event, so the panel may check a step's log entry when it draws it.
+        if self._writer is not None:
+            redactor = self._writer.redactor_for(self.engine.run_id)
+            self.state = PanelState(redactor, checked_upstream=True, keep=log_limit)
+        else:
+            self.state = PanelState(keep=log_limit)
         s = self.state
         s.run_id, s.task = self.engine.run_id, self.engine.task
         caps = capabilities(self.engine.model)
@@ -150,6 +166,9 @@ class Lab:
             log_limit=log_limit,
             chart=chart,
         )
+        # the checkbox as a plain attribute: the drive reads it every step, a widget trait costs ~1 µs a read
+        self._pause_before_tools = bool(pause_before_tools)
+        self.panel.pause_before_tools.observe(self._pause_before_tools_changed, names="value")
         self.error: BaseException | None = None
         self.pending_approval: Any = None
         """The call waiting for Approve / Deny in the panel, if one is."""
@@ -309,7 +328,8 @@ class Lab:
 
     # ------------------------------------------------------------- driving
     def _on_event(self, event: Event) -> None:
-        self.state.apply(event)
+        """Inside the engine's step: queue the event (the panel folds it when it redraws) and ask for a redraw."""
+        self.state.pending.append(event)
         self.panel.changed()
 
     def _clicked(self, name: str) -> None:
@@ -369,11 +389,18 @@ class Lab:
         run = self.engine
         self._start_ticker()
         try:
+            turn = time.perf_counter()
             while not run.finished:
-                await run.step(pause_before_tools=bool(self.panel.pause_before_tools.value))
+                # run.step() without the StepRecord it returns, which nobody here reads (~10 µs a step of an
+                # instant model, measured: docs/benchmarks.md, "Panel"); the same step, events and hand-back.
+                await run._advance(self._pause_before_tools, hand_back=True)
                 if run.finished or single or self._pause or run.phase == "awaiting tools":
                     break
-                await asyncio.sleep(0)  # the await between steps: clicks get through here
+                now = time.perf_counter()
+                if now - turn >= TURN_S:  # the await between steps: clicks and redraws get through here
+                    self.state.catch_up()  # a few steps' events, folded while warm (then let go, not held)
+                    await asyncio.sleep(0)
+                    turn = time.perf_counter()
         except BaseException as exc:
             self.error = exc
             self.panel.say(f"the run raised {type(exc).__name__}: {exc}", error=True)
@@ -384,6 +411,7 @@ class Lab:
             self._busy = False
             self._stop_ticker()
             self._pause = False
+            self.state.catch_up()  # the run's last events first: the lines below have the last word
             self.state.engine_phase = run.phase
             self.state.elapsed = run.elapsed
             self.state.control = None if run.finished else "paused"
@@ -394,6 +422,9 @@ class Lab:
             self.panel.flush()
         return run.result
 
+    def _pause_before_tools_changed(self, change: Any) -> None:
+        self._pause_before_tools = bool(change["new"])
+
     def _start_ticker(self) -> None:
         try:
             loop = asyncio.get_running_loop()
@@ -402,6 +433,7 @@ class Lab:
         self._ticker = loop.call_later(TICK_S, self._tick)
 
     def _tick(self) -> None:
+        self.state.catch_up()
         self.state.elapsed = self.engine.elapsed
         self.state.dirty = True
         self.panel.changed()

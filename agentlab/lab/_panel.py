@@ -86,6 +86,7 @@ class Panel:
         self._next_at = 0.0
         self._chart_next_at = 0.0
         self._handle: asyncio.TimerHandle | None = None
+        self._handle_at = 0.0  # when the scheduled redraw runs (``now``'s clock)
         self._limits_shown: dict[str, Any] | None = None
 
         icons = {"step": "step-forward", "run": "play", "pause": "pause", "stop": "stop"}
@@ -181,12 +182,17 @@ class Panel:
 
     # ------------------------------------------------------------- redraws
     def changed(self) -> None:
-        """The state changed: redraw now if due, else once later (coalesced). O(1)."""
+        """The state changed: redraw now if due, else once later (coalesced). O(1).
+
+        With a redraw scheduled by the time one is due there is nothing to decide: it draws this change too (it
+        runs at the engine's next await, which the ``Lab`` gives between steps). This runs after every event."""
+        if self._handle is not None and self._handle_at <= self._next_at:
+            return
         now = self._now()
         if now >= self._next_at:
             self.render()
         elif self._handle is None:
-            self._schedule(self._next_at - now)
+            self._schedule(self._next_at)
 
     def flush(self) -> None:
         """Draw everything now, chart included (at pause, stop and the end)."""
@@ -199,12 +205,14 @@ class Panel:
             self._chart.figure.clear()
         self.widget.close()
 
-    def _schedule(self, delay: float) -> None:
+    def _schedule(self, at: float) -> None:
+        """Redraw at ``at`` (``now``'s clock), from the running event loop."""
         try:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return  # nobody to wake us: the driver flushes at the end
-        self._handle = loop.call_later(max(delay, 0.0), self._deferred)
+        self._handle = loop.call_later(max(at - self._now(), 0.0), self._deferred)
+        self._handle_at = at
 
     def _deferred(self) -> None:
         self._handle = None
@@ -219,6 +227,7 @@ class Panel:
         """Map the state onto the widgets; touch only what changed."""
         t0 = self._now()
         s = self.state
+        s.catch_up()  # the events queued since the last redraw (PanelState.pending), its cost in this one's
         s.dirty = False
         self.renders += 1
         for g in s.gauges():
@@ -249,22 +258,24 @@ class Panel:
             if chart_due or t0 >= self._chart_next_at:
                 self._render_chart()
             elif self._handle is None:
-                self._schedule(self._chart_next_at - t0)
+                self._schedule(self._chart_next_at)
 
     def _render_log(self) -> None:
         steps = self.state.take_dirty_steps()
         if not steps:
             return
         log = self.state.log
-        newest = max(log)
+        newest = log.newest
+        if newest is None:
+            return
         oldest_shown = newest - self.log_limit + 1
-        for n in steps:
+        for n in steps:  # reading an entry folds it (its secret checks): only the steps drawn are read
             if n >= oldest_shown and n in log:
                 self._step_html[n] = step_html(log[n])
         for n in [k for k in self._step_html if k < oldest_shown]:
             del self._step_html[n]
         parts = [self._step_html[k] for k in sorted(self._step_html, reverse=True)]
-        hidden = sum(1 for k in log if k < oldest_shown)
+        hidden = log.dropped + len(log) - sum(1 for k in range(oldest_shown, newest + 1) if k in log)
         if hidden:
             parts.append(
                 f"<i class='agentlab-log-note' style='color:#57606a'>… {hidden} earlier step(s) not shown: see "

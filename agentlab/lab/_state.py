@@ -2,19 +2,42 @@
 
 The notebook panel is a thin subscriber (STYLE.md #9): this module holds all
 the mapping from :class:`~agentlab.events.Event` to what a user sees, and no
-widget. :meth:`PanelState.apply` is O(1) per event (it touches only the
-current step), because it runs inside the engine's step and a benchmark holds
-the panel to a few percent of a step's time. It also marks which parts
-changed, so the widget layer redraws only those.
+widget. A benchmark holds the panel to a few percent of an instant model's
+step (~5 µs of ~100 µs), so the work is split three ways:
 
-Everything it keeps goes through the trace's redaction first (the widget
-state a notebook saves is a file like a trace): text and arguments when they
-arrive, streamed fragments over their block's assembled text with the tail
-that could still start a secret held back (:class:`~agentlab.redact.StreamRedactor`).
+* inside the engine's step the ``Lab`` only queues the event
+  (:attr:`PanelState.pending`, a list append);
+* between steps, at each event-loop turn (every millisecond), and at each
+  redraw the queue is folded (:meth:`PanelState.catch_up`, which is
+  :meth:`PanelState.apply` per event, O(1) each): the gauges, phase, chart
+  and status;
+* a step's log entry (the reply's text and calls, each result: the secret
+  checks and the text) is folded when it is read (:class:`StepLog`). The
+  redraw reads only the steps it draws (the last ``log_limit``), so a step
+  that scrolls out of the log before a redraw is never checked nor turned
+  into text.
+
+Each event is folded once, so a long run does not redo earlier work at each
+redraw, and the log holds only the steps the panel can draw (``keep``). The
+state also marks which parts changed, so the widget layer redraws only those.
+
+Everything it shows goes through the trace's redaction first (the widget
+state a notebook saves is a file like a trace): a log entry's text and
+arguments when the entry is folded, i.e. before anything can read them, and
+streamed fragments as they are folded (in the order they came), over their
+block's assembled text with the tail that could still start a secret held back
+(:class:`~agentlab.redact.StreamRedactor`). A redactor *learns* values it
+removed by name (a password in a tool's arguments) and removes them
+everywhere after: folding a step later checks it with at least as much
+learned, never less, as long as every event still goes through the same
+redactor as it arrives. The run's trace writer does that (the ``Lab`` shares
+its redactor: ``checked_upstream=True``); without one, a state folds every
+step as its events arrive, as a lone subscriber must.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -118,6 +141,95 @@ class StepEntry:
     streaming: bool = False  # fragments are arriving; the reply is not complete yet
 
 
+class StepLog(Mapping[int, StepEntry]):
+    """The step log, by step number: each step's entry is folded from its events when it is read.
+
+    :meth:`PanelState.apply` only queues a step's events here (a list append);
+    reading an entry (``log[n]``, ``log.values()``...) folds what is queued for
+    it, secret checks included, once. Which steps exist, how many, and the
+    newest are known without folding anything (the panel's "… N earlier
+    step(s) not shown").
+
+    ``keep``: hold only the newest ``keep`` steps (the panel's ``log_limit``:
+    the ones it can draw); an older step is let go, its events and entry
+    dropped and counted in :attr:`dropped`. A long run then holds what it
+    shows, not every event it ever sent (held, they also cost the engine's
+    step: memory it cannot reuse while warm).
+    """
+
+    __slots__ = ("_entries", "_fold", "_forget", "_todo", "dropped", "keep", "newest")
+
+    def __init__(
+        self,
+        fold: Callable[[StepEntry, list[Any]], None],
+        keep: int | None = None,
+        forget: Callable[[StepEntry], None] | None = None,
+    ) -> None:
+        self._todo: dict[int, list[Any]] = {}  # every step held (in order), with its events not folded yet
+        self._entries: dict[int, StepEntry] = {}
+        self._fold = fold
+        self._forget = forget
+        self.keep = keep
+        self.dropped = 0
+        """How many earlier steps were let go (see ``keep``)."""
+        self.newest: int | None = None
+        """The highest step number seen (``None`` before the first)."""
+
+    def queue(self, step: int, event: Any) -> None:
+        """Hold ``event`` (one with a part in step ``step``'s entry) until the entry is read."""
+        todo = self._todo.get(step)
+        if todo is None:
+            todo = self.add(step)
+        todo.append(event)
+
+    def add(self, step: int) -> list[Any]:
+        """Make step ``step`` known (an empty entry until an event of its arrives); its queue."""
+        todo = self._todo.get(step)
+        if todo is None:
+            todo = self._todo[step] = []
+            if self.newest is None or step > self.newest:
+                self.newest = step
+                if self.keep is not None:
+                    self._let_go(step - self.keep)
+        return todo
+
+    def _let_go(self, upto: int) -> None:
+        """Drop the steps up to ``upto`` (oldest first): no panel draws them again."""
+        todo = self._todo
+        while todo:
+            first = next(iter(todo))
+            if first > upto:
+                break
+            del todo[first]
+            entry = self._entries.pop(first, None)
+            if entry is not None and self._forget is not None:
+                self._forget(entry)
+            self.dropped += 1
+
+    def __getitem__(self, step: int) -> StepEntry:
+        todo = self._todo[step]
+        entry = self._entries.get(step)
+        if entry is None:
+            entry = self._entries[step] = StepEntry(step)
+        if todo:
+            self._todo[step] = []  # taken first: a fold that reads the log finds nothing left to fold
+            self._fold(entry, todo)
+        return entry
+
+    def __contains__(self, step: object) -> bool:
+        return step in self._todo
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._todo)
+
+    def __len__(self) -> int:
+        return len(self._todo)
+
+    def pending(self) -> int:
+        """How many events wait to be folded (all steps)."""
+        return sum(len(t) for t in self._todo.values())
+
+
 class PanelState:
     """Everything the panel shows, kept up to date by :meth:`apply`.
 
@@ -127,10 +239,20 @@ class PanelState:
 
     ``redactor``: the one the run's trace writer uses (so a value it learned
     is removed here too); a fresh :class:`~agentlab.redact.Redactor` by default.
+
+    ``checked_upstream``: every event goes through ``redactor`` before it gets
+    here (the trace writer subscribed ahead of this state, sharing it), so a
+    step's log entry may be folded when it is read rather than as its events
+    arrive (see the module's docstring). Off: each entry is folded at once.
+
+    ``keep``: the log holds only the newest ``keep`` steps (:class:`StepLog`); all by default.
     """
 
-    def __init__(self, redactor: Redactor | None = None) -> None:
+    def __init__(
+        self, redactor: Redactor | None = None, *, checked_upstream: bool = False, keep: int | None = None
+    ) -> None:
         self.redactor = redactor or Redactor()
+        self.checked_upstream = checked_upstream and redactor is not None
         self._stream = StreamRedactor(self.redactor)
         self._streaming: tuple[int, int, str] | None = None  # the block whose fragments are arriving
         self.run_id = ""
@@ -150,7 +272,9 @@ class PanelState:
         self.answer = ""
         self.error = ""
         self.modes: dict[str, str] = {}
-        self.log: dict[int, StepEntry] = {}
+        self.log = StepLog(self._fold, keep, self._forget)
+        self._todo = self.log._todo
+        self._budget: dict[str, Any] | None = None  # the last step_finished's budget (its limits are shown)
         self.chart_steps: list[int] = []
         self.chart_tokens: list[int] = []
         self.chart_cost: list[float] = []
@@ -159,6 +283,8 @@ class PanelState:
         self.dirty = True
         self.chart_dirty = False
         self.events = 0
+        self.pending: list[Any] = []
+        """Events queued by a subscriber that only appends (the ``Lab``'s), folded by :meth:`catch_up`."""
 
     @property
     def task(self) -> str:
@@ -173,7 +299,10 @@ class PanelState:
 
     # ---------------------------------------------------------------- events
     def apply(self, event: Any) -> None:
-        """Fold one engine event into the state (O(1); unknown kinds are ignored)."""
+        """Fold one engine event into the state (O(1); unknown kinds are ignored).
+
+        The gauges, phase, chart and status are up to date when it returns; a
+        step's log entry is folded when it is read (at once unless ``checked_upstream``)."""
         self.events += 1
         self.dirty = True
         if event.t > self.elapsed:
@@ -182,6 +311,41 @@ class PanelState:
         if handler is not None:
             handler(self, event, event.data)
 
+    def catch_up(self) -> None:
+        """Fold the events queued on :attr:`pending`, in order (as :meth:`apply` one by one would).
+
+        The ``Lab`` queues each event (a list append: ~0.3 µs inside the engine's step, where folding it
+        costs ~1 µs and as much again in the engine's caches) and folds the queue between steps, a few steps
+        at a time, in one loop; a redraw folds it too. The read side below catches up first; code that reads
+        or writes the state's attributes directly calls this first."""
+        events = self.pending
+        if events:
+            self.pending = []
+            apply = self.apply
+            for event in events:
+                apply(event)
+
+    def _later(self, step: int, event: Any) -> None:
+        """``event`` has a part in step ``step``'s log entry: queue it (folded now unless ``checked_upstream``)."""
+        self.dirty_steps.add(step)
+        todo = self._todo.get(step)  # StepLog.queue, without a call: this runs four times a step
+        if todo is None:
+            todo = self.log.add(step)
+        todo.append(event)
+        if not self.checked_upstream:
+            self.log[step]  # noqa: B018 - reading the entry folds it
+
+    def _forget(self, entry: StepEntry) -> None:
+        """A step the log let go: its calls are no longer looked up by id."""
+        for call in entry.calls:
+            self._calls.pop(call.call_id, None)
+
+    def _fold(self, entry: StepEntry, events: list[Any]) -> None:
+        """Fold a step's queued events into its entry, in the order they came (:class:`StepLog` calls this)."""
+        for e in events:
+            _ENTRY_HANDLERS[e.kind](self, entry, e, e.data)
+
+    # The state's part of each event (cheap: run inside the engine's step) ...
     def _run_started(self, e: Any, d: dict[str, Any]) -> None:
         self.run_id, self.model, self.task = e.run_id, started_label(d), self._clean(d.get("task", ""))
         self._set_limits(d.get("budget") or {})
@@ -189,9 +353,13 @@ class PanelState:
         self.engine_phase = "ready"
 
     def _model_request(self, e: Any, d: dict[str, Any]) -> None:
-        self.steps = max(self.steps, e.step)
+        step = e.step
+        if step > self.steps:
+            self.steps = step
         self.engine_phase = "calling model"
-        self._entry(e.step)
+        self.dirty_steps.add(step)
+        if step not in self._todo:
+            self.log.add(step)
 
     def _model_retry(self, e: Any, d: dict[str, Any]) -> None:
         entry = self._entry(e.step)
@@ -201,7 +369,10 @@ class PanelState:
         self._streaming = None
 
     def _model_delta(self, e: Any, d: dict[str, Any]) -> None:
-        """A fragment of the reply: the text grows, thinking grows (folded), tool input forms."""
+        """A fragment of the reply: the text grows, thinking grows (folded), tool input forms.
+
+        Folded as it arrives, whatever ``checked_upstream`` says: the stream's redaction holds state across
+        fragments, and the step streaming is the newest, the one the log shows."""
         entry = self._entry(e.step)
         entry.streaming = True
         kind, index = str(d.get("type")), int(d.get("index", 0))
@@ -225,9 +396,63 @@ class PanelState:
             entry.forming[index] = entry.forming.get(index, "") + text
 
     def _model_called(self, e: Any, d: dict[str, Any]) -> None:
-        entry = self._entry(e.step)
-        self._stream.forget()  # the whole reply is here: it replaces the fragments
-        self._streaming = None
+        if self._streaming is not None:  # fragments came (no block is held otherwise)
+            self._stream.forget()  # the whole reply is here: it replaces the fragments
+            self._streaming = None
+        self._later(e.step, e)
+        if d.get("error"):
+            return
+        usage = d.get("usage") or {}
+        context = d.get("context_tokens", usage.get("input_tokens", 0))
+        self.spent = d.get("spent", self.spent)
+        self.context_tokens = context
+        self.chart_steps.append(e.step)
+        self.chart_tokens.append(context + usage.get("output_tokens", 0))
+        self.chart_cost.append(self.spent)
+        self.chart_dirty = True
+        if d.get("stop_reason") == "tool_use":
+            self.engine_phase = "running tools"
+
+    def _tool_started(self, e: Any, d: dict[str, Any]) -> None:
+        self.engine_phase = "running tools"
+        self._later(e.step, e)
+
+    def _tool_event(self, e: Any, d: dict[str, Any]) -> None:
+        """``tool_retry``, ``tool_finished``: the log's alone."""
+        self._later(e.step, e)
+
+    def _step_finished(self, e: Any, d: dict[str, Any]) -> None:
+        self.spent = d.get("spent", self.spent)
+        self.elapsed = d.get("elapsed", self.elapsed)
+        budget = d.get("budget")
+        if budget and budget != self._budget:  # the same limits as the last step's, most steps
+            self._budget = budget
+            self._set_limits(budget)
+        self.engine_phase = "ready"
+        self._later(e.step, e)
+
+    def _resumed(self, e: Any, d: dict[str, Any]) -> None:
+        self._budget = None
+        self._set_limits(d.get("limits") or {})
+        self.outcome, self.reason, self.detail, self.error = None, "", "", ""
+        self.engine_phase = "ready"
+
+    def _run_finished(self, e: Any, d: dict[str, Any]) -> None:
+        self.outcome = d.get("outcome")
+        self.reason, self.detail = d.get("reason", ""), self._clean(d.get("detail", "") or "")
+        self.guard_note = d.get("guard_note", "") or ""
+        self.answer = self._clean(d.get("text", "") or "")
+        self.steps = d.get("steps", self.steps)
+        self.spent = d.get("spent", self.spent)
+        self.elapsed = d.get("elapsed", self.elapsed)
+        err = d.get("error")
+        self.error = self._clean(f"{err.get('type')}: {err.get('message')}") if isinstance(err, dict) else ""
+        self.engine_phase = "done" if self.outcome == "done" else "stopped"
+        if self.steps in self.log:
+            self._later(self.steps, e)
+
+    # ... and its part in a step's log entry (folded when the entry is read: the secret checks are here).
+    def _called_entry(self, entry: StepEntry, e: Any, d: dict[str, Any]) -> None:
         if d.get("error"):
             entry.error = f"malformed reply: {self._clean(str(d['error']))}"
             return
@@ -252,25 +477,16 @@ class PanelState:
                 )
                 entry.calls.append(call)
                 self._calls[call.call_id] = call
-        self.spent = d.get("spent", self.spent)
-        self.context_tokens = entry.context_tokens
-        self.chart_steps.append(e.step)
-        self.chart_tokens.append(entry.context_tokens + entry.output_tokens)
-        self.chart_cost.append(self.spent)
-        self.chart_dirty = True
-        if entry.stop_reason == "tool_use":
-            self.engine_phase = "running tools"
 
-    def _tool_started(self, e: Any, d: dict[str, Any]) -> None:
-        self.engine_phase = "running tools"
-        call = self._call(e.step, d)
+    def _started_entry(self, entry: StepEntry, e: Any, d: dict[str, Any]) -> None:
+        call = self._call(entry, d)
         call.outcome, call.start = "running", d.get("start", e.t)
 
-    def _tool_retry(self, e: Any, d: dict[str, Any]) -> None:
-        self._call(e.step, d).retries += 1
+    def _retry_entry(self, entry: StepEntry, e: Any, d: dict[str, Any]) -> None:
+        self._call(entry, d).retries += 1
 
-    def _tool_finished(self, e: Any, d: dict[str, Any]) -> None:
-        call = self._call(e.step, d)
+    def _finished_entry(self, entry: StepEntry, e: Any, d: dict[str, Any]) -> None:
+        call = self._call(entry, d)
         call.outcome = d.get("outcome", "ok")
         call.attempts = d.get("attempts", 0)
         call.result = self._clean(d.get("result", ""))
@@ -280,31 +496,9 @@ class PanelState:
         err = d.get("error")
         call.error = self._clean(f"{err.get('type')}: {err.get('message')}") if isinstance(err, dict) else None
 
-    def _step_finished(self, e: Any, d: dict[str, Any]) -> None:
-        self.spent = d.get("spent", self.spent)
-        self.elapsed = d.get("elapsed", self.elapsed)
-        self._set_limits(d.get("budget") or {})
-        self.engine_phase = "ready"
-        self._entry(e.step).end = e.t
-
-    def _resumed(self, e: Any, d: dict[str, Any]) -> None:
-        self._set_limits(d.get("limits") or {})
-        self.outcome, self.reason, self.detail, self.error = None, "", "", ""
-        self.engine_phase = "ready"
-
-    def _run_finished(self, e: Any, d: dict[str, Any]) -> None:
-        self.outcome = d.get("outcome")
-        self.reason, self.detail = d.get("reason", ""), self._clean(d.get("detail", "") or "")
-        self.guard_note = d.get("guard_note", "") or ""
-        self.answer = self._clean(d.get("text", "") or "")
-        self.steps = d.get("steps", self.steps)
-        self.spent = d.get("spent", self.spent)
-        self.elapsed = d.get("elapsed", self.elapsed)
-        err = d.get("error")
-        self.error = self._clean(f"{err.get('type')}: {err.get('message')}") if isinstance(err, dict) else ""
-        self.engine_phase = "done" if self.outcome == "done" else "stopped"
-        if self.steps in self.log:
-            self._entry(self.steps).end = e.t
+    def _end_entry(self, entry: StepEntry, e: Any, d: dict[str, Any]) -> None:
+        """``step_finished``, ``run_finished``: when the step ended."""
+        entry.end = e.t
 
     # --------------------------------------------------------------- helpers
     def _set_limits(self, budget: dict[str, Any]) -> None:
@@ -313,18 +507,16 @@ class PanelState:
                 self.limits[key] = budget[key]
 
     def _entry(self, step: int) -> StepEntry:
+        """Step ``step``'s entry, folded up to now (for a change made at once: the stream's)."""
         self.dirty_steps.add(step)
-        entry = self.log.get(step)
-        if entry is None:
-            entry = self.log[step] = StepEntry(step)
-        return entry
+        self.log.add(step)
+        return self.log[step]
 
-    def _call(self, step: int, d: dict[str, Any]) -> CallEntry:
-        self.dirty_steps.add(step)
+    def _call(self, entry: StepEntry, d: dict[str, Any]) -> CallEntry:
         call = self._calls.get(d.get("call_id", ""))
         if call is None:  # an event whose model_called we never saw (a late subscriber)
             call = CallEntry(d.get("call_id", ""), d.get("tool", ""), self._clean(d.get("args")), d.get("mode"))
-            self._entry(step).calls.append(call)
+            entry.calls.append(call)
             self._calls[call.call_id] = call
         return call
 
@@ -332,15 +524,18 @@ class PanelState:
     @property
     def stopped_by(self) -> GaugeName | None:
         """The gauge whose budget ended the run, if one did."""
+        self.catch_up()
         return STOPPED_BY.get(self.reason) if self.outcome == "stopped" else None
 
     @property
     def finished(self) -> bool:
+        self.catch_up()
         return self.outcome is not None
 
     @property
     def phase(self) -> str:
         """What a user reads as the run's phase: the driver's word wins while it applies."""
+        self.catch_up()
         if self.outcome is not None:
             return self.engine_phase
         if self.control in ("pausing", "stopping"):
@@ -350,6 +545,7 @@ class PanelState:
         return self.engine_phase
 
     def gauge(self, name: GaugeName) -> Gauge:
+        self.catch_up()
         used, limit = {
             "steps": (self.steps, self.limits["max_steps"]),
             "cost": (self.spent, self.limits["max_cost"]),
@@ -366,6 +562,7 @@ class PanelState:
 
     def status_line(self) -> str:
         """One line: where the run is, and if it ended, why (with the numbers)."""
+        self.catch_up()
         note = f" · {self.guard_note}" if self.guard_note else ""
         if self.outcome == "done":
             return "done" + note
@@ -374,21 +571,33 @@ class PanelState:
         return self.phase
 
     def take_dirty_steps(self) -> list[int]:
+        self.catch_up()
         steps = sorted(self.dirty_steps)
         self.dirty_steps.clear()
         return steps
 
 
-_HANDLERS = {
+_HANDLERS: dict[str, Callable[[PanelState, Any, dict[str, Any]], None]] = {
     EventKind.RUN_STARTED: PanelState._run_started,
     EventKind.MODEL_REQUEST: PanelState._model_request,
     EventKind.MODEL_RETRY: PanelState._model_retry,
     EventKind.MODEL_DELTA: PanelState._model_delta,
     EventKind.MODEL_CALLED: PanelState._model_called,
     EventKind.TOOL_STARTED: PanelState._tool_started,
-    EventKind.TOOL_RETRY: PanelState._tool_retry,
-    EventKind.TOOL_FINISHED: PanelState._tool_finished,
+    EventKind.TOOL_RETRY: PanelState._tool_event,
+    EventKind.TOOL_FINISHED: PanelState._tool_event,
     EventKind.STEP_FINISHED: PanelState._step_finished,
     EventKind.RESUMED: PanelState._resumed,
     EventKind.RUN_FINISHED: PanelState._run_finished,
 }
+"""Each kind's part in the state, run as the event arrives."""
+
+_ENTRY_HANDLERS: dict[str, Callable[[PanelState, StepEntry, Any, dict[str, Any]], None]] = {
+    EventKind.MODEL_CALLED: PanelState._called_entry,
+    EventKind.TOOL_STARTED: PanelState._started_entry,
+    EventKind.TOOL_RETRY: PanelState._retry_entry,
+    EventKind.TOOL_FINISHED: PanelState._finished_entry,
+    EventKind.STEP_FINISHED: PanelState._end_entry,
+    EventKind.RUN_FINISHED: PanelState._end_entry,
+}
+"""Each kind's part in its step's log entry, run when the entry is folded (what :meth:`PanelState._later` queues)."""

@@ -20,13 +20,14 @@ def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> s
 
     ``pending``: a call waiting for approval (an ``ApprovalRequest``), shown first.
     """
+    state.catch_up()
     lines = [f"agentlab run {state.run_id} · {state.model} · {state.status_line()}"]
     if pending is not None:
         waiting = f"  waiting for approval: {pending}"
         lines.append(shorten(waiting, width))
     lines.append("  " + " | ".join(f"{g.name} {g.text}" for g in state.gauges()))
-    if state.log:
-        entry = state.log[max(state.log)]
+    if state.log.newest is not None:
+        entry = state.log[state.log.newest]
         calls = ", ".join(f"{c.tool} [{c.outcome}]" for c in entry.calls)
         last = f"  last step {entry.step}: " + (calls or "no tool calls")
         if entry.text:
