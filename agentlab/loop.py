@@ -553,8 +553,7 @@ class Run:
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
-        served = self._served.get(reply.model, _UNSEEN)  # a fallback model may have served it (_served_prices)
-        prices = self._served_prices(reply.model) if served is _UNSEEN else served
+        prices = self._served_prices(reply.model)  # a fallback model may have served it
         cost = prices.cost(usage) if prices else 0.0
         context_tokens, asked = usage.context_tokens, self.config.prices
         self.spent += cost
@@ -1008,11 +1007,10 @@ class Run:
 
     def _served_prices(self, served: str | None) -> Prices | None:
         """:func:`~agentlab.pricing.served_prices` for a reply naming ``served``, once per model a run (a lookup)."""
-        try:
-            return self._served[served]
-        except KeyError:  # a model no reply of this run named before
+        found = self._served.get(served, _UNSEEN)
+        if found is _UNSEEN:  # a model no reply of this run named before
             found = self._served[served] = served_prices(self.prices, self.model.model, served)
-            return found
+        return found
 
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""

@@ -109,3 +109,27 @@ def shapes() -> list:
         {"role": "user", "content": [{"type": "text", "text": f"use {s} for it"} for s in FORMAT_SECRETS]},
         {"result": ENV_FILE, "args": payload},
     ]
+
+
+# Words that start redaction rules, look like secrets or change under lower-casing, and JSON's escapes: the
+# common vocabulary of the property tests that compare a fast path with the walk (each adds its own).
+RULE_WORDS = [
+    "password",
+    "api_key",
+    "token",
+    "tokens",
+    '"key"',
+    "key",
+    "Bearer",
+    "://",
+    "@",
+    "=",
+    '"',
+    "\\",
+    "\n",
+    "é",
+    "😀",
+    "İ",
+    "\u212aey",  # the Kelvin sign lower-cases to "k": "Key"
+    "scroll_down",
+]

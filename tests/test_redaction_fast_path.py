@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from agentlab.recorded import load_recorded
 from agentlab.redact import REDACTED, Redactor
 
-from .secrets_corpus import ALL, ENV_FILE, FORMAT_SECRETS, NAMED_SECRETS, everywhere, shapes
+from .secrets_corpus import ALL, ENV_FILE, FORMAT_SECRETS, NAMED_SECRETS, RULE_WORDS, everywhere, shapes
 
 CORPUS = Path(__file__).parent / "fixtures" / "redaction" / "precision.jsonl"
 TOOL_HEAVY = Path(__file__).parent / "fixtures" / "recorded" / "claude_code" / "tool_heavy.jsonl"
@@ -37,31 +37,14 @@ def test_clean_equals_the_full_walk_on_every_precision_record_and_every_secret_s
 # Words that start rules, look like secrets or change under lower-casing, plus JSON's escapes.
 WORDS = st.sampled_from(
     [
-        "password",
-        "api_key",
-        "token",
-        "tokens",
-        '"key"',
-        "key",
+        *RULE_WORDS,
         "Authorization:",
-        "Bearer",
         "session",
-        "://",
-        "@",
-        "=",
         ": ",
-        '"',
-        "\\",
-        "\n",
         "\t",
         "\x00",
-        "İ",
-        "\u212aey",  # the Kelvin sign lower-cases to "k": "Key"
         "api_\u212aey=live_a1b2c3d4e5f6",
-        "é",
-        "😀",
         "\ud800",  # a lone surrogate (text cut from UTF-16)
-        "scroll_down",
         "Tr0ub4dor&3xyz",
         "sk-",
         "ghp_",

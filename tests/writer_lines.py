@@ -13,34 +13,9 @@ from agentlab.redact import Redactor
 from agentlab.trace import dumps
 from agentlab.vocab import EventKind
 
-from .secrets_corpus import ALL
+from .secrets_corpus import ALL, RULE_WORDS
 
-WORDS = st.sampled_from(
-    [
-        "password",
-        "api_key",
-        "token",
-        "tokens",
-        '"key"',
-        "key",
-        "null",
-        "Bearer",
-        "://",
-        "@",
-        "=",
-        '"',
-        "\\",
-        "\n",
-        "é",
-        "😀",
-        "İ",
-        "\u212aey",
-        "scroll_down",
-        "v:k0_0",
-        "run_id",
-        *ALL[:8],
-    ]
-)
+WORDS = st.sampled_from([*RULE_WORDS, "null", "v:k0_0", "run_id", *ALL[:8]])
 TEXT = st.lists(WORDS, max_size=6).map(" ".join)
 NUMBERS = (
     st.integers(-(2**70), 2**70)

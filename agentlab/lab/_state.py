@@ -178,9 +178,7 @@ class StepLog(Mapping[int, StepEntry]):
     def queue(self, step: int, event: Any) -> None:
         """Hold ``event`` (one with a part in step ``step``'s entry) until the entry is read."""
         todo = self._todo.get(step)
-        if todo is None:
-            todo = self.add(step)
-        todo.append(event)
+        (self.add(step) if todo is None else todo).append(event)
 
     def add(self, step: int) -> list[Any]:
         """Make step ``step`` known (an empty entry until an event of its arrives); its queue."""
@@ -224,10 +222,6 @@ class StepLog(Mapping[int, StepEntry]):
 
     def __len__(self) -> int:
         return len(self._todo)
-
-    def pending(self) -> int:
-        """How many events wait to be folded (all steps)."""
-        return sum(len(t) for t in self._todo.values())
 
 
 class PanelState:
@@ -273,7 +267,6 @@ class PanelState:
         self.error = ""
         self.modes: dict[str, str] = {}
         self.log = StepLog(self._fold, keep, self._forget)
-        self._todo = self.log._todo
         self._budget: dict[str, Any] | None = None  # the last step_finished's budget (its limits are shown)
         self.chart_steps: list[int] = []
         self.chart_tokens: list[int] = []
@@ -328,10 +321,7 @@ class PanelState:
     def _later(self, step: int, event: Any) -> None:
         """``event`` has a part in step ``step``'s log entry: queue it (folded now unless ``checked_upstream``)."""
         self.dirty_steps.add(step)
-        todo = self._todo.get(step)  # StepLog.queue, without a call: this runs four times a step
-        if todo is None:
-            todo = self.log.add(step)
-        todo.append(event)
+        self.log.queue(step, event)
         if not self.checked_upstream:
             self.log[step]  # noqa: B018 - reading the entry folds it
 
@@ -358,8 +348,7 @@ class PanelState:
             self.steps = step
         self.engine_phase = "calling model"
         self.dirty_steps.add(step)
-        if step not in self._todo:
-            self.log.add(step)
+        self.log.add(step)
 
     def _model_retry(self, e: Any, d: dict[str, Any]) -> None:
         entry = self._entry(e.step)
@@ -403,7 +392,7 @@ class PanelState:
         if d.get("error"):
             return
         usage = d.get("usage") or {}
-        context = d.get("context_tokens", usage.get("input_tokens", 0))
+        context = _context_tokens(d, usage)
         self.spent = d.get("spent", self.spent)
         self.context_tokens = context
         self.chart_steps.append(e.step)
@@ -464,7 +453,7 @@ class PanelState:
         entry.stop_reason = d.get("stop_reason")
         entry.input_tokens = usage.get("input_tokens", 0)
         entry.output_tokens = usage.get("output_tokens", 0)
-        entry.context_tokens = d.get("context_tokens", entry.input_tokens)
+        entry.context_tokens = _context_tokens(d, usage)
         entry.cost = d.get("cost", 0.0)
         entry.latency = d.get("latency")
         for block in content:
@@ -575,6 +564,12 @@ class PanelState:
         steps = sorted(self.dirty_steps)
         self.dirty_steps.clear()
         return steps
+
+
+def _context_tokens(d: dict[str, Any], usage: dict[str, Any]) -> Any:
+    """A ``model_called``'s context size: the engine's ``context_tokens`` (cache reads and writes included), else
+    the reply's input tokens."""
+    return d.get("context_tokens", usage.get("input_tokens", 0))
 
 
 _HANDLERS: dict[str, Callable[[PanelState, Any, dict[str, Any]], None]] = {
