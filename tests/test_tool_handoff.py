@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 import time
+
+import pytest
 
 import agentlab as al
 from agentlab import reply
@@ -81,3 +84,54 @@ def test_sync_tools_answering_from_many_runs_at_once_all_finish():
     for t in threads:
         t.join(timeout=60)
     assert len(results) == 4 and all(isinstance(r, al.Done) and r.steps == 31 for r in results)
+
+
+needs_affinity = pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="CPU affinity is Linux's, and a pin shows only with two CPUs or more",
+)
+
+
+def _cpus_seen_by_a_quick_sync_tool(steps: int) -> list[set[int]]:
+    """The CPU set a quick sync tool runs with, at each of ``steps`` calls made alone under ``arun()``."""
+    seen: list[set[int]] = []
+
+    @al.tool(mode="read")
+    def where(n: int) -> str:
+        cpus = os.sched_getaffinity(0)
+        child: list[set[int]] = []
+        t = threading.Thread(target=lambda: child.append(os.sched_getaffinity(0)))
+        t.start()
+        t.join()
+        seen.extend([cpus, child[0]])  # the tool's thread, and a thread it starts
+        return f"call {n}"
+
+    script = [reply(None, ("where", {"n": n})) for n in range(steps)] + [reply("done")]
+    result = asyncio.run(al.arun("q", [where], model=al.ScriptedModel(script), trace=False, max_steps=steps + 1))
+    assert isinstance(result, al.Done)
+    return seen
+
+
+@needs_affinity
+def test_a_sync_tool_and_the_threads_it_starts_run_on_every_cpu_the_process_may_use():
+    """The hand-off may wake a worker on the caller's CPU, but the tool never runs pinned there (a subprocess or a
+    thread it starts would inherit the pin and be held to one CPU)."""
+    mine = os.sched_getaffinity(0)
+    seen = _cpus_seen_by_a_quick_sync_tool(40)
+    assert len(seen) == 80 and all(cpus == mine for cpus in seen)
+
+
+@needs_affinity
+def test_sync_tools_still_answer_where_cpu_affinity_is_refused(monkeypatch):
+    """A sandbox that refuses ``sched_setaffinity``: the hand-off goes on without the pin, every answer arrives."""
+    from agentlab._runtime import _affinity
+
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(_affinity, "_on", True)
+    monkeypatch.setattr(os, "sched_setaffinity", refused)
+    mine = os.sched_getaffinity(0)
+    seen = _cpus_seen_by_a_quick_sync_tool(10)
+    assert len(seen) == 20 and all(cpus == mine for cpus in seen)
+    assert _affinity._on is False  # refused once: not tried again

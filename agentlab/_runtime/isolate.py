@@ -21,7 +21,8 @@ it ended as a value, one of :data:`Settled`:
 Most tools answer without ever waiting, so the common case costs no task and
 no loop turn: a coroutine's first step runs at once (as an eager task's would,
 Python 3.12's ``eager_task_factory``), and a sync tool's answer is waited for
-briefly on the worker hand-off itself (``handoff_s``).
+briefly on the worker hand-off itself (``handoff_s``), with the worker woken on
+the loop thread's CPU (``threads.submit(near=True)``).
 """
 
 from __future__ import annotations
@@ -106,7 +107,7 @@ async def run(
     """
     fut: asyncio.Future[Any]
     if not is_async:
-        job = threads.submit(work if context is None else functools.partial(context.run, work))
+        job = threads.submit(work if context is None else functools.partial(context.run, work), near=handoff_s > 0)
         if job.wait(min(handoff_s, timeout) if timeout is not None else handoff_s):
             return _ended(job, where)
         fut = job.future()

@@ -23,19 +23,31 @@ What a job ends with is kept as data (``ok`` and ``value``), never an
 exception set on a future: ``Future.set_exception`` refuses ``StopIteration``
 (the future would never resolve), and ``SystemExit`` or ``KeyboardInterrupt``
 raised by a tool must reach the engine as data, not end the caller.
+
+**Where the worker wakes** (``submit(near=True)``, Linux). When the loop's
+thread is about to block for the answer, the worker it wakes is first pinned
+to the CPU that thread runs on, which the block leaves idle: left to itself
+the kernel wakes a sleeping worker on the CPU it last ran on, and when that
+CPU is idle (it is, between two calls) the wake-up has to reach it there. On
+a VM an idle virtual CPU is woken by the host: issue 27 measured 40-50 µs
+for a wake-up across the two CPUs against ~5-10 µs on the same one, twice a
+call (there and back; the answer wakes the loop's thread where the worker
+now runs). The worker takes back its own CPU set before it calls anything, so
+nothing a tool starts (a thread, a subprocess) inherits the pin; the pin
+costs two ``sched_setaffinity`` calls. Where the calls are refused (another
+OS, a sandbox) it is not tried again.
 """
 
 from __future__ import annotations
 
 import asyncio
-import queue
 import threading
 from collections.abc import Callable
 from typing import Any
 
-_jobs: queue.SimpleQueue[Job] = queue.SimpleQueue()
+from . import _affinity
+
 _lock = threading.Lock()
-_idle = 0
 _local = threading.local()
 
 
@@ -91,29 +103,55 @@ def is_worker() -> bool:
     return getattr(_local, "worker", False)
 
 
-def _worker() -> None:
-    global _idle
+class _Worker:
+    """A worker's own slot: the lock it sleeps on while idle, its next job, and what a pin changed."""
+
+    __slots__ = ("cpus", "job", "pinned", "tid", "wake")
+
+    def __init__(self) -> None:
+        self.wake = threading.Lock()  # released by submit() with a job in ``job``
+        self.wake.acquire()
+        self.job: Job | None = None
+        self.pinned = False
+        self.tid = threading.get_native_id()
+        self.cpus = _affinity.own_cpus()  # the CPU set to take back after a pin (None: pins are not made)
+
+
+_idle: list[_Worker] = []
+"""Idle workers, the last one to finish on top (its caches are the warmest). Guarded by ``_lock``."""
+
+
+def _worker(job: Job) -> None:
+    me = _Worker()
     _local.worker = True
     while True:
-        job = _jobs.get()
+        if me.pinned:  # before anything the job runs: a thread or process it starts inherits this thread's CPUs
+            me.pinned = False
+            _affinity.restore(me.cpus)
         try:
             ok, value = True, job.fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the engine as data (SystemExit too)
             ok, value = False, exc
-        with _lock:
-            _idle += 1
+        with _lock:  # idle before the answer is out: the caller's next call finds this worker, not a new one
+            _idle.append(me)
         job._end(ok, value)
+        me.wake.acquire()
+        job = me.job  # type: ignore[assignment]  # set by submit() before it released ``wake``
 
 
-def submit(fn: Callable[[], Any]) -> Job:
-    """Run ``fn()`` on an idle daemon worker (a new one if none is idle); the :class:`Job` follows it."""
-    global _idle
+def submit(fn: Callable[[], Any], *, near: bool = False) -> Job:
+    """Run ``fn()`` on an idle daemon worker (a new one if none is idle); the :class:`Job` follows it.
+
+    ``near``: this thread is about to block for the answer; wake the worker on this thread's CPU (see the
+    module's docstring)."""
     job = Job(fn)
-    with _lock:  # reserve an idle worker, or start one for this job
-        spawn = _idle == 0
-        if not spawn:
-            _idle -= 1
-    if spawn:
-        threading.Thread(target=_worker, name="agentlab-tool", daemon=True).start()
-    _jobs.put(job)
+    with _lock:
+        worker = _idle.pop() if _idle else None
+    if worker is None:
+        threading.Thread(target=_worker, args=(job,), name="agentlab-tool", daemon=True).start()
+        return job
+    worker.job = job
+    if near and worker.cpus is not None:
+        worker.pinned = _affinity.pin_here(worker.tid, worker.cpus)
+    worker.wake.release()
     return job
