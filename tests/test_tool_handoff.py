@@ -124,14 +124,14 @@ def test_a_sync_tool_and_the_threads_it_starts_run_on_every_cpu_the_process_may_
 @needs_affinity
 def test_sync_tools_still_answer_where_cpu_affinity_is_refused(monkeypatch):
     """A sandbox that refuses ``sched_setaffinity``: the hand-off goes on without the pin, every answer arrives."""
-    from agentlab._runtime import _affinity
+    from agentlab._runtime import affinity
 
     def refused(*args):
         raise PermissionError(1, "Operation not permitted")
 
-    monkeypatch.setattr(_affinity, "_on", True)
+    monkeypatch.setattr(affinity, "_on", True)
     monkeypatch.setattr(os, "sched_setaffinity", refused)
     mine = os.sched_getaffinity(0)
     seen = _cpus_seen_by_a_quick_sync_tool(10)
     assert len(seen) == 20 and all(cpus == mine for cpus in seen)
-    assert _affinity._on is False  # refused once: not tried again
+    assert affinity._on is False  # refused once: not tried again

@@ -45,7 +45,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from . import _affinity
+from . import affinity
 
 _lock = threading.Lock()
 _local = threading.local()
@@ -114,7 +114,7 @@ class _Worker:
         self.job: Job | None = None
         self.pinned = False
         self.tid = threading.get_native_id()
-        self.cpus = _affinity.own_cpus()  # the CPU set to take back after a pin (None: pins are not made)
+        self.cpus = affinity.own_cpus()  # the CPU set to take back after a pin (None: pins are not made)
 
 
 _idle: list[_Worker] = []
@@ -127,7 +127,7 @@ def _worker(job: Job) -> None:
     while True:
         if me.pinned:  # before anything the job runs: a thread or process it starts inherits this thread's CPUs
             me.pinned = False
-            _affinity.restore(me.cpus)
+            affinity.restore(me.cpus)
         try:
             ok, value = True, job.fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the engine as data (SystemExit too)
@@ -152,6 +152,6 @@ def submit(fn: Callable[[], Any], *, near: bool = False) -> Job:
         return job
     worker.job = job
     if near and worker.cpus is not None:
-        worker.pinned = _affinity.pin_here(worker.tid, worker.cpus)
+        worker.pinned = affinity.pin_here(worker.tid, worker.cpus)
     worker.wake.release()
     return job
