@@ -391,9 +391,8 @@ class Lab:
         try:
             turn = time.perf_counter()
             while not run.finished:
-                # run.step() without the StepRecord it returns, which nobody here reads (~10 µs a step of an
-                # instant model, measured: docs/benchmarks.md, "Panel"); the same step, events and hand-back.
-                await run._advance(self._pause_before_tools, hand_back=True)
+                # run.step() without the StepRecord, which nobody here reads (the panel follows the events)
+                await run.advance(pause_before_tools=self._pause_before_tools)
                 if run.finished or single or self._pause or run.phase == "awaiting tools":
                     break
                 now = time.perf_counter()
