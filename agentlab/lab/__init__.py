@@ -391,10 +391,10 @@ class Lab:
         self._start_ticker()
         try:
             turn = time.perf_counter()
-            while not run.finished:
+            while run.result is None:
                 # run.step() without the StepRecord, which nobody here reads (the panel follows the events)
                 await run.advance(pause_before_tools=self._pause_before_tools)
-                if run.finished or single or self._pause or run.phase == "awaiting tools":
+                if run.result is not None or single or self._pause or run.phase == "awaiting tools":
                     break
                 now = time.perf_counter()
                 if now - turn >= TURN_S:  # the await between steps: clicks and redraws get through here
