@@ -12,8 +12,9 @@ ipykernel 6.31-7.4, ipywidgets 8.1):
   ``append``: no Python code runs for the panel inside the engine's step);
   the queue is folded a few steps at a time between steps and the log's
   entries when they are drawn, so a step of an instant model pays a few µs
-  for the panel (:mod:`agentlab.lab._state`). The drive asks for the redraws
-  (:meth:`Lab._drive`, :meth:`Lab._tick`), not each event.
+  for the panel (:mod:`agentlab.lab._state`). So the redraws are asked for
+  by the drive when it folds, between steps, and by a ticker every
+  ``refresh_s`` while a step is in flight, not by each event.
 * Pause is the lab's job, not the engine's: the task checks a flag between
   steps. Until the step in flight ends, the panel says "pausing".
 * Everything goes to widgets, never ``print()``, which a background task
@@ -60,7 +61,8 @@ from ..vocab import RESUMABLE, EventKind
 from ._state import PanelState
 
 TICK_S = 0.5
-"""While a step is in flight, refresh the elapsed-time gauge this often (and the rest, with events or not)."""
+"""While a step is in flight, refresh the elapsed-time gauge this often, events or not (the events that come are
+drawn sooner: the ticker runs every ``refresh_s``, see ``Lab._tick``)."""
 
 TURN_S = 0.001
 """Running, the drive gives the event loop a turn (a click, a redraw) between steps at least this often. A step
