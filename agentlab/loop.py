@@ -386,6 +386,17 @@ class Run:
         await self._advance(pause_before_tools, hand_back=True)
         return self._record()
 
+    async def advance(self, *, pause_before_tools: bool = False) -> None:
+        """One step, exactly as :meth:`step`, without building the :class:`StepRecord` it returns.
+
+        For a driver that follows the run through its events (a subscriber) and the run's attributes
+        (``phase``, ``pending_calls``, ``result``) rather than through the record, as the notebook panel
+        (:class:`agentlab.Lab`) does: building a record nobody reads is ~10 µs a step of an instant model
+        (docs/benchmarks.md, "Panel"). The step, its events, the trace, ``pause_before_tools`` and what
+        happens when control comes back to the caller are :meth:`step`'s.
+        """
+        await self._advance(pause_before_tools, hand_back=True)
+
     async def _advance(self, pause_before_tools: bool, *, hand_back: bool = False) -> None:
         """One step (see :meth:`step`), the run's state its only output; ``hand_back``: control goes back to the
         caller after it (:meth:`_hand_back`)."""

@@ -245,9 +245,21 @@ def test_a_queued_state_reads_up_to_date_through_its_read_side():
     state = PanelState()
     replies = [reply(None, ("lookup", {"key": "a"})), reply("It is A.")]
     run = al.Run("q", TOOLS, model=al.ScriptedModel(replies), clock=al.FakeClock(), max_steps=4)
-    run.subscribe(state.pending.append)  # the list the state holds until its first catch-up
+    run.subscribe(state.pending.append)  # the Lab's subscriber: the queue's own append
     asyncio.run(run.run())
     assert state.events == 0 and state.pending
     assert state.status_line() == "done" and state.gauge("steps").text == "2 / 4"
     assert not state.pending and state.answer == "It is A."
     assert "answer: It is A." in panel_text(state)
+
+
+def test_a_state_subscribed_through_its_queue_keeps_up_after_each_catch_up():
+    """The queue is emptied, not replaced, when it is folded: the subscribed ``append`` still reaches the state."""
+    state = PanelState()
+    replies = [reply(None, ("lookup", {"key": "a"})), reply("It is A.")]
+    run = al.Run("q", TOOLS, model=al.ScriptedModel(replies), clock=al.FakeClock(), max_steps=4)
+    run.subscribe(state.pending.append)
+    asyncio.run(run.step())
+    assert state.gauge("steps").text == "1 / 4" and state.answer == ""  # folded: the queue is empty now
+    asyncio.run(run.step())
+    assert state.status_line() == "done" and state.gauge("steps").text == "2 / 4" and state.answer == "It is A."

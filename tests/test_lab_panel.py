@@ -279,6 +279,35 @@ def test_redraws_are_coalesced_and_flushed_at_the_end():
     asyncio.run(main())
 
 
+def test_a_step_in_flight_does_not_hide_what_came_before_it():
+    """While step 2's model call is out, the panel draws step 1's log entry, the steps gauge and "calling model":
+    the Lab's subscriber only queues events, and the panel still draws them mid-step, not only between steps."""
+
+    async def main():
+        gate = Gate(looping())
+        gate.start()
+        lab = make_lab(al.FunctionModel(gate), refresh_s=0.01)
+        drawn = asyncio.Event()
+
+        def seen(change):
+            if "step 0" in lab.panel.log.value and "calling model" in lab.panel.status.value:
+                drawn.set()
+
+        lab.panel.log.observe(seen, names="value")
+        lab.panel.status.observe(seen, names="value")
+        click(lab, "run")
+        await gate.entered.wait()
+        await gate.let_one_through()
+        await gate.entered.wait()  # step 2's model call is in flight: the drive is not between steps
+        await asyncio.wait_for(drawn.wait(), 60)  # a guard against a hang, not a timing
+        assert "2 / 8" in gauge(lab, "steps") and lab.running and gate.calls == 1  # step 2 counts, in flight
+        click(lab, "stop")
+        await gate.let_one_through()
+        assert isinstance(await lab.wait(), al.Stopped)
+
+    asyncio.run(main())
+
+
 def test_log_keeps_the_latest_steps_and_says_how_many_are_hidden():
     """With log_limit=5 the log shows steps 12..8 and a note pointing to the trace."""
 

@@ -8,10 +8,13 @@ ipykernel 6.31-7.4, ipywidgets 8.1):
   between steps at least every millisecond (:data:`TURN_S`), so button clicks
   are handled while it runs. A plain loop in a cell would hold every click
   until it ended. Blocking tools already run on daemon threads the engine owns.
-* The panel's subscriber only queues each event; the queue is folded a few
-  steps at a time between steps and the log's entries when they are drawn,
-  so a step of an instant model pays a few µs for the panel
-  (:mod:`agentlab.lab._state`).
+* The panel's subscriber only queues each event (it is the queue's
+  ``append``: no Python code runs for the panel inside the engine's step);
+  the queue is folded a few steps at a time between steps and the log's
+  entries when they are drawn, so a step of an instant model pays a few µs
+  for the panel (:mod:`agentlab.lab._state`). So the redraws are asked for
+  by the drive when it folds, between steps, and by a ticker every
+  ``refresh_s`` while a step is in flight, not by each event.
 * Pause is the lab's job, not the engine's: the task checks a flag between
   steps. Until the step in flight ends, the panel says "pausing".
 * Everything goes to widgets, never ``print()``, which a background task
@@ -58,7 +61,8 @@ from ..vocab import RESUMABLE, EventKind
 from ._state import PanelState
 
 TICK_S = 0.5
-"""While a step is in flight, refresh the elapsed-time gauge this often."""
+"""While a step is in flight, refresh the elapsed-time gauge this often, events or not (the events that come are
+drawn sooner: the ticker runs every ``refresh_s``, see ``Lab._tick``)."""
 
 TURN_S = 0.001
 """Running, the drive gives the event loop a turn (a click, a redraw) between steps at least this often. A step
@@ -139,7 +143,8 @@ class Lab:
 
             self._writer = TraceWriter(self._trace_dir)
             subscribers.insert(0, self._writer)
-        subscribers.append(self._on_event)
+        queue: list[Event] = []  # the panel state's PanelState.pending (made below, once the run has its id)
+        subscribers.append(queue.append)  # the panel's subscriber: a C call an event, no Python frame
         approve = run_options.pop("approve")  # a callback of the user's, or the panel's buttons
         run_options["approve"] = approve if callable(approve) else Ask(self._ask_in_panel, all_writes=approve is True)
         self.engine = Run(task, tools, model=model, subscribers=subscribers, **run_options)
@@ -152,6 +157,7 @@ class Lab:
         else:
             self.state = PanelState(keep=log_limit)
         s = self.state
+        s.pending = queue
         s.run_id, s.task = self.engine.run_id, self.engine.task
         caps = capabilities(self.engine.model)
         s.model = model_label(self.engine.model.model, caps.name, billed=caps.bills)
@@ -176,6 +182,8 @@ class Lab:
         self._pause = False
         self._busy = False
         self._ticker: asyncio.TimerHandle | None = None
+        self._tick_s = min(TICK_S, max(refresh_s, TURN_S))
+        self._gauge_at = 0.0  # when a tick next refreshes the elapsed-time gauge (perf_counter)
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
         except RuntimeError:
@@ -327,11 +335,6 @@ class Lab:
         return f"<Lab run {self.engine.run_id} · {self.state.status_line()} · {self.engine.snapshot}>"
 
     # ------------------------------------------------------------- driving
-    def _on_event(self, event: Event) -> None:
-        """Inside the engine's step: queue the event (the panel folds it when it redraws) and ask for a redraw."""
-        self.state.pending.append(event)
-        self.panel.changed()
-
     def _clicked(self, name: str) -> None:
         """A button was pressed, on the thread the kernel chose. Errors go to the panel (a handler's are invisible)."""
         if self._hop(functools.partial(self._clicked, name), cancel_now=name == "stop"):
@@ -390,15 +393,15 @@ class Lab:
         self._start_ticker()
         try:
             turn = time.perf_counter()
-            while not run.finished:
-                # run.step() without the StepRecord it returns, which nobody here reads (~10 µs a step of an
-                # instant model, measured: docs/benchmarks.md, "Panel"); the same step, events and hand-back.
-                await run._advance(self._pause_before_tools, hand_back=True)
-                if run.finished or single or self._pause or run.phase == "awaiting tools":
+            while run.result is None:
+                # run.step() without the StepRecord, which nobody here reads (the panel follows the events)
+                await run.advance(pause_before_tools=self._pause_before_tools)
+                if run.result is not None or single or self._pause or run.phase == "awaiting tools":
                     break
                 now = time.perf_counter()
                 if now - turn >= TURN_S:  # the await between steps: clicks and redraws get through here
                     self.state.catch_up()  # a few steps' events, folded while warm (then let go, not held)
+                    self.panel.changed()  # ... and drawn (the subscriber only queues them)
                     await asyncio.sleep(0)
                     turn = time.perf_counter()
         except BaseException as exc:
@@ -430,14 +433,24 @@ class Lab:
             loop = asyncio.get_running_loop()
         except RuntimeError:
             return
-        self._ticker = loop.call_later(TICK_S, self._tick)
+        self._gauge_at = time.perf_counter() + TICK_S
+        self._ticker = loop.call_later(self._tick_s, self._tick)
 
     def _tick(self) -> None:
-        self.state.catch_up()
-        self.state.elapsed = self.engine.elapsed
-        self.state.dirty = True
-        self.panel.changed()
-        self._ticker = asyncio.get_running_loop().call_later(TICK_S, self._tick)
+        """While the drive runs, every ``refresh_s`` (at most :data:`TICK_S`): a step in flight (a model streaming
+        its reply, tools running) has its events drawn as they come, since the subscriber only queues them; and
+        every :data:`TICK_S`, events or not, the elapsed-time gauge. The panel coalesces the redraws."""
+        state = self.state
+        now = time.perf_counter()
+        if now >= self._gauge_at:
+            self._gauge_at = now + TICK_S
+            state.catch_up()
+            state.elapsed = self.engine.elapsed
+            state.dirty = True
+            self.panel.changed()
+        elif state.pending:
+            self.panel.changed()
+        self._ticker = asyncio.get_running_loop().call_later(self._tick_s, self._tick)
 
     def _stop_ticker(self) -> None:
         if self._ticker is not None:

@@ -2,7 +2,8 @@
 
 No engine logic here (the ``Lab`` drives the run) and no event mapping (that
 is :mod:`agentlab.lab._state`). Redraws are coalesced: :meth:`Panel.changed` is
-called after every event and is O(1); it redraws at most every
+called when the state may have changed (by the ``Lab``'s drive between steps, and by its
+ticker while a step is in flight) and is O(1); it redraws at most every
 ``refresh_s`` seconds, and the chart at most every ``chart_s`` seconds. The
 interval also stretches to 20× what the last redraw cost (40× for the chart), so
 however slow the frontend or the chart is, redraws take a few percent of the run's time.
@@ -185,7 +186,7 @@ class Panel:
         """The state changed: redraw now if due, else once later (coalesced). O(1).
 
         With a redraw scheduled by the time one is due there is nothing to decide: it draws this change too (it
-        runs at the engine's next await, which the ``Lab`` gives between steps). This runs after every event."""
+        runs at the event loop's next turn, which the ``Lab`` gives between steps at least every millisecond)."""
         if self._handle is not None and self._handle_at <= self._next_at:
             return
         now = self._now()
