@@ -13,9 +13,8 @@ import random
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from ..budget import NO_LEDGER, Ledger
 from ..events import Event
@@ -26,6 +25,8 @@ from .folder import keep_attempt
 from .grid import RUN_KEYS, Config, describe, is_factory
 from .scorers import ModelGraded
 from .tasks import Task
+
+T = TypeVar("T")
 
 GRADE_SUFFIX = "-grade"
 """A cell's grading run is ``<cell run id>-grade``."""
@@ -49,6 +50,26 @@ ROW_COLUMNS = [
 ]
 
 
+class _once(Generic[T]):  # noqa: N801 - a decorator, named like functools.cached_property
+    """``functools.cached_property`` without its lock: Python 3.11's takes an ``RLock`` on each first read
+    (~1 µs a cell for its four values), to guard a computation that is pure here."""
+
+    def __init__(self, fn: Callable[[Any], T]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    @overload
+    def __get__(self, obj: None, cls: Any = None) -> _once[T]: ...
+    @overload
+    def __get__(self, obj: object, cls: Any = None) -> T: ...
+    def __get__(self, obj: object | None, cls: Any = None) -> T | _once[T]:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)  # the instance's dict wins over this descriptor from now on
+        return value
+
+
 @dataclass(frozen=True)
 class Cell:
     """One run to make: a task under a config, the ``repeat``-th time."""
@@ -57,22 +78,22 @@ class Cell:
     config: Config
     repeat: int
 
-    # Cached (a frozen dataclass allows it: the value goes straight into the instance's dict): a cell's run id
-    # is read about seven times a run, each a SHA-256 of its key.
-    @cached_property
+    # Each computed on first read and kept (a frozen dataclass allows it: the value goes straight into the
+    # instance's dict): a cell's run id is read about seven times a run, each a SHA-256 of its key.
+    @_once
     def key(self) -> str:
         return f"{self.task.id}\x1f{self.config.name}\x1f{self.repeat}"
 
-    @cached_property
+    @_once
     def _digest(self) -> str:
         return hashlib.sha256(self.key.encode("utf-8", "surrogatepass")).hexdigest()
 
-    @property
+    @_once
     def seed(self) -> int:
         """Derived from task, config and repeat: the same cell always gets the same seed."""
         return int(self._digest[:8], 16)
 
-    @property
+    @_once
     def run_id(self) -> str:
         return "x" + self._digest[:14]
 
