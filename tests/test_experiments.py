@@ -376,6 +376,25 @@ def test_model_graded_spending_counts_against_the_total(tmp_path):
     assert exp.ledger.spent == pytest.approx(runs["cost"].sum() + runs["score_cost"].sum())
 
 
+def test_a_cell_run_again_keeps_its_unfinished_run_and_grading_run_aside_and_counts_their_spending(tmp_path):
+    """A cell whose row was never written (the process died after its runs) runs again; the traces of its
+    first try, the run's and the grading run's, go to attempts/ and still count against the total."""
+    grader = FunctionModel(lambda m, t: reply("PASS"), name="grader")
+    scorer = model_graded("Is it right?", model=grader, prices=PRICES)
+    first = make(tmp_path, n=2, scorer=scorer, max_total_cost=1.0).run().runs.set_index("task_id")
+    folder = tmp_path / "experiment"
+    kept = [line for line in (folder / "rows.jsonl").read_bytes().splitlines() if b'"t0"' in line]
+    (folder / "rows.jsonl").write_bytes(b"".join(line + b"\n" for line in kept))  # t1's row never written
+
+    again = make(tmp_path, n=2, scorer=scorer, max_total_cost=1.0)
+    runs = again.run().runs.set_index("task_id")
+    rid = first.loc["t1", "run_id"]
+    assert sorted(p.name for p in (folder / "attempts").iterdir()) == [f"{rid}-grade.1.jsonl", f"{rid}.1.jsonl"]
+    assert (folder / "traces" / f"{rid}.jsonl").exists() and (folder / "traces" / f"{rid}-grade.jsonl").exists()
+    assert again.spent_before == pytest.approx(first["cost"].sum() + first["score_cost"].sum())
+    assert runs.loc["t1", "outcome"] == "done" and runs.loc["t1", "score"] == 1.0
+
+
 # ---------------------------------------------------- frames, summary, plots
 def test_result_frames_summary_and_plots(tmp_path):
     result = make(

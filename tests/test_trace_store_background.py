@@ -385,3 +385,33 @@ def test_an_experiment_returns_before_its_runs_are_stored_and_the_background_sto
     after = al.load_runs(traces)
     assert set(after.sources.values()) == {"store"} and len(after.sources) == 3
     assert_same_frames(before, after)
+
+
+def test_an_experiment_grown_by_a_task_hands_the_background_only_the_run_not_stored_yet(tmp_path, batcher):
+    """The second time an experiment runs in a folder whose runs are stored, only the new cell's run is handed
+    over: the stored ones are recognised (by name and size) and not stored again."""
+    from agentlab.trace._compact import store_runs
+
+    batcher(store_runs).linger_s = 3600.0  # written by flush alone, not by the clock
+
+    def experiment(n: int) -> al.Experiment:
+        return al.Experiment(
+            [{"id": f"t{i}", "input": f"look up {i}"} for i in range(n)],
+            {"a": {"prices": PRICES}},
+            tools=[lookup],
+            model=lambda task, seed: al.ScriptedModel([reply(None, ("lookup", {"key": task.id})), reply("done")]),
+            folder=tmp_path / "exp",
+            progress=False,
+        )
+
+    first = experiment(2)
+    first.run()
+    assert _background.flush(timeout=60)
+    grown = experiment(3)
+    runs = grown.run().runs.set_index("task_id")
+    assert [f.name for f in _background.batcher().pending()[grown.folder.traces]] == [
+        f"{runs.loc['t2', 'run_id']}.jsonl"
+    ]
+    assert _background.flush(timeout=60)
+    stored = al.load_runs(grown.folder.traces)
+    assert set(stored.sources.values()) == {"store"} and len(stored.sources) == 3

@@ -12,19 +12,21 @@ import hashlib
 import random
 import traceback
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from functools import cached_property
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Generic, TypeVar, overload
 
 from ..budget import NO_LEDGER, Ledger
 from ..events import Event
 from ..loop import Run
+from ..trace.writer import TraceWriter
 from ..vocab import EventKind, StopReason
 from .folder import keep_attempt
-from .grid import Config, describe, is_factory
+from .grid import RUN_KEYS, Config, describe, is_factory
 from .scorers import ModelGraded
 from .tasks import Task
+
+T = TypeVar("T")
 
 GRADE_SUFFIX = "-grade"
 """A cell's grading run is ``<cell run id>-grade``."""
@@ -48,6 +50,26 @@ ROW_COLUMNS = [
 ]
 
 
+class _once(Generic[T]):  # noqa: N801 - a decorator, named like functools.cached_property
+    """``functools.cached_property`` without its lock: Python 3.11's takes an ``RLock`` on each first read
+    (~1 µs a cell for its four values), to guard a computation that is pure here."""
+
+    def __init__(self, fn: Callable[[Any], T]) -> None:
+        self.fn = fn
+        self.name = fn.__name__
+        self.__doc__ = fn.__doc__
+
+    @overload
+    def __get__(self, obj: None, cls: Any = None) -> _once[T]: ...
+    @overload
+    def __get__(self, obj: object, cls: Any = None) -> T: ...
+    def __get__(self, obj: object | None, cls: Any = None) -> T | _once[T]:
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)  # the instance's dict wins over this descriptor from now on
+        return value
+
+
 @dataclass(frozen=True)
 class Cell:
     """One run to make: a task under a config, the ``repeat``-th time."""
@@ -56,24 +78,28 @@ class Cell:
     config: Config
     repeat: int
 
-    # Cached (a frozen dataclass allows it: the value goes straight into the instance's dict): a cell's run id
-    # is read about seven times a run, each a SHA-256 of its key.
-    @cached_property
+    # Each computed on first read and kept (a frozen dataclass allows it: the value goes straight into the
+    # instance's dict): a cell's run id is read about seven times a run, each a SHA-256 of its key.
+    @_once
     def key(self) -> str:
         return f"{self.task.id}\x1f{self.config.name}\x1f{self.repeat}"
 
-    @cached_property
+    @_once
     def _digest(self) -> str:
         return hashlib.sha256(self.key.encode("utf-8", "surrogatepass")).hexdigest()
 
-    @property
+    @_once
     def seed(self) -> int:
         """Derived from task, config and repeat: the same cell always gets the same seed."""
         return int(self._digest[:8], 16)
 
-    @property
+    @_once
     def run_id(self) -> str:
         return "x" + self._digest[:14]
+
+
+_MODEL_CALLED = EventKind.MODEL_CALLED  # (a module constant: an enum member's lookup costs ~55 ns, and this is
+# compared for each of a run's events, ~28 for a 5-step run)
 
 
 class _Tokens:
@@ -85,7 +111,7 @@ class _Tokens:
         self.input = self.output = self.cache_read = 0
 
     def __call__(self, e: Event) -> None:
-        if e.kind == EventKind.MODEL_CALLED and e.data.get("usage"):
+        if e.kind == _MODEL_CALLED and e.data.get("usage"):
             u = e.data["usage"]
             self.input += u.get("input_tokens", 0)
             self.output += u.get("output_tokens", 0)
@@ -123,18 +149,32 @@ def not_run_row(cell: Cell, reason: str, outcome: str = "not run", error: str = 
 
 @dataclass
 class CellRunner:
-    """Builds and runs one cell. Picklable (Ray ships it to workers) when its parts are."""
+    """Builds and runs one cell. Picklable (Ray ships it to workers) when its parts are.
+
+    ``earlier``: the run ids that had a trace in ``traces`` when the experiment began (the local backend
+    lists the folder once, while it holds it: no other process adds a trace, and each cell runs once), so
+    a cell with no earlier attempt makes no check on disk; ``None`` (Ray's workers, where a task may be
+    retried) checks the disk for each cell.
+    """
 
     tools: Any
     model: Any
     scorer: Callable[..., Any] | None
     traces: Path | None
+    earlier: frozenset[str] | None = None
+    _split: dict[str, tuple[dict[str, Any], Any, dict[str, Any] | None]] = field(
+        default_factory=dict, init=False, repr=False, compare=False
+    )
 
     def run_options(self, cell: Cell) -> dict[str, Any]:
-        params = dict(cell.config.params)
-        model = params.pop("model", self.model)
-        if is_factory(model):
-            keys = {k: params.pop(k) for k in list(params) if k not in _run_keys()}
+        split = self._split.get(cell.config.name)
+        if split is None:  # a config's options split once: the run's, the model (or factory), the factory's
+            params = dict(cell.config.params)
+            model = params.pop("model", self.model)
+            keys = {k: params.pop(k) for k in list(params) if k not in RUN_KEYS} if is_factory(model) else None
+            split = self._split[cell.config.name] = (params, model, keys)
+        params, model, keys = split
+        if keys is not None:
             model = model(cell.task, cell.seed, **keys)
         return {**params, "model": model, "rng": random.Random(cell.seed), "run_id": cell.run_id}
 
@@ -143,19 +183,26 @@ class CellRunner:
             self.tools(task) if callable(self.tools) and not isinstance(self.tools, (list, tuple, dict)) else self.tools
         )
 
+    def _keep_earlier(self, run_id: str) -> None:
+        """An unfinished earlier attempt at this cell (and its grading run): kept aside, its spending still
+        counts (:meth:`~.folder.Folder.spent`)."""
+        assert self.traces is not None
+        earlier = self.earlier
+        for rid in (run_id, run_id + GRADE_SUFFIX):
+            if earlier is None or rid in earlier:
+                keep_attempt(self.traces, rid)
+
     async def run(
         self, cell: Cell, ledger: Ledger = NO_LEDGER, before: Callable[[Run], None] | None = None
     ) -> dict[str, Any]:
         """Run the cell to its end and return its row; never raises for the cell's own trouble."""
-        from ..trace import TraceWriter
-
         row = base_row(cell)
         writer = TraceWriter(self.traces) if self.traces is not None else None
         tokens = _Tokens()
+        tools = None
         try:
-            if self.traces is not None:  # an unfinished earlier attempt: kept aside, its spending still counts
-                keep_attempt(self.traces, cell.run_id)
-                keep_attempt(self.traces, cell.run_id + GRADE_SUFFIX)
+            if self.traces is not None:
+                self._keep_earlier(cell.run_id)
             tools = self.make_tools(cell.task)
             subs: list[Any] = [tokens] + ([writer] if writer is not None else [])
             run = Run(cell.task.input, tools, subscribers=subs, ledger=ledger, **self.run_options(cell))
@@ -171,7 +218,7 @@ class CellRunner:
             error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
             return not_run_row(cell, "setup failed", outcome="error", error=error)
         finally:
-            _release(locals().get("tools"))
+            _release(tools)
         score, score_cost, error = None, 0.0, ""
         err = getattr(result, "error", None)
         if err is not None:
@@ -220,12 +267,6 @@ def _release_held(ledger: Ledger, run_id: str) -> None:
     release = getattr(ledger, "release", None)
     if callable(release):
         release(run_id)
-
-
-def _run_keys() -> frozenset[str]:
-    from .grid import RUN_KEYS
-
-    return RUN_KEYS
 
 
 def _release(tools: Any) -> None:

@@ -153,6 +153,8 @@ class Experiment:
                 r.cancel()
 
     def _emit(self, kind: str, **kw: Any) -> None:
+        if not self._subscribers:  # (no progress view, no subscriber: no event to build, twice a cell)
+            return
         event = ExperimentEvent(kind, **kw)
         for s in list(self._subscribers):
             try:
@@ -211,19 +213,25 @@ class Experiment:
         loop = asyncio.get_running_loop()
         deadline = None if self.deadline_s is None else loop.call_later(self.deadline_s, self.stop)
 
+        subscribers = self._subscribers  # (the list itself: one added while the experiment runs hears the rest)
+
         def started(cell: Cell) -> None:
-            self._emit("cell_started", cell=cell.key)
+            if subscribers:
+                self._emit("cell_started", cell=cell.key)
 
         def finished(cell: Cell, row: dict[str, Any]) -> None:
             rows[(cell.task.id, cell.config.name, cell.repeat)] = row
             out.write(row_line(row))  # one unbuffered write: a SIGKILL after this loses nothing
-            self._emit("cell_finished", cell=cell.key, row=row, spent=self._spent())
+            if subscribers:
+                self._emit("cell_finished", cell=cell.key, row=row, spent=self._spent())
 
         def exhausted() -> bool:
             left = ledger.left
             return left is not None and (left <= 0 or ledger.refused > 0)
 
-        runner = CellRunner(self.tools, self.model, self.scorer, self.folder.traces)
+        # The local backend checks for earlier attempts against one listing, taken while the folder is held.
+        earlier = None if self.backend == "ray" else self.folder.trace_ids()
+        runner = CellRunner(self.tools, self.model, self.scorer, self.folder.traces, earlier)
         try:
             if self.backend == "ray":
                 from .ray import run_ray

@@ -30,29 +30,33 @@ class TotalLedger:
         """Dollars neither spent nor reserved (``None`` without a limit)."""
         return None if self.limit is None else self.limit - self.spent - self.reserved
 
+    # reserve and settle run twice a model call, for every run of an experiment: each takes the lock once and
+    # does its arithmetic on locals (an experiment's machinery is measured against bare runs: exp.overhead).
     def reserve(self, run_id: str, amount: float, minimum: float) -> float:
         with self._lock:
-            if self.limit is None:
-                self.reserved += amount
-                self._held[run_id] = self._held.get(run_id, 0.0) + amount
-                return amount
-            left = self.limit - self.spent - self.reserved
-            if left < minimum or left <= 0 < amount:
-                self.refused += 1
-                return 0.0
-            granted = min(amount, left)
-            self.reserved += granted
-            self._held[run_id] = self._held.get(run_id, 0.0) + granted
-            return granted
+            limit = self.limit
+            if limit is not None:
+                left = limit - self.spent - self.reserved
+                if left < minimum or left <= 0 < amount:
+                    self.refused += 1
+                    return 0.0
+                if amount > left:
+                    amount = left
+            self.reserved += amount
+            held = self._held
+            held[run_id] = held.get(run_id, 0.0) + amount
+            return amount
 
     def settle(self, run_id: str, reserved: float, actual: float) -> None:
         with self._lock:
-            self.reserved = max(0.0, self.reserved - reserved)
-            held = self._held.get(run_id, 0.0) - reserved
-            if held > 1e-15:
-                self._held[run_id] = held
+            left = self.reserved - reserved
+            self.reserved = left if left > 0.0 else 0.0
+            held = self._held
+            kept = held.get(run_id, 0.0) - reserved
+            if kept > 1e-15:
+                held[run_id] = kept
             else:
-                self._held.pop(run_id, None)
+                held.pop(run_id, None)
             self.spent += actual
 
     def release(self, run_id: str) -> None:

@@ -42,7 +42,7 @@ import sys
 import threading
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -137,10 +137,18 @@ class StoreBatcher:
     # ---------------------------------------------------------- the run's side
     def submit(self, folder: Path, file: Path) -> None:
         """Hand over a finished run's log; returns at once."""
+        self.submit_all(folder, (file,))
+
+    def submit_all(self, folder: Path, files: Iterable[Path]) -> None:
+        """Hand over finished runs' logs, all under one lock (an experiment's, when it ends); returns at once."""
         self.report()
         with self._cond:
             idle = not self._pending
-            self._pending.setdefault(folder, {})[file] = None
+            waiting = self._pending.setdefault(folder, {})
+            waiting.update(dict.fromkeys(files))
+            if not waiting:
+                del self._pending[folder]
+                return
             if self._since is None:
                 self._since = time.monotonic()
             if self._thread is None:

@@ -179,9 +179,10 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
 
 def _unstored(folder: Path) -> tuple[list[str], set[str]]:
     """The logs in ``folder`` the store does not hold fresh (by name, sorted), and those it does."""
-    logs = log_sizes(folder)
+    found = parts(folder)
+    logs = log_sizes(folder, sized=bool(found))  # nothing stored yet (a new experiment's): no size to compare
     fresh: set[str] = set()
-    for names in chosen(parts(folder), logs).values():
+    for names in chosen(found, logs).values():
         fresh |= {n for n in names if n in logs}
     return sorted(n for n in logs if n not in fresh), fresh
 
@@ -205,9 +206,7 @@ def store_later(folder: Path) -> None:
             stacklevel=2,
         )
         return
-    to_store = batcher()
-    for name in todo:
-        to_store.submit(folder, folder / name)
+    batcher().submit_all(folder, [folder / name for name in todo])
 
 
 class StoredTraceWriter(TraceWriter):

@@ -577,14 +577,15 @@ def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | No
                 p.path(root, table).unlink()
 
 
-def log_sizes(folder: Path) -> dict[str, int]:
+def log_sizes(folder: Path, *, sized: bool = True) -> dict[str, int]:
+    """Each run log in ``folder`` by name, with its size (``sized=False``: 0 each, without a ``stat`` a file)."""
     from .files import SUFFIX
 
     out = {}
     with os.scandir(folder) as it:
         for entry in it:
             if entry.name.endswith(SUFFIX) and entry.is_file():
-                out[entry.name] = entry.stat().st_size
+                out[entry.name] = entry.stat().st_size if sized else 0
     return out
 
 
