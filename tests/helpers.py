@@ -50,6 +50,16 @@ def last_tool_results(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return [b for b in content if b.get("type") == "tool_result"]
 
 
+ONE_TOOL_STEP = [
+    "model_request",
+    "model_called",
+    "tool_started",
+    "tool_finished",
+    "tool_results",
+    "step_finished",
+]
+"""The events of a step with one tool call, in order (between a run's ``run_started`` and ``run_finished``)."""
+
 PRICES = al.Prices(input=3.0, output=15.0)
 """Test prices: $3 / $15 per million tokens (Claude Sonnet's)."""
 

@@ -17,6 +17,8 @@ import agentlab as al
 from agentlab import reply
 from agentlab.trace import TraceWriter
 
+from .helpers import ONE_TOOL_STEP
+
 
 @al.tool(mode="read")
 def lookup(key: str) -> str:
@@ -46,15 +48,7 @@ def test_advance_takes_one_step_and_returns_nothing(tmp_path):
     run, _ = _run(tmp_path, events)
     assert asyncio.run(run.advance()) is None
     assert run.steps == 1 and run.phase == "ready" and run.result is None
-    assert [e.kind for e in events] == [
-        "run_started",
-        "model_request",
-        "model_called",
-        "tool_started",
-        "tool_finished",
-        "tool_results",
-        "step_finished",
-    ]
+    assert [e.kind for e in events] == ["run_started", *ONE_TOOL_STEP]
     assert run.messages[-1]["content"][0]["content"] == "v:a"  # the tool ran, its result is in the history
 
 

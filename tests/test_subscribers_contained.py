@@ -12,7 +12,7 @@ import pytest
 import agentlab as al
 from agentlab import reply
 
-from .helpers import Recorder
+from .helpers import ONE_TOOL_STEP, Recorder
 
 
 class Custom(BaseException):
@@ -20,16 +20,7 @@ class Custom(BaseException):
 
 
 RAISED = [SystemExit(1), GeneratorExit(), asyncio.CancelledError(), Custom("boom"), ValueError("bad"), StopIteration()]
-KINDS = [
-    "run_started",
-    "model_request",
-    "model_called",
-    "tool_started",
-    "tool_finished",
-    "tool_results",
-    "step_finished",
-    "run_finished",
-]
+KINDS = ["run_started", *ONE_TOOL_STEP, "run_finished"]
 
 
 @al.tool

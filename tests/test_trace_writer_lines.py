@@ -23,6 +23,7 @@ from agentlab.events import PLAIN_KINDS, Event, new_event
 from agentlab.redact import REDACTED, Redactor
 from agentlab.trace import TraceWriter, dumps, read_events
 
+from .helpers import ONE_TOOL_STEP
 from .writer_lines import DATA, ENGINE_KINDS, KEYS, VALUES, WHEN, expected_lines
 
 
@@ -91,15 +92,7 @@ def test_a_runs_lines_are_the_records_of_its_events(tmp_path):
     )
     result = al.run("go", [lookup], model=model, trace=tmp_path, subscribers=[seen.append], max_cost=None)
     written = (tmp_path / f"{result.run_id}.jsonl").read_bytes().splitlines(keepends=True)
-    assert [e.kind for e in seen][:7] == [
-        "run_started",
-        "model_request",
-        "model_called",
-        "tool_started",
-        "tool_finished",
-        "tool_results",
-        "step_finished",
-    ]
+    assert [e.kind for e in seen][:7] == ["run_started", *ONE_TOOL_STEP]
     assert written[1:-1] == expected_lines(seen)[1:-1]  # the run's first and last hold the live history
 
 
