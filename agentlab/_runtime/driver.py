@@ -36,6 +36,7 @@ import asyncio
 import atexit
 import contextlib
 import contextvars
+import os
 import signal
 import socket
 import threading
@@ -164,6 +165,20 @@ def _keep(loop: asyncio.AbstractEventLoop, waker: _Waker | None = None) -> bool:
         return False
     _kept[threading.get_ident()] = loop, waker
     return True
+
+
+def _after_fork_in_child() -> None:
+    """A forked child does not run the parent's kept loops: their epoll instance and sockets are the parent's too
+    (a fork shares them), so the child's readers would land in the parent's loop. Each is marked closed first,
+    so that neither ``close()`` nor the garbage collector takes anything out of the shared epoll instance (the
+    parent's self-pipe); collecting them closes only the child's copies of the descriptors."""
+    for loop, _ in _kept.values():
+        loop._closed = True  # type: ignore[attr-defined]  # asyncio's own flag: close() and __del__ then do nothing
+    _kept.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 @atexit.register

@@ -41,6 +41,7 @@ OS, a sandbox) it is not tried again.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -137,6 +138,20 @@ def _worker(job: Job) -> None:
         job._end(ok, value)
         me.wake.acquire()
         job = me.job  # type: ignore[assignment]  # set by submit() before it released ``wake``
+
+
+def _after_fork_in_child() -> None:
+    """A forked child has none of the parent's workers (threads do not fork): it starts an empty pool, with a
+    fresh lock (the parent's may have been held by another thread at the fork). Without this a child's first
+    sync call went to a worker that does not exist there and never ran (the run stopped at its deadline, or
+    waited for ever with none)."""
+    global _lock
+    _lock = threading.Lock()
+    _idle.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def submit(fn: Callable[[], Any], *, near: bool = False) -> Job:
