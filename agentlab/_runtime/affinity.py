@@ -47,12 +47,10 @@ def pin_here(tid: int, cpus: frozenset[int]) -> bool:
         return False
 
 
-def restore(cpus: frozenset[int] | None) -> None:
-    """Give the calling thread back its CPU set (after :func:`pin_here`). Never raises: a worker calls it
-    outside the job it is about to run."""
+def restore(cpus: frozenset[int]) -> None:
+    """Give the calling thread back its CPU set (after :func:`pin_here`, which a thread with no known set is never
+    given). Never raises: a worker calls it outside the job it is about to run."""
     global _on
-    if cpus is None:
-        return
     try:
         os.sched_setaffinity(0, cpus)
     except OSError:  # the allowed CPUs changed under us (a cgroup): every CPU the kernel still allows

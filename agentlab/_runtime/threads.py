@@ -126,7 +126,7 @@ def _worker(job: Job) -> None:
     me = _Worker()
     _local.worker = True
     while True:
-        if me.pinned:  # before anything the job runs: a thread or process it starts inherits this thread's CPUs
+        if me.pinned and me.cpus is not None:  # before anything the job runs: what it starts inherits these CPUs
             me.pinned = False
             affinity.restore(me.cpus)
         try:
