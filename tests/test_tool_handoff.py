@@ -92,8 +92,10 @@ needs_affinity = pytest.mark.skipif(
 )
 
 
-def _cpus_seen_by_a_quick_sync_tool(steps: int) -> list[set[int]]:
-    """The CPU set a quick sync tool runs with, at each of ``steps`` calls made alone under ``arun()``."""
+def _cpus_seen_by_a_quick_sync_tool(steps: int, entry: str = "arun", runs: int = 1) -> list[set[int]]:
+    """The CPU set a quick sync tool runs with, at each of ``steps`` calls made alone in each of ``runs`` runs:
+    under ``arun()`` (each call handed to a worker), or under ``run()`` (the run's loop handed to a worker, the
+    tool run on that loop's thread)."""
     seen: list[set[int]] = []
 
     @al.tool(mode="read")
@@ -106,19 +108,24 @@ def _cpus_seen_by_a_quick_sync_tool(steps: int) -> list[set[int]]:
         seen.extend([cpus, child[0]])  # the tool's thread, and a thread it starts
         return f"call {n}"
 
-    script = [reply(None, ("where", {"n": n})) for n in range(steps)] + [reply("done")]
-    result = asyncio.run(al.arun("q", [where], model=al.ScriptedModel(script), trace=False, max_steps=steps + 1))
-    assert isinstance(result, al.Done)
+    for _ in range(runs):
+        script = [reply(None, ("where", {"n": n})) for n in range(steps)] + [reply("done")]
+        kw = dict(model=al.ScriptedModel(script), trace=False, max_steps=steps + 1)
+        result = al.run("q", [where], **kw) if entry == "run" else asyncio.run(al.arun("q", [where], **kw))
+        assert isinstance(result, al.Done)
     return seen
 
 
 @needs_affinity
-def test_a_sync_tool_and_the_threads_it_starts_run_on_every_cpu_the_process_may_use():
-    """The hand-off may wake a worker on the caller's CPU, but the tool never runs pinned there (a subprocess or a
-    thread it starts would inherit the pin and be held to one CPU)."""
+@pytest.mark.parametrize("entry", ["arun", "run"])
+def test_a_sync_tool_and_the_threads_it_starts_run_on_every_cpu_the_process_may_use(entry):
+    """The hand-off may wake a worker on the caller's CPU (a sync call under ``arun()``, the run's loop under
+    ``run()``), but the tool never runs pinned there (a subprocess or a thread it starts would inherit the pin
+    and be held to one CPU)."""
     mine = os.sched_getaffinity(0)
-    seen = _cpus_seen_by_a_quick_sync_tool(40)
-    assert len(seen) == 80 and all(cpus == mine for cpus in seen)
+    steps, runs = (40, 1) if entry == "arun" else (2, 20)
+    seen = _cpus_seen_by_a_quick_sync_tool(steps, entry, runs)
+    assert len(seen) == 2 * steps * runs and all(cpus == mine for cpus in seen)
 
 
 @needs_affinity

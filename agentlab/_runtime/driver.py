@@ -296,7 +296,7 @@ def _supervised(
 
     previous = _take_sigint(on_sigint)
     try:
-        threads.submit(target)
+        threads.submit(target, near=True)  # woken on this CPU, which waits idle (see threads.py)
         while True:
             try:
                 taken = ref.watch(lambda: give_up[0])

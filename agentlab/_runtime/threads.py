@@ -35,7 +35,11 @@ call (there and back; the answer wakes the loop's thread where the worker
 now runs). The worker takes back its own CPU set before it calls anything, so
 nothing a tool starts (a thread, a subprocess) inherits the pin; the pin
 costs two ``sched_setaffinity`` calls. Where the calls are refused (another
-OS, a sandbox) it is not tried again.
+OS, a sandbox) it is not tried again. ``run()`` hands its loop to a worker
+the same way (once a run, its caller then waits): woken where it last ran,
+that worker spent a whole run slower in about a third of processes (its step
++30-45 µs of CPU, the same run's async steps unchanged); woken on the caller's
+CPU, in 2 of 24 by half as much (issue 27, ninth session; docs/benchmarks.md).
 """
 
 from __future__ import annotations
