@@ -110,6 +110,20 @@ def test_a_secret_in_any_events_data_reaches_no_line(tmp_path, kind):
     assert key not in text and REDACTED in text
 
 
+@pytest.mark.parametrize("kind", [k for k in ENGINE_KINDS if k not in PLAIN_KINDS])
+def test_a_password_in_a_url_in_any_events_data_reaches_no_line(tmp_path, kind):
+    """A URL's credentials (``scheme://user:password@host``) are redacted whichever kind carries them; the
+    pre-test finds the URL's ``://`` among the secret words it looks for in data's text."""
+    run_id = "r-" + os.urandom(4).hex()
+    writer = TraceWriter(tmp_path, redactor=Redactor(env=False))
+    writer(new_event("run_started", run_id, 0, 1, 0.5, {"task": "go"}))
+    writer(new_event(kind, run_id, 1, 2, 0.75, {"result": "connect postgres://app:Pg-Str3am-77@db/x now"}))
+    writer(new_event(kind, run_id, 1, 3, 0.8, {"args": {"to": "ops@example.com", "dsn": "mysql://u:Zq-91xLm@h/d"}}))
+    writer.close()
+    text = (tmp_path / f"{run_id}.jsonl").read_text(encoding="utf-8")
+    assert "Pg-Str3am-77" not in text and "Zq-91xLm" not in text and text.count(REDACTED) == 2
+
+
 def test_a_secret_in_a_tool_result_is_redacted_on_the_way_to_disk(tmp_path):
     key = "sk-ant-api03-" + "x" * 40
 
