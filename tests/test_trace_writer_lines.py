@@ -155,6 +155,23 @@ def test_an_event_made_the_fast_way_is_an_ordinary_frozen_event():
     assert dataclasses.replace(fast, step=3).step == 3
 
 
+def test_every_event_a_run_hands_its_subscribers_is_an_ordinary_frozen_event():
+    seen: list[Event] = []
+
+    @al.tool(mode="read")
+    def lookup(key: str) -> str:
+        """Look up a key."""
+        return "v:" + key
+
+    model = al.ScriptedModel([reply(None, ("lookup", {"key": "k0"})), reply("ok")])
+    al.run("go", [lookup], model=model, trace=False, subscribers=[seen.append], max_cost=None)
+    assert [e.kind for e in seen][1:7] == ONE_TOOL_STEP
+    for e in seen:
+        assert type(e) is Event and e == Event(e.kind, e.run_id, e.step, e.seq, e.t, e.data)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            e.seq = 0  # type: ignore[misc]
+
+
 def test_a_secret_put_in_the_environment_after_a_run_is_kept_out_of_the_next_runs_trace(tmp_path, monkeypatch):
     """The environment's secrets are read once per change of the environment, not once per run."""
     token = "ghx" + "Q7w" * 12
