@@ -794,11 +794,11 @@ class Redactor:
         case") costs no walk; a format prefix (``sk-``, ``ghp_``) always trips it.
 
         ``hints_in``: the part of ``line`` (bytes; JSON text itself when ``json_text``) in which secret words
-        and key prefixes are looked for, when the caller knows the rest of the line holds none and no word
-        runs across the border (the trace writer: a line but its run's first bytes, tested once when the
-        run's file opens, and the numbers and kind after them). Lowering and matching cost ~25 instructions
-        a byte, and those first bytes are a third of an engine line. Secret values and every other rule
-        still read the whole line."""
+        and key prefixes (and the ``://`` of a URL with credentials) are looked for, when the caller knows the
+        rest of the line holds none and none runs across the border (the trace writer: a line but its run's
+        first bytes, tested once when the run's file opens, and the numbers and kind after them). Lowering and
+        matching cost ~25 instructions a byte, and those first bytes are a third of an engine line. Secret
+        values and every other rule still read the whole line."""
         if self._gen != _generation[0]:
             self._refresh()
         if not isinstance(line, bytes) or not (line.isascii() or _lowers_like_text(line)):
@@ -810,12 +810,17 @@ class Redactor:
                 return True
         text = line if hints_in is None else hints_in
         matches = _BYTES_FINDER.find_matches_as_indexes(text.lower())
+        url = inert = False
         for which, _, _ in matches:  # a loop, not min(): min compares whole tuples, ~0.5 µs on a reply's line
             if which <= _BASIC:  # a hint or "basic" (the harmless matches and "://" come after them)
-                if json_text and _inert_hints(text, matches, self):
-                    break
-                return True
-        if line.find(b"@") >= 0 and line.find(b"://") >= 0:  # neither has a case
+                if not (inert or (json_text and _inert_hints(text, matches, self))):
+                    return True
+                inert = True  # every hint of the line judged at once
+            elif which == _URL_HINT:
+                url = True
+        # "://" is one of the automaton's patterns, and no other holds a ":", so none hides it: found above
+        # (in ``hints_in``'s part, which the caller vouches for), it costs no search of its own
+        if url and line.find(b"@") >= 0:  # neither has a case
             return True
         return self._by_user_rules(line, line.lower()) if self._user_rules else False
 

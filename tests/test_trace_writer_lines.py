@@ -110,6 +110,20 @@ def test_a_secret_in_any_events_data_reaches_no_line(tmp_path, kind):
     assert key not in text and REDACTED in text
 
 
+@pytest.mark.parametrize("kind", [k for k in ENGINE_KINDS if k not in PLAIN_KINDS])
+def test_a_password_in_a_url_in_any_events_data_reaches_no_line(tmp_path, kind):
+    """A URL's credentials (``scheme://user:password@host``) are redacted whichever kind carries them; the
+    pre-test finds the URL's ``://`` among the secret words it looks for in data's text."""
+    run_id = "r-" + os.urandom(4).hex()
+    writer = TraceWriter(tmp_path, redactor=Redactor(env=False))
+    writer(new_event("run_started", run_id, 0, 1, 0.5, {"task": "go"}))
+    writer(new_event(kind, run_id, 1, 2, 0.75, {"result": "connect postgres://app:Pg-Str3am-77@db/x now"}))
+    writer(new_event(kind, run_id, 1, 3, 0.8, {"args": {"to": "ops@example.com", "dsn": "mysql://u:Zq-91xLm@h/d"}}))
+    writer.close()
+    text = (tmp_path / f"{run_id}.jsonl").read_text(encoding="utf-8")
+    assert "Pg-Str3am-77" not in text and "Zq-91xLm" not in text and text.count(REDACTED) == 2
+
+
 def test_a_secret_in_a_tool_result_is_redacted_on_the_way_to_disk(tmp_path):
     key = "sk-ant-api03-" + "x" * 40
 
@@ -139,6 +153,23 @@ def test_an_event_made_the_fast_way_is_an_ordinary_frozen_event():
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.kind = "x"  # type: ignore[misc]
     assert dataclasses.replace(fast, step=3).step == 3
+
+
+def test_every_event_a_run_hands_its_subscribers_is_an_ordinary_frozen_event():
+    seen: list[Event] = []
+
+    @al.tool(mode="read")
+    def lookup(key: str) -> str:
+        """Look up a key."""
+        return "v:" + key
+
+    model = al.ScriptedModel([reply(None, ("lookup", {"key": "k0"})), reply("ok")])
+    al.run("go", [lookup], model=model, trace=False, subscribers=[seen.append], max_cost=None)
+    assert [e.kind for e in seen][1:7] == ONE_TOOL_STEP
+    for e in seen:
+        assert type(e) is Event and e == Event(e.kind, e.run_id, e.step, e.seq, e.t, e.data)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            e.seq = 0  # type: ignore[misc]
 
 
 def test_a_secret_put_in_the_environment_after_a_run_is_kept_out_of_the_next_runs_trace(tmp_path, monkeypatch):

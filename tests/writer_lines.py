@@ -15,7 +15,8 @@ from agentlab.vocab import EventKind
 
 from .secrets_corpus import ALL, RULE_WORDS
 
-WORDS = st.sampled_from([*RULE_WORDS, "null", "v:k0_0", "run_id", *ALL[:8]])
+URLS = ["postgres://app:Pg-Str3am-77@db/x", "https://example.com/a", "ops@example.com"]  # a URL's "@" and "://"
+WORDS = st.sampled_from([*RULE_WORDS, "null", "v:k0_0", "run_id", *ALL[:8], *URLS])
 TEXT = st.lists(WORDS, max_size=6).map(" ".join)
 NUMBERS = (
     st.integers(-(2**70), 2**70)

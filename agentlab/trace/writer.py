@@ -73,7 +73,8 @@ _BASE = frozenset(("v", "run_id", "seq", "step", "t", "kind"))
 _MIN_T, _MAX_T = 1e-4, 1e9
 """Where the hot path writes ``t`` (see :meth:`TraceWriter.__call__`); outside (a fake clock's 0.0, 31 years)
 the long way does."""
-_OPTIONS = orjson.OPT_NON_STR_KEYS | orjson.OPT_APPEND_NEWLINE
+_NEWLINE = orjson.OPT_APPEND_NEWLINE
+_OPTIONS = orjson.OPT_NON_STR_KEYS | _NEWLINE
 _LONG_WAY = frozenset(("model_delta", "run_started", "run_finished"))
 """Kinds the hot path leaves to :meth:`TraceWriter._long_way`: fragments, and a run's first and last event."""
 _HELD, _FINISHED, _STARTED = 1, 2, 3
@@ -91,13 +92,13 @@ def _long(result: Any) -> TypeGuard[str]:
 
 
 _HOT: dict[str, tuple[bytes, bool, int]] = {
-    k.value: (b',"kind":' + orjson.dumps(k.value), k.value not in PLAIN_KINDS, _HOLD.get(k.value, 0))
+    k.value: (b',"kind":' + orjson.dumps(k.value) + b",", k.value not in PLAIN_KINDS, _HOLD.get(k.value, 0))
     for k in KINDS
     if k.value not in _LONG_WAY
 }
-"""The kinds the hot path takes, each with its ``,"kind":"<kind>"`` bytes, whether its line is tested for
-secrets (:data:`~agentlab.events.PLAIN_KINDS` hold numbers only) and what it does to the held lines
-(:data:`_HOLD`): one lookup an event instead of four. A driver's own kind (``Run.note``, rare) takes the long
+"""The kinds the hot path takes, each with its ``,"kind":"<kind>",`` bytes (``data``'s fields follow), whether
+its line is tested for secrets (:data:`~agentlab.events.PLAIN_KINDS` hold numbers only) and what it does to the
+held lines (:data:`_HOLD`): one lookup an event instead of four. A driver's own kind (``Run.note``, rare) takes the long
 way."""
 
 
@@ -129,9 +130,9 @@ class _File:
         self.calls = 0
         self.head = b'{"v":%d,"run_id":%b,"seq":' % (SCHEMA_VERSION, _json_str(run_id))
         self.redactor = redactor
-        # Do the run's first bytes (its id) hold a secret word, or anything else the pre-test looks for? Then
-        # its lines are tested whole; else secret words are looked for in data's text only (see __call__).
-        self.words_in_head = redactor.needs_redaction(self.head)
+        # Do the run's first bytes (its id) hold a secret word, a URL's "://", or anything else the pre-test
+        # looks for? Then its lines are tested whole; else those are looked for in data's text only (__call__).
+        self.words_in_head = redactor.needs_redaction(self.head) or self.head.find(b"://") >= 0
         if self.good:  # a previous writer may have died mid-line
             with open(f.name, "rb") as r:
                 r.seek(self.good - 1)
@@ -221,13 +222,20 @@ class TraceWriter:
         - ``data`` is dumped without ``OPT_NON_STR_KEYS`` (a third of orjson's time on a small dict): a key
           that is no string raises, and the long way writes it;
         - its text is sliced (``body[1:]``, a copy) rather than viewed: a ``memoryview`` and its slice cost
-          three times the copy of a line;
+          three times the copy of a line; orjson ends it with the line's newline, and the line is one ``%``
+          (the run's first bytes, ``seq``, ``step`` and ``t``, stripped) and two concatenations: ~1.1k
+          instructions an event less than a ``%`` for ``t`` then one for the line (ninth session);
+        - its ``null`` s are counted once (``count``, not ``find`` then a call that counts) and set against the
+          top level's ``None`` values inline; ``data``'s keys are tested against the base fields by six
+          lookups (a set's ``isdisjoint`` walks every key of ``data``, fifteen for a reply);
         - bytes are searched with ``find``: ``x in bytes`` first tries ``x`` as an integer, raising and
           clearing a TypeError, message included;
         - the secret pre-test looks for secret words in ``data``'s text only (``hints_in``), unless the run's
           first bytes hold one: the numbers and the kind between hold none (no kind the hot path takes has
           one: tests/test_trace_writer_lines.py), and none runs across the ``","`` before ``data``. It reads
-          the line as JSON text (``json_text``), so an engine's "Look up a key" costs no walk here either;
+          the line as JSON text (``json_text``), so an engine's "Look up a key" costs no walk here either,
+          and a URL's ``://`` is one of its automaton's matches (a run id holding one has its lines tested
+          whole), so a line with none costs no search for an ``@``;
         - the write is made here, not through :meth:`_flush` (a Python call), when no line is held before
           this one (a step's ``model_request``), and only a short write goes on to :meth:`_write_rest`, which
           owns the rule (finish the line, or cut the file back to its last whole line).
@@ -244,26 +252,30 @@ class TraceWriter:
             or type(step) is not int
             or type(t) is not float
             or not _MIN_T <= t < _MAX_T  # where "%.6f" stripped writes t as the long way does
-            or not _BASE.isdisjoint(data)
+            or "t" in data
+            or "seq" in data
+            or "step" in data
+            or "kind" in data
+            or "v" in data
+            or "run_id" in data
+            # (six lookups: _BASE.isdisjoint(data) walks all of data's keys)
         ):
             self._long_way(event)
             return
         try:
-            body = orjson.dumps(data, default=str)
+            body = orjson.dumps(data, default=str, option=_NEWLINE)
         except (TypeError, orjson.JSONEncodeError):
             self._long_way(event)
             return
-        if body.find(b"null") >= 0 and not _nulls_explained(body, data) and _has_nonfinite(data):
+        nulls = body.count(b"null")
+        if nulls and nulls != (top := (*data.values(),).count(None)) and _nonfinite_below(nulls - top, data):
             self._long_way(event)  # a NaN or an infinity: tagged
             return
-        when = (b"%.6f" % t).rstrip(b"0")
-        if when[-1] == 46:  # ".": 2.0 is written "2.0"
-            when += b"0"
+        line = (b'%b%d,"step":%d,"t":%.6f' % (out.head, seq, step, t)).rstrip(b"0")
+        if line[-1] == 46:  # ".": 2.0 is written "2.0"
+            line += b"0"
         tail, tested, hold = hot
-        if len(body) == 2:  # b"{}": no data
-            line = b'%b%d,"step":%d,"t":%b%b}\n' % (out.head, seq, step, when, tail)
-        else:
-            line = b'%b%d,"step":%d,"t":%b%b,%b\n' % (out.head, seq, step, when, tail, body[1:])
+        line = line + tail + body[1:] if len(body) > 3 else b"%b%b}\n" % (line, tail[:-1])  # b"{}\n": no data
         if tested and (
             body.find(MARKER) >= 0
             or out.redactor.needs_redaction(line, json_text=True, hints_in=None if out.words_in_head else body)
@@ -613,6 +625,17 @@ def _nulls_explained(line: bytes, record: Any) -> bool:
         if type(v) is dict:
             explained += (*v.values(),).count(None)
     return nulls == explained
+
+
+def _nonfinite_below(unexplained: int, record: dict[str, Any]) -> bool:
+    """The hot path's :func:`_nulls_explained` then :func:`_has_nonfinite`, once the top level's ``None`` values
+    are counted (inline, where most events end: a tool's ``error``, a reply's ``request_id``): the
+    ``unexplained`` ``null`` s left may be ``None`` values one level down, else a NaN or an infinity is looked
+    for."""
+    for v in record.values():
+        if type(v) is dict:
+            unexplained -= (*v.values(),).count(None)
+    return unexplained != 0 and _has_nonfinite(record)
 
 
 _SCALARS = (str, int, bool, type(None))
