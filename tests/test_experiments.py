@@ -194,7 +194,6 @@ def test_a_row_s_token_columns_sum_the_usage_its_run_was_billed_for(tmp_path):
 def test_a_stream_cut_short_by_stop_counts_in_its_row_s_tokens(tmp_path):
     """The part of a streamed reply that arrived before Stop was billed: the row's tokens count it too."""
     from agentlab.experiments.cells import CellRunner
-    from agentlab.experiments.grid import Config
     from agentlab.models.anthropic import AnthropicModel
     from agentlab.testing import MessagesServer, streamed
 
