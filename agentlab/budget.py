@@ -635,9 +635,10 @@ def reserve_call(
     if ledger is NO_LEDGER:
         return max_tokens, 0.0
     input_rate, output_rate = rates
-    smallest = min(MIN_REPLY_TOKENS, max_tokens)
-    want = worst_case_cost(est_input_tokens, input_rate, output_rate, max_tokens)
-    least = worst_case_cost(est_input_tokens, input_rate, output_rate, smallest)
+    smallest = MIN_REPLY_TOKENS if MIN_REPLY_TOKENS < max_tokens else max_tokens
+    # worst_case_cost (no fees) written out, the same sums: this runs before every call of an experiment's runs
+    want = est_input_tokens * input_rate + max_tokens * output_rate
+    least = est_input_tokens * input_rate + smallest * output_rate
     granted = ledger.reserve(run_id, want, least)
     if granted < least or (granted <= 0 < want):
         if granted > 0:

@@ -51,7 +51,6 @@ from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
     check_after_step,
     check_before_call,
     lost_reply_cost,
-    reserve_call,
 )
 from .clock import Clock, SystemClock, wall_time
 from .errors import AgentlabError, FatalError, ModelError, Policy, TraceWriteError, classify, describe, safe_str
@@ -672,10 +671,7 @@ class Run:
             return max_tokens
         if self._ledger is NO_LEDGER:  # a run on its own: reserve_call grants all (no rates to look up for it)
             return max_tokens, 0.0
-        tokens = self._input.reserve_tokens  # what the guard priced, or more
-        terms = self._input.terms(self._caps.request_terms)
-        rates = c.prices.worst_rates(tokens, self._caps.caches, terms) if c.prices else (0.0, 0.0)
-        held = reserve_call(self._ledger, self.run_id, tokens, rates, max_tokens)  # settled after the call
+        held = self._input.reserve(self._ledger, c.run_id, max_tokens)  # at the guard's rates; settled after the call
         if isinstance(held, Stop) and isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is short
             p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
             return Stop(
@@ -770,6 +766,7 @@ class Run:
                 self._last_cost = cut["cost"]
                 self.input_tokens += cut["usage"]["input_tokens"]
                 self.output_tokens += cut["usage"]["output_tokens"]
+                self._input.billed_in_part(cut["usage"])
                 self._ledger.settle(self.run_id, reserved, cut["cost"])  # the shared total counts the part it paid for
                 self._emit(
                     EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call

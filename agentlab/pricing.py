@@ -243,11 +243,12 @@ class Prices:
         """
         if terms is not None:
             return lambda n: self.worst_rates(n, caching, terms)
-        tiered, worst = self._tiered, self._worst
+        worst, tier = self._worst, self.tier_start
+        near = None if tier is None else 0.9 * tier  # (_tiered's test, written out: a call less, twice a step)
         sides: list[tuple[float, float] | None] = [None, None]  # [below the tier, within 10% of it or past it]
 
         def rates(est_input_tokens: int) -> tuple[float, float]:
-            side = 1 if tiered(est_input_tokens) else 0
+            side = 1 if near is not None and est_input_tokens > near else 0
             found = sides[side]
             if found is None:
                 found = sides[side] = worst(est_input_tokens, caching)

@@ -146,6 +146,74 @@ def test_ledger_grants_part_of_a_reservation_and_refuses_below_the_minimum():
     assert ledger.left == pytest.approx(0.5)
 
 
+def test_with_no_total_every_reservation_is_granted_whole_and_settling_counts_the_cost():
+    ledger = TotalLedger(None)
+    assert ledger.reserve("a", 0.7, 0.1) == 0.7
+    assert ledger.reserve("b", 1e6, 1e5) == 1e6  # no total to hold against: nothing is refused or held back
+    assert ledger.reserved == 0.0 and ledger.left is None and ledger.refused == 0
+    ledger.settle("a", 0.7, 0.5)
+    ledger.release("b")  # a call that failed: nothing was held for it
+    assert ledger.spent == 0.5 and ledger.reserved == 0.0
+
+
+def test_with_no_total_each_call_s_worst_case_is_in_its_trace_before_it_is_sent(tmp_path):
+    """What a resumed experiment counts for a call in flight at a crash: its reservation, written first."""
+    result = make(tmp_path, n=2, model=answering(steps=3)).run()
+    assert (result.runs["outcome"] == "done").all()
+    for run_id in result.runs["run_id"]:
+        (trace,) = tmp_path.rglob(f"traces/{run_id}.jsonl")
+        events = [json.loads(line) for line in trace.read_bytes().splitlines()]
+        requests = [e for e in events if e["kind"] == "model_request"]
+        called = [e for e in events if e["kind"] == "model_called"]
+        assert len(requests) == len(called) == 3
+        for req, done in zip(requests, called, strict=True):
+            assert req["reserved"] > done["cost"] > 0  # the worst case, above what the call then cost
+
+
+def test_a_row_s_token_columns_sum_the_usage_its_run_was_billed_for(tmp_path):
+    usage = [
+        {"input_tokens": 120, "output_tokens": 9, "cache_read_input_tokens": 0},
+        {"input_tokens": 15, "output_tokens": 30, "cache_read_input_tokens": 140},
+        {"input_tokens": 7, "output_tokens": 11, "cache_read_input_tokens": 180, "cache_creation_input_tokens": 5},
+    ]
+
+    def factory(task, seed):
+        def fn(messages, tools):
+            n = sum(1 for m in messages if m["role"] == "assistant")
+            if n < 2:
+                return reply("looking", ("lookup", {"key": f"k{n}"}), usage=usage[n])
+            return reply("done", usage=usage[n])
+
+        return FunctionModel(fn)
+
+    row = make(tmp_path, n=1, model=factory).run().runs.iloc[0]
+    assert row["steps"] == 3
+    assert row["input_tokens"] == 142 and row["output_tokens"] == 50 and row["cache_read_tokens"] == 320
+
+
+def test_a_stream_cut_short_by_stop_counts_in_its_row_s_tokens(tmp_path):
+    """The part of a streamed reply that arrived before Stop was billed: the row's tokens count it too."""
+    from agentlab.experiments.cells import CellRunner
+    from agentlab.models.anthropic import AnthropicModel
+    from agentlab.testing import MessagesServer, streamed
+
+    with MessagesServer([streamed(reply("word " * 400), chunk=10, hold_after=6, hold=30)]) as server:
+        model = AnthropicModel(client=server.client())
+        cell = make(tmp_path, n=1, configs={"a": {"prices": PRICES, "model": model}}).schedule[0]
+        traces = tmp_path / "traces"
+        traces.mkdir(parents=True)
+
+        def stop_at_first_delta(run):
+            run.subscribe(lambda e: run.cancel() if e.kind == "model_delta" else None)
+
+        row = asyncio.run(CellRunner([lookup], None, None, traces).run(cell, before=stop_at_first_delta))
+    events = [json.loads(line) for line in (traces / f"{row['run_id']}.jsonl").read_bytes().splitlines()]
+    (called,) = [e for e in events if e["kind"] == "model_called"]
+    assert row["reason"] == "cancelled" and row["cost"] > 0
+    assert row["output_tokens"] == called["usage"]["output_tokens"] > 0
+    assert row["input_tokens"] == called["usage"]["input_tokens"] > 0
+
+
 # ---------------------------------------------------------------- failures
 def test_a_failing_cell_does_not_stop_the_others(tmp_path):
     """A tool factory that raises and a model that raises are rows with reasons; every other run finishes."""

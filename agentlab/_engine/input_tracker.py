@@ -27,12 +27,14 @@ from ..budget import (  # noqa: F401 (GuardCheck, check_call: the guard's one ru
     Budget,
     GuardCheck,
     GuardReport,
+    Ledger,
     Rates,
     Stop,
     bound_and_estimate,
     check_call,
     input_bound,
     request_input_bound,
+    reserve_call,
     server_tool_fees,
 )
 from ..errors import describe
@@ -100,11 +102,29 @@ class InputTracker:
         self.geo: str | None = None  # the inference region the replies report, when the request did not say
         self._fee_free: object = None  # the tool list last found to hold custom tools only (no server-tool fee)
         self._rates: tuple[Any, ...] = (None, None, None, None)  # (prices, caching, terms, their rates by size)
+        self._checked_rates: Rates | None = None  # the rates the last check priced the request at (None: no prices)
+        self.sums: list[int] | None = None
+        """When set to ``[0, 0, 0]``: the input, output and cache-read tokens of every model call the run is billed
+        for (each ``model_called`` event's usage), summed as billed. An experiment's row reads them here: a
+        subscriber would be called for every one of the run's events to pick those out, and a run that
+        does not ask pays one test a call."""
 
-    @property
-    def reserve_tokens(self) -> int:
-        """The input a shared ledger reserves for: what the guard priced, or the estimate if more."""
-        return max(self.estimate, self.last.input_tokens if self.last is not None and self.last.basis else 0)
+    def reserve(self, ledger: Ledger, run_id: str, max_tokens: int) -> tuple[int, float] | Stop:
+        """The shared ledger's reservation of the request the last :meth:`check` allowed (``max_tokens``):
+        :func:`~agentlab.budget.reserve_call` for the input that check priced (or the estimate, if more), at
+        the rates it priced it at.
+
+        Those rates are the request's (the same prices, caching and terms, the reported region included),
+        memoized by size (:meth:`~agentlab.pricing.Prices.rates_by_size`): what
+        :meth:`~agentlab.pricing.Prices.worst_rates` would work out again, for a call of any size, without
+        the work (an experiment reserves before each of its runs' calls: ``exp.overhead``).
+        """
+        last = self.last
+        tokens = self.estimate
+        if last is not None and last.basis and last.input_tokens > tokens:
+            tokens = last.input_tokens
+        rates = self._checked_rates
+        return reserve_call(ledger, run_id, tokens, rates(tokens) if rates is not None else (0.0, 0.0), max_tokens)
 
     def request_fields(self) -> dict[str, Any]:
         """The last check's fields for the ``model_request`` event (and the run's ``last_guard_check``)."""
@@ -131,6 +151,10 @@ class InputTracker:
 
     def billed(self, usage: Usage, estimated: bool, prices: Prices | None, caching: Any) -> None:
         """A reply came back with ``usage`` (``estimated`` when the model reported none)."""
+        if (sums := self.sums) is not None:
+            sums[0] += usage.input_tokens
+            sums[1] += usage.output_tokens
+            sums[2] += usage.cache_read_input_tokens
         self.estimate = tokens = usage.context_tokens
         self.billed_by_estimate = estimated
         if usage.inference_geo and usage.inference_geo != "global":
@@ -142,6 +166,14 @@ class InputTracker:
         short = tokens - (last.input_tokens if last is not None and last.basis else tokens)
         if last is not None and last.basis == "estimated" and short > 0 and prices is not None:
             self.estimate_short += short * prices.worst_rates(tokens, caching)[0]
+
+    def billed_in_part(self, usage: Mapping[str, Any]) -> None:
+        """A streamed reply cut short (Stop, the deadline) was billed for the part that arrived (``usage``, its
+        event's): it counts in the :attr:`sums`, and nothing else follows it."""
+        if (sums := self.sums) is not None:
+            sums[0] += usage.get("input_tokens", 0)
+            sums[1] += usage.get("output_tokens", 0)
+            sums[2] += usage.get("cache_read_input_tokens", 0)
 
     async def check(
         self,
@@ -167,7 +199,7 @@ class InputTracker:
             fees = tool_fees(tools, prices, bound=self.bound, caching=caching)
             if fees == 0.0 and isinstance(tools, list) and not any("type" in t for t in tools):
                 self._fee_free = tools  # custom tools only: the same list next step charges no fee either
-        rates = None if prices is None else self._rates_of(prices, caching, terms)
+        self._checked_rates = rates = None if prices is None else self._rates_of(prices, caching, terms)
         result = self._rule(budget, steps, spent, fees, rates, max_tokens)
         error = latency = None
         if result.wants_count and self.can_count:

@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
 from ..budget import NO_LEDGER, Ledger
-from ..events import Event
 from ..loop import Run
+from ..results import Stopped
 from ..trace.writer import TraceWriter
-from ..vocab import EventKind, StopReason
+from ..vocab import StopReason
 from .folder import keep_attempt
 from .grid import RUN_KEYS, Config, describe, is_factory
 from .scorers import ModelGraded
@@ -98,34 +98,11 @@ class Cell:
         return "x" + self._digest[:14]
 
 
-_MODEL_CALLED = EventKind.MODEL_CALLED  # (a module constant: an enum member's lookup costs ~55 ns, and this is
-# compared for each of a run's events, ~28 for a 5-step run)
-
-
-class _Tokens:
-    """A subscriber summing a run's token usage (the row's token columns)."""
-
-    __slots__ = ("cache_read", "input", "output")
-
-    def __init__(self) -> None:
-        self.input = self.output = self.cache_read = 0
-
-    def __call__(self, e: Event) -> None:
-        if e.kind == _MODEL_CALLED and e.data.get("usage"):
-            u = e.data["usage"]
-            self.input += u.get("input_tokens", 0)
-            self.output += u.get("output_tokens", 0)
-            self.cache_read += u.get("cache_read_input_tokens", 0)
-
-
 def base_row(cell: Cell) -> dict[str, Any]:
-    return {
-        "task_id": cell.task.id,
-        "config": cell.config.name,
-        "repeat": cell.repeat,
-        "run_id": cell.run_id,
-        **{f"task_{k}" if k in ROW_COLUMNS else k: v for k, v in cell.task.meta.items()},
-    }
+    row = {"task_id": cell.task.id, "config": cell.config.name, "repeat": cell.repeat, "run_id": cell.run_id}
+    if meta := cell.task.meta:  # (most tasks have none: no comprehension to run)
+        row.update({f"task_{k}" if k in ROW_COLUMNS else k: v for k, v in meta.items()})
+    return row
 
 
 def not_run_row(cell: Cell, reason: str, outcome: str = "not run", error: str = "") -> dict[str, Any]:
@@ -198,14 +175,16 @@ class CellRunner:
         """Run the cell to its end and return its row; never raises for the cell's own trouble."""
         row = base_row(cell)
         writer = TraceWriter(self.traces) if self.traces is not None else None
-        tokens = _Tokens()
         tools = None
         try:
-            if self.traces is not None:
+            if self.traces is not None and (self.earlier is None or self.earlier):  # (none: nothing to keep aside)
                 self._keep_earlier(cell.run_id)
             tools = self.make_tools(cell.task)
-            subs: list[Any] = [tokens] + ([writer] if writer is not None else [])
+            subs: list[Any] = [writer] if writer is not None else []
             run = Run(cell.task.input, tools, subscribers=subs, ledger=ledger, **self.run_options(cell))
+            # The row's tokens: the usage of each model call the run is billed for, summed by its cost guard as
+            # it bills them (a subscriber would be called for each of the run's events to pick those out).
+            used = run._input.sums = [0, 0, 0]
             if before is not None:
                 before(run)
             try:
@@ -220,7 +199,7 @@ class CellRunner:
         finally:
             _release(tools)
         score, score_cost, error = None, 0.0, ""
-        err = getattr(result, "error", None)
+        err = result.error if isinstance(result, Stopped) else None  # (a Done has none)
         if err is not None:
             error = f"{type(err).__name__}: {err}"
         if self.scorer is not None and str(getattr(result, "reason", "")) not in (
@@ -253,9 +232,9 @@ class CellRunner:
             "reason": str(result.reason),
             "steps": result.steps,
             "cost": result.spent,
-            "input_tokens": tokens.input,
-            "output_tokens": tokens.output,
-            "cache_read_tokens": tokens.cache_read,
+            "input_tokens": used[0],
+            "output_tokens": used[1],
+            "cache_read_tokens": used[2],
             "seconds": result.elapsed,
             "score": score,
             "score_cost": score_cost,
@@ -271,6 +250,8 @@ def _release_held(ledger: Ledger, run_id: str) -> None:
 
 def _release(tools: Any) -> None:
     """Close what a tool factory opened, if it says how (``tools.close()``)."""
+    if tools is None or type(tools) in (list, tuple, dict):  # (no close: skip the failed lookup, an exception)
+        return
     close = getattr(tools, "close", None)
     if callable(close):
         close()

@@ -225,7 +225,11 @@ class Experiment:
             if subscribers:
                 self._emit("cell_finished", cell=cell.key, row=row, spent=self._spent())
 
+        limited = ledger.limit is not None  # (checked before each cell: with no total, nothing runs out)
+
         def exhausted() -> bool:
+            if not limited:
+                return False
             left = ledger.left
             return left is not None and (left <= 0 or ledger.refused > 0)
 

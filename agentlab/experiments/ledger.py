@@ -14,7 +14,12 @@ class TotalLedger:
     """Spent and reserved dollars against ``limit`` (``None``: no limit, only counting).
 
     Implements :class:`agentlab.budget.Ledger`. Thread-safe, so runs on
-    other threads (or a Ray actor) may share it.
+    other threads (or a Ray actor) may share it. With no limit nothing is held
+    back for anyone: every reservation is granted whole and kept nowhere
+    (``reserved`` stays 0), and settling only adds the cost to ``spent``. The
+    run still writes the call's reservation (its worst case) in its trace
+    before sending it, which is what a resumed experiment counts for a call
+    that was in flight at a crash (:mod:`._spend`).
     """
 
     def __init__(self, limit: float | None, spent: float = 0.0) -> None:
@@ -33,6 +38,8 @@ class TotalLedger:
     # reserve and settle run twice a model call, for every run of an experiment: each takes the lock once and
     # does its arithmetic on locals (an experiment's machinery is measured against bare runs: exp.overhead).
     def reserve(self, run_id: str, amount: float, minimum: float) -> float:
+        if self.limit is None:  # no total to hold against: granted, and kept nowhere (settle only counts)
+            return amount
         with self._lock:
             limit = self.limit
             if limit is not None:
@@ -49,18 +56,18 @@ class TotalLedger:
 
     def settle(self, run_id: str, reserved: float, actual: float) -> None:
         with self._lock:
-            left = self.reserved - reserved
-            self.reserved = left if left > 0.0 else 0.0
-            held = self._held
-            kept = held.get(run_id, 0.0) - reserved
-            if kept > 1e-15:
-                held[run_id] = kept
-            else:
-                held.pop(run_id, None)
+            if self.limit is not None:  # (with none, nothing was held: see reserve)
+                left = self.reserved - reserved
+                self.reserved = left if left > 0.0 else 0.0
+                kept = self._held.pop(run_id, 0.0) - reserved
+                if kept > 1e-15:  # (another call of the run's still in flight)
+                    self._held[run_id] = kept
             self.spent += actual
 
     def release(self, run_id: str) -> None:
         """Free what a finished run still holds (a call that failed or was cancelled cost nothing)."""
+        if run_id not in self._held:  # (the usual end: every call settled) a finished run reserves no more
+            return
         with self._lock:
             self.reserved = max(0.0, self.reserved - self._held.pop(run_id, 0.0))
 
