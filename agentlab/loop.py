@@ -1075,9 +1075,8 @@ class Run:
         if not called:  # called changes the next event's subscribers, not this one's)
             return None
         self._seq = seq = self._seq + 1
-        event: Any = _new(
-            EventDraft
-        )  # new_event's way, written out: a Python call less for each of a step's six events
+        # new_event's way, written out: a Python call less for each of a step's six events
+        event: Any = _new(EventDraft)
         event.kind = kind
         event.run_id = self.config.run_id
         event.step = self.steps

@@ -243,8 +243,7 @@ class Prices:
         """
         if terms is not None:
             return lambda n: self.worst_rates(n, caching, terms)
-        worst, tier = self._worst, self.tier_start
-        near = None if tier is None else 0.9 * tier  # (_tiered's test, written out: a call less, twice a step)
+        worst, near = self._worst, self._near_tier()  # (_tiered's test, written out: a call less, twice a step)
         sides: list[tuple[float, float] | None] = [None, None]  # [below the tier, within 10% of it or past it]
 
         def rates(est_input_tokens: int) -> tuple[float, float]:
@@ -258,7 +257,13 @@ class Prices:
 
     def _tiered(self, est_input_tokens: int) -> bool:
         """Might a call of about this size be billed at the long-context tier (within 10 % of it, or past it)?"""
-        return self.tier_start is not None and est_input_tokens > 0.9 * self.tier_start
+        near = self._near_tier()
+        return near is not None and est_input_tokens > near
+
+    def _near_tier(self) -> float | None:
+        """Above how many input tokens a call's estimate counts as at the long-context tier: within 10 % of its
+        start (an estimate can be short by that much); ``None``: no tier."""
+        return None if self.tier_start is None else 0.9 * self.tier_start
 
     def _worst(self, est_input_tokens: int, caching: bool | str) -> tuple[float, float]:
         tiered = self._tiered(est_input_tokens)

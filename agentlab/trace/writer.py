@@ -601,38 +601,27 @@ def dumps(record: dict[str, Any]) -> bytes:
         # ensure_ascii: a lone surrogate (text cut from a UTF-16 source) is kept as an escape, not dropped
         record = _shallow(record)
         return (json.dumps(_finite(record), ensure_ascii=True, default=str, allow_nan=False) + "\n").encode("ascii")
-    if line.find(b"null") >= 0 and not _nulls_explained(line, record) and _has_nonfinite(record):
+    nulls = line.count(b"null")
+    if nulls and (
+        _nonfinite_below(nulls - (*record.values(),).count(None), record)
+        if type(record) is dict
+        else _has_nonfinite(record)
+    ):
         return orjson.dumps(_finite(record), default=str, option=_OPTIONS)
     return line
 
 
-def _nulls_explained(line: bytes, record: Any) -> bool:
-    """Is every ``null`` in ``line`` (the JSON text of ``record``) one of the record's own ``None`` values, at
-    its top level or one below? Then no NaN or infinity hides anywhere (orjson writes those as ``null`` too),
-    and the walk of :func:`_has_nonfinite` is skipped: most events hold a ``None`` (a tool's ``error``, a
-    reply's ``request_id``, a run's prices) and nothing else that writes ``null``. ``null`` cannot overlap
-    itself, so the count is exact; a ``null`` inside a string, or a ``None`` deeper, only sends the line to
-    the walk. The top level is counted first: a line whose nulls are all there (a tool's ``error``, a reply's
-    ``request_id``) needs no look one level down (each ``None`` writes a ``null``, so the count cannot be
-    short of them)."""
-    if type(record) is not dict:
-        return False
-    values = (*record.values(),)
-    nulls, explained = line.count(b"null"), values.count(None)
-    if nulls == explained:
-        return True
-    for v in values:  # and one level down: a run's prices hold a None, its budget may
-        if type(v) is dict:
-            explained += (*v.values(),).count(None)
-    return nulls == explained
-
-
 def _nonfinite_below(unexplained: int, record: dict[str, Any]) -> bool:
-    """The hot path's :func:`_nulls_explained` then :func:`_has_nonfinite`, once the top level's ``None`` values
-    are counted (inline, where most events end: a tool's ``error``, a reply's ``request_id``): the
-    ``unexplained`` ``null`` s left may be ``None`` values one level down, else a NaN or an infinity is looked
-    for."""
-    for v in record.values():
+    """Does ``record`` hold a NaN or an infinity, ``unexplained`` being how many ``null`` s of its JSON text are not
+    its top level's ``None`` values (the caller counts those: the hot path inline)? orjson writes a NaN or an
+    infinity as ``null`` too, so when every ``null`` is one of the record's own ``None`` values, at its top
+    level or one below, none hides anywhere and the walk of :func:`_has_nonfinite` is skipped: most events hold
+    a ``None`` (a tool's ``error``, a reply's ``request_id``, a run's prices) and nothing else that writes
+    ``null``. ``null`` cannot overlap itself, so the count is exact; a ``null`` inside a string, or a ``None``
+    deeper, only sends the record to the walk."""
+    if unexplained == 0:
+        return False
+    for v in record.values():  # one level down: a run's prices hold a None, its budget may
         if type(v) is dict:
             unexplained -= (*v.values(),).count(None)
     return unexplained != 0 and _has_nonfinite(record)
