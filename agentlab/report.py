@@ -13,6 +13,7 @@ import os
 from pathlib import Path
 
 from ._safe_text import clean, md_code, terminal_text
+from .redact import Redactor
 from .trace import load_run
 from .trace.display import (
     LONG,
@@ -129,8 +130,9 @@ def export_notebook(run_id: str, out_path: str | os.PathLike[str], runs: str | o
     cells.append(v4.new_code_cell("trace.steps"))
     cells.append(v4.new_code_cell(_plot_code()))
     cells.append(v4.new_code_cell("trace.calls"))
+    redactor = Redactor()  # a trace from elsewhere (or an older agentlab) may hold what this one's rules remove
     for cell in cells:  # issue 24: a lone surrogate in a result must not make the notebook unwritable
-        cell.source = clean(cell.source)
+        cell.source = redactor.redact_text(clean(cell.source))
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}

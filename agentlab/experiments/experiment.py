@@ -25,7 +25,7 @@ from ..trace.files import check_name
 from ..vocab import StopReason
 from .cells import Cell, CellRunner, config_columns
 from .experiment_result import ExperimentResult
-from .folder import Folder, row_line, spec_of
+from .folder import Folder, spec_of
 from .grid import Config, check_config, describe, factory_keys, is_factory, load_configs
 from .ledger import TotalLedger
 from .progress import (
@@ -220,8 +220,8 @@ class Experiment:
                 self._emit("cell_started", cell=cell.key)
 
         def finished(cell: Cell, row: dict[str, Any]) -> None:
+            row = out.write(row)  # redacted, in one unbuffered write: a SIGKILL after this loses nothing
             rows[(cell.task.id, cell.config.name, cell.repeat)] = row
-            out.write(row_line(row))  # one unbuffered write: a SIGKILL after this loses nothing
             if subscribers:
                 self._emit("cell_finished", cell=cell.key, row=row, spent=self._spent())
 

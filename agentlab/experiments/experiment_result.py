@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 
 from .._safe_text import clean, html_text
+from ..redact import Redactor
 from .cells import ROW_COLUMNS, config_columns
 from .folder import RERUN_REASONS
 from .grid import Config, describe
@@ -74,7 +75,8 @@ class ExperimentResult:
     def runs(self) -> pd.DataFrame:
         """One row per task × config × repeat; each config option is its own column."""
         axes = config_columns(self.configs)
-        options = {c.name: describe(c.params) for c in self.configs}
+        redactor = Redactor()  # an option may be a credential (a model factory's key): the frame is often saved
+        options = {c.name: redactor.redact(describe(c.params)) for c in self.configs}
         records = []
         for r in self.rows:
             rec = dict(r)

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from ..errors import AgentlabError
+from ..redact import Redactor
 from ..trace.files import inside
 from ._spend import Spend, trace_spend
 from .grid import Config, describe
@@ -97,6 +98,7 @@ class Folder:
         self.manifest = inside(path, "manifest.json")
         self.rows = inside(path, "rows.jsonl")
         self.traces = inside(path, "traces")
+        self.redactor = Redactor()
 
     @contextlib.contextmanager
     def own(self) -> Iterator[None]:
@@ -149,6 +151,10 @@ class Folder:
         else:
             merged = spec
         self.traces.mkdir(parents=True, exist_ok=True)
+        # A config's options are the user's text (a model factory's key among them): redacted. The hashes are
+        # kept whole, as the next run compares them.
+        configs = {n: {**c, "options": self.redactor.redact(c["options"])} for n, c in merged["configs"].items()}
+        merged = {**merged, "configs": configs}
         manifest = {"name": name, "spec": merged, "limits": limits, "versions": dict(versions()), "argv": sys.argv[:1]}
         _write_atomically(self.manifest, json.dumps(manifest, indent=1, default=str).encode("utf-8"))
 
@@ -199,9 +205,30 @@ class Folder:
     def attempts(self) -> Path:
         return self.path / "attempts"
 
-    def appender(self) -> Any:
+    def appender(self) -> RowFile:
         self.path.mkdir(parents=True, exist_ok=True)
-        return open(self.rows, "ab", buffering=0)
+        return RowFile(self.rows, self.redactor)
+
+
+class RowFile:
+    """``rows.jsonl`` open for appending: each row is redacted, then written with one unbuffered write (a
+    SIGKILL after it loses nothing).
+
+    An error's text (a tool factory's, a fatal tool error's, a scorer's) quotes what the code it came from
+    held, credentials included; a task's own fields may be credentials too. :meth:`write` returns the row as
+    written, so what an experiment returns is what its folder holds."""
+
+    def __init__(self, path: Path, redactor: Redactor) -> None:
+        self._file = open(path, "ab", buffering=0)  # noqa: SIM115 - closed by close(), at the experiment's end
+        self._redactor = redactor
+
+    def write(self, row: dict[str, Any]) -> dict[str, Any]:
+        row = self._redactor.redact_fields(row)
+        self._file.write(row_line(row))
+        return row
+
+    def close(self) -> None:
+        self._file.close()
 
 
 def keep_attempt(traces: Path, run_id: str) -> None:
