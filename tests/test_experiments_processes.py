@@ -148,6 +148,43 @@ def test_a_second_process_on_a_running_folder_is_refused_and_nothing_runs_twice(
     assert "CALL" not in again.stdout and len(rows_of(folder / "experiment")) == 6  # nothing left to run
 
 
+def test_deleting_owner_lock_gives_the_folder_no_second_owner_and_no_cell_runs_twice(script, tmp_path):
+    """A "stale lock" clean-up that deletes ``owner.lock`` while its owner runs lets no second process in."""
+    folder = tmp_path / "exp"
+    first = start(script, folder, HOLD="t0:1", HOW="stdin")
+    try:
+        seen = wait_in_flight(first)
+        (folder / "experiment" / "owner.lock").unlink()
+        second = subprocess.run([sys.executable, str(script), str(folder)], capture_output=True, text=True, timeout=120)
+        assert second.returncode != 0
+        assert "FolderInUse" in second.stderr and "CALL" not in second.stdout
+        out, err = first.communicate("go\n", timeout=120)
+    finally:
+        first.kill()
+    assert first.returncode == 0 and "FINISHED" in out, err
+    rows = rows_of(folder / "experiment")
+    assert sorted(r["task_id"] for r in rows) == [f"t{i}" for i in range(6)]  # each cell once
+    calls = [line for line in seen + out.splitlines() if line.startswith("CALL")]
+    assert len(calls) == len(set(calls)) == 18  # 6 cells x 3 calls, none made twice
+
+
+def test_the_folder_lock_holds_when_owner_lock_is_deleted_or_replaced_in_the_same_process(tmp_path):
+    from agentlab.experiments import FolderInUse
+    from agentlab.experiments.folder import Folder
+
+    folder = Folder(tmp_path / "exp")
+    with folder.own():
+        lock = tmp_path / "exp" / "owner.lock"
+        lock.unlink()
+        with pytest.raises(FolderInUse, match="one process runs an experiment at a time"), Folder(folder.path).own():
+            pass
+        lock.write_text("{}")  # a fresh file in its place
+        with pytest.raises(FolderInUse), Folder(folder.path).own():
+            pass
+    with Folder(folder.path).own():  # released with its owner: the next one gets it
+        assert json.loads(lock.read_text())["pid"] == os.getpid()
+
+
 def test_a_second_run_in_the_same_process_is_refused_while_the_first_holds_the_folder(script, tmp_path):
     import asyncio
 

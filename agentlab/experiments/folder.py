@@ -8,9 +8,9 @@ run; ``traces/`` holds every run's JSONL trace, and ``attempts/`` the traces
 of earlier attempts at cells that were run again (they hold spending too).
 
 One process runs a folder at a time: :meth:`Folder.own` takes an exclusive
-lock on ``owner.lock`` (released by the operating system when the process
-dies, however it dies), and a second process gets :class:`FolderInUse` at
-once, before it reads, runs or writes anything.
+lock on the folder itself (released by the operating system when the process
+dies, however it dies; deleting a file cannot undo it), and a second process
+gets :class:`FolderInUse` at once, before it reads, runs or writes anything.
 """
 
 from __future__ import annotations
@@ -104,33 +104,46 @@ class Folder:
     def own(self) -> Iterator[None]:
         """Hold the folder for this process while the block runs; :class:`FolderInUse` if another holds it.
 
-        The lock goes with the open file, so a killed owner frees the folder
-        without leaving anything to clean up; the file keeps the last owner's
-        pid and host for the error message.
+        The lock is on the folder itself (a descriptor of the directory), which no clean-up can unlink and
+        replace while the owner runs: a lock on a file inside it would let a second process in the moment
+        someone deleted the file as "stale". The lock goes with the open descriptor, so a killed owner frees
+        the folder without leaving anything to clean up. ``owner.lock`` keeps the owner's pid and host for
+        the error message (and is locked too, which keeps out an older agentlab that locks only that file).
         """
         self.path.mkdir(parents=True, exist_ok=True)
-        lock = self.path / "owner.lock"
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        held = os.open(self.path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0)) if fcntl is not None else -1
         try:
-            if fcntl is not None:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                except BlockingIOError:
-                    raise FolderInUse(
-                        f"the experiment folder {self.path} is in use by {_owner(lock)}: one process runs an "
-                        "experiment at a time. Wait for it to finish (or stop it), then run again to continue; "
-                        "or pass another name= for a separate experiment."
-                    ) from None
-            me = {
-                "pid": os.getpid(),
-                "host": socket.gethostname(),
-                "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-            }
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, json.dumps(me).encode(), 0)
-            yield
+            lock = self.path / "owner.lock"
+            self._take(held, lock)
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                self._take(fd, lock)
+                me = {
+                    "pid": os.getpid(),
+                    "host": socket.gethostname(),
+                    "since": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+                }
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, json.dumps(me).encode(), 0)
+                yield
+            finally:
+                os.close(fd)  # releases its lock
         finally:
-            os.close(fd)  # releases the lock
+            if held >= 0:
+                os.close(held)  # releases the folder
+
+    def _take(self, fd: int, lock: Path) -> None:
+        """An exclusive lock on ``fd`` at once, or :class:`FolderInUse` naming the owner ``lock`` records."""
+        if fcntl is None or fd < 0:
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise FolderInUse(
+                f"the experiment folder {self.path} is in use by {_owner(lock)}: one process runs an "
+                "experiment at a time. Wait for it to finish (or stop it), then run again to continue; "
+                "or pass another name= for a separate experiment."
+            ) from None
 
     def open(self, spec: dict[str, Any], *, name: str, limits: dict[str, Any]) -> None:
         """Create the folder, or check that it was made by a compatible spec, and record the spec."""
