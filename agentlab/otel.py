@@ -31,8 +31,13 @@ paused between steps in a notebook is not working time and is not shown.
 
 from __future__ import annotations
 
+import atexit
 import json
 import os
+import queue
+import threading
+import time
+import warnings
 from collections.abc import Iterable
 from datetime import datetime
 from typing import Any
@@ -323,8 +328,6 @@ class SpanBuilder:
 
 def _anchor_ns(rec: dict[str, Any]) -> int:
     """The run's wall-clock start in ns: ``started_at`` minus the event's run time."""
-    import time
-
     started_at = rec.get("started_at")
     t = float(rec.get("t") or 0.0)
     if isinstance(started_at, str):
@@ -335,11 +338,82 @@ def _anchor_ns(rec: dict[str, Any]) -> int:
     return time.time_ns() - int(t * 1e9)
 
 
+class _Handoff:
+    """The one thread (per process) on which exporters build spans, and its bounded queue of
+    ``(exporter, record)``: the runs put events on it and never wait; past ``size`` queued events an event
+    is dropped and counted (an exporter stuck that long), never waited for."""
+
+    def __init__(self, size: int) -> None:
+        self.queue: queue.Queue[tuple[Any, Any]] = queue.Queue(maxsize=size)
+        self.thread: threading.Thread | None = None
+        self.lock = threading.Lock()
+
+    def put(self, exporter: TraceExporter, item: Any) -> bool:
+        if self.thread is None:
+            with self.lock:
+                if self.thread is None:
+                    self.thread = threading.Thread(target=self._work, name="agentlab-otel", daemon=True)
+                    self.thread.start()
+                    atexit.register(self._at_exit)
+        try:
+            self.queue.put_nowait((exporter, item))
+        except queue.Full:
+            return False
+        return True
+
+    def mark(self, exporter: TraceExporter, item: Any, deadline: float) -> bool:
+        """Put ``item`` behind every queued event, waiting for room until ``deadline`` (monotonic)."""
+        if self.thread is None:
+            self.put(exporter, None)  # (starts the thread; a None record is skipped)
+        try:
+            self.queue.put((exporter, item), timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Full:
+            return False
+        return True
+
+    def _work(self) -> None:
+        while True:
+            exporter, item = self.queue.get()
+            try:
+                if isinstance(item, threading.Event):  # a flush's marker: everything before it is fed
+                    item.set()
+                elif item is _CLOSE:
+                    exporter._end_open()
+                elif item is not None:
+                    exporter.feed(item)
+            except Exception as exc:  # a span processor's failure is neither the run's nor this thread's end
+                warnings.warn(f"agentlab.otel: a span could not be made: {exc!r}", RuntimeWarning, stacklevel=1)
+            finally:
+                del exporter, item
+
+    def _at_exit(self) -> None:
+        """What the exporters hold, handed over at interpreter exit (at most :data:`EXIT_FLUSH_S` seconds)."""
+        done = threading.Event()
+        if self.mark(_NOBODY, done, time.monotonic() + EXIT_FLUSH_S):
+            done.wait(EXIT_FLUSH_S)
+
+
+QUEUE_SIZE = 100_000
+"""Events the exporters may hold for their thread before dropping (and counting) new ones."""
+EXIT_FLUSH_S = 5.0
+"""How long, at most, interpreter exit waits for the exporters to hand over what they hold."""
+_CLOSE: Any = object()
+_handoff = _Handoff(QUEUE_SIZE)
+
+
 class TraceExporter:
     """A subscriber: ``Run(..., subscribers=[agentlab.otel.exporter()])``.
 
     Keeps one :class:`SpanBuilder` per run id, so one exporter can watch
     many runs.
+
+    The run never waits for OpenTelemetry: each event's record goes on a bounded queue, and one thread
+    (per process) builds the spans and hands them to the tracer provider, whose span processors export
+    them. A ``SimpleSpanProcessor`` exports each span as it ends, so an exporter that blocks would
+    otherwise hold the run's loop, and its deadline, hostage. Span times come from the events, so a span
+    built late has the times it would have had. Call :meth:`flush` before reading the spans (and before
+    ``provider.force_flush()``); :meth:`close` flushes within a bound and ends what is left open. At
+    interpreter exit what the exporters hold is handed over, within :data:`EXIT_FLUSH_S` seconds.
     """
 
     def __init__(
@@ -355,6 +429,9 @@ class TraceExporter:
         self.redactor = redactor or Redactor()
         self.agent_name = agent_name
         self.builders: dict[str, SpanBuilder] = {}
+        self.dropped = 0
+        """Events left out of the spans because the queue was full (an exporter stuck that long)."""
+        self._closed = False
 
     def builder(self, run_id: str) -> SpanBuilder:
         """The span builder of one run (made on its first event): runs feed the exporter interleaved."""
@@ -366,16 +443,48 @@ class TraceExporter:
         return b
 
     def feed(self, rec: dict[str, Any]) -> None:
-        """Advance the spans of the record's run by one event record."""
+        """Advance the spans of the record's run by one event record, on the calling thread (a replay's way;
+        a live run's events go through the exporters' thread)."""
         self.builder(str(rec.get("run_id") or "")).feed(rec)
 
     def __call__(self, event: Event) -> None:
-        self.feed(event.as_record())
+        if self._closed or _handoff.put(self, event.as_record()):
+            return
+        self.dropped += 1
+        if self.dropped == 1:
+            warnings.warn(
+                f"agentlab.otel: the span exporters have fallen {QUEUE_SIZE} events behind (is one blocked?); "
+                "events are left out of the spans until they catch up, never waited for",
+                RuntimeWarning,
+                stacklevel=2,
+            )
 
-    def close(self) -> None:
-        """End spans of runs that did not finish (a run abandoned while paused)."""
+    def flush(self, timeout_s: float = 30.0) -> bool:
+        """Wait until every event received so far is in spans handed to the tracer provider, at most
+        ``timeout_s`` seconds; True if they all are (False: a span exporter is still blocked)."""
+        done = threading.Event()
+        return _handoff.mark(self, done, time.monotonic() + timeout_s) and done.wait(timeout_s)
+
+    def close(self, timeout_s: float = 30.0) -> bool:
+        """Flush (at most ``timeout_s`` seconds), then end the spans of runs that did not finish (a run
+        abandoned while paused); later events are ignored. True if everything was handed over in time."""
+        if self._closed:
+            return True
+        self._closed = True
+        deadline = time.monotonic() + timeout_s
+        done = threading.Event()
+        return (
+            _handoff.mark(self, _CLOSE, deadline)
+            and _handoff.mark(self, done, deadline)
+            and done.wait(max(0.0, deadline - time.monotonic()))
+        )
+
+    def _end_open(self) -> None:
         for b in self.builders.values():
             b.close()
+
+
+_NOBODY: Any = None
 
 
 def exporter(

@@ -103,7 +103,8 @@ def _parallel_run(clock: al.FakeClock, subscribers=()):
 
 def test_a_run_becomes_an_invoke_agent_span_with_chat_and_tool_children(spans_out):
     provider, memory = spans_out
-    result = _parallel_run(al.FakeClock(), subscribers=[otel.exporter(provider)])
+    result = _parallel_run(al.FakeClock(), subscribers=[exp := otel.exporter(provider)])
+    assert exp.flush()  # the spans are built on the exporters' thread
     assert isinstance(result, al.Done)
     spans = memory.get_finished_spans()
     assert sorted(s.name for s in spans) == sorted(
@@ -134,7 +135,8 @@ def test_a_run_becomes_an_invoke_agent_span_with_chat_and_tool_children(spans_ou
 
 def test_chat_spans_carry_the_genai_request_response_and_usage_attributes(spans_out):
     provider, memory = spans_out
-    _parallel_run(al.FakeClock(), subscribers=[otel.exporter(provider)])
+    _parallel_run(al.FakeClock(), subscribers=[exp := otel.exporter(provider)])
+    assert exp.flush()  # the spans are built on the exporters' thread
     first, second = sorted(_by_name(memory.get_finished_spans(), "chat"), key=lambda s: s.start_time)
     a = first.attributes
     assert a["gen_ai.operation.name"] == "chat"
@@ -155,7 +157,8 @@ def test_chat_spans_carry_the_genai_request_response_and_usage_attributes(spans_
 
 def test_span_times_follow_the_run_clock_so_parallel_reads_overlap(spans_out):
     provider, memory = spans_out
-    _parallel_run(al.FakeClock(), subscribers=[otel.exporter(provider)])
+    _parallel_run(al.FakeClock(), subscribers=[exp := otel.exporter(provider)])
+    assert exp.flush()  # the spans are built on the exporters' thread
     spans = {s.name: s for s in memory.get_finished_spans() if not s.name.startswith("chat")}
     chats = sorted(_by_name(memory.get_finished_spans(), "chat"), key=lambda s: s.start_time)
     root = spans["invoke_agent agentlab"]
@@ -184,7 +187,8 @@ def test_failed_tool_calls_get_error_status_and_type(spans_out):
         raise al.PermissionDenied("not allowed to delete")
 
     model = al.ScriptedModel([reply(None, ("find", {"n": 1})), reply(None, ("delete", {"n": 1})), reply("x")])
-    result = al.run("q", [find, delete], model=model, trace=False, subscribers=[otel.exporter(provider)])
+    result = al.run("q", [find, delete], model=model, trace=False, subscribers=[exp := otel.exporter(provider)])
+    assert exp.flush()  # the spans are built on the exporters' thread
     assert isinstance(result, al.Stopped) and result.reason == "fatal"
     spans = {s.name: s for s in memory.get_finished_spans()}
     find_span = spans["execute_tool find"]
@@ -204,11 +208,13 @@ def test_failed_tool_calls_get_error_status_and_type(spans_out):
 def test_content_is_only_exported_on_opt_in_and_redacted(spans_out, monkeypatch):
     provider, memory = spans_out
     monkeypatch.delenv(otel.CAPTURE_ENV, raising=False)
-    _parallel_run(al.FakeClock(), subscribers=[otel.exporter(provider)])
+    _parallel_run(al.FakeClock(), subscribers=[exp := otel.exporter(provider)])
+    assert exp.flush()  # the spans are built on the exporters' thread
     assert not any("gen_ai.tool.call.arguments" in s.attributes for s in memory.get_finished_spans())
     memory.clear()
     monkeypatch.setenv(otel.CAPTURE_ENV, "true")
-    _parallel_run(al.FakeClock(), subscribers=[otel.exporter(provider)])
+    _parallel_run(al.FakeClock(), subscribers=[exp := otel.exporter(provider)])
+    assert exp.flush()  # the spans are built on the exporters' thread
     spans = {s.name: s for s in memory.get_finished_spans()}
     args = spans["execute_tool save"].attributes["gen_ai.tool.call.arguments"]
     assert "sk-abcdefghijklmnopqrstu" not in args and "[redacted]" in args
@@ -222,7 +228,8 @@ def test_a_stored_trace_replays_into_the_same_spans(spans_out, tmp_path):
     live = InMemorySpanExporter()
     live_provider = TracerProvider()
     live_provider.add_span_processor(SimpleSpanProcessor(live))
-    result = _parallel_run(al.FakeClock(), subscribers=[otel.exporter(live_provider), TraceWriter(tmp_path)])
+    result = _parallel_run(al.FakeClock(), subscribers=[exp := otel.exporter(live_provider), TraceWriter(tmp_path)])
+    assert exp.flush()  # the spans are built on the exporters' thread
     stored = al.load_run(result.run_id, tmp_path)
     otel.export(stored, provider)
 
@@ -304,7 +311,10 @@ def test_an_approval_shows_on_the_run_span_and_a_denial_marks_the_tool_span(span
         return "not this one"
 
     model = al.ScriptedModel([reply(None, ("refund", {"order_id": 1})), reply("x")])
-    al.run("q", [refund], model=model, trace=False, clock=clock, approve=no, subscribers=[otel.exporter(provider)])
+    al.run(
+        "q", [refund], model=model, trace=False, clock=clock, approve=no, subscribers=[exp := otel.exporter(provider)]
+    )
+    assert exp.flush()  # the spans are built on the exporters' thread
     spans = {s.name: s for s in memory.get_finished_spans()}
     events = {e.name: e for e in spans["invoke_agent agentlab"].events}
     assert events["agentlab.approval_answered"].attributes["agentlab.answer"] == "deny"
@@ -312,3 +322,93 @@ def test_an_approval_shows_on_the_run_span_and_a_denial_marks_the_tool_span(span
     tool = spans["execute_tool refund"]
     assert tool.attributes["error.type"] == "ApprovalDenied"
     assert tool.end_time - tool.start_time == 2_000_000_000  # the wait is inside the call's span
+
+
+class _BlockingExporter:
+    """A span exporter that blocks every export until ``release`` is set (a collector that hangs)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.entered = threading.Event()
+        self.release = threading.Event()
+        self.spans: list = []
+
+    def export(self, spans):
+        from opentelemetry.sdk.trace.export import SpanExportResult
+
+        self.entered.set()
+        self.release.wait(120)
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+    def shutdown(self) -> None:
+        self.release.set()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return True
+
+
+def test_a_blocked_span_exporter_cannot_hold_a_run_past_its_deadline_and_every_span_arrives_later():
+    import threading
+
+    blocking = _BlockingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(blocking))  # exports each span on the thread that ends it
+    clock = al.FakeClock()
+
+    @al.tool(mode="read")
+    def look(q: str) -> str:
+        return "more to read"
+
+    def model(messages, tools):
+        clock.advance(0.6)  # each call takes 0.6 s of the run's (injected) clock
+        return reply(None, ("look", {"q": str(len(messages))}))
+
+    exp = otel.exporter(provider)
+    results: list = []
+    ended = threading.Event()
+
+    def run() -> None:
+        results.append(
+            al.run(
+                "read forever",
+                [look],
+                model=al.FunctionModel(model),
+                clock=clock,
+                trace=False,
+                deadline_s=2,
+                subscribers=[exp],
+            )
+        )
+        ended.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        assert blocking.entered.wait(60), "no span reached the exporter"
+        # the run ends while every export is still blocked: nothing of the exporter's is on the run's path
+        assert ended.wait(60), "the run waited for the blocked span exporter"
+        assert not exp.close(timeout_s=0.05)  # the close is bounded: it gives up while the exporter hangs
+    finally:
+        blocking.release.set()
+        thread.join(60)
+    result = results[0]
+    assert result.reason == "deadline" and result.elapsed <= 2.0 + 0.6
+    assert exp.flush(timeout_s=60)
+    names = sorted(s.name for s in blocking.spans)
+    calls = result.model_calls
+    assert names.count("invoke_agent agentlab") == 1
+    assert len([n for n in names if n.startswith("chat")]) == calls
+    assert names.count("execute_tool look") == result.steps - 1  # its last step was stopped before its tools
+
+
+def test_the_docs_state_the_exporter_s_bounds_as_the_code_has_them():
+    import inspect
+    from pathlib import Path
+
+    text = " ".join((Path(__file__).parents[1] / "docs" / "integrations.md").read_text(encoding="utf-8").split())
+    flush_s = inspect.signature(otel.TraceExporter.flush).parameters["timeout_s"].default
+    assert f"(at most {flush_s:g} s;" in text
+    assert f"handed over within {otel.EXIT_FLUSH_S:g} s" in text
+    assert f"stuck for {otel.QUEUE_SIZE:,} events" in text
