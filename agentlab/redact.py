@@ -63,132 +63,28 @@ from urllib.parse import unquote
 import ahocorasick_rs
 import orjson
 
+from . import _secret_rules as rules
+
 REDACTED = "[redacted]"
 
-_SECRET_WORDS = frozenset(
-    {
-        "token",
-        "secret",
-        "password",
-        "passwd",
-        "pwd",
-        "pass",
-        "passphrase",
-        "passcode",
-        "authorization",
-        "auth",
-        "oauth",
-        "credential",
-        "credentials",
-        "cookie",
-        "cookies",
-        "bearer",
-        "apikey",
-        "privatekey",
-        "signature",
-        "sessionid",
-        "jwt",
-        "otp",
-        "totp",
-    }
-)
-_KEY_OWNERS = frozenset(
-    {
-        "api",
-        "access",
-        "secret",
-        "private",
-        "signing",
-        "encryption",
-        "session",
-        "auth",
-        "client",
-        "master",
-        "license",
-        "x",
-        "ssh",
-        "aws",
-        "account",
-        "storage",
-        "subscription",
-        "consumer",
-        "app",
-        "service",
-        "webhook",
-        "gpg",
-        "pgp",
-        "deploy",
-    }
-)
-# Names whose value is secret whatever it looks like (a password may be a plain word, an OTP a number).
-_STRONG_LAST = frozenset(
-    {"password", "passwd", "passphrase", "passcode", "pwd", "pass", "secret", "otp", "totp", "pin"}
-)
-_NUMERIC_NAMES = frozenset({"otp", "totp", "pin", "passcode"})
-_NEVER_SECRET_ENV = frozenset({"PWD", "OLDPWD"})  # the shell's current and previous directory
+_SECRET_WORDS = rules.SECRET_WORDS
+_KEY_OWNERS = rules.KEY_OWNERS
+_STRONG_LAST = rules.STRONG_LAST
+_NUMERIC_NAMES = rules.NUMERIC_NAMES
+_NEVER_SECRET_ENV = rules.NEVER_SECRET_ENV
 
-# Lower-case substrings that any secret name or credential-looking text contains,
-# besides "token" (not a name ending in "tokens": usage counts) and "key" (not a bare "key"),
-# which needs_redaction tells apart with the harmless matches below. Each entry is also
-# a place where redact_text tries its rules (see _RULE).
-_NAME_HINTS = (
-    "token",
-    "key",
-    "secret",
-    "pass",
-    "pwd",
-    "auth",
-    "credential",
-    "cookie",
-    "bearer",
-    "signature",
-    "session",
-    "jwt",
-    "otp",
-)
-_FORMAT_HINTS = (
-    "sk-",
-    "sk_",
-    "rk_",
-    "pk_",
-    "ghp_",
-    "gho_",
-    "ghu_",
-    "ghs_",
-    "ghr_",
-    "github_pat_",
-    "akia",
-    "asia",
-    "agpa",
-    "aida",
-    "aroa",
-    "anpa",
-    "xox",
-    "xapp-",
-    "eyj",
-    "aiza",
-    "glpat-",
-    "hf_",
-    "npm_",
-    "pypi-",
-    "sg.",
-    "hooks.slack",
-    "dop_v1_",
-    "shpat_",
-    "shpss_",
-    "shpca_",
-    "shppa_",
-    "-----begin",
-)
+# The scanners, compiled from the rule table (:mod:`agentlab._secret_rules`). One automaton finds every place a
+# rule may start: a name word, a format's prefix, a label's word, and "://"; a match's index says which.
+_NAME_HINTS = rules.NAME_WORDS
+_FORMAT_HINTS = tuple(dict.fromkeys([p for f in rules.FORMATS for p in f.prefixes] + [rules.PEM_PREFIX]))
 _HINTS = _NAME_HINTS + _FORMAT_HINTS
-# Matches of these instead of "token"/"key" are harmless: usage counts ("input_tokens": ...) and a bare "key" field.
-_HARMLESS = ('tokens"', '"key"')
+_HARMLESS = rules.HARMLESS
 _N_HINTS = len(_HINTS)
-_LABEL_WORDS = ("basic",)  # "Basic <base64 credential>"
-# Matched in this order: a match's index says which (hints, then "basic", then the harmless ones, then "://"),
-# so the smallest index of a line's matches tells the pre-test whether any hint or "basic" occurs.
+_LABEL_WORDS = tuple(label.hint for label in rules.LABELS if label.hint not in _HINTS)  # "Basic <credential>"
+# Matched in this order: a match's index says which (hints, then label words, then the harmless ones, then
+# "://"), so the smallest index of a line's matches tells the pre-test whether any hint or label occurs.
 _MATCHED = _HINTS + _LABEL_WORDS + _HARMLESS + ("://",)
-_BASIC = _N_HINTS
+_LAST_LABEL = _N_HINTS + len(_LABEL_WORDS) - 1
 _URL_HINT = len(_MATCHED) - 1
 _FINDER = ahocorasick_rs.AhoCorasick(_MATCHED, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest)
 # The same automaton over bytes: ~5x faster, as it need not turn UTF-8 offsets into character
@@ -210,7 +106,7 @@ def _any_hint(low: str) -> tuple[bool, bool]:
     which needs no character offsets: the bytes automaton reads any text."""
     url = False
     for i, _, _ in _BYTES_FINDER.find_matches_as_indexes(low.encode("utf-8")):
-        if i <= _BASIC:
+        if i <= _LAST_LABEL:
             return True, url
         url = url or i == _URL_HINT
     return False, url
@@ -220,49 +116,25 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
 # Well-known credential formats, tried where their prefix (a hint) occurs.
-_FORMATS: dict[str, re.Pattern[str]] = {}
-for _prefixes, _pattern in [
-    (("sk-",), r"\bsk-(?:ant-)?[A-Za-z0-9_\-]{12,}"),  # Anthropic, OpenAI (sk-proj-...) and look-alikes
-    (("sk_", "rk_", "pk_"), r"\b(?:sk|rk|pk)_(?:live|test)_[A-Za-z0-9]{10,}"),  # Stripe
-    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
-    (("github_pat_",), r"\bgithub_pat_[A-Za-z0-9_]{20,}"),
-    (("akia", "asia", "agpa", "aida", "aroa", "anpa"), r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|ANPA)[A-Z0-9]{16}\b"),  # AWS
-    (("xox",), r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),  # Slack
-    (("xapp-",), r"\bxapp-[A-Za-z0-9-]{10,}"),
-    (("hooks.slack",), r"hooks\.slack\.com/services/[A-Za-z0-9/_-]+"),
-    (("eyj",), r"\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),  # JWT
-    (("aiza",), r"\bAIza[0-9A-Za-z_\-]{30,}"),  # Google API keys
-    (("glpat-",), r"\bglpat-[A-Za-z0-9_\-]{20,}"),  # GitLab
-    (("hf_",), r"\bhf_[A-Za-z0-9]{30,}"),  # Hugging Face
-    (("npm_",), r"\bnpm_[A-Za-z0-9]{30,}"),
-    (("pypi-",), r"\bpypi-[A-Za-z0-9_\-]{40,}"),
-    (("sg.",), r"\bSG\.[A-Za-z0-9_\-]{16,}\.[A-Za-z0-9_\-]{16,}"),  # SendGrid
-    (("dop_v1_",), r"\bdop_v1_[a-f0-9]{40,}"),  # DigitalOcean
-    (("shpat_", "shpss_", "shpca_", "shppa_"), r"\bshp(?:at|ss|ca|pa)_[a-fA-F0-9]{32}"),  # Shopify
-]:
-    for _p in _prefixes:
-        _FORMATS[_p] = re.compile(_pattern)
-_PEM_BEGIN = re.compile(r"-----BEGIN[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
-_PEM_END = re.compile(r"-----END[A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_FORMATS: dict[str, re.Pattern[str]] = {p: re.compile(f.pattern) for f in rules.FORMATS for p in f.prefixes}
+_PEM_BEGIN = re.compile(rules.PEM_BEGIN)
+_PEM_END = re.compile(rules.PEM_END)
+_PEM_OPENING = rules.PEM_PREFIX.upper()
 
 # Scans that start at a hint; every repetition is bounded or stops at a character the next hint cannot pass.
-_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
-_NAME_RUN = re.compile(r"[A-Za-z0-9_.\-]{0,65}")
-_SEPARATOR = re.compile(r"[ \t]{0,16}(?::|=>|=)[ \t]{0,16}(?P<vq>[\"'])?(?:(?i:bearer|basic|token)[ \t]+)?")
+_NAME_CHARS = frozenset(c for c in map(chr, range(128)) if re.fullmatch(f"[{rules.NAME_CHARS}]", c))
+_NAME_RUN = re.compile(f"[{rules.NAME_CHARS}]{{0,65}}")
+_SEPARATOR = re.compile(
+    r"[ \t]{0,16}(?:" + "|".join(map(re.escape, rules.SEPARATORS)) + r")[ \t]{0,16}(?P<vq>[\"'])?"
+    r"(?:(?i:" + "|".join(rules.VALUE_PREFIXES) + r")[ \t]+)?"
+)
 _QUOTED_VALUE = re.compile(r"[^\"'\r\n]{1,4096}")
 _BARE_VALUE = re.compile(r"[^\s\"'`,;&)}\]]{1,4096}")
-_URL_CREDENTIAL = re.compile(r"://[^\s:/@\"'<>]{0,256}:(?P<pw>[^\s@/\"'<>]{1,256})@")
+_URL_CREDENTIAL = re.compile(rules.URL_CREDENTIAL)
+_LABELS = {label.hint: label for label in rules.LABELS}
 _LABELLED: dict[str, re.Pattern[str]] = {
-    # "Bearer <credential>", "Basic <credential>", "token <credential>"
-    "bearer": re.compile(r"(?i:bearer)\s{1,16}(?P<v>[A-Za-z0-9._~+/=\-]{8,4096})"),
-    "basic": re.compile(r"(?i:basic)\s{1,16}(?P<v>[A-Za-z0-9+/]{12,4096}={0,2})(?![A-Za-z0-9._~+/=\-])"),
-    "token": re.compile(r"(?i:token)\s{1,16}(?P<v>[A-Za-z0-9._~+/=\-]{8,4096})"),
-    # a whole Cookie / Set-Cookie header line
-    "cookie": re.compile(r"(?i:cookie)[ \t]{0,16}:[ \t]{0,16}(?P<v>[^\r\n]{1,65536})"),
-    # "the password is hunter2", "passphrase was: x"
-    "pass": re.compile(
-        r"(?i:pass(?:word|phrase|code|wd))\s{1,16}(?i:is|was)\s{0,16}:?\s{0,16}[\"'`]?(?P<v>[^\s\"'`,;]{1,4096})"
-    ),
+    label.hint: re.compile(f"(?i:{label.word}){rules.AFTER[label.after]}{label.between}(?P<v>{label.value_pattern})")
+    for label in rules.LABELS
 }
 
 # Values that are no secret under any name.
@@ -402,21 +274,7 @@ def is_secret_name(name: str) -> bool:
         return True
     if any(w in _SECRET_WORDS for w in words):
         return True
-    if joined in {
-        "apikey",
-        "secretkey",
-        "privatekey",
-        "accesskey",
-        "xapikey",
-        "setcookie",
-        "accountkey",
-        "sharedaccesskey",
-        "masterkey",
-        "appkey",
-        "clientkey",
-    }:
-        return True
-    if joined.endswith(("sessionid", "sessiontoken", "sessionkey", "sessioncookie")):
+    if joined in rules.SECRET_NAMES or joined.endswith(rules.SECRET_NAME_ENDINGS):
         return True
     if words[-1] == "key" and len(words) >= 2 and words[-2] in _KEY_OWNERS:
         return True
@@ -613,99 +471,61 @@ def _name_before(text: str, start: int, end: int) -> int:
     return s
 
 
-# What _inert_hints reads in JSON text (byte values).
+# The prefilter over JSON text (bytes, lower case), compiled from the same table as the walk. A secret word
+# leads the walk to a redaction only (a) in an object key (the field is judged by its name), (b) as a label's
+# word with what the label needs after it, or (c) before a separator, in a secret name. In JSON text a blank
+# may be written as an escape, and a string may hold JSON whose quotes are escaped, so each piece is
+# loosened to what the walk could read once the text is decoded: any byte that is not a printable
+# character may be a blank, and escapes and quotes are skipped on the way to a separator.
+_J_BLANK = rb"[^!-\[\]-~]"  # no printable ASCII but a backslash: a blank, a control, an escape, a non-ASCII byte
+_J_GAP = rb"(?:[\x00-\x20\"']|\\++[/bfnrt\"])*+"  # blanks, quotes and escapes, skipped (any number)
+_J_SEPARATOR = (
+    rb"(?:[" + re.escape("".join(dict.fromkeys(sep[0] for sep in rules.SEPARATORS))).encode() + rb"]|\\++u)"
+)  # a separator's first character, or a \u escape (which may write one)
+_J_LABEL = {
+    label.hint: re.compile(
+        label.word.encode() + (_J_BLANK if label.after == "blank" else _J_GAP + rb"(?::|\\++u)"), re.S
+    )
+    for label in rules.LABELS
+}  # a label's word and what it needs next
+_J_IN_KEY = re.compile(rb'(?:[^"\\]++|\\.)*?\\*"' + _J_GAP + rb"(?::|\\++u)", re.S)  # a quote, then ":"
+_J_NAME_THEN_SEPARATOR = re.compile(rb"(?P<run>[" + rules.NAME_CHARS.encode() + rb"]*+)" + _J_GAP + _J_SEPARATOR)
 _NAME_BYTES = frozenset(ord(c) for c in _NAME_CHARS)
-_SOLID = frozenset(range(0x21, 0x7F)) - {0x5C}  # printable ASCII but space and backslash: no blank, no escape
-_GAP = frozenset(range(0x21)) | {0x22, 0x27}  # blanks, controls and quotes, skipped on the way to a separator
-_ESCAPED = frozenset(b'"/bfnrt')  # what follows a backslash in JSON text, \u aside
-_LABEL_HINTS = frozenset(i for i, h in enumerate(_NAME_HINTS) if h in _LABELLED)  # token, bearer, cookie, pass
-_COLON, _EQUALS, _BACKSLASH, _U = b":=\\u"
-_COOKIE = _NAME_HINTS.index("cookie")
+_BACKSLASH = ord("\\")
 
 
-def _to_separator(line: bytes, k: int) -> int:
-    """Where the first byte after ``k`` that is no blank, quote or escape is; -1 at a ``\\u`` escape (it may
-    write anything). Skips more than the walk's separator allows (``[ \\t]{0,16}`` after an optional
-    quote), at any depth of escaping, so it never misses one."""
-    n = len(line)
-    while k < n:
-        c = line[k]
-        if c == _BACKSLASH:
-            while k < n and line[k] == _BACKSLASH:
-                k += 1
-            if k < n:
-                if line[k] == _U:
-                    return -1
-                if line[k] in _ESCAPED:
-                    k += 1
-        elif c in _GAP:
-            k += 1
-        else:
-            return k
-    return k
+def _may_fire(line: bytes, low: bytes, matches: list[tuple[int, int, int]], redactor: Redactor) -> bool:
+    """Whether a rule of the walk may fire at a secret word or label in ``line`` (JSON text, bytes; ``low``:
+    its lower-case copy, with the same offsets; ``matches``: what the automaton found in ``low``).
 
-
-def _inert_hints(line: bytes, matches: list[tuple[int, int, int]], redactor: Redactor) -> bool:
-    """Whether no rule of the walk can fire at any secret word in ``line`` (JSON text, bytes; ``matches``:
-    the hints :data:`_BYTES_FINDER` found in its lower-case copy, at the same offsets).
-
-    A secret word leads to a redaction only (a) as part of an object key (the field is judged by its name),
-    (b) as a label, ``Bearer``/``token``/``Cookie``/``password`` then a blank, or (c) as part of a
-    ``name: value`` / ``name = value`` whose name is a secret name. So a word is inert when it is in no key
-    (no quote up to the end of its string is followed by ``:``), is followed by no blank where a label
-    needs one, and is followed by no separator, or by one after a name that is no secret name. Every test
-    here errs towards "not inert" (escapes skipped, a ``\\u`` escape or a name next to an escape or 64
-    characters long not judged), so a False is never wrong; a format prefix (``sk-``, a PEM header) is
-    never inert. ``tests/test_redaction_inert_hints.py`` holds it to the walk."""
-    n = len(line)
+    Errs towards yes: a format's prefix always says yes; a name word says yes in a key, before a separator
+    after a secret name (or a name it cannot judge: one next to an escape or 64 characters long), and, for
+    a label's word, with what the label needs after it. ``tests/test_redaction_prefilter.py`` holds it to
+    the walk."""
     for i, a, b in matches:
-        if i == _BASIC:  # "Basic <credential>": a blank must follow
-            if b >= n or line[b] not in _SOLID:
-                return False
-            continue
-        if i >= _N_HINTS:  # harmless, and "://" (left to the test's other rules)
-            continue
+        if i >= _N_HINTS:
+            if i <= _LAST_LABEL and _J_LABEL[_MATCHED[i]].match(low, a):
+                return True
+            continue  # harmless, and "://" (left to the test's other rules)
         if i >= len(_NAME_HINTS):  # a credential format's prefix
-            return False
-        end = b  # the name run after the word, as _NAME_RUN takes it
-        while end < n and end - b < 65 and line[end] in _NAME_BYTES:
-            end += 1
-        if end - a > 64 or end >= n:
-            return False
-        if i in _LABEL_HINTS and (line[b] not in _SOLID or line[end] not in _SOLID):
-            return False
-        if i == _COOKIE:  # "Cookie:" labels a header whatever name it ends
-            k = _to_separator(line, b)
-            if k < 0 or (k < n and line[k] == _COLON):
-                return False
-        k = _to_separator(line, end)
-        if k < 0:
-            return False
-        if k < n and line[k] in (_COLON, _EQUALS):
-            s, floor = a, max(0, end - 64)
-            while s > floor and line[s - 1] in _NAME_BYTES:
-                s -= 1
-            if s <= floor or (s and line[s - 1] == _BACKSLASH):  # the name may read otherwise once unescaped
-                return False
-            while s < end and not (chr(line[s]).isalpha() or line[s] == 0x5F):
-                s += 1
-            if redactor._secret_name(line[s:end].decode("ascii")):
-                return False
-        k = b  # in a key? every quote up to the one closing the string, escaped ones too (JSON in a string)
-        while True:
-            q = line.find(b'"', k)
-            if q < 0:
-                return False
-            after = _to_separator(line, q + 1)
-            if after < 0 or (after < n and line[after] == _COLON):
-                return False
-            p = q
-            while p > 0 and line[p - 1] == _BACKSLASH:
-                p -= 1
-            if (q - p) % 2 == 0:  # not escaped: the string ends here
-                break
-            k = q + 1
-    return True
+            return True
+        label = _J_LABEL.get(_NAME_HINTS[i])
+        if (label is not None and label.match(low, a)) or _J_IN_KEY.match(low, b):
+            return True
+        m = _J_NAME_THEN_SEPARATOR.match(low, b)
+        if m is None:
+            continue
+        end = m.end("run")
+        s, floor = a, max(0, end - 64)
+        while s > floor and low[s - 1] in _NAME_BYTES:
+            s -= 1
+        if s <= floor or end - a > 64 or (s and low[s - 1] == _BACKSLASH):
+            return True  # a name the walk may read otherwise once the text is decoded
+        while s < end and not (chr(low[s]).isalpha() or low[s] == 0x5F):
+            s += 1
+        if redactor._secret_name(line[s:end].decode("ascii")):  # its own case: "myAPIKey" is api + key
+            return True
+    return False
 
 
 class Redactor:
@@ -790,8 +610,8 @@ class Redactor:
 
         ``json_text=True`` says ``line`` is JSON text (bytes, as orjson writes it): a secret *word* in it
         (``key``, ``token`` ...) then trips the test only where a rule of the walk could fire on it
-        (:func:`_inert_hints`), so the engine's own prose ("Look up a key", "353 input tokens: worst
-        case") costs no walk; a format prefix (``sk-``, ``ghp_``) always trips it.
+        (:func:`_may_fire`, compiled from the rule table), so the engine's own prose ("Look up a key",
+        "353 input tokens: worst case") costs no walk; a format prefix (``sk-``, ``ghp_``) always trips it.
 
         ``hints_in``: the part of ``line`` (bytes; JSON text itself when ``json_text``) in which secret words
         and key prefixes (and the ``://`` of a URL with credentials) are looked for, when the caller knows the
@@ -809,13 +629,14 @@ class Redactor:
             if line.find(b) >= 0:
                 return True
         text = line if hints_in is None else hints_in
-        matches = _BYTES_FINDER.find_matches_as_indexes(text.lower())
-        url = inert = False
+        low = text.lower()
+        matches = _BYTES_FINDER.find_matches_as_indexes(low)
+        url = judged = False
         for which, _, _ in matches:  # a loop, not min(): min compares whole tuples, ~0.5 µs on a reply's line
-            if which <= _BASIC:  # a hint or "basic" (the harmless matches and "://" come after them)
-                if not (inert or (json_text and _inert_hints(text, matches, self))):
+            if which <= _LAST_LABEL:  # a hint or a label (the harmless matches and "://" come after them)
+                if not json_text or (not judged and _may_fire(text, low, matches, self)):
                     return True
-                inert = True  # every hint of the line judged at once
+                judged = True  # every hint of the line judged at once
             elif which == _URL_HINT:
                 url = True
         # "://" is one of the automaton's patterns, and no other holds a ":", so none hides it: found above
@@ -834,7 +655,7 @@ class Redactor:
         # a lone surrogate (text cut from a UTF-16 source) is written as bytes no hint contains
         low = line.lower().encode("utf-8", "surrogatepass")
         matches = _BYTES_FINDER.find_matches_as_indexes(low)
-        if matches and min(matches)[0] <= _BASIC:
+        if matches and min(matches)[0] <= _LAST_LABEL:
             return True
         if low.find(b"@") >= 0 and low.find(b"://") >= 0:
             return True
@@ -1100,7 +921,7 @@ class Redactor:
                 if hint in _LABELLED and a >= label_done:
                     label_done = self._label(text, hint, a, spans)
                 continue
-            if hint == "-----begin":
+            if hint == rules.PEM_PREFIX:
                 if a >= pem_done:
                     pem_done = self._pem(text, a, spans)
                 continue
@@ -1119,7 +940,9 @@ class Redactor:
         v = m.group("v")
         if v.startswith(REDACTED):
             return m.end()
-        if word == "cookie" or value_shape(v) == "token" or (word == "pass" and value_shape(v) == "number"):
+        wanted = _LABELS[word].value
+        shape = value_shape(v) if wanted != "any" else "token"
+        if shape == "token" or (wanted == "token or number" and shape == "number"):
             spans.append(m.span("v"))
         return m.end()
 
@@ -1231,14 +1054,14 @@ class StreamRedactor:
         pending, base = block.pending, block.base
         hint_end = block.hint_end
         for i, _a, b in _hints(_lower(pending[scan_from:])):
-            if i <= _BASIC:  # a secret word, a key prefix or a label word
+            if i <= _LAST_LABEL:  # a secret word, a key prefix or a label word
                 hint_end = max(hint_end, base + scan_from + b)
         if hint_end != block.hint_end:
             block.hint_end, block.newline = hint_end, -1
         if block.newline < 0:  # the first line end after the last hint
             nl = pending.find("\n", max(scan_from, hint_end - base))
             block.newline = base + nl if nl >= 0 else -1
-        begin = pending.rfind("-----BEGIN", scan_from)
+        begin = pending.rfind(_PEM_OPENING, scan_from)
         if begin >= 0:
             block.pem_open = pending.find("-----END", begin) < 0
         elif block.pem_open and pending.find("-----END", scan_from) >= 0:

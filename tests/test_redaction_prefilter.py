@@ -1,10 +1,12 @@
 """A secret word in prose ("Look up a key", "353 input tokens: worst case") costs no walk, and no secret is missed.
 
 The trace writer and ``Redactor.clean`` test a line's JSON text with ``needs_redaction(line, json_text=True)``:
-a secret *word* trips it only where a rule of the full walk could fire on it. These tests hold that test to
-the walk: whenever it says "clean", the walk (``Redactor.redact``) changes nothing and learns nothing, on the
-precision corpus, on every secret of the recall corpus in every shape, and on generated values built from
-the pieces that make rules fire (names, separators, labels, quotes and escapes, JSON held in strings).
+a secret *word* trips it only where a rule of the full walk could fire on it. That prefilter is compiled from
+the same rule table as the walk (``agentlab._secret_rules``): a rule added to the table reaches both. These
+tests hold the prefilter to the walk: whenever it says "clean", the walk (``Redactor.redact``) changes
+nothing and learns nothing, on the precision corpus, on every secret of the recall corpus in every shape, and
+on generated values built from the pieces that make rules fire (names, separators, labels, quotes and
+escapes, JSON held in strings).
 """
 
 from __future__ import annotations
@@ -172,3 +174,50 @@ def test_a_generated_value_called_clean_is_one_the_walk_leaves_alone(value):
 def test_text_called_clean_is_text_the_walk_leaves_alone_at_any_depth_of_quoting(text):
     for value in ({"text": text}, {"text": json.dumps({"inner": text})}, {"text": json.dumps([json.dumps(text)])}):
         assert _said_clean_and_is(value)
+
+
+def test_every_secret_name_the_rules_know_holds_a_word_the_automaton_looks_for():
+    """The prefilter sees a name only through the automaton's words: a secret name without one would pass it."""
+    from agentlab import _secret_rules as rules
+
+    names = (
+        set(rules.SECRET_WORDS)
+        | set(rules.SECRET_NAMES)
+        | set(rules.SECRET_NAME_ENDINGS)
+        | {f"{owner}key" for owner in rules.KEY_OWNERS}
+    )
+    missing = sorted(n for n in names if not any(w in n for w in rules.NAME_WORDS))
+    assert missing == []
+
+
+def test_a_format_and_a_label_added_to_the_table_reach_the_walk_the_prefilter_and_the_stream(tmp_path):
+    """The scanners are compiled from the table: one entry added there is found by every path."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "added.py"
+    script.write_text(
+        """
+import importlib
+import orjson
+from agentlab import _secret_rules as rules, redact
+rules.FORMATS += (rules.Format("Vault token", ("hvs.",), r"\\bhvs\\.[A-Za-z0-9]{20,}"),)
+rules.LABELS += (rules.Label("ticket", "ticket", "blank", r"[A-Za-z0-9]{10,}"),)
+redact = importlib.reload(redact)  # the scanners compiled again, from the table as it now is
+Redactor, StreamRedactor = redact.Redactor, redact.StreamRedactor
+
+token, ticket = "hvs.Zq9x8w7v6u5tZq9x8w7v6u5t", "Tk1Tk2Tk3Tk4Tk5"
+text = f"use {token} with ticket {ticket} now"
+r = Redactor(env=False)
+assert r.redact_text(text) == "use [redacted] with ticket [redacted] now", r.redact_text(text)
+assert r.needs_redaction(orjson.dumps({"note": f"use {token}"}), json_text=True)
+assert r.needs_redaction(orjson.dumps({"note": f"ticket {ticket}"}), json_text=True)
+assert not r.needs_redaction(orjson.dumps({"note": "a ticket-free line"}), json_text=True)
+stream = StreamRedactor(r)
+out = "".join(stream.feed("b", c) for c in text) + stream.flush("b")
+assert token not in out and ticket not in out, out
+print("ok")
+"""
+    )
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr
