@@ -63,24 +63,44 @@ from urllib.parse import unquote
 import ahocorasick_rs
 import orjson
 
-from . import _secret_rules as rules
+from ._secret_rules import (
+    AFTER,
+    FORMATS,
+    HARMLESS,
+    KEY_OWNERS,
+    LABELS,
+    NAME_CHARS,
+    NAME_WORDS,
+    NEVER_SECRET_ENV,
+    NUMERIC_NAMES,
+    PEM_BEGIN,
+    PEM_END,
+    PEM_PREFIX,
+    SECRET_NAME_ENDINGS,
+    SECRET_NAMES,
+    SECRET_WORDS,
+    SEPARATORS,
+    STRONG_LAST,
+    URL_CREDENTIAL,
+    VALUE_PREFIXES,
+)
 
 REDACTED = "[redacted]"
 
-_SECRET_WORDS = rules.SECRET_WORDS
-_KEY_OWNERS = rules.KEY_OWNERS
-_STRONG_LAST = rules.STRONG_LAST
-_NUMERIC_NAMES = rules.NUMERIC_NAMES
-_NEVER_SECRET_ENV = rules.NEVER_SECRET_ENV
+_SECRET_WORDS = SECRET_WORDS
+_KEY_OWNERS = KEY_OWNERS
+_STRONG_LAST = STRONG_LAST
+_NUMERIC_NAMES = NUMERIC_NAMES
+_NEVER_SECRET_ENV = NEVER_SECRET_ENV
 
 # The scanners, compiled from the rule table (:mod:`agentlab._secret_rules`). One automaton finds every place a
 # rule may start: a name word, a format's prefix, a label's word, and "://"; a match's index says which.
-_NAME_HINTS = rules.NAME_WORDS
-_FORMAT_HINTS = tuple(dict.fromkeys([p for f in rules.FORMATS for p in f.prefixes] + [rules.PEM_PREFIX]))
+_NAME_HINTS = NAME_WORDS
+_FORMAT_HINTS = tuple(dict.fromkeys([p for f in FORMATS for p in f.prefixes] + [PEM_PREFIX]))
 _HINTS = _NAME_HINTS + _FORMAT_HINTS
-_HARMLESS = rules.HARMLESS
+_HARMLESS = HARMLESS
 _N_HINTS = len(_HINTS)
-_LABEL_WORDS = tuple(label.hint for label in rules.LABELS if label.hint not in _HINTS)  # "Basic <credential>"
+_LABEL_WORDS = tuple(label.hint for label in LABELS if label.hint not in _HINTS)  # "Basic <credential>"
 # Matched in this order: a match's index says which (hints, then label words, then the harmless ones, then
 # "://"), so the smallest index of a line's matches tells the pre-test whether any hint or label occurs.
 _MATCHED = _HINTS + _LABEL_WORDS + _HARMLESS + ("://",)
@@ -116,25 +136,25 @@ _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _SPLIT = re.compile(r"[^a-z0-9]+")
 
 # Well-known credential formats, tried where their prefix (a hint) occurs.
-_FORMATS: dict[str, re.Pattern[str]] = {p: re.compile(f.pattern) for f in rules.FORMATS for p in f.prefixes}
-_PEM_BEGIN = re.compile(rules.PEM_BEGIN)
-_PEM_END = re.compile(rules.PEM_END)
-_PEM_OPENING = rules.PEM_PREFIX.upper()
+_FORMATS: dict[str, re.Pattern[str]] = {p: re.compile(f.pattern) for f in FORMATS for p in f.prefixes}
+_PEM_BEGIN = re.compile(PEM_BEGIN)
+_PEM_END = re.compile(PEM_END)
+_PEM_OPENING = PEM_PREFIX.upper()
 
 # Scans that start at a hint; every repetition is bounded or stops at a character the next hint cannot pass.
-_NAME_CHARS = frozenset(c for c in map(chr, range(128)) if re.fullmatch(f"[{rules.NAME_CHARS}]", c))
-_NAME_RUN = re.compile(f"[{rules.NAME_CHARS}]{{0,65}}")
+_NAME_CHARS = frozenset(c for c in map(chr, range(128)) if re.fullmatch(f"[{NAME_CHARS}]", c))
+_NAME_RUN = re.compile(f"[{NAME_CHARS}]{{0,65}}")
 _SEPARATOR = re.compile(
-    r"[ \t]{0,16}(?:" + "|".join(map(re.escape, rules.SEPARATORS)) + r")[ \t]{0,16}(?P<vq>[\"'])?"
-    r"(?:(?i:" + "|".join(rules.VALUE_PREFIXES) + r")[ \t]+)?"
+    r"[ \t]{0,16}(?:" + "|".join(map(re.escape, SEPARATORS)) + r")[ \t]{0,16}(?P<vq>[\"'])?"
+    r"(?:(?i:" + "|".join(VALUE_PREFIXES) + r")[ \t]+)?"
 )
 _QUOTED_VALUE = re.compile(r"[^\"'\r\n]{1,4096}")
 _BARE_VALUE = re.compile(r"[^\s\"'`,;&)}\]]{1,4096}")
-_URL_CREDENTIAL = re.compile(rules.URL_CREDENTIAL)
-_LABELS = {label.hint: label for label in rules.LABELS}
+_URL_CREDENTIAL = re.compile(URL_CREDENTIAL)
+_LABELS = {label.hint: label for label in LABELS}
 _LABELLED: dict[str, re.Pattern[str]] = {
-    label.hint: re.compile(f"(?i:{label.word}){rules.AFTER[label.after]}{label.between}(?P<v>{label.value_pattern})")
-    for label in rules.LABELS
+    label.hint: re.compile(f"(?i:{label.word}){AFTER[label.after]}{label.between}(?P<v>{label.value_pattern})")
+    for label in LABELS
 }
 
 # Values that are no secret under any name.
@@ -274,7 +294,7 @@ def is_secret_name(name: str) -> bool:
         return True
     if any(w in _SECRET_WORDS for w in words):
         return True
-    if joined in rules.SECRET_NAMES or joined.endswith(rules.SECRET_NAME_ENDINGS):
+    if joined in SECRET_NAMES or joined.endswith(SECRET_NAME_ENDINGS):
         return True
     if words[-1] == "key" and len(words) >= 2 and words[-2] in _KEY_OWNERS:
         return True
@@ -480,16 +500,16 @@ def _name_before(text: str, start: int, end: int) -> int:
 _J_BLANK = rb"[^!-\[\]-~]"  # no printable ASCII but a backslash: a blank, a control, an escape, a non-ASCII byte
 _J_GAP = rb"(?:[\x00-\x20\"']|\\++[/bfnrt\"])*+"  # blanks, quotes and escapes, skipped (any number)
 _J_SEPARATOR = (
-    rb"(?:[" + re.escape("".join(dict.fromkeys(sep[0] for sep in rules.SEPARATORS))).encode() + rb"]|\\++u)"
+    rb"(?:[" + re.escape("".join(dict.fromkeys(sep[0] for sep in SEPARATORS))).encode() + rb"]|\\++u)"
 )  # a separator's first character, or a \u escape (which may write one)
 _J_LABEL = {
     label.hint: re.compile(
         label.word.encode() + (_J_BLANK if label.after == "blank" else _J_GAP + rb"(?::|\\++u)"), re.S
     )
-    for label in rules.LABELS
+    for label in LABELS
 }  # a label's word and what it needs next
 _J_IN_KEY = re.compile(rb'(?:[^"\\]++|\\.)*?\\*"' + _J_GAP + rb"(?::|\\++u)", re.S)  # a quote, then ":"
-_J_NAME_THEN_SEPARATOR = re.compile(rb"(?P<run>[" + rules.NAME_CHARS.encode() + rb"]*+)" + _J_GAP + _J_SEPARATOR)
+_J_NAME_THEN_SEPARATOR = re.compile(rb"(?P<run>[" + NAME_CHARS.encode() + rb"]*+)" + _J_GAP + _J_SEPARATOR)
 _NAME_BYTES = frozenset(ord(c) for c in _NAME_CHARS)
 _BACKSLASH = ord("\\")
 
@@ -921,7 +941,7 @@ class Redactor:
                 if hint in _LABELLED and a >= label_done:
                     label_done = self._label(text, hint, a, spans)
                 continue
-            if hint == rules.PEM_PREFIX:
+            if hint == PEM_PREFIX:
                 if a >= pem_done:
                     pem_done = self._pem(text, a, spans)
                 continue
