@@ -162,18 +162,17 @@ def _panels(state: dict) -> list[dict]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_saved_widgets_show_the_finished_run_not_the_initial_panel(path):
-    """Every widget a cell displays is in the saved state, and every panel was saved after its run."""
+    """Every widget a cell displays is in the saved state, and every panel was saved after its run; a notebook
+    that displays none saves no widget state and shows no panel as bare text (a panel that failed to render)."""
     nb = _read(path)
-    shown = [
-        o["data"][WIDGET_VIEW]["model_id"]
-        for c in nb.cells
-        if c.cell_type == "code"
-        for o in c.outputs
-        if WIDGET_VIEW in o.get("data", {})
-    ]
-    if not shown:
-        return
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    shown = [o["data"][WIDGET_VIEW]["model_id"] for o in outputs if WIDGET_VIEW in o.get("data", {})]
     state = nb.metadata.get("widgets", {}).get(WIDGET_STATE)
+    if not shown:
+        assert state is None, f"{path.name} displays no widget but saved widget state for {len(state['state'])}"
+        bare = [t for t in map(_shown_text, outputs) if re.match(r"agentlab run \S+: ", t)]
+        assert bare == [], f"{path.name} shows a run's panel as text only: {bare[:1]}"
+        return
     assert state, f"{path.name} displays widgets but saved no widget state"
     missing = [m for m in shown if m not in state["state"]]
     assert not missing, f"{path.name}: displayed widgets {missing} are not in the saved state (they render as errors)"

@@ -333,11 +333,18 @@ def test_the_panels_saved_widget_state_holds_no_streamed_key_or_password(tmp_pat
         ],
     }
     final = reply(f"Logged in with password {STREAM_PASSWORD} and key {STREAM_KEY}.")
+    from ipywidgets.widgets.widget import _instances  # every live widget, as a notebook's saved state holds them
+
     states: list[str] = []
+    before = set(_instances)  # widgets other tests left alive are theirs: only this run's are serialised
+
+    def saved_state() -> str:
+        made_here = [w for key, w in list(_instances.items()) if key not in before]
+        return json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=False, widgets=made_here))
 
     def snapshot(event):
         if event.kind in ("model_delta", "model_called", "tool_finished", "run_finished"):
-            states.append(json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=False)))
+            states.append(saved_state())
 
     with MessagesServer([streamed(first, chunk=3), streamed(final, chunk=3)]) as server:
         lab = al.Lab(
@@ -353,7 +360,7 @@ def test_the_panels_saved_widget_state_holds_no_streamed_key_or_password(tmp_pat
         result = lab.run()
     assert isinstance(result, al.Done), result
     lab.panel.render()
-    states.append(json.dumps(ipywidgets.Widget.get_manager_state(drop_defaults=False)))
+    states.append(saved_state())
     assert len(states) > 60
     for saved in states:
         assert not [s for s in STREAM_SECRETS if s in saved or json.dumps(s)[1:-1] in saved]
