@@ -5,7 +5,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test docs bench lab lint clean
+.PHONY: demo test test-fast mutate docs bench lab lint clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -16,14 +16,20 @@ $(STAMP): pyproject.toml
 demo: $(STAMP)
 	$(BIN)/agentlab demo
 
-test: $(STAMP)
+test: $(STAMP) lint
 	bash scripts/ensure-browser.sh
-	$(BIN)/ruff check agentlab tests scripts benchmarks
-	$(BIN)/ruff format --check agentlab tests scripts benchmarks
-	$(BIN)/mypy agentlab
-	$(BIN)/lint-imports --no-cache
 	$(MAKE) docs
 	$(BIN)/python -m pytest -q
+
+# The unit tier (tests/conftest.py marks each test unit, integration or slow), for edit loops: under two minutes.
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m unit
+
+# Mutation testing of the money and limit rules against the unit tier; the score goes in docs/benchmarks.md.
+# MUTATE lists the files (add one there); scripts/mutate.py says how a mutant is made and judged.
+MUTATE ?= agentlab/budget.py agentlab/pricing.py $(wildcard agentlab/_engine/account.py agentlab/account.py)
+mutate: $(STAMP)
+	$(BIN)/python scripts/mutate.py $(MUTATE)
 
 # The docs site (README as home, docs/*.md, the notebooks rendered, the API reference) in site/.
 # Strict: a broken link or reference, or a public name without a docstring, fails the build.
@@ -39,7 +45,7 @@ lab: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check agentlab tests scripts benchmarks
 	$(BIN)/ruff format --check agentlab tests scripts benchmarks
-	$(BIN)/mypy agentlab
+	$(BIN)/mypy agentlab tests/user_types.py
 	$(BIN)/lint-imports --no-cache
 
 clean:
