@@ -27,7 +27,7 @@ test-fast: $(STAMP)
 
 # Mutation testing of the money and limit rules against the unit tier; the score goes in docs/benchmarks.md.
 # MUTATE lists the files (add one there); scripts/mutate.py says how a mutant is made and judged.
-MUTATE ?= agentlab/budget.py agentlab/pricing.py $(wildcard agentlab/_engine/account.py agentlab/account.py)
+MUTATE ?= agentlab/budget.py agentlab/pricing.py $(wildcard agentlab/_account.py)
 mutate: $(STAMP)
 	$(BIN)/python scripts/mutate.py $(MUTATE)
 
