@@ -654,7 +654,7 @@ class Run:
         too, so the hard guard counts the lost attempt before the retry is sent.
         """
         c = self.config
-        if self.budget.cost_guard == "hard" and self.budget.max_cost is not None:  # a server tool nothing caps
+        if self.budget.cost_guard == "hard" and (self.budget.max_cost is not None or self._ledger is not NO_LEDGER):
             if refusal := hard_guard_refusal(self._caps.request_terms):
                 return Stop(StopReason.BUDGET, refusal)
         max_tokens = await self._input.check(  # the pre-call cost guard, on budget.py's rules (it may count)

@@ -175,3 +175,29 @@ def _windows() -> dict[str, int]:
             if isinstance(m.context_window, int)
         }
     return _WINDOWS
+
+
+def check_cell(config: str, model: Any, params: Mapping[str, Any]) -> None:
+    """Refuse an experiment config whose requests the API (or the hard cost guard) would refuse, before any cell
+    runs: ``ValueError`` naming the config. ``model`` is the config's model (an ``AnthropicModel``, a model id,
+    or anything else, which is not checked here: a factory is made per cell)."""
+    settings: dict[str, Any] = {}
+    if isinstance(model, str) and model.startswith("claude-"):
+        settings = {"model": model}
+    elif isinstance(getattr(model, "model", None), str) and isinstance(getattr(model, "params", None), Mapping):
+        settings = {"model": model.model, **({"thinking": model.thinking} if getattr(model, "thinking", None) else {})}
+        settings.update(model.params)
+        if params.get("cost_guard", "hard") == "hard":
+            from ..pricing import hard_guard_refusal
+
+            refusal = hard_guard_refusal(getattr(model, "request_terms", None))
+            if refusal:
+                raise ValueError(f"config {config!r}: {refusal}")
+    if not settings:
+        return
+    if isinstance(params.get("max_tokens"), int):
+        cap = getattr(model, "max_tokens", None)
+        settings["max_tokens"] = min(params["max_tokens"], cap) if isinstance(cap, int) else params["max_tokens"]
+    problems = check_settings(settings)
+    if problems:
+        raise ValueError(f"config {config!r}: the Messages API would refuse its requests: " + "; ".join(problems))
