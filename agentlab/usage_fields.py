@@ -245,3 +245,22 @@ def _counts_problems(raw: Mapping[str, Any], where: str, most_in: int, most_out:
 def malformed_usage(problems: list[str]) -> str:
     """The one sentence a refused usage is reported with (the reply's error, an importer's warning)."""
     return "the usage cannot be believed (" + "; ".join(problems[:3]) + (" ..." if len(problems) > 3 else "") + ")"
+
+
+START, END = "<!-- usage-fields:start -->", "<!-- usage-fields:end -->"
+
+
+def with_fields_table(page: str) -> str:
+    """``page`` with the text between :data:`START` and :data:`END` replaced by :func:`fields_markdown`."""
+    head, _, rest = page.partition(START)
+    _, _, tail = rest.partition(END)
+    return f"{head}{START}\n{fields_markdown()}\n{END}{tail}"
+
+
+if __name__ == "__main__":  # python -m agentlab.usage_fields docs/claude.md: regenerate the docs' list
+    import sys
+    from pathlib import Path
+
+    for name in sys.argv[1:]:
+        path = Path(name)
+        path.write_text(with_fields_table(path.read_text()))
