@@ -695,6 +695,8 @@ class Run:
         """A reply lost in transit (or abandoned in flight) after the API may have billed it: charged at the
         guard's worst case, said so (``why``)."""
         worst = lost_reply_cost(self._input.last)
+        if reserved and worst > reserved:  # a shared ledger held this call's worst case: never settle past it
+            worst = reserved
         self.spent, self.model_calls, self._lost = self.spent + worst, self.model_calls + 1, self._lost + worst
         self._last_cost = self._lost
         self._ledger.settle(self.run_id, reserved, worst)

@@ -18,6 +18,8 @@ import warnings
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import agentlab as al
 from agentlab.models.anthropic import AnthropicModel
@@ -296,3 +298,76 @@ def test_a_server_tool_with_no_cap_is_refused_under_hard_before_anything_is_sent
     assert "'web_search'" in result.detail and 'cost_guard="estimate"' in result.detail
     assert isinstance(estimated, al.Done)  # the way out the message names works
     assert len([r for r in server.requests if r.path.split("?")[0] == "/v1/messages"]) == 1
+
+
+# ------------------------------------------------- the hard-guard property, extended to this round's replies
+def scripted(server: MessagesServer, kind: str, value: Any, uses: int) -> Any:
+    """A reply of ``kind``: a full server-tool loop, a batch result, or a usage with one hostile count."""
+    if kind == "loop":
+        return tool_loop(server, uses, FETCH["max_content_tokens"])
+
+    def make(body: dict[str, Any]) -> dict[str, Any]:
+        m = body["max_tokens"]
+        usage = {**TOP, "output_tokens": min(300, m)}
+        if kind == "batch":
+            usage["service_tier"] = "batch"
+        else:
+            usage["input_tokens"] = value
+        return answer(usage)
+
+    return make
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+@given(
+    kind=st.sampled_from(["loop", "batch", "hostile"]),
+    value=st.sampled_from(HOSTILE[:-1] + [-1, 10**9, 1.0]),
+    uses=st.integers(1, 4),
+    max_cost=st.floats(0.002, 0.08),
+    max_tokens=st.integers(64, 8_000),
+    stream=st.booleans(),
+)
+def test_no_run_ends_over_max_cost_with_tool_loops_batch_or_hostile_usage(
+    kind, value, uses, max_cost, max_tokens, stream
+):
+    """0 runs over a hard max_cost, and spent never decreases, whatever the replies say."""
+    events: list[al.Event] = []
+    fetch = {**FETCH, "max_uses": uses}
+    with MessagesServer() as server:
+        server.add(*[scripted(server, kind, value, uses)] * 3)
+        adapter = AnthropicModel(HAIKU, client=server.client(), stream=stream, cache=False, server_tools=[fetch])
+        result = al.run(
+            "Go.",
+            model=adapter,
+            trace=False,
+            clock=al.FakeClock(),
+            max_cost=max_cost,
+            max_tokens=max_tokens,
+            max_steps=3,
+            subscribers=[events.append],
+        )
+    spent = [e.data["spent"] for e in events if e.kind == "model_called" and "spent" in e.data]
+    assert result.spent <= max_cost, (result, max_cost)
+    assert all(a <= b for a, b in zip([0.0, *spent], spent, strict=False)), spent  # never decreases
+    assert all(e.data.get("cost", 0) >= 0 for e in events if e.kind == "model_called")
+
+
+def test_no_experiment_ends_over_max_total_cost_with_hostile_usage(tmp_path):
+    """An experiment whose every reply claims -10,000,000 input tokens: each charged at its worst case, and the
+    experiment's total stays within max_total_cost (the ledger never settles a negative amount)."""
+    hostile = answer({**TOP, "input_tokens": -10_000_000})
+    with MessagesServer([hostile] * 40) as server:
+        model = AnthropicModel(HAIKU, client=server.client(), cache=False)
+        exp = al.Experiment(
+            ["a", "b", "c", "d"],
+            {"hostile": {"model": model, "max_tokens": 2_000}},
+            repeats=2,
+            max_total_cost=0.05,
+            folder=tmp_path,
+            progress=False,
+        )
+        result = exp.run()
+    rows = result.rows if hasattr(result, "rows") else None
+    assert exp._spent() <= 0.05 + 1e-12
+    assert exp._spent() > 0  # the malformed replies were charged, not free
+    assert rows is None or all(r.get("cost", 0) >= 0 for r in getattr(rows, "to_dict", lambda _: [])("records"))
