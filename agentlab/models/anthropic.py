@@ -352,11 +352,11 @@ class AnthropicModel:
         request's worst case (``maybe_billed``), never what the usage claims."""
         terms = self.request_terms
         window = context_window(self.model)
-        uses = [t.get("max_uses") for t in self.server_tools]
+        uses = [u for t in self.server_tools if isinstance(u := t.get("max_uses"), int)]
         caps = Caps(
             output=params["max_tokens"] * terms.passes,
             input=window * terms.passes if window else None,
-            requests=sum(uses) if uses and all(isinstance(u, int) for u in uses) else None,
+            requests=sum(uses) if self.server_tools and len(uses) == len(self.server_tools) else None,
         )
         problems = check_usage(reply.get("usage"), caps)
         if not problems:
