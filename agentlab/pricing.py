@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from ._checks import is_whole
 from ._price_cache import cached
 from .messages import Usage
 
@@ -163,11 +164,11 @@ def server_tool_passes(tools: Any) -> tuple[int, int, str | None]:
         if prefix is None:
             return passes, added, f"the server tool {name!r} ({kind}) is one agentlab cannot bound"
         uses = tool.get("max_uses")
-        if not isinstance(uses, int) or isinstance(uses, bool) or uses < 0:
+        if not is_whole(uses, 0):
             return passes, added, f"the server tool {name!r} ({kind}) has no max_uses, so nothing caps its passes"
         cap = SERVER_TOOL_INPUT[prefix]
         each = tool.get(cap) if isinstance(cap, str) else cap
-        if each is None or isinstance(each, bool) or not isinstance(each, int) or each < 0:
+        if not is_whole(each, 0):
             what = f"without {cap}" if isinstance(cap, str) else "with no documented cap"
             return passes, added, f"the server tool {name!r} ({kind}) adds results {what} to every later pass"
         passes += uses

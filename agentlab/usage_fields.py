@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ._checks import is_whole
+
 Kind = Literal["priced", "shown", "ignored"]
 
 
@@ -149,7 +151,7 @@ class Caps:
 def _count_problem(where: str, value: Any, most: int) -> str | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int):
+    if not is_whole(value):
         if isinstance(value, float) and math.isfinite(value) and value.is_integer():
             why = "a float, not a whole number"
         else:
@@ -218,7 +220,7 @@ def check_usage(raw: Any, caps: Caps | None = None, *, where: str = "usage") -> 
 
 
 def _is_count(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
+    return is_whole(value)
 
 
 def _counts_problems(raw: Mapping[str, Any], where: str, most_in: int, most_out: int) -> list[str]:

@@ -25,6 +25,8 @@ from dataclasses import dataclass
 from datetime import date
 from typing import Any
 
+from .._checks import is_whole
+
 API_VERSION = "2026-10-21"
 """The API version the installed SDK sends (``anthropic._constants.ANTHROPIC_API_VERSION`` in 2.x)."""
 
@@ -108,7 +110,7 @@ def check_settings(params: Mapping[str, Any], *, today: date | None = None) -> l
             "remove speed or pick a model that offers it"
         )
     max_tokens = params.get("max_tokens")
-    if isinstance(max_tokens, int) and not isinstance(max_tokens, bool):
+    if is_whole(max_tokens):
         window = context_window(model)
         most = min(x for x in (rules.max_tokens, window) if x is not None) if (rules.max_tokens or window) else None
         if most is not None and max_tokens > most:
