@@ -14,6 +14,7 @@ every imported agent:
 
 from __future__ import annotations
 
+from ._busts import cache_busts, cache_waste
 from ._carried import carried_cost, input_cost, top_carriers
 
-__all__ = ["carried_cost", "input_cost", "top_carriers"]
+__all__ = ["cache_busts", "cache_waste", "carried_cost", "input_cost", "top_carriers"]

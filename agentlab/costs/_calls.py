@@ -47,6 +47,8 @@ class Item:
     """The step whose call first sent it (0 for what the run started with: it is sent from the first call)."""
     key: str
     """A fingerprint of the item's content, to tell whether it changed between two requests."""
+    thinking: bool = False
+    """An assistant reply holding thinking blocks (the API drops those of earlier turns at a new user turn)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,9 +161,14 @@ class _Builder:
         self.run = run
         self.uses: dict[str, tuple[str, Any]] = {}  # tool_use id -> (tool, args)
 
-    def add(self, kind: str, label: str, content: Any, step: int, tool: str | None = None, group: str | None = None):
+    def add(
+        self, kind: str, label: str, content: Any, step: int, tool: str | None = None, group: str | None = None
+    ) -> None:
         items = self.run.items
-        items.append(Item(len(items), kind, label, tool, group, _size(content), step, _key(content)))
+        thinking = kind == "assistant reply" and any(
+            isinstance(b, dict) and b.get("type") in ("thinking", "redacted_thinking") for b in content or []
+        )
+        items.append(Item(len(items), kind, label, tool, group, _size(content), step, _key(content), thinking))
 
     def message(self, message: Any, step: int, results: dict[str, Any]) -> None:
         if not isinstance(message, dict):
@@ -211,7 +218,7 @@ def _prices(start: dict[str, Any]) -> Prices | None:
     return resolve_prices(model, None) if model else None
 
 
-def _usage(raw: dict[str, Any]) -> Usage:
+def _usage(raw: dict[str, Any], by_ttl: Any = None) -> Usage:
     def n(key: str) -> int:
         v = raw.get(key)
         return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
@@ -221,7 +228,8 @@ def _usage(raw: dict[str, Any]) -> Usage:
         output_tokens=n("output_tokens"),
         cache_creation_input_tokens=n("cache_creation_input_tokens"),
         cache_read_input_tokens=n("cache_read_input_tokens"),
-        cache_creation_1h_input_tokens=n("cache_creation_1h_input_tokens"),
+        cache_creation_1h_input_tokens=n("cache_creation_1h_input_tokens")
+        or (int(by_ttl.get("1h") or 0) if isinstance(by_ttl, dict) else 0),  # an import keeps the TTL split apart
         speed=raw.get("speed") if isinstance(raw.get("speed"), str) else None,
         inference_geo=raw.get("inference_geo") if isinstance(raw.get("inference_geo"), str) else None,
     )
@@ -286,7 +294,7 @@ def run_calls(trace: Any) -> RunCalls:
                         float(e.get("t") or 0.0),
                         t_req,
                         served,
-                        _usage(usage),
+                        _usage(usage, e.get("cache_write_by_ttl")),
                         n,
                         prices_by_model[served],
                         compacted,
