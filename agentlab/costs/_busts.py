@@ -163,6 +163,8 @@ def _thinking_dropped(run: RunCalls, held: _Held, call: Call) -> str | None:
 def _rebilled(call: Call, missed: float) -> tuple[float, float]:
     """(USD the missed tokens cost as billed, USD beyond reading them): they sit just after what was read."""
     rates = call.state_rates()
+    if call.context <= 0:
+        return 0.0, 0.0
     if rates is None or missed <= 0:
         return (0.0, 0.0) if rates is not None else (float("nan"), float("nan"))
     u = call.usage
