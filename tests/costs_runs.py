@@ -67,8 +67,15 @@ def busting_run(cause: str, *, steps: int = 6, at: int = 4, tmp: Any) -> tuple[A
     model = Busting(cause, at, model="claude-sonnet-4-5", client=server.client())
     system = "You answer questions about orders. " + "Be careful and exact. " * 60
     result = al.run(
-        "Why was order 1042 late?", [note], model=model, system=system, clock=clock, max_steps=steps + 2,
-        trace=tmp, max_cost=5.0, deadline_s=3600,
+        "Why was order 1042 late?",
+        [note],
+        model=model,
+        system=system,
+        clock=clock,
+        max_steps=steps + 2,
+        trace=tmp,
+        max_cost=5.0,
+        deadline_s=3600,
     )
     server.close()
     return result.trace, model, server

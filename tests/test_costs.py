@@ -115,7 +115,9 @@ _usage = st.fixed_dictionaries(
         "cache_read_input_tokens": st.integers(0, 300_000),
     }
 )
-_step = st.tuples(st.lists(_block, min_size=1, max_size=3), _usage, st.text(max_size=2_000), st.sampled_from([None, 300, 3_600]))
+_step = st.tuples(
+    st.lists(_block, min_size=1, max_size=3), _usage, st.text(max_size=2_000), st.sampled_from([None, 300, 3_600])
+)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -130,16 +132,20 @@ def test_the_identity_holds_on_generated_runs(steps: list, model: str, system: s
     for content, usage, result, gap in steps:
         uses = [b for b in content if b["type"] == "tool_use"]
         ids = list(dict.fromkeys(b["id"] for b in uses))
-        content = [b for b in content if b["type"] != "tool_use"] + [
-            next(b for b in uses if b["id"] == i) for i in ids
-        ]
+        content = [b for b in content if b["type"] != "tool_use"] + [next(b for b in uses if b["id"] == i) for i in ids]
         after = [{"type": "tool_result", "tool_use_id": i, "content": result} for i in ids] or [
             {"type": "text", "text": result or "go on"}
         ]
         t += gap or 1.0
         recorded.append(RecordedStep(content, usage, model, requested_at=t, replied_at=t + 1, after=after))
     run = RecordedRun(
-        "gen", "generated", "test", [{"role": "user", "content": "Go."}], recorded, task="Go.", system=system or None,
+        "gen",
+        "generated",
+        "test",
+        [{"role": "user", "content": "Go."}],
+        recorded,
+        task="Go.",
+        system=system or None,
         model=model,
     )
     trace = Trace(build_run(run))

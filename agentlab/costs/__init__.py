@@ -16,5 +16,6 @@ from __future__ import annotations
 
 from ._busts import cache_busts, cache_waste
 from ._carried import carried_cost, input_cost, top_carriers
+from ._diff import RunDiff, diff_runs
 
-__all__ = ["cache_busts", "cache_waste", "carried_cost", "input_cost", "top_carriers"]
+__all__ = ["RunDiff", "diff_runs", "cache_busts", "cache_waste", "carried_cost", "input_cost", "top_carriers"]

@@ -103,8 +103,12 @@ def _request_diff(a: dict[str, Any] | None, b: dict[str, Any] | None) -> tuple[s
         na, nb = [t.get("name") for t in ta], [t.get("name") for t in tb]
         added, removed = [n for n in nb if n not in na], [n for n in na if n not in nb]
         changed = [n for n, x in zip(na, ta, strict=False) if n in nb and x != tb[nb.index(n)]]
-        parts = [f"added {', '.join(map(str, added))}" if added else "", f"removed {', '.join(map(str, removed))}" if removed else "",
-                 f"changed {', '.join(map(str, changed))}" if changed else "", "reordered" if not (added or removed or changed) else ""]
+        parts = [
+            f"added {', '.join(map(str, added))}" if added else "",
+            f"removed {', '.join(map(str, removed))}" if removed else "",
+            f"changed {', '.join(map(str, changed))}" if changed else "",
+            "reordered" if not (added or removed or changed) else "",
+        ]
         return "tools changed", "; ".join(p for p in parts if p)
     if _strip(a.get("system")) != _strip(b.get("system")):
         return "system prompt changed", "the system prompt differs from the earlier request's"
@@ -121,7 +125,9 @@ def _strip(obj: Any) -> Any:
     if isinstance(obj, str):
         return [{"type": "text", "text": obj}]
     if isinstance(obj, dict):
-        out = {k: _strip(v) if k in ("content", "system") else _plain(v) for k, v in obj.items() if k != "cache_control"}
+        out = {
+            k: _strip(v) if k in ("content", "system") else _plain(v) for k, v in obj.items() if k != "cache_control"
+        }
         return out
     if isinstance(obj, list):
         return [_strip(v) if isinstance(v, (dict, list)) else v for v in obj]
@@ -157,7 +163,9 @@ def _thinking_dropped(run: RunCalls, held: _Held, call: Call) -> str | None:
     first = next((it for it in run.items[: held.n_items] if it.thinking), None)
     if first is None:
         return None
-    return f"a new user turn: the API drops earlier turns' thinking blocks, from {first.label!r} (item {first.index}) on"
+    return (
+        f"a new user turn: the API drops earlier turns' thinking blocks, from {first.label!r} (item {first.index}) on"
+    )
 
 
 def _rebilled(call: Call, missed: float) -> tuple[float, float]:
@@ -171,7 +179,11 @@ def _rebilled(call: Call, missed: float) -> tuple[float, float]:
     one_hour = min(u.cache_creation_1h_input_tokens, u.cache_creation_input_tokens)
     left = missed
     cost = 0.0
-    for n, rate in ((one_hour, rates[3]), (u.cache_creation_input_tokens - one_hour, rates[2]), (u.input_tokens, rates[0])):
+    for n, rate in (
+        (one_hour, rates[3]),
+        (u.cache_creation_input_tokens - one_hour, rates[2]),
+        (u.input_tokens, rates[0]),
+    ):
         take = min(left, n)
         cost += take * rate
         left -= take
@@ -285,6 +297,3 @@ def cache_waste(runs: Any) -> pd.Series:
     """USD each run paid beyond what its cache should have read (the sum of its busts' ``waste``), by run id."""
     df = cache_busts(runs)
     return df.groupby("run_id", sort=False)["waste"].sum()
-
-
-

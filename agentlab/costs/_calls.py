@@ -147,9 +147,7 @@ def _text_label(content: Any, width: int = 60) -> str:
     if isinstance(content, str):
         text = content
     elif isinstance(content, list):
-        text = " ".join(
-            str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text"
-        )
+        text = " ".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
     else:
         text = ""
     text = " ".join(text.split())
@@ -177,7 +175,11 @@ class _Builder:
         if role == "assistant":
             blocks = content if isinstance(content, list) else []
             for b in blocks:
-                if isinstance(b, dict) and b.get("type") in ("tool_use", "server_tool_use") and isinstance(b.get("id"), str):
+                if (
+                    isinstance(b, dict)
+                    and b.get("type") in ("tool_use", "server_tool_use")
+                    and isinstance(b.get("id"), str)
+                ):
                     self.uses[b["id"]] = (str(b.get("name") or ""), b.get("input"))
             names = [str(b.get("name")) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use"]
             label = _text_label(content) or ("calls " + ", ".join(names) if names else "(reply)")
@@ -191,10 +193,17 @@ class _Builder:
             kind = b.get("type") if isinstance(b, dict) else None
             if kind == "tool_result":
                 if b.get("content_ref") == "tool_finished":
-                    b = {**{k: v for k, v in b.items() if k != "content_ref"}, "content": results.get(b.get("tool_use_id"), "")}
+                    b = {
+                        **{k: v for k, v in b.items() if k != "content_ref"},
+                        "content": results.get(b.get("tool_use_id"), ""),
+                    }
                 tool, args = self.uses.get(str(b.get("tool_use_id")), (None, None))
                 inner = b.get("content")
-                images = [x for x in inner if isinstance(x, dict) and x.get("type") == "image"] if isinstance(inner, list) else []
+                images = (
+                    [x for x in inner if isinstance(x, dict) and x.get("type") == "image"]
+                    if isinstance(inner, list)
+                    else []
+                )
                 rest = {**b, "content": [x for x in inner if x not in images]} if images else b
                 self.add("tool result", f"{tool or 'tool'} result", rest, step, tool, _group(tool, args))
                 for im in images:
@@ -236,7 +245,8 @@ def _usage(raw: dict[str, Any], by_ttl: Any = None) -> Usage:
 
 
 def _agent(start: dict[str, Any]) -> str:
-    recorded = start.get("recorded") if isinstance(start.get("recorded"), dict) else {}
+    found = start.get("recorded")
+    recorded: dict[str, Any] = found if isinstance(found, dict) else {}
     agent = recorded.get("agent_id") or recorded.get("agent")
     if agent:
         return f"sub-agent {agent}"
@@ -281,7 +291,7 @@ def run_calls(trace: Any) -> RunCalls:
                 served = str(e.get("model") or model)
                 if served not in prices_by_model:
                     prices_by_model[served] = served_prices(base, model, served)
-                content = e.get("content") if isinstance(e.get("content"), list) else []
+                content: list[Any] = e["content"] if isinstance(e.get("content"), list) else []
                 compacted = any(isinstance(b, dict) and b.get("type") == "compaction" for b in content) or bool(
                     (e.get("context_management") or {}).get("applied_edits")
                     if isinstance(e.get("context_management"), dict)
@@ -344,7 +354,7 @@ def runs_of(runs: Any) -> list[Any]:
         from ..trace.reader import load_run, load_runs
 
         path = Path(runs)
-        return list(load_runs(path).traces) if path.is_dir() else [load_run(path)]
+        return list(load_runs(path).traces) if path.is_dir() else [load_run(str(path))]
     if isinstance(runs, (list, tuple)):
         return [t for r in runs for t in runs_of(r)]
     raise TypeError(f"expected a Trace, Traces, a trace file or folder, or a list of them; got {type(runs).__name__}")

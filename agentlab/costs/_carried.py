@@ -52,11 +52,11 @@ COLUMNS = (
 )
 
 
-def carry(run: RunCalls) -> dict[str, np.ndarray]:
+def carry(run: RunCalls) -> dict[str, Any]:
     """Per item of ``run``: the tokens and USD it was charged in each cache state, and how many calls sent it."""
     n = len(run.items)
     sizes = np.array([it.tokens for it in run.items], dtype=float)
-    out = {
+    out: dict[str, Any] = {
         k: np.zeros(n)
         for k in ("read_tokens", "write_tokens", "uncached_tokens", "read_cost", "write_cost", "uncached_cost")
     }
@@ -86,13 +86,10 @@ def carry(run: RunCalls) -> dict[str, np.ndarray]:
         lo = np.concatenate(([0.0], hi[:-1]))
         hi[-1] = total  # the last item ends the prefix exactly (no rounding left over)
 
-        def span(a: float, b: float) -> np.ndarray:
-            return np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0.0, None)
-
-        read = span(0.0, r_end)
-        w1 = span(r_end, w1_end)
-        w5 = span(w1_end, w_end)
-        unc = span(w_end, total)
+        read = _span(lo, hi, 0.0, r_end)
+        w1 = _span(lo, hi, r_end, w1_end)
+        w5 = _span(lo, hi, w1_end, w_end)
+        unc = _span(lo, hi, w_end, total)
         out["read_tokens"][:k] += read
         out["write_tokens"][:k] += w1 + w5
         out["uncached_tokens"][:k] += unc
@@ -103,6 +100,11 @@ def carry(run: RunCalls) -> dict[str, np.ndarray]:
     out["carried_cost"] = out["read_cost"] + out["write_cost"] + out["uncached_cost"]
     out["unattributed"] = np.array([unattributed])
     return out
+
+
+def _span(lo: np.ndarray, hi: np.ndarray, a: float, b: float) -> np.ndarray:
+    """How much of each item ``[lo, hi)`` lies within ``[a, b)``."""
+    return np.clip(np.minimum(hi, b) - np.maximum(lo, a), 0.0, None)
 
 
 def input_cost(runs: Any) -> float:
@@ -148,8 +150,26 @@ def carried_cost(runs: Any) -> pd.DataFrame:
         }
         df = pd.DataFrame(rows, columns=list(COLUMNS))
         if extra:  # calls that sent no item the trace knows of (an empty history): one row says so
-            df.loc[len(df)] = [run.run_id, run.agent, len(items), "request overhead", "request overhead", None, None,
-                               0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, extra, extra, BASIS]
+            df.loc[len(df)] = [
+                run.run_id,
+                run.agent,
+                len(items),
+                "request overhead",
+                "request overhead",
+                None,
+                None,
+                0,
+                0,
+                0,
+                0.0,
+                0.0,
+                0.0,
+                0.0,
+                0.0,
+                extra,
+                extra,
+                BASIS,
+            ]
         frames.append(df)
     if not frames:
         return pd.DataFrame({c: [] for c in COLUMNS})
