@@ -17,5 +17,17 @@ from __future__ import annotations
 from ._busts import cache_busts, cache_waste
 from ._carried import carried_cost, input_cost, top_carriers
 from ._diff import RunDiff, diff_runs
+from ._plots import carriers
+from ._report import money_lines
 
-__all__ = ["RunDiff", "diff_runs", "cache_busts", "cache_waste", "carried_cost", "input_cost", "top_carriers"]
+__all__ = [
+    "RunDiff",
+    "carriers",
+    "money_lines",
+    "diff_runs",
+    "cache_busts",
+    "cache_waste",
+    "carried_cost",
+    "input_cost",
+    "top_carriers",
+]
