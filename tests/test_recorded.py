@@ -672,9 +672,10 @@ def test_a_one_line_subagent_file_replays_its_reply(tmp_path):
 
 def test_two_trajectories_with_the_same_stem_get_unique_ids_and_an_existing_run_is_never_overwritten(tmp_path):
     root = tmp_path / "swebench"
-    for config in ("cfg_a", "cfg_b"):
+    for config in ("cfg_a", "cfg_b"):  # two runs of one instance (other requests: a copy's calls count once)
         (root / config / "django__django-16255").mkdir(parents=True)
-        shutil.copy(MINI, root / config / "django__django-16255" / MINI.name)
+        text = MINI.read_text().replace('"id": "gen-', f'"id": "{config}-gen-')
+        (root / config / "django__django-16255" / MINI.name).write_text(text)
     out = tmp_path / "runs"
     written = import_recorded(root, out)
     assert len(written) == 2 and len({p.name for p in written}) == 2

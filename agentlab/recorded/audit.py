@@ -80,12 +80,21 @@ class Finding:
         return f"{where}: {self.check}{at}: {self.message}"
 
 
-def call_key(step: RecordedStep) -> str:
-    """The address of one API call: its request id where the record keeps one, else a hash of
-    its model, reply and usage (the same call read from two files has the same address)."""
+def run_anchor(run: RecordedRun) -> str:
+    """What places a run's calls among others without request ids: when it started and what it was asked
+    (two samples can get the same short reply with the same usage; a copy of one run has both the same)."""
+    return f"{run.started_at}|{run.task[:500]}|{run.system and run.system[:200]}"
+
+
+def call_key(step: RecordedStep, anchor: str = "") -> str:
+    """The address of one API call: its request id where the record keeps one, else a hash of the run's
+    ``anchor`` (:func:`run_anchor`) and the call's model, time, reply and usage (the same call read from
+    two files has the same address)."""
     if step.request_id:
         return f"id:{step.request_id}"
-    body = orjson.dumps([step.model, step.content, step.usage], option=orjson.OPT_SORT_KEYS, default=str)
+    body = orjson.dumps(
+        [anchor, step.model, step.requested_at, step.content, step.usage], option=orjson.OPT_SORT_KEYS, default=str
+    )
     return "sha1:" + hashlib.sha1(body, usedforsecurity=False).hexdigest()
 
 

@@ -556,6 +556,16 @@ def first_text(messages: list[Message]) -> str:
     return ""
 
 
+def drop_leading(run: RecordedRun, n: int) -> RecordedRun:
+    """``run`` without its first ``n`` steps, which become history (calls another file already counts)."""
+    history = list(run.messages)
+    for s in run.steps[:n]:
+        history.append({"role": "assistant", "content": s.content})
+        if s.after is not None:
+            history.append({"role": "user", "content": s.after})
+    return replace(run, messages=history, steps=run.steps[n:], recorded_cost=None, totals={})
+
+
 def split_by_model(run: RecordedRun) -> list[RecordedRun]:
     """``run`` cut where the model changes (a fallback model, a ``/model`` switch): one model,
     one price list per run, as for Claude Code sessions. Each later part starts from
