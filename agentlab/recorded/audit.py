@@ -154,6 +154,8 @@ def audit_run(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bo
         problems = usage_problems(s.usage)
         if problems:
             add("usage_counts", "; ".join(problems), k)
+        if s.replayed:
+            continue  # no call: nothing to hold to the rules of a call
         if s.usage is None and not s.content:
             add("never_reached", "no reply and no usage: nothing shows this call reached the API", k)
         out = u.get("output_tokens", 0)
@@ -176,7 +178,7 @@ def audit_run(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bo
         cached = [usages[j]["cache_read_input_tokens"] > 0 for j in (before, after) if j is not None]
         if cached and all(cached) and not usages[i]["cache_read_input_tokens"]:
             add("estimate_shape", "estimated as if nothing were cached while the calls beside it read the cache", i + 1)
-    _totals(run, usages, estimated, add)
+    _totals(run, [u for s, u in zip(run.steps, usages, strict=True) if not s.replayed], estimated, add)
     findings = [f.as_dict() for f in found]
     n_est = sum(estimated)
     status = "findings" if findings else ("estimated" if n_est else "ok")
@@ -189,7 +191,7 @@ def _totals(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool
     if any(estimated):
         return  # estimates are scaled to the totals: they agree by construction, and say so in the notes
     calls = totals.get("model_calls")
-    if isinstance(calls, (int, float)) and int(calls) != len(run.steps):
+    if isinstance(calls, (int, float)) and int(calls) != len(usages):
         return  # the record counts calls it does not hold; build_run takes the record's figures and says so
     sums = {
         "input_tokens": sum(

@@ -55,6 +55,9 @@ class RecordedStep:
     tool_times: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
     line: int | None = None
     """Where the call is in its file (the line of a JSONL record, the event of an inspect sample), for the audit."""
+    replayed: bool = False
+    """The reply came from the agent's own local cache, not the API (inspect's ``cache: "read"``): no
+    call was made, nothing was paid ($0, not a model call)."""
     output_estimated: bool = False
     """The recorded output count is known not to be the final one (Claude Code 2.1.16-2.1.51 write the
     streaming start's): the step's output is estimated from its content (never below the recorded count)."""
@@ -230,7 +233,8 @@ def build_run(
     notes += scale_notes
     estimated_steps = sum(s.usage is None for s in run.steps)
     partial_output = sum(s.usage is not None and s.output_estimated for s in run.steps)
-    flags = [s.usage is None or s.output_estimated for s in run.steps]
+    flags = [not s.replayed and (s.usage is None or s.output_estimated) for s in run.steps]
+    replayed = sum(s.replayed for s in run.steps)
     recorded = {
         "format": run.format,
         "source": run.source,
@@ -342,7 +346,12 @@ def build_run(
         )
     if run.recorded_cost is None and recorded_spent:
         recorded["recorded_cost"] = recorded_spent
-    model_calls = len(run.steps)
+    model_calls = len(run.steps) - replayed
+    if replayed:
+        notes.append(
+            f"{replayed} step(s) were replayed from the agent's local cache: no API call, priced $0 "
+            "and not counted as model calls"
+        )
     found_calls = run.totals.get("model_calls")
     if isinstance(found_calls, (int, float)) and int(found_calls) != len(run.steps):
         model_calls = int(found_calls)
@@ -402,7 +411,9 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
     history = estimate_tokens(run.system or "") + sum(estimate_tokens(m) for m in run.messages)
     out: list[dict[str, int]] = []
     for s in run.steps:
-        if s.usage is None:
+        if s.replayed:
+            u = Usage().as_dict()
+        elif s.usage is None:
             u = Usage(input_tokens=history, output_tokens=estimate_tokens(s.content)).as_dict()
         else:
             u = dict(s.usage)
@@ -415,10 +426,10 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
         history = _context(u) + _num(u["output_tokens"])
         if s.after is not None:
             history += estimate_tokens(s.after)
-    est = [i for i, s in enumerate(run.steps) if s.usage is None]
+    est = [i for i, s in enumerate(run.steps) if s.usage is None and not s.replayed]
     if not est:
         return out, []
-    known_steps = [i for i, s in enumerate(run.steps) if s.usage is not None]
+    known_steps = [i for i, s in enumerate(run.steps) if s.usage is not None and not s.replayed]
     for i in est:  # the cache shape of the nearest recorded call of the same model (the one before first)
         near = [j for j in known_steps if run.steps[j].model == run.steps[i].model] or known_steps
         j = max((j for j in near if j < i), default=None)
