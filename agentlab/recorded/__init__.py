@@ -102,7 +102,7 @@ class ImportReport(list[Path]):
         return f"{self.files_read} file(s) read, {self.runs} run(s) made, {len(self.skipped)} skipped{audit}"
 
 
-def _files(path: Path) -> list[Path]:
+def _files(path: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
     if path.is_file():
         return [
             path,
@@ -110,8 +110,10 @@ def _files(path: Path) -> list[Path]:
         ]  # its subagents, not links out
     if not path.is_dir():
         raise FileNotFoundError(f"no recorded run at {str(path)!r} (give a file or a folder)")
-    # issue 24: a link pointing out of the folder is not followed (a foreign file is never read nor shown)
-    found = sorted(p for p in path.rglob("*") if p.name.endswith(SUFFIXES) and within(path, p) and p.is_file())
+    # a link pointing out of the folder is not followed (a foreign file is never read nor shown); a link
+    # that cannot be followed (a loop, two links naming each other) is skipped with a warning naming it
+    bad = unreadable if unreadable is not None else []
+    found = sorted(p for p in path.rglob("*") if p.name.endswith(SUFFIXES) and _readable(path, p, bad))
     if not found:
         raise FileNotFoundError(f"no recorded runs in {str(path)!r} (looked for files ending in {', '.join(SUFFIXES)})")
     return found
@@ -123,6 +125,15 @@ _SHA256_NAME = re.compile(r"[0-9a-f]{64}")
 def _hashed(f: Path) -> bool:
     """Whether ``f`` is under a folder named by a SHA-256 (an agent's copy by project hash)."""
     return any(_SHA256_NAME.fullmatch(p) for p in f.parent.parts)
+
+
+def _readable(folder: Path, p: Path, bad: list[tuple[Path, str]]) -> bool:
+    """Whether a folder import reads ``p``: a file (links followed) inside ``folder``."""
+    try:
+        return within(folder, p) and p.is_file()
+    except (OSError, RuntimeError) as exc:  # a symlink loop: Python 3.11 raises RuntimeError, later OSError
+        bad.append((p, f"a link that cannot be followed ({exc})"))
+        return False
 
 
 class _Scan:
@@ -215,7 +226,8 @@ def recorded_runs(
     if format != "auto" and format not in FORMATS:
         raise ValueError(f"format must be 'auto' or one of {', '.join(FORMATS)}, got {format!r}")
     root = Path(path)
-    files = _files(root)
+    unreadable: list[tuple[Path, str]] = []
+    files = _files(root, unreadable)
     # main session files first, so a subagent can be linked to the call that started it
     # and a helper's copies of its parent's lines are recognised as copies
     sessions = {f: claude_code.session_of(f) for f in files}
@@ -232,6 +244,8 @@ def recorded_runs(
         )
     )
     scan = _Scan(report, root.is_dir(), progress)
+    for f, why in unreadable:
+        scan.skip(f, why)
     consumed: set[Path] = set()
     for f in files:
         if f in consumed:  # read with another file (a Cline task's ui_messages.json)

@@ -34,6 +34,7 @@ from typing import Any
 import orjson
 
 from ..trace.reader import TruncatedTraceWarning
+from . import _bounds as bounds
 from ._sse import as_message
 from .audit import plausible_output
 from .build import (
@@ -81,18 +82,22 @@ def read_lines(file: Path) -> tuple[list[dict[str, Any]], int]:
 
     A last line cut short (the session was being written) is skipped with a
     :class:`~agentlab.trace.TruncatedTraceWarning`; everything before it is kept.
+    Other lines that are not JSON are skipped and named. A line past the import's
+    limits (its length, its nesting) refuses the file
+    (:class:`~agentlab.recorded._bounds.ImportLimit`, naming the line and the limit).
     """
-    data = file.read_bytes()
-    lines = data.splitlines()
     out: list[dict[str, Any]] = []
     bad: list[int] = []
     loads = orjson.loads
-    for n, line in enumerate(lines, 1):
+    last = 0
+    for n, line in bounds.lines(file):
+        last = n
         if not line or line.isspace():
             continue
         try:
             obj = loads(line)
         except orjson.JSONDecodeError:
+            bounds.loads(line, file, f"line {n}")  # past the nesting limit: refused, with its own error
             bad.append(n)
             continue
         if isinstance(obj, dict):
@@ -101,11 +106,11 @@ def read_lines(file: Path) -> tuple[list[dict[str, Any]], int]:
         else:
             bad.append(n)
     if bad:
-        last = len(lines)
-        where = "the last line" if bad == [last] else f"line(s) {', '.join(map(str, bad[:5]))}"
+        cut = bad == [last]
+        where = "the last line" if cut else f"line(s) {', '.join(map(str, bad[:5]))}"
+        why = "not complete JSON; was the file still being written?" if cut else "not JSON records"
         warnings.warn(
-            f"{file}: skipped {where} (not complete JSON; was the file still being written?); "
-            f"kept the {len(out)} complete lines before and around it",
+            f"{file}: skipped {where} ({why}); kept the {len(out)} complete lines before and around it",
             TruncatedTraceWarning,
             stacklevel=3,
         )

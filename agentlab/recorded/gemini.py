@@ -26,6 +26,7 @@ from typing import Any
 
 import orjson
 
+from . import _bounds as bounds
 from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
 
 FORMAT = "gemini-cli"
@@ -39,9 +40,9 @@ def looks_like_line(obj: dict[str, Any]) -> bool:
 def _document(file: Path) -> Any:
     """The session as one document: a JSON file, or a JSONL one (a metadata line, then one
     line per message; a message written again under the same id replaces the earlier one)."""
-    data = file.read_bytes()
     if not file.name.endswith(".jsonl"):
-        return orjson.loads(data)
+        return bounds.loads(bounds.document(file), file, "the document")
+    data = bounds.document(file)
     meta: dict[str, Any] = {}
     by_id: dict[str, dict[str, Any]] = {}
     for n, line in enumerate(data.splitlines()):

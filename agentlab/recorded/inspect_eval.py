@@ -26,8 +26,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from . import _bounds as bounds
 from ._usage_check import count
 from .build import RecordedRun, RecordedStep, blocks, seconds, split_by_model, stop_reason_of
 
@@ -48,9 +47,9 @@ def looks_like(file: Path, head: bytes) -> bool:
 
 def _member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     if info.compress_type != _ZSTD:
-        return z.read(info)
+        return bounds.inflate(z, info)
     try:
-        import zstandard
+        import zstandard  # noqa: F401  # bounds.inflate reads the member with it
     except ImportError as exc:
         raise ValueError(
             f"{z.filename}: this inspect log is zstd-compressed; reading it needs the zstandard package "
@@ -63,7 +62,7 @@ def _member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
         name_len, extra_len = struct.unpack("<HH", local[26:30])
         f.seek(info.header_offset + 30 + name_len + extra_len)
         raw = f.read(info.compress_size)
-    return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
+    return bounds.inflate(z, info, raw_zstd=raw)
 
 
 def _usage(u: dict[str, Any]) -> dict[str, int]:
@@ -313,9 +312,9 @@ def parse_file(file: Path) -> list[RecordedRun]:
     runs: list[RecordedRun] = []
     with zipfile.ZipFile(file) as z:
         infos = {i.filename: i for i in z.infolist()}
-        header = orjson.loads(_member(z, infos["header.json"])) if "header.json" in infos else {}
+        header = bounds.loads(_member(z, infos["header.json"]), file, "header.json") if "header.json" in infos else {}
         for name in sorted(n for n in infos if n.startswith("samples/") and n.endswith(".json")):
-            run = parse_sample(orjson.loads(_member(z, infos[name])), file, header)
+            run = parse_sample(bounds.loads(_member(z, infos[name]), file, name), file, header)
             if run is not None:
                 runs += split_by_model(run)
     return runs
