@@ -71,9 +71,15 @@ def loads(data: bytes, file: Path, where: str) -> Any:
     try:
         return orjson.loads(data)
     except orjson.JSONDecodeError as exc:
-        if "depth" in str(exc) or "recursion" in str(exc):
-            raise ImportLimit(f"{file}: {where} nests deeper than {MAX_DEPTH} levels (the limit)") from None
+        too_deep(exc, file, where)
         raise
+
+
+def too_deep(exc: orjson.JSONDecodeError, file: Path, where: str) -> None:
+    """Raise :class:`ImportLimit` when ``exc`` is orjson refusing nesting past :data:`MAX_DEPTH` (a hostile
+    value, not a file cut short)."""
+    if "depth" in str(exc) or "recursion" in str(exc):
+        raise ImportLimit(f"{file}: {where} nests deeper than {MAX_DEPTH} levels (the limit)") from None
 
 
 def document(file: Path) -> bytes:

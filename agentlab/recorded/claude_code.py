@@ -96,8 +96,8 @@ def read_lines(file: Path) -> tuple[list[dict[str, Any]], int]:
             continue
         try:
             obj = loads(line)
-        except orjson.JSONDecodeError:
-            bounds.loads(line, file, f"line {n}")  # past the nesting limit: refused, with its own error
+        except orjson.JSONDecodeError as exc:
+            bounds.too_deep(exc, file, f"line {n}")  # past the nesting limit: refused, with its own error
             bad.append(n)
             continue
         if isinstance(obj, dict):

@@ -121,8 +121,8 @@ def detect(file: Path) -> str:
                 break
             try:
                 obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
-                bounds.loads(line, file, f"line {n}")  # past the nesting limit: refused
+            except orjson.JSONDecodeError as exc:
+                bounds.too_deep(exc, file, f"line {n}")  # past the nesting limit: refused
                 continue
             if isinstance(obj, dict):
                 fmt = _line_format(obj)
