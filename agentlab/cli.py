@@ -432,12 +432,13 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .recorded import NoCalls, SkippedFileWarning, UnrecognizedFormat, import_recorded
+    from .recorded._bounds import ImportLimit
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SkippedFileWarning)  # listed below, once each
             report = import_recorded(args.path, args.out, args.format, force=args.force)
-    except (FileNotFoundError, UnrecognizedFormat, NoCalls) as exc:
+    except (FileNotFoundError, UnrecognizedFormat, NoCalls, ImportLimit) as exc:
         print(f"agentlab import: {exc}", file=err)
         return 2
     # --check: a finding about money (every audit check is one) fails the command, for CI

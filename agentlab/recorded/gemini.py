@@ -27,6 +27,7 @@ from typing import Any
 import orjson
 
 from . import _bounds as bounds
+from ._usage_check import count
 from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
 
 FORMAT = "gemini-cli"
@@ -73,10 +74,10 @@ def looks_like(doc: Any) -> bool:
 
 
 def _usage(tok: dict[str, Any]) -> dict[str, int]:
-    cached = int(tok.get("cached") or 0)
+    cached = count(tok.get("cached"))
     return {
-        "input_tokens": max(int(tok.get("input") or 0) - cached, 0) + int(tok.get("tool") or 0),
-        "output_tokens": int(tok.get("output") or 0) + int(tok.get("thoughts") or 0),
+        "input_tokens": max(count(tok.get("input")) - cached, 0) + count(tok.get("tool")),
+        "output_tokens": count(tok.get("output")) + count(tok.get("thoughts")),
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": cached,
     }
