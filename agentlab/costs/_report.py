@@ -12,6 +12,9 @@ from ._money_text import usd
 def money_lines(trace: Any, top: int = 5) -> list[str]:
     """A table of the ``top`` items by carried cost (a ``carried`` column beside each item), then the cache waste:
     the run total beside the cost, and each bust with its cause."""
+    spent = trace.summary.get("cost", float("nan"))
+    if spent != spent:  # NaN: no price is known for the run's model, so no dollar figure here would be true
+        return ["Where the money went: no price is known for this run's model, so its input cannot be itemised."]
     df = carried_cost(trace)
     lines = [
         f"Where the money went: input {usd(input_cost(trace))}, carried by these items (split by size, an estimate)"
@@ -21,7 +24,6 @@ def money_lines(trace: Any, top: int = 5) -> list[str]:
         lines.append(f"{usd(r.carried_cost):>10}  {r.calls:>5}  {r.tokens:>8,}  {r.kind}: {r.label} (step {r.step})")
     busts = cache_busts(trace)
     hit = busts[busts.bust]
-    spent = trace.summary.get("cost", float("nan"))
     lines.append(f"cache waste: {usd(float(hit.waste.sum()))} of {usd(spent)} spent, in {len(hit)} bust(s)")
     for r in hit.itertuples():
         lines.append(f"  step {r.step}: {r.cause} ({r.detail}); {r.missed:,} tokens re-billed, {usd(r.waste)} wasted")
