@@ -264,7 +264,7 @@ def test_import_check_prints_each_money_finding_with_its_file_and_fails(tmp_path
     bad.write_text(json.dumps(doc))
     assert main(["import", str(bad), "--out", str(tmp_path / "runs"), "--check"]) == 1
     out = capsys.readouterr().out
-    assert f"{bad}: usage_counts (step 1): output_tokens is -40, below zero" in out
+    assert f"{bad}: usage_counts (step 1): usage.output_tokens is -40: a count is never negative" in out
     assert main(["import", str(bad), "--out", str(tmp_path / "runs2")]) == 0  # without --check: said, not failed
     out = capsys.readouterr().out
     assert "audit: 2 finding(s)" in out and "agentlab import PATH --check" in out, out

@@ -14,7 +14,8 @@ seen yet is reported instead of priced as if it were exact:
   the call reached the API);
 - ``estimate_shape``: an estimated step priced like its recorded neighbours
   (it reads from the cache when they do);
-- ``usage_counts``: usage counts whole and non-negative;
+- ``usage_counts``: usage counts whole, non-negative and plausible
+  (:func:`agentlab.usage_fields.check_usage`, the rule live replies pass too);
 - ``record_total``: the run's figures equal the record's own totals, where it
   keeps them (inspect's ``model_usage``, Codex's running total, mini-swe-agent's
   ``instance_cost``, the sum of per-call costs a record states).
@@ -36,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from ._usage_check import usage_problems
+from ..usage_fields import check_usage
 
 if TYPE_CHECKING:
     from .build import RecordedRun, RecordedStep
@@ -151,7 +152,7 @@ def audit_run(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bo
     for k, other in run.meta.get("counted_elsewhere", {}).items():
         add("duplicate_call", f"this call is already counted in {other}", int(k))
     for k, (s, u, est) in enumerate(zip(run.steps, usages, estimated, strict=True), 1):
-        problems = usage_problems(s.usage)
+        problems = check_usage(s.usage)
         if problems:
             add("usage_counts", "; ".join(problems), k)
         if s.replayed:

@@ -15,6 +15,7 @@ estimated from the text and marked ``estimated``.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -25,7 +26,6 @@ from ..messages import Block, Message, Usage, estimate_tokens
 from ..pricing import Prices, provider_prices, resolve_prices
 from ..redact import Redactor
 from ..vocab import EventKind, Outcome
-from ._usage_check import count
 from .audit import audit_run
 
 TOOL_RESULT = "tool_result"
@@ -111,6 +111,29 @@ def recorded_run(
 
 
 # ------------------------------------------------------------------ usage
+def count(value: Any) -> int | float:
+    """A recorded token count: an ``int`` when it is a whole number (``12``, ``12.0``, ``"12"``),
+    ``0`` when absent, and otherwise the number as written (``2.5``, ``-3``, NaN for text).
+
+    Nothing is rounded or clamped away: the import's audit holds every count to
+    :func:`agentlab.usage_fields.check_usage` (the lab's one usage rule) and reports the
+    ones that fail, rather than pricing them as if they were right."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool):
+        return math.nan
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, str):
+        try:
+            return count(float(value))
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
 def usage_from_anthropic(u: dict[str, Any] | None) -> dict[str, int] | None:
     """Anthropic usage as the engine keeps it (extra fields dropped)."""
     if not isinstance(u, dict):

@@ -29,8 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._usage_check import count
-from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
+from .build import RecordedRun, RecordedStep, count, recorded_run, seconds, split_by_model
 from .claude_code import read_lines
 
 FORMAT = "codex"

@@ -27,8 +27,7 @@ from typing import Any
 import orjson
 
 from . import _bounds as bounds
-from ._usage_check import count
-from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
+from .build import RecordedRun, RecordedStep, count, recorded_run, seconds, split_by_model
 
 FORMAT = "gemini-cli"
 
