@@ -52,11 +52,19 @@ def cc_line(kind: str, uuid: str, ts: str, **rest) -> dict:
     }
 
 
-def cc_session(calls: int = 4) -> list[dict]:
+SHAPES = ("own-ids", "shared-id", "start-count")
+"""How the lines of one call are written: ``own-ids`` (Claude Code 2.1.45: each line's ``message.id`` is
+its own uuid, the full usage on each line), ``shared-id`` (one ``msg_`` id, the full usage on each line),
+``start-count`` (one ``msg_`` id; the first line carries the count the stream started with, output 1-30,
+the last line the final usage, as 2.1.29 subagent files in K3RN-LABS/k3rn.labs show)."""
+
+
+def cc_session(calls: int = 4, shapes: list[str] | None = None) -> list[dict]:
     """A Claude Code 2.1.45 session: each call on two lines (text, then a tool call) sharing a ``requestId``,
-    each line's ``message.id`` its own uuid, the usage repeated on both, the stop reason on the last."""
+    written in ``shapes[c]`` (:data:`SHAPES`; own ids by default), the stop reason on the last line."""
     lines = [cc_line("user", "u0", "2026-02-10T01:00:00.000Z", message={"role": "user", "content": "do the task"})]
     for c in range(calls):
+        shape = (shapes or [])[c] if c < len(shapes or []) else "own-ids"
         usage = {
             "input_tokens": 3,
             "cache_creation_input_tokens": 1000 + c,
@@ -70,14 +78,15 @@ def cc_session(calls: int = 4) -> list[dict]:
             ]
         ):
             uid = f"a{c}-{part}"
+            line_usage = {**usage, "output_tokens": 1 + c} if shape == "start-count" and part == 0 else usage
             msg = {
                 "model": SONNET,
-                "id": uid,
+                "id": uid if shape == "own-ids" else f"msg_{c}",
                 "type": "message",
                 "role": "assistant",
                 "content": [block],
                 "stop_reason": stop,
-                "usage": usage,
+                "usage": line_usage,
             }
             lines.append(
                 cc_line("assistant", uid, f"2026-02-10T01:0{c}:0{part}.000Z", message=msg, requestId=f"req_{c}")
@@ -88,7 +97,8 @@ def cc_session(calls: int = 4) -> list[dict]:
 
 
 def cc_plain_cost(lines: list[dict]) -> float:
-    by_request = {d["requestId"]: d["message"]["usage"] for d in lines if d["type"] == "assistant"}
+    """Each request priced once, at the usage of its line with the stop reason (the final one)."""
+    by_request = {d["requestId"]: d["message"]["usage"] for d in lines if d["message"].get("stop_reason")}
     return sum(
         sonnet_cost(
             u["input_tokens"], u["output_tokens"], u["cache_read_input_tokens"], u["cache_creation_input_tokens"]
@@ -119,16 +129,25 @@ def test_lines_of_one_request_are_one_step_even_when_each_line_has_its_own_messa
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.data())
 def test_duplicating_splitting_or_reordering_a_sessions_lines_never_changes_its_cost(tmp_path_factory, data):
-    lines = cc_session(4)
+    lines = cc_session(4, data.draw(st.lists(st.sampled_from(SHAPES), min_size=4, max_size=4)))
     expected = cc_plain_cost(lines)
     order = data.draw(st.permutations(range(len(lines))))
     dupes = data.draw(st.lists(st.integers(0, len(lines) - 1), max_size=6))
-    changed = [lines[i] for i in order] + [lines[i] for i in dupes]
+    # a copy (a resumed session's) holds every line of the calls it copies, with their uuids
+    copies = [d for i in dupes for d in lines if d is lines[i] or d.get("requestId", 0) == lines[i].get("requestId")]
+    changed = [lines[i] for i in order] + copies
     cut = data.draw(st.integers(0, len(changed)))
+    first, second = changed[:cut] or changed, changed[cut:] if cut else []
+    # one Claude Code process writes all the lines of one API call into one file; another file holds them
+    # only as copies (same uuid): a line of a request the first file holds goes with it
+    held = {d.get("requestId") for d in first} - {None}
+    uuids = {d["uuid"] for d in first}
+    first = first + [d for d in second if d.get("requestId") in held and d["uuid"] not in uuids]
+    second = [d for d in second if d.get("requestId") not in held or d["uuid"] in uuids]
     folder = tmp_path_factory.mktemp("session")
-    write_jsonl(folder / "a.jsonl", changed[:cut] or changed)
+    write_jsonl(folder / "a.jsonl", first)
     if cut:
-        write_jsonl(folder / "b.jsonl", changed[cut:] or changed[:1])
+        write_jsonl(folder / "b.jsonl", second or changed[:1])
     import warnings
 
     with warnings.catch_warnings():
