@@ -382,3 +382,65 @@ def test_two_jsonl_links_naming_each_other_are_skipped_and_named(tmp_path):
 
     with pytest.warns(UserWarning, match="a link that cannot be followed"):
         assert list(agentlab.sql("select run_id from runs", tmp_path / "runs")["run_id"]) == ["real"]
+
+
+# ------------------------------------------------------------------ 5: counts from the start of the stream
+START_COUNTS = FIX / "claude_code_start_counts" / "6c1d0f3e-2b7a-4c55-9e0a-5a1f3d2c8b41.jsonl"
+"""Claude Code 2.1.29 in the shape of K3RN-LABS/k3rn.labs' sessions: the lines of a call share ``message.id``
+and ``requestId``, carry no stop reason and repeat the usage the stream started with (output 1-4 tokens);
+the first call's reply is 11,000 characters of text, recorded as 4 output tokens."""
+
+
+def _plain_calls(lines: list[dict]) -> dict[str, dict]:
+    """Each request's usage and reply characters, read plainly (no agentlab code)."""
+    calls: dict[str, dict] = {}
+    for d in lines:
+        if d["type"] != "assistant":
+            continue
+        c = calls.setdefault(d["requestId"], {"usage": d["message"]["usage"], "chars": 0})
+        for b in d["message"]["content"]:
+            c["chars"] += len(b.get("text", "")) if b["type"] == "text" else len(json.dumps(b["input"]))
+    return calls
+
+
+def test_an_11k_character_reply_recorded_as_4_output_tokens_is_estimated_from_its_text_and_says_so():
+    lines = [json.loads(x) for x in START_COUNTS.read_text().splitlines()]
+    calls = list(_plain_calls(lines).values())
+    assert calls[0]["usage"]["output_tokens"] == 4 and calls[0]["chars"] > 11_000
+    trace = load_recorded(START_COUNTS)
+    steps = trace.steps
+    assert len(steps) == 2 and steps["estimated"].all()
+    for (_, row), c in zip(steps.iterrows(), calls, strict=True):
+        u = c["usage"]  # what the file knows exactly stays exact
+        assert (row["input_tokens"], row["cache_read_tokens"], row["cache_write_tokens"]) == (
+            u["input_tokens"],
+            u["cache_read_input_tokens"],
+            u["cache_creation_input_tokens"],
+        )
+    # text runs 2.5-6 characters a token (code the fewest): 11,000 characters are 1,800-4,400 tokens, not 4
+    out = int(steps["output_tokens"].iloc[0])
+    assert calls[0]["chars"] / 6 <= out <= calls[0]["chars"] / 2.5
+    u = calls[0]["usage"]
+    low = sonnet_cost(
+        u["input_tokens"], calls[0]["chars"] // 6, u["cache_read_input_tokens"], u["cache_creation_input_tokens"]
+    )
+    high = sonnet_cost(
+        u["input_tokens"], int(calls[0]["chars"] / 2.5), u["cache_read_input_tokens"], u["cache_creation_input_tokens"]
+    )
+    assert low <= steps["cost"].iloc[0] <= high  # at the recorded 4 tokens it would be $0.01 too low
+    audit = trace.started["recorded"]["audit"]
+    assert audit["status"] == "estimated" and audit["findings"] == [] and audit["estimated_steps"] == 2
+    assert any("not the final one" in n for n in trace.started["recorded"]["notes"])
+
+
+def test_a_reply_whose_count_claims_to_be_final_but_cannot_be_is_an_audit_finding(tmp_path):
+    lines = [json.loads(x) for x in START_COUNTS.read_text().splitlines()]
+    for d in lines:  # a later version, and a stop reason on the call's last line: the 4 claims to be final
+        d["version"] = "2.1.60"
+        if d["type"] == "assistant" and d["message"]["content"][0]["type"] == "tool_use":
+            d["message"]["stop_reason"] = "tool_use"
+    trace = load_recorded(write_jsonl(tmp_path / "s.jsonl", lines))
+    assert not trace.steps["estimated"].iloc[0] and trace.steps["output_tokens"].iloc[0] == 4
+    found = trace.started["recorded"]["audit"]["findings"]
+    assert [(f["check"], f["step"]) for f in found] == [("output_count", 1)]
+    assert "4 output tokens for a reply of" in found[0]["message"]
