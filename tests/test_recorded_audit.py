@@ -444,3 +444,114 @@ def test_a_reply_whose_count_claims_to_be_final_but_cannot_be_is_an_audit_findin
     found = trace.started["recorded"]["audit"]["findings"]
     assert [(f["check"], f["step"]) for f in found] == [("output_count", 1)]
     assert "4 output tokens for a reply of" in found[0]["message"]
+
+
+# ------------------------------------------------------------------ 7, 8: Gemini CLI replies and estimates
+PRO_IN, PRO_OUT, PRO_READ = 1.25, 10.0, 0.125  # gemini-2.5-pro per MTok under 200k tokens (Google's list price)
+
+
+def pro_cost(inp: int, out: int, read: int) -> float:
+    return (inp * PRO_IN + out * PRO_OUT + read * PRO_READ) / 1e6
+
+
+def gemini_session(calls: list[dict]) -> dict:
+    """A Gemini CLI chat session in the shape of codemie-ai/codemie-code's real ones (``gemini_cli_real/``):
+    ``calls`` are ``(stamp, tokens, [(tool, made_ms, stamp), ...])`` as the CLI records them; tool-call ids are
+    ``<tool>-<epoch ms>-<random>``, as the CLI makes them."""
+    msgs: list[dict] = [{"id": "u1", "timestamp": "2026-01-16T11:01:00.000Z", "type": "user", "content": "go"}]
+    for n, c in enumerate(calls):
+        tool_calls = [
+            {
+                "id": f"{tool}-{made}-{n}{i}abc",
+                "name": tool,
+                "args": {"file_path": f"/w/f{n}{i}.txt"},
+                "result": [{"functionResponse": {"id": f"{tool}-{made}", "name": tool, "response": {"output": "ok"}}}],
+                "status": "success",
+                "timestamp": stamp,
+            }
+            for i, (tool, made, stamp) in enumerate(c["tools"])
+        ]
+        msgs.append(
+            {
+                "id": f"g{n}",
+                "timestamp": c["stamp"],
+                "type": "gemini",
+                "content": c.get("text", ""),
+                "model": "gemini-2.5-pro",
+                "tokens": {**c["tokens"], "tool": 0, "total": 0},
+                **({"toolCalls": tool_calls} if tool_calls else {}),
+            }
+        )
+    return {"sessionId": "5b95", "projectHash": "ab" * 32, "startTime": "2026-01-16T11:01:00.000Z", "messages": msgs}
+
+
+def ms(ts: str) -> int:
+    from datetime import datetime
+
+    return round(datetime.fromisoformat(ts.replace("Z", "+00:00")).timestamp() * 1000)
+
+
+def test_gemini_tool_calls_of_one_reply_stamped_a_millisecond_apart_are_one_call(tmp_path):
+    t = "2026-01-16T11:04:13.751Z"
+    made = ms(t) - 300  # both calls were made while the reply streamed, before either was recorded
+    doc = gemini_session(
+        [
+            {
+                "stamp": "2026-01-16T11:04:13.751Z",
+                "tokens": {"input": 10_000, "output": 40, "cached": 8_000, "thoughts": 60},
+                "tools": [("read_file", made, "2026-01-16T11:04:13.751Z"), ("read_file", made + 1, t[:-4] + "752Z")],
+            },
+            {
+                "stamp": "2026-01-16T11:04:20.000Z",
+                "text": "done",
+                "tokens": {"input": 11_000, "output": 10, "cached": 9_000, "thoughts": 0},
+                "tools": [],
+            },
+        ]
+    )
+    f = tmp_path / "session-2026-01-16T11-01-5b95.json"
+    f.write_text(json.dumps(doc))
+    trace = load_recorded(f)
+    assert len(trace) == 2 and not trace.steps["estimated"].any()  # no invented call between them
+    assert [c["tool"] for c in trace.step(1).calls] == ["read_file", "read_file"]
+    expected = pro_cost(2_000, 100, 8_000) + pro_cost(2_000, 10, 9_000)
+    assert trace.summary["cost"] == pytest.approx(expected)
+    # a batch made after the one before it was recorded is a later reply (the CLI's own merging)
+    later = ms("2026-01-16T11:04:13.752Z") + 5_000
+    doc["messages"][1]["toolCalls"][1].update(id=f"read_file-{later}-x1abc", timestamp="2026-01-16T11:04:19.000Z")
+    f.write_text(json.dumps(doc))
+    assert len(load_recorded(f)) == 3
+
+
+def test_an_estimated_gemini_call_reads_the_cache_as_its_recorded_neighbour_does(tmp_path):
+    s1, s2 = "2026-01-16T11:04:13.000Z", "2026-01-16T11:04:30.000Z"
+    doc = gemini_session(
+        [
+            {  # a reply, then a later tool-only reply the CLI folded into this message (its usage lost)
+                "stamp": s1,
+                "tokens": {"input": 10_000, "output": 40, "cached": 8_000, "thoughts": 0},
+                "tools": [("read_file", ms(s1) - 200, s1), ("write_file", ms(s1) + 9_000, s2)],
+            },
+            {
+                "stamp": "2026-01-16T11:04:40.000Z",
+                "text": "done",
+                "tokens": {"input": 11_000, "output": 10, "cached": 9_000, "thoughts": 0},
+                "tools": [],
+            },
+        ]
+    )
+    f = tmp_path / "session-2026-01-16T11-01-5b95.json"
+    f.write_text(json.dumps(doc))
+    trace = load_recorded(f)
+    steps = trace.steps
+    assert list(steps["estimated"]) == [False, True, False]
+    est = steps.iloc[1]
+    sent = int(est["input_tokens"] + est["cache_read_tokens"])
+    # the step before it read 8,000 of its 10,000 prompt tokens from the cache: so does the estimate
+    assert est["cache_read_tokens"] == round(sent * 8_000 / 10_000)
+    assert est["cost"] == pytest.approx(
+        pro_cost(sent - round(sent * 0.8), int(est["output_tokens"]), round(sent * 0.8))
+    )
+    assert est["cost"] < pro_cost(sent, int(est["output_tokens"]), 0) / 2  # priced as fresh input it is 2-7x
+    audit = trace.started["recorded"]["audit"]
+    assert audit["status"] == "estimated" and audit["findings"] == []
