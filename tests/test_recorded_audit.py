@@ -477,7 +477,7 @@ def gemini_session(calls: list[dict]) -> dict:
                 "timestamp": c["stamp"],
                 "type": "gemini",
                 "content": c.get("text", ""),
-                "model": "gemini-2.5-pro",
+                "model": c.get("model", "gemini-2.5-pro"),
                 "tokens": {**c["tokens"], "tool": 0, "total": 0},
                 **({"toolCalls": tool_calls} if tool_calls else {}),
             }
@@ -555,3 +555,63 @@ def test_an_estimated_gemini_call_reads_the_cache_as_its_recorded_neighbour_does
     assert est["cost"] < pro_cost(sent, int(est["output_tokens"]), 0) / 2  # priced as fresh input it is 2-7x
     audit = trace.started["recorded"]["audit"]
     assert audit["status"] == "estimated" and audit["findings"] == []
+
+
+# ------------------------------------------------------------------ 11: what a folder holds besides runs
+def test_claude_codes_metadata_files_pass_quietly_and_a_git_lfs_pointer_is_named(tmp_path):
+    from agentlab.recorded import SkippedFileWarning
+
+    project = tmp_path / "projects" / "-home-user-w"
+    write_jsonl(project / "5e55.jsonl", cc_session(2))
+    (project / "sessions-index.json").write_text(json.dumps({"version": 1, "entries": [{"sessionId": "5e55"}]}))
+    sub = [{**d, "uuid": "s" + d["uuid"], "isSidechain": True, "agentId": "a1"} for d in cc_session(1)]
+    for d in sub:
+        if d["type"] == "assistant":
+            d["requestId"] = "s" + d["requestId"]
+    write_jsonl(project / "5e55" / "subagents" / "agent-a1.jsonl", sub)
+    (project / "5e55" / "subagents" / "agent-a1.meta.json").write_text(json.dumps({"agentType": "Explore"}))
+    pointer = project / "old.jsonl"  # a repository cloned without its LFS objects
+    pointer.write_text("version https://git-lfs.github.com/spec/v1\noid sha256:" + "ab" * 32 + "\nsize 48213\n")
+    report = ImportReport()
+    with pytest.warns(SkippedFileWarning) as caught:
+        load_recorded(tmp_path / "projects", report=report)
+    assert [str(w.message) for w in caught] == [
+        f"{pointer}: skipped (a Git LFS pointer, not the recorded file (fetch it with `git lfs pull`))"
+    ]
+    assert sorted(p.name for p in report.metadata) == ["agent-a1.meta.json", "sessions-index.json"]
+    assert "2 agent metadata file(s) passed over" in report.summary()
+    with pytest.raises(Exception, match="Git LFS pointer"):
+        load_recorded(pointer)
+
+
+def test_calls_under_gemini_clis_auto_router_are_unpriced_and_said_so_and_the_others_keep_their_price(tmp_path):
+    def call(n, model, inp):
+        return {
+            "stamp": f"2026-01-16T11:0{n}:00.000Z",
+            "model": model,
+            "text": f"answer {n}",
+            "tokens": {"input": inp, "output": 30, "cached": 0, "thoughts": 0},
+            "tools": [],
+        }
+
+    doc = gemini_session(
+        [call(1, "gemini-2.5-pro", 1000), call(2, "gemini-2.5-pro", 1200), call(3, "auto-gemini-3", 1400)]
+        + [call(4, "gemini-2.5-pro", 1600)]
+    )
+    for n in (2, 3, 4):  # the user spoke between the replies
+        doc["messages"].insert(
+            2 * n - 2,
+            {"id": f"u{n}", "timestamp": f"2026-01-16T11:0{n - 1}:30.000Z", "type": "user", "content": "and?"},
+        )
+    f = tmp_path / "session-2026-01-16T11-01-5b95.json"
+    f.write_text(json.dumps(doc))
+    traces = load_recorded(f)
+    by_model = {t.started["model"]: t for t in traces if t.started["model"] == "auto-gemini-3"}
+    auto = by_model["auto-gemini-3"]
+    notes = " ".join(auto.started["recorded"]["notes"])
+    assert "Gemini CLI's router" in notes and "gemini-3-pro-preview or gemini-3-flash-preview" in notes
+    assert auto.steps["cost"].isna().all()
+    priced = [t for t in traces if t.started["model"] == "gemini-2.5-pro"]
+    assert sum(t.summary["cost"] for t in priced) == pytest.approx(
+        pro_cost(1000, 30, 0) + pro_cost(1200, 30, 0) + pro_cost(1600, 30, 0)
+    )

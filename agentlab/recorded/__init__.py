@@ -85,6 +85,9 @@ class ImportReport(list[Path]):
         self.runs = 0
         self.skipped: list[tuple[Path, str]] = []
         self.audits: dict[str, dict[str, Any]] = {}
+        self.metadata: list[Path] = []
+        """Files an agent keeps beside its runs that are not runs (Claude Code's ``sessions-index.json``,
+        a subagent's ``agent-<id>.meta.json``): passed over without a warning each, counted in :meth:`summary`."""
 
     @property
     def findings(self) -> list[dict[str, Any]]:
@@ -99,7 +102,8 @@ class ImportReport(list[Path]):
         audit = f"; audit: {len(found)} finding(s)" if found else "; audit: ok"
         if estimated:
             audit += f", {estimated} run(s) with estimated usage"
-        return f"{self.files_read} file(s) read, {self.runs} run(s) made, {len(self.skipped)} skipped{audit}"
+        meta = f", {len(self.metadata)} agent metadata file(s) passed over" if self.metadata else ""
+        return f"{self.files_read} file(s) read, {self.runs} run(s) made, {len(self.skipped)} skipped{meta}{audit}"
 
 
 def _files(path: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
@@ -248,6 +252,11 @@ def recorded_runs(
         scan.skip(f, why)
     consumed: set[Path] = set()
     for f in files:
+        if claude_code.is_metadata(f):  # an index or a subagent's description: not a run, nothing to warn about
+            scan.report.metadata.append(f)
+            if progress is not None:
+                progress(f)
+            continue
         if f in consumed:  # read with another file (a Cline task's ui_messages.json)
             if progress is not None:
                 progress(f)

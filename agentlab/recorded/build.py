@@ -213,6 +213,27 @@ def _plain(name: str) -> Prices | None:
     return resolve_prices(name, None) or provider_prices(name, None)
 
 
+ROUTERS: dict[str, tuple[str, ...]] = {
+    "auto": ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-3-pro-preview", "gemini-3-flash-preview"),
+    "auto-gemini-2.5": ("gemini-2.5-pro", "gemini-2.5-flash"),
+    "auto-gemini-3": ("gemini-3-pro-preview", "gemini-3-flash-preview"),
+}
+"""Model names that are routers, not models: Gemini CLI's ``auto`` aliases send each request to one of
+these models (the CLI's docs, "Model aliases": ``auto`` is ``auto-gemini-2.5`` or, with preview features on,
+``auto-gemini-3``; each routes between the Pro and the Flash model of its generation). A call recorded under
+the alias has no one price: it is left unpriced (NaN) and said so, and the calls that name a model keep theirs."""
+
+
+def unpriced_why(model: str) -> str:
+    """Why ``model``'s calls have no price, for the run's notes."""
+    if model in ROUTERS:
+        return (
+            f"{model!r} is Gemini CLI's router, which sends each request to {' or '.join(ROUTERS[model])}; "
+            "the record does not say which, so these calls are not priced"
+        )
+    return f"no price for model {model or '(no model named)'!r}"
+
+
 # ------------------------------------------------------------------ events
 def build_run(
     run: RecordedRun,
@@ -358,8 +379,8 @@ def build_run(
         t = max(t, t_rep, t_end)
         emit(EventKind.STEP_FINISHED, k, t, spent=spent, elapsed=t, budget=start["budget"])
     if unpriced:
-        which = ", ".join(f"{m or '(no model named)'!r} ({n} step{'s' * (n != 1)})" for m, n in unpriced.items())
-        notes.append(f"no price for model {which}: the run's cost is unknown (NaN), not $0")
+        which = "; ".join(f"{unpriced_why(m)} ({n} step{'s' * (n != 1)})" for m, n in unpriced.items())
+        notes.append(f"{which}: the run's cost is unknown (NaN), not $0")
     if estimated_steps:
         notes.append(f"{estimated_steps} step(s) had no recorded usage: their tokens are estimated from the text")
     if partial_output:

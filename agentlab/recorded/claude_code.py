@@ -526,6 +526,22 @@ def subagent_files(session: Path) -> list[Path]:
     return out
 
 
+METADATA_NAMES = ("sessions-index.json",)
+"""Files Claude Code writes into a project folder that index its sessions (not sessions)."""
+
+
+def is_metadata(file: Path) -> bool:
+    """Whether ``file`` is one of Claude Code's metadata files, not a run: a project folder's
+    ``sessions-index.json``, or a subagent's ``agent-<id>.meta.json`` (its type and description,
+    beside ``agent-<id>.jsonl``)."""
+    name = file.name
+    if name in METADATA_NAMES:
+        return True
+    return name.endswith(".meta.json") and (
+        file.parent.name == "subagents" or file.with_name(name.removesuffix(".meta.json") + ".jsonl").exists()
+    )
+
+
 def why_no_calls(file: Path) -> str:
     """Why a Claude Code file gave no run, in the user's words."""
     data = file.read_bytes()
