@@ -615,3 +615,42 @@ def test_calls_under_gemini_clis_auto_router_are_unpriced_and_said_so_and_the_ot
     assert sum(t.summary["cost"] for t in priced) == pytest.approx(
         pro_cost(1000, 30, 0) + pro_cost(1200, 30, 0) + pro_cost(1600, 30, 0)
     )
+
+
+# ------------------------------------------------------------------ the record's own totals
+def test_a_codex_rollout_that_lost_a_calls_token_event_disagrees_with_its_running_total(tmp_path):
+    src = FIX / "codex_real" / "rollout-2026-05-11T11-26-55-019e1625-789d-76c0-80ab-3724b5ddb799.jsonl"
+    lines = [json.loads(x) for x in src.read_text().splitlines()]
+    tokens = [i for i, d in enumerate(lines) if d["payload"].get("type") == "token_count" and d["payload"].get("info")]
+    final = lines[tokens[-1]]["payload"]["info"]["total_token_usage"]
+    assert load_recorded(src).started["recorded"]["audit"]["findings"] == []  # whole: the calls add up to it
+    lost = lines[tokens[3]]["payload"]["info"]["last_token_usage"]
+    del lines[tokens[3]]  # one call's token event lost (a cut line, a crash while writing)
+    trace = load_recorded(write_jsonl(tmp_path / src.name, lines))
+    found = [f for f in trace.started["recorded"]["audit"]["findings"] if f["check"] == "record_total"]
+    sent = final["input_tokens"] - lost["input_tokens"]
+    assert [f["message"] for f in found] == [
+        f"the rollout's running total (total_token_usage) says {final['input_tokens']:,} tokens sent; "
+        f"its calls add up to {sent:,}"
+    ]
+
+
+def test_a_mini_swe_agent_instance_cost_the_calls_do_not_reach_is_a_finding(tmp_path):
+    doc = json.loads((FIX / "mini_swe_agent" / "django__django-16255.traj.json").read_text())
+    for m in doc["messages"]:  # a version that keeps no per-call cost: only the run's instance_cost
+        if m["role"] == "assistant":
+            m["extra"]["response"]["usage"].pop("cost", None)
+    f = tmp_path / "a.traj.json"
+    f.write_text(json.dumps(doc))
+    trace = load_recorded(f)
+    assert trace.started["recorded"]["audit"]["findings"] == []  # the lab's list prices give its instance_cost
+    paid = doc["info"]["model_stats"]["instance_cost"]
+    doc["info"]["model_stats"]["instance_cost"] = paid * 1.5  # a call the trajectory does not hold was paid for
+    f.write_text(json.dumps(doc))
+    trace = load_recorded(f)
+    found = trace.started["recorded"]["audit"]["findings"]
+    assert [x["check"] for x in found] == ["record_total"]
+    assert (
+        f"the record's own total cost is ${paid * 1.5:.6f}; the lab prices its calls at ${paid:.6f} (-33%)"
+        in (found[0]["message"])
+    )

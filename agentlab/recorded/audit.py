@@ -18,7 +18,8 @@ seen yet is reported instead of priced as if it were exact:
   (:func:`agentlab.usage_fields.check_usage`, the rule live replies pass too);
 - ``record_total``: the run's figures equal the record's own totals, where it
   keeps them (inspect's ``model_usage``, Codex's running total, mini-swe-agent's
-  ``instance_cost``, the sum of per-call costs a record states).
+  ``instance_cost`` against the lab's price of the run, the sum of per-call costs a
+  record states).
 
 Every check is about money (a finding means the run's cost may be wrong). The
 audit goes into ``run_started.recorded.audit`` (``status``: ``"ok"``, or
@@ -124,11 +125,14 @@ def plausible_output(output: Any, content: list[Any]) -> bool:
     return not (chars >= _MIN_CHARS and isinstance(output, (int, float)) and output * CHARS_PER_TOKEN_MAX < chars)
 
 
-def audit_run(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool]) -> dict[str, Any]:
+def audit_run(
+    run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool], priced: float | None = None
+) -> dict[str, Any]:
     """The audit of one imported run: ``{"status", "findings", "estimated_steps"}`` (findings as dicts).
 
     ``usages`` are the usage each step is priced with, ``estimated`` whether it was estimated
-    (wholly or its output count)."""
+    (wholly or its output count), ``priced`` the run's cost at the lab's prices (``None`` when a
+    step has no price)."""
     found: list[Finding] = []
     src = run.source
 
@@ -179,14 +183,36 @@ def audit_run(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bo
         cached = [usages[j]["cache_read_input_tokens"] > 0 for j in (before, after) if j is not None]
         if cached and all(cached) and not usages[i]["cache_read_input_tokens"]:
             add("estimate_shape", "estimated as if nothing were cached while the calls beside it read the cache", i + 1)
-    _totals(run, [u for s, u in zip(run.steps, usages, strict=True) if not s.replayed], estimated, add)
+    _totals(run, [u for s, u in zip(run.steps, usages, strict=True) if not s.replayed], estimated, add, priced)
+    if run.meta.get("record_total") and not run.meta.get("segment"):  # checked by the importer on the whole record
+        add("record_total", str(run.meta["record_total"]))
     findings = [f.as_dict() for f in found]
     n_est = sum(estimated)
     status = "findings" if findings else ("estimated" if n_est else "ok")
     return {"status": status, "findings": findings, "estimated_steps": n_est}
 
 
-def _totals(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool], add: Any) -> None:
+PRICE_SLACK = 0.05
+"""How far the lab's price of a run may be from the total cost the record states (an agent's own price
+table, e.g. litellm's for mini-swe-agent's ``instance_cost``, rounds and updates on its own schedule) before
+the audit says so: past it, a call is missing or the two price lists disagree, and the bill cannot be vouched for."""
+
+
+def token_total_problem(usages: list[dict[str, Any]], total: dict[str, Any], label: str) -> str | None:
+    """What is wrong when ``usages`` (Anthropic-shaped) do not add up to a record's running ``total`` of
+    ``input_tokens`` (every prompt token, cached ones included) and ``output_tokens``; ``None`` when they do."""
+    sent = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in usages)
+    received = sum(u["output_tokens"] for u in usages)
+    for key, mine, what in (("input_tokens", sent, "tokens sent"), ("output_tokens", received, "tokens received")):
+        theirs = total.get(key)
+        if isinstance(theirs, (int, float)) and round(theirs) != mine:
+            return f"{label} says {int(theirs):,} {what}; its calls add up to {mine:,}"
+    return None
+
+
+def _totals(
+    run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool], add: Any, priced: float | None = None
+) -> None:
     """The run's figures against the record's own totals (exact where every step is recorded)."""
     totals = run.totals
     if any(estimated):
@@ -217,6 +243,14 @@ def _totals(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool
                 "record_total",
                 f"the record's own total cost is ${total_cost:.6f}; "
                 f"the costs it states per call add up to ${mine_cost:.6f}",
+            )
+    billed = totals.get("cost")
+    if isinstance(billed, (int, float)) and billed > 0 and priced is not None:
+        if abs(priced - billed) > max(1e-4, PRICE_SLACK * billed):
+            add(
+                "record_total",
+                f"the record's own total cost is ${billed:.6f}; the lab prices its calls at ${priced:.6f} "
+                f"({priced / billed - 1:+.0%}): a call is missing, or the two price lists disagree",
             )
 
 

@@ -396,6 +396,7 @@ def build_run(
             f"{replayed} step(s) were replayed from the agent's local cache: no API call, priced $0 "
             "and not counted as model calls"
         )
+    priced = spent  # the lab's price of the calls it holds, before a record's own counters overrule it
     found_calls = run.totals.get("model_calls")
     if isinstance(found_calls, (int, float)) and int(found_calls) != len(run.steps):
         model_calls = int(found_calls)
@@ -412,7 +413,7 @@ def build_run(
             spent = float(total_cost)
         recorded["calls_found"] = len(run.steps)
     recorded["notes"] = notes
-    recorded["audit"] = audit_run(run, usages, flags)
+    recorded["audit"] = audit_run(run, usages, flags, priced)
     recorded["unpriced_steps"] = sum(unpriced.values())
     recorded["unpriced_models"] = sorted(unpriced)
     if run.ended_at is not None:
