@@ -654,3 +654,26 @@ def test_a_mini_swe_agent_instance_cost_the_calls_do_not_reach_is_a_finding(tmp_
         f"the record's own total cost is ${paid * 1.5:.6f}; the lab prices its calls at ${paid:.6f} (-33%)"
         in (found[0]["message"])
     )
+
+
+# ------------------------------------------------------------------ the audit in a notebook
+def test_the_notebook_display_of_an_import_shows_each_runs_audit_and_every_finding(tmp_path):
+    from agentlab.recorded import import_recorded
+
+    doc = json.loads((FIX / "mini_swe_agent" / "django__django-16255.traj.json").read_text())
+    doc["info"]["model_stats"]["instance_cost"] *= 2  # the record's total: twice what its calls add up to
+    src = tmp_path / "src"
+    src.mkdir()
+    (src / "a.traj.json").write_text(json.dumps(doc))
+    shutil.copy(FIX / "mini_swe_agent" / "github_issue.traj.json", src / "b.traj.json")
+    report = import_recorded(src, tmp_path / "runs")
+    html = report._repr_html_()
+    assert "tex2jax_ignore" in html and "$" not in html  # money as &#36;: no notebook typesets it as math
+    assert "2 finding(s): record_total x2" in html  # a's run
+    assert "estimated (" in html  # b's run: no usage recorded
+    assert html.count("<tr><td style='text-align:left'>a</td><td style='text-align:left'>record_total</td>") == 2
+    assert f"{src / 'a.traj.json'}" in html and "the record&#x27;s own total cost is &#36;" in html
+    traces = load_recorded(src)
+    text = repr(traces)
+    assert "import audit of 2 run(s): 1 estimated, 1 findings" in text
+    assert "import audit: 2 finding(s) (record_total)" in traces["a"]._repr_html_()

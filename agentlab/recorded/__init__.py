@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from .._safe_text import html_text
 from ..errors import AgentlabError
 from ..pricing import Prices
 from ..redact import Redactor
@@ -45,6 +46,7 @@ from . import (
     swe_agent,
 )
 from .audit import call_key, run_anchor
+from .audit import summary as audit_summary
 from .build import RecordedRun, build_run, drop_leading
 from .detect import FORMATS, SUFFIXES, KnownFormat, UnrecognizedFormat, detect
 
@@ -104,6 +106,46 @@ class ImportReport(list[Path]):
             audit += f", {estimated} run(s) with estimated usage"
         meta = f", {len(self.metadata)} agent metadata file(s) passed over" if self.metadata else ""
         return f"{self.files_read} file(s) read, {self.runs} run(s) made, {len(self.skipped)} skipped{meta}{audit}"
+
+    SHOWN = 20
+    """Rows of each table the notebook display shows (the rest are counted, and in the attributes)."""
+
+    def _repr_html_(self) -> str:
+        """The import in a notebook: the summary, each run's audit status, every finding with its file and
+        line, and the files skipped. Dollar amounts in findings are written so no notebook typesets them
+        as math (``&#36;``, inside an element MathJax skips)."""
+        e = html_text
+
+        def table(head: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
+            th = "".join(f"<th style='text-align:left'>{e(h)}</th>" for h in head)
+            body = "".join(
+                "<tr>" + "".join(f"<td style='text-align:left'>{e(v)}</td>" for v in r) + "</tr>"
+                for r in rows[: self.SHOWN]
+            )
+            more = f"<div>... and {len(rows) - self.SHOWN} more</div>" if len(rows) > self.SHOWN else ""
+            return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>{more}"
+
+        parts = [f"<div><b>Import</b>: {e(self.summary())}</div>"]
+        if self.audits:
+            rows = [(rid, audit_summary(a) or "-") for rid, a in self.audits.items()]
+            parts.append("<div>audit of each run</div>" + table(("run", "audit"), rows))
+        found = self.findings
+        if found:
+            rows = [
+                (
+                    f["run_id"],
+                    f["check"],
+                    f["file"] + (f":{f['line']}" if f.get("line") is not None else ""),
+                    "" if f.get("step") is None else f["step"],
+                    f["message"],
+                )
+                for f in found
+            ]
+            parts.append("<div>findings: figures the lab cannot vouch for</div>")
+            parts.append(table(("run", "check", "where", "step", "what"), rows))
+        if self.skipped:
+            parts.append("<div>skipped</div>" + table(("file", "why"), [(str(f), why) for f, why in self.skipped]))
+        return "<div class='agentlab-import tex2jax_ignore'>" + "".join(parts) + "</div>"
 
 
 def _files(path: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
