@@ -131,29 +131,55 @@ def test_lines_of_one_request_are_one_step_even_when_each_line_has_its_own_messa
 def test_duplicating_splitting_or_reordering_a_sessions_lines_never_changes_its_cost(tmp_path_factory, data):
     lines = cc_session(4, data.draw(st.lists(st.sampled_from(SHAPES), min_size=4, max_size=4)))
     expected = cc_plain_cost(lines)
-    order = data.draw(st.permutations(range(len(lines))))
-    dupes = data.draw(st.lists(st.integers(0, len(lines) - 1), max_size=6))
-    # a copy (a resumed session's) holds every line of the calls it copies, with their uuids
-    copies = [d for i in dupes for d in lines if d is lines[i] or d.get("requestId", 0) == lines[i].get("requestId")]
-    changed = [lines[i] for i in order] + copies
-    cut = data.draw(st.integers(0, len(changed)))
-    first, second = changed[:cut] or changed, changed[cut:] if cut else []
-    # one Claude Code process writes all the lines of one API call into one file; another file holds them
-    # only as copies (same uuid): a line of a request the first file holds goes with it
-    held = {d.get("requestId") for d in first} - {None}
-    uuids = {d["uuid"] for d in first}
-    first = first + [d for d in second if d.get("requestId") in held and d["uuid"] not in uuids]
-    second = [d for d in second if d.get("requestId") not in held or d["uuid"] in uuids]
+    # one Claude Code process writes all the lines of one API call into one file; a copy (a resumed
+    # session's) holds every line of the calls it copies, with their uuids: a request's lines move together
+    groups: dict[str, list[dict]] = {}
+    for d in lines:
+        groups.setdefault(d.get("requestId") or d["uuid"], []).append(d)
+    keys = list(groups)
+    copied = data.draw(st.lists(st.sampled_from(keys), max_size=4))
+    placed = [(k, data.draw(st.booleans())) for k in keys + copied]  # (group, in the second file?)
+    order = data.draw(st.permutations(range(sum(len(groups[k]) for k, _ in placed))))
+    tagged = [(d, second) for k, second in placed for d in groups[k]]
+    tagged = [tagged[i] for i in order]
+    first = [d for d, second in tagged if not second]
+    second = [d for d, second in tagged if second]
     folder = tmp_path_factory.mktemp("session")
-    write_jsonl(folder / "a.jsonl", first)
-    if cut:
-        write_jsonl(folder / "b.jsonl", second or changed[:1])
+    write_jsonl(folder / "a.jsonl", first or second)
+    if first and second:
+        write_jsonl(folder / "b.jsonl", second)
     import warnings
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         loaded = load_recorded(folder)
     assert total_cost(loaded) == pytest.approx(expected)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.data())
+def test_a_calls_lines_scattered_over_files_keep_its_cost_or_the_audit_says_it_is_low(tmp_path_factory, data):
+    """Any line anywhere (a copy of one line, a call's lines split between files): the cost is the plain
+    reading's, or the import says which call it counted too low."""
+    lines = cc_session(4, data.draw(st.lists(st.sampled_from(SHAPES), min_size=4, max_size=4)))
+    expected = cc_plain_cost(lines)
+    order = data.draw(st.permutations(range(len(lines))))
+    dupes = data.draw(st.lists(st.integers(0, len(lines) - 1), max_size=6))
+    changed = [lines[i] for i in order] + [lines[i] for i in dupes]
+    cut = data.draw(st.integers(1, len(changed) - 1))
+    folder = tmp_path_factory.mktemp("session")
+    write_jsonl(folder / "a.jsonl", changed[:cut])
+    write_jsonl(folder / "b.jsonl", changed[cut:])
+    import warnings
+
+    report = ImportReport()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        loaded = load_recorded(folder, report=report)
+    said = [f for f in report.findings if f["check"] == "duplicate_call"]
+    if total_cost(loaded) != pytest.approx(expected):
+        assert total_cost(loaded) < expected and said  # never more; when less, said so
+    assert all("too low" in f["message"] for f in said)
 
 
 # ------------------------------------------------------------------ 2-4, 10: inspect

@@ -45,7 +45,7 @@ from . import (
     stream_json,
     swe_agent,
 )
-from .audit import call_key, run_anchor
+from .audit import call_key, run_anchor, undercounted
 from .audit import summary as audit_summary
 from .build import RecordedRun, build_run, drop_leading
 from .detect import FORMATS, SUFFIXES, KnownFormat, UnrecognizedFormat, detect
@@ -350,6 +350,10 @@ def _read(f: Path, format: str, session: Path | None, scan: _Scan, consumed: set
                 r.meta.setdefault("agent_id", f.name.removesuffix(".jsonl").removeprefix("agent-"))
             claude_code.link_sidechains((parents or []) + runs, scan.links.get(session, {}))
         if not runs:
+            lows = seen.low.get(str(f))
+            if lows:  # no run to carry them: the import's report does
+                found = [x.as_dict() for x in undercounted(str(f), lows)]
+                scan.report.audits[str(f)] = {"status": "findings", "findings": found, "estimated_steps": 0}
             raise NoCalls(f, claude_code.why_no_calls(f))
         return scan.unique(scan.uncounted(runs, f), f, group)
     runs = _IMPORTERS[fmt](f, consumed)

@@ -155,6 +155,7 @@ def audit_run(
     # the same call counted twice (the import marks calls another file or run already holds)
     for k, other in run.meta.get("counted_elsewhere", {}).items():
         add("duplicate_call", f"this call is already counted in {other}", int(k))
+    found += undercounted(src, run.meta.get("undercounted_elsewhere", []))
     for k, (s, u, est) in enumerate(zip(run.steps, usages, estimated, strict=True), 1):
         problems = check_usage(s.usage)
         if problems:
@@ -208,6 +209,21 @@ def token_total_problem(usages: list[dict[str, Any]], total: dict[str, Any], lab
         if isinstance(theirs, (int, float)) and round(theirs) != mine:
             return f"{label} says {int(theirs):,} {what}; its calls add up to {mine:,}"
     return None
+
+
+def undercounted(file: str, lows: list[dict[str, Any]]) -> list[Finding]:
+    """Findings for lines of calls another file counts, read after it with more usage than it holds
+    (``{"line", "request", "counted_in"}`` each): the call's figure there is too low."""
+    return [
+        Finding(
+            "duplicate_call",
+            f"a line of request {low['request']!r} carries more usage than {low['counted_in']} counts for it: "
+            "the call is counted there, with a figure too low",
+            file,
+            low.get("line"),
+        )
+        for low in lows
+    ]
 
 
 def _totals(
