@@ -127,11 +127,11 @@ class ImportReport(list[Path]):
 
         parts = [f"<div><b>Import</b>: {e(self.summary())}</div>"]
         if self.audits:
-            rows = [(rid, audit_summary(a) or "-") for rid, a in self.audits.items()]
-            parts.append("<div>audit of each run</div>" + table(("run", "audit"), rows))
+            statuses: list[tuple[Any, ...]] = [(rid, audit_summary(a) or "-") for rid, a in self.audits.items()]
+            parts.append("<div>audit of each run</div>" + table(("run", "audit"), statuses))
         found = self.findings
         if found:
-            rows = [
+            rows: list[tuple[Any, ...]] = [
                 (
                     f["run_id"],
                     f["check"],
@@ -352,8 +352,8 @@ def _read(f: Path, format: str, session: Path | None, scan: _Scan, consumed: set
         if not runs:
             lows = seen.low.get(str(f))
             if lows:  # no run to carry them: the import's report does
-                found = [x.as_dict() for x in undercounted(str(f), lows)]
-                scan.report.audits[str(f)] = {"status": "findings", "findings": found, "estimated_steps": 0}
+                said = [x.as_dict() for x in undercounted(str(f), lows)]
+                scan.report.audits[str(f)] = {"status": "findings", "findings": said, "estimated_steps": 0}
             raise NoCalls(f, claude_code.why_no_calls(f))
         return scan.unique(scan.uncounted(runs, f), f, group)
     runs = _IMPORTERS[fmt](f, consumed)

@@ -409,14 +409,14 @@ def parse_file(
             seen_here.add(uid)
         if d.get("type") == "assistant" and before_calls:
             msg = as_message(d.get("message")) or {}
-            key = call_id(d, msg)
-            if key in before_calls:
+            cid = call_id(d, msg)
+            if cid in before_calls:
                 copies += 1
-                mine, counted = usage_from_anthropic(msg.get("usage")), session.usage.get(key)
+                mine, counted = usage_from_anthropic(msg.get("usage")), session.usage.get(cid)
                 if mine and counted and any(mine[k] > counted.get(k, 0) for k in mine):
                     # a line of a call another file counts, with more usage than that file holds:
                     # that file's figure for the call is too low, and the audit says so
-                    low.append((d.get(LINE), key, session.where.get(key, "another file")))
+                    low.append((d.get(LINE), cid, session.where.get(cid, "another file")))
                 continue
         key = (bool(d.get("isSidechain")), str(d.get("agentId") or "") if d.get("isSidechain") else "")
         streams.setdefault(key, []).append(d)
@@ -439,7 +439,7 @@ def parse_file(
                 r.meta["copied_lines"] = copies
         runs.extend(got)
     if low:
-        session.low[str(file)] = [{"line": n, "request": key, "counted_in": where} for n, key, where in low]
+        session.low[str(file)] = [{"line": n, "request": c, "counted_in": where} for n, c, where in low]
         if runs:
             runs[0].meta["undercounted_elsewhere"] = session.low[str(file)]
     session.uuids |= seen_here
@@ -447,11 +447,11 @@ def parse_file(
         for d in stream:
             if d.get("type") == "assistant":
                 msg = as_message(d.get("message")) or {}
-                key = call_id(d, msg)
-                if key:
-                    session.calls.add(key)
-                    session.usage[key] = _larger(session.usage.get(key), usage_from_anthropic(msg.get("usage")))
-                    session.where.setdefault(key, str(file))
+                cid = call_id(d, msg)
+                if cid:
+                    session.calls.add(cid)
+                    session.usage[cid] = _larger(session.usage.get(cid), usage_from_anthropic(msg.get("usage")))
+                    session.where.setdefault(cid, str(file))
     return runs, agent_links(lines)
 
 
