@@ -24,6 +24,10 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's agentlab, for its markdown rule
+
+from agentlab._safe_text import no_math_markdown  # noqa: E402 - after the path above
+
 OUT = ROOT / "notebooks"
 
 NOTEBOOK = "__NOTEBOOK__"
@@ -42,7 +46,8 @@ RUNS = os.path.join("runs", "__NOTEBOOK__")  # this notebook's traces, and only 
 shutil.rmtree(RUNS, ignore_errors=True)      # start empty, so every table below is this run's
 os.environ["AGENTLAB_RUNS"] = RUNS
 pd.set_option("display.max_colwidth", None)  # never cut a detail or an argument mid-word
-pd.set_option("display.width", 250)"""
+pd.set_option("display.width", 250)
+pd.set_option("display.html.use_mathjax", False)  # a "$" in a table is money, not the start of LaTeX"""
 
 OFFLINE = """
 **Runs offline.** No API key is needed: the model is a scripted offline
@@ -66,7 +71,8 @@ def offline_note(on_claude: str) -> str:
 
 
 def md(text: str) -> nbformat.NotebookNode:
-    return nbformat.v4.new_markdown_cell(text.strip())
+    """A markdown cell; its dollar amounts read as money in every front end (agentlab._safe_text.no_math_markdown)."""
+    return nbformat.v4.new_markdown_cell(no_math_markdown(text.strip()))
 
 
 def code(text: str) -> nbformat.NotebookNode:
