@@ -419,6 +419,27 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Two runs aligned step by step, from the first divergence: per-step token and dollar deltas."""
+    out, err = for_terminal(out), for_terminal(err)
+    from .costs import diff_runs
+    from .trace import load_run
+
+    try:
+        a, b = (load_run(r, args.runs) for r in (args.a, args.b))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"agentlab diff: {exc}", file=err)
+        return 2
+    d = diff_runs(a, b)
+    print(d.text(), file=out)
+    if args.html:
+        from pathlib import Path
+
+        Path(args.html).write_text(f"<!doctype html><meta charset=utf-8><title>diff</title>{d.html()}", "utf-8")
+        print(f"html written: {args.html}", file=out)
+    return 0
+
+
 def _recorded_formats() -> tuple[str, ...]:
     from .recorded.detect import FORMATS
 
@@ -669,6 +690,17 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
     rep.add_argument("--json", action="store_true", help="print the run's summary, steps and tool calls as JSON")
     rep.set_defaults(fn=cmd_report)
+
+    df = sub.add_parser(
+        "diff",
+        help="two runs side by side: aligned step by step, from the first divergence",
+        description="Align two runs step by step (tool and arguments), show where they part and what each step cost.",
+    )
+    df.add_argument("a", metavar="RUN_A", help="a run id (or unique prefix, or a .jsonl path)")
+    df.add_argument("b", metavar="RUN_B", help="the other run (a fork is aligned with its parent at the fork step)")
+    df.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
+    df.add_argument("--html", metavar="OUT.html", help="also write the diff as a page (no script needed)")
+    df.set_defaults(fn=cmd_diff)
 
     im = sub.add_parser(
         "import",
