@@ -43,6 +43,14 @@ class Verdict:
         return self.passed
 
 
+def _run(coro: Any) -> Any:
+    """``coro`` to its end on a thread of its own: a check cell runs inside the kernel's event loop."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1, thread_name_prefix="agentlab-exercise") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def _verdict(exercise: str, failures: list[str], cases: int, praise: str) -> Verdict:
     return Verdict(exercise, not failures, failures[0] if failures else praise, cases)
 
@@ -111,7 +119,7 @@ def check_budget_prediction(predictions: dict[tuple[float, str], tuple[str, int]
         return Verdict("02 predict the budget", False, f"no prediction yet for {missing}", 0)
     failures = []
     for key, (reason, steps) in predictions.items():
-        actual = asyncio.run(_budget_run(*key))
+        actual = _run(_budget_run(*key))
         if reason != actual.reason:
             failures.append(f"max_cost={key[0]} with cost_guard={key[1]!r}: the run did not stop for {reason!r}")
         elif abs(int(steps) - actual.steps) > 1:
@@ -257,7 +265,7 @@ def check_dispatcher(dispatch: Callable[..., Any]) -> Verdict:
         tools = {"r": probe.tool("r", "read"), "R": probe.tool("R", "read"), "w": probe.tool("w", "write")}
         calls = [{"name": n, "input": {"key": k}} for n, k in turn]
         try:
-            results = asyncio.run(dispatch(calls, tools))
+            results = _run(dispatch(calls, tools))
         except Exception as exc:  # noqa: BLE001 - the learner's crash is graded
             failures.append(f"dispatch raised {type(exc).__name__}: {exc}")
             break
@@ -317,7 +325,7 @@ def _check_suspects(suspects: Callable[[Any], Any], folder: str) -> Verdict:
         ("repeat-recovers", {}),
     ]
     for name, options in plays:
-        asyncio.run(SCENARIOS[name].setup(**options).arun(trace=str(folder)))
+        _run(SCENARIOS[name].setup(**options).arun(trace=str(folder)))
     runs = load_runs(folder)
     failed_writes = runs.calls[runs.calls["is_error"] & runs.calls["mode"].eq("write")]
     done = set(runs.runs[runs.runs["outcome"].eq("done")]["run_id"])
