@@ -50,7 +50,7 @@ pd.set_option("display.width", 250)
 pd.set_option("display.html.use_mathjax", False)  # a "$" in a table is money, not the start of LaTeX"""
 
 OFFLINE = """
-**Runs offline**, at $0: the model is a scripted *behaviour* that reacts to the
+**Runs offline**, at no cost: the model is a scripted *behaviour* that reacts to the
 tool results it reads, priced as Claude Sonnet.
 """
 
