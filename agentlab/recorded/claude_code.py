@@ -429,9 +429,9 @@ def parse_file(
     for stream in streams.values():
         for d in stream:
             if d.get("type") == "assistant":
-                key = call_id(d, as_message(d.get("message")) or {})
-                if key:
-                    session.calls.add(key)
+                request = call_id(d, as_message(d.get("message")) or {})
+                if request:
+                    session.calls.add(request)
     return runs, agent_links(lines)
 
 

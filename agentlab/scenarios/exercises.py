@@ -316,7 +316,7 @@ def _check_suspects(suspects: Callable[[Any], Any], folder: str) -> Verdict:
     from .. import errors
     from ..trace import load_runs
 
-    plays = [
+    plays: list[tuple[str, dict[str, Any]]] = [
         ("hidden-denial", {}),  # hides a refused refund: a suspect
         ("hidden-denial", {"policy": errors.Policy()}),  # the refusal stops it: not done
         ("not-found-hint", {}),  # a failed read, recovered: not a suspect
@@ -358,7 +358,7 @@ class _Prices:
 def _reservation_cases() -> list[tuple[dict[str, Any], bool]]:
     rnd = random.Random(7)
     sonnet = _Prices(3.0, 15.0)
-    cases = [
+    cases: list[tuple[dict[str, Any], bool]] = [
         ({"spent": 0.0, "max_cost": 0.10, "input_tokens": 10_000, "max_tokens": 1024, "prices": sonnet}, True),
         # input alone fits, the worst-case reply does not: an after-the-fact check pays for it anyway
         ({"spent": 0.05, "max_cost": 0.10, "input_tokens": 12_000, "max_tokens": 2048, "prices": sonnet}, False),
@@ -368,16 +368,18 @@ def _reservation_cases() -> list[tuple[dict[str, Any], bool]]:
     ]
     for _ in range(20):
         p = _Prices(rnd.choice([1.0, 3.0, 5.0, 15.0]), rnd.choice([5.0, 15.0, 25.0, 75.0]))
-        case = {
-            "spent": round(rnd.uniform(0, 0.5), 4),
-            "max_cost": round(rnd.uniform(0.05, 0.6), 2),
-            "input_tokens": rnd.randint(100, 60_000),
-            "max_tokens": rnd.choice([256, 1024, 4096]),
+        spent, max_cost = round(rnd.uniform(0, 0.5), 4), round(rnd.uniform(0.05, 0.6), 2)
+        input_tokens, max_tokens = rnd.randint(100, 60_000), rnd.choice([256, 1024, 4096])
+        case: dict[str, Any] = {
+            "spent": spent,
+            "max_cost": max_cost,
+            "input_tokens": input_tokens,
+            "max_tokens": max_tokens,
             "prices": p,
         }
-        worst = (case["input_tokens"] * p.input + case["max_tokens"] * p.output) / 1e6
-        if abs(case["spent"] + worst - case["max_cost"]) > 1e-6:  # no case on a rounding knife-edge
-            cases.append((case, case["spent"] + worst <= case["max_cost"]))
+        worst = (input_tokens * p.input + max_tokens * p.output) / 1e6
+        if abs(spent + worst - max_cost) > 1e-6:  # no case on a rounding knife-edge
+            cases.append((case, spent + worst <= max_cost))
     return cases
 
 
