@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from .._safe_text import without_lone_surrogates
 from ..usage_fields import check_usage
 
 if TYPE_CHECKING:
@@ -94,9 +95,8 @@ def call_key(step: RecordedStep, anchor: str = "") -> str:
     two files has the same address)."""
     if step.request_id:
         return f"id:{step.request_id}"
-    body = orjson.dumps(
-        [anchor, step.model, step.requested_at, step.content, step.usage], option=orjson.OPT_SORT_KEYS, default=str
-    )
+    fields = without_lone_surrogates([anchor, step.model, step.requested_at, step.content, step.usage])
+    body = orjson.dumps(fields, option=orjson.OPT_SORT_KEYS, default=str)
     return "sha1:" + hashlib.sha1(body, usedforsecurity=False).hexdigest()
 
 

@@ -20,7 +20,7 @@ from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from ..messages import Block, Message, Usage, estimate_tokens
 from ..pricing import Prices, provider_prices, resolve_prices
@@ -134,7 +134,7 @@ def count(value: Any) -> int | float:
     return math.nan
 
 
-def usage_from_anthropic(u: dict[str, Any] | None) -> dict[str, int] | None:
+def usage_from_anthropic(u: dict[str, Any] | None) -> dict[str, Any] | None:
     """Anthropic usage as the engine keeps it (extra fields dropped)."""
     if not isinstance(u, dict):
         return None
@@ -143,7 +143,7 @@ def usage_from_anthropic(u: dict[str, Any] | None) -> dict[str, int] | None:
         "output_tokens": count(u.get("output_tokens")),
         "cache_creation_input_tokens": count(u.get("cache_creation_input_tokens")),
         "cache_read_input_tokens": count(u.get("cache_read_input_tokens")),
-    }  # type: ignore[return-value]  # a count that is not whole stays visible for the audit
+    }  # a count that is not whole stays visible for the audit
 
 
 def cache_ttl(u: dict[str, Any] | None) -> dict[str, int] | None:
@@ -157,7 +157,7 @@ def cache_ttl(u: dict[str, Any] | None) -> dict[str, int] | None:
     }
 
 
-def usage_from_openai(u: dict[str, Any] | None) -> dict[str, int] | None:
+def usage_from_openai(u: dict[str, Any] | None) -> dict[str, Any] | None:
     """OpenAI-form usage (``prompt_tokens`` includes cached tokens) in Anthropic's shape.
 
     Cached tokens come from ``prompt_tokens_details.cached_tokens``, or the
@@ -181,7 +181,7 @@ def usage_from_openai(u: dict[str, Any] | None) -> dict[str, int] | None:
         "output_tokens": count(u.get("completion_tokens")),
         "cache_creation_input_tokens": write,
         "cache_read_input_tokens": read,
-    }  # type: ignore[return-value]  # a count that is not whole stays visible for the audit
+    }  # a count that is not whole stays visible for the audit
 
 
 # ------------------------------------------------------------------ prices
@@ -322,7 +322,7 @@ def build_run(
             cost = spent = None
             unpriced[s.model] += 1
         else:
-            cost = p.cost(Usage(**usage))
+            cost = p.cost(Usage(**cast(dict[str, Any], usage)))
             spent = None if spent is None else spent + cost
         if s.recorded_cost is not None:
             recorded_spent += s.recorded_cost
@@ -480,7 +480,7 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
         j = max((j for j in near if j < i), default=None)
         j = min((j for j in near if j > i), default=None) if j is None else j
         ctx = _context(out[j]) if j is not None else 0
-        if ctx > 0:
+        if j is not None and ctx > 0:
             read = round(out[i]["input_tokens"] * _num(out[j]["cache_read_input_tokens"]) / ctx)
             out[i] = {**out[i], "input_tokens": out[i]["input_tokens"] - read, "cache_read_input_tokens": read}
     notes: list[str] = []

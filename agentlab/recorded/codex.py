@@ -44,7 +44,7 @@ def looks_like(obj: dict[str, Any]) -> bool:
     return obj.get("type") in LINE_TYPES and isinstance(obj.get("payload"), dict) and "timestamp" in obj
 
 
-def _usage(u: dict[str, Any]) -> dict[str, int]:
+def _usage(u: dict[str, Any]) -> dict[str, Any]:
     cached = count(u.get("cached_input_tokens"))
     return {
         "input_tokens": max(count(u.get("input_tokens")) - cached, 0),

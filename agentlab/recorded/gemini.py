@@ -73,7 +73,7 @@ def looks_like(doc: Any) -> bool:
     )
 
 
-def _usage(tok: dict[str, Any]) -> dict[str, int]:
+def _usage(tok: dict[str, Any]) -> dict[str, Any]:
     cached = count(tok.get("cached"))
     return {
         "input_tokens": max(count(tok.get("input")) - cached, 0) + count(tok.get("tool")),

@@ -64,7 +64,7 @@ def _member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     return bounds.inflate(z, info, raw_zstd=raw)
 
 
-def _usage(u: dict[str, Any]) -> dict[str, int]:
+def _usage(u: dict[str, Any]) -> dict[str, Any]:
     """inspect's usage in Anthropic's shape. ``total_tokens`` tells what the provider's counts hold:
     whether ``input_tokens`` includes the cached tokens (OpenAI, Google) or not (Anthropic), and whether
     ``output_tokens`` includes ``reasoning_tokens`` (most) or not (Google's, in inspect versions that
