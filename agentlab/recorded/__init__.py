@@ -77,8 +77,9 @@ class ImportReport(list[Path]):
     and ``skipped`` lists ``(file, why)`` for every file that gave no run (not a
     recorded run, no API calls in it, unreadable) and every run not written
     (already in the folder without ``force=True``). ``audits`` holds each run's
-    audit by run id (see :mod:`agentlab.recorded.audit`) and :attr:`findings`
-    every finding, so an import the lab cannot vouch for says so.
+    audit by run id (see :mod:`agentlab.recorded.audit`; a file that gave no run
+    but whose lines show a call counted too low elsewhere, by its path) and
+    :attr:`findings` every finding, so an import the lab cannot vouch for says so.
     """
 
     def __init__(self) -> None:
