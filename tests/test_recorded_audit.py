@@ -694,7 +694,7 @@ def test_the_notebook_display_of_an_import_shows_each_runs_audit_and_every_findi
     shutil.copy(FIX / "mini_swe_agent" / "github_issue.traj.json", src / "b.traj.json")
     report = import_recorded(src, tmp_path / "runs")
     html = report._repr_html_()
-    assert "tex2jax_ignore" in html and "$" not in html  # money as &#36;: no notebook typesets it as math
+    assert html.startswith('<div class="tex2jax_ignore mathjax_ignore">') and "$" not in html  # money, not math
     assert "2 finding(s): record_total x2" in html  # a's run
     assert "estimated (" in html  # b's run: no usage recorded
     assert html.count("<tr><td style='text-align:left'>a</td><td style='text-align:left'>record_total</td>") == 2

@@ -27,7 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from .._safe_text import html_text
+from .._safe_text import html_text, no_math_html
 from ..errors import AgentlabError
 from ..pricing import Prices
 from ..redact import Redactor
@@ -113,8 +113,8 @@ class ImportReport(list[Path]):
 
     def _repr_html_(self) -> str:
         """The import in a notebook: the summary, each run's audit status, every finding with its file and
-        line, and the files skipped. Dollar amounts in findings are written so no notebook typesets them
-        as math (``&#36;``, inside an element MathJax skips)."""
+        line, and the files skipped. Dollar amounts in findings stay money in every notebook
+        (``&#36;`` inside an element of the class every notebook's MathJax skips)."""
         e = html_text
 
         def table(head: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
@@ -146,7 +146,7 @@ class ImportReport(list[Path]):
             parts.append(table(("run", "check", "where", "step", "what"), rows))
         if self.skipped:
             parts.append("<div>skipped</div>" + table(("file", "why"), [(str(f), why) for f, why in self.skipped]))
-        return "<div class='agentlab-import tex2jax_ignore'>" + "".join(parts) + "</div>"
+        return no_math_html("<div class='agentlab-import'>" + "".join(parts) + "</div>")
 
 
 def _files(path: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
