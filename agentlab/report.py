@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._safe_text import clean, md_code, terminal_text
+from ._safe_text import clean, md_code, no_math_markdown, terminal_text
 from .redact import Redactor
 from .trace import load_run
 from .trace.display import (
@@ -32,6 +32,10 @@ def report_text(run_id: str, runs: str | os.PathLike[str] | None = None) -> str:
     """A readable terminal report of one run: the headline, the step table, and every step in full."""
     trace = load_run(run_id, runs)
     parts = [trace_text(trace)]
+    if len(trace):
+        from .costs import money_lines
+
+        parts.append("\n".join(money_lines(trace)))
     parts += [step_text(view) for view in trace]
     if trace.finished is None:
         parts.append(f"The trace ends without a run_finished event: {trace.summary['detail']}.")
@@ -133,6 +137,8 @@ def export_notebook(run_id: str, out_path: str | os.PathLike[str], runs: str | o
     redactor = Redactor()  # a trace from elsewhere (or an older agentlab) may hold what this one's rules remove
     for cell in cells:  # issue 24: a lone surrogate in a result must not make the notebook unwritable
         cell.source = redactor.redact_text(clean(cell.source))
+        if cell.cell_type == "markdown":  # a dollar amount reads as money, never as math
+            cell.source = no_math_markdown(cell.source)
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}

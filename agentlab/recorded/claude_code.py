@@ -34,7 +34,9 @@ from typing import Any
 import orjson
 
 from ..trace.reader import TruncatedTraceWarning
+from . import _bounds as bounds
 from ._sse import as_message
+from .audit import plausible_output
 from .build import (
     RecordedRun,
     RecordedStep,
@@ -61,6 +63,8 @@ KNOWN_IGNORED = frozenset(
     }
 )
 SYNTHETIC = "<synthetic>"
+LINE = "@line"
+"""The key :func:`read_lines` adds to each record: its line number in the file (for the audit's findings)."""
 
 
 def looks_like(first: dict[str, Any]) -> bool:
@@ -78,30 +82,35 @@ def read_lines(file: Path) -> tuple[list[dict[str, Any]], int]:
 
     A last line cut short (the session was being written) is skipped with a
     :class:`~agentlab.trace.TruncatedTraceWarning`; everything before it is kept.
+    Other lines that are not JSON are skipped and named. A line past the import's
+    limits (its length, its nesting) refuses the file
+    (:class:`~agentlab.recorded._bounds.ImportLimit`, naming the line and the limit).
     """
-    data = file.read_bytes()
-    lines = data.splitlines()
     out: list[dict[str, Any]] = []
     bad: list[int] = []
     loads = orjson.loads
-    for n, line in enumerate(lines, 1):
+    last = 0
+    for n, line in bounds.lines(file):
+        last = n
         if not line or line.isspace():
             continue
         try:
             obj = loads(line)
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError as exc:
+            bounds.too_deep(exc, file, f"line {n}")  # past the nesting limit: refused, with its own error
             bad.append(n)
             continue
         if isinstance(obj, dict):
+            obj[LINE] = n
             out.append(obj)
         else:
             bad.append(n)
     if bad:
-        last = len(lines)
-        where = "the last line" if bad == [last] else f"line(s) {', '.join(map(str, bad[:5]))}"
+        cut = bad == [last]
+        where = "the last line" if cut else f"line(s) {', '.join(map(str, bad[:5]))}"
+        why = "not complete JSON; was the file still being written?" if cut else "not JSON records"
         warnings.warn(
-            f"{file}: skipped {where} (not complete JSON; was the file still being written?); "
-            f"kept the {len(out)} complete lines before and around it",
+            f"{file}: skipped {where} ({why}); kept the {len(out)} complete lines before and around it",
             TruncatedTraceWarning,
             stacklevel=3,
         )
@@ -166,6 +175,11 @@ def parse_stream(
     pending_boundary: tuple[str, dict[str, Any]] | None = None
     synthetic = 0
     session_id = ""
+    calls: dict[str, RecordedStep] = {}  # request id (else message id) -> its step
+    # No line of a call carrying a stop reason means its final usage may never have been written: the
+    # versions that write only the count the stream started with, and any call whose count is too small
+    # for its reply, are estimated from the reply (never below the recorded count)
+    start_counts: set[int] = set()  # id() of those steps
     for d in lines:
         kind = d.get("type")
         session_id = session_id or d.get("sessionId") or ""
@@ -216,13 +230,12 @@ def parse_stream(
         if model == SYNTHETIC:
             synthetic += 1
             continue
-        mid = msg.get("id") or d.get("uuid") or ""
+        key = call_id(d, msg)
         content = [_clean_block(b) for b in blocks(msg.get("content"))]
-        same_call = seg is not None and seg.ids and seg.ids[-1] == mid and pending_boundary is None
-        if same_call and seg is not None:
-            step = seg.steps[-1]
+        step = calls.get(key) if pending_boundary is None else None
+        if step is not None and seg is not None:  # another line of a call already read: one request, one step
             step.content.extend(content)
-            step.usage = usage_from_anthropic(msg.get("usage")) or step.usage
+            step.usage = _larger(step.usage, usage_from_anthropic(msg.get("usage")))
             step.cache_write_by_ttl = cache_ttl(msg.get("usage")) or step.cache_write_by_ttl
             step.stop_reason = msg.get("stop_reason") or step.stop_reason
             step.replied_at = seg.rel(ts)
@@ -249,11 +262,15 @@ def parse_stream(
                 stop_reason=msg.get("stop_reason"),
                 requested_at=seg.last_t,
                 replied_at=t,
-                request_id=d.get("requestId"),
+                request_id=d.get("requestId") or None,
                 cache_write_by_ttl=cache_ttl(msg.get("usage")),
+                line=d.get(LINE),
             )
             seg.steps.append(step)
-            seg.ids.append(mid)
+            seg.ids.append(key)
+            calls[key] = step
+            if _writes_start_counts(d.get("version")):
+                start_counts.add(id(step))
         t = seg.rel(ts)
         for b in content:
             if b.get("type") == "tool_use":
@@ -266,6 +283,11 @@ def parse_stream(
         if not s.steps:
             continue
         for st in s.steps:
+            st.output_estimated = (
+                st.stop_reason is None
+                and st.usage is not None
+                and (id(st) in start_counts or not plausible_output(st.usage.get("output_tokens"), st.content))
+            )
             st.stop_reason = stop_reason_of(st.content, st.stop_reason)
         started = None if s.t0 is None else datetime.fromtimestamp(s.t0, UTC).isoformat()
         meta = {"session": session_id, "segment": n, "boundary": s.boundary, "previous": previous, **s.meta}
@@ -293,6 +315,33 @@ def parse_stream(
         runs[-1].tool_steps = s.tool_step
         previous = s.run_id
     return runs
+
+
+START_COUNT_VERSIONS = ((2, 1, 16), (2, 1, 51))
+"""Claude Code versions (inclusive) that write each call's usage as the stream started (output 1-30
+tokens) and never the final count."""
+
+
+def _writes_start_counts(version: Any) -> bool:
+    try:
+        v = tuple(int(x) for x in str(version).split(".")[:3])
+    except ValueError:
+        return False
+    return START_COUNT_VERSIONS[0] <= v <= START_COUNT_VERSIONS[1]
+
+
+def call_id(d: dict[str, Any], msg: dict[str, Any]) -> str:
+    """The API request an assistant line belongs to: its ``requestId`` where it has one (Claude Code
+    2.1.45 can write each line's own uuid as ``message.id``), else its ``message.id``, else its uuid."""
+    return str(d.get("requestId") or msg.get("id") or d.get("uuid") or "")
+
+
+def _larger(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
+    """The usage of one request from two of its lines: each count the larger (counts only grow
+    while a reply streams, so the order the lines are read in does not matter)."""
+    if a is None or b is None:
+        return a or b
+    return {k: max(a.get(k, 0), b.get(k, 0)) for k in a.keys() | b.keys()}
 
 
 def _new_segment(
@@ -323,6 +372,11 @@ class Seen:
     def __init__(self) -> None:
         self.uuids: set[str] = set()
         self.calls: set[str] = set()
+        self.usage: dict[str, dict[str, int] | None] = {}
+        """Each counted call's usage (the largest of its lines) and the file that counts it."""
+        self.where: dict[str, str] = {}
+        self.low: dict[str, list[dict[str, Any]]] = {}
+        """By file: lines of calls another file counts, with more usage than it counts (see the audit)."""
 
 
 def parse_file(
@@ -342,6 +396,7 @@ def parse_file(
     before_calls = set(session.calls) if seen is not None else set()
     seen_here: set[str] = set()
     dupes = copies = 0
+    low: list[tuple[int | None, str, str]] = []
     for d in lines:
         uid = d.get("uuid")
         if isinstance(uid, str):
@@ -353,9 +408,15 @@ def parse_file(
                 continue
             seen_here.add(uid)
         if d.get("type") == "assistant" and before_calls:
-            mid = (as_message(d.get("message")) or {}).get("id")
-            if mid in before_calls:
+            msg = as_message(d.get("message")) or {}
+            cid = call_id(d, msg)
+            if cid in before_calls:
                 copies += 1
+                mine, counted = usage_from_anthropic(msg.get("usage")), session.usage.get(cid)
+                if mine and counted and any(mine[k] > counted.get(k, 0) for k in mine):
+                    # a line of a call another file counts, with more usage than that file holds:
+                    # that file's figure for the call is too low, and the audit says so
+                    low.append((d.get(LINE), cid, session.where.get(cid, "another file")))
                 continue
         key = (bool(d.get("isSidechain")), str(d.get("agentId") or "") if d.get("isSidechain") else "")
         streams.setdefault(key, []).append(d)
@@ -377,13 +438,20 @@ def parse_file(
             if copies:
                 r.meta["copied_lines"] = copies
         runs.extend(got)
+    if low:
+        session.low[str(file)] = [{"line": n, "request": c, "counted_in": where} for n, c, where in low]
+        if runs:
+            runs[0].meta["undercounted_elsewhere"] = session.low[str(file)]
     session.uuids |= seen_here
     for stream in streams.values():
         for d in stream:
             if d.get("type") == "assistant":
-                mid = (as_message(d.get("message")) or {}).get("id")
-                if mid:
-                    session.calls.add(str(mid))
+                msg = as_message(d.get("message")) or {}
+                cid = call_id(d, msg)
+                if cid:
+                    session.calls.add(cid)
+                    session.usage[cid] = _larger(session.usage.get(cid), usage_from_anthropic(msg.get("usage")))
+                    session.where.setdefault(cid, str(file))
     return runs, agent_links(lines)
 
 
@@ -476,6 +544,22 @@ def subagent_files(session: Path) -> list[Path]:
         out += sorted(beside.glob("*.jsonl"))
     out += [f for f in sorted(session.parent.glob("agent-*.jsonl")) if _session_id(f) == session.stem]
     return out
+
+
+METADATA_NAMES = ("sessions-index.json",)
+"""Files Claude Code writes into a project folder that index its sessions (not sessions)."""
+
+
+def is_metadata(file: Path) -> bool:
+    """Whether ``file`` is one of Claude Code's metadata files, not a run: a project folder's
+    ``sessions-index.json``, or a subagent's ``agent-<id>.meta.json`` (its type and description,
+    beside ``agent-<id>.jsonl``)."""
+    name = file.name
+    if name in METADATA_NAMES:
+        return True
+    return name.endswith(".meta.json") and (
+        file.parent.name == "subagents" or file.with_name(name.removesuffix(".meta.json") + ".jsonl").exists()
+    )
 
 
 def why_no_calls(file: Path) -> str:

@@ -15,6 +15,7 @@ import orjson
 
 from .._shorten import shorten
 from ..errors import AgentlabError
+from . import _bounds as bounds
 from . import (
     claude_code,
     cline,
@@ -42,6 +43,8 @@ KnownFormat = Literal[
 """Every format an importer reads (``recorded.Format`` adds ``"auto"``): the one list, in detection order."""
 FORMATS: tuple[str, ...] = get_args(KnownFormat)
 SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json", ".eval")
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+"""How a Git LFS pointer file starts: a repository cloned without its LFS objects holds these in place of runs."""
 
 
 class UnrecognizedFormat(AgentlabError, ValueError):
@@ -100,7 +103,7 @@ def detect(file: Path) -> str:
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"[") and not file.name.endswith(".jsonl"):
         try:  # a whole-document JSON file (trajectories, chat sessions)
-            doc: Any = orjson.loads(file.read_bytes())
+            doc: Any = bounds.loads(bounds.document(file), file, "the document")
         except orjson.JSONDecodeError:
             doc = None
         if doc is not None:
@@ -108,9 +111,9 @@ def detect(file: Path) -> str:
             if fmt:
                 return fmt
     first = b""
+    looked = 0
     with open(file, "rb") as f:
-        looked = 0
-        for raw in f:
+        for n, raw in bounds.bounded_lines(f, file):
             line = raw.strip()
             if not line:
                 continue
@@ -120,12 +123,18 @@ def detect(file: Path) -> str:
                 break
             try:
                 obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
+            except orjson.JSONDecodeError as exc:
+                bounds.too_deep(exc, file, f"line {n}")  # past the nesting limit: refused
                 continue
             if isinstance(obj, dict):
                 fmt = _line_format(obj)
                 if fmt:
                     return fmt
+    if first.startswith(LFS_POINTER):
+        raise UnrecognizedFormat(
+            f"{file}: a Git LFS pointer, not the recorded file: fetch it first (git lfs pull)",
+            "a Git LFS pointer, not the recorded file (fetch it with `git lfs pull`)",
+        )
     shown = _preview(first) if first else "(the file is empty)"
     raise UnrecognizedFormat(
         f"{file}: not a recorded run this lab can read (tried {', '.join(FORMATS)}); the first line is: {shown}",
