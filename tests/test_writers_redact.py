@@ -31,6 +31,7 @@ REVIEWED: dict[str, tuple[str, str]] = {
     "agentlab/experiments/folder.py::_write_atomically::os.fdopen": (REDACTS, "manifest.json: options redacted"),
     "agentlab/report.py::export_notebook::nbformat.write": (REDACTS, "the report notebook: each cell redacted"),
     "agentlab/trace/_store.py::_write_table::.write_table": (FROM_REDACTED, "Parquet of the (redacted) trace logs"),
+    "agentlab/cli.py::cmd_diff::.write_text": (FROM_REDACTED, "agentlab diff --html: two runs' (redacted) traces"),
     # --- bytes a tool returned as an image or a PDF: stored as they are (binary; see docs/traces.md)
     "agentlab/trace/_blobs.py::_write_once::open": (NO_USER_TEXT, "image and PDF bytes, kept as returned"),
     # --- files that hold no text a user or a model supplied
@@ -51,6 +52,7 @@ REVIEWED: dict[str, tuple[str, str]] = {
     "agentlab/shop.py::Shop.connect::sqlite3.connect": (NO_USER_TEXT, "the course shop's seeded data"),
     "agentlab/scenarios/shop_study.py::shop_experiment::.mkdtemp": (NO_USER_TEXT, "a folder"),
     "agentlab/trace/_docs.py::write::.write_text": (NO_USER_TEXT, "the schema table of the project's docs"),
+    "agentlab/usage_fields.py::<module>::.write_text": (NO_USER_TEXT, "the usage-fields table of the project's docs"),
     "agentlab/trace/_sql.py::sql::duckdb.connect": (NO_USER_TEXT, "an in-memory database"),
     "agentlab/trace/_store_worker.py::main::os.fdopen": (NO_USER_TEXT, "a pipe to the parent: status lines"),
 }
