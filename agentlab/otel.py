@@ -453,8 +453,8 @@ class TraceExporter:
         self.dropped += 1
         if self.dropped == 1:
             warnings.warn(
-                f"agentlab.otel: the span exporters have fallen {QUEUE_SIZE} events behind (is one blocked?); "
-                "events are left out of the spans until they catch up, never waited for",
+                f"agentlab.otel: the span exporters have fallen {_handoff.queue.maxsize} events behind (is one "
+                "blocked?); events are left out of the spans until they catch up, never waited for",
                 RuntimeWarning,
                 stacklevel=2,
             )

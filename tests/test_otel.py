@@ -412,3 +412,19 @@ def test_the_docs_state_the_exporter_s_bounds_as_the_code_has_them():
     assert f"(at most {flush_s:g} s;" in text
     assert f"handed over within {otel.EXIT_FLUSH_S:g} s" in text
     assert f"stuck for {otel.QUEUE_SIZE:,} events" in text
+
+
+def test_a_full_queue_drops_events_with_a_warning_instead_of_making_the_run_wait(monkeypatch):
+    blocking = _BlockingExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(blocking))
+    monkeypatch.setattr(otel, "_handoff", otel._Handoff(4))  # room for four events while the exporter hangs
+    exp = otel.exporter(provider)
+    try:
+        with pytest.warns(RuntimeWarning, match="fallen 4 events behind"):
+            result = _parallel_run(al.FakeClock(), subscribers=[exp])
+        assert isinstance(result, al.Done)
+        assert exp.dropped > 0
+    finally:
+        blocking.release.set()
+    assert exp.flush(timeout_s=60)
