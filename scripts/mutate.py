@@ -5,7 +5,8 @@
 Each mutant changes one thing in one file: a comparison's boundary (``>=`` to ``>``), an operator (``+`` to
 ``-``, ``*`` to ``/``), ``and`` to ``or``, a ``not`` dropped, a number off by one, ``True`` to ``False``,
 ``min`` to ``max``. The unit tier (``pytest -m unit``) runs once under coverage to learn which tests run each
-line; each mutant then runs only those tests, stopping at the first failure. A mutant is *killed* when a
+line; each mutant then runs the most targeted of those tests (at most :data:`TESTS_PER_MUTANT`), stopping at
+the first failure. A mutant is *killed* when a
 test fails (or the tests time out), and *survives* when they pass; a line no unit test runs is a survivor
 too. The score is killed / all. Mutation tools from PyPI (mutmut 3) rewrite functions into trampolines that
 the package's own surface tests see; this one changes the source file itself, in a scratch copy of the
@@ -32,6 +33,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 PER_MUTANT_S = 120.0
 """A mutant whose tests run longer than this is killed (a mutant that loops forever)."""
+TESTS_PER_MUTANT = 8
+"""The covering tests a mutant runs, the most targeted first: those of the file's own test modules
+(``test_budget*`` for ``budget.py``), then those that run the fewest of its lines. A line most of the suite
+runs (a run's budget check) would otherwise cost the whole tier per mutant."""
 BEGIN, END = "<!-- mutate:begin -->", "<!-- mutate:end -->"
 
 _COMPARE = {
@@ -159,30 +164,45 @@ def scratch_copy() -> Path:
     return dest
 
 
-def tests_by_line(copy: Path, targets: list[str]) -> dict[str, dict[int, set[str]]]:
-    """Run the unit tier once under coverage: for each target file and line, the test node ids that run it."""
-    rc = copy / ".coveragerc"
-    rc.write_text("[run]\ndynamic_context = test_function\nsource_pkgs =\n    agentlab\n")
-    env = {**os.environ, "PYTHONPATH": str(copy), "COVERAGE_FILE": str(copy / ".coverage")}
-    cmd = [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-m", "unit"]
-    done = subprocess.run(
-        [*cmd, "-p", "no:cacheprovider", "--no-header", "-rf"], cwd=copy, env=env, capture_output=True, text=True
-    )
-    failing = {line.split()[1] for line in done.stdout.splitlines() if line.startswith("FAILED ")}
+def tests_by_line(copy: Path, targets: list[str]) -> dict[str, dict[int, list[str]]]:
+    """Run the unit tier once under coverage (unless ``copy`` holds that run's data): for each target file and
+    line, the test node ids that run it, the most targeted first."""
+    failed = copy / ".failing"
+    if not (copy / ".coverage").exists():
+        rc = copy / ".coveragerc"
+        rc.write_text("[run]\ndynamic_context = test_function\nsource_pkgs =\n    agentlab\n")
+        env = {**os.environ, "PYTHONPATH": str(copy), "COVERAGE_FILE": str(copy / ".coverage")}
+        cmd = [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-m", "unit"]
+        done = subprocess.run(
+            [*cmd, "-p", "no:cacheprovider", "--no-header", "-rf"], cwd=copy, env=env, capture_output=True, text=True
+        )
+        failed.write_text(
+            repr(sorted(line.split()[1] for line in done.stdout.splitlines() if line.startswith("FAILED ")))
+        )
+    failing = set(ast.literal_eval(failed.read_text())) if failed.exists() else set()
     if failing:  # a test that fails unmutated would "kill" every mutant: left out, and named
         print(f"left out, failing before any mutation: {sorted(failing)}", flush=True)
     import coverage
 
     data = coverage.CoverageData(basename=str(copy / ".coverage"))
     data.read()
-    out: dict[str, dict[int, set[str]]] = {}
+    out: dict[str, dict[int, list[str]]] = {}
     for target in targets:
         path = str((copy / target).resolve())
         lines: dict[int, set[str]] = {}
         for line, contexts in (data.contexts_by_lineno(path) or {}).items():
             nodes = {_node_id(c) for c in contexts if c}
             lines[line] = {n for n in nodes if n and not any(f.split("[")[0] == n for f in failing)}
-        out[target] = lines
+        reach: dict[str, int] = {}  # how many of the file's lines each test runs
+        for nodes in lines.values():
+            for n in nodes:
+                reach[n] = reach.get(n, 0) + 1
+        own = f"test_{Path(target).stem.lstrip('_')}"
+
+        def targeted(node: str, own: str = own, reach: dict[str, int] = reach) -> tuple[bool, int, str]:
+            return (not Path(node.split("::")[0]).name.startswith(own), reach[node], node)
+
+        out[target] = {line: sorted(nodes, key=targeted) for line, nodes in lines.items()}
     return out
 
 
@@ -236,10 +256,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("files", nargs="+", help="source files to mutate, relative to the repository")
     parser.add_argument("--write", type=Path, help="put the result between the mutate markers of this file")
+    parser.add_argument("--reuse", type=Path, help="a scratch copy (and its coverage run) of an earlier, stopped run")
     args = parser.parse_args(argv)
     write = args.write.resolve() if args.write else None
     started = time.monotonic()
-    copy = scratch_copy()
+    copy = args.reuse.resolve() if args.reuse else scratch_copy()
     try:
         covered = tests_by_line(copy, args.files)
         sys.dont_write_bytecode = True
@@ -254,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
             source = path.read_text(encoding="utf-8")
             sites = _sites(ast.parse(source), source.splitlines())
             for k, site in enumerate(sites):
-                nodes = sorted(covered[target].get(site.line, ()))
+                nodes = covered[target].get(site.line, [])[:TESTS_PER_MUTANT]
                 if not nodes:
                     rows.append((target, site, "not covered"))
                     continue
@@ -267,7 +288,8 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{target}:{site.line} {site.what}: {verdict}", flush=True)
     finally:
         os.chdir(ROOT)
-        shutil.rmtree(copy, ignore_errors=True)
+        if not args.reuse:
+            shutil.rmtree(copy, ignore_errors=True)
     report = render(rows, time.monotonic() - started)
     print(report)
     if write is not None:
