@@ -344,7 +344,13 @@ class _Handoff:
     is dropped and counted (an exporter stuck that long), never waited for."""
 
     def __init__(self, size: int) -> None:
-        self.queue: queue.Queue[tuple[Any, Any]] = queue.Queue(maxsize=size)
+        self.size = size
+        self._fresh()
+        if hasattr(os, "register_at_fork"):  # a forked child (a worker process) starts with no thread: its own
+            os.register_at_fork(after_in_child=self._fresh)
+
+    def _fresh(self) -> None:
+        self.queue: queue.Queue[tuple[Any, Any]] = queue.Queue(maxsize=self.size)
         self.thread: threading.Thread | None = None
         self.lock = threading.Lock()
 

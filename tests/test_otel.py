@@ -428,3 +428,23 @@ def test_a_full_queue_drops_events_with_a_warning_instead_of_making_the_run_wait
     finally:
         blocking.release.set()
     assert exp.flush(timeout_s=60)
+
+
+def test_a_forked_worker_exports_on_its_own_thread(spans_out):
+    import os
+
+    provider, memory = spans_out
+    exp = otel.exporter(provider)
+    _parallel_run(al.FakeClock(), subscribers=[exp])  # the parent's thread is running
+    assert exp.flush()
+    before = len(memory.get_finished_spans())
+    pid = os.fork()
+    if pid == 0:  # the child: a run, its spans handed over by a thread of its own
+        ok = False
+        try:
+            _parallel_run(al.FakeClock(), subscribers=[exp])
+            ok = exp.flush(timeout_s=60) and len(memory.get_finished_spans()) == 2 * before
+        finally:
+            os._exit(0 if ok else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
