@@ -34,9 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PER_MUTANT_S = 120.0
 """A mutant whose tests run longer than this is killed (a mutant that loops forever)."""
 TESTS_PER_MUTANT = 8
-"""The covering tests a mutant runs, the most targeted first: those of the file's own test modules
-(``test_budget*`` for ``budget.py``), then those that run the fewest of its lines. A line most of the suite
-runs (a run's budget check) would otherwise cost the whole tier per mutant."""
+"""Besides every covering test of the file's own test modules (those named for it: ``test_budget_numbers.py``,
+``test_engine_budgets.py`` for ``budget.py``), a mutant runs this many other covering tests, those that run
+the fewest of the file's lines first. A line most of the suite runs (a run's budget check) would otherwise
+cost the whole tier per mutant."""
 BEGIN, END = "<!-- mutate:begin -->", "<!-- mutate:end -->"
 
 _COMPARE = {
@@ -197,12 +198,14 @@ def tests_by_line(copy: Path, targets: list[str]) -> dict[str, dict[int, list[st
         for nodes in lines.values():
             for n in nodes:
                 reach[n] = reach.get(n, 0) + 1
-        own = f"test_{Path(target).stem.lstrip('_')}"
+        stem = Path(target).stem.lstrip("_")
 
-        def targeted(node: str, own: str = own, reach: dict[str, int] = reach) -> tuple[bool, int, str]:
-            return (not Path(node.split("::")[0]).name.startswith(own), reach[node], node)
+        def chosen(nodes: set[str], stem: str = stem, reach: dict[str, int] = reach) -> list[str]:
+            own = sorted(n for n in nodes if stem in Path(n.split("::")[0]).stem)
+            others = sorted(set(nodes) - set(own), key=lambda n: (reach[n], n))
+            return own + others[:TESTS_PER_MUTANT]
 
-        out[target] = {line: sorted(nodes, key=targeted) for line, nodes in lines.items()}
+        out[target] = {line: chosen(nodes) for line, nodes in lines.items()}
     return out
 
 
@@ -257,8 +260,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", help="source files to mutate, relative to the repository")
     parser.add_argument("--write", type=Path, help="put the result between the mutate markers of this file")
     parser.add_argument("--reuse", type=Path, help="a scratch copy (and its coverage run) of an earlier, stopped run")
+    parser.add_argument("--shard", default="0/1", help="i/n: this worker's share of the mutants (each in its copy)")
     args = parser.parse_args(argv)
     write = args.write.resolve() if args.write else None
+    shard, shards = map(int, args.shard.split("/"))
     started = time.monotonic()
     copy = args.reuse.resolve() if args.reuse else scratch_copy()
     try:
@@ -275,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
             source = path.read_text(encoding="utf-8")
             sites = _sites(ast.parse(source), source.splitlines())
             for k, site in enumerate(sites):
-                nodes = covered[target].get(site.line, [])[:TESTS_PER_MUTANT]
+                if k % shards != shard:
+                    continue
+                nodes = covered[target].get(site.line, [])
                 if not nodes:
                     rows.append((target, site, "not covered"))
                     continue
