@@ -67,8 +67,12 @@ def chart_svg(steps: Sequence[int], tokens: Sequence[int], cost: Sequence[float]
     parts.append(_text(sx(1), y0 + 11, "1", GREY, "middle"))
     if last > 1:
         parts.append(_text(sx(last), y0 + 11, str(last), GREY, "middle"))
-    for values, top, colour, cls in ((tokens, t_max, BLUE, "tokens"), (cost, c_max, ORANGE, "cost")):
-        points = " ".join(f"{sx(s):.1f},{y0 - v / top * (y0 - y1):.1f}" for s, v in zip(steps, values, strict=True))
+    series: tuple[tuple[Sequence[float], float, str, str], ...] = (
+        (tokens, t_max, BLUE, "tokens"),
+        (cost, c_max, ORANGE, "cost"),
+    )
+    for values, high, colour, cls in series:
+        points = " ".join(f"{sx(s):.1f},{y0 - v / high * (y0 - y1):.1f}" for s, v in zip(steps, values, strict=True))
         parts.append(
             f'<polyline class="agentlab-chart-{cls}" points="{points}" fill="none" stroke="{colour}" '
             'stroke-width="1.5"/>'
