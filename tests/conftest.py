@@ -40,28 +40,51 @@ _RAY_ENV = {
 }
 
 
+_RAY_FAILURES: list[str] = []
+
+
+def _start_ray(ray) -> None:
+    """ray.init with the waits above, up to RAY_START_TRIES times; what failed goes to _RAY_FAILURES."""
+    for name, value in _RAY_ENV.items():
+        os.environ.setdefault(name, value)  # read by ray.init and by the raylet / GCS processes it starts
+    for _ in range(RAY_START_TRIES):
+        if ray.is_initialized():
+            return
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20)
+        except Exception as exc:  # Ray's start-up raises bare Exception / RuntimeError / TimeoutError
+            _RAY_FAILURES.append(f"{type(exc).__name__}: {exc}")
+            ray.shutdown()
+
+
+def pytest_collection_finish(session):
+    """Start Ray once, before the first test, when a selected test needs it.
+
+    Ray forks its servers with a ``preexec_fn``: in a process where earlier tests left threads (tool workers, the
+    watchdog), a fork taken while one of them holds a lock can hang the child and the start with it (a whole
+    ``make test`` lost its Ray tests so). Here nothing has run yet, and no test's timeout is spent on the start.
+    """
+    if any("local_ray" in getattr(item, "fixturenames", ()) for item in session.items):
+        try:
+            import ray
+        except ImportError:
+            return  # the fixture skips, naming the extra
+        _start_ray(ray)
+
+
 @pytest.fixture(scope="session")
 def local_ray():
     """One local Ray (2 CPUs) for the whole test session, started with waits sized for a loaded 2-core machine.
 
-    Skipped, with the reason, only when Ray is not installed; a Ray that is installed but does not come up after
-    RAY_START_TRIES starts is an error that names the last failure, never a skip or a silent pass.
+    Skipped, with the reason, only when Ray is not installed; a Ray that is installed but did not come up after
+    RAY_START_TRIES starts is an error that names each failure, never a skip or a silent pass.
     """
     ray = pytest.importorskip(
         "ray", reason="Ray is not installed: the Ray backend needs pip install 'agentlab-loop[ray]'"
     )
-    for name, value in _RAY_ENV.items():
-        os.environ.setdefault(name, value)  # read by ray.init and by the raylet / GCS processes it starts
-    failures = []
-    for _ in range(RAY_START_TRIES):
-        if ray.is_initialized():
-            break
-        try:
-            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20)
-        except Exception as exc:  # Ray's start-up raises bare Exception / RuntimeError / TimeoutError
-            failures.append(f"{type(exc).__name__}: {exc}")
-            ray.shutdown()
+    if not ray.is_initialized() and not _RAY_FAILURES:  # (a selection the collection hook did not see)
+        _start_ray(ray)
     if not ray.is_initialized():
-        pytest.fail(f"Ray did not start in {RAY_START_TRIES} tries: " + " | ".join(failures), pytrace=False)
+        pytest.fail(f"Ray did not start in {RAY_START_TRIES} tries: " + " | ".join(_RAY_FAILURES), pytrace=False)
     yield ray
     ray.shutdown()

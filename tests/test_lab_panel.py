@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 
@@ -66,7 +67,7 @@ def gauge(lab, name):
 
 def log_entries(lab):
     """The log's step entries, newest first, as HTML strings."""
-    return lab.panel.log.value.split("<div class='agentlab-step' ")[1:]
+    return re.split(r"<div class='agentlab-step(?: [^']*)?' ", lab.panel.log.value)[1:]
 
 
 def phase(lab):
