@@ -467,7 +467,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .recorded import NoCalls, SkippedFileWarning, UnrecognizedFormat, import_recorded
-    from .recorded._bounds import ImportLimit
+    from .recorded.limits import ImportLimit
 
     try:
         with warnings.catch_warnings():
