@@ -9,10 +9,11 @@ events runs in bounded memory.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ._compact import compact as compact_folder
-from ._store import HIDDEN, schema, store_dir
+from ._store import HIDDEN, TABLE_NAMES, check, locked, parts, schema, store_dir
 from .files import SUFFIX, runs_dir
 
 if TYPE_CHECKING:
@@ -57,12 +58,27 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
             con.execute(f"set {name} = {str(value).lower()}")
         except duckdb.CatalogException:  # an older DuckDB without the setting: it reads as it always did
             pass
+    with locked(folder, shared=True):  # no change to the store lands while it is listed and read
+        _views(con, folder)
+        try:
+            return con.execute(query).df()
+        finally:
+            con.close()
+
+
+def _views(con: Any, folder: Path) -> None:
+    """One view a table over the files of the store's parts (a damaged part left out, with a warning)."""
     root = store_dir(folder)
-    for table in ("runs", "steps", "calls", "events"):
-        files = sorted((root / table).glob("day=*/part-*.parquet"))
-        files = [f for f in files if (root / "runs" / f.parent.name / f.name).exists()]  # complete parts only
-        if files:
-            listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+    found = []
+    for p in parts(folder):
+        bad = check(folder, p)
+        if bad is None:
+            found.append(p)
+        else:
+            bad.warn(stacklevel=4)
+    for table in TABLE_NAMES:
+        if found:
+            listed = ", ".join("'" + str(p.path(root, table)).replace("'", "''") + "'" for p in found)
             con.execute(
                 f"create view {table} as select * {_HIDDEN.get(table, '')} "
                 f"from read_parquet([{listed}], hive_partitioning = true)"
@@ -73,7 +89,3 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
             con.execute(
                 f"create view {table} as select * {_HIDDEN.get(table, '')}, null::varchar as day from _{table}_empty"
             )
-    try:
-        return con.execute(query).df()
-    finally:
-        con.close()

@@ -126,6 +126,57 @@ def schema(table: str) -> pa.Schema:
 
 
 # ------------------------------------------------------------ writing
+TABLE_NAMES = ("runs", "steps", "calls", "events")
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def locked(folder: Path, *, shared: bool = False) -> Iterator[None]:
+    """The store's lock: every change to the store holds it alone; ``agentlab.sql`` holds it ``shared`` while
+    it lists and reads the files, so no change lands in the middle of a query.
+
+    Writers wait for each other (none skips its work), so two processes never store one run twice. The lock is
+    ``flock`` on ``_store/.lock``, a file the store never deletes; one deleted by hand is noticed after locking
+    (its inode is no longer the path's) and the new file is locked instead, so a second owner cannot appear.
+    A store a reader cannot write (a read-only copy) is read without the lock."""
+    root = store_dir(folder)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: one writer per folder is the caller's to ensure
+        yield
+        return
+    if not shared:
+        root.mkdir(parents=True, exist_ok=True)
+    path = root / LOCK_FILE
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            if not shared:
+                raise
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:  # no store, or one nobody may write: nothing can change under the reader
+                yield
+                return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            break
+        os.close(fd)  # the file was replaced while we waited: lock the one that is there now
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
 def _write_table(table: pa.Table, path: Path) -> None:
     """Write under a dot-name, then rename: a reader sees the whole file or none."""
     import pyarrow.parquet as pq
@@ -149,13 +200,57 @@ def day_of(started: Any) -> str:
     return "none" if started is None or pd.isna(started) else started.strftime("%Y-%m-%d")
 
 
-def write_part(root: Path, day: str, tables: dict[str, pa.Table], tier: int) -> str:
-    name = _part_name(tier)
-    for table in ("events", "calls", "steps", "runs"):  # runs last: it makes the part count
+@dataclass
+class Staged:
+    """A part written under hidden names (``.part-....staged.tmp``, which no ``*.parquet`` glob matches), not yet
+    seen by any reader: :func:`commit` puts it in place."""
+
+    day: str
+    name: str
+
+    def path(self, root: Path, table: str) -> Path:
+        return root / table / f"day={self.day}" / self.name
+
+    def hidden(self, root: Path, table: str) -> Path:
+        return self.path(root, table).with_name(f".{self.name}.staged.tmp")
+
+
+def stage(root: Path, day: str, tables: dict[str, pa.Table], tier: int) -> Staged:
+    part = Staged(day, _part_name(tier))
+    for table in ("events", "calls", "steps", "runs"):
         folder = root / table / f"day={day}"
         folder.mkdir(parents=True, exist_ok=True)
-        _write_table(tables[table], folder / name)
-    return name
+        _write_table(tables[table], part.hidden(root, table))
+    return part
+
+
+def commit(root: Path, old: list[Part], new: list[Staged]) -> None:
+    """Replace the parts ``old`` by the staged parts ``new``, so that no reader ever sees a run twice.
+
+    No set of files can be swapped at once, so each table goes from the old copy to none to the new one:
+    first the old parts' ``runs`` files go (from then on those parts do not count for ``load_runs``, which
+    reads their runs from the logs meanwhile), then table by table the old files are removed before the new
+    ones are renamed in, and the new ``runs`` files come last (the new parts count). A reader of the folder
+    as it stands (DuckDB, Polars, Spark) sees each run at most once in each table at every moment, whatever
+    the point a crash stops this at; the next write removes what such a crash left (:func:`tidy`).
+    A file that cannot be removed stops the commit before the copy that would double it is put in place."""
+    for table in TABLE_NAMES:
+        for p in old:
+            with contextlib.suppress(FileNotFoundError):
+                p.path(root, table).unlink()
+        if table == "runs":
+            continue  # the new runs files go last
+        for s in new:
+            os.replace(s.hidden(root, table), s.path(root, table))
+    for s in new:
+        os.replace(s.hidden(root, "runs"), s.path(root, "runs"))
+
+
+def write_part(root: Path, day: str, tables: dict[str, pa.Table], tier: int) -> str:
+    """A new part (runs no part holds yet), in place once it returns. The store's lock must be held."""
+    part = stage(root, day, tables, tier)
+    commit(root, [], [part])
+    return part.name
 
 
 def string_array(values: list[str]) -> pa.Array:
@@ -171,6 +266,10 @@ class Part:
     name: str
     runs: pa.Table
 
+    def files(self) -> dict[str, int]:
+        """Each run log the part holds, by name, with the size it had when it was stored (``_bytes``)."""
+        return dict(zip(self.runs.column("file").to_pylist(), self.runs.column("_bytes").to_pylist(), strict=True))
+
     @property
     def tier(self) -> int:
         return int(self.name.split("-")[1])
@@ -179,38 +278,90 @@ class Part:
         return root / table / f"day={self.day}" / self.name
 
 
-def parts(folder: Path) -> list[Part]:
-    """Every complete part (one whose runs file exists and reads), oldest first."""
+class DamagedPart(Exception):
+    """A part one of whose files does not read as its table (cut short, empty, not Parquet, other columns)."""
+
+    def __init__(self, day: str, name: str, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.day, self.name, self.path, self.why = day, name, path, why
+
+    def warn(self, stacklevel: int = 3) -> None:
+        warnings.warn(
+            f"{self.path}: skipped a damaged store part ({self.why}); its runs are read from their logs "
+            "(agentlab compact replaces it)",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+def _unreadable(got: pa.Schema, table: str) -> str | None:
+    """Why a file with schema ``got`` is not a part of ``table`` (a column missing or of another type), or None."""
+    for field in schema(table):
+        i = got.get_field_index(field.name)
+        if i < 0:
+            return f"it has no column {field.name!r}: not a {table} file"
+        if got.field(i).type != field.type:
+            return f"its column {field.name!r} is {got.field(i).type}, not {field.type}"
+    return None
+
+
+def read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged Parquet file raises (an I/O fault, a file that is not Parquet or not whole)."""
+    import pyarrow as pa
+
+    return (OSError, ValueError, pa.ArrowException)
+
+
+def parts(folder: Path, damaged: list[DamagedPart] | None = None) -> list[Part]:
+    """Every complete part (one whose runs file exists and reads), oldest first. A runs file that does not read
+    is skipped with a warning, or added to ``damaged`` when given (what ``compact`` replaces)."""
     import pyarrow.parquet as pq
 
     root = store_dir(folder)
     out = []
     for path in sorted((root / "runs").glob("day=*/part-*.parquet"), key=lambda p: p.name.split("-")[2:]):
+        day = path.parent.name.removeprefix("day=")
         try:
-            runs = pq.read_table(path, schema=schema("runs"))
+            runs = pq.read_table(path)
+            why = _unreadable(runs.schema, "runs")
         except FileNotFoundError:  # merged away since the glob: the merged part is listed (or is being written)
             continue
-        except (
-            OSError,
-            ValueError,
-        ) as exc:  # unreadable (a disk fault): those runs are read from their logs
-            warnings.warn(
-                f"{path}: skipped a store file that does not read ({exc}); its runs are read from their logs",
-                UserWarning,
-                stacklevel=3,
-            )
+        except read_errors() as exc:  # unreadable (a disk fault, a cut copy): those runs are read from their logs
+            why = f"it does not read: {exc}"
+        if why is not None:
+            bad = DamagedPart(day, path.name, path, why)
+            if damaged is None:
+                bad.warn()
+            else:
+                damaged.append(bad)
             continue
-        out.append(Part(path.parent.name.removeprefix("day="), path.name, runs))
+        out.append(Part(day, path.name, runs.select(schema("runs").names)))
     return out
+
+
+def check(folder: Path, p: Part) -> DamagedPart | None:
+    """Whether every file of part ``p`` opens as its table (its footer and columns; the rows are not read)."""
+    import pyarrow.parquet as pq
+
+    root = store_dir(folder)
+    for table in TABLE_NAMES:
+        path = p.path(root, table)
+        try:
+            why = _unreadable(pq.read_schema(path), table)
+        except FileNotFoundError:
+            why = "it is missing"
+        except read_errors() as exc:
+            why = f"it does not read: {exc}"
+        if why is not None:
+            return DamagedPart(p.day, p.name, path, why)
+    return None
 
 
 def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]]:
     """For each part (by position), the run files to take from it: fresh ones, each from its newest part."""
     best: dict[str, int] = {}
     for i, p in enumerate(found):
-        names = p.runs.column("file").to_pylist()
-        sizes = p.runs.column("_bytes").to_pylist()
-        for name, size in zip(names, sizes, strict=True):
+        for name, size in p.files().items():
             if logs is None or logs.get(name, size) == size:
                 best[name] = i
     out: dict[int, set[str]] = {}
@@ -373,20 +524,31 @@ def _batches(pf: Any, rows: Any, name: str) -> Iterator[pa.Array]:
 
 
 def _open(p: Part, root: Path, table: str, names: set[str] | None, ids: Any) -> tuple[Any, Any, Any]:
-    """One part's file of ``table``, held open, and the rows of the chosen runs in it (None: all)."""
+    """One part's file of ``table``, held open, and the rows of the chosen runs in it (None: all).
+    Raises :class:`DamagedPart` for a file that does not read as the table (``FileNotFoundError`` as is:
+    a merge removed it since it was listed)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    handle = pa.OSFile(str(p.path(root, table)))  # held open: a merge that removes the file leaves it readable
+    path = p.path(root, table)
+    handle = pa.OSFile(str(path))  # held open: a merge that removes the file leaves it readable
     try:
-        pf = pq.ParquetFile(handle)
-        rows = None
-        if names is not None:
-            owner = pf.read(columns=[owner_column(table)]).column(0)
-            keep = pc.is_in(owner, value_set=ids)
-            rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+        try:
+            pf = pq.ParquetFile(handle)
+            why = _unreadable(pf.schema_arrow, table)
+            rows = None
+            if why is None and names is not None:
+                owner = pf.read(columns=[owner_column(table)]).column(0)
+                keep = pc.is_in(owner, value_set=ids)
+                rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+        except FileNotFoundError:
+            raise
+        except read_errors() as exc:
+            why = f"it does not read: {exc}"
+        if why is not None:
+            raise DamagedPart(p.day, p.name, path, why)
     except BaseException:
         handle.close()
         raise
@@ -441,23 +603,30 @@ def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, Any], dict[str, 
 
 def _read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, Any], dict[str, Deferred], set[str]]:
     root = store_dir(folder)
-    for _ in range(READ_TRIES):
-        found = parts(folder)
+    races = 0
+    damaged: set[str] = set()
+    while True:
+        found = [p for p in parts(folder) if p.name not in damaged]
         if not found:
             return {}, {}, set()
         picked = chosen(found, logs)
         try:
             runs, plans = _plans(found, picked, root)
         except FileNotFoundError:  # a merge replaced some parts after they were listed: list them again
+            races += 1
+            if races < READ_TRIES:
+                continue
+            warnings.warn(
+                f"{root}: the store kept changing while it was read; every run is read from its log",
+                UserWarning,
+                stacklevel=3,
+            )
+            return {}, {}, set()
+        except DamagedPart as bad:  # its runs come from their logs; every other part is still read
+            bad.warn()
+            damaged.add(bad.name)
             continue
         break
-    else:
-        warnings.warn(
-            f"{root}: the store kept changing while it was read; every run is read from its log",
-            UserWarning,
-            stacklevel=3,
-        )
-        return {}, {}, set()
     lazy = len(picked) <= MAX_DEFERRED_PARTS
     deferred: dict[str, Deferred] = {}
     if lazy:
@@ -535,46 +704,23 @@ def _frames(tables: dict[str, Any], folder: Path, deferred: dict[str, Deferred])
 
 
 # ------------------------------------------------------------ compacting
-@contextlib.contextmanager
-def _merge_lock(folder: Path) -> Iterator[bool]:
-    """One merger at a time per store (others skip: the next one merges)."""
-    root = store_dir(folder)
-    root.mkdir(parents=True, exist_ok=True)
+def tables_of(folder: Path, group: list[Part], picked: dict[int, set[str]]) -> dict[str, pa.Table]:
+    """Every table's rows of the runs ``picked`` from the parts ``group`` (by position), in load order."""
+    runs, plans = _plans(group, picked, store_dir(folder))
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield True
-        return
-    with open(root / ".lock", "wb") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield False
-            return
-        yield True
-
-
-def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | None) -> None:
-    root = store_dir(folder)
-    picked = chosen(group, logs)
-    runs, plans = _plans(group, picked, root)
-    try:
-        tables = {"runs": runs, **{name: plan.whole() for name, plan in plans.items()}}
+        return {"runs": runs, **{name: plan.whole() for name, plan in plans.items()}}
     finally:
         for plan in plans.values():
             plan.close()  # before the files are removed (Windows refuses to remove an open file)
-    if tables["runs"].num_rows:
-        write_part(root, group[0].day, tables, tier)
-    for p in group:  # runs first: from here on the old part no longer counts
-        try:
-            p.path(root, "runs").unlink()
-        except FileNotFoundError:
-            pass
-        except OSError:  # held open (Windows: a load still to read its data): left whole, the newer part wins
-            continue
-        for table in ("steps", "calls", "events"):
-            with contextlib.suppress(OSError):  # a file left behind is an orphan, removed by a later compaction
-                p.path(root, table).unlink()
+
+
+def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | None) -> None:
+    """The parts ``group`` (of one day) replaced by one part of ``tier``, without the runs whose log changed since
+    they were stored (they are stored anew). The store's lock must be held."""
+    root = store_dir(folder)
+    tables = tables_of(folder, group, chosen(group, logs))
+    new = [stage(root, group[0].day, tables, tier)] if tables["runs"].num_rows else []
+    commit(root, group, new)
 
 
 def log_sizes(folder: Path, *, sized: bool = True) -> dict[str, int]:
@@ -590,39 +736,43 @@ def log_sizes(folder: Path, *, sized: bool = True) -> dict[str, int]:
 
 
 def merge_tiers(folder: Path, *, full: bool = False) -> None:
-    """Merge a day's parts: ``MERGE_AT`` of one tier into one of the next; ``full``: each day into one part,
-    dropping rows of runs whose log changed (they are stored anew)."""
+    """:func:`merge_locked` under the store's lock."""
     if not full and not _tier_full(folder):
         return  # the common case at run end: nothing to merge, and no part read to find that out
-    with _merge_lock(folder) as mine:
-        if not mine:
-            return
-        found = parts(folder)
-        by_day: dict[str, list[Part]] = {}
-        for p in found:
-            by_day.setdefault(p.day, []).append(p)
-        logs = log_sizes(folder)
-        for day_parts in by_day.values():
-            if full:
-                ids = [n for p in day_parts for n in p.runs.column("file").to_pylist()]
-                stale = any(
-                    logs.get(n, s) != s
-                    for p in day_parts
-                    for n, s in zip(
-                        p.runs.column("file").to_pylist(),
-                        p.runs.column("_bytes").to_pylist(),
-                        strict=True,
-                    )
-                )
-                if len(day_parts) > 1 or stale or len(ids) != len(set(ids)):
-                    _merge(folder, day_parts, TOP_TIER, logs)
-                continue
+    with locked(folder):
+        merge_locked(folder, full=full)
+
+
+def merge_locked(folder: Path, *, full: bool = False) -> list[DamagedPart]:
+    """Merge a day's parts: ``MERGE_AT`` of one tier into one of the next; ``full``: each day into one part,
+    dropping rows of runs whose log changed (they are stored anew). The store's lock must be held. A part that
+    turns out damaged while it is read is left out of its merge and returned (the caller replaces it)."""
+    if not full and not _tier_full(folder):
+        return []
+    found = parts(folder)
+    by_day: dict[str, list[Part]] = {}
+    for p in found:
+        by_day.setdefault(p.day, []).append(p)
+    logs = log_sizes(folder)
+    damaged: list[DamagedPart] = []
+    for day_parts in by_day.values():
+        groups = []
+        if full:
+            names = [n for p in day_parts for n in p.files()]
+            stale = any(logs.get(n, size) != size for p in day_parts for n, size in p.files().items())
+            if len(day_parts) > 1 or stale or len(names) != len(set(names)):
+                groups.append((day_parts, TOP_TIER))
+        else:
             for tier in range(TOP_TIER):
                 group = [p for p in day_parts if p.tier == tier]
                 if len(group) >= MERGE_AT:
-                    _merge(folder, group, tier + 1, logs)
-                    day_parts = [p for p in day_parts if p not in group]
-        _remove_orphans(folder)
+                    groups.append((group, tier + 1))
+        for group, tier in groups:
+            try:
+                _merge(folder, group, tier, logs)
+            except DamagedPart as bad:  # a fault inside a file whose footer reads: the rest of the day waits
+                damaged.append(bad)
+    return damaged
 
 
 def _tier_full(folder: Path) -> bool:
@@ -634,14 +784,33 @@ def _tier_full(folder: Path) -> bool:
     return any(n >= MERGE_AT and int(tier) < TOP_TIER for (_, tier), n in counts.items())
 
 
-def _remove_orphans(folder: Path) -> None:
+def tidy(folder: Path, days: set[str] | None = None) -> None:
+    """Remove what an interrupted write left (``days``: in those days only): files of a table whose part has no
+    ``runs`` file, and hidden temporary files. The store's lock must be held: then no part is being written, and
+    such a file is a crash's leftover that a reader of the folder as it stands would otherwise still see."""
     root = store_dir(folder)
+    pattern = "day=*" if days is None else None
+    folders = (
+        [d for t in TABLE_NAMES for d in (root / t).glob(pattern)]
+        if pattern
+        else [root / t / f"day={day}" for t in TABLE_NAMES for day in days or ()]
+    )
     live = {(p.parent.name, p.name) for p in (root / "runs").glob("day=*/part-*.parquet")}
-    now = time.time()
-    for table in ("steps", "calls", "events"):
-        for p in (root / table).glob("day=*/*"):
+    for d in folders:
+        if not d.is_dir():
+            continue
+        for p in d.iterdir():
+            leftover = p.name.startswith(".") and p.name.endswith(".tmp")
             orphan = p.name.startswith("part-") and (p.parent.name, p.name) not in live
-            if orphan or p.name.endswith(".tmp"):
-                with contextlib.suppress(OSError):
-                    if now - p.stat().st_mtime > ORPHAN_AGE_S:
-                        p.unlink()
+            if leftover or orphan:
+                with contextlib.suppress(FileNotFoundError):
+                    p.unlink()
+
+
+def remove(folder: Path, damaged: list[DamagedPart]) -> None:
+    """Remove every file of these parts (the store's lock held): their runs are stored again from their logs."""
+    root = store_dir(folder)
+    for bad in damaged:
+        for table in TABLE_NAMES:
+            with contextlib.suppress(FileNotFoundError):
+                (root / table / f"day={bad.day}" / bad.name).unlink()

@@ -305,14 +305,23 @@ def _by_reference(t: Trace) -> Trace:
 
 def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, str]], list[Path]]:
     """The frames of the runs the store holds fresh, those runs (id, log name), and the log files still to read."""
-    from ._store import available, frames_of, log_sizes, read, store_dir
+    from ._store import available, frames_of, log_sizes, read, read_errors, store_dir
 
     if not folder.is_dir() or not store_dir(folder).is_dir() or not available():
         return None, [], files
     tables, deferred, covered = read(folder, log_sizes(folder))
     if not covered:
         return None, [], files
-    frames = frames_of(tables, folder, deferred)
+    try:
+        frames = frames_of(tables, folder, deferred)
+    except read_errors() as exc:  # a fault inside a file whose footer reads: this load reads every run's log
+        warnings.warn(
+            f"{store_dir(folder)}: the store did not read ({type(exc).__name__}: {exc}); every run is read from its "
+            "log (agentlab compact replaces the damaged part)",
+            UserWarning,
+            stacklevel=3,
+        )
+        return None, [], files
     stored = list(
         zip(tables["runs"].column("run_id").to_pylist(), tables["runs"].column("file").to_pylist(), strict=True)
     )
