@@ -481,6 +481,11 @@ def cmd_compact(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except (FileNotFoundError, ModuleNotFoundError) as exc:
         print(f"agentlab compact: {exc}", file=err)
         return 2
+    except OSError as exc:  # a damaged part that could not be replaced: the store is not whole
+        print(f"agentlab compact: {exc}", file=err)
+        return 1
+    if counts["repaired"]:
+        print(f"{counts['repaired']} damaged part(s) replaced from the logs", file=out)
     print(
         f"{counts['stored']} run(s) stored, {counts['fresh']} already fresh; "
         f"{counts['parts']} part(s) in {Path(args.runs_dir) / '_store'}",

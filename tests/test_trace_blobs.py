@@ -131,3 +131,24 @@ def test_only_canonical_base64_is_stored_by_reference(tmp_path):
     wrapped = {"type": "base64", "media_type": "image/png", "data": DATA[:8000] + "\n" + DATA[8000:16000]}
     record = {"kind": "tool_results", "content": [{"source": small}, {"source": wrapped}]}
     assert store.externalize("r1", record) is record and not (tmp_path / "r1.blobs").exists()
+
+
+def test_a_run_with_images_reads_back_the_same_from_the_store_and_its_log(recorded, tmp_path):
+    """The store holds the image itself, as the log's reader gives it back (never the reference): the frames are
+    the same either way, and SQL over the store reads the image's base64 in ``events.data``."""
+    import shutil
+
+    from agentlab.trace import compact
+
+    from .trace_fixtures import assert_same_frames, from_logs
+
+    folder = tmp_path / "runs"
+    shutil.copytree(recorded[0], folder)
+    compact(folder)
+    stored = al.load_runs(folder)
+    assert set(stored.sources.values()) == {"store"}
+    assert_same_frames(from_logs(folder), stored)
+    data = stored.events[stored.events["kind"] == "tool_results"]["data"].tolist()
+    assert [d["content"][0]["content"][1] for d in data] == [IMAGE, IMAGE]
+    texts = al.sql("select data from events where kind = 'tool_results'", folder, compact=False)["data"]
+    assert all(DATA in t and '"$ref"' not in t for t in texts)

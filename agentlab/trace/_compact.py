@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._background import batcher
-from ._blobs import REF_MARKER
 from ._background import flush as flush_background
+from ._blobs import REF_MARKER
 from ._store import (
     DamagedPart,
     available,

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._compact import compact as compact_folder
-from ._store import HIDDEN, TABLE_NAMES, check, locked, parts, schema, store_dir
+from ._store import HIDDEN, TABLE_NAMES, Part, check, locked, parts, schema, store_dir
 from .files import SUFFIX, runs_dir
 
 if TYPE_CHECKING:
@@ -58,34 +58,50 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
             con.execute(f"set {name} = {str(value).lower()}")
         except duckdb.CatalogException:  # an older DuckDB without the setting: it reads as it always did
             pass
-    with locked(folder, shared=True):  # no change to the store lands while it is listed and read
-        _views(con, folder)
-        try:
+    try:
+        with locked(folder, shared=True):  # no change to the store lands while it is listed and read
+            found = _readable(folder, parts(folder))
+            _views(con, folder, found)
+            try:
+                return con.execute(query).df()
+            except duckdb.Error as exc:  # a fault inside a file, past its footer?
+                if isinstance(exc, (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException)):
+                    raise  # the query's own mistake
+                whole = _readable(folder, found, rows=True)
+                if len(whole) == len(found):
+                    raise
+            _views(con, folder, whole)
             return con.execute(query).df()
-        finally:
-            con.close()
+    finally:
+        con.close()
 
 
-def _views(con: Any, folder: Path) -> None:
-    """One view a table over the files of the store's parts (a damaged part left out, with a warning)."""
-    root = store_dir(folder)
-    found = []
-    for p in parts(folder):
-        bad = check(folder, p)
+def _readable(folder: Path, found: list[Part], *, rows: bool = False) -> list[Part]:
+    """The parts whose files read as their tables (``rows``: every row too); each other one warned about."""
+    out = []
+    for p in found:
+        bad = check(folder, p, rows=rows)
         if bad is None:
-            found.append(p)
+            out.append(p)
         else:
             bad.warn(stacklevel=4)
+    return out
+
+
+def _views(con: Any, folder: Path, found: list[Part]) -> None:
+    """One view a table over the files of the parts ``found``."""
+    root = store_dir(folder)
     for table in TABLE_NAMES:
         if found:
             listed = ", ".join("'" + str(p.path(root, table)).replace("'", "''") + "'" for p in found)
             con.execute(
-                f"create view {table} as select * {_HIDDEN.get(table, '')} "
+                f"create or replace view {table} as select * {_HIDDEN.get(table, '')} "
                 f"from read_parquet([{listed}], hive_partitioning = true)"
             )
         else:
             empty = schema(table).empty_table()
             con.register(f"_{table}_empty", empty)
             con.execute(
-                f"create view {table} as select * {_HIDDEN.get(table, '')}, null::varchar as day from _{table}_empty"
+                f"create or replace view {table} as select * {_HIDDEN.get(table, '')}, "
+                f"null::varchar as day from _{table}_empty"
             )

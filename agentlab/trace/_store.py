@@ -285,6 +285,11 @@ class DamagedPart(Exception):
         super().__init__(f"{path}: {why}")
         self.day, self.name, self.path, self.why = day, name, path, why
 
+    @classmethod
+    def of(cls, path: Path, why: str) -> DamagedPart:
+        """The part ``path`` (a file of one of its tables) belongs to."""
+        return cls(path.parent.name.removeprefix("day="), path.name, path, why)
+
     def warn(self, stacklevel: int = 3) -> None:
         warnings.warn(
             f"{self.path}: skipped a damaged store part ({self.why}); its runs are read from their logs "
@@ -339,15 +344,15 @@ def parts(folder: Path, damaged: list[DamagedPart] | None = None) -> list[Part]:
     return out
 
 
-def check(folder: Path, p: Part) -> DamagedPart | None:
-    """Whether every file of part ``p`` opens as its table (its footer and columns; the rows are not read)."""
+def check(folder: Path, p: Part, *, rows: bool = False) -> DamagedPart | None:
+    """Whether every file of part ``p`` opens as its table: its footer and columns, and (``rows``) every row."""
     import pyarrow.parquet as pq
 
     root = store_dir(folder)
     for table in TABLE_NAMES:
         path = p.path(root, table)
         try:
-            why = _unreadable(pq.read_schema(path), table)
+            why = _unreadable(pq.read_table(path).schema if rows else pq.read_schema(path), table)
         except FileNotFoundError:
             why = "it is missing"
         except read_errors() as exc:
@@ -455,6 +460,7 @@ class _Plan:
     def __init__(self, table: str, sources: list[tuple[Any, Any, Any]]) -> None:
         self.table = table
         self.sources = sources  # (open file, its ParquetFile, the rows taken from it or None for all)
+        self.paths: list[Path] = []  # each source's path
         self.order: Any = None  # positions into the concatenated pieces (None: as they are)
 
     @property
@@ -462,8 +468,11 @@ class _Plan:
         return sum(pf.metadata.num_rows if rows is None else len(rows) for _, pf, rows in self.sources)
 
     def batches(self, name: str) -> Iterator[pa.Array]:
-        for _, pf, rows in self.sources:
-            yield from _batches(pf, rows, name)
+        for (_, pf, rows), path in zip(self.sources, self.paths, strict=True):
+            try:
+                yield from _batches(pf, rows, name)
+            except read_errors() as exc:  # a fault inside the file, past its footer
+                raise DamagedPart.of(path, f"it does not read: {exc}") from None
 
     def column(self, name: str, *, ordered: bool = True) -> pa.ChunkedArray:
         import pyarrow as pa
@@ -533,7 +542,14 @@ def _open(p: Part, root: Path, table: str, names: set[str] | None, ids: Any) -> 
     import pyarrow.parquet as pq
 
     path = p.path(root, table)
-    handle = pa.OSFile(str(path))  # held open: a merge that removes the file leaves it readable
+    try:
+        handle = pa.OSFile(str(path))  # held open: a merge that removes the file leaves it readable
+    except FileNotFoundError:
+        if p.path(root, "runs").exists():  # a commit removes a part's runs file first: this one is damaged
+            raise DamagedPart(p.day, p.name, path, "it is missing") from None
+        raise
+    except read_errors() as exc:  # a folder in its place, no permission
+        raise DamagedPart(p.day, p.name, path, f"it does not open: {exc}") from None
     try:
         try:
             pf = pq.ParquetFile(handle)
@@ -577,6 +593,7 @@ def _plans(found: list[Part], picked: dict[int, set[str]], root: Path) -> tuple[
             pieces.append(runs)
             for table, plan in plans.items():
                 plan.sources.append(_open(p, root, table, None if whole else names, ids))
+                plan.paths.append(p.path(root, table))
     except BaseException:
         for plan in plans.values():
             plan.close()
@@ -593,18 +610,20 @@ def _plans(found: list[Part], picked: dict[int, set[str]], root: Path) -> tuple[
     return runs, plans
 
 
-def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, Any], dict[str, Deferred], set[str]]:
+def read(
+    folder: Path, logs: dict[str, int], skip: set[str] | frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], dict[str, Deferred], set[str]]:
     """The store's ``runs`` table for the runs it holds fresh, what to read of the other tables (their
     files held open, converted by :func:`frames_of`; their JSON columns are :class:`Deferred`, by table),
     and the log file names they cover."""
     with system_pool():
-        return _read(folder, logs)
+        return _read(folder, logs, skip)
 
 
-def _read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, Any], dict[str, Deferred], set[str]]:
+def _read(folder: Path, logs: dict[str, int], skip: set[str] | frozenset[str]) -> tuple[Any, Any, set[str]]:
     root = store_dir(folder)
     races = 0
-    damaged: set[str] = set()
+    damaged = set(skip)
     while True:
         found = [p for p in parts(folder) if p.name not in damaged]
         if not found:
@@ -696,6 +715,10 @@ def _frames(tables: dict[str, Any], folder: Path, deferred: dict[str, Deferred])
                     columns[col.name] = JSONArray.from_arrow(text)
                 else:
                     columns[col.name] = plan.values(col.name, col.dtype)
+        except BaseException:  # a damaged file: every file this load holds is let go
+            for left in (plan, *(tables.pop(n) for n in ("steps", "calls", "events") if n in tables)):
+                left.close()
+            raise
         finally:
             if name not in deferred:
                 plan.close()  # else the Deferred closes each file once it has read its column
@@ -803,8 +826,7 @@ def tidy(folder: Path, days: set[str] | None = None) -> None:
             leftover = p.name.startswith(".") and p.name.endswith(".tmp")
             orphan = p.name.startswith("part-") and (p.parent.name, p.name) not in live
             if leftover or orphan:
-                with contextlib.suppress(FileNotFoundError):
-                    p.unlink()
+                _delete(p)
 
 
 def remove(folder: Path, damaged: list[DamagedPart]) -> None:
@@ -812,5 +834,15 @@ def remove(folder: Path, damaged: list[DamagedPart]) -> None:
     root = store_dir(folder)
     for bad in damaged:
         for table in TABLE_NAMES:
-            with contextlib.suppress(FileNotFoundError):
-                (root / table / f"day={bad.day}" / bad.name).unlink()
+            _delete(root / table / f"day={bad.day}" / bad.name)
+
+
+def _delete(path: Path) -> None:
+    """Remove a file of the store, or whatever took its name (a folder too); gone already is fine."""
+    import shutil
+
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()

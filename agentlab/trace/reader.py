@@ -304,24 +304,25 @@ def _by_reference(t: Trace) -> Trace:
 
 
 def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, str]], list[Path]]:
-    """The frames of the runs the store holds fresh, those runs (id, log name), and the log files still to read."""
-    from ._store import available, frames_of, log_sizes, read, read_errors, store_dir
+    """The frames of the runs the store holds fresh, those runs (id, log name), and the log files still to read.
+    A part found damaged while its rows are read is left out (warned about): its runs are read from their logs."""
+    from ._store import DamagedPart, available, frames_of, log_sizes, read, store_dir
 
     if not folder.is_dir() or not store_dir(folder).is_dir() or not available():
         return None, [], files
-    tables, deferred, covered = read(folder, log_sizes(folder))
-    if not covered:
-        return None, [], files
-    try:
-        frames = frames_of(tables, folder, deferred)
-    except read_errors() as exc:  # a fault inside a file whose footer reads: this load reads every run's log
-        warnings.warn(
-            f"{store_dir(folder)}: the store did not read ({type(exc).__name__}: {exc}); every run is read from its "
-            "log (agentlab compact replaces the damaged part)",
-            UserWarning,
-            stacklevel=3,
-        )
-        return None, [], files
+    sizes = log_sizes(folder)
+    damaged: set[str] = set()
+    while True:
+        tables, deferred, covered = read(folder, sizes, damaged)
+        if not covered:
+            return None, [], files
+        try:
+            frames = frames_of(tables, folder, deferred)
+        except DamagedPart as bad:  # a fault past the file's footer: read the store again without that part
+            bad.warn()
+            damaged.add(bad.name)
+            continue
+        break
     stored = list(
         zip(tables["runs"].column("run_id").to_pylist(), tables["runs"].column("file").to_pylist(), strict=True)
     )
