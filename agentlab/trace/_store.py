@@ -17,17 +17,19 @@ parts are merged by tiers: sixteen parts of one tier become one of the next,
 and ``agentlab compact`` merges a day into one part, so a folder of 100,000
 runs a day stays a few files per table per day instead of 400,000.
 
-**Crash-safe**: every file is written under a dot-name (``.part-....tmp``,
-which no glob of ``*.parquet`` matches) and renamed into place, so no reader
-ever sees half a file; a part's ``runs`` file is written last and is what
-makes the part count (a part without it is ignored). A merge writes the
-merged part before it removes what it replaces; until then a run is in two
-parts, and readers keep one.
+**Each run once, for every reader**: every change holds the store's lock (:func:`locked`), and puts its new
+parts in place by :func:`commit`: written under dot-names (``.part-....tmp``, which no glob of ``*.parquet``
+matches), then, table by table, the old copy removed before the new one is renamed in, a part's ``runs`` file
+last (it is what makes the part count). A reader of the folder as it stands never finds a run in two parts;
+a crash leaves at most files of a part without its ``runs`` file, which the next change removes (:func:`tidy`).
+
+**Damaged parts** (a file that does not read as its table) are skipped with a warning by every reader, their
+runs read from the logs, and replaced by ``agentlab compact``.
 
 **Fresh or stale**: the ``runs`` table keeps, per run, the size its JSONL file
 had when the run was stored (``_bytes``). A run whose log has grown since
 (still being written, or resumed) is read from its log instead, and stored
-again by the next compaction.
+again by the next compaction, or by the next store of that run (which replaces the older copy).
 
 This module knows the layout and reads and merges parts; :mod:`._compact`
 builds parts from the logs. Needs ``pyarrow`` (``pip install
@@ -59,9 +61,6 @@ STORE_DIR = "_store"
 MERGE_AT = 16
 """Parts of one tier in a day that are merged into one part of the next tier."""
 TOP_TIER = 3
-ORPHAN_AGE_S = 600.0
-"""A table file whose part has no ``runs`` file is removed by compaction once it is this old
-(younger, it may belong to a part being written right now)."""
 ARROW_TYPES = {
     "str": "string",
     "int64": "int64",
