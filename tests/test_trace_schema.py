@@ -11,7 +11,7 @@ import pytest
 import agentlab as al
 from agentlab import events
 from agentlab.trace import _docs, _store
-from agentlab.trace.frames import TABLES
+from agentlab.trace.schema import TABLES
 from agentlab.vocab import EventKind
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,5 +95,6 @@ def test_a_traced_run_imports_the_writer_only_and_import_agentlab_no_store_engin
         check=True,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     ).stdout.splitlines()
-    assert out == ["['agentlab.trace', 'agentlab.trace._blobs', 'agentlab.trace.files', 'agentlab.trace.writer']", "[]"]
+    writer_side = ["agentlab.trace", "agentlab.trace._blobs", "agentlab.trace.files", "agentlab.trace.schema"]
+    assert out == [str([*writer_side, "agentlab.trace.writer"]), "[]"]
     assert al.load_runs(tmp_path).runs["outcome"].tolist() == ["done"]

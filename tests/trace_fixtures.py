@@ -10,7 +10,7 @@ import pandas as pd
 
 import agentlab as al
 from agentlab import reply, scenarios
-from agentlab.trace.frames import TABLES
+from agentlab.trace.schema import TABLES
 
 from .helpers import PRICES
 

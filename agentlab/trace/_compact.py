@@ -39,9 +39,10 @@ from ._store import (
 )
 from ._tags import data_of
 from .files import runs_dir
-from .frames import TABLES, event_columns, gc_paused
+from .frames import event_columns, gc_paused
 from .reader import trace_of
 from .runs import Trace, Traces
+from .schema import HEAD_PATTERN, TABLES
 from .writer import TraceWriter, dumps
 
 if TYPE_CHECKING:
@@ -79,16 +80,6 @@ def _tables(traces: list[Trace], sizes: list[int], logs: list[list[bytes] | None
     return out
 
 
-_BASE_PREFIX = (
-    r'^\{"v":\d+,"run_id":"[^"\\]*","seq":-?\d+,"step":-?\d+,'
-    r'"t":(?:-?[0-9.eE+-]+|\{"\$float":"-?[A-Za-z]+"\}),"kind":"[^"\\]*"(?:,|(\}))'
-)
-"""A line as the writer writes it: the base fields first, in this order (``Event.as_record``), then the
-kind's own fields. Cutting this prefix off a line leaves the event's ``data`` as JSON, at C speed. A run id
-or kind with an escape in it (run ids have none: ``files.check_name``) does not match, and its line is
-serialised anew: a third less work for the regex than allowing escapes."""
-
-
 def _data_texts(traces: list[Trace], logs: list[list[bytes] | None]) -> Any:
     """Each event's ``data`` as JSON text: cut from its log line where the line has the writer's shape
     (the text then parses to the same dict; one regex pass over the batch, at C speed), else
@@ -108,10 +99,10 @@ def _data_texts(traces: list[Trace], logs: list[list[bytes] | None]) -> Any:
         arr = pa.array(lines, pa.binary()).cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8 (a raw surrogate from another tool)
         return anew()
-    ok = pc.match_substring_regex(arr, _BASE_PREFIX)
+    ok = pc.match_substring_regex(arr, HEAD_PATTERN)
     ok = pc.and_(ok, pc.invert(pc.match_substring(arr, REF_MARKER.decode())))  # a payload stored by reference:
     # the line holds the reference, the log's reader puts the payload back, and so does the store (one shape)
-    cut = pc.replace_substring_regex(arr, _BASE_PREFIX, "{\\1", max_replacements=1)
+    cut = pc.replace_substring_regex(arr, HEAD_PATTERN, "{\\1", max_replacements=1)
     if pc.all(ok).as_py():
         return cut
     records = [e for t in traces for e in t.records]

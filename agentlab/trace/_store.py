@@ -39,7 +39,6 @@ builds parts from the logs. Needs ``pyarrow`` (``pip install
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import threading
 import time
@@ -50,7 +49,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .frames import TABLES
+from ._deferred import Deferred
+from .schema import ARROW_TYPES, HIDDEN, TABLES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -61,26 +61,6 @@ STORE_DIR = "_store"
 MERGE_AT = 16
 """Parts of one tier in a day that are merged into one part of the next tier."""
 TOP_TIER = 3
-ARROW_TYPES = {
-    "str": "string",
-    "int64": "int64",
-    "float64": "float64",
-    "bool": "bool",
-    "object": "string",
-    "json": "string",
-}
-HIDDEN = {
-    "runs": (("_bytes", "int64", "the size of the run's log when it was stored (fresh or stale)"),),
-    "events": (
-        (
-            "_run",
-            "string",
-            "the run whose log holds the event (a sub_run event's run_id names the sub-run)",
-        ),
-    ),
-}
-"""Store-only columns: the size of the run's log when it was stored (to tell fresh from stale), and the run
-whose log holds each event."""
 
 
 def owner_column(table: str) -> str:
@@ -372,54 +352,6 @@ def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]
     for name, i in best.items():
         out.setdefault(i, set()).add(name)
     return out
-
-
-class Deferred:
-    """A JSON text column read the first time it is needed, once for every view of it.
-
-    A million events' ``data`` is most of a load's bytes unpacked (the text of every event) and most of
-    its time and memory, yet a cost analysis never reads it; so ``load_runs`` leaves it where it is (on
-    disk in the store: :class:`StoredColumn`; in the logs' bytes, uncut, for the bulk reader) until a row
-    of it is read. ``take`` gives another view of the same column, sharing the one read. A subclass says
-    how the column is read (:meth:`_read`).
-    """
-
-    def __init__(self, length: int, order: Any = None) -> None:
-        self._order = order  # positions into the column as read (None: as it is)
-        self._cache: list[Any] = []  # shared by every view: [the column, read]
-        self._lock = threading.Lock()
-        self._len = length
-
-    def __len__(self) -> int:
-        return self._len
-
-    def take(self, positions: Any) -> Deferred:
-        import numpy as np
-
-        view = copy.copy(self)  # what it reads from, the cache and its lock shared
-        positions = np.asarray(positions, dtype=np.intp)
-        view._order = positions if self._order is None else self._order[positions]
-        view._len = len(positions)
-        return view
-
-    def _base(self) -> pa.ChunkedArray:
-        with self._lock:
-            if not self._cache:
-                self._cache.append(self._read())
-            return self._cache[0]
-
-    def _read(self) -> pa.ChunkedArray:
-        """The whole column's text, in its order (called once, under the lock)."""
-        raise NotImplementedError
-
-    def array(self) -> pa.ChunkedArray:
-        """The column's text, read now if it was not yet (every view shares one read)."""
-        base = self._base()
-        if self._order is None:
-            return base
-        import pyarrow as pa
-
-        return base.take(pa.array(self._order))
 
 
 class StoredColumn(Deferred):

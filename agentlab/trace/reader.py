@@ -26,7 +26,7 @@ from ._tags import untag as _floats
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
 from .runs import Trace, Traces
-from .writer import FLOAT_TAG
+from .schema import FLOAT_TAG
 
 _BOM = b"\xef\xbb\xbf"
 

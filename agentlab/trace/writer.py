@@ -43,10 +43,11 @@ from typing import Any, Literal, TypeGuard
 import orjson
 
 from ..errors import TraceWriteError
-from ..events import KINDS, PLAIN_KINDS, SCHEMA_VERSION, Event
+from ..events import Event
 from ..redact import Redactor, StreamRedactor
 from ._blobs import MARKER, BlobStore
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
+from .schema import FLOAT_TAG, KINDS, PLAIN_KINDS, line_head
 
 try:  # POSIX advisory locks; elsewhere a second writer is not detected
     import fcntl
@@ -63,7 +64,6 @@ as their JSON text, a string, so every reader (orjson stops at 1,024 levels, the
 library near Python's recursion limit) can read the line; nothing is dropped."""
 RUN_MEMORIES = 64
 """How many runs' redaction memories a writer keeps (see :meth:`TraceWriter.redactor_for`)."""
-FLOAT_TAG = "$float"
 """NaN and infinities are written as ``{"$float": "NaN" | "Infinity" | "-Infinity"}``
 (valid JSON; the reader turns them back into floats)."""
 
@@ -128,7 +128,7 @@ class _File:
         self.ragged = False
         self.held = b""
         self.calls = 0
-        self.head = b'{"v":%d,"run_id":%b,"seq":' % (SCHEMA_VERSION, _json_str(run_id))
+        self.head = line_head(run_id)
         self.redactor = redactor
         # Do the run's first bytes (its id) hold a secret word, a URL's "://", or anything else the pre-test
         # looks for? Then its lines are tested whole; else those are looked for in data's text only (__call__).
