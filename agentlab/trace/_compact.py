@@ -142,7 +142,8 @@ def _store_locked(folder: Path, traces: list[Trace], sizes: list[int], logs: lis
 
     if not traces:
         return 0
-    found = parts(folder)
+    started = Traces(traces).runs["started_at"]  # a run's day is fixed by its first line: its copies are in it
+    found = parts(folder, days={day_of(s) for s in started})
     held = {n: size for p in found for n, size in p.files().items()}
     last = {Path(t.file or "").name: i for i, t in enumerate(traces)}  # a log given twice is stored once
     todo = [i for name, i in last.items() if held.get(name) != sizes[i]]

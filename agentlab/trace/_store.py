@@ -296,14 +296,20 @@ def read_errors() -> tuple[type[BaseException], ...]:
     return (OSError, ValueError, pa.ArrowException)
 
 
-def parts(folder: Path, damaged: list[DamagedPart] | None = None) -> list[Part]:
-    """Every complete part (one whose runs file exists and reads), oldest first. A runs file that does not read
-    is skipped with a warning, or added to ``damaged`` when given (what ``compact`` replaces)."""
+def parts(folder: Path, damaged: list[DamagedPart] | None = None, days: set[str] | None = None) -> list[Part]:
+    """Every complete part (one whose runs file exists and reads), oldest first (``days``: of those days only).
+    A runs file that does not read is skipped with a warning, or added to ``damaged`` when given (what
+    ``compact`` replaces)."""
     import pyarrow.parquet as pq
 
     root = store_dir(folder)
     out = []
-    for path in sorted((root / "runs").glob("day=*/part-*.parquet"), key=lambda p: p.name.split("-")[2:]):
+    listed = (
+        (root / "runs").glob("day=*/part-*.parquet")
+        if days is None
+        else [p for day in sorted(days) for p in (root / "runs" / f"day={day}").glob("part-*.parquet")]
+    )
+    for path in sorted(listed, key=lambda p: p.name.split("-")[2:]):
         day = path.parent.name.removeprefix("day=")
         try:
             runs = pq.read_table(path)
