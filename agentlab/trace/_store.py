@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import AgentlabError
 from ._deferred import Deferred
 from .schema import ARROW_TYPES, HIDDEN, TABLES
 
@@ -257,7 +258,7 @@ class Part:
         return root / table / f"day={self.day}" / self.name
 
 
-class DamagedPart(Exception):
+class DamagedPart(AgentlabError):
     """A part one of whose files does not read as its table (cut short, empty, not Parquet, other columns)."""
 
     def __init__(self, day: str, name: str, path: Path, why: str) -> None:
