@@ -68,7 +68,7 @@ from .messages import (
 )
 from .models.base import Model, ModelRequest, capabilities
 from .models.streaming import Fragments, cut_short
-from .pricing import Prices, prices_dict, served_prices
+from .pricing import Prices, hard_guard_refusal, prices_dict, served_prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .tools import Tool, result_summary
@@ -654,6 +654,9 @@ class Run:
         too, so the hard guard counts the lost attempt before the retry is sent.
         """
         c = self.config
+        if self.budget.cost_guard == "hard" and (self.budget.max_cost is not None or self._ledger is not NO_LEDGER):
+            if refusal := hard_guard_refusal(self._caps.request_terms):
+                return Stop(StopReason.BUDGET, refusal)
         max_tokens = await self._input.check(  # the pre-call cost guard, on budget.py's rules (it may count)
             self.budget,
             steps=done,
@@ -692,6 +695,8 @@ class Run:
         """A reply lost in transit (or abandoned in flight) after the API may have billed it: charged at the
         guard's worst case, said so (``why``)."""
         worst = lost_reply_cost(self._input.last)
+        if reserved and worst > reserved:  # a shared ledger held this call's worst case: never settle past it
+            worst = reserved
         self.spent, self.model_calls, self._lost = self.spent + worst, self.model_calls + 1, self._lost + worst
         self._last_cost = self._lost
         self._ledger.settle(self.run_id, reserved, worst)

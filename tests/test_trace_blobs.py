@@ -133,17 +133,17 @@ def test_only_canonical_base64_is_stored_by_reference(tmp_path):
     assert store.externalize("r1", record) is record and not (tmp_path / "r1.blobs").exists()
 
 
-def test_a_run_with_images_reads_back_the_same_from_the_store_and_its_log(recorded, tmp_path):
+def test_a_run_with_images_reads_back_the_same_from_the_store_and_its_log(tmp_path):
     """The store holds the image itself, as the log's reader gives it back (never the reference): the frames are
     the same either way, and SQL over the store reads the image's base64 in ``events.data``."""
-    import shutil
-
     from agentlab.trace import compact
 
     from .trace_fixtures import assert_same_frames, from_logs
 
     folder = tmp_path / "runs"
-    shutil.copytree(recorded[0], folder)
+    script = [al.reply(None, ("chart", {"page": 1})), al.reply(None, ("chart", {"page": 2})), al.reply("Two.")]
+    al.run("Both pages", [chart], model=al.ScriptedModel(script), trace=folder, max_cost=None, clock=al.FakeClock())
+    assert '"$ref"' in next(folder.glob("*.jsonl")).read_text()  # the log refers to the image
     compact(folder)
     stored = al.load_runs(folder)
     assert set(stored.sources.values()) == {"store"}
@@ -151,4 +151,4 @@ def test_a_run_with_images_reads_back_the_same_from_the_store_and_its_log(record
     data = stored.events[stored.events["kind"] == "tool_results"]["data"].tolist()
     assert [d["content"][0]["content"][1] for d in data] == [IMAGE, IMAGE]
     texts = al.sql("select data from events where kind = 'tool_results'", folder, compact=False)["data"]
-    assert all(DATA in t and '"$ref"' not in t for t in texts)
+    assert len(texts) == 2 and all(DATA in t and '"$ref"' not in t for t in texts)

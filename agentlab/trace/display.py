@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._model_label import started_label
-from .._safe_text import clean, html_text, md_code, md_text, terminal_text
+from .._safe_text import NO_MATH, clean, html_text, md_code, md_text, no_math_html, terminal_text
 from .._shorten import shorten
 from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
@@ -241,7 +241,7 @@ def step_block(step: object, head: str, body: Iterable[str]) -> str:
     whichever view drew it.
     """
     return (
-        f"<div class='agentlab-step' data-step='{html_text(step)}' style='{STEP_STYLE}'>"
+        f"<div class='agentlab-step {NO_MATH}' data-step='{html_text(step)}' style='{STEP_STYLE}'>"
         f"<div class='agentlab-step-head' style='{HEAD_STYLE}'>{head}</div>{''.join(body)}</div>"
     )
 
@@ -338,7 +338,7 @@ def trace_html(trace: Trace) -> str:
     cols = "".join(
         f"<th style='text-align:left'>{c}</th>" for c in ("step", "cost", "total", "tokens in/out", "latency", "tools")
     )
-    return (
+    return no_math_html(
         f"<div class='agentlab-trace'>{head}<table><thead><tr>{cols}</tr></thead><tbody>{body}</tbody></table>"
         "<div><code>trace.step(k)</code> shows what happened at step k.</div></div>"
     )
@@ -365,4 +365,4 @@ def traces_text(traces: Traces) -> str:
 
 
 def traces_html(traces: Traces) -> str:
-    return "<pre>" + html_text(traces_text(traces)) + "</pre>"
+    return no_math_html("<pre>" + html_text(traces_text(traces)) + "</pre>")

@@ -111,6 +111,17 @@ RUNS = (
         "(NaN for native runs and records without one)",
         "run_started.recorded",
     ),
+    Column(
+        "audit",
+        "str",
+        'an imported run\'s audit: "ok", "estimated" (some usage estimated, and said so) or "findings" '
+        '(its figures break a rule every record keeps; see recorded.audit); "" for native runs',
+    ),
+    Column(
+        "audit_findings",
+        "int64",
+        "how many findings the import's audit made (0 for native runs)",
+    ),
 )
 STEPS = (
     Column("run_id", "str", "the run", "model_called.run_id"),
