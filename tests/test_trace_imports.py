@@ -85,11 +85,19 @@ def test_the_schema_rests_on_no_other_module_of_trace():
     assert graph()["schema"] == set()
 
 
-def test_the_line_head_is_the_base_fields_in_their_order():
-    """The writer's head, the pattern the store cuts lines with and rebuilt records all spell the base fields."""
+def test_the_line_head_is_the_base_fields_in_their_order(tmp_path):
+    """The writer's head, the pattern the store cuts lines with and rebuilt records all spell the base fields,
+    and every line a real run writes has that head."""
     import re
 
-    line = schema.line_head("r1") + b'3,"step":1,"t":0.5,"kind":"note","text":"hi"}'
+    line = schema.LINE_BASE % (schema.line_head("r1"), 3, 1, 0.5) + schema.kind_field("note") + b'"text":"hi"}'
     assert schema.BASE_NAMES == ("v", "run_id", "seq", "step", "t", "kind")
     assert list(schema.record("r1", 3, 1, 0.5, "note", {"text": "hi"})) == [*schema.BASE_NAMES, "text"]
     assert re.sub(schema.HEAD_PATTERN, "{", line.decode(), count=1) == '{"text":"hi"}'
+
+    import agentlab as al
+
+    al.run("q", model=al.ScriptedModel([al.reply("hi")]), trace=tmp_path, max_cost=None, run_id="r2")
+    lines = (tmp_path / "r2.jsonl").read_text().splitlines()
+    assert lines and all(ln.startswith(schema.line_head("r2").decode()) for ln in lines)
+    assert all(re.match(schema.HEAD_PATTERN, ln) for ln in lines)

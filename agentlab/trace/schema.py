@@ -25,6 +25,7 @@ __all__ = [
     "CALLS",
     "EVENTS",
     "FLOAT_TAG",
+    "HEAD_PATTERN",
     "HIDDEN",
     "KINDS",
     "PLAIN_KINDS",
@@ -35,6 +36,8 @@ __all__ = [
     "Column",
     "Field",
     "Kind",
+    "LINE_BASE",
+    "kind_field",
     "line_head",
     "record",
 ]
@@ -51,6 +54,16 @@ def line_head(run_id: str) -> bytes:
     """The bytes every line of ``run_id``'s log starts with, up to its ``seq`` value:
     ``{"v":1,"run_id":"...","seq":``."""
     return b'{"v":%d,"run_id":%b,"seq":' % (SCHEMA_VERSION, orjson.dumps(run_id, default=str))
+
+
+LINE_BASE = b'%b%d,"step":%d,"t":%.6f'
+"""A line up to its ``t``, from :func:`line_head`, ``seq``, ``step`` and ``t`` (``%``-formatted by the writer,
+which then strips ``t``'s trailing zeros); :func:`kind_field` follows, then the kind's own fields."""
+
+
+def kind_field(kind: str) -> bytes:
+    """The bytes between a line's ``t`` and the kind's own fields: ``,"kind":"<kind>",``."""
+    return b',"kind":' + orjson.dumps(kind) + b","
 
 
 HEAD_PATTERN = (

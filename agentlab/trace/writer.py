@@ -47,7 +47,7 @@ from ..events import Event
 from ..redact import Redactor, StreamRedactor
 from ._blobs import MARKER, BlobStore
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
-from .schema import FLOAT_TAG, KINDS, PLAIN_KINDS, line_head
+from .schema import FLOAT_TAG, KINDS, LINE_BASE, PLAIN_KINDS, kind_field, line_head
 
 try:  # POSIX advisory locks; elsewhere a second writer is not detected
     import fcntl
@@ -68,8 +68,6 @@ RUN_MEMORIES = 64
 (valid JSON; the reader turns them back into floats)."""
 
 
-_BASE = frozenset(("v", "run_id", "seq", "step", "t", "kind"))
-"""The fields every line starts with (:meth:`Event.as_record`); a ``data`` field of the same name replaces one."""
 _MIN_T, _MAX_T = 1e-4, 1e9
 """Where the hot path writes ``t`` (see :meth:`TraceWriter.__call__`); outside (a fake clock's 0.0, 31 years)
 the long way does."""
@@ -92,7 +90,7 @@ def _long(result: Any) -> TypeGuard[str]:
 
 
 _HOT: dict[str, tuple[bytes, bool, int]] = {
-    k.value: (b',"kind":' + orjson.dumps(k.value) + b",", k.value not in PLAIN_KINDS, _HOLD.get(k.value, 0))
+    k.value: (kind_field(k.value), k.value not in PLAIN_KINDS, _HOLD.get(k.value, 0))
     for k in KINDS
     if k.value not in _LONG_WAY
 }
@@ -258,7 +256,7 @@ class TraceWriter:
             or "kind" in data
             or "v" in data
             or "run_id" in data
-            # (six lookups: _BASE.isdisjoint(data) walks all of data's keys)
+            # (the six of schema.BASE_NAMES; six lookups, where isdisjoint would walk all of data's keys)
         ):
             self._long_way(event)
             return
@@ -271,7 +269,7 @@ class TraceWriter:
         if nulls and nulls != (top := (*data.values(),).count(None)) and _nonfinite_below(nulls - top, data):
             self._long_way(event)  # a NaN or an infinity: tagged
             return
-        line = (b'%b%d,"step":%d,"t":%.6f' % (out.head, seq, step, t)).rstrip(b"0")
+        line = (LINE_BASE % (out.head, seq, step, t)).rstrip(b"0")
         if line[-1] == 46:  # ".": 2.0 is written "2.0"
             line += b"0"
         tail, tested, hold = hot
