@@ -14,7 +14,7 @@ import pytest
 
 import agentlab as al
 from agentlab.cli import main
-from agentlab.trace import _store, compact
+from agentlab.trace import compact
 from agentlab.trace._compact import store_runs
 
 from .trace_fixtures import a_run, assert_at_most_once_outside, assert_same_frames, from_logs
@@ -171,11 +171,24 @@ def test_sql_over_a_folder_with_a_damaged_part_stores_around_it(stored, tmp_path
 def test_a_part_compact_cannot_remove_fails_the_command(stored, tmp_path, monkeypatch, capsys):
     """A damaged part whose files stay (the store read-only to this user) is not left silently: exit 1, named."""
     folder, target = _damaged_copy(stored, tmp_path, "steps", "garbage")
-    monkeypatch.setattr(_store, "remove", lambda folder, damaged: None)
-    monkeypatch.setattr("agentlab.trace._compact.remove", lambda folder, damaged: None)
+    monkeypatch.setattr("agentlab.trace._compact.remove", lambda folder, damaged: list(damaged))  # none removed
     with pytest.warns(UserWarning):
         assert main(["compact", str(folder)]) == 1
     assert "damaged part(s) could not be replaced" in capsys.readouterr().err
+
+
+def test_a_damaged_part_holding_the_only_copy_of_a_run_is_kept_and_compact_says_so(stored, tmp_path, capsys):
+    """The run's log was deleted, so its damaged part holds the only copy: compact keeps the part (a later fix of
+    the file can still read it), stores the rest, and exits 1 naming the run."""
+    folder, target = _damaged_copy(stored, tmp_path, "events", "garbage")
+    (folder / "r2.jsonl").unlink()
+    with pytest.warns(UserWarning, match="damaged store part"):
+        assert main(["compact", str(folder)]) == 1
+    err = capsys.readouterr().err
+    assert "r2.jsonl" in err and "log is gone" in err
+    assert target.exists()
+    with pytest.warns(UserWarning, match=f"{target.name}.*damaged store part"):
+        assert al.load_runs(folder).sources == {"r0": "store", "r1": "store"}
 
 
 def test_a_parquet_file_written_by_another_tool_reads_as_the_store(stored, tmp_path):

@@ -197,8 +197,7 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
         for _ in range(3):  # a fault found only while merging: that part goes, and its runs are stored again
             for bad in damaged:
                 bad.warn(stacklevel=2)
-            remove(path, damaged)
-            repaired += len(damaged)
+            repaired += len(damaged) - len(remove(path, damaged))
             tidy(path)
             todo, fresh = _unstored(path)
             for start in range(0, len(todo), batch):
@@ -207,9 +206,11 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
             if not damaged:
                 break
         tidy(path)
+        kept = remove(path, _damaged(path))  # a last try; a part holding the only copy of a run stays
         left = _damaged(path)
     if left:
-        raise OSError(f"{store_dir(path)}: {len(left)} damaged part(s) could not be replaced (first: {left[0]})")
+        first = next((k for k in kept if k.name == left[0].name), left[0])
+        raise OSError(f"{store_dir(path)}: {len(left)} damaged part(s) could not be replaced: {first}")
     return {"stored": stored, "fresh": len(fresh), "parts": len(parts(path)), "repaired": repaired}
 
 

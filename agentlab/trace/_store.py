@@ -265,6 +265,9 @@ class DamagedPart(AgentlabError):
         super().__init__(f"{path}: {why}")
         self.day, self.name, self.path, self.why = day, name, path, why
 
+    def __str__(self) -> str:
+        return f"{self.path}: {self.why}"
+
     @classmethod
     def of(cls, path: Path, why: str) -> DamagedPart:
         """The part ``path`` (a file of one of its tables) belongs to."""
@@ -772,12 +775,31 @@ def tidy(folder: Path, days: set[str] | None = None) -> None:
                 _delete(p)
 
 
-def remove(folder: Path, damaged: list[DamagedPart]) -> None:
-    """Remove every file of these parts (the store's lock held): their runs are stored again from their logs."""
+def remove(folder: Path, damaged: list[DamagedPart]) -> list[DamagedPart]:
+    """Remove every file of these parts (the store's lock held): their runs are stored again from their logs.
+    A part that holds a run whose log is gone is the only copy of that run: it is kept, and returned (its ``why``
+    says so), for the caller to report rather than lose the run."""
+    import pyarrow.parquet as pq
+
     root = store_dir(folder)
+    logs = log_sizes(folder, sized=False)
+    kept = []
     for bad in damaged:
+        try:
+            held = pq.read_table(root / "runs" / f"day={bad.day}" / bad.name, columns=["file"]).column(0).to_pylist()
+        except read_errors():  # its runs file does not read: nothing of it can be read, and nothing is lost
+            held = []
+        gone = sorted(set(held) - set(logs))
+        if gone:
+            bad.why += (
+                f"; it holds {len(gone)} run(s) whose log is gone ({', '.join(gone[:3])}), the only copy: "
+                "kept (move it out of the store to drop them)"
+            )
+            kept.append(bad)
+            continue
         for table in TABLE_NAMES:
             _delete(root / table / f"day={bad.day}" / bad.name)
+    return kept
 
 
 def _delete(path: Path) -> None:
