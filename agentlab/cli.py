@@ -509,7 +509,7 @@ def cmd_compact(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .trace import compact
 
     try:
-        counts = compact(args.runs_dir, rebuild=args.rebuild)
+        counts = compact(args.runs_dir, rebuild=args.rebuild, verify=args.verify)
     except (FileNotFoundError, ModuleNotFoundError) as exc:
         print(f"agentlab compact: {exc}", file=err)
         return 2
@@ -535,6 +535,9 @@ def _add_compact(sub: Any) -> None:
     )
     c.add_argument("runs_dir", metavar="RUNS_DIR", help="the folder that holds the .jsonl traces")
     c.add_argument("--rebuild", action="store_true", help="throw the store away and re-derive it from the logs")
+    c.add_argument(
+        "--verify", action="store_true", help="read every row of every part, and replace each part that does not read"
+    )
     c.set_defaults(fn=cmd_compact)
 
 

@@ -14,7 +14,7 @@ import pytest
 
 import agentlab as al
 from agentlab.cli import main
-from agentlab.trace import compact
+from agentlab.trace import _store, compact
 from agentlab.trace._compact import store_runs
 
 from .trace_fixtures import a_run, assert_at_most_once_outside, assert_same_frames, from_logs
@@ -205,3 +205,28 @@ def test_a_parquet_file_written_by_another_tool_reads_as_the_store(stored, tmp_p
         loaded = al.load_runs(folder)
     assert set(loaded.sources.values()) == {"store"}
     assert_same_frames(from_logs(folder), loaded)
+
+
+def test_a_data_column_damaged_past_its_footer_is_named_when_read_and_replaced_by_a_verifying_compact(
+    stored, tmp_path, capsys
+):
+    """Only the pages of ``events.data`` garbled: the load defers that column, so the fault shows when a row of it is
+    read, as an error naming the file and the repair; ``agentlab compact --verify`` finds it and replaces the part."""
+    folder, target = _damaged_copy(stored, tmp_path, "events", "missing")
+    shutil.copy(stored / "_store" / "events" / target.parent.name / target.name, target)
+    meta = pq.ParquetFile(target).metadata
+    column = meta.row_group(0).column(meta.schema.names.index("data"))
+    data = bytearray(target.read_bytes())
+    start = column.dictionary_page_offset or column.data_page_offset
+    data[start : start + column.total_compressed_size] = b"\xff" * column.total_compressed_size
+    target.write_bytes(bytes(data))
+    loaded = al.load_runs(folder)
+    with pytest.raises(_store.DamagedPart, match=f"{target.name}.*'data' column.*agentlab compact --verify"):
+        loaded.events["data"].tolist()
+    with pytest.warns(UserWarning, match=f"{target.name}.*damaged store part"):
+        assert main(["compact", "--verify", str(folder)]) == 0
+    assert "1 damaged part(s) replaced from the logs" in capsys.readouterr().out
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        healed = al.load_runs(folder)
+    assert_same_frames(from_logs(folder), healed)

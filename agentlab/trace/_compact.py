@@ -177,12 +177,16 @@ def _store_locked(folder: Path, traces: list[Trace], sizes: list[int], logs: lis
     return len(traces)
 
 
-def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int = 2000) -> dict[str, int]:
+def compact(
+    folder: str | os.PathLike[str], *, rebuild: bool = False, verify: bool = False, batch: int = 2000
+) -> dict[str, int]:
     """Bring the store of a runs folder up to date with its logs: replace every damaged part, store every run
     not stored fresh, in batches, then merge each day into one part. ``rebuild``: throw every part away first
     and re-derive the store from the logs. Returns counts (``stored``, ``fresh``, ``parts``, ``repaired``: the
-    damaged parts replaced, each warned about). Holds the store's lock throughout: a second compaction waits,
-    then finds the runs stored. Raises ``OSError`` when a damaged part cannot be removed."""
+    damaged parts replaced, each warned about). A part is damaged when a file of it does not open as its table
+    (its footer and columns); ``verify``: or when any of its rows does not read (every part read whole). Holds
+    the store's lock throughout: a second compaction waits, then finds the runs stored. Raises ``OSError`` when a
+    damaged part cannot be removed, or holds the only copy of a run."""
     path = runs_dir(folder)
     if not path.is_dir():
         raise FileNotFoundError(f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces")
@@ -193,7 +197,7 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
     with locked(path):
         if rebuild:
             commit(store_dir(path), parts(path), [])
-        damaged = _damaged(path)
+        damaged = _damaged(path, rows=verify)
         for _ in range(3):  # a fault found only while merging: that part goes, and its runs are stored again
             for bad in damaged:
                 bad.warn(stacklevel=2)
@@ -206,19 +210,19 @@ def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int
             if not damaged:
                 break
         tidy(path)
-        kept = remove(path, _damaged(path))  # a last try; a part holding the only copy of a run stays
-        left = _damaged(path)
+        kept = remove(path, _damaged(path, rows=verify))  # a last try; a part holding the only copy of a run stays
+        left = _damaged(path, rows=verify)
     if left:
         first = next((k for k in kept if k.name == left[0].name), left[0])
         raise OSError(f"{store_dir(path)}: {len(left)} damaged part(s) could not be replaced: {first}")
     return {"stored": stored, "fresh": len(fresh), "parts": len(parts(path)), "repaired": repaired}
 
 
-def _damaged(folder: Path) -> list[DamagedPart]:
-    """Every part of the store one of whose files does not open as its table."""
+def _damaged(folder: Path, *, rows: bool = False) -> list[DamagedPart]:
+    """Every part of the store one of whose files does not open as its table (``rows``: or does not read whole)."""
     damaged: list[DamagedPart] = []
     found = parts(folder, damaged)
-    return damaged + [bad for p in found if (bad := check(folder, p)) is not None]
+    return damaged + [bad for p in found if (bad := check(folder, p, rows=rows)) is not None]
 
 
 def _read(files: Iterable[Path]) -> tuple[list[Trace], list[int], list[list[bytes] | None]]:

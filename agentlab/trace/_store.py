@@ -263,7 +263,8 @@ class DamagedPart(AgentlabError):
 
     def __init__(self, day: str, name: str, path: Path, why: str) -> None:
         super().__init__(f"{path}: {why}")
-        self.day, self.name, self.path, self.why = day, name, path, why
+        self.day, self.name, self.path = day, name, path
+        self.why = " ".join(why.split())  # on one line: Arrow's messages end in newlines
 
     def __str__(self) -> str:
         return f"{self.path}: {self.why}"
@@ -369,7 +370,7 @@ class StoredColumn(Deferred):
     load on, so a merge that replaces them meanwhile (``agentlab compact``) does not take the rows away (on
     POSIX an open file stays readable after it is removed)."""
 
-    def __init__(self, sources: list[tuple[Any, Any]], column: str, length: int, order: Any = None) -> None:
+    def __init__(self, sources: list[tuple[Any, Any, Path]], column: str, length: int, order: Any = None) -> None:
         super().__init__(length, order)
         self._sources = sources
         self._column = column
@@ -379,9 +380,17 @@ class StoredColumn(Deferred):
         import pyarrow.parquet as pq
 
         chunks: list[Any] = []
-        for handle, rows in self._sources:  # Arrow's own pool: these buffers stay, and it packs them best
-            chunks.extend(_batches(pq.ParquetFile(handle), rows, self._column))
-            handle.close()  # read: the file is no longer needed
+        for handle, rows, path in self._sources:  # Arrow's own pool: these buffers stay, and it packs them best
+            try:
+                chunks.extend(_batches(pq.ParquetFile(handle), rows, self._column))
+            except read_errors() as exc:  # a fault inside the file found now: named, with the way to repair it
+                raise DamagedPart.of(
+                    path,
+                    f"its {self._column!r} column does not read: {exc}; agentlab compact --verify "
+                    "replaces the part, and load_runs then reads those runs from their logs",
+                ) from None
+            finally:
+                handle.close()  # read: the file is no longer needed
         return pa.chunked_array(chunks, type=pa.string())
 
 
@@ -592,7 +601,7 @@ def _read(folder: Path, logs: dict[str, int], skip: set[str] | frozenset[str]) -
     if lazy:
         for t in JSON_COLUMNS:
             plan = plans[t]
-            sources = [(handle, rows) for handle, _, rows in plan.sources]
+            sources = [(handle, rows, path) for (handle, _, rows), path in zip(plan.sources, plan.paths, strict=True)]
             deferred[t] = StoredColumn(sources, JSON_COLUMNS[t][0], plan.length, plan.order)
     covered = set(runs.column("file").to_pylist())
     return {"runs": runs, **plans}, deferred, covered
