@@ -53,12 +53,14 @@ def _json(value: Any) -> str:
     return dumps(value)[:-1].decode()
 
 
-def _tables(traces: list[Trace], sizes: list[int], logs: list[list[bytes] | None]) -> dict[str, pa.Table]:
+def _tables(
+    traces: list[Trace], sizes: list[int], logs: list[list[bytes] | None], many: Traces | None = None
+) -> dict[str, pa.Table]:
     """The four tables of these runs, built from the same frames ``load_runs`` gives (``logs``: each
-    run's log lines, where its events were read from them)."""
+    run's log lines, where its events were read from them; ``many``: their frames, when built already)."""
     import pyarrow as pa
 
-    many = Traces(traces)
+    many = Traces(traces) if many is None else many
     frames = {"runs": many.runs, "steps": many.steps, "calls": many.calls}
     runs = frames["runs"].copy()
     runs["file"] = [Path(f).name for f in runs["file"]]
@@ -142,15 +144,16 @@ def _store_locked(folder: Path, traces: list[Trace], sizes: list[int], logs: lis
 
     if not traces:
         return 0
-    started = Traces(traces).runs["started_at"]  # a run's day is fixed by its first line: its copies are in it
-    found = parts(folder, days={day_of(s) for s in started})
+    many = Traces(traces)
+    found = parts(folder, days={day_of(s) for s in many.runs["started_at"]})  # a run's copies are all in its day
     held = {n: size for p in found for n, size in p.files().items()}
     last = {Path(t.file or "").name: i for i, t in enumerate(traces)}  # a log given twice is stored once
     todo = [i for name, i in last.items() if held.get(name) != sizes[i]]
     if not todo:
         return 0  # another process stored them, from the same logs
+    everyone = todo == list(range(len(traces)))
     traces = [traces[i] for i in todo]
-    tables = _tables(traces, [sizes[i] for i in todo], [logs[i] for i in todo])
+    tables = _tables(traces, [sizes[i] for i in todo], [logs[i] for i in todo], many if everyone else None)
     names = set(tables["runs"].column("file").to_pylist())
     days = [day_of(s) for s in tables["runs"].column("started_at").to_pandas()]
     old = [p for p in found if names.intersection(p.files())]

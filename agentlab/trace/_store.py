@@ -317,7 +317,7 @@ def parts(folder: Path, damaged: list[DamagedPart] | None = None, days: set[str]
     for path in sorted(listed, key=lambda p: p.name.split("-")[2:]):
         day = path.parent.name.removeprefix("day=")
         try:
-            runs = pq.read_table(path)
+            runs = pq.ParquetFile(path).read()
             why = _unreadable(runs.schema, "runs")
         except FileNotFoundError:  # merged away since the glob: the merged part is listed (or is being written)
             continue
