@@ -28,7 +28,7 @@ HOLDS = {  # field type -> the column dtypes it can fill
 
 
 def test_the_schema_in_the_docs_is_the_one_the_code_defines():
-    """docs/traces.md's schema block is generated: edit events.KINDS or frames.TABLES and it must be regenerated."""
+    """docs/traces.md's schema block is generated: edit events.KINDS or schema.TABLES and it must be regenerated."""
     text = _docs.DOCS.read_text(encoding="utf-8")
     assert _docs.current(text) == _docs.render(), "docs/traces.md is stale: run `python -m agentlab.trace._docs`"
 
