@@ -101,3 +101,13 @@ def test_the_line_head_is_the_base_fields_in_their_order(tmp_path):
     lines = (tmp_path / "r2.jsonl").read_text().splitlines()
     assert lines and all(ln.startswith(schema.line_head("r2").decode()) for ln in lines)
     assert all(re.match(schema.HEAD_PATTERN, ln) for ln in lines)
+
+
+def test_an_events_record_opens_with_the_schemas_base_fields():
+    """``Event.as_record`` (the engine's side, below ``trace/`` in the layers) writes the long way's lines: it must
+    agree with the schema's head, field for field and in order."""
+    from agentlab.events import Event
+
+    record = Event("note", "r1", 2, 5, 0.25, {"text": "hi"}).as_record()
+    assert record == schema.record("r1", 5, 2, 0.25, "note", {"text": "hi"})
+    assert list(record) == [*schema.BASE_NAMES, "text"]
