@@ -39,7 +39,10 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
     ``compact`` (default) first stores runs not stored yet, so the answer counts every run
     in the folder. Columns are those of ``docs/traces.md`` plus ``day`` (the partition);
     ``file`` holds the log's name, and ``events.data`` is JSON text (``data->>'tool'``).
-    Needs ``pip install 'agentlab-loop[store]'`` (pyarrow and duckdb).
+    The query reads the store under its lock, shared: it waits for a change in progress (another
+    process compacting), and none starts until it has read, so it counts each run once. A damaged
+    part is left out, with a warning naming it (``agentlab compact`` replaces it; ``compact=True``
+    does so first). Needs ``pip install 'agentlab-loop[store]'`` (pyarrow and duckdb).
     """
     if not isinstance(query, str) or not query.strip():
         raise ValueError(f"query must be a non-empty SQL string, got {query!r}")
