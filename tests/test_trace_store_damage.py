@@ -189,6 +189,8 @@ def test_a_damaged_part_holding_the_only_copy_of_a_run_is_kept_and_compact_says_
     assert target.exists()
     with pytest.warns(UserWarning, match=f"{target.name}.*damaged store part"):
         assert al.load_runs(folder).sources == {"r0": "store", "r1": "store"}
+    with pytest.warns(UserWarning, match=r"log is gone \(r2.jsonl\)"):  # the default sql() says so, and answers
+        assert al.sql("select count(*) as n from runs", folder)["n"].iloc[0] == 2
 
 
 def test_a_parquet_file_written_by_another_tool_reads_as_the_store(stored, tmp_path):

@@ -19,6 +19,7 @@ from ._background import flush as flush_background
 from ._blobs import REF_MARKER
 from ._store import (
     DamagedPart,
+    StoreNotRepaired,
     available,
     check,
     chosen,
@@ -189,7 +190,8 @@ def compact(
     damaged parts replaced, each warned about). A part is damaged when a file of it does not open as its table
     (its footer and columns); ``verify``: or when any of its rows does not read (every part read whole). Holds
     the store's lock throughout: a second compaction waits, then finds the runs stored. Raises ``OSError`` when a
-    damaged part cannot be removed, or holds the only copy of a run."""
+    damaged part cannot be removed, or holds the only copy of a run (:class:`~._store.StoreNotRepaired`, an
+    ``OSError``)."""
     path = runs_dir(folder)
     if not path.is_dir():
         raise FileNotFoundError(f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces")
@@ -217,7 +219,7 @@ def compact(
         left = _damaged(path, rows=verify)
     if left:
         first = next((k for k in kept if k.name == left[0].name), left[0])
-        raise OSError(f"{store_dir(path)}: {len(left)} damaged part(s) could not be replaced: {first}")
+        raise StoreNotRepaired(f"{store_dir(path)}: {len(left)} damaged part(s) could not be replaced: {first}")
     return {"stored": stored, "fresh": len(fresh), "parts": len(parts(path)), "repaired": repaired}
 
 

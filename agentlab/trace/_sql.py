@@ -9,11 +9,12 @@ events runs in bounded memory.
 from __future__ import annotations
 
 import os
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._compact import compact as compact_folder
-from ._store import HIDDEN, TABLE_NAMES, Part, check, locked, parts, schema, store_dir
+from ._store import HIDDEN, TABLE_NAMES, Part, StoreNotRepaired, check, locked, parts, schema, store_dir
 from .files import SUFFIX, runs_dir
 
 if TYPE_CHECKING:
@@ -54,7 +55,10 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
     if not folder.is_dir():
         raise FileNotFoundError(f"no runs folder at {str(folder)!r}: pass path= or set $AGENTLAB_RUNS")
     if compact and any(folder.glob(f"*{SUFFIX}")):
-        compact_folder(folder)
+        try:
+            compact_folder(folder)
+        except StoreNotRepaired as exc:  # the query still reads every other part (that one is left out)
+            warnings.warn(str(exc), UserWarning, stacklevel=2)
     con = duckdb.connect()
     for name, value in _SETTINGS.items():
         try:

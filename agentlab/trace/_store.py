@@ -258,6 +258,10 @@ class Part:
         return root / table / f"day={self.day}" / self.name
 
 
+class StoreNotRepaired(AgentlabError, OSError):
+    """``compact`` left a damaged part in place: it could not be removed, or it holds the only copy of a run."""
+
+
 class DamagedPart(AgentlabError):
     """A part one of whose files does not read as its table (cut short, empty, not Parquet, other columns)."""
 
