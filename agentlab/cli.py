@@ -523,10 +523,15 @@ def cmd_compact(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .trace import compact
 
     try:
-        counts = compact(args.runs_dir, rebuild=args.rebuild)
+        counts = compact(args.runs_dir, rebuild=args.rebuild, verify=args.verify)
     except (FileNotFoundError, ModuleNotFoundError) as exc:
         print(f"agentlab compact: {exc}", file=err)
         return 2
+    except OSError as exc:  # a damaged part that could not be replaced: the store is not whole
+        print(f"agentlab compact: {exc}", file=err)
+        return 1
+    if counts["repaired"]:
+        print(f"{counts['repaired']} damaged part(s) replaced from the logs", file=out)
     print(
         f"{counts['stored']} run(s) stored, {counts['fresh']} already fresh; "
         f"{counts['parts']} part(s) in {Path(args.runs_dir) / '_store'}",
@@ -544,6 +549,9 @@ def _add_compact(sub: Any) -> None:
     )
     c.add_argument("runs_dir", metavar="RUNS_DIR", help="the folder that holds the .jsonl traces")
     c.add_argument("--rebuild", action="store_true", help="throw the store away and re-derive it from the logs")
+    c.add_argument(
+        "--verify", action="store_true", help="read every row of every part, and replace each part that does not read"
+    )
     c.set_defaults(fn=cmd_compact)
 
 
