@@ -130,6 +130,8 @@ class StepEntry:
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    thinking_tokens: int = 0
+    """The part of ``output_tokens`` that was reasoning (the reply's ``output_tokens_details``)."""
     context_tokens: int = 0
     cost: float = 0.0
     latency: float | None = None
@@ -257,6 +259,9 @@ class PanelState:
         self.spent = 0.0
         self.elapsed = 0.0
         self.context_tokens: int | None = None
+        self.output_tokens = 0
+        self.thinking_tokens = 0
+        """The run's output tokens so far, and the part of them that was reasoning (billed as output)."""
         self.engine_phase = "ready"
         self.control: str | None = None
         self.outcome: str | None = None
@@ -422,6 +427,8 @@ class PanelState:
         context = _context_tokens(d, usage)
         self.spent = d.get("spent", self.spent)
         self.context_tokens = context
+        self.output_tokens += usage.get("output_tokens", 0)
+        self.thinking_tokens += usage.get("thinking_tokens", 0)
         self.chart_steps.append(e.step)
         self.chart_tokens.append(context + usage.get("output_tokens", 0))
         self.chart_cost.append(self.spent)
@@ -474,6 +481,7 @@ class PanelState:
         entry.stop_reason = d.get("stop_reason")
         entry.input_tokens = usage.get("input_tokens", 0)
         entry.output_tokens = usage.get("output_tokens", 0)
+        entry.thinking_tokens = usage.get("thinking_tokens", 0)
         entry.context_tokens = _context_tokens(d, usage)
         entry.cost = d.get("cost", 0.0)
         entry.latency = d.get("latency")
@@ -579,6 +587,17 @@ class PanelState:
         if self.outcome == "stopped":
             return f"stopped: {self.reason}" + (f" ({self.detail})" if self.detail else "") + note
         return self.phase
+
+    def output_line(self) -> str:
+        """The run's output tokens, and how many were reasoning: ``"1,200 tokens, of which thinking 800 (67%)"``
+        (no clause before any reply reported thinking). Thinking is billed as output, so its share of the tokens
+        is its share of the output bill."""
+        self.catch_up()
+        line = f"{self.output_tokens:,} tokens"
+        if self.thinking_tokens:
+            share = f" ({self.thinking_tokens / self.output_tokens:.0%})" if self.output_tokens else ""
+            line += f", of which thinking {self.thinking_tokens:,}{share}"
+        return line
 
     def take_dirty_steps(self) -> list[int]:
         self.catch_up()
