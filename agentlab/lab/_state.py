@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._model_label import started_label
+from ..costs import WasteMeter
+from ..costs._money_text import usd
 from ..redact import Redactor, StreamRedactor
 from ..vocab import EventKind, StopReason
 
@@ -262,6 +264,9 @@ class PanelState:
         self.output_tokens = 0
         self.thinking_tokens = 0
         """The run's output tokens so far, and the part of them that was reasoning (billed as output)."""
+        self.waste = WasteMeter()
+        """The run's cache waste so far (``waste.total``, USD), by the rule ``agentlab.costs.cache_busts`` applies
+        to the finished trace: shown beside the cost gauge once the run has used the prompt cache."""
         self.engine_phase = "ready"
         self.control: str | None = None
         self.outcome: str | None = None
@@ -371,6 +376,7 @@ class PanelState:
     # The state's part of each event (cheap: run inside the engine's step) ...
     def _run_started(self, e: Any, d: dict[str, Any]) -> None:
         self.run_id, self.model, self.task = e.run_id, started_label(d), self._clean(d.get("task", ""))
+        self.waste.started(d)
         self._set_limits(d.get("budget") or {})
         self.modes = {t["name"]: t.get("mode") for t in d.get("tools") or ()}
         self.engine_phase = "ready"
@@ -429,6 +435,7 @@ class PanelState:
         self.context_tokens = context
         self.output_tokens += usage.get("output_tokens", 0)
         self.thinking_tokens += usage.get("thinking_tokens", 0)
+        self.waste.called(d, e.step, e.t)
         self.chart_steps.append(e.step)
         self.chart_tokens.append(context + usage.get("output_tokens", 0))
         self.chart_cost.append(self.spent)
@@ -571,9 +578,16 @@ class PanelState:
         }[name]
         fraction = None if not limit else used / limit
         stopped = self.stopped_by == name
-        return Gauge(
-            name, used, limit, fraction, gauge_level(fraction, stopped), gauge_text(name, used, limit), stopped
-        )
+        text = gauge_text(name, used, limit)
+        if name == "cost" and self.waste.cache_used:
+            text += f" · {self.cache_waste_text()}"
+        return Gauge(name, used, limit, fraction, gauge_level(fraction, stopped), text, stopped)
+
+    def cache_waste_text(self) -> str:
+        """``"cache waste $0.0123 (2 busts)"``: what the run paid beyond what its prompt cache should have read."""
+        self.catch_up()
+        busts = self.waste.busts
+        return f"cache waste {usd(self.waste.total)}" + (f" ({busts} bust{'s' * (busts != 1)})" if busts else "")
 
     def gauges(self) -> list[Gauge]:
         return [self.gauge("steps"), self.gauge("cost"), self.gauge("time")]
