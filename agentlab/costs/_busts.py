@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..pricing import Prices, served_prices
-from ._calls import Call, RunCalls, prices_of, run_calls, runs_of, usage_of
+from ._calls import Call, RunCalls, count, prices_of, run_calls, runs_of, usage_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -247,7 +247,7 @@ def busts_of(
                 "waste": waste,
             }
         )
-        cached = _cached(u)
+        cached = _cached(u.cache_read_input_tokens, u.cache_creation_input_tokens)
         if cached > 0:
             ttl = "1h" if u.cache_creation_1h_input_tokens or (held and read and held.ttl == "1h") else "5m"
             held = _Held(cached, call.model, call.t, ttl, _covered(run, call, cached), j)
@@ -261,10 +261,10 @@ def _missed(expected: int, read: int) -> int:
     return missed if missed >= 1 and missed > TOLERANCE * expected else 0
 
 
-def _cached(u: Any) -> int:
-    """The prefix the cache holds after a call with usage ``u``: what it read and what it wrote (0: it holds what
-    it held before)."""
-    return int(u.cache_read_input_tokens + u.cache_creation_input_tokens)
+def _cached(read: int, written: int) -> int:
+    """The prefix the cache holds after a call that read and wrote these many tokens (0: it holds what it held
+    before)."""
+    return read + written
 
 
 class WasteMeter:
@@ -297,10 +297,11 @@ class WasteMeter:
         raw = data.get("usage")
         if not isinstance(raw, dict):
             return 0.0  # a lost or malformed reply: no usage, no call in cache_busts either
-        u = usage_of(raw, data.get("cache_write_by_ttl"))
-        missed = _missed(self._held, u.cache_read_input_tokens)
+        read, written = count(raw, "cache_read_input_tokens"), count(raw, "cache_creation_input_tokens")
+        missed = _missed(self._held, read)
         waste = 0.0
-        if missed:
+        if missed:  # the usage is read whole only for a bust: most calls need the two counts alone
+            u = usage_of(raw, data.get("cache_write_by_ttl"))
             served = str(data.get("model") or self._model)
             if served not in self._prices:
                 self._prices[served] = served_prices(self._base, self._model, served)
@@ -308,7 +309,7 @@ class WasteMeter:
             waste = _rebilled(call, missed)[1]
             self.total += waste
             self.busts += 1
-        cached = _cached(u)
+        cached = _cached(read, written)
         if cached > 0:
             self._held = cached
         return waste

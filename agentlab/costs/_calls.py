@@ -231,12 +231,17 @@ def prices_of(start: dict[str, Any]) -> Prices | None:
     return resolve_prices(model, None) if model else None
 
 
+def count(raw: dict[str, Any], key: str) -> int:
+    """A usage count as the cost analyses read it: a number (not a bool) as an int, anything else 0."""
+    v = raw.get(key)
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+
 def usage_of(raw: dict[str, Any], by_ttl: Any = None) -> Usage:
     """A ``model_called``'s usage as the cost analyses price it (an import's TTL split ``by_ttl`` kept)."""
 
     def n(key: str) -> int:
-        v = raw.get(key)
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+        return count(raw, key)
 
     return Usage(
         input_tokens=n("input_tokens"),
