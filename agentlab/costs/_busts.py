@@ -287,7 +287,9 @@ class WasteMeter:
         self._prices: dict[str, Prices | None] = {}
 
     def started(self, data: dict[str, Any]) -> None:
-        """A run (or a resumed one) begins: its model and prices, and an empty cache to expect."""
+        """A run begins: its model and prices, nothing wasted yet and nothing cached to expect (a resumed run
+        sends no ``run_started``: its cache and total carry on, as in its trace)."""
+        self.total, self.busts, self._held = 0.0, 0, 0
         self._model = str(data.get("model") or "")
         self._base = prices_of(data)
         self._prices.clear()
