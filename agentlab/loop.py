@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 from types import FunctionType, MethodType
 from typing import Any, Literal, NamedTuple, TypeVar
 
+from ._account import NO_LEDGER, NOTHING_HELD, Account, Charge, Hold, How, Ledger, Refusal, partial_usage
 from ._engine.calls import CallOutcome, CallRunner, bounded, format_error, result_block
 from ._engine.config import RunConfig
 from ._engine.input_tracker import InputTracker
@@ -40,17 +41,15 @@ from ._runtime.referee import Referee, TakenOver
 from ._runtime.turns import Turns
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
-from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
-    MIN_REPLY_TOKENS,
-    NO_LEDGER,
+from .budget import (
     Budget,
     BudgetSnapshot,
     CostGuard,
-    Ledger,
     Stop,
     check_after_step,
     check_before_call,
-    lost_reply_cost,
+    check_deadline,
+    time_left,
 )
 from .clock import Clock, SystemClock, wall_time
 from .errors import AgentlabError, FatalError, ModelError, Policy, TraceWriteError, classify, describe, safe_str
@@ -77,7 +76,7 @@ from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
 
 
-__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run"]  # the first two now live in budget/vocab
+__all__ = ["Phase", "Run"]
 
 
 _R = TypeVar("_R", Done, Stopped)
@@ -146,10 +145,8 @@ class Run:
         self.loop_guard = LoopGuard(nudge_at=c.loop_nudge_at)
         """Repeated calls seen so far (the nudge, then the stop); the cost guard's report is ``result.cost_check``."""
         self.steps = 0
-        self.model_calls = 0
-        self.spent = 0.0
-        self.input_tokens = 0  # everything the model calls read (cache included) ...
-        self.output_tokens = 0  # ... and wrote, for the reprs and the result
+        self.account = Account(c.run_id, ledger)
+        """The run's money: spent, model calls, tokens, and the shared total it reserves from."""
         self.phase: Phase = "ready"
         self.result: Result | None = None
         self.pending_calls: list[Block] = []
@@ -160,7 +157,6 @@ class Run:
         self._keys: list[str] = []  # the loop guard's keys of the turn's calls (pending_calls)
         self._subscribers: list[Subscriber] = list(subscribers)
         self._called = _callees(self._subscribers)  # (subscriber, what calling it calls), remade on each change
-        self._ledger = ledger  # a total shared with other runs (an experiment's, a parent run's); by default unlimited
         self._link = link  # the tool call of the parent run this is a sub-run of (None: not a sub-run)
         self._sub_runs: ParentLedger | None = None  # what this run's own sub-runs reserve from (made when first asked)
         self._reported = (0.0, 0, 0)  # cost and tokens already reported to the parent
@@ -168,7 +164,7 @@ class Run:
         self._served: dict[str | None, Prices | None] = {}  # prices by the model a reply names (served_prices)
         self._calls = CallRunner(_CallSide(self, approve, approval_stops_clock), c.max_concurrency)
         self._last_cost = self._last_latency = 0.0
-        self._held: tuple[int, float] = (0, 0.0)  # the model call's max_tokens and reservation (a retry's, if lost)
+        self._hold: Hold = NOTHING_HELD  # the model call's reservation (a retry's, if a reply was lost)
         self._lost = 0.0  # what this step's replies lost in transit were charged (part of the step's cost)
         self._last_context: dict[str, Any] | None = None  # the last reply's context_management
         self._cancel = False
@@ -253,7 +249,7 @@ class Run:
     def sub_run_ledger(self) -> ParentLedger:
         """What runs started inside this run's tools reserve from: this run's budget (see :mod:`agentlab._subruns`)."""
         if self._sub_runs is None:
-            self._sub_runs = ParentLedger(self, lambda: self.budget.max_cost, self._ledger)
+            self._sub_runs = ParentLedger(self, lambda: self.budget.max_cost, self.account.ledger)
         return self._sub_runs
 
     def __repr__(self) -> str:
@@ -272,8 +268,27 @@ class Run:
     @property
     def elapsed(self) -> float:
         """Working seconds: time spent inside ``step()`` so far."""
-        t0 = self._t0  # read a dozen times a step: one attribute chain less (config.clock.now)
-        return self._worked if t0 is None else self._worked + self._now() - t0
+        return self._worked if self._t0 is None else self._worked + self._now() - self._t0
+
+    @property
+    def spent(self) -> float:
+        """Dollars the run has spent on model calls (its sub-runs' included)."""
+        return self.account.spent
+
+    @property
+    def model_calls(self) -> int:
+        """Model calls charged (a reply lost in transit and its retry are two)."""
+        return self.account.model_calls
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens the run's model calls read, cache included (its sub-runs' once they end)."""
+        return self.account.input_tokens
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens the run's model calls wrote (its sub-runs' once they end)."""
+        return self.account.output_tokens
 
     @property
     def snapshot(self) -> BudgetSnapshot:
@@ -409,8 +424,7 @@ class Run:
         self._t0 = self._now()
         self._step_loop = loop = asyncio.get_running_loop()
         self._step_task = asyncio.current_task(loop)
-        d = self.budget.deadline_s
-        left = None if d is None else d - self._worked  # the time left at _t0 (working time so far: _worked)
+        left = self._time_left()
         self._watch = None if left is None else watchdog.arm(left)
         try:
             if not self._started:
@@ -482,8 +496,8 @@ class Run:
         if isinstance(answer, _Halt):
             return self._stop(*answer)
         reply, latency, at = answer
-        max_tokens, reserved = self._held  # a retry after a lost reply was reserved anew
-        usage = self._bill(reply, max_tokens, reserved, latency, at)  # 3. what it cost
+        max_tokens = self._hold.max_tokens  # a retry after a lost reply was reserved anew
+        usage = self._bill(reply, max_tokens, latency, at)  # 3. what it cost
         calls = reply.tool_calls  # 4. why the model stopped decides what is next
         if halt := self._reply_problem(reply, usage, max_tokens, calls):
             return self._stop(*halt)
@@ -515,13 +529,13 @@ class Run:
             return _Halt(stop.reason, stop.detail)
         return None
 
-    async def _send(self, held: tuple[int, float]) -> tuple[Reply, float, float] | _Halt:
+    async def _send(self, held: Hold) -> tuple[Reply, float, float] | _Halt:
         """The next step's model call: the reply, its latency and when it came (working seconds, the run's
         ``elapsed`` then), or why the run stops (a failed call charged)."""
         self.steps += 1
         self.phase = "calling model"
-        self._announce(*held)
-        t_call, self._held, self._lost = self._now(), held, 0.0
+        self._announce(held)
+        t_call, self._hold, self._lost = self._now(), held, 0.0
         try:
             reply = await self._call_model(t_call)
         except _RetryRefused as exc:  # a reply lost in transit was charged; its retry no longer fits the budget
@@ -531,15 +545,8 @@ class Run:
         except RetriesExhausted as exc:
             detail = f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}"
             return _Halt(StopReason.MODEL_ERROR, detail, exc.last)
-        except MalformedReply as exc:  # refused here, but billed by the API when it came with usage
-            billed = self._charge(billed_usage(exc.raw), exc.raw, self._held[1])
-            self._emit(
-                EventKind.MODEL_CALLED,
-                raw=_jsonable(exc.raw),
-                error=exc.problem,
-                latency=self.clock.now() - t_call,
-                **billed,
-            )
+        except MalformedReply as exc:  # refused here, but billed by the API
+            self._charge_refused(exc, self.clock.now() - t_call)
             return _Halt(
                 StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc
             )
@@ -549,55 +556,51 @@ class Run:
             kind = classify(exc, self.policy)
             reason = StopReason.FATAL if kind == "fatal" else StopReason.MODEL_ERROR
             return _Halt(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
-        now = self._now()  # one reading: the reply's latency, and its event's time (_bill)
-        t0 = self._t0
-        self.model_calls += 1
-        return reply, now - t_call, self._worked if t0 is None else self._worked + now - t0
+        at = self.elapsed  # one reading: the reply's latency, and its event's time (_bill)
+        return reply, self._now() - t_call, at
 
-    def _bill(self, reply: Reply, max_tokens: int, reserved: float, latency: float, at: float) -> Usage:
+    def _bill(self, reply: Reply, max_tokens: int, latency: float, at: float) -> Usage:
         """Charge a reply (its usage, or the same estimate the guard used), keep it, emit ``model_called``.
 
-        ``at``: when the reply came (the reading its latency ended on), the event's ``t``: nothing is emitted
-        between that reading and this event, so it is the time the reply was billed at, read once."""
+        ``at``: when the reply came (the reading its latency ended on), the event's ``t``."""
         estimated = reply.usage is None
         usage = reply.usage or Usage(
             input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
         )
         prices = self._served_prices(reply.model)  # a fallback model may have served it
-        cost = prices.cost(usage) if prices else 0.0
-        context_tokens, asked = usage.context_tokens, self.config.prices
-        self.spent += cost
-        self.input_tokens += context_tokens
-        self.output_tokens += usage.output_tokens
-        if self._ledger is not NO_LEDGER:  # (a run on its own: nothing was reserved, nothing to settle)
-            self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released at the end
+        how: How = "estimate" if estimated else "usage"
+        charge = self.account.charge(self._hold, how, prices.cost(usage) if prices else 0.0, usage)
         self.last_usage = usage
-        self._last_cost, self._last_latency, self._last_context = cost + self._lost, latency, reply.context_management
-        self._input.billed(usage, estimated, asked, self._caps.caches)
+        self._last_cost, self._last_latency, self._last_context = (
+            charge.cost + self._lost,
+            latency,
+            reply.context_management,
+        )
+        self._input.billed(usage, estimated, self.config.prices, self._caps.caches)
         if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
             self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
-        data = {
+        data: dict[str, Any] = {
             "content": reply.content,
             "stop_reason": reply.stop_reason,
-            "usage": usage.as_dict(),
-            "estimated": estimated,
-            "cost": cost,
             "server_tool_cost": prices.server_tool_cost(usage) if prices else 0.0,
-            "spent": self.spent,
-            "latency": latency,
             "request_id": reply.request_id,
-            "context_tokens": context_tokens,
             "max_tokens": max_tokens,
             "model": reply.model,
         }
         if reply.stop_details:
             data["stop_details"] = reply.stop_details
-        if prices is not asked:
+        if prices is not self.config.prices:
             data["requested_model"] = self.config.model.model
         if reply.context_management:
             data["context_management"] = reply.context_management
-        self._publish(_MODEL_CALLED, data, at)
+        self._emit_called(charge, latency, data, at)
         return usage
+
+    def _emit_called(self, charge: Charge, latency: float, data: dict[str, Any], at: float | None = None) -> None:
+        """The call's ``model_called`` event, one shape for every outcome: what the reply said (``data``), then
+        the money (:meth:`~agentlab._account.Charge.fields`) and the latency; at ``at`` (the run's ``elapsed``)."""
+        data.update(charge.fields(), latency=latency)
+        self._publish(EventKind.MODEL_CALLED, data, self.elapsed if at is None else at)
 
     def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int, calls: list[Block]) -> _Halt | None:
         """Why the reply ends the run: cut off, refused, window full, an unknown stop reason, bad tool ``calls``."""
@@ -634,20 +637,23 @@ class Run:
             )
         return None
 
-    def _charge(self, usage: Usage | None, raw: Any, reserved: float) -> dict[str, Any]:
-        """Charge a reply the gate refused: the API billed what its usage says (fields for its event)."""
-        if usage is None:
-            return {}
-        served = raw.get("model") if isinstance(raw, dict) else None
-        prices = self._served_prices(served if isinstance(served, str) else None)
-        cost = prices.cost(usage) if prices else 0.0
-        self.spent += cost
-        self.model_calls += 1
-        self._ledger.settle(self.run_id, reserved, cost)
-        self._input.billed(usage, False, prices, self._caps.caches)
-        return {"usage": usage.as_dict(), "cost": cost, "spent": self.spent, "context_tokens": usage.context_tokens}
+    def _charge_refused(self, exc: MalformedReply, latency: float) -> None:
+        """Charge a reply the gate refused: what its usage says, else (a model that bills) its worst case."""
+        data = {"raw": _jsonable(exc.raw), "error": exc.problem}
+        usage = billed_usage(exc.raw)
+        if usage is not None:
+            served = exc.raw.get("model") if isinstance(exc.raw, dict) else None
+            prices = self._served_prices(served if isinstance(served, str) else None)
+            charge = self.account.charge(self._hold, "usage", prices.cost(usage) if prices else 0.0, usage)
+            self._input.billed(usage, False, prices, self._caps.caches)
+        elif self._caps.bills:
+            charge = self.account.charge(self._hold, "lost", self._hold.worst)
+        else:
+            return self._emit(EventKind.MODEL_CALLED, latency=latency, **data)
+        self._last_cost = charge.cost + self._lost
+        return self._emit_called(charge, latency, data)
 
-    async def _hold_call(self, done: int) -> tuple[int, float] | Stop:
+    async def _hold_call(self, done: int) -> Hold | Stop:
         """The pre-call guard and the shared ledger's reservation of the next request: ``(max_tokens, reserved)``.
 
         ``done`` steps are finished (the wording of a stop). A retry after a reply lost in transit comes here
@@ -669,43 +675,25 @@ class Run:
         )
         if isinstance(max_tokens, Stop):
             return max_tokens
-        if self._ledger is NO_LEDGER:  # a run on its own: reserve_call grants all (no rates to look up for it)
-            return max_tokens, 0.0
-        held = self._input.reserve(self._ledger, c.run_id, max_tokens)  # at the guard's rates; settled after the call
-        if isinstance(held, Stop) and isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is short
-            p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
-            return Stop(
-                StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}")
-            )
-        return held
+        tokens, rates, worst = self._input.reservation()  # at the guard's rates; settled after the call
+        held = self.account.reserve(tokens, rates, max_tokens, worst)
+        return held.stop() if isinstance(held, Refusal) else held
 
-    def _announce(self, max_tokens: int, reserved: float) -> None:
+    def _announce(self, hold: Hold) -> None:
         """The ``model_request`` event: the reservation is in the trace before the call is sent (a resumed
         experiment counts it if no cost follows)."""
         guard = self._input.request_fields()  # (a dict of its own, made for this event)
-        if reserved:
-            guard["reserved"] = reserved
-        data = {"max_tokens": max_tokens, "estimated_input_tokens": self._input.estimate, **guard}
+        if hold.reserved:
+            guard["reserved"] = hold.reserved
+        data = {"max_tokens": hold.max_tokens, "estimated_input_tokens": self._input.estimate, **guard}
         self._publish(_MODEL_REQUEST, data, self.elapsed)
 
-    def _charge_lost(self, why: str, reserved: float, latency: float, **extra: Any) -> None:
+    def _charge_lost(self, why: str, latency: float, **extra: Any) -> None:
         """A reply lost in transit (or abandoned in flight) after the API may have billed it: charged at the
-        guard's worst case, said so (``why``)."""
-        worst = lost_reply_cost(self._input.last)
-        self.spent, self.model_calls, self._lost = self.spent + worst, self.model_calls + 1, self._lost + worst
-        self._last_cost = self._lost
-        self._ledger.settle(self.run_id, reserved, worst)
-        # No content and no usage: the history gains nothing and the steps frame no row (runs.cost has it).
-        self._emit(
-            EventKind.MODEL_CALLED,
-            estimated=True,
-            lost=True,
-            cost=worst,
-            spent=self.spent,
-            latency=latency,
-            error=why,
-            **extra,
-        )
+        guard's worst case, said so (``why``). No content and no usage: the history gains nothing."""
+        charge = self.account.charge(self._hold, "lost", self._hold.worst)
+        self._last_cost = self._lost = self._lost + charge.cost
+        self._emit_called(charge, latency, {"error": why, **extra})
 
     def _retryable(self, error: BaseException) -> bool:
         """Whether the policy retries ``error``: a failed exact count (the cost guard's) is asked for again
@@ -721,11 +709,11 @@ class Run:
         return counted
 
     async def _call_model(self, t_call: float) -> Reply:
-        """The reply, within the deadline and the retry policy, at ``self._held`` (max_tokens, reservation).
+        """The reply, within the deadline and the retry policy, at ``self._hold`` (max_tokens, reservation).
 
         ``t_call``: when the call began (``_send`` read it). An attempt whose reply was lost after the API
         may have billed it (``maybe_billed``) is charged at its worst case at once; a retry after it is
-        guarded and reserved anew (``self._held`` then changes).
+        guarded and reserved anew (``self._hold`` then changes).
         """
         parts: Fragments | None = None  # the attempt's fragments (none before the first attempt begins)
         lost = sent = False
@@ -736,20 +724,20 @@ class Run:
                 held = await self._hold_call(self.steps - 1)
                 if isinstance(held, Stop):
                     raise _RetryRefused(held, self.steps)
-                self._held, lost, t_call = held, False, self.clock.now()
-                self._announce(*held)
+                self._hold, lost, t_call = held, False, self.clock.now()
+                self._announce(held)
             parts = Fragments(self._delta, self._stopped)
             if self._cancel:  # Stop came before this request was handed over: nothing is sent, nothing billed
                 raise asyncio.CancelledError
             sent = True  # from here the request may reach the API (the SDK connects and writes it)
             try:
-                raw = await self.config.model.complete(self._request(self._held[0], parts))
+                raw = await self.config.model.complete(self._request(self._hold.max_tokens, parts))
             except asyncio.CancelledError:  # Stop or the deadline: still in flight (charged below)
                 raise
             except BaseException as exc:
                 sent = False  # it failed: not in flight any more (and charged here if it may have been billed)
                 if isinstance(exc, AgentlabError) and getattr(exc, "maybe_billed", False):
-                    self._charge_lost(safe_str(exc), self._held[1], self.clock.now() - t_call)
+                    self._charge_lost(safe_str(exc), self.clock.now() - t_call)
                     lost = True
                 raise
             sent = False  # answered: charged on its usage by the caller
@@ -758,19 +746,13 @@ class Run:
         try:
             return await self._retrying(attempt, "messages")
         except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
-            max_tokens, reserved = self._held
+            max_tokens = self._hold.max_tokens
             if parts is not None and (cut := cut_short(parts, self._input.estimate, max_tokens, self.prices)):
                 why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
-                self.spent += cut["cost"]
-                self.model_calls += 1
-                self._last_cost = cut["cost"]
-                self.input_tokens += cut["usage"]["input_tokens"]
-                self.output_tokens += cut["usage"]["output_tokens"]
+                charge = self.account.charge(self._hold, "partial", cut.pop("cost"), partial_usage(cut["usage"]))
+                self._last_cost = charge.cost
                 self._input.billed_in_part(cut["usage"])
-                self._ledger.settle(self.run_id, reserved, cut["cost"])  # the shared total counts the part it paid for
-                self._emit(
-                    EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call
-                )
+                self._emit_called(charge, self.clock.now() - t_call, {**cut, "stop_reason": why})
             elif sent and self._caps.bills:
                 # Abandoned in flight before any of the reply arrived (a non-streamed call, a stream not yet
                 # begun): the API may bill it and nothing says how much, so it costs the worst case reserved
@@ -781,7 +763,6 @@ class Run:
                 self._charge_lost(
                     f"abandoned by {by} while the request was in flight, before any of the reply arrived: "
                     "the API may have billed it, so it is charged at its worst case",
-                    reserved,
                     self.clock.now() - t_call,
                     stop_reason=why,
                 )
@@ -860,12 +841,8 @@ class Run:
 
     async def _run_calls(self, calls: list[Block]) -> list[Block] | _Halt:
         """The turn's results in request order, or why the run stops (deadline, Stop, a loop, a fatal call)."""
-        left = self._time_left()
-        if left is not None and left <= 0:
-            return _Halt(
-                StopReason.DEADLINE,
-                f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools",
-            )
+        if stop := check_deadline(self.budget, self.elapsed, f"at step {self.steps}, before its tools"):
+            return _Halt(stop.reason, stop.detail)
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
         kept = self._kept
         results: list[Block | None] = [kept.get(i) for i in range(len(calls))] if kept else [None] * len(calls)
@@ -993,25 +970,19 @@ class Run:
         if self._sub_runs is None:
             return
         for summary in self._sub_runs.take_finished():
-            self.input_tokens += summary["input_tokens"]
-            self.output_tokens += summary["output_tokens"]
+            self.account.add_tokens(summary["input_tokens"], summary["output_tokens"])
             self._emit(EventKind.SUB_RUN, **summary, spent=self.spent)
 
     def _report_to_parent(self) -> None:
         """A sub-run ended: tell the parent what it cost (what is new since the last report, after a resume)."""
         if self._link is not None:
             ledger = self._link.parent.sub_run_ledger
-            self._reported = ledger.ended(self, self._link, self._reported, holds=self._ledger is ledger)
+            self._reported = ledger.ended(self, self._link, self._reported, holds=self.account.ledger is ledger)
 
     # ------------------------------------------------------------- plumbing
     def _time_left(self) -> float | None:
-        """Seconds before the deadline (``None``: no deadline): ``deadline_s - elapsed``, the getter's sum written
-        out here (four times a step: a property's call each time less)."""
-        d = self.budget.deadline_s
-        if d is None:
-            return None
-        t0 = self._t0
-        return d - (self._worked if t0 is None else self._worked + self._now() - t0)
+        """Working seconds before the deadline (``None``: no deadline)."""
+        return time_left(self.budget, self.elapsed)
 
     def _served_prices(self, served: str | None) -> Prices | None:
         """:func:`~agentlab.pricing.served_prices` for a reply naming ``served``, once per model a run (a lookup)."""

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
-from ..budget import NO_LEDGER, Ledger
+from .._account import NO_LEDGER, Ledger
 from ..loop import Run
 from ..results import Stopped
 from ..trace.writer import TraceWriter
