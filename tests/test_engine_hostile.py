@@ -393,13 +393,14 @@ def test_resume_after_cancel_does_not_rerun_writes_that_finished():
     runs again, and the trace marks the first as reused."""
     charges: list[str] = []
     attempts: list[str] = []
-    release = threading.Event()
+    release, inside = threading.Event(), threading.Event()
 
     @al.tool(mode="write")
     def charge(card: str) -> str:
         """Charge a card."""
         attempts.append(card)
         if attempts == ["fast", "slow"]:
+            inside.set()
             release.wait(30)  # the first "slow" hangs until the test ends (abandoned by the cancel)
             return "too late"
         charges.append(card)
@@ -410,10 +411,8 @@ def test_resume_after_cancel_does_not_rerun_writes_that_finished():
 
     async def go():
         r = al.Run("q", [charge], model=model, deadline_s=None, subscribers=[rec])
-        started = asyncio.Event()
-        r.subscribe(lambda e: started.set() if e.kind == "tool_started" and e.data["args"]["card"] == "slow" else None)
         stepping = asyncio.ensure_future(r.step())
-        await asyncio.wait_for(started.wait(), 10)
+        assert await asyncio.to_thread(inside.wait, 10)  # the first "slow" is inside the tool
         r.cancel()
         await asyncio.wait_for(stepping, 10)
         assert r.result.reason == "cancelled"

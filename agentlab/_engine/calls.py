@@ -37,7 +37,7 @@ from contextvars import Context
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .._runtime.isolate import HANDOFF_S, Raised, Returned, TimedOut, inline, on_loop_thread, run
+from .._runtime.isolate import Raised, Returned, TimedOut, inline, on_loop_thread, run
 from .._runtime.referee import Referee, TakenOver
 from .._subruns import call_context
 from ..approval import Approver, needs_approval
@@ -109,9 +109,6 @@ class CallOutcome:
 
 CANCELLED_TEXT = "cancelled: another call of this turn stopped the run"
 
-# Read every call: an enum member read through its class costs ~60 ns, a module global ~20.
-_STARTED, _FINISHED, _OK = EventKind.TOOL_STARTED, EventKind.TOOL_FINISHED, Outcome.OK
-
 
 def result_block(call_id: str, text: str | list[Block], is_error: bool) -> Block:
     block: Block = {"type": "tool_result", "tool_use_id": call_id, "content": text}
@@ -137,7 +134,6 @@ async def bounded(
     deadline_s: float | None,
     on_abandon: Callable[[], None],
     trusted: bool = False,
-    handoff_s: float = 0.0,
     referee: Referee | None = None,
     take_over: Callable[[bool], None] = lambda cancelled: None,
     context: Context | None = None,
@@ -175,7 +171,6 @@ async def bounded(
             timeout=wait,
             where=where,
             on_abandon=on_abandon,
-            handoff_s=handoff_s,
             context=context,
         )
     if not isinstance(out, TimedOut):
@@ -197,7 +192,6 @@ class CallRunner:
         self.sem = asyncio.Semaphore(max_concurrency)
         self.calls_per_tool: dict[str, int] = {}
         self.referee: Referee | None = None  # set by run(): sync calls made alone may run on the loop's thread
-        self._slow: set[str] = set()  # sync tools that did not answer within the hand-off last time
         self.approver = Approver(
             ctx.approve,
             stops_clock=ctx.approval_stops_clock,
@@ -259,7 +253,9 @@ class CallRunner:
         start = ctx.elapsed()  # the call's start, and its tool_started's time: one reading
         mode = tool.mode if tool else None
         ctx.publish(
-            _STARTED, {"call_id": call_id, "tool": name, "mode": mode, "args": call["input"], "index": index}, start
+            EventKind.TOOL_STARTED,
+            {"call_id": call_id, "tool": name, "mode": mode, "args": call["input"], "index": index},
+            start,
         )
         if (lost := ctx.unrecorded()) is not None:  # tool_started is not on disk: a call no trace shows is not made
             text = "not run: the run's trace could not be written"
@@ -331,19 +327,11 @@ class CallRunner:
             on_abandon=lambda: ctx.abandon(
                 f"{where} (call {call_id}, still running in its {'task' if tool.is_async else 'thread'})"
             ),
-            handoff_s=HANDOFF_S if sync_alone and tool.name not in self._slow else 0.0,
             referee=referee,
             take_over=take_over,
             context=call_context(ctx.parent, ctx.step(), call_id),
         )
-        return self._timed(attempt, tool.name) if sync_alone and referee is None else attempt
-
-    async def _timed(self, attempt: Coroutine[Any, Any, Returned | Raised], name: str) -> Returned | Raised:
-        """A sync call alone on a worker: worth blocking for next time only if it answers within the hand-off."""
-        t0 = time.perf_counter()
-        out = await attempt
-        (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(name)
-        return out
+        return attempt
 
     async def _retried(
         self,
@@ -405,7 +393,7 @@ class CallRunner:
             except Exception as unshown:
                 out = Raised(unshown)
             else:
-                outcome = _OK if attempts == 1 else Outcome.RETRIED
+                outcome = Outcome.OK if attempts == 1 else Outcome.RETRIED
                 self.report(call, index, outcome, attempts, result_summary(content), False, start)
                 return CallOutcome(index, result_block(call_id, content, False))
         exc = out.error
@@ -458,4 +446,4 @@ class CallRunner:
             "end": end,
             "error": None if error is None else format_error(error),
         }
-        ctx.publish(_FINISHED, data, end)
+        ctx.publish(EventKind.TOOL_FINISHED, data, end)

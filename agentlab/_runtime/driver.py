@@ -150,7 +150,7 @@ Only threads that live as long as the process keep one (another thread's would o
 
 
 def _keeps() -> bool:
-    return threading.current_thread() is threading.main_thread() or threads.is_worker()
+    return threading.current_thread() is threading.main_thread()
 
 
 def _keep(loop: asyncio.AbstractEventLoop, waker: _Waker | None = None) -> bool:
@@ -296,7 +296,7 @@ def _supervised(
 
     previous = _take_sigint(on_sigint)
     try:
-        threads.submit(target, near=True)  # woken on this CPU, which waits idle (see threads.py)
+        threads.submit(target)
         while True:
             try:
                 taken = ref.watch(lambda: give_up[0])

@@ -18,11 +18,10 @@ it ended as a value, one of :data:`Settled`:
   waits for it, and ``on_abandon`` names it so the run's result can say what
   was left running. The same happens when the step waiting is cancelled.
 
-Most tools answer without ever waiting, so the common case costs no task and
-no loop turn: a coroutine's first step runs at once (as an eager task's would,
-Python 3.12's ``eager_task_factory``), and a sync tool's answer is waited for
-briefly on the worker hand-off itself (``handoff_s``), with the worker woken on
-the loop thread's CPU (``threads.submit(near=True)``).
+A coroutine's first step runs at once (as an eager task's would, Python
+3.12's ``eager_task_factory``): an async tool that answers without waiting
+needs no task of its own. A sync tool always runs on a worker thread, its
+answer awaited through a future.
 """
 
 from __future__ import annotations
@@ -43,23 +42,18 @@ from .watchdog import handoff
 GRACE_S = 0.02
 """How long cancelled work may take to finish before it is abandoned (seconds)."""
 
-HANDOFF_S = 0.0005
-"""How long the loop's thread may block for a sync call's answer before following it with a future."""
-
 _abandoned: set[asyncio.Future[Any]] = set()
 """Abandoned tasks and futures, kept referenced so the garbage collector does not complain about them."""
 
 
-# Not frozen: a frozen dataclass sets its field through ``object.__setattr__`` (issue 27: 0.32 -> 0.17 µs,
-# made twice a step). Nothing changes one once made.
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Returned:
     """The code returned ``value``."""
 
     value: Any
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Raised:
     """The code raised ``error`` (see :func:`caught` for the form it travels in)."""
 
@@ -93,23 +87,17 @@ async def run(
     timeout: float | None,
     where: str,
     on_abandon: Callable[[], None],
-    handoff_s: float = 0.0,
     context: contextvars.Context | None = None,
 ) -> Settled:
     """Run ``work()`` within ``timeout`` seconds (``None``: no limit); how it ended, as a value.
 
-    ``handoff_s`` (sync code only) is how long the loop's thread may block
-    waiting for the answer before handing the wait to the event loop: worth
-    it for a tool that answers at once, wasted on one that does not.
     ``context``: the context the code runs in, whatever runs it (used once);
     by default async code runs in a copy of the caller's, sync code in its
     worker thread's own.
     """
     fut: asyncio.Future[Any]
     if not is_async:
-        job = threads.submit(work if context is None else functools.partial(context.run, work), near=handoff_s > 0)
-        if job.wait(min(handoff_s, timeout) if timeout is not None else handoff_s):
-            return _ended(job, where)
+        job = threads.submit(work if context is None else functools.partial(context.run, work))
         fut = job.future()
         settled = await _settle(fut, timeout, on_abandon)
         return settled or _ended(job, where)
