@@ -24,7 +24,6 @@ import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
-from types import FunctionType, MethodType
 from typing import Any, Literal, NamedTuple, TypeVar
 
 from ._account import NO_LEDGER, NOTHING_HELD, Account, Charge, Hold, How, Ledger, Refusal, partial_usage
@@ -53,7 +52,7 @@ from .budget import (
 )
 from .clock import Clock, SystemClock, wall_time
 from .errors import AgentlabError, FatalError, ModelError, Policy, TraceWriteError, classify, describe, safe_str
-from .events import Event, EventDraft, Subscriber, new_event
+from .events import Event, Subscriber, new_event
 from .messages import (
     Block,
     MalformedReply,
@@ -416,7 +415,7 @@ class Run:
         caller after it (:meth:`_hand_back`)."""
         if self.result is not None:
             raise RuntimeError(f"run {self.run_id} has finished: {self.result!r}")
-        if not self._step_lock.acquire(False):  # (not blocking; a keyword costs C argument parsing)
+        if not self._step_lock.acquire(blocking=False):
             raise RuntimeError(
                 f"run {self.run_id} is already in a step (started by another task or thread): "
                 "await that step before starting the next"
@@ -686,7 +685,7 @@ class Run:
         if hold.reserved:
             guard["reserved"] = hold.reserved
         data = {"max_tokens": hold.max_tokens, "estimated_input_tokens": self._input.estimate, **guard}
-        self._publish(_MODEL_REQUEST, data, self.elapsed)
+        self._publish(EventKind.MODEL_REQUEST, data, self.elapsed)
 
     def _charge_lost(self, why: str, latency: float, **extra: Any) -> None:
         """A reply lost in transit (or abandoned in flight) after the API may have billed it: charged at the
@@ -836,7 +835,7 @@ class Run:
             results += self._said() or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
         data: dict[str, Any] = {"content": results, "reused": reused} if reused else {"content": results}
-        self._publish(_TOOL_RESULTS, data, self.elapsed)
+        self._publish(EventKind.TOOL_RESULTS, data, self.elapsed)
         return None
 
     async def _run_calls(self, calls: list[Block]) -> list[Block] | _Halt:
@@ -907,7 +906,9 @@ class Run:
         if stop := check_after_step(self.budget, self.steps, self.spent, elapsed):
             return self._stop(stop.reason, stop.detail)
         self.phase = "ready"
-        self._publish(_STEP_FINISHED, {"spent": self.spent, "elapsed": elapsed, "budget": self._limits()}, elapsed)
+        self._publish(
+            EventKind.STEP_FINISHED, {"spent": self.spent, "elapsed": elapsed, "budget": self._limits()}, elapsed
+        )
         return None
 
     # --------------------------------------------------------------- endings
@@ -1037,28 +1038,19 @@ class Run:
     def _publish(self, kind: str, data: dict[str, Any], t: float) -> None:
         """The event to every subscriber (:meth:`_emit`'s way for any kind but ``run_finished``), ``data`` as given.
 
-        The six events of every step come here directly (issue 27): their ``data`` is a dict the caller made
-        for the event (``**data`` would unpack and rebuild it), and ``t`` is the reading of the run's
+        ``data`` is a dict the caller made for the event, and ``t`` is the reading of the run's
         ``elapsed`` the caller already took for a field of the same event (``tool_finished``'s ``end``,
         ``step_finished``'s ``elapsed``) or for the step's books (``model_called``: when the reply came), made
         with nothing emitted since; each is so a true reading at or after the previous event's ``t``."""
         called = self._called  # (a tuple, made again on each change: one that subscribes or unsubscribes while
         if not called:  # called changes the next event's subscribers, not this one's)
             return None
-        self._seq = seq = self._seq + 1
-        # new_event's way, written out: a Python call less for each of a step's six events
-        event: Any = _new(EventDraft)
-        event.kind = kind
-        event.run_id = self.config.run_id
-        event.step = self.steps
-        event.seq = seq
-        event.t = t
-        event.data = data
-        event.__class__ = Event
+        self._seq += 1
+        event = new_event(kind, self.config.run_id, self.steps, self._seq, t, data)
         interrupted: KeyboardInterrupt | None = None
-        for callback, call in called:
+        for callback in called:
             try:
-                call(event)
+                callback(event)
             except BaseException as exc:  # noqa: BLE001 - issue 24: a subscriber's SystemExit, CancelledError...
                 interrupted = self._subscriber_failed(callback, event, exc, interrupted)
         if interrupted is not None:
@@ -1160,9 +1152,6 @@ class Run:
         self._report_to_parent()
 
 
-_ELAPSED = Run.elapsed.fget  # type: ignore[attr-defined]  # (a property: mypy sees its getter)
-
-
 # ------------------------------------------------- what tool calls see of the run
 class _CallSide:
     """The run as its tool calls see it (:class:`~agentlab._engine.calls.CallContext`): read live, changed narrowly.
@@ -1197,8 +1186,7 @@ class _CallSide:
         # The run's own methods, bound (no extra frame on the hot path): an event to its subscribers (with its
         # data as keywords, or as a dict of its own at a time read by the caller), time left.
         self.emit, self.publish, self.time_left = run._emit, run._publish, run._time_left
-        # Working seconds so far: the run's ``elapsed`` getter itself, bound (read twice a call).
-        self.elapsed: Callable[[], float] = MethodType(_ELAPSED, run)
+        self.elapsed: Callable[[], float] = lambda: run.elapsed  # working seconds so far
         self.end_run = run._end_taken_over
 
     def deadline_s(self) -> float | None:
@@ -1227,24 +1215,13 @@ class _RetryRefused(FatalError):
         self.stop = Stop(stop.reason, detail)
 
 
-# The kinds of the events every step emits, read once: an enum member read through its class costs ~55 ns.
-_MODEL_REQUEST, _MODEL_CALLED, _TOOL_RESULTS = EventKind.MODEL_REQUEST, EventKind.MODEL_CALLED, EventKind.TOOL_RESULTS
-_STEP_FINISHED = EventKind.STEP_FINISHED
-_new = object.__new__  # (Run._publish makes each event as events.new_event does)
-
-
 _UNSEEN: Any = object()  # a model no reply of the run named before (Run._served has no entry for it)
 
 
-def _callees(subscribers: list[Subscriber]) -> tuple[tuple[Subscriber, Subscriber], ...]:
-    """Each subscriber, and what calling it calls: an object whose class defines ``__call__`` in Python (the
-    trace writer) is called through that method bound to it, which is what ``subscriber(event)`` runs, without
-    the class lookup each call makes (~60 ns an event, six a step); anything else as it is."""
-    out = []
-    for callback in subscribers:
-        call = getattr(type(callback), "__call__", None)  # noqa: B004 - the method itself, not "is it callable"
-        out.append((callback, MethodType(call, callback) if type(call) is FunctionType else callback))
-    return tuple(out)
+def _callees(subscribers: list[Subscriber]) -> tuple[Subscriber, ...]:
+    """The subscribers as they stand: one that subscribes or unsubscribes while an event is being published
+    changes the next event's subscribers, not this one's."""
+    return tuple(subscribers)
 
 
 def _nothing() -> None:
