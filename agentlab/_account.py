@@ -181,10 +181,10 @@ class Account:
             if granted > 0:
                 self.ledger.settle(self.run_id, granted, 0.0)
             return _refusal(self.ledger, least)
-        if granted >= want:
-            return Hold(max_tokens, granted, worst)
+        if granted >= want:  # a lost reply never settles past what the shared total held for it
+            return Hold(max_tokens, granted, min(worst, granted))
         allowed = max(affordable_max_tokens(granted, input_tokens, in_rate, out_rate, max_tokens), smallest)
-        return Hold(allowed, granted, min(worst, worst - (max_tokens - allowed) * out_rate))
+        return Hold(allowed, granted, min(worst - (max_tokens - allowed) * out_rate, granted))
 
     def charge(self, hold: Hold, how: How, cost: float, usage: Usage | None = None) -> Charge:
         """Charge a call that ended (``how``), settle its hold to ``cost``, and say what happened."""

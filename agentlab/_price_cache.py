@@ -50,6 +50,11 @@ def cache_dir() -> Path:
     return Path(base) / "agentlab"
 
 
+LOOKUP_RULES = 2
+"""The version of how a lookup reads genai-prices (2: batch variants ride along): a memo made by other rules is
+not used."""
+
+
 @functools.cache
 def data_key(fields: tuple[str, ...]) -> str:
     """What the memo is valid for: the price data installed, and the shape of ``Prices``.
@@ -58,7 +63,7 @@ def data_key(fields: tuple[str, ...]) -> str:
     engine asks for the served model's prices on every reply (an alias is served as a dated id).
     """
     spec = importlib.util.find_spec("genai_prices")  # finds the package without importing it
-    parts = [",".join(fields)]
+    parts = [",".join(fields), f"rules:{LOOKUP_RULES}"]
     if spec is not None and spec.origin:
         folder = Path(spec.origin).parent
         for name in ("data.py", "data_snapshot.py", "types.py"):

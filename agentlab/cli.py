@@ -419,6 +419,27 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    """Two runs aligned step by step, from the first divergence: per-step token and dollar deltas."""
+    out, err = for_terminal(out), for_terminal(err)
+    from .costs import diff_runs
+    from .trace import load_run
+
+    try:
+        a, b = (load_run(r, args.runs) for r in (args.a, args.b))
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"agentlab diff: {exc}", file=err)
+        return 2
+    d = diff_runs(a, b)
+    print(d.text(), file=out)
+    if args.html:
+        from pathlib import Path
+
+        Path(args.html).write_text(f"<!doctype html><meta charset=utf-8><title>diff</title>{d.html()}", "utf-8")
+        print(f"html written: {args.html}", file=out)
+    return 0
+
+
 def _recorded_formats() -> tuple[str, ...]:
     from .recorded.detect import FORMATS
 
@@ -432,31 +453,42 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .recorded import NoCalls, SkippedFileWarning, UnrecognizedFormat, import_recorded
+    from .recorded._bounds import ImportLimit
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", SkippedFileWarning)  # listed below, once each
             report = import_recorded(args.path, args.out, args.format, force=args.force)
-    except (FileNotFoundError, UnrecognizedFormat, NoCalls) as exc:
+    except (FileNotFoundError, UnrecognizedFormat, NoCalls, ImportLimit) as exc:
         print(f"agentlab import: {exc}", file=err)
         return 2
+    # --check: a finding about money (every audit check is one) fails the command, for CI
+    failed = 1 if args.check and any(f["money"] for f in report.findings) else 0
     if args.json:
         _print_json(
             {
                 "written": [{"run_id": f.stem, "file": str(f)} for f in report],
                 "skipped": [{"file": str(f), "why": why} for f, why in report.skipped],
+                "audit": report.findings,
             },
             out,
         )
-        return 0
+        return failed
     for f in report:
         print(f"  {f}", file=out)
     for f, why in report.skipped:
         print(f"  skipped {f}: {why}", file=out)
+    if args.check:
+        from .recorded.audit import Finding
+
+        for found in report.findings:
+            print(f"  {Finding(**{k: v for k, v in found.items() if k != 'run_id'})}", file=out)
     print(f"{report.summary()}; {len(report)} run(s) written", file=out)
+    if report.findings and not args.check:
+        print("see each finding: agentlab import PATH --check", file=out)
     if report:
         print(f"read one: agentlab report {report[0].stem} --runs {report[0].parent}", file=out)
-    return 0
+    return failed
 
 
 def cmd_scenarios(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -670,6 +702,17 @@ def build_parser() -> argparse.ArgumentParser:
     rep.add_argument("--json", action="store_true", help="print the run's summary, steps and tool calls as JSON")
     rep.set_defaults(fn=cmd_report)
 
+    df = sub.add_parser(
+        "diff",
+        help="two runs side by side: aligned step by step, from the first divergence",
+        description="Align two runs step by step (tool and arguments), show where they part and what each step cost.",
+    )
+    df.add_argument("a", metavar="RUN_A", help="a run id (or unique prefix, or a .jsonl path)")
+    df.add_argument("b", metavar="RUN_B", help="the other run (a fork is aligned with its parent at the fork step)")
+    df.add_argument("--runs", metavar="DIR", help="traces folder (default: $AGENTLAB_RUNS or ./runs)")
+    df.add_argument("--html", metavar="OUT.html", help="also write the diff as a page (no script needed)")
+    df.set_defaults(fn=cmd_diff)
+
     im = sub.add_parser(
         "import",
         help="turn recorded runs (Claude Code, Codex, Gemini CLI, SWE-agent, API logs…) into traces",
@@ -685,6 +728,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     im.add_argument("--force", action="store_true", help="overwrite runs already in the traces folder")
     im.add_argument("--json", action="store_true", help="print the files written (and skipped) as JSON")
+    im.add_argument(
+        "--check",
+        action="store_true",
+        help="print each audit finding with its file and line; exit 1 when one is about money",
+    )
     im.set_defaults(fn=cmd_import)
 
     ru = sub.add_parser(

@@ -66,7 +66,7 @@ from .messages import (
 )
 from .models.base import Model, ModelRequest, capabilities
 from .models.streaming import Fragments, cut_short
-from .pricing import Prices, prices_dict, served_prices
+from .pricing import Prices, hard_guard_refusal, prices_dict, served_prices
 from .results import Done, Result, StepRecord, Stopped
 from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .tools import Tool, result_summary
@@ -659,6 +659,9 @@ class Run:
         too, so the hard guard counts the lost attempt before the retry is sent.
         """
         c = self.config
+        if self.budget.cost_guard == "hard" and (self.budget.max_cost is not None or self.account.shared):
+            if refusal := hard_guard_refusal(self._caps.request_terms):
+                return Stop(StopReason.BUDGET, refusal)
         max_tokens = await self._input.check(  # the pre-call cost guard, on budget.py's rules (it may count)
             self.budget,
             steps=done,

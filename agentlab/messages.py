@@ -20,6 +20,7 @@ from typing import Any
 import orjson
 
 from .errors import AgentlabError
+from .usage_fields import BY_PATH, MOST_TOKENS, check_usage, malformed_usage
 
 Message = dict[str, Any]
 Block = dict[str, Any]
@@ -104,10 +105,21 @@ class Usage:
     speed: str | None = None
     inference_geo: str | None = None
     iterations: tuple[Iteration, ...] = ()
+    service_tier: str | None = None
+    """``"batch"`` is billed at half price (a Message Batches result); ``None`` for the standard tier."""
+    thinking_tokens: int = 0
+    """The part of ``output_tokens`` that was reasoning (``usage.output_tokens_details``): shown, not priced again."""
 
     @property
     def context_tokens(self) -> int:
-        """Everything the model read this call: the size of the context."""
+        """The size of the context the model read: the last ``message`` pass's input when the call ran several
+        (the top-level counts add the passes up), never a ``compaction`` pass's (the SDK's ``BetaIterationsUsage``
+        says so); else the top-level input."""
+        if self.iterations:
+            for it in reversed(self.iterations):
+                if it.kind in ("message", "fallback_message"):
+                    u = it.usage
+                    return u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     @property
@@ -131,6 +143,8 @@ class Usage:
             or self.speed
             or self.inference_geo
             or self.iterations
+            or self.service_tier
+            or self.thinking_tokens
         ):
             return out  # the usual usage: the four counts (the loop below would add nothing)
         for name in (
@@ -139,6 +153,8 @@ class Usage:
             "web_fetch_requests",
             "speed",
             "inference_geo",
+            "service_tier",
+            "thinking_tokens",
         ):
             value = getattr(self, name)
             if value:
@@ -196,26 +212,11 @@ def _to_dict(raw: Any) -> dict[str, Any]:
     raise MalformedReply(f"a reply must be a dict or an anthropic Message, got {type(raw).__name__}", raw)
 
 
-KNOWN_USAGE_FIELDS = frozenset(
-    {
-        "input_tokens",
-        "output_tokens",
-        "cache_creation_input_tokens",
-        "cache_read_input_tokens",
-        "cache_creation",
-        "server_tool_use",
-        "service_tier",
-        "speed",
-        "inference_geo",
-        "iterations",
-        "output_tokens_details",
-        "fallback_credit",
-    }
-)
-"""The ``usage`` fields the lab prices or knows carry no price (from the SDK's ``Usage``/``BetaUsage``).
+KNOWN_USAGE_FIELDS = frozenset(p.split(".")[1] for p in BY_PATH if p.startswith("usage.") and p.count(".") == 1)
+"""The ``usage`` fields the lab prices, shows or ignores with a reason (:data:`agentlab.usage_fields.FIELDS`).
 Any other field is a warning that names it: a price the lab may be missing is never silent."""
 _PLAIN_KEYS = frozenset({"input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"})
-KNOWN_SERVER_TOOL_FIELDS = frozenset({"web_search_requests", "web_fetch_requests"})
+KNOWN_SERVER_TOOL_FIELDS = frozenset(p.rsplit(".", 1)[1] for p in BY_PATH if p.startswith("usage.server_tool_use."))
 
 
 def _int(raw: dict[str, Any], key: str) -> int:
@@ -255,8 +256,21 @@ def _usage(raw: Any) -> Usage | None:
         raise MalformedReply("'usage' must be an object", raw)
     i, o = raw.get("input_tokens", 0), raw.get("output_tokens", 0)
     w, r = raw.get("cache_creation_input_tokens", 0), raw.get("cache_read_input_tokens", 0)
-    if type(i) is int and type(o) is int and type(w) is int and type(r) is int and raw.keys() <= _PLAIN_KEYS:
-        return Usage(i, o, w, r)  # the usual shape (four int counts): what the checks below make of it, for less
+    if (
+        type(i) is int
+        and type(o) is int
+        and type(w) is int
+        and type(r) is int
+        and raw.keys() <= _PLAIN_KEYS
+        and 0 <= i <= MOST_TOKENS
+        and 0 <= o <= MOST_TOKENS
+        and 0 <= w <= MOST_TOKENS
+        and 0 <= r <= MOST_TOKENS
+    ):
+        return Usage(i, o, w, r)  # the usual shape (four sound counts): what the checks below make of it, for less
+    problems = check_usage(raw)
+    if problems:
+        raise MalformedReply(malformed_usage(problems), raw)
     for key in raw:
         if key not in KNOWN_USAGE_FIELDS and raw[key] is not None:
             _not_understood(f"the field {key!r}")
@@ -271,8 +285,10 @@ def _usage(raw: Any) -> Usage | None:
         if key not in ("ephemeral_5m_input_tokens", "ephemeral_1h_input_tokens") and split[key]:
             _not_understood(f"the cache-write split {key!r}")
     tier = raw.get("service_tier")
-    if tier not in (None, "standard"):
+    if tier not in (None, "standard", "batch", "priority"):
         _not_understood(f"service_tier={tier!r} (priced here at standard rates)")
+    details = raw.get("output_tokens_details")
+    thinking = details.get("thinking_tokens") if isinstance(details, dict) else None
     speed, geo = raw.get("speed"), raw.get("inference_geo")
     if speed not in (None, "standard", "fast"):
         _not_understood(f"speed={speed!r} (priced here at standard rates)")
@@ -285,6 +301,8 @@ def _usage(raw: Any) -> Usage | None:
             speed=speed if isinstance(speed, str) and speed != "standard" else None,
             inference_geo=geo if isinstance(geo, str) and geo else None,
             iterations=iterations,
+            service_tier="batch" if tier == "batch" else None,
+            thinking_tokens=thinking if isinstance(thinking, int) else 0,
         )
     except (TypeError, ValueError) as exc:
         raise MalformedReply(f"'usage' has a non-integer count: {exc}", raw) from None

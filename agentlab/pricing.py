@@ -27,6 +27,7 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from typing import Any
 
+from ._checks import is_whole
 from ._price_cache import cached
 from .messages import Usage
 
@@ -50,31 +51,35 @@ the table has no entry of its own: a newer genai-prices wins.
 """
 
 
-GEO_MULTIPLIERS: Mapping[str, float] = {"global": 1.0, "us": 1.1}
-"""Multiplier on every token price of a call by ``usage.inference_geo`` (genai-prices 0.2.3 has no such rule).
+GEO_MULTIPLIERS: Mapping[str, float] = {"us": 1.1}
+"""The inference regions that cost more, by ``usage.inference_geo`` (genai-prices 0.2.3 has no such rule).
 
 Source: Anthropic's pricing page, "Data residency pricing"
 (https://platform.claude.com/docs/en/about-claude/pricing#data-residency-pricing):
 US-only inference (``inference_geo: "us"``) is 1.1x on input, output and cache
-tokens; global is standard. Server-tool fees are not multiplied. A region not in
-this table is priced at 1.1x (the dearest known) with a warning naming it.
+tokens; global is standard. Server-tool fees are not multiplied. Only a region
+listed here costs more: ``"global"``, ``"not_available"`` (what a model without
+data residency reports) and any other value are standard rates (a value never
+seen before is named in a warning, priced at standard rates).
 """
 GEO_SOURCE = "https://platform.claude.com/docs/en/about-claude/pricing#data-residency-pricing"
+STANDARD_GEOS = frozenset({"global", "not_available"})
+"""Values of ``inference_geo`` known to carry no multiplier: global routing, and a model without data residency."""
 
 
 def geo_multiplier(geo: str | None) -> float:
-    """The token-price multiplier of an inference region (:data:`GEO_MULTIPLIERS`)."""
-    if geo is None:
+    """The token-price multiplier of an inference region (:data:`GEO_MULTIPLIERS`; 1.0 for any other)."""
+    if geo is None or geo in STANDARD_GEOS:
         return 1.0
     found = GEO_MULTIPLIERS.get(geo)
     if found is None:
         warnings.warn(
-            f"inference_geo={geo!r} has no price rule in agentlab.pricing.GEO_MULTIPLIERS; priced at the dearest "
-            f"known multiplier ({max(GEO_MULTIPLIERS.values())}x, source: {GEO_SOURCE})",
+            f"inference_geo={geo!r} is a region agentlab.pricing has not seen: priced at standard rates, as only the "
+            f"regions in GEO_MULTIPLIERS cost more (source: {GEO_SOURCE})",
             UserWarning,
             stacklevel=3,
         )
-        return max(GEO_MULTIPLIERS.values())
+        return 1.0
     return found
 
 
@@ -93,6 +98,93 @@ class RequestTerms:
     inference_geo: str | None = None
     compaction_at: int | None = None
     models: tuple[str, ...] = ()
+    passes: int = 1
+    """The most sampling passes the request's server tools can trigger (:func:`server_tool_passes`)."""
+    pass_input: int = 0
+    """The most input tokens those tools' results add to the passes after the first."""
+    unbounded: str | None = None
+    """Why no worst case holds for this request (a server tool with no cap): the hard guard refuses it."""
+
+
+MANY_TOKENS = 10**9
+"""A size past every long-context tier: the rates of a pass whose input the guard cannot know in advance."""
+
+
+def pass_rates(inp: float, out: float, n: int, passes: int, added: int) -> tuple[float, float]:
+    """Per-token rates that price every pass of a server-tool loop when applied to one pass's input and output.
+
+    ``passes`` passes (:func:`server_tool_passes`), each reading at most the request's ``n`` input tokens, the
+    output of the passes before it (each at most ``max_tokens`` = m) and the tool results so far (``added``
+    tokens in all), each writing at most m: input at most ``passes*n + m*passes*(passes-1)/2 + (passes-1)*added``
+    tokens, output at most ``passes*m``. So the worst case ``n*input + m*output`` of
+    :func:`agentlab.budget.worst_case_cost` covers every pass with input rate
+    ``inp*(passes + (passes-1)*added/n)`` and output rate ``out*passes + inp*passes*(passes-1)/2``.
+    """
+    reread = inp * passes * (passes - 1) / 2
+    return inp * (passes + (passes - 1) * added / max(n, 1)), out * passes + reread
+
+
+SERVER_TOOL_INPUT: Mapping[str, str | int | None] = {
+    "web_search": None,
+    "web_fetch": "max_content_tokens",
+    "code_execution": None,
+    "bash_code_execution": None,
+    "text_editor_code_execution": None,
+    "advisor": "max_tokens",
+    "tool_search_tool": 0,
+    "mcp_toolset": None,
+}
+"""How much input one use of a server tool adds to the passes after it, by tool type prefix: a cap the tool
+definition carries (its field name), a number of tokens, or ``None`` when nothing documented caps it.
+
+Sources: the web fetch tool's ``max_content_tokens`` ("If the fetched content exceeds this limit, it will be
+truncated", the web fetch tool page); an advisor's answer is at most its ``max_tokens``; tool search loads
+definitions the request already carries (counted in its input). The web search, code execution and MCP tool
+pages document no cap on the results they add, so under ``cost_guard="hard"`` a request with them is refused.
+Each use may start one more sampling pass, up to the tool's ``max_uses`` (the SDK's ``max_tokens`` docstring:
+"A request that uses server tools can call the model more than once").
+"""
+
+CLIENT_TOOL_TYPES = ("custom", "bash_", "text_editor_", "computer_", "memory_")
+"""Tool types the caller's code runs (Anthropic-defined client tools): no pass inside the call."""
+
+
+def server_tool_passes(tools: Any) -> tuple[int, int, str | None]:
+    """``(passes, added_input, unbounded)`` of a request's server tools: the most sampling passes the call can
+    run (1 + the tools' ``max_uses``), the most input their results add, and why no bound holds (``None``: one
+    does). A tool without ``max_uses``, or whose results have no documented cap (:data:`SERVER_TOOL_INPUT`), or
+    a server tool the table does not know, leaves the call unbounded, named in the sentence."""
+    passes, added = 1, 0
+    for tool in tools or ():
+        kind = str(tool.get("type") or "") if isinstance(tool, Mapping) else ""
+        if not kind or kind.startswith(CLIENT_TOOL_TYPES):
+            continue
+        name = tool.get("name") or kind
+        prefix = next((p for p in SERVER_TOOL_INPUT if kind.startswith(p)), None)
+        if prefix is None:
+            return passes, added, f"the server tool {name!r} ({kind}) is one agentlab cannot bound"
+        uses = tool.get("max_uses")
+        if not is_whole(uses, 0):
+            return passes, added, f"the server tool {name!r} ({kind}) has no max_uses, so nothing caps its passes"
+        cap = SERVER_TOOL_INPUT[prefix]
+        each = tool.get(cap) if isinstance(cap, str) else cap
+        if not is_whole(each, 0):
+            what = f"without {cap}" if isinstance(cap, str) else "with no documented cap"
+            return passes, added, f"the server tool {name!r} ({kind}) adds results {what} to every later pass"
+        passes += uses
+        added += uses * each
+    return passes, added, None
+
+
+def hard_guard_refusal(terms: RequestTerms | None) -> str | None:
+    """The sentence a hard cost guard refuses an unbounded request with, or ``None`` (the request is bounded)."""
+    if terms is None or terms.unbounded is None:
+        return None
+    return (
+        f'cost_guard="hard" cannot bound this request: {terms.unbounded}. Nothing was sent. Cap the tool '
+        '(max_uses, and max_content_tokens for web_fetch), remove it, or run with cost_guard="estimate" '
+        "(the worst case estimated, the overspend reported)"
+    )
 
 
 COMPACTION_PASSES = 2
@@ -147,13 +239,28 @@ class Prices:
         """These prices under ``speed`` (``"fast"``: the variant genai-prices lists, when it lists one)."""
         if not speed or speed == "standard":
             return self
-        found = (self.variants or {}).get(f"speed={speed}")
+        return self._variant(f"speed={speed}", f"no {speed!r} speed price is known for these prices")
+
+    def in_batch(self) -> Prices:
+        """These prices for a Message Batches result (``service_tier: "batch"``): genai-prices' batch variant,
+        half the standard rates on every token (web search keeps its fee); half these prices when the table
+        lists no variant (Anthropic's batch pricing: 50 % of standard, caching multipliers stacked)."""
+        if self.variants and "processing=batch" in self.variants:
+            return self._variant("processing=batch", "")
+        halved = {
+            name: (None if getattr(self, name) is None else getattr(self, name) / 2)
+            for name in ("input", "output", "cache_read", "cache_write", "cache_write_1h")
+        }
+        tier = {
+            name: (None if getattr(self, name) is None else getattr(self, name) / 2)
+            for name in ("tier_input", "tier_output", "tier_cache_read", "tier_cache_write")
+        }
+        return replace(self, **halved, **tier, variants=None)  # type: ignore[arg-type]  # rate fields, by name
+
+    def _variant(self, key: str, missing: str) -> Prices:
+        found = (self.variants or {}).get(key)
         if found is None:
-            warnings.warn(
-                f"no {speed!r} speed price is known for these prices; priced at standard rates",
-                UserWarning,
-                stacklevel=3,
-            )
+            warnings.warn(f"{missing}; priced at standard rates", UserWarning, stacklevel=4)
             return self
         return replace(self, **found, variants=None)  # type: ignore[arg-type]  # rate fields, by name
 
@@ -166,6 +273,8 @@ class Prices:
         its model's rates), plus server-tool fees.
         """
         p = self if usage.speed is None else self.at_speed(usage.speed)
+        if usage.service_tier == "batch":
+            p = p.in_batch()
         tokens = p.token_cost(usage)
         if usage.iterations:  # (the usual reply has none, nor a region: x 1.0 is left out, the same number)
             for it in usage.extra_iterations:
@@ -217,15 +326,18 @@ class Prices:
         if terms is None:
             return self._worst(est_input_tokens, caching)
         p = self.at_speed(terms.speed)
-        inp, out = p._worst(est_input_tokens, caching)
+        size = est_input_tokens if terms.passes == 1 else MANY_TOKENS  # a tool loop's later passes read more
+        inp, out = p._worst(size, caching)
         for model in terms.models:
             other = resolve_prices(model, None)
             if other is None:
                 raise ValueError(
                     f"no price is known for the fallback model {model!r}: the cost guard cannot bound the call"
                 )
-            o_in, o_out = other.at_speed(terms.speed)._worst(est_input_tokens, caching)
+            o_in, o_out = other.at_speed(terms.speed)._worst(size, caching)
             inp, out = max(inp, o_in), max(out, o_out)
+        if terms.passes > 1:
+            inp, out = pass_rates(inp, out, est_input_tokens, terms.passes, terms.pass_input)
         k = geo_multiplier(terms.inference_geo)
         if terms.compaction_at is not None and est_input_tokens >= terms.compaction_at:
             k *= COMPACTION_PASSES
@@ -334,10 +446,11 @@ def lookup_prices(model_id: str, platform: str | None = None) -> Prices | None:
         return None
     variants = {}
     for variant in getattr(calc.model, "price_variants", None) or ():
-        if set(variant.when) == {"speed"}:  # batch processing is not a request the lab makes
+        if len(variant.when) == 1 and set(variant.when) <= {"speed", "processing"}:  # fast mode, batch
             rates = _rate_fields(variant.prices)
             if rates:
-                variants[f"speed={variant.when['speed']}"] = rates
+                ((name, value),) = variant.when.items()
+                variants[f"{name}={value}"] = rates
     return replace(found, variants=variants or None)
 
 

@@ -31,6 +31,10 @@ def report_text(run_id: str, runs: str | os.PathLike[str] | None = None) -> str:
     """A readable terminal report of one run: the headline, the step table, and every step in full."""
     trace = load_run(run_id, runs)
     parts = [trace_text(trace)]
+    if len(trace):
+        from .costs import money_lines
+
+        parts.append("\n".join(money_lines(trace)))
     parts += [step_text(view) for view in trace]
     if trace.finished is None:
         parts.append(f"The trace ends without a run_finished event: {trace.summary['detail']}.")

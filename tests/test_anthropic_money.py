@@ -24,7 +24,7 @@ from agentlab.models.anthropic import AnthropicModel
 from agentlab.pricing import GEO_MULTIPLIERS
 from agentlab.testing import MessagesServer
 
-OPUS = "claude-opus-4-8"  # genai-prices 0.2.3 lists a fast-mode variant for it
+OPUS = "claude-opus-5"  # genai-prices lists a fast-mode variant for it (Opus 4.8's fast mode ended 2026-11-30)
 STREAMS = pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])
 
 

@@ -20,6 +20,7 @@ from .._checks import whole
 from .._runtime.driver import run_to_end
 from ..loop import Run
 from ..models.base import Model
+from ..models.request_rules import check_cell
 from ..pricing import resolve_prices
 from ..trace.files import check_name
 from ..vocab import StopReason
@@ -83,6 +84,7 @@ class Experiment:
         self.configs = load_configs(configs)
         for c in self.configs:
             check_config(c, model)
+            check_cell(c.name, c.params.get("model", model), c.params)  # what the API would refuse, before any cell
         whole("concurrency", concurrency)
         whole("repeats", repeats)
         if max_total_cost is not None and (

@@ -49,8 +49,9 @@ from ..errors import (
 )
 from ..messages import Block, MalformedReply, Message
 from ..netguard import check_url
-from ..pricing import RequestTerms
+from ..pricing import RequestTerms, server_tool_passes
 from ..redact import scrub as _scrub  # noqa: F401 (the one owner of scrubbing, issue 23; its old name here)
+from ..usage_fields import Caps, check_usage, malformed_usage
 from ._errors import (  # noqa: F401 (the policy table's old import path)
     MAX_REQUEST_BYTES,
     SPEND_LIMIT_CODES,
@@ -60,6 +61,7 @@ from ._errors import (  # noqa: F401 (the policy table's old import path)
     sdk_error,
 )
 from .base import ModelRequest
+from .request_rules import API_VERSION, check_request, check_settings, context_window
 from .streaming import StreamAssembler
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -93,7 +95,10 @@ class AnthropicModel:
             pre-call cost guard.
         timeout: seconds per call when the run has no deadline.
         thinking: the API's ``thinking`` setting, e.g. ``{"type": "enabled", "budget_tokens": 2048}``.
-        params: any other ``messages.create`` arguments (``temperature``, ``tool_choice``, ...).
+        params: any other ``messages.create`` arguments (``context_management``, ``fallbacks``, ...), checked
+            against the API's rules (:mod:`agentlab.models.request_rules`) when the model is made.
+        temperature: refused. anthropic SDK 2.x has no sampling parameters, and the API version it speaks
+            (``2026-10-21``) answers 400 to ``temperature``, ``top_p`` and ``top_k`` even at their defaults.
     """
 
     bills = True
@@ -138,12 +143,29 @@ class AnthropicModel:
         reserved = {"model", "max_tokens", "messages", "system", "tools", "timeout", "stream"} & set(params or {})
         if reserved:
             raise ValueError(f"params must not set {sorted(reserved)}: the engine supplies them")
-        typed = _typed_params(betas, temperature, tool_choice, speed, inference_geo, output_format)
+        if temperature is not None:
+            raise ValueError(
+                f"AnthropicModel(temperature={temperature!r}): anthropic SDK 2.x has no sampling parameters and the "
+                f"Messages API version {API_VERSION} refuses temperature, top_p and top_k (400, even at 1.0; "
+                "the 2026-10-21 migration guide). Remove it: Claude samples at its defaults"
+            )
+        typed = _typed_params(betas, tool_choice, speed, inference_geo, output_format)
         both = sorted(set(typed) & set(params or {}))
         if both:
             raise ValueError(f"{both} given both as arguments and in params=; give each once")
         if thinking and max_tokens is not None:
             _check_thinking(thinking, max_tokens)
+        refused = check_settings(
+            {
+                "model": model,
+                **({"max_tokens": max_tokens} if max_tokens is not None else {}),
+                **({"thinking": dict(thinking)} if thinking else {}),
+                **typed,
+                **dict(params or {}),
+            }
+        )
+        if refused:
+            raise ValueError(f"AnthropicModel({model!r}) would be refused by the Messages API: " + "; ".join(refused))
         import anthropic
 
         if client is None:
@@ -223,11 +245,15 @@ class AnthropicModel:
             else ()
         )
         speed, geo = p.get("speed"), p.get("inference_geo")
+        passes, added, unbounded = server_tool_passes(self.server_tools)
         return RequestTerms(
             speed=speed if isinstance(speed, str) else None,
             inference_geo=geo if isinstance(geo, str) else None,
             compaction_at=trigger,
             models=models,
+            passes=passes,
+            pass_input=added,
+            unbounded=unbounded,
         )
 
     def __repr__(self) -> str:
@@ -295,8 +321,11 @@ class AnthropicModel:
         timeout = self.timeout if request.timeout is None else max(request.timeout, 0.001)
         secrets = _secrets(self.client)
         params = self.build_params(request)
+        refused = check_request(params)
+        if refused:  # nothing sent: a clear error at $0 instead of the API's 400
+            raise ModelError("the Messages API would refuse this request: " + "; ".join(refused))
         if self.stream:
-            reply = await self._streamed(client, params, timeout, request, secrets)
+            reply = self._believed(await self._streamed(client, params, timeout, request, secrets), params)
             self.remember_container(request.messages, reply)
             return _with_parsed(reply, params)
         try:
@@ -311,9 +340,34 @@ class AnthropicModel:
                 data = None
             if not isinstance(data, dict):
                 raise ModelError(f"the Messages API reply is not a JSON object: {body[:200]!r}")
+            data = self._believed(data, params)
             self.remember_container(request.messages, data)
             return _with_parsed({**data, "request_id": raw.request_id}, params)
         raise err  # outside the except block: no SDK exception (and its auth headers) chained
+
+    def _believed(self, reply: dict[str, Any], params: Mapping[str, Any]) -> dict[str, Any]:
+        """The reply, once its usage passed :func:`~agentlab.usage_fields.check_usage` against this request's
+        caps (output: ``max_tokens`` per pass; input: the context window per pass; server-tool requests: their
+        ``max_uses``). A usage that fails is a malformed reply the API may have billed: the engine charges the
+        request's worst case (``maybe_billed``), never what the usage claims."""
+        terms = self.request_terms
+        window = context_window(self.model)
+        uses = [u for t in self.server_tools if isinstance(u := t.get("max_uses"), int)]
+        caps = Caps(
+            output=params["max_tokens"] * terms.passes,
+            input=window * terms.passes if window else None,
+            requests=sum(uses) if self.server_tools and len(uses) == len(self.server_tools) else None,
+        )
+        problems = check_usage(reply.get("usage"), caps)
+        if not problems:
+            return reply
+        err = ModelError(
+            f"malformed reply: {malformed_usage(problems)}; charged at the request's worst case, as the API may "
+            "have billed it",
+            reason="malformed reply",
+        )
+        err.maybe_billed = True  # type: ignore[attr-defined]
+        raise err
 
     async def _streamed(
         self, client: Any, params: dict[str, Any], timeout: float, request: ModelRequest, secrets: tuple[str, ...]
@@ -609,7 +663,6 @@ COMPACTION_TRIGGER = 150_000
 
 def _typed_params(
     betas: Sequence[str] | None,
-    temperature: float | None,
     tool_choice: Mapping[str, Any] | None,
     speed: str | None,
     inference_geo: str | None,
@@ -621,10 +674,6 @@ def _typed_params(
         if isinstance(betas, str) or not all(isinstance(b, str) and b for b in betas):
             raise TypeError(f"betas must be a list of beta names, got {betas!r}")
         out["betas"] = list(betas)
-    if temperature is not None:
-        if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0 <= temperature <= 1:
-            raise ValueError(f"temperature must be a number from 0 to 1, got {temperature!r}")
-        out["temperature"] = float(temperature)
     if tool_choice is not None:
         if not isinstance(tool_choice, Mapping) or tool_choice.get("type") not in ("auto", "any", "tool", "none"):
             raise ValueError(

@@ -85,6 +85,8 @@ class ReplayModel:
         self.calls += 1
         if reply.get("usage") is None:
             reply.pop("usage")
+        else:
+            reply["usage"] = _api_usage(reply["usage"])
         return reply
 
     def user_turn(self) -> list[Block] | None:
@@ -108,3 +110,15 @@ class ReplayModel:
 
     def __repr__(self) -> str:
         return f"<ReplayModel {self.run_id}: {self.calls}/{len(self.replies)} replies given>"
+
+
+def _api_usage(usage: dict[str, Any]) -> dict[str, Any]:
+    """A trace's usage as the API writes it: the one-hour part of the cache writes (which the trace
+    keeps as ``cache_creation_1h_input_tokens``) in ``cache_creation``, so it is priced at the 1h rate."""
+    if "cache_creation_1h_input_tokens" not in usage:
+        return usage
+    out = dict(usage)
+    long = int(out.pop("cache_creation_1h_input_tokens") or 0)
+    writes = int(out.get("cache_creation_input_tokens") or 0)
+    out["cache_creation"] = {"ephemeral_5m_input_tokens": max(writes - long, 0), "ephemeral_1h_input_tokens": long}
+    return out

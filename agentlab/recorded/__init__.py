@@ -20,6 +20,7 @@ redacted like a native trace. See ``docs/recorded.md``.
 from __future__ import annotations
 
 import os
+import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -43,7 +44,8 @@ from . import (
     stream_json,
     swe_agent,
 )
-from .build import RecordedRun, build_run
+from .audit import call_key, run_anchor
+from .build import RecordedRun, build_run, drop_leading
 from .detect import FORMATS, SUFFIXES, KnownFormat, UnrecognizedFormat, detect
 
 Format = Literal["auto"] | KnownFormat
@@ -72,7 +74,9 @@ class ImportReport(list[Path]):
     ``files_read`` counts the files looked at, ``runs`` the runs made from them,
     and ``skipped`` lists ``(file, why)`` for every file that gave no run (not a
     recorded run, no API calls in it, unreadable) and every run not written
-    (already in the folder without ``force=True``).
+    (already in the folder without ``force=True``). ``audits`` holds each run's
+    audit by run id (see :mod:`agentlab.recorded.audit`) and :attr:`findings`
+    every finding, so an import the lab cannot vouch for says so.
     """
 
     def __init__(self) -> None:
@@ -80,13 +84,25 @@ class ImportReport(list[Path]):
         self.files_read = 0
         self.runs = 0
         self.skipped: list[tuple[Path, str]] = []
+        self.audits: dict[str, dict[str, Any]] = {}
+
+    @property
+    def findings(self) -> list[dict[str, Any]]:
+        """Every finding of every run's audit (each a dict: ``run_id``, ``check``, ``message``, ``file``,
+        ``line``, ``step``, ``money``)."""
+        return [{"run_id": rid, **f} for rid, a in self.audits.items() for f in a.get("findings") or []]
 
     def summary(self) -> str:
-        """One line: files read, runs made, files skipped."""
-        return f"{self.files_read} file(s) read, {self.runs} run(s) made, {len(self.skipped)} skipped"
+        """One line: files read, runs made, files skipped, and what the audit found."""
+        found = self.findings
+        estimated = sum(a.get("status") == "estimated" for a in self.audits.values())
+        audit = f"; audit: {len(found)} finding(s)" if found else "; audit: ok"
+        if estimated:
+            audit += f", {estimated} run(s) with estimated usage"
+        return f"{self.files_read} file(s) read, {self.runs} run(s) made, {len(self.skipped)} skipped{audit}"
 
 
-def _files(path: Path) -> list[Path]:
+def _files(path: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
     if path.is_file():
         return [
             path,
@@ -94,11 +110,30 @@ def _files(path: Path) -> list[Path]:
         ]  # its subagents, not links out
     if not path.is_dir():
         raise FileNotFoundError(f"no recorded run at {str(path)!r} (give a file or a folder)")
-    # issue 24: a link pointing out of the folder is not followed (a foreign file is never read nor shown)
-    found = sorted(p for p in path.rglob("*") if p.name.endswith(SUFFIXES) and within(path, p) and p.is_file())
+    # a link pointing out of the folder is not followed (a foreign file is never read nor shown); a link
+    # that cannot be followed (a loop, two links naming each other) is skipped with a warning naming it
+    bad = unreadable if unreadable is not None else []
+    found = sorted(p for p in path.rglob("*") if p.name.endswith(SUFFIXES) and _readable(path, p, bad))
     if not found:
         raise FileNotFoundError(f"no recorded runs in {str(path)!r} (looked for files ending in {', '.join(SUFFIXES)})")
     return found
+
+
+_SHA256_NAME = re.compile(r"[0-9a-f]{64}")
+
+
+def _hashed(f: Path) -> bool:
+    """Whether ``f`` is under a folder named by a SHA-256 (an agent's copy by project hash)."""
+    return any(_SHA256_NAME.fullmatch(p) for p in f.parent.parts)
+
+
+def _readable(folder: Path, p: Path, bad: list[tuple[Path, str]]) -> bool:
+    """Whether a folder import reads ``p``: a file (links followed) inside ``folder``."""
+    try:
+        return within(folder, p) and p.is_file()
+    except (OSError, RuntimeError) as exc:  # a symlink loop: Python 3.11 raises RuntimeError, later OSError
+        bad.append((p, f"a link that cannot be followed ({exc})"))
+        return False
 
 
 class _Scan:
@@ -115,6 +150,37 @@ class _Scan:
         # resumed (same uuid, same message.id), and a call is still counted once
         self.seen = claude_code.Seen()
         self.renamed: dict[Path, dict[str, str]] = {}
+        self.calls: dict[str, str] = {}  # every call read so far (audit.call_key) -> the run that holds it
+
+    def uncounted(self, runs: list[RecordedRun], file: Path) -> list[RecordedRun]:
+        """``runs`` without the calls another file of this import already holds (the same request seen
+        twice is one): a run that starts with copies (a moved project's old copy, a resumed session)
+        keeps them as history; a run made only of copies is dropped; any other copy is marked for the
+        audit."""
+        out: list[RecordedRun] = []
+        for r in runs:
+            anchor = run_anchor(r)
+            keys = [call_key(s, anchor) for s in r.steps]
+            lead = 0
+            while lead < len(keys) and keys[lead] in self.calls:
+                lead += 1
+            if lead == len(keys):
+                r.meta["copy_of"] = self.calls[keys[0]]
+                continue
+            if lead:
+                r = drop_leading(r, lead)
+                r.meta["copied_calls"] = lead
+                keys = keys[lead:]
+            where = f"{r.source} ({r.run_id})"
+            for k, key in enumerate(keys, 1):
+                if key in self.calls:
+                    r.meta.setdefault("counted_elsewhere", {})[str(k)] = self.calls[key]
+                else:
+                    self.calls[key] = where
+            out.append(r)
+        if runs and not out:
+            raise NoCalls(file, f"every call in it is already counted in {runs[0].meta['copy_of']}")
+        return out
 
     def skip(self, file: Path, why: str) -> None:
         self.report.skipped.append((file, why))
@@ -160,16 +226,26 @@ def recorded_runs(
     if format != "auto" and format not in FORMATS:
         raise ValueError(f"format must be 'auto' or one of {', '.join(FORMATS)}, got {format!r}")
     root = Path(path)
-    files = _files(root)
+    unreadable: list[tuple[Path, str]] = []
+    files = _files(root, unreadable)
     # main session files first, so a subagent can be linked to the call that started it
     # and a helper's copies of its parent's lines are recognised as copies
     sessions = {f: claude_code.session_of(f) for f in files}
     # (and, of the main files, the one that ended first first: a call belongs to the session
     # that made it, not to a later one that resumed it and copied its lines)
+    # (and a copy the agent left under a folder named by a hash, as Gemini CLI does with a moved
+    # project's ``tmp/<sha256>/``, after the copy under the project's name: the call counts there)
     files.sort(
-        key=lambda f: (sessions[f] is not None, claude_code.last_timestamp(f) if f.suffix == ".jsonl" else "", str(f))
+        key=lambda f: (
+            sessions[f] is not None,
+            _hashed(f),
+            claude_code.last_timestamp(f) if f.suffix == ".jsonl" else "",
+            str(f),
+        )
     )
     scan = _Scan(report, root.is_dir(), progress)
+    for f, why in unreadable:
+        scan.skip(f, why)
     consumed: set[Path] = set()
     for f in files:
         if f in consumed:  # read with another file (a Cline task's ui_messages.json)
@@ -224,11 +300,11 @@ def _read(f: Path, format: str, session: Path | None, scan: _Scan, consumed: set
             claude_code.link_sidechains((parents or []) + runs, scan.links.get(session, {}))
         if not runs:
             raise NoCalls(f, claude_code.why_no_calls(f))
-        return scan.unique(runs, f, group)
+        return scan.unique(scan.uncounted(runs, f), f, group)
     runs = _IMPORTERS[fmt](f, consumed)
     if not runs:
         raise NoCalls(f, f"no model calls in this {fmt} record")
-    return scan.unique(runs, f, f)
+    return scan.unique(scan.uncounted(runs, f), f, f)
 
 
 def _one_run(f: Path, consumed: set[Path]) -> list[RecordedRun]:
@@ -275,6 +351,8 @@ def load_recorded(
         runs = recorded_runs(path, format, report=report, progress=tick)
         memo: dict[str, Prices | None] = {}
         traces = [Trace(build_run(r, prices=prices, redactor=redactor, price_memo=memo), None) for r in runs]
+    for t in traces:
+        report.audits[t.run_id] = (t.started.get("recorded") or {}).get("audit") or {}
     if not traces:
         raise NoCalls(path, f"no API calls found in the recorded file(s) ({report.summary()})")
     if len(traces) == 1 and path.is_file():
@@ -315,6 +393,7 @@ def import_recorded(
                 )
                 continue
             records = build_run(r, prices=prices, redactor=redactor, price_memo=memo)
+            report.audits[r.run_id] = records[0]["recorded"]["audit"]
             with open(file, "wb") as f:
                 for rec in records:
                     f.write(dumps(rec))

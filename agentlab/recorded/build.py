@@ -25,6 +25,8 @@ from ..messages import Block, Message, Usage, estimate_tokens
 from ..pricing import Prices, provider_prices, resolve_prices
 from ..redact import Redactor
 from ..vocab import EventKind, Outcome
+from ._usage_check import count
+from .audit import audit_run
 
 TOOL_RESULT = "tool_result"
 
@@ -51,6 +53,14 @@ class RecordedStep:
     after_at: float | None = None
     cache_write_by_ttl: dict[str, int] | None = None
     tool_times: dict[str, tuple[float | None, float | None]] = field(default_factory=dict)
+    line: int | None = None
+    """Where the call is in its file (the line of a JSONL record, the event of an inspect sample), for the audit."""
+    replayed: bool = False
+    """The reply came from the agent's own local cache, not the API (inspect's ``cache: "read"``): no
+    call was made, nothing was paid ($0, not a model call)."""
+    output_estimated: bool = False
+    """The recorded output count is known not to be the final one (Claude Code 2.1.16-2.1.51 write the
+    streaming start's): the step's output is estimated from its content (never below the recorded count)."""
 
 
 @dataclass
@@ -105,12 +115,12 @@ def usage_from_anthropic(u: dict[str, Any] | None) -> dict[str, int] | None:
     """Anthropic usage as the engine keeps it (extra fields dropped)."""
     if not isinstance(u, dict):
         return None
-    return Usage(
-        input_tokens=int(u.get("input_tokens") or 0),
-        output_tokens=int(u.get("output_tokens") or 0),
-        cache_creation_input_tokens=int(u.get("cache_creation_input_tokens") or 0),
-        cache_read_input_tokens=int(u.get("cache_read_input_tokens") or 0),
-    ).as_dict()
+    return {
+        "input_tokens": count(u.get("input_tokens")),
+        "output_tokens": count(u.get("output_tokens")),
+        "cache_creation_input_tokens": count(u.get("cache_creation_input_tokens")),
+        "cache_read_input_tokens": count(u.get("cache_read_input_tokens")),
+    }  # type: ignore[return-value]  # a count that is not whole stays visible for the audit
 
 
 def cache_ttl(u: dict[str, Any] | None) -> dict[str, int] | None:
@@ -119,8 +129,8 @@ def cache_ttl(u: dict[str, Any] | None) -> dict[str, int] | None:
     if not isinstance(cc, dict):
         return None
     return {
-        "5m": int(cc.get("ephemeral_5m_input_tokens") or 0),
-        "1h": int(cc.get("ephemeral_1h_input_tokens") or 0),
+        "5m": int(count(cc.get("ephemeral_5m_input_tokens")) or 0),
+        "1h": int(count(cc.get("ephemeral_1h_input_tokens")) or 0),
     }
 
 
@@ -135,21 +145,20 @@ def usage_from_openai(u: dict[str, Any] | None) -> dict[str, int] | None:
         return None
     if "prompt_tokens" not in u and "input_tokens" in u:
         return usage_from_anthropic(u)
-    prompt = int(u.get("prompt_tokens") or 0)
+    prompt = count(u.get("prompt_tokens"))
     details = u.get("prompt_tokens_details") or {}
-    read = int(
+    read = count(
         (details.get("cached_tokens") if isinstance(details, dict) else 0)
         or u.get("prompt_cache_hit_tokens")
         or u.get("cache_read_input_tokens")
-        or 0
     )
-    write = int(u.get("cache_creation_input_tokens") or 0)
-    return Usage(
-        input_tokens=max(prompt - read - write, 0),
-        output_tokens=int(u.get("completion_tokens") or 0),
-        cache_creation_input_tokens=write,
-        cache_read_input_tokens=read,
-    ).as_dict()
+    write = count(u.get("cache_creation_input_tokens"))
+    return {
+        "input_tokens": max(prompt - read - write, 0),
+        "output_tokens": count(u.get("completion_tokens")),
+        "cache_creation_input_tokens": write,
+        "cache_read_input_tokens": read,
+    }  # type: ignore[return-value]  # a count that is not whole stays visible for the audit
 
 
 # ------------------------------------------------------------------ prices
@@ -217,31 +226,15 @@ def build_run(
             price_cache[model] = prices_for(model)
         return price_cache[model]
 
-    # Claude Code writes its cache with a one-hour TTL (2x the input rate, where the
-    # table's cache_write is the 5-minute 1.25x). When every cache write of the run is
-    # one-hour, the run's prices say so, and a replay of it spends exactly the same.
-    writes = sum((s.usage or {}).get("cache_creation_input_tokens", 0) for s in run.steps)
-    long_writes = sum((s.cache_write_by_ttl or {}).get("1h", 0) for s in run.steps)
-    all_long = writes > 0 and long_writes == writes
-    if all_long:
-        base = price
-
-        def price(model: str) -> Prices | None:  # noqa: E306
-            p = base(model)
-            return (
-                None
-                if p is None
-                else replace(
-                    p, cache_write=2 * p.input, tier_cache_write=None if p.tier_input is None else 2 * p.tier_input
-                )
-            )
-
     run_prices = price(run.model)
     unpriced: Counter[str] = Counter()
     notes: list[str] = []
     usages, scale_notes = _usages(run, price)
     notes += scale_notes
     estimated_steps = sum(s.usage is None for s in run.steps)
+    partial_output = sum(s.usage is not None and s.output_estimated for s in run.steps)
+    flags = [not s.replayed and (s.usage is None or s.output_estimated) for s in run.steps]
+    replayed = sum(s.replayed for s in run.steps)
     recorded = {
         "format": run.format,
         "source": run.source,
@@ -275,7 +268,7 @@ def build_run(
     t = 0.0
     for k, (s, usage) in enumerate(zip(run.steps, usages, strict=True), 1):
         t_req = s.requested_at if s.requested_at is not None else t
-        estimated = s.usage is None
+        estimated = flags[k - 1]
         # the record knows the input exactly, so it is also the "estimate" a what-if's cost guard reads
         context = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
         emit(EventKind.MODEL_REQUEST, k, t_req, max_tokens=start["max_tokens"], estimated_input_tokens=context)
@@ -285,7 +278,7 @@ def build_run(
             cost = spent = None
             unpriced[s.model] += 1
         else:
-            cost = p.cost(Usage(**usage)) + (0.0 if all_long else _long_ttl_extra(p, s.cache_write_by_ttl))  # type: ignore[arg-type]  # token counts only
+            cost = p.cost(Usage(**usage))
             spent = None if spent is None else spent + cost
         if s.recorded_cost is not None:
             recorded_spent += s.recorded_cost
@@ -346,9 +339,19 @@ def build_run(
         notes.append(f"no price for model {which}: the run's cost is unknown (NaN), not $0")
     if estimated_steps:
         notes.append(f"{estimated_steps} step(s) had no recorded usage: their tokens are estimated from the text")
+    if partial_output:
+        notes.append(
+            f"{partial_output} step(s) recorded an output count that is not the final one (this agent version "
+            "writes the count from the start of the stream): their output is estimated from the reply"
+        )
     if run.recorded_cost is None and recorded_spent:
         recorded["recorded_cost"] = recorded_spent
-    model_calls = len(run.steps)
+    model_calls = len(run.steps) - replayed
+    if replayed:
+        notes.append(
+            f"{replayed} step(s) were replayed from the agent's local cache: no API call, priced $0 "
+            "and not counted as model calls"
+        )
     found_calls = run.totals.get("model_calls")
     if isinstance(found_calls, (int, float)) and int(found_calls) != len(run.steps):
         model_calls = int(found_calls)
@@ -365,6 +368,7 @@ def build_run(
             spent = float(total_cost)
         recorded["calls_found"] = len(run.steps)
     recorded["notes"] = notes
+    recorded["audit"] = audit_run(run, usages, flags)
     recorded["unpriced_steps"] = sum(unpriced.values())
     recorded["unpriced_models"] = sorted(unpriced)
     if run.ended_at is not None:
@@ -392,44 +396,64 @@ def build_run(
 
 
 def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[str]]:
-    """Each step's usage: the recorded one, else an estimate from the text, scaled to the
-    record's own totals where it keeps them (and the notes saying by how much).
+    """Each step's usage as it is priced: the recorded one (its one-hour cache writes named), else an
+    estimate from the text in the cache shape of its recorded neighbours, scaled to the record's own
+    totals where it keeps them (and the notes saying by how much).
 
     An estimate counts the history the model was sent and the reply it wrote
     (``messages.estimate_tokens``); text-only estimates run 2-10x off a real
     tokenizer, so where the record holds the run's tokens sent/received (or only
-    its cost) the estimated steps are scaled to make the totals agree.
+    its cost) the estimated steps are scaled to make the totals agree. A call
+    beside calls that read most of their prompt from the cache did too: an
+    estimate that priced its whole prompt as fresh input would cost several
+    times the recorded call next to it.
     """
     history = estimate_tokens(run.system or "") + sum(estimate_tokens(m) for m in run.messages)
     out: list[dict[str, int]] = []
     for s in run.steps:
-        u = s.usage or Usage(input_tokens=history, output_tokens=estimate_tokens(s.content)).as_dict()
+        if s.replayed:
+            u = Usage().as_dict()
+        elif s.usage is None:
+            u = Usage(input_tokens=history, output_tokens=estimate_tokens(s.content)).as_dict()
+        else:
+            u = dict(s.usage)
+            long = (s.cache_write_by_ttl or {}).get("1h", 0)
+            if long and isinstance(u["cache_creation_input_tokens"], int):
+                u["cache_creation_1h_input_tokens"] = min(long, u["cache_creation_input_tokens"])
+            if s.output_estimated and isinstance(u["output_tokens"], int):
+                u["output_tokens"] = max(u["output_tokens"], estimate_tokens(s.content))
         out.append(u)
-        history = (
-            u["input_tokens"] + u["cache_creation_input_tokens"] + u["cache_read_input_tokens"] + u["output_tokens"]
-        )
+        history = _context(u) + _num(u["output_tokens"])
         if s.after is not None:
             history += estimate_tokens(s.after)
-    est = [i for i, s in enumerate(run.steps) if s.usage is None]
+    est = [i for i, s in enumerate(run.steps) if s.usage is None and not s.replayed]
     if not est:
         return out, []
-    known_steps = [i for i, s in enumerate(run.steps) if s.usage is not None]
+    known_steps = [i for i, s in enumerate(run.steps) if s.usage is not None and not s.replayed]
+    for i in est:  # the cache shape of the nearest recorded call of the same model (the one before first)
+        near = [j for j in known_steps if run.steps[j].model == run.steps[i].model] or known_steps
+        j = max((j for j in near if j < i), default=None)
+        j = min((j for j in near if j > i), default=None) if j is None else j
+        ctx = _context(out[j]) if j is not None else 0
+        if ctx > 0:
+            read = round(out[i]["input_tokens"] * _num(out[j]["cache_read_input_tokens"]) / ctx)
+            out[i] = {**out[i], "input_tokens": out[i]["input_tokens"] - read, "cache_read_input_tokens": read}
     notes: list[str] = []
     factors: dict[str, float] = {}
     for key, total_key, label in (
-        ("input_tokens", "input_tokens", "tokens sent"),
+        ("context", "input_tokens", "tokens sent"),
         ("output_tokens", "output_tokens", "tokens received"),
     ):
         total = run.totals.get(total_key)
         if not isinstance(total, (int, float)) or total <= 0:
             continue
-        known = sum(out[i][key] for i in known_steps)
-        guessed = sum(out[i][key] for i in est)
+        size = _context if key == "context" else (lambda u: _num(u["output_tokens"]))
+        known = sum(size(out[i]) for i in known_steps)
+        guessed = sum(size(out[i]) for i in est)
         if guessed > 0 and total > known:
             factors[key] = (total - known) / guessed
-            notes.append(
-                f"estimated {key.replace('_', ' ')} scaled x{factors[key]:.3g} to the record's {label} ({int(total):,})"
-            )
+            what = "input tokens" if key == "context" else "output tokens"
+            notes.append(f"estimated {what} scaled x{factors[key]:.3g} to the record's {label} ({int(total):,})")
     cost_total = run.totals.get("cost")
     if not factors and isinstance(cost_total, (int, float)) and cost_total > 0:
         p = price(run.model)
@@ -438,15 +462,27 @@ def _usages(run: RecordedRun, price: Any) -> tuple[list[dict[str, int]], list[st
             known_cost = sum(p.cost(Usage(**out[i])) for i in known_steps)  # type: ignore[arg-type]
             if guessed_cost > 0 and cost_total > known_cost:
                 f = (cost_total - known_cost) / guessed_cost
-                factors = {"input_tokens": f, "output_tokens": f}
+                factors = {"context": f, "output_tokens": f}
                 notes.append(
                     f"estimated tokens scaled x{f:.3g} so the repriced run costs the record's ${cost_total:.4f}"
                 )
     for i in est:
-        out[i] = {k: (round(v * factors[k]) if k in factors else v) for k, v in out[i].items()}
+        out[i] = {
+            k: round(v * factors.get("output_tokens" if k == "output_tokens" else "context", 1))
+            for k, v in out[i].items()
+        }
     if not factors:
         notes.append("the record keeps no totals to check the estimates against: they may be 2-10x off")
     return out, notes
+
+
+def _num(v: Any) -> int:
+    return v if isinstance(v, int) else 0
+
+
+def _context(u: dict[str, Any]) -> int:
+    """All prompt tokens of a call (fresh input, cache reads, cache writes)."""
+    return _num(u["input_tokens"]) + _num(u["cache_read_input_tokens"]) + _num(u["cache_creation_input_tokens"])
 
 
 def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
@@ -462,17 +498,6 @@ def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
         elif isinstance(v, (dict, str)):
             out.update(redactor.clean({k: v}))
     return out
-
-
-def _long_ttl_extra(p: Prices, by_ttl: dict[str, int] | None) -> float:
-    """What one-hour cache writes cost beyond the five-minute rate the price table gives.
-
-    Anthropic prices a five-minute cache write at 1.25x the input rate and a
-    one-hour write at 2x; the table's ``cache_write`` is the five-minute one.
-    """
-    if not by_ttl or not by_ttl.get("1h") or p.cache_write is None:
-        return 0.0
-    return by_ttl["1h"] * (2 * p.input - p.cache_write) / 1_000_000
 
 
 def _used_tools(steps: list[RecordedStep]) -> list[dict[str, Any]]:
@@ -540,6 +565,16 @@ def first_text(messages: list[Message]) -> str:
                 if isinstance(b, dict) and b.get("type") == "text":
                     return str(b.get("text", ""))
     return ""
+
+
+def drop_leading(run: RecordedRun, n: int) -> RecordedRun:
+    """``run`` without its first ``n`` steps, which become history (calls another file already counts)."""
+    history = list(run.messages)
+    for s in run.steps[:n]:
+        history.append({"role": "assistant", "content": s.content})
+        if s.after is not None:
+            history.append({"role": "user", "content": s.after})
+    return replace(run, messages=history, steps=run.steps[n:], recorded_cost=None, totals={})
 
 
 def split_by_model(run: RecordedRun) -> list[RecordedRun]:

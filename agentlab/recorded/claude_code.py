@@ -34,7 +34,9 @@ from typing import Any
 import orjson
 
 from ..trace.reader import TruncatedTraceWarning
+from . import _bounds as bounds
 from ._sse import as_message
+from .audit import plausible_output
 from .build import (
     RecordedRun,
     RecordedStep,
@@ -61,6 +63,8 @@ KNOWN_IGNORED = frozenset(
     }
 )
 SYNTHETIC = "<synthetic>"
+LINE = "@line"
+"""The key :func:`read_lines` adds to each record: its line number in the file (for the audit's findings)."""
 
 
 def looks_like(first: dict[str, Any]) -> bool:
@@ -78,30 +82,35 @@ def read_lines(file: Path) -> tuple[list[dict[str, Any]], int]:
 
     A last line cut short (the session was being written) is skipped with a
     :class:`~agentlab.trace.TruncatedTraceWarning`; everything before it is kept.
+    Other lines that are not JSON are skipped and named. A line past the import's
+    limits (its length, its nesting) refuses the file
+    (:class:`~agentlab.recorded._bounds.ImportLimit`, naming the line and the limit).
     """
-    data = file.read_bytes()
-    lines = data.splitlines()
     out: list[dict[str, Any]] = []
     bad: list[int] = []
     loads = orjson.loads
-    for n, line in enumerate(lines, 1):
+    last = 0
+    for n, line in bounds.lines(file):
+        last = n
         if not line or line.isspace():
             continue
         try:
             obj = loads(line)
-        except orjson.JSONDecodeError:
+        except orjson.JSONDecodeError as exc:
+            bounds.too_deep(exc, file, f"line {n}")  # past the nesting limit: refused, with its own error
             bad.append(n)
             continue
         if isinstance(obj, dict):
+            obj[LINE] = n
             out.append(obj)
         else:
             bad.append(n)
     if bad:
-        last = len(lines)
-        where = "the last line" if bad == [last] else f"line(s) {', '.join(map(str, bad[:5]))}"
+        cut = bad == [last]
+        where = "the last line" if cut else f"line(s) {', '.join(map(str, bad[:5]))}"
+        why = "not complete JSON; was the file still being written?" if cut else "not JSON records"
         warnings.warn(
-            f"{file}: skipped {where} (not complete JSON; was the file still being written?); "
-            f"kept the {len(out)} complete lines before and around it",
+            f"{file}: skipped {where} ({why}); kept the {len(out)} complete lines before and around it",
             TruncatedTraceWarning,
             stacklevel=3,
         )
@@ -166,6 +175,11 @@ def parse_stream(
     pending_boundary: tuple[str, dict[str, Any]] | None = None
     synthetic = 0
     session_id = ""
+    calls: dict[str, RecordedStep] = {}  # request id (else message id) -> its step
+    # No line of a call carrying a stop reason means its final usage may never have been written: the
+    # versions that write only the count the stream started with, and any call whose count is too small
+    # for its reply, are estimated from the reply (never below the recorded count)
+    start_counts: set[int] = set()  # id() of those steps
     for d in lines:
         kind = d.get("type")
         session_id = session_id or d.get("sessionId") or ""
@@ -216,13 +230,12 @@ def parse_stream(
         if model == SYNTHETIC:
             synthetic += 1
             continue
-        mid = msg.get("id") or d.get("uuid") or ""
+        key = call_id(d, msg)
         content = [_clean_block(b) for b in blocks(msg.get("content"))]
-        same_call = seg is not None and seg.ids and seg.ids[-1] == mid and pending_boundary is None
-        if same_call and seg is not None:
-            step = seg.steps[-1]
+        step = calls.get(key) if pending_boundary is None else None
+        if step is not None and seg is not None:  # another line of a call already read: one request, one step
             step.content.extend(content)
-            step.usage = usage_from_anthropic(msg.get("usage")) or step.usage
+            step.usage = _larger(step.usage, usage_from_anthropic(msg.get("usage")))
             step.cache_write_by_ttl = cache_ttl(msg.get("usage")) or step.cache_write_by_ttl
             step.stop_reason = msg.get("stop_reason") or step.stop_reason
             step.replied_at = seg.rel(ts)
@@ -249,11 +262,15 @@ def parse_stream(
                 stop_reason=msg.get("stop_reason"),
                 requested_at=seg.last_t,
                 replied_at=t,
-                request_id=d.get("requestId"),
+                request_id=d.get("requestId") or None,
                 cache_write_by_ttl=cache_ttl(msg.get("usage")),
+                line=d.get(LINE),
             )
             seg.steps.append(step)
-            seg.ids.append(mid)
+            seg.ids.append(key)
+            calls[key] = step
+            if _writes_start_counts(d.get("version")):
+                start_counts.add(id(step))
         t = seg.rel(ts)
         for b in content:
             if b.get("type") == "tool_use":
@@ -266,6 +283,11 @@ def parse_stream(
         if not s.steps:
             continue
         for st in s.steps:
+            st.output_estimated = (
+                st.stop_reason is None
+                and st.usage is not None
+                and (id(st) in start_counts or not plausible_output(st.usage.get("output_tokens"), st.content))
+            )
             st.stop_reason = stop_reason_of(st.content, st.stop_reason)
         started = None if s.t0 is None else datetime.fromtimestamp(s.t0, UTC).isoformat()
         meta = {"session": session_id, "segment": n, "boundary": s.boundary, "previous": previous, **s.meta}
@@ -293,6 +315,33 @@ def parse_stream(
         runs[-1].tool_steps = s.tool_step
         previous = s.run_id
     return runs
+
+
+START_COUNT_VERSIONS = ((2, 1, 16), (2, 1, 51))
+"""Claude Code versions (inclusive) that write each call's usage as the stream started (output 1-30
+tokens) and never the final count."""
+
+
+def _writes_start_counts(version: Any) -> bool:
+    try:
+        v = tuple(int(x) for x in str(version).split(".")[:3])
+    except ValueError:
+        return False
+    return START_COUNT_VERSIONS[0] <= v <= START_COUNT_VERSIONS[1]
+
+
+def call_id(d: dict[str, Any], msg: dict[str, Any]) -> str:
+    """The API request an assistant line belongs to: its ``requestId`` where it has one (Claude Code
+    2.1.45 can write each line's own uuid as ``message.id``), else its ``message.id``, else its uuid."""
+    return str(d.get("requestId") or msg.get("id") or d.get("uuid") or "")
+
+
+def _larger(a: dict[str, int] | None, b: dict[str, int] | None) -> dict[str, int] | None:
+    """The usage of one request from two of its lines: each count the larger (counts only grow
+    while a reply streams, so the order the lines are read in does not matter)."""
+    if a is None or b is None:
+        return a or b
+    return {k: max(a.get(k, 0), b.get(k, 0)) for k in a.keys() | b.keys()}
 
 
 def _new_segment(
@@ -353,8 +402,7 @@ def parse_file(
                 continue
             seen_here.add(uid)
         if d.get("type") == "assistant" and before_calls:
-            mid = (as_message(d.get("message")) or {}).get("id")
-            if mid in before_calls:
+            if call_id(d, as_message(d.get("message")) or {}) in before_calls:
                 copies += 1
                 continue
         key = (bool(d.get("isSidechain")), str(d.get("agentId") or "") if d.get("isSidechain") else "")
@@ -381,9 +429,9 @@ def parse_file(
     for stream in streams.values():
         for d in stream:
             if d.get("type") == "assistant":
-                mid = (as_message(d.get("message")) or {}).get("id")
-                if mid:
-                    session.calls.add(str(mid))
+                key = call_id(d, as_message(d.get("message")) or {})
+                if key:
+                    session.calls.add(key)
     return runs, agent_links(lines)
 
 

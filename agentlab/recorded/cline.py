@@ -33,6 +33,7 @@ from typing import Any
 
 import orjson
 
+from . import _bounds as bounds
 from .build import (
     RecordedRun,
     RecordedStep,
@@ -124,7 +125,7 @@ def _sdk_usage(metrics: dict[str, Any]) -> dict[str, int]:
 
 
 def parse_file(file: Path, consumed: set[Path] | None = None) -> list[RecordedRun]:
-    doc = orjson.loads(file.read_bytes())
+    doc = bounds.loads(bounds.document(file), file, "the document")
     if not looks_like(doc, file.name):
         raise ValueError(f"{file}: not a Cline / Roo Code api_conversation_history.json")
     if _is_sdk_manifest(doc):  # the manifest: the session is its messages file beside it

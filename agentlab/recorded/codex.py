@@ -29,6 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from ._usage_check import count
 from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
 from .claude_code import read_lines
 
@@ -44,10 +45,10 @@ def looks_like(obj: dict[str, Any]) -> bool:
 
 
 def _usage(u: dict[str, Any]) -> dict[str, int]:
-    cached = int(u.get("cached_input_tokens") or 0)
+    cached = count(u.get("cached_input_tokens"))
     return {
-        "input_tokens": max(int(u.get("input_tokens") or 0) - cached, 0),
-        "output_tokens": int(u.get("output_tokens") or 0),
+        "input_tokens": max(count(u.get("input_tokens")) - cached, 0),
+        "output_tokens": count(u.get("output_tokens")),
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": cached,
     }

@@ -15,6 +15,7 @@ import orjson
 
 from .._shorten import shorten
 from ..errors import AgentlabError
+from . import _bounds as bounds
 from . import (
     claude_code,
     cline,
@@ -100,7 +101,7 @@ def detect(file: Path) -> str:
     stripped = head.lstrip()
     if stripped[:1] in (b"{", b"[") and not file.name.endswith(".jsonl"):
         try:  # a whole-document JSON file (trajectories, chat sessions)
-            doc: Any = orjson.loads(file.read_bytes())
+            doc: Any = bounds.loads(bounds.document(file), file, "the document")
         except orjson.JSONDecodeError:
             doc = None
         if doc is not None:
@@ -108,9 +109,9 @@ def detect(file: Path) -> str:
             if fmt:
                 return fmt
     first = b""
+    looked = 0
     with open(file, "rb") as f:
-        looked = 0
-        for raw in f:
+        for n, raw in bounds.bounded_lines(f, file):
             line = raw.strip()
             if not line:
                 continue
@@ -120,7 +121,8 @@ def detect(file: Path) -> str:
                 break
             try:
                 obj = orjson.loads(line)
-            except orjson.JSONDecodeError:
+            except orjson.JSONDecodeError as exc:
+                bounds.too_deep(exc, file, f"line {n}")  # past the nesting limit: refused
                 continue
             if isinstance(obj, dict):
                 fmt = _line_format(obj)

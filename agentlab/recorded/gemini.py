@@ -26,6 +26,8 @@ from typing import Any
 
 import orjson
 
+from . import _bounds as bounds
+from ._usage_check import count
 from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
 
 FORMAT = "gemini-cli"
@@ -39,9 +41,9 @@ def looks_like_line(obj: dict[str, Any]) -> bool:
 def _document(file: Path) -> Any:
     """The session as one document: a JSON file, or a JSONL one (a metadata line, then one
     line per message; a message written again under the same id replaces the earlier one)."""
-    data = file.read_bytes()
     if not file.name.endswith(".jsonl"):
-        return orjson.loads(data)
+        return bounds.loads(bounds.document(file), file, "the document")
+    data = bounds.document(file)
     meta: dict[str, Any] = {}
     by_id: dict[str, dict[str, Any]] = {}
     for n, line in enumerate(data.splitlines()):
@@ -72,10 +74,10 @@ def looks_like(doc: Any) -> bool:
 
 
 def _usage(tok: dict[str, Any]) -> dict[str, int]:
-    cached = int(tok.get("cached") or 0)
+    cached = count(tok.get("cached"))
     return {
-        "input_tokens": max(int(tok.get("input") or 0) - cached, 0) + int(tok.get("tool") or 0),
-        "output_tokens": int(tok.get("output") or 0) + int(tok.get("thoughts") or 0),
+        "input_tokens": max(count(tok.get("input")) - cached, 0) + count(tok.get("tool")),
+        "output_tokens": count(tok.get("output")) + count(tok.get("thoughts")),
         "cache_creation_input_tokens": 0,
         "cache_read_input_tokens": cached,
     }

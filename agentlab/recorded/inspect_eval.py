@@ -26,8 +26,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from . import _bounds as bounds
+from ._usage_check import count
 from .build import RecordedRun, RecordedStep, blocks, seconds, split_by_model, stop_reason_of
 
 FORMAT = "inspect-eval"
@@ -47,9 +47,9 @@ def looks_like(file: Path, head: bytes) -> bool:
 
 def _member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     if info.compress_type != _ZSTD:
-        return z.read(info)
+        return bounds.inflate(z, info)
     try:
-        import zstandard
+        import zstandard  # noqa: F401  # bounds.inflate reads the member with it
     except ImportError as exc:
         raise ValueError(
             f"{z.filename}: this inspect log is zstd-compressed; reading it needs the zstandard package "
@@ -62,17 +62,29 @@ def _member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
         name_len, extra_len = struct.unpack("<HH", local[26:30])
         f.seek(info.header_offset + 30 + name_len + extra_len)
         raw = f.read(info.compress_size)
-    return bytes(zstandard.ZstdDecompressor().decompressobj().decompress(raw))
+    return bounds.inflate(z, info, raw_zstd=raw)
 
 
 def _usage(u: dict[str, Any]) -> dict[str, int]:
-    inp, out = int(u.get("input_tokens") or 0), int(u.get("output_tokens") or 0)
-    read, write = int(u.get("input_tokens_cache_read") or 0), int(u.get("input_tokens_cache_write") or 0)
+    """inspect's usage in Anthropic's shape. ``total_tokens`` tells what the provider's counts hold:
+    whether ``input_tokens`` includes the cached tokens (OpenAI, Google) or not (Anthropic), and whether
+    ``output_tokens`` includes ``reasoning_tokens`` (most) or not (Google's, in inspect versions that
+    kept ``candidates_token_count`` as the output): the reading whose parts add up to the total wins."""
+    inp, out = count(u.get("input_tokens")), count(u.get("output_tokens"))
+    read, write = count(u.get("input_tokens_cache_read")), count(u.get("input_tokens_cache_write"))
+    reasoning = count(u.get("reasoning_tokens"))
     total = u.get("total_tokens")
-    inclusive = isinstance(total, int) and (read or write) and total < inp + out + read + write
+    inclusive, outside = False, False
+    readings = [(False, False), (True, False)] + ([(True, True), (False, True)] if reasoning else [])
+    for inc, out_r in readings:  # (cached inside the input?, reasoning outside the output?)
+        if isinstance(total, int) and inp + out + (0 if inc else read + write) + (reasoning if out_r else 0) == total:
+            inclusive, outside = inc, out_r
+            break
+    else:  # no reading adds up: the cached tokens are inside the input when the total is short of them
+        inclusive = isinstance(total, int) and bool(read or write) and total < inp + out + read + write
     return {
         "input_tokens": max(inp - read - write, 0) if inclusive else inp,
-        "output_tokens": out,
+        "output_tokens": out + (reasoning if outside else 0),
         "cache_creation_input_tokens": write,
         "cache_read_input_tokens": read,
     }
@@ -114,7 +126,25 @@ def _text(c: Any) -> str:
     return "".join(str(p.get("text", "")) for p in c or [] if isinstance(p, dict))
 
 
+def _resolved(value: Any, attachments: dict[str, Any]) -> Any:
+    """``value`` with every ``attachment://<hash>`` string replaced by the text the sample keeps under
+    that hash (inspect moves long content out of the events into ``attachments``)."""
+    if isinstance(value, str):
+        if value.startswith("attachment://"):
+            found = attachments.get(value.removeprefix("attachment://"))
+            return found if isinstance(found, str) else value
+        return value
+    if isinstance(value, list):
+        return [_resolved(v, attachments) for v in value]
+    if isinstance(value, dict):
+        return {k: _resolved(v, attachments) for k, v in value.items()}
+    return value
+
+
 def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> RecordedRun | None:
+    attachments = sample.get("attachments")
+    if isinstance(attachments, dict) and attachments:
+        sample = _resolved({k: v for k, v in sample.items() if k != "attachments"}, attachments)
     events = [e for e in sample.get("events") or [] if isinstance(e, dict)]
     t0 = seconds(sample.get("started_at")) or next(
         (seconds(e.get("timestamp")) for e in events if e.get("timestamp")), None
@@ -135,13 +165,18 @@ def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> 
             messages.append({"role": "user", "content": [{"type": "text", "text": _text(m.get("content"))}]})
     steps: list[RecordedStep] = []
     owner: dict[str, RecordedStep] = {}
-    for e in events:
+    unreached = 0
+    replayed: dict[str, int] = {"input_tokens": 0, "output_tokens": 0}
+    for n, e in enumerate(events, 1):
         kind = e.get("event")
         if kind == "model":
             output = e.get("output") or {}
             choices = output.get("choices") or [{}]
             msg = choices[0].get("message") or {}
             usage = output.get("usage")
+            if (e.get("error") or e.get("pending")) and not isinstance(usage, dict):
+                unreached += 1  # failed or never finished: no reply, no usage, nothing known to be billed
+                continue
             content = _content(msg)
             cost = (usage or {}).get("total_cost") if isinstance(usage, dict) else None
             step = RecordedStep(
@@ -152,7 +187,12 @@ def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> 
                 requested_at=rel(e.get("timestamp")),
                 replied_at=_replied(rel(e.get("timestamp")), rel(e.get("completed")), output.get("time")),
                 recorded_cost=float(cost) if isinstance(cost, (int, float)) else None,
+                line=n,
+                replayed=e.get("cache") == "read",
             )
+            if step.replayed and step.usage is not None:
+                replayed["input_tokens"] += _context_of(step.usage)
+                replayed["output_tokens"] += step.usage["output_tokens"]
             steps.append(step)
             for b in content:
                 if b.get("type") == "tool_use":
@@ -180,6 +220,7 @@ def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> 
             found.tool_times[cid] = (rel(e.get("timestamp")), end)
     if not steps:
         return None
+    _later_prompts(sample.get("messages") or [], steps)
     for s in steps:
         s.stop_reason = stop_reason_of(s.content, s.stop_reason)
     task = str((header.get("eval") or {}).get("task") or file.stem)
@@ -198,9 +239,50 @@ def parse_sample(sample: dict[str, Any], file: Path, header: dict[str, Any]) -> 
         outcome="stopped" if err else "done",
         reason="error" if err else "",
         detail=str((err or {}).get("message", "")) if isinstance(err, dict) else "",
-        meta={"task": task, "sample": sample.get("id"), "epoch": sample.get("epoch"), "scores": sample.get("scores")},
+        meta={
+            "task": task,
+            "sample": sample.get("id"),
+            "epoch": sample.get("epoch"),
+            "scores": sample.get("scores"),
+            **({"unreached_calls": unreached} if unreached else {}),
+            **({"replayed_usage": replayed} if any(replayed.values()) else {}),
+        },
         ended_at=rel(sample.get("completed_at")),
+        totals=_sample_totals(sample.get("model_usage")),
     )
+
+
+def _context_of(u: dict[str, int]) -> int:
+    return u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"]
+
+
+def _sample_totals(by_model: Any) -> dict[str, float]:
+    """The sample's own totals (``model_usage``, by model), read as its events are: tokens sent and received."""
+    if not isinstance(by_model, dict) or not by_model:
+        return {}
+    sent = received = 0
+    for u in by_model.values():
+        if not isinstance(u, dict):
+            return {}
+        got = _usage(u)
+        sent += _context_of(got)
+        received += got["output_tokens"]
+    return {"input_tokens": sent, "output_tokens": received}
+
+
+def _later_prompts(messages: list[Any], steps: list[RecordedStep]) -> None:
+    """The user's words after each reply (a sample with several prompts, or an agent's "continue"),
+    from the sample's conversation: the k-th assistant message is the k-th reply."""
+    k = 0
+    for m in messages:
+        if not isinstance(m, dict):
+            continue
+        role = m.get("role")
+        if role == "assistant":
+            k += 1
+        elif role == "user" and 0 < k <= len(steps):
+            step = steps[k - 1]
+            step.after = (step.after or []) + [{"type": "text", "text": _text(m.get("content"))}]
 
 
 def _stop(reason: Any) -> str | None:
@@ -230,9 +312,9 @@ def parse_file(file: Path) -> list[RecordedRun]:
     runs: list[RecordedRun] = []
     with zipfile.ZipFile(file) as z:
         infos = {i.filename: i for i in z.infolist()}
-        header = orjson.loads(_member(z, infos["header.json"])) if "header.json" in infos else {}
+        header = bounds.loads(_member(z, infos["header.json"]), file, "header.json") if "header.json" in infos else {}
         for name in sorted(n for n in infos if n.startswith("samples/") and n.endswith(".json")):
-            run = parse_sample(orjson.loads(_member(z, infos[name])), file, header)
+            run = parse_sample(bounds.loads(_member(z, infos[name]), file, name), file, header)
             if run is not None:
                 runs += split_by_model(run)
     return runs

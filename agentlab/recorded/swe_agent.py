@@ -28,8 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from . import _bounds as bounds
 from .build import (
     RecordedRun,
     RecordedStep,
@@ -299,7 +298,7 @@ def _run_id(file: Path) -> str:
 
 def parse_file(file: Path) -> list[RecordedRun]:
     """The run(s) of one trajectory file: one, or one per agent of a multi-agent trajectory."""
-    doc = orjson.loads(file.read_bytes())
+    doc = bounds.loads(bounds.document(file), file, "the document")
     fmt = looks_like(doc)
     if fmt is None:
         raise ValueError(f"{file}: not a mini-swe-agent or SWE-agent trajectory")

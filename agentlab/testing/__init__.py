@@ -18,9 +18,15 @@ Like the API it checks what it is sent (a ``tool_use`` without its
 errors), and it simulates the prompt cache: ``cache_control`` breakpoints
 write prefixes, later requests that start with a written prefix read it, and
 ``usage`` reports uncached, cache-write and cache-read tokens accordingly
-(about one token per three characters, as agentlab's estimates count).
-Simplifications: the cache never expires and any earlier block boundary can
-be a hit.
+(about one token per three characters, as agentlab's estimates count). An
+entry belongs to its model and lives for its TTL (five minutes, or an hour
+for a ``"ttl": "1h"`` breakpoint), each read renewing it, on the clock the
+server is given (``clock=``, so a test moves time without waiting). A request
+that sends ``diagnostics`` gets the API's cache diagnostics back: with the
+``previous_message_id`` of an earlier reply, ``diagnostics.cache_miss_reason``
+says where the two requests part (model, system, tools, messages), as the
+SDK's ``Diagnostics`` type describes. Simplification: any earlier block
+boundary can be a hit.
 
 A request with ``"stream": true`` is answered with the streaming protocol as
 documented: ``message_start``, a ``ping``, ``content_block_start`` /
@@ -44,7 +50,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -77,6 +83,8 @@ __all__ = [
 ]
 
 MAX_BREAKPOINTS = 4
+TTL_SECONDS = {"5m": 300.0, "1h": 3600.0}
+"""How long a cache entry lives after its last write or read, by its breakpoint's ``ttl``."""
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -348,10 +356,13 @@ class PromptCache:
     counted as agentlab estimates them (characters / 3).
     """
 
-    def __init__(self, *, min_tokens: int = 0, tokenizer: Tokenizer | str = "plain") -> None:
+    def __init__(
+        self, *, min_tokens: int = 0, tokenizer: Tokenizer | str = "plain", clock: Callable[[], float] = time.monotonic
+    ) -> None:
         self.min_tokens = min_tokens
         self.tokenizer = tokenizer_for(tokenizer)
-        self._written: set[str] = set()
+        self.clock = clock
+        self._written: dict[str, float] = {}  # prefix hash -> when it expires
         self._lock = threading.Lock()
 
     def usage(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -362,7 +373,7 @@ class PromptCache:
         total = cum[-1] if cum else 0
         if not marks:
             return {"input_tokens": total, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
-        h = hashlib.sha256()
+        h = hashlib.sha256(str(body.get("model")).encode())  # an entry belongs to its model
         hashes = []
         for s in segments:
             h.update(s.encode())
@@ -371,12 +382,16 @@ class PromptCache:
         ttls = _mark_ttls(body, marks)
         one_hour = 0
         with self._lock:
-            hit = next((i for i in range(last, -1, -1) if hashes[i] in self._written), -1)
+            now = self.clock()
+            alive = self._written
+            hit = next((i for i in range(last, -1, -1) if alive.get(hashes[i], -1.0) >= now), -1)
             read = cum[hit] if hit >= 0 else 0
+            if hit >= 0:  # a read renews the entry for its TTL
+                alive[hashes[hit]] = max(alive[hashes[hit]], now + TTL_SECONDS[ttls.get(hit, "5m")])
             created = 0
             if last > hit and cum[last] >= self.min_tokens:
                 created = cum[last] - read
-                self._written.update(hashes[m] for m in marks if cum[m] >= self.min_tokens)
+                alive.update((hashes[m], now + TTL_SECONDS[ttls[m]]) for m in marks if cum[m] >= self.min_tokens)
                 done = read
                 for m in sorted(marks):  # each breakpoint writes the stretch before it with its own TTL
                     if cum[m] > done:
@@ -408,8 +423,23 @@ def _mark_ttls(body: dict[str, Any], marks: list[int]) -> dict[int, str]:
     for i in marks:
         block = blocks[i] if i < len(blocks) else None
         mark = block.get("cache_control") if isinstance(block, dict) else body.get("cache_control")
-        out[i] = str(mark.get("ttl") or "5m") if isinstance(mark, dict) else "5m"
+        ttl = str(mark.get("ttl") or "5m") if isinstance(mark, dict) else "5m"
+        out[i] = ttl if ttl in TTL_SECONDS else "5m"
+    for i in range(max(marks, default=-1) + 1):  # a hit between breakpoints renews at the next one's TTL
+        out.setdefault(i, next((out[m] for m in sorted(marks) if m >= i), "5m"))
     return out
+
+
+def _without_marks(obj: Any) -> Any:
+    """``obj`` without ``cache_control`` marks (they change no prefix), a text given as a string as its block."""
+    if isinstance(obj, dict):
+        out = {k: _without_marks(v) for k, v in obj.items() if k != "cache_control"}
+        if isinstance(out.get("content"), str) and "role" in out:
+            out["content"] = [{"type": "text", "text": out["content"]}]
+        return out
+    if isinstance(obj, list):
+        return [_without_marks(v) for v in obj]
+    return obj
 
 
 def _segments(body: dict[str, Any]) -> tuple[list[str], list[int]]:
@@ -477,8 +507,10 @@ class MessagesServer:
         max_request_bytes: int = 32 * 1024 * 1024,
         tokenizer: Tokenizer | str = "plain",
         count_endpoint: bool = True,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.max_request_bytes = max_request_bytes
+        self._fingerprints: dict[str, dict[str, Any]] = {}  # reply id -> its request's parts (cache diagnostics)
         self.first_delta_sent: list[float] = []  # time.perf_counter() as each stream's first fragment was written
         self.streams_sent: list[
             tuple[float, float]
@@ -487,7 +519,7 @@ class MessagesServer:
         self.requests: list[Received] = []
         self.tokenizer = tokenizer_for(tokenizer)
         self.count_endpoint = count_endpoint
-        self.cache = PromptCache(min_tokens=min_cache_tokens, tokenizer=self.tokenizer) if cache else None
+        self.cache = PromptCache(min_tokens=min_cache_tokens, tokenizer=self.tokenizer, clock=clock) if cache else None
         self.require_key = require_key
         self._lock = threading.Lock()
         self._closing = threading.Event()
@@ -679,7 +711,38 @@ class MessagesServer:
         for key in ("stop_details", "container", "context_management"):
             if item.get(key) is not None:
                 message[key] = item[key]
+        if isinstance(body.get("diagnostics"), dict):
+            message["diagnostics"] = self._diagnose(body, message)
         return message
+
+    def _diagnose(self, body: dict[str, Any], message: dict[str, Any]) -> dict[str, Any] | None:
+        """The reply's ``diagnostics``: where this request parts from the one ``previous_message_id`` names.
+
+        As the API documents (the SDK's ``Diagnostics`` and ``CacheMiss*`` types): ``None`` when no earlier id
+        is given or nothing diverged; else ``cache_miss_reason`` of type ``model_changed``, ``system_changed``,
+        ``tools_changed``, ``messages_changed`` (an earlier message differs, not only more appended) with
+        ``cache_missed_input_tokens``, or ``previous_message_not_found``. The comparison is of the requests'
+        structure, whatever the cache did.
+        """
+        system = body.get("system")
+        system = [{"type": "text", "text": system}] if isinstance(system, str) else system
+        parts = {k: _without_marks(body.get(k)) for k in ("model", "tools", "messages")}
+        parts["system"] = _without_marks(system)
+        parts["tokens"] = count_segments(_segments(body)[0], self.tokenizer)
+        with self._lock:
+            self._fingerprints[message["id"]] = parts
+            before = self._fingerprints.get(str(body["diagnostics"].get("previous_message_id")))
+        if body["diagnostics"].get("previous_message_id") is None:
+            return None
+        if before is None:
+            return {"cache_miss_reason": {"type": "previous_message_not_found"}}
+        old = before["messages"] or []
+        for name, kind in (("model", "model_changed"), ("system", "system_changed"), ("tools", "tools_changed")):
+            if before[name] != parts[name]:
+                return {"cache_miss_reason": {"type": kind, "cache_missed_input_tokens": before["tokens"]}}
+        if parts["messages"][: len(old)] != old[: len(parts["messages"])]:
+            return {"cache_miss_reason": {"type": "messages_changed", "cache_missed_input_tokens": before["tokens"]}}
+        return None
 
 
 class _QuietServer(ThreadingHTTPServer):

@@ -584,8 +584,13 @@ def log_sizes(folder: Path, *, sized: bool = True) -> dict[str, int]:
     out = {}
     with os.scandir(folder) as it:
         for entry in it:
-            if entry.name.endswith(SUFFIX) and entry.is_file():
-                out[entry.name] = entry.stat().st_size if sized else 0
+            try:
+                if entry.name.endswith(SUFFIX) and entry.is_file():
+                    out[entry.name] = entry.stat().st_size if sized else 0
+            except OSError as exc:  # a link that cannot be followed (a loop): not a log, and said so
+                warnings.warn(
+                    f"{entry.path}: skipped (a link that cannot be followed: {exc})", UserWarning, stacklevel=2
+                )
     return out
 
 

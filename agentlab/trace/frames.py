@@ -252,8 +252,20 @@ def run_row(
         "deadline_s": _num(limits.get("deadline_s")),
         "file": "" if file is None else str(file),
         "recorded_cost": _num((started.get("recorded") or {}).get("recorded_cost")),
+        **_audit(started),
     }
     return run
+
+
+def _audit(started: dict[str, Any]) -> dict[str, Any]:
+    """An imported run's audit, as the runs frame shows it (a status and the number of findings)."""
+    audit = (started.get("recorded") or {}).get("audit")
+    audit = audit if isinstance(audit, dict) else {}
+    findings = audit.get("findings")
+    return {
+        "audit": str(audit.get("status") or ""),
+        "audit_findings": len(findings) if isinstance(findings, list) else 0,
+    }
 
 
 def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
@@ -321,6 +333,17 @@ RUNS = (
         "what an imported record says the run cost, beside the repriced cost "
         "(NaN for native runs and records without one)",
         "run_started.recorded",
+    ),
+    Column(
+        "audit",
+        "str",
+        'an imported run\'s audit: "ok", "estimated" (some usage estimated, and said so) or "findings" '
+        '(its figures break a rule every record keeps; see recorded.audit); "" for native runs',
+    ),
+    Column(
+        "audit_findings",
+        "int64",
+        "how many findings the import's audit made (0 for native runs)",
     ),
 )
 STEPS = (
