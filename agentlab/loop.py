@@ -18,7 +18,6 @@ import asyncio
 import contextlib
 import random
 import threading
-import time
 import traceback
 import warnings
 from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
@@ -36,7 +35,6 @@ from ._model_label import model_label
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
 from ._runtime import watchdog
 from ._runtime.isolate import Raised, Returned, one_turn
-from ._runtime.referee import Referee, TakenOver
 from ._runtime.turns import Turns
 from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
@@ -316,8 +314,6 @@ class Run:
         run runs only the others.
         """
         self._cancel = True
-        if (referee := self._calls.referee) is not None:  # a sync tool on the loop's thread: run()'s caller takes over
-            referee.cancel()
         task, loop = self._step_task, self._step_loop
         if task is None or loop is None:
             return
@@ -355,32 +351,6 @@ class Run:
         self.budget = replace(self.budget, **changes)
         self.result, self._cancel, self.phase, self._trace_error = None, False, "ready", None
         self._emit(EventKind.RESUMED, limits=self._limits())
-
-    def _inline_referee(self) -> Referee | None:
-        """For ``run()``: let a sync tool called alone run on the loop's own thread (issue 27), refereed.
-
-        ``None`` (every sync call goes to a worker, as under ``arun()`` and the Lab) when no tool could
-        (no sync tool without a timeout of its own), or when the deadline is on a clock of the caller's:
-        the caller's thread keeps it on the real one (``time.monotonic``). See :mod:`agentlab._runtime.referee`.
-        """
-        if type(self.clock) is not SystemClock or all(t.is_async or t.timeout is not None for t in self.tools.values()):
-            return None
-        left = self._time_left()
-        self._calls.referee = Referee(None if left is None else time.monotonic() + left)
-        return self._calls.referee
-
-    def _end_taken_over(self, out: CallOutcome | None) -> None:
-        """On run()'s caller's thread: a sync tool holds the loop's thread past the deadline (``out``: the call's
-        outcome) or at a cancel (``None``); end the step here as the loop's thread would have, books included.
-        That thread, when the tool returns, raises ``TakenOver`` through the step and touches nothing."""
-        if out is not None:
-            self._keep(out)
-        if out is not None and out.stop is not None:
-            self._stop(*out.stop)
-        else:
-            how = "cancelled" if self._cancel else "interrupted (the task running it was cancelled: Ctrl-C?)"
-            self._stop(*self._interrupted(f"{how} during step {self.steps} ({self.phase})"))
-        self._end_step()
 
     async def run(self) -> Result:
         """Step until finished; return ``Done`` or ``Stopped``."""
@@ -445,7 +415,7 @@ class Run:
                 raise  # cancelled from outside: recorded above, then passed on
             self._step_task.uncancel()
         except BaseException as exc:  # a real Ctrl-C, or a bug: the run still ends, and says so
-            if self.result is None and not isinstance(exc, TakenOver):  # taken over: run()'s caller ends it
+            if self.result is None:
                 where = f"during step {self.steps} ({self.phase})"
                 if isinstance(exc, KeyboardInterrupt):
                     self._stop(*self._interrupted(f"interrupted by Ctrl-C {where}", exc))
@@ -453,8 +423,7 @@ class Run:
                     self._stop(StopReason.FATAL, f"{describe(exc)} {where}", exc)
             raise
         finally:
-            if self._t0 is not None:  # else the step was taken over, and ended, by run()'s caller's thread
-                self._end_step()
+            self._end_step()
 
     @watchdog.handoff("subscriber")
     def _hand_back(self) -> None:
@@ -1171,7 +1140,6 @@ class _CallSide:
         "clock",
         "elapsed",
         "emit",
-        "end_run",
         "parent",
         "policy",
         "publish",
@@ -1190,7 +1158,6 @@ class _CallSide:
         # data as keywords, or as a dict of its own at a time read by the caller), time left.
         self.emit, self.publish, self.time_left = run._emit, run._publish, run._time_left
         self.elapsed: Callable[[], float] = lambda: run.elapsed  # working seconds so far
-        self.end_run = run._end_taken_over
 
     def deadline_s(self) -> float | None:
         return self._run.budget.deadline_s

@@ -36,7 +36,6 @@ from typing import Any
 
 from ..errors import Escaped
 from . import threads
-from .referee import Referee
 from .watchdog import handoff
 
 GRACE_S = 0.02
@@ -217,38 +216,6 @@ async def inline(work: Callable[[], Any], timeout: float | None, where: str) -> 
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... become data
         return caught(exc, where)
-
-
-@handoff("inline")
-def on_loop_thread(
-    work: Callable[[], Any],
-    where: str,
-    referee: Referee,
-    due: float | None,
-    take_over: Callable[[bool], None],
-    context: contextvars.Context | None = None,
-) -> Returned | Raised | None:
-    """``work()`` (a sync tool) right here, on the event loop's thread, the step's end refereed by ``referee``.
-
-    ``None``: not run (a cancel is on its way; the caller uses the worker
-    instead). It runs as on a worker: in ``context`` or else a copy of the
-    current one (what it sets stays there) and with no running loop (it may
-    call ``asyncio.run`` or ``agentlab.run``). If it is still running at ``due`` (or on a cancel) the
-    caller's thread ends the step with ``take_over``, and when it returns this
-    raises :class:`~agentlab._runtime.referee.TakenOver` without touching anything.
-    """
-    if not referee.enter(due, take_over):
-        return None
-    loop = asyncio._get_running_loop()
-    asyncio._set_running_loop(None)
-    try:
-        ok, value = True, (contextvars.copy_context() if context is None else context).run(work)
-    except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... become data, as on a worker
-        ok, value = False, exc
-    finally:
-        asyncio._set_running_loop(loop)
-    referee.leave()  # raises TakenOver if the caller's thread ended the step meanwhile
-    return Returned(value) if ok else caught(value, where)
 
 
 async def in_thread(fn: Callable[[], Any], where: str) -> Any:

@@ -41,8 +41,7 @@ F = TypeVar("F", bound=Callable[..., object])
 
 def handoff(role: str) -> Callable[[F], F]:
     """Mark a function through which the engine calls other people's code (``role``: ``"subscriber"``,
-    ``"code"``, or ``"inline"``: a sync tool run on the loop's thread, see ``agentlab._runtime.referee``):
-    a loop blocked below it is blamed on the function it called."""
+    or ``"code"``): a loop blocked below it is blamed on the function it called."""
 
     def mark(fn: F) -> F:
         _HANDOFFS[fn.__code__] = role
@@ -134,13 +133,6 @@ def blame(frame: FrameType | None) -> str:
         return ""
     for i, f in enumerate(stack[1:], start=1):
         role = _HANDOFFS.get(f.f_code)
-        if role == "inline":  # on purpose: the caller's thread ends the step at the deadline, and it is late
-            who = next((f for f in reversed(stack[:i]) if not f.f_code.co_filename.startswith(_PACKAGE)), stack[i - 1])
-            at = "" if who is inner else f", at {_where(inner)}"
-            return (
-                f"a sync tool, {_where(who)}, was still running on the event loop's thread past the deadline{at} "
-                "(the caller's thread, which ends such a step at the deadline, was late: a busy machine?)"
-            )
         if role is not None:
             who = stack[i - 1]
             what = f"a subscriber, {_where(who)}," if role == "subscriber" else f"{_where(who)}"
