@@ -83,7 +83,7 @@ class OutcomeUnknown(FatalError):
     """A call was sent and its answer lost (the connection dropped, the server died): it may have run.
 
     Fatal, never retried, for a tool not known to be safe to repeat: sending
-    a write again could apply it twice (issue 24). The run stops and its
+    a write again could apply it twice. The run stops and its
     detail says the outcome is unknown, so a person checks before re-running.
     """
 
@@ -213,4 +213,4 @@ def describe(exc: BaseException) -> str:
         text = safe_str(exc)
     else:
         text = f"{exc.__class__.__name__}: {safe_str(exc) or exc.__class__.__name__}"
-    return scrub(text)  # issue 14: a secret quoted in an error reaches neither the trace nor the model
+    return scrub(text)  # a secret quoted in an error reaches neither the trace nor the model

@@ -1,13 +1,21 @@
 """The engine: call the model, run the tools it asks for, hand back, repeat.
 
-Read this file top to bottom. ``Run.step()`` is one step: the checks before a
-model call (cancelled? steps? deadline? can the budget afford a reply?), the
-call, the reply's stop reason, the turn's tools, and the checks after. A check
-returns why the run must stop (a ``Halt``: reason, detail, error) and the
-phase applies it in one place, ``_stop``. Tool calls see the run only through
-``_CallSide`` (the runner's :class:`~agentlab._engine.calls.CallContext`).
-Every fact is emitted as an :class:`~agentlab.events.Event`; traces, the
-notebook panel and the CLI subscribe, and none of them is special-cased here.
+Read this file top to bottom. ``Run.step()`` is one step in named phases:
+**check** (cancelled? steps? deadline?), **request** (the cost guard, the
+account's reservation, the call), **account** (what the reply cost),
+**decide** (the reply's stop reason), **tools** (the turn's calls), **check**
+(cost, deadline, steps). A check returns why the run must stop (a ``Halt``)
+and one method, ``_stop``, applies it.
+
+The run's state is here (messages, steps, phase, pending calls, result); what
+it was asked is its ``config`` (:class:`~agentlab._engine.config.RunConfig`);
+its money is its ``account`` (:class:`~agentlab._account.Account`). The
+model call (:mod:`agentlab._engine.model_call`), the events
+(:mod:`agentlab._engine.publishing`) and the concurrency machinery
+(:mod:`agentlab._engine.stepping`) are parts of their own. Tool calls see the
+run only through ``CallSide`` (:mod:`agentlab._engine.call_side`). Every fact
+is emitted as an :class:`~agentlab.events.Event`; traces, the notebook panel
+and the CLI subscribe, and none of them is special-cased here.
 
 ``run()``/``arun()`` (in :mod:`agentlab._facades`) step until finished: one code path.
 """
@@ -17,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import asdict, replace
 from typing import Any, TypeVar
 
 from ._account import NO_LEDGER, NOTHING_HELD, Account, Hold, Ledger
@@ -144,7 +152,7 @@ class Run(ModelCall, Publishing):
         self._lost = 0.0  # what this step's replies lost in transit were charged (part of the step's cost)
         self._last_context: dict[str, Any] | None = None  # the last reply's context_management
         self._cancel = False
-        self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
+        self._trace_error: TraceWriteError | None = None  # set by a failing trace writer
         self._seq = 0
         self._turns = Turns()  # when the run's event loop gets a turn (see _tools_phase)
         self._started = False
@@ -317,8 +325,7 @@ class Run(ModelCall, Publishing):
 
         For a driver that follows the run through its events (a subscriber) and the run's attributes
         (``phase``, ``pending_calls``, ``result``) rather than through the record, as the notebook panel
-        (:class:`agentlab.Lab`) does: building a record nobody reads is ~10 µs a step of an instant model
-        (docs/benchmarks.md, "Panel"). The step, its events, the trace, ``pause_before_tools`` and what
+        (:class:`agentlab.Lab`) does. The step, its events, the trace, ``pause_before_tools`` and what
         happens when control comes back to the caller are :meth:`step`'s.
         """
         await self._advance(pause_before_tools, hand_back=True)
@@ -333,12 +340,12 @@ class Run(ModelCall, Publishing):
             if not self._started:
                 self._started = True
                 self._emit_start()
-            if self.pending_calls:
+            if self.pending_calls:  # a step paused before its tools (or interrupted in them) goes on there
                 await self._tools_phase(self.pending_calls)
             else:
-                await self._model_phase(pause_before_tools)
+                await self._model_phase(pause_before_tools)  # check, request, account, decide, tools
             if self.result is None and self.phase != "awaiting tools":
-                self._after_step_checks()
+                self._after_step_checks()  # check: cost, deadline, steps
             if hand_back and self.result is None:
                 self._hand_back()
         except asyncio.CancelledError:
@@ -360,23 +367,23 @@ class Run(ModelCall, Publishing):
             self._stepping.end()
 
     async def _model_phase(self, pause_before_tools: bool) -> None:
-        """One model call and what its reply decides.
+        """A step's phases up to its tools: check, request, account, decide (then tools, then check again).
 
-        Each part returns why the run must stop (a :class:`Halt`) or what the
-        next part needs; the run is stopped in one place, here.
+        Each phase returns why the run must stop (a :class:`Halt`) or what the
+        next needs; the run is stopped in one place, ``_stop``.
         """
-        if halt := self._may_call():  # 1. checks before spending anything: Stop, steps, deadline ...
+        if halt := self._may_call():  # check: Stop, the step limit, the deadline, before anything is spent
             return self._stop(*halt)
-        held = await self._hold_call(self.steps)  # ... and the cost guard, with the shared total's reservation
+        held = await self._hold_call(self.steps)  # request: the cost guard, and the account's reservation ...
         if isinstance(held, Stop):
             return self._stop(held.reason, held.detail)
-        answer = await self._send(held)  # 2. the model call (a failed one is charged what it cost)
+        answer = await self._send(held)  # ... and the call (one that failed is charged what it may have cost)
         if isinstance(answer, Halt):
             return self._stop(*answer)
         reply, latency, at = answer
         max_tokens = self._hold.max_tokens  # a retry after a lost reply was reserved anew
-        usage = self._bill(reply, max_tokens, latency, at)  # 3. what it cost
-        calls = reply.tool_calls  # 4. why the model stopped decides what is next
+        usage = self._bill(reply, max_tokens, latency, at)  # account: what the reply cost
+        calls = reply.tool_calls  # decide: why the model stopped says what comes next
         if halt := self._reply_problem(reply, usage, max_tokens, calls):
             return self._stop(*halt)
         if reply.stop_reason == "pause_turn":
@@ -507,7 +514,7 @@ class Run(ModelCall, Publishing):
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str, note: str = "", parsed: Any = None) -> None:
         self._record_sub_runs()
-        if self._trace_error is not None:  # issue 14: never Done over an incomplete trace
+        if self._trace_error is not None:  # never Done over an incomplete trace
             return self._stop(*self._trace_failed())
         self.result = self._result(Done, text=text, detail=note, parsed=parsed)
         self.phase = "done"
@@ -539,7 +546,7 @@ class Run(ModelCall, Publishing):
         return Halt(StopReason.CANCELLED, detail, error)
 
     def _trace_failed(self) -> Halt:
-        """Issue 14: a trace that cannot be written stops the run, naming the write that failed."""
+        """A trace that cannot be written stops the run, naming the write that failed."""
         err = self._trace_error
         return Halt(StopReason.TRACE_WRITE_FAILED, str(err), err)
 
@@ -585,10 +592,5 @@ class Run(ModelCall, Publishing):
         self._input.appended(message, tokens)
 
     def _limits(self) -> dict[str, Any]:
-        b = self.budget
-        return {
-            "max_steps": b.max_steps,
-            "max_cost": b.max_cost,
-            "deadline_s": b.deadline_s,
-            "cost_guard": b.cost_guard,
-        }
+        """The budget's limits, as events carry them."""
+        return asdict(self.budget)

@@ -53,7 +53,7 @@ class Publishing(RunParts):
     def _hand_back(self) -> None:
         """``step()`` ends or pauses and the run goes on: a subscriber that holds events (the trace writer's
         ``flush_run``) writes them now, before control goes back to the caller; one that cannot stops the run
-        as a failed trace write does (issue 14). ``run()`` keeps control from step to step: each step's last
+        as a failed trace write does. ``run()`` keeps control from step to step: each step's last
         event, ``step_finished``, already put every event on disk (see :mod:`agentlab.trace.writer`)."""
         for callback in self._subscribers:
             if (flush := getattr(callback, "flush_run", None)) is not None:
@@ -91,7 +91,7 @@ class Publishing(RunParts):
         for callback in called:
             try:
                 callback(event)
-            except BaseException as exc:  # noqa: BLE001 - issue 24: a subscriber's SystemExit, CancelledError...
+            except BaseException as exc:  # noqa: BLE001 - a subscriber's SystemExit, CancelledError...
                 interrupted = self._subscriber_failed(callback, event, exc, interrupted)
         if interrupted is not None:
             self._interrupted_by_subscriber(interrupted)
@@ -99,7 +99,7 @@ class Publishing(RunParts):
 
     @watchdog.handoff("subscriber")
     def _emit_ending(self, event: Event, data: dict[str, Any]) -> None:
-        """``run_finished`` to every subscriber. Issue 24: a subscriber that blocked on it overran too, and the
+        """``run_finished`` to every subscriber. a subscriber that blocked on it overran too, and the
         next one (the trace) hears it: ``overrun_s`` and ``elapsed`` are brought up to date before each."""
         interrupted: KeyboardInterrupt | None = None
         for callback in tuple(self._subscribers):
@@ -123,8 +123,8 @@ class Publishing(RunParts):
     def _subscriber_failed(
         self, callback: Subscriber, event: Event, exc: BaseException, interrupted: KeyboardInterrupt | None
     ) -> KeyboardInterrupt | None:
-        """A subscriber raised. Issue 14: a trace that cannot be written stops the run. A Ctrl-C is kept (the
-        other subscribers hear the event first, then the run ends cancelled). Issue 24: anything else
+        """A subscriber raised. a trace that cannot be written stops the run. A Ctrl-C is kept (the
+        other subscribers hear the event first, then the run ends cancelled). anything else
         (SystemExit, GeneratorExit, CancelledError...) is contained, with a warning naming the subscriber."""
         if isinstance(exc, TraceWriteError):
             self._trace_failed_by(exc)
@@ -138,7 +138,7 @@ class Publishing(RunParts):
         return interrupted
 
     def _trace_failed_by(self, exc: TraceWriteError) -> None:
-        """Issue 14: a trace write failed (the first failure is the one named); the run stops at its next check."""
+        """A trace write failed (the first failure is the one named); the run stops at its next check."""
         self._trace_error, self._cancel = self._trace_error or exc, True
 
     def _interrupted_by_subscriber(self, interrupted: KeyboardInterrupt) -> None:

@@ -186,15 +186,15 @@ async def _await(value: Any) -> Any:
 async def inline(work: Callable[[], Any], timeout: float | None, where: str) -> Settled:
     """Await ``work()`` in the calling task, within ``timeout``; how it ended, as a value.
 
-    Cheaper than :func:`run` (no task of its own), for code trusted to honour
+    Unlike :func:`run` it makes no task of its own: for code trusted to honour
     its cancellation (the model adapters): code that swallows it would hold
     the caller. A ``CancelledError`` it raises is taken as a cancel (a stream
     cut short by Stop) and leaves as itself.
 
-    Its first step runs before any timer is set (issue 27): code that answers
-    without waiting (an offline model, a replay) costs no timer, which is 8 µs
-    of the step; code that waits goes on under the same limit, counted from
-    the start (``timeout_at``), in the same task and context.
+    Its first step runs before any timer is set: code that answers
+    without waiting (an offline model, a replay) needs none; code that waits
+    goes on under the same limit, counted from the start (``timeout_at``), in
+    the same task and context.
     """
     loop = asyncio.get_running_loop()
     end = None if timeout is None else loop.time() + timeout
@@ -240,7 +240,7 @@ async def let_go(fut: asyncio.Future[Any], on_abandon: Callable[[], None]) -> No
     the rest of its turn) does not cut it short: the grace runs out, ``fut`` is
     abandoned if it must be, and then the cancellation goes on. Cut short, the
     work would be neither finished nor abandoned, and the driver, closing the
-    loop, would wait for it as for any live task (issue 27: the chaos tail).
+    loop, would wait for it as for any live task.
     """
     if fut.done():
         return

@@ -61,7 +61,7 @@ class Watch:
         self.cause = ""
 
 
-_lock = threading.Lock()  # arm/disarm take it directly (a C call; Condition's own ``with`` is Python code)
+_lock = threading.Lock()
 _cond = threading.Condition(_lock)
 _active: set[Watch] = set()  # (a Watch hashes by identity)
 _wake_at: list[float | None] = [None]
@@ -69,14 +69,9 @@ _thread: list[threading.Thread] = []
 
 
 def arm(seconds_left: float) -> Watch:
-    """Watch the calling thread's step, due ``seconds_left`` from now.
-
-    Twice a step with :func:`disarm` (issue 27: 0.87 -> 0.70 µs the pair): the watch is made without a call
-    to a Python ``__init__``, and kept in a set rather than a dict keyed by ``id()``."""
-    w = _new(Watch)
-    w.due = due = time.monotonic() + (seconds_left if seconds_left > 0 else 0.0) + SAMPLE_AFTER_S
-    w.thread_id = threading.get_ident()
-    w.cause = ""
+    """Watch the calling thread's step, due ``seconds_left`` from now (sampled :data:`SAMPLE_AFTER_S` later)."""
+    due = time.monotonic() + max(seconds_left, 0.0) + SAMPLE_AFTER_S
+    w = Watch(due, threading.get_ident())
     with _lock:
         if not _thread:
             _thread.append(threading.Thread(target=_watch, name="agentlab-watchdog", daemon=True))
@@ -86,9 +81,6 @@ def arm(seconds_left: float) -> Watch:
         if wake is None or due < wake:
             _cond.notify()
     return w
-
-
-_new = object.__new__
 
 
 def disarm(w: Watch) -> str:
