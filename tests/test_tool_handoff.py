@@ -133,6 +133,7 @@ def test_a_burst_of_200_concurrent_sync_tools_leaves_no_crowd_of_idle_threads(mo
     ``MAX_IDLE`` stay idle at once, and those end after ``IDLE_S`` with no call to serve."""
     from agentlab._runtime import threads
 
+    assert (threads.IDLE_S, threads.MAX_IDLE) == (30.0, 8)  # the README's figures ("after 30 s", "at most 8")
     monkeypatch.setattr(threads, "IDLE_S", 0.2)
     n = 200
     everyone = threading.Barrier(n, timeout=60)
