@@ -166,15 +166,13 @@ class ModelCall(RunParts):
             prices = self._served_prices(served if isinstance(served, str) else None)
             charge = self.account.charge(self._hold, "usage", prices.cost(usage) if prices else 0.0, usage)
             self._input.billed(usage, False, prices, self._caps.caches)
-        elif self._caps.bills:
-            charge = self.account.charge(self._hold, "lost", self._hold.worst)
-        else:
-            return self._emit(EventKind.MODEL_CALLED, latency=latency, **data)
+        else:  # its usage is lost: a model that bills may have billed the worst case; one that does not, nothing
+            charge = self.account.charge(self._hold, "lost", self._hold.worst if self._caps.bills else 0.0)
         self._last_cost = charge.cost + self._lost
         return self._emit_called(charge, latency, data)
 
     async def _hold_call(self, done: int) -> Hold | Stop:
-        """The pre-call guard and the shared ledger's reservation of the next request: ``(max_tokens, reserved)``.
+        """The pre-call guard and the account's reservation of the next request (a :class:`Hold`), or a stop.
 
         ``done`` steps are finished (the wording of a stop). A retry after a reply lost in transit comes here
         too, so the hard guard counts the lost attempt before the retry is sent.
