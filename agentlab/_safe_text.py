@@ -27,6 +27,16 @@ _MD_PUNCTUATION = re.compile(r"([\\`*_{}\[\]()#+\-.!|~:=^$])")
 """Backslash-escaped in markdown (CommonMark escapes any ASCII punctuation): no emphasis, no link,
 no image, no heading, no table cell break, no math. ``& < > " '`` become entities instead."""
 
+NO_MATH = "tex2jax_ignore mathjax_ignore"
+"""The class every front end's MathJax skips: ``mathjax_ignore`` is MathJax 3's ``ignoreHtmlClass`` (JupyterLab 4,
+Notebook 7), ``tex2jax_ignore`` MathJax 2's (nbconvert's HTML, mkdocs-jupyter's pages). pandas marks a table with
+the same two when ``display.html.use_mathjax`` is off."""
+
+_CODE = re.compile(r"^(?P<fence>`{3,}|~{3,}).*?^(?P=fence)[ \t]*$|(?P<ticks>`+).+?(?<!`)(?P=ticks)(?!`)", re.M | re.S)
+"""A fenced code block or an inline code span: dollars in code are shown as written by every renderer."""
+
+_DOLLAR = re.compile(r"\\?\$")
+
 _TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 """C0 controls but tab and newline (ESC starts CSI, OSC 0/52, DCS...), DEL, the C1 controls (8-bit
 CSI and OSC), and the bidirectional overrides that make a line read differently from what it holds."""
@@ -57,6 +67,36 @@ def md_text(value: Any) -> str:
     text = " ".join(clean(value).split())
     text = _MD_PUNCTUATION.sub(r"\\\1", text)  # also breaks GFM's bare-URL links: ``http\://``, ``www\.``
     return html.escape(text, quote=True)
+
+
+def no_math_html(fragment: str) -> str:
+    """An HTML output (already escaped) in one element no MathJax typesets: a dollar amount stays money.
+
+    JupyterLab typesets the text of an HTML output between two ``$`` as LaTeX (``$0.04 of $0.50`` reads
+    ``0.04of0.50`` in italics), whether the page holds ``$`` or ``&#36;``: MathJax reads the text, not the
+    markup. The one thing each front end's MathJax honours is the class :data:`NO_MATH` on an ancestor.
+    """
+    return f'<div class="{NO_MATH}">{fragment}</div>'
+
+
+def no_math_markdown(markdown: str) -> str:
+    """Markdown (a notebook cell, a ``text/markdown`` output) whose dollars every front end shows as written.
+
+    JupyterLab takes ``$...$`` out of markdown before rendering it, so a ``\\$`` escape or an ``&#36;``
+    written where the page has ``$`` are typeset all the same. Here every ``$`` outside code becomes
+    ``&#36;`` (no renderer sees a delimiter in the source, so the markdown between two amounts renders
+    as markdown) and the whole text sits in a block of class :data:`NO_MATH` (MathJax skips the page's
+    ``$``). Code spans and fences keep their ``$``: no MathJax looks inside code. Text with no ``$``
+    comes back unchanged.
+    """
+    if "$" not in markdown:
+        return markdown
+    out, at = [], 0
+    for code in _CODE.finditer(markdown):
+        out += [_DOLLAR.sub("&#36;", markdown[at : code.start()]), code.group()]
+        at = code.end()
+    out.append(_DOLLAR.sub("&#36;", markdown[at:]))
+    return f'<div class="{NO_MATH}">\n\n{"".join(out).strip()}\n\n</div>'
 
 
 def md_code(value: Any) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ._safe_text import clean, md_code, terminal_text
+from ._safe_text import clean, md_code, no_math_markdown, terminal_text
 from .trace import load_run
 from .trace.display import (
     LONG,
@@ -135,6 +135,8 @@ def export_notebook(run_id: str, out_path: str | os.PathLike[str], runs: str | o
     cells.append(v4.new_code_cell("trace.calls"))
     for cell in cells:  # issue 24: a lone surrogate in a result must not make the notebook unwritable
         cell.source = clean(cell.source)
+        if cell.cell_type == "markdown":  # a dollar amount reads as money, never as math
+            cell.source = no_math_markdown(cell.source)
     nb = v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["language_info"] = {"name": "python"}

@@ -6,7 +6,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._safe_text import html_text
+from ._safe_text import html_text, no_math_html
 from ._shorten import shorten
 from .budget import BudgetSnapshot, GuardReport
 from .messages import Message, text_of
@@ -105,7 +105,7 @@ class _Result:
             f"<tr><th style='text-align:left'>{html_text(k)}</th><td style='text-align:left'>{html_text(v)}</td></tr>"
             for k, v in self._rows()
         )
-        return f"<table class='agentlab-result'>{rows}</table>"
+        return no_math_html(f"<table class='agentlab-result'>{rows}</table>")
 
 
 @dataclass(frozen=True)

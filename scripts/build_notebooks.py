@@ -24,6 +24,10 @@ from pathlib import Path
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # this checkout's agentlab, for its markdown rule
+
+from agentlab._safe_text import no_math_markdown  # noqa: E402 - after the path above
+
 OUT = ROOT / "notebooks"
 
 NOTEBOOK = "__NOTEBOOK__"
@@ -42,21 +46,18 @@ RUNS = os.path.join("runs", "__NOTEBOOK__")  # this notebook's traces, and only 
 shutil.rmtree(RUNS, ignore_errors=True)      # start empty, so every table below is this run's
 os.environ["AGENTLAB_RUNS"] = RUNS
 pd.set_option("display.max_colwidth", None)  # never cut a detail or an argument mid-word
-pd.set_option("display.width", 250)"""
+pd.set_option("display.width", 250)
+pd.set_option("display.html.use_mathjax", False)  # a "$" in a table is money, not the start of LaTeX"""
 
 OFFLINE = """
-**Runs offline.** No API key is needed: the model is a scripted offline
-*behaviour* (it reacts to the tool results it reads) priced as Claude Sonnet,
-so token counts and dollars are estimates of what the same tokens would cost.
+**Runs offline**, at no cost: the model is a scripted *behaviour* that reacts to the
+tool results it reads, priced as Claude Sonnet.
 """
 
 
 ON_CLAUDE = """
-Nothing here reads `ANTHROPIC_API_KEY`: a scenario always builds its scripted
-model, key or no key. To run a lesson on Claude, set `ANTHROPIC_API_KEY` and
-pass the model yourself, for instance
-`scenarios.get("ping-pong").setup().run(model=al.AnthropicModel())` (the same
-`model=` works for `.arun()`, `.lab()` and `.engine()`). Then
+Nothing reads `ANTHROPIC_API_KEY`; with a key, pass `model=al.AnthropicModel()`
+to a scenario's `.arun()`, `.lab()` or `.engine()`, and
 """
 
 
@@ -66,12 +67,23 @@ def offline_note(on_claude: str) -> str:
 
 
 def md(text: str) -> nbformat.NotebookNode:
-    return nbformat.v4.new_markdown_cell(text.strip())
+    """A markdown cell; its dollar amounts read as money in every front end (agentlab._safe_text.no_math_markdown)."""
+    return nbformat.v4.new_markdown_cell(no_math_markdown(text.strip()))
 
 
 def code(text: str) -> nbformat.NotebookNode:
     return nbformat.v4.new_code_cell(text.strip())
 
+
+def exercise(intro: str, placeholder: str, check: str) -> list[nbformat.NotebookNode]:
+    """A lesson's closing exercise: what to do, a cell for the learner, and a check cell that grades it offline."""
+    cells = [md("## Exercise\n\n" + intro.strip()), code(placeholder), code(check)]
+    cells[1].metadata["tags"] = ["exercise"]
+    cells[2].metadata["tags"] = ["check"]
+    return cells
+
+
+SOLUTIONS = "Stuck? One solution is in `notebooks/solutions/lessons.py`; try first, the check says what is missing."
 
 NOTEBOOKS: dict[str, list[nbformat.NotebookNode]] = {}
 
@@ -1466,6 +1478,178 @@ result = await lab.wait()
 print(result)
 print("refunds made by this run:", refunds() - before)"""),
 ]
+
+
+# --------------------------------------------------------------------------- the exercises (graded offline)
+NOTEBOOKS["01-the-loop-step-by-step"] += exercise(
+    """
+Make the loop by hand a function a referee can play: `async def my_loop(setup)`
+runs `setup.task` with `setup.model` and `setup.tools`, makes at most
+`setup.options["max_steps"]` model calls, and returns how it ended, `"done"` or
+`"step limit"`. The check plays it with seeds 0 to 2 on two scenarios this
+notebook does not show (three lookups in one turn; a model that never stops),
+then `exercises.capstone` scores it against notebook 10's nine scenarios: your
+first score. Notebook 10 ends with the capstone, where you raise it.
+"""
+    + SOLUTIONS,
+    """
+async def my_loop(setup):
+    \"\"\"Your loop: setup.task, setup.model, setup.tools, setup.options["max_steps"] -> "done" or "step limit".\"\"\"
+    return "not written yet"          # replace: the loop above, as a function""",
+    """
+from agentlab.scenarios import exercises
+
+print(exercises.check_loop(my_loop))
+print(exercises.capstone(my_loop))""",
+)
+
+NOTEBOOKS["02-three-budgets"] += exercise(
+    """
+Predict, then run. The `growing-context` task under three limits this notebook
+did not try: `max_cost=0.05` with the hard guard, the same $0.05 checked after
+each step, and `max_cost=0.20` with the hard guard. For each, write down the
+reason the run will stop and after how many steps (within one), *before* you
+run anything; the tables above have what you need (each step costs more than
+the last). The check runs the three and says which predictions held.
+"""
+    + SOLUTIONS,
+    """
+predictions = {                       # (max_cost, cost_guard): (reason, steps)
+    (0.05, "hard"): ("?", 0),
+    (0.05, "after"): ("?", 0),
+    (0.20, "hard"): ("?", 0),
+}""",
+    """
+from agentlab.scenarios import exercises
+
+exercises.check_budget_prediction(predictions)""",
+)
+
+NOTEBOOKS["03-three-kinds-of-failure"] += exercise(
+    """
+Write one tool that fails each way. `lookup(kind)` answers for `"ok"`; for
+`"missing"` it raises a recoverable error whose hint names the model's next
+step; for `"busy"` a retryable one; for `"forbidden"` a permission denial. Any
+other kind is the model's mistake: recoverable, and its message says which
+kinds exist. The check classifies what your tool raises with agentlab's own
+policy table (`agentlab.errors.classify`), the one the loop uses.
+"""
+    + SOLUTIONS,
+    """
+def lookup(kind: str) -> str:
+    \"\"\"'missing' -> recoverable with a hint, 'busy' -> retryable, 'forbidden' -> denied, 'ok' -> text.\"\"\"
+    return "order 1042: delivered"    # every kind answers: change that""",
+    """
+from agentlab.scenarios import exercises
+
+exercises.check_three_kinds(lookup)""",
+)
+
+NOTEBOOKS["04-loop-detection"] += exercise(
+    """
+Write the check itself. `repeating(calls)` gets every call of the run so far,
+oldest first, as `(tool name, arguments)`, and says whether the last one is the
+third with that tool and those arguments. Arguments that differ only in key
+order are the same call; `"1"` and `1` are not. The check plays it on twenty
+seeded histories, most of which this notebook does not show.
+"""
+    + SOLUTIONS,
+    """
+def repeating(calls):
+    \"\"\"calls: [(tool name, arguments), ...], oldest first. True when the last is the third identical call.\"\"\"
+    return len(calls) >= 3            # counts calls, not identical ones: change that""",
+    """
+from agentlab.scenarios import exercises
+
+exercises.check_repeating(repeating)""",
+)
+
+NOTEBOOKS["05-parallel-tool-calls"] += exercise(
+    """
+Write the dispatcher. `await dispatch(calls, tools)` gets one turn's calls
+(`{"name": ..., "input": {...}}`) and the tools (async functions with a `mode`,
+`"read"` or `"write"`), and returns their results in the order asked. Reads next
+to each other run together; each write runs alone, after the reads before it,
+in its turn. The check runs five turns with tools that record what overlapped,
+take unequal times, and lose an update when two writes race.
+"""
+    + SOLUTIONS,
+    """
+import asyncio
+
+async def dispatch(calls, tools):
+    \"\"\"One turn: calls [{"name", "input"}], tools[name] async with .mode. Results in the order asked.\"\"\"
+    return list(await asyncio.gather(*(tools[c["name"]](**c["input"]) for c in calls)))   # all at once: writes race""",
+    """
+from agentlab.scenarios import exercises
+
+exercises.check_dispatcher(dispatch)""",
+)
+
+NOTEBOOKS["06-traces-step-four"] += exercise(
+    """
+Turn the suspects query into a reading list. `suspects(runs)` gets what
+`load_runs(folder)` returns and gives, for every run that ended `done` with a
+failed write in it, the step at which its first write failed: the step to read
+first (`{run_id: step}`). The check writes six seeded runs to a folder of its
+own, some this notebook does not make, and compares.
+"""
+    + SOLUTIONS,
+    """
+def suspects(runs):
+    \"\"\"runs: load_runs(folder). {run_id: step of its first failed write} for each run that ended done.\"\"\"
+    return {}                         # nobody is suspected: change that""",
+    """
+from agentlab.scenarios import exercises
+
+exercises.check_suspects(suspects)""",
+)
+
+NOTEBOOKS["07-cost-analysis"] += exercise(
+    """
+Reserve before the call, as the hard guard does. `can_afford(spent, max_cost,
+input_tokens, max_tokens, prices)` says whether the next call fits: its input
+plus a reply of all `max_tokens`, at `prices.input` and `prices.output` dollars
+per million tokens, within what is left of `max_cost` (`None` is no limit). The
+check plays 25 seeded calls, among them ones whose input fits and whose worst
+reply does not.
+"""
+    + SOLUTIONS,
+    """
+def can_afford(spent, max_cost, input_tokens, max_tokens, prices):
+    \"\"\"True when the call's worst case fits in what is left of max_cost (prices: dollars per Mtok).\"\"\"
+    return spent <= max_cost          # the sketch's check, after the fact: change that""",
+    """
+from agentlab.scenarios import exercises
+
+exercises.check_reservation(can_afford)""",
+)
+
+NOTEBOOKS["10-your-loop-against-the-scenarios"] += [
+    md("""
+## Capstone: your loop against every scenario
+
+Write your own loop, every decision of the course in it, and let the referee
+score it: the same nine games as above, one fresh shop each, the score a line
+a class can compare (lessons held, model calls, dollars). Start from `my_loop`
+above (the placeholder below is version 6, the article's sketch), or from the
+loop you wrote at the end of notebook 1, and win the games version 6 loses:
+reserve before each call, bound every tool by the deadline, stop on
+`max_tokens`, ask before a write.
+"""),
+    code("""
+async def capstone_loop(setup):
+    \"\"\"Your loop: returns how it ended ("done", "budget", "deadline", "fatal", "loop detected", ...).\"\"\"
+    return await my_loop(setup, cost=True, deadline=True, kinds=True, loops=True, parallel=True)"""),
+    code("""
+from agentlab.scenarios import exercises
+
+score = exercises.capstone(capstone_loop, name="your loop")
+print(score)
+score.board"""),
+]
+NOTEBOOKS["10-your-loop-against-the-scenarios"][-2].metadata["tags"] = ["exercise"]
+NOTEBOOKS["10-your-loop-against-the-scenarios"][-1].metadata["tags"] = ["check"]
 
 
 def cells_of(name: str) -> list[nbformat.NotebookNode]:

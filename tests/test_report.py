@@ -10,6 +10,7 @@ import pytest
 
 import agentlab as al
 from agentlab import reply
+from agentlab._safe_text import NO_MATH
 from agentlab.report import export_notebook, report_text
 
 
@@ -80,10 +81,13 @@ def test_the_exported_notebook_validates_and_has_a_cell_per_step(tmp_path):
     out = export_notebook(done.run_id, tmp_path / "out" / "run.ipynb", runs=tmp_path / "runs")
     nb = nbformat.read(str(out), as_version=4)
     nbformat.validate(nb)
-    steps = [c for c in nb.cells if c.cell_type == "markdown" and c.source.startswith("## Step ")]
-    assert [c.source.splitlines()[0] for c in steps] == [f"## Step {k}" for k in range(1, 6)]
-    assert "Order 9 not found" in steps[0].source and "recoverable" in steps[0].source
-    assert "broken \\| chipped `mug`" in steps[3].source  # a pipe cannot break the table, a backtick not the code span
+    shown = [c.source.removeprefix(f'<div class="{NO_MATH}">\n\n') for c in nb.cells if c.cell_type == "markdown"]
+    steps = [s for s in shown if s.startswith("## Step ")]  # each in a block no MathJax typesets: dollars stay money
+    assert [s.splitlines()[0] for s in steps] == [f"## Step {k}" for k in range(1, 6)]
+    money = [c.source for c in nb.cells if c.cell_type == "markdown" and "&#36;" in c.source]
+    assert money and all(m.startswith(f'<div class="{NO_MATH}">') and "$" not in m for m in money)
+    assert "Order 9 not found" in steps[0] and "recoverable" in steps[0]
+    assert "broken \\| chipped `mug`" in steps[3]  # a pipe cannot break the table, a backtick not the code span
     assert nb.metadata["agentlab"]["run_id"] == done.run_id
     code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
     assert f"agentlab.load_run({done.run_id!r}" in code and "cost_curve" in code

@@ -78,4 +78,27 @@ def test_reprs_printed_to_a_terminal_hold_no_control_character(tmp_path):
 def test_the_experiment_repr_escapes_its_folder_and_names():
     result = ExperimentResult([], [Config("e><img src=x onerror=alert(1)>", {})], Path("/tmp/<b>x</b>"), None)
     html = result._repr_html_()
-    assert "&lt;ExperimentResult 0 runs" in html and "<img" not in html and "<b>" not in html
+    assert "Experiment: 0 runs" in html and "<img" not in html and "<b>" not in html
+
+
+# ------------------------------------------------------------ dollars read as money, not math
+def test_dollar_markdown_outside_code_becomes_an_entity_in_a_block_mathjax_skips():
+    from agentlab._safe_text import NO_MATH, no_math_markdown
+
+    md = "Spent $0.04 of *the* $0.50, see `$AGENTLAB_RUNS`\n\n```python\nx = '$1'\n```\n\nand \\$3"
+    out = no_math_markdown(md)
+    assert out.startswith(f'<div class="{NO_MATH}">\n\n') and out.endswith("\n\n</div>")
+    assert "&#36;0.04 of *the* &#36;0.50" in out  # no delimiter left for a renderer to pair
+    assert "`$AGENTLAB_RUNS`" in out and "x = '$1'" in out  # code is shown as written
+    assert "and &#36;3" in out and "\\&#36;" not in out
+    assert no_math_markdown("no money here") == "no money here"
+
+
+def test_every_html_repr_of_a_result_sits_in_a_block_mathjax_skips():
+    import agentlab as al
+    from agentlab._safe_text import NO_MATH
+
+    model = al.ScriptedModel([al.reply("done")])
+    result = al.run("say done", [], model=model, max_cost=0.50, trace=False)
+    html = result._repr_html_()
+    assert html.startswith(f'<div class="{NO_MATH}">') and "&#36;" in html

@@ -20,6 +20,7 @@ from typing import Any
 
 import orjson
 
+from .._safe_text import without_lone_surrogates
 from ..messages import Usage, estimate_tokens
 from ..pricing import Prices, geo_multiplier, resolve_prices, served_prices
 from ..vocab import EventKind
@@ -121,7 +122,9 @@ class RunCalls:
 
 
 def _key(obj: Any) -> str:
-    return hashlib.blake2b(orjson.dumps(obj, option=orjson.OPT_SORT_KEYS, default=str), digest_size=8).hexdigest()
+    # a tool's text may hold half a UTF-16 pair; the key is of the text as shown, which encodes
+    shown = without_lone_surrogates(obj)
+    return hashlib.blake2b(orjson.dumps(shown, option=orjson.OPT_SORT_KEYS, default=str), digest_size=8).hexdigest()
 
 
 def _size(obj: Any) -> int:

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from .._safe_text import clean, html_text
+from .._safe_text import clean, html_text, no_math_html
 from .cells import ROW_COLUMNS, config_columns
 from .folder import RERUN_REASONS
 from .grid import Config, describe
@@ -270,4 +270,7 @@ class ExperimentResult:
     def _repr_html_(self) -> str:
         # issue 24: the folder, the config names and the stop reasons are foreign text; to_html escapes the table
         summary = self.summary().to_html(float_format=lambda v: f"{v:.4g}", escape=True)
-        return f"<p class='agentlab-experiment-result'>{html_text(repr(self))}</p>" + clean(summary)
+        df = self.runs
+        done = int((df["outcome"] == "done").sum()) if len(df) else 0
+        head = f"Experiment: {len(df)} runs, {done} done, ${self.spent:.4f} spent; folder {self.folder}"
+        return no_math_html(f"<p class='agentlab-experiment-result'>{html_text(head)}</p>" + clean(summary))

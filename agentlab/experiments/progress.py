@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .._safe_text import html_text
+from .._safe_text import NO_MATH, html_text
 
 ExperimentSubscriber = Callable[["ExperimentEvent"], None]
 
@@ -171,7 +171,7 @@ class ProgressWidget:
         s = self.state
         self.bar.max = max(1, s.total)
         self.bar.value = s.skipped + s.completed
-        self.text.value = f"<span class='agentlab-experiment'>{html_text(s.line())}</span>"
+        self.text.value = f"<span class='agentlab-experiment {NO_MATH}'>{html_text(s.line())}</span>"
         if s.finished:
             self.stop.disabled = True
 

@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _bounds as bounds
-from ._usage_check import count
-from .build import RecordedRun, RecordedStep, blocks, seconds, split_by_model, stop_reason_of
+from .build import RecordedRun, RecordedStep, blocks, count, seconds, split_by_model, stop_reason_of
 
 FORMAT = "inspect-eval"
 _ZSTD = 93
@@ -65,7 +64,7 @@ def _member(z: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     return bounds.inflate(z, info, raw_zstd=raw)
 
 
-def _usage(u: dict[str, Any]) -> dict[str, int]:
+def _usage(u: dict[str, Any]) -> dict[str, Any]:
     """inspect's usage in Anthropic's shape. ``total_tokens`` tells what the provider's counts hold:
     whether ``input_tokens`` includes the cached tokens (OpenAI, Google) or not (Anthropic), and whether
     ``output_tokens`` includes ``reasoning_tokens`` (most) or not (Google's, in inspect versions that

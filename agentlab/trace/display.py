@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._model_label import started_label
-from .._safe_text import clean, html_text, md_code, md_text, terminal_text
+from .._safe_text import NO_MATH, clean, html_text, md_code, md_text, no_math_html, terminal_text
 from .._shorten import shorten
 from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
@@ -241,7 +241,7 @@ def step_block(step: object, head: str, body: Iterable[str]) -> str:
     whichever view drew it.
     """
     return (
-        f"<div class='agentlab-step' data-step='{html_text(step)}' style='{STEP_STYLE}'>"
+        f"<div class='agentlab-step {NO_MATH}' data-step='{html_text(step)}' style='{STEP_STYLE}'>"
         f"<div class='agentlab-step-head' style='{HEAD_STYLE}'>{head}</div>{''.join(body)}</div>"
     )
 
@@ -286,6 +286,8 @@ def headline(trace: Trace) -> list[str]:
         if unpriced
         else []
     )
+    audit = (trace.started.get("recorded") or {}).get("audit")
+    audit_note = [f"import audit: {_audit_line(audit)}"] if isinstance(audit, dict) else []
     return [
         f"Run {trace.run_id} · {ending}",
         f"task: {_one_line(s['task'])}",
@@ -293,7 +295,19 @@ def headline(trace: Trace) -> list[str]:
         f"{s['output_tokens']:,} out tokens · {s['seconds']:.2f}s · started {s['started_at'] or '?'}",
         f"{budget} · tools: {tools}",
         *cost_note,
+        *audit_note,
     ]
+
+
+def _audit_line(audit: dict[str, Any]) -> str:
+    """An imported run's audit in one line (the findings themselves: ``trace.started["recorded"]["audit"]``)."""
+    found = audit.get("findings") or []
+    if found:
+        checks = ", ".join(sorted({str(f.get("check")) for f in found if isinstance(f, dict)}))
+        return f"{len(found)} finding(s) ({checks}): the figures cannot be vouched for; see agentlab import --check"
+    if audit.get("estimated_steps"):
+        return f"usage of {audit['estimated_steps']} step(s) estimated, and said so"
+    return "ok"
 
 
 def _step_table(trace: Trace) -> list[tuple[int, str, str, str, str, str]]:
@@ -338,7 +352,7 @@ def trace_html(trace: Trace) -> str:
     cols = "".join(
         f"<th style='text-align:left'>{c}</th>" for c in ("step", "cost", "total", "tokens in/out", "latency", "tools")
     )
-    return (
+    return no_math_html(
         f"<div class='agentlab-trace'>{head}<table><thead><tr>{cols}</tr></thead><tbody>{body}</tbody></table>"
         "<div><code>trace.step(k)</code> shows what happened at step k.</div></div>"
     )
@@ -354,6 +368,12 @@ def traces_text(traces: Traces) -> str:
     priced = [r["cost"] for r in rows if r["cost"] == r["cost"]]  # NaN: a run whose model has no known price
     unpriced = f" + {len(rows) - len(priced)} run(s) with no price" if len(priced) < len(rows) else ""
     lines = [f"Traces: {len(rows)} runs in {traces.folder} ({counts or 'none'}) · {_money(sum(priced))}{unpriced}"]
+    audited = [r.get("audit") for r in rows if r.get("audit")]  # imported runs: each audits itself
+    if audited:
+        by_status = {k: sum(a == k for a in audited) for k in ("ok", "estimated", "findings")}
+        said = ", ".join(f"{n} {k}" for k, n in by_status.items() if n)
+        more = " (runs['audit_findings'] counts each run's; agentlab import --check lists them)"
+        lines.append(f"import audit of {len(audited)} run(s): {said}" + (more if by_status["findings"] else ""))
     lines += [
         f"  {r['run_id']}  {r['outcome']:<10} {r['reason']:<14} {r['steps']:>3} steps  {_money(r['cost'])}  "
         f"{_one_line(r['task'], 50)}"
@@ -365,4 +385,4 @@ def traces_text(traces: Traces) -> str:
 
 
 def traces_html(traces: Traces) -> str:
-    return "<pre>" + html_text(traces_text(traces)) + "</pre>"
+    return no_math_html("<pre>" + html_text(traces_text(traces)) + "</pre>")
