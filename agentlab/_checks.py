@@ -25,4 +25,7 @@ def whole(name: str, value: object, *, at_least: int = 1) -> int:
 
 def is_seconds(value: object) -> bool:
     """Is ``value`` a finite real number of seconds >= 0 (not a ``bool``, not NaN or an infinity)?"""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool) and math.isfinite(value) and value >= 0
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    seconds = float(value)
+    return math.isfinite(seconds) and seconds >= 0
