@@ -43,21 +43,15 @@ _local = threading.local()
 class Job:
     """One function call handed to a worker; ``ok``/``value`` once :attr:`finished`."""
 
-    __slots__ = ("_done", "_fut", "_loop", "fn", "finished", "ok", "value")
+    __slots__ = ("_fut", "_loop", "fn", "finished", "ok", "value")
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn = fn
         self.finished = False
         self.ok = False
         self.value: Any = None
-        self._done = threading.Lock()
-        self._done.acquire()  # released by the worker when the call ends
         self._fut: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-
-    def wait(self, seconds: float | None = None) -> bool:
-        """Block this thread at most ``seconds`` (``None``: until it ends) for the call to end; did it?"""
-        return self.finished or self._done.acquire(timeout=-1 if seconds is None else seconds)
 
     def future(self) -> asyncio.Future[None]:
         """A future of the running loop, resolved (with ``None``) when the call ends."""
@@ -74,7 +68,6 @@ class Job:
         with _lock:
             self.ok, self.value, self.finished = ok, value, True
             fut, loop = self._fut, self._loop
-        self._done.release()
         if fut is not None and loop is not None:
             try:
                 loop.call_soon_threadsafe(_resolve, fut)
