@@ -127,6 +127,7 @@ async def bounded(
     on_abandon: Callable[[], None],
     trusted: bool = False,
     context: Context | None = None,
+    alone: bool = False,
 ) -> Returned | Raised:
     """One attempt at ``work()`` within the time left and the tool's own timeout; how it ended, as a value.
 
@@ -154,6 +155,7 @@ async def bounded(
             where=where,
             on_abandon=on_abandon,
             context=context,
+            alone=alone,
         )
     if not isinstance(out, TimedOut):
         return out
@@ -190,7 +192,7 @@ class CallRunner:
         if len(indices) <= 1:
             outs = []
             for i in indices:
-                outs.append(await self.call(calls[i], i))
+                outs.append(await self.call(calls[i], i, alone=True))
                 on_done(outs[-1])
             return outs
 
@@ -218,8 +220,10 @@ class CallRunner:
         async with self.sem:
             return await self.call(call, index)
 
-    async def call(self, call: Block, index: int) -> CallOutcome:
-        """Run one call to its end: admitted, attempted (retried by the policy), classified, reported."""
+    async def call(self, call: Block, index: int, alone: bool = False) -> CallOutcome:
+        """Run one call to its end: admitted, attempted (retried by the policy), classified, reported.
+
+        ``alone``: the only call of its batch (a sync tool's answer may then be waited for on its worker)."""
         ctx = self.ctx
         name, call_id = call["name"], call["id"]
         tool = ctx.tools.get(name)
@@ -244,11 +248,11 @@ class CallRunner:
             if needs_approval(tool, self.approver.all_writes):  # (asked here: most calls need none)
                 kwargs = await self.approver(tool, kwargs, call_id)  # a human may say no, or edit
             self.calls_per_tool[tool.name] = self.calls_per_tool.get(tool.name, 0) + 1
-            out = await self._attempt(tool, kwargs, call["id"])
+            out = await self._attempt(tool, kwargs, call["id"], alone)
             if isinstance(out, Returned):  # the usual call: no retry loop is built
                 attempts = 1
             else:
-                out, attempts = await self._retried(tool, kwargs, call["id"], out)
+                out, attempts = await self._retried(tool, kwargs, call["id"], alone, out)
         except asyncio.CancelledError:
             self.report(call, index, Outcome.CANCELLED, attempts, CANCELLED_TEXT, True, start)
             raise
@@ -267,7 +271,9 @@ class CallRunner:
             )
         return tool.validate(call["input"])
 
-    def _attempt(self, tool: Tool, kwargs: dict[str, Any], call_id: str) -> Coroutine[Any, Any, Returned | Raised]:
+    def _attempt(
+        self, tool: Tool, kwargs: dict[str, Any], call_id: str, alone: bool = False
+    ) -> Coroutine[Any, Any, Returned | Raised]:
         """One attempt at the call (to await): the tool run by :func:`bounded`, in a context naming the call.
 
         Async tools run as their own tasks, sync ones on daemon threads the run can abandon."""
@@ -284,6 +290,7 @@ class CallRunner:
                 f"{where} (call {call_id}, still running in its {'task' if tool.is_async else 'thread'})"
             ),
             context=call_context(ctx.parent, ctx.step(), call_id),
+            alone=alone,
         )
 
     async def _retried(
@@ -291,6 +298,7 @@ class CallRunner:
         tool: Tool,
         kwargs: dict[str, Any],
         call_id: str,
+        alone: bool,
         first: Raised,
     ) -> tuple[Returned | Raised, int]:
         """After a first attempt that failed: attempt again while the policy (``retry.retrying``) says so."""
@@ -300,7 +308,7 @@ class CallRunner:
         cap = r.max_delay if r and r.max_delay is not None else p.max_delay
 
         async def attempt() -> Returned | Raised:
-            return await self._attempt(tool, kwargs, call_id)
+            return await self._attempt(tool, kwargs, call_id, alone)
 
         return await retrying(
             attempt,

@@ -41,6 +41,10 @@ from .watchdog import handoff
 GRACE_S = 0.02
 """How long cancelled work may take to finish before it is abandoned (seconds)."""
 
+QUICK_S = 0.0005
+"""How long the loop's thread may wait on the worker for a sync call alone in its turn, before it follows the
+call with a future: a tool that answers at once then costs no wake-up of the event loop (docs/benchmarks.md)."""
+
 _abandoned: set[asyncio.Future[Any]] = set()
 """Abandoned tasks and futures, kept referenced so the garbage collector does not complain about them."""
 
@@ -87,8 +91,12 @@ async def run(
     where: str,
     on_abandon: Callable[[], None],
     context: contextvars.Context | None = None,
+    alone: bool = False,
 ) -> Settled:
     """Run ``work()`` within ``timeout`` seconds (``None``: no limit); how it ended, as a value.
+
+    ``alone``: a sync call that is the only one of its turn, waited for up to :data:`QUICK_S` on its worker
+    before the wait goes to the event loop (nothing else of the turn is kept waiting meanwhile).
 
     ``context``: the context the code runs in, whatever runs it (used once);
     by default async code runs in a copy of the caller's, sync code in its
@@ -97,6 +105,8 @@ async def run(
     fut: asyncio.Future[Any]
     if not is_async:
         job = threads.submit(work if context is None else functools.partial(context.run, work))
+        if alone and job.wait(QUICK_S if timeout is None else min(QUICK_S, timeout)):
+            return _ended(job, where)
         fut = job.future()
         settled = await _settle(fut, timeout, on_abandon)
         return settled or _ended(job, where)

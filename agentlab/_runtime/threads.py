@@ -9,7 +9,10 @@ stops waiting, the worker stays stuck until the function returns (or the
 process exits), and a fresh worker serves the next call.
 
 A call is followed with an ``asyncio`` future (:meth:`Job.future`),
-resolved from the worker thread.
+resolved from the worker thread. A call that is the only one of its turn is
+first waited for briefly on the worker itself (:meth:`Job.wait`,
+``isolate.QUICK_S``): most tools answer at once, and their answer then needs
+no wake-up of the event loop.
 
 A worker left idle waits at most :data:`IDLE_S` for its next call, then ends;
 at most :data:`MAX_IDLE` wait at once (one that finishes a call with that many
@@ -43,15 +46,20 @@ _local = threading.local()
 class Job:
     """One function call handed to a worker; ``ok``/``value`` once :attr:`finished`."""
 
-    __slots__ = ("_fut", "_loop", "fn", "finished", "ok", "value")
+    __slots__ = ("_done", "_fut", "_loop", "fn", "finished", "ok", "value")
 
     def __init__(self, fn: Callable[[], Any]) -> None:
         self.fn = fn
         self.finished = False
         self.ok = False
         self.value: Any = None
+        self._done = threading.Event()
         self._fut: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+
+    def wait(self, seconds: float) -> bool:
+        """Block this thread at most ``seconds`` for the call to end; did it?"""
+        return self._done.wait(seconds)
 
     def future(self) -> asyncio.Future[None]:
         """A future of the running loop, resolved (with ``None``) when the call ends."""
@@ -68,6 +76,7 @@ class Job:
         with _lock:
             self.ok, self.value, self.finished = ok, value, True
             fut, loop = self._fut, self._loop
+        self._done.set()
         if fut is not None and loop is not None:
             try:
                 loop.call_soon_threadsafe(_resolve, fut)
