@@ -131,9 +131,10 @@ def test_a_sync_tool_and_the_threads_it_starts_run_on_every_cpu_the_process_may_
 def test_a_burst_of_200_concurrent_sync_tools_leaves_no_crowd_of_idle_threads(monkeypatch):
     """200 sync reads of one turn run at once (each waits for all the others), then their threads go: at most
     ``MAX_IDLE`` stay idle at once, and those end after ``IDLE_S`` with no call to serve."""
-    from agentlab._runtime import threads
+    from agentlab._runtime import isolate, threads
 
     assert (threads.IDLE_S, threads.MAX_IDLE) == (30.0, 8)  # the README's figures ("after 30 s", "at most 8")
+    assert isolate.QUICK_S == 0.0005  # and "waited for up to half a millisecond on its worker"
     monkeypatch.setattr(threads, "IDLE_S", 0.2)
     n = 200
     everyone = threading.Barrier(n, timeout=60)
