@@ -270,6 +270,16 @@ def step_html(view: StepView) -> str:
 
 
 # ----------------------------------------------------------------- one run
+def _tokens_in(s: Any) -> str:
+    """Every input token the model read, as the steps' ``tokens in`` counts them: the API's ``input_tokens`` is the
+    uncached part only (58 of a cached session's three million), so a cached run shows the split beside it."""
+    read, write = int(s.get("cache_read_tokens") or 0), int(s.get("cache_write_tokens") or 0)
+    if not (read or write):
+        return f"{s['input_tokens']:,} in"
+    total = s["input_tokens"] + read + write
+    return f"{total:,} in ({s['input_tokens']:,} uncached, {read:,} cache reads, {write:,} cache writes)"
+
+
 def headline(trace: Trace) -> list[str]:
     s = trace.summary
     ending = s["outcome"] if s["outcome"] != "stopped" else f"stopped: {s['reason']}"
@@ -291,7 +301,7 @@ def headline(trace: Trace) -> list[str]:
     return [
         f"Run {trace.run_id} · {ending}",
         f"task: {_one_line(s['task'])}",
-        f"model {started_label(trace.started)} · {s['steps']} steps · {_money(s['cost'])} · {s['input_tokens']:,} in / "
+        f"model {started_label(trace.started)} · {s['steps']} steps · {_money(s['cost'])} · {_tokens_in(s)} / "
         f"{s['output_tokens']:,} out tokens · {s['seconds']:.2f}s · started {s['started_at'] or '?'}",
         f"{budget} · tools: {tools}",
         *cost_note,
