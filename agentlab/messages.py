@@ -18,7 +18,6 @@ from typing import Any
 
 import orjson
 
-from ._frozen import quick_init
 from .errors import AgentlabError
 from .usage_fields import BY_PATH, MOST_TOKENS, check_usage, malformed_usage
 
@@ -80,7 +79,6 @@ EXTRA_ITERATIONS = frozenset({"compaction", "advisor_message"})
 compaction; advisor passes are billed at the advisor model's rates)."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one call, in Anthropic's shape (input excludes cache).
@@ -165,7 +163,6 @@ class Usage:
         return out
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Reply:
     """One model reply: content blocks, why it stopped, and what it cost in tokens.
