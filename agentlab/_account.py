@@ -192,7 +192,7 @@ class Account:
             self.spent += cost
             self.model_calls += 1
             if usage is not None:
-                self.input_tokens += usage.context_tokens
+                self.input_tokens += usage.billed_input_tokens
                 self.output_tokens += usage.output_tokens
             spent = self.spent
         if self.shared:
