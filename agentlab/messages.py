@@ -12,14 +12,12 @@ an ``anthropic.types.Message`` and returns a :class:`Reply`, or raises
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from ._frozen import quick_init
 from .errors import AgentlabError
 from .usage_fields import BY_PATH, MOST_TOKENS, check_usage, malformed_usage
 
@@ -81,7 +79,6 @@ EXTRA_ITERATIONS = frozenset({"compaction", "advisor_message"})
 compaction; advisor passes are billed at the advisor model's rates)."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one call, in Anthropic's shape (input excludes cache).
@@ -125,6 +122,14 @@ class Usage:
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     @property
+    def billed_input_tokens(self) -> int:
+        """Every input token the call was billed for: the top-level counts (which add up the sampling passes)
+        and the passes billed on top of them. A run's ``input_tokens`` total adds these; the context a call
+        read is :attr:`context_tokens`."""
+        passes = [self, *(it.usage for it in self.extra_iterations)]
+        return sum(u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens for u in passes)
+
+    @property
     def extra_iterations(self) -> tuple[Iteration, ...]:
         """The passes billed on top of the top-level counts (compaction, advisor)."""
         return tuple(it for it in self.iterations if it.extra)
@@ -166,7 +171,6 @@ class Usage:
         return out
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Reply:
     """One model reply: content blocks, why it stopped, and what it cost in tokens.
@@ -426,9 +430,33 @@ def estimate_tokens(obj: Any) -> int:
         n = len(obj)
     elif (size := json_size(obj)) is not None:
         n = size
-    else:  # e.g. an int too large for orjson
-        n = len(json.dumps(obj, separators=(",", ":"), default=str).encode())
+    else:  # e.g. an int too large for orjson, or nesting deeper than it writes
+        n = _walked_size(obj)
     return tokens_for_size(n)
+
+
+def _walked_size(obj: Any) -> int:
+    """About the bytes of ``obj``'s JSON, walked without recursion (a hostile record may nest past any
+    recursion limit): each string or key by its UTF-8 length, each other scalar by its text, two bytes of
+    punctuation for each item."""
+    n, stack = 0, [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            n += len(item.encode(errors="replace")) + 2
+        elif isinstance(item, dict):
+            n += 2
+            for k, v in item.items():
+                n += len(str(k).encode(errors="replace")) + 4
+                stack.append(v)
+        elif isinstance(item, (list, tuple)):
+            n += 2 + len(item)
+            stack.extend(item)
+        elif isinstance(item, int):  # str() refuses an int of more than 4,300 digits
+            n += max(1, int(item.bit_length() * 0.302) + 1)
+        else:
+            n += len(str(item))
+    return n
 
 
 def json_size(obj: Any) -> int | None:
