@@ -34,10 +34,10 @@ ROOT = Path(__file__).resolve().parents[1]
 PER_MUTANT_S = 120.0
 """A mutant whose tests run longer than this is killed (a mutant that loops forever)."""
 TESTS_PER_MUTANT = 8
-"""Besides every covering test of the file's own test modules (those named for it: ``test_budget_numbers.py``,
-``test_engine_budgets.py`` for ``budget.py``), a mutant runs this many other covering tests, those that run
-the fewest of the file's lines first. A line most of the suite runs (a run's budget check) would otherwise
-cost the whole tier per mutant."""
+"""The covering tests a mutant runs, the most targeted first: those of the file's own test modules (named
+``test_<file>...``), then those that run the fewest of its lines. A line most of the suite runs (a run's
+budget check) would otherwise cost the whole tier per mutant; the price is a mutant that only a test further
+down the list would kill counts as a survivor."""
 BEGIN, END = "<!-- mutate:begin -->", "<!-- mutate:end -->"
 
 _COMPARE = {
@@ -198,14 +198,12 @@ def tests_by_line(copy: Path, targets: list[str]) -> dict[str, dict[int, list[st
         for nodes in lines.values():
             for n in nodes:
                 reach[n] = reach.get(n, 0) + 1
-        stem = Path(target).stem.lstrip("_")
+        own = f"test_{Path(target).stem.lstrip('_')}"
 
-        def chosen(nodes: set[str], stem: str = stem, reach: dict[str, int] = reach) -> list[str]:
-            own = sorted(n for n in nodes if stem in Path(n.split("::")[0]).stem)
-            others = sorted(set(nodes) - set(own), key=lambda n: (reach[n], n))
-            return own + others[:TESTS_PER_MUTANT]
+        def targeted(node: str, own: str = own, reach: dict[str, int] = reach) -> tuple[bool, int, str]:
+            return (not Path(node.split("::")[0]).name.startswith(own), reach[node], node)
 
-        out[target] = {line: chosen(nodes) for line, nodes in lines.items()}
+        out[target] = {line: sorted(nodes, key=targeted)[:TESTS_PER_MUTANT] for line, nodes in lines.items()}
     return out
 
 
