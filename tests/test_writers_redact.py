@@ -37,7 +37,7 @@ REVIEWED: dict[str, tuple[str, str]] = {
     # --- files that hold no text a user or a model supplied
     "agentlab/experiments/folder.py::Folder.own::os.open": (NO_USER_TEXT, "owner.lock: pid, host, time"),
     "agentlab/experiments/folder.py::Folder.own::.pwrite": (NO_USER_TEXT, "owner.lock: pid, host, time"),
-    "agentlab/trace/_store.py::_merge_lock::open": (NO_USER_TEXT, "an empty lock file"),
+    "agentlab/trace/_store.py::locked::os.open": (NO_USER_TEXT, "the store's lock file (opened, never written)"),
     "agentlab/_price_cache.py::_write::.mkstemp": (NO_USER_TEXT, "public model prices"),
     "agentlab/_price_cache.py::_write::os.fdopen": (NO_USER_TEXT, "public model prices"),
     "agentlab/_price_cache.py::_write::json.dump": (NO_USER_TEXT, "public model prices"),
@@ -45,7 +45,6 @@ REVIEWED: dict[str, tuple[str, str]] = {
     "agentlab/cli.py::_demo_plots.save::.savefig": (NO_USER_TEXT, "the offline demo's charts"),
     "agentlab/cli.py::main::open": (NO_USER_TEXT, "os.devnull"),
     "agentlab/_shown.py::ShownAxes._repr_png_::.savefig": (NO_USER_TEXT, "a chart, into memory"),
-    "agentlab/lab/_chart.py::LiveChart.png::.savefig": (NO_USER_TEXT, "a chart, into memory"),
     "agentlab/_teaching.py::copy_notebooks::.copyfile": (NO_USER_TEXT, "the packaged notebooks"),
     "agentlab/shop.py::Shop.__init__::.mkdtemp": (NO_USER_TEXT, "a folder"),
     "agentlab/shop.py::Shop._create::sqlite3.connect": (NO_USER_TEXT, "the course shop's seeded data"),
