@@ -551,7 +551,10 @@ def generate(folder: Path, events: int, per_file: int = 5_000_000, per_run: int 
                     if pa.types.is_floating(f.type)
                     else pa.array(np.full(m, per_run), f.type)
                 )
-        for table_name, t in (("events", table), ("runs", pa.table(cols, schema=schema("runs")))):
+        # a part is four files, one a table: steps and calls are empty here (the aggregate reads events)
+        empty = {name: schema(name).empty_table() for name in ("steps", "calls")}
+        tables = (("events", table), *empty.items(), ("runs", pa.table(cols, schema=schema("runs"))))
+        for table_name, t in tables:
             where = folder / "_store" / table_name / day
             where.mkdir(parents=True, exist_ok=True)
             pq.write_table(t, where / name, compression="zstd", row_group_size=1_000_000)
