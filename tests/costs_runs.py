@@ -8,7 +8,17 @@ import agentlab as al
 from agentlab.models.anthropic import AnthropicModel
 from agentlab.testing import MessagesServer
 
-CAUSES = ("steady", "TTL ran out", "model changed", "system prompt changed", "tools changed", "messages changed")
+CAUSES = (
+    "steady",
+    "TTL ran out",
+    "model changed",
+    "system prompt changed",
+    "tools changed",
+    "messages changed",
+    "compaction",
+)
+COMPACT_NOW = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 1}}]}
+"""A compaction edit whose trigger any request passes: the reply opens with the summary of the whole history."""
 OTHER_MODEL = "claude-haiku-4-5"
 EXTRA_TOOL = {"name": "extra", "description": "A tool added mid-run.", "input_schema": {"type": "object"}}
 
@@ -35,6 +45,8 @@ class Busting(AnthropicModel):
         params = super().build_params(request)
         if late and self.cause == "model changed":
             params["model"] = OTHER_MODEL
+        if self.cause == "compaction" and self.calls == self.at - 1:  # the next request sends the summary back
+            params["context_management"] = COMPACT_NOW
         return params
 
 

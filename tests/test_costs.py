@@ -78,6 +78,7 @@ API_REASON = {
     "tools changed": "tools_changed",
     "messages changed": "messages_changed",
     "TTL ran out": None,  # the API compares the requests' structure; a lapse of time is not a divergence
+    "compaction": None,  # the history only grew: the API dropped what came before the summary, as it does
 }
 
 
