@@ -97,16 +97,19 @@ def _start_remembering(start: Callable[[threading.Thread], None]) -> Callable[[t
     return wrapped
 
 
+_installed = False
+
+
 def _install() -> None:
-    """Carry the tool call across the threads a tool starts (idempotent)."""
+    """Carry the tool call across the threads a tool starts (idempotent). Installed when the first tool
+    call runs, not when agentlab is imported: a process that never runs a tool keeps the stdlib as it was."""
+    global _installed
     pool = concurrent.futures.ThreadPoolExecutor
     if not getattr(pool.submit, "__agentlab__", False):
         pool.submit = _submit_in_context(pool.submit)  # type: ignore[method-assign]
     if not getattr(threading.Thread.start, "__agentlab__", False):
         threading.Thread.start = _start_remembering(threading.Thread.start)  # type: ignore[method-assign,assignment]
-
-
-_install()
+    _installed = True
 
 
 def call_context(parent: Any, step: int, call_id: str) -> Context:
@@ -116,6 +119,8 @@ def call_context(parent: Any, step: int, call_id: str) -> Context:
     there, and a run the tool starts finds its parent. A context runs on one thread at a time: each attempt
     gets its own.
     """
+    if not _installed:
+        _install()
     context = copy_context()
     if parent is not None:
         context.run(_CALL.set, (parent, step, call_id))

@@ -289,3 +289,18 @@ def test_a_pool_used_outside_any_tool_starts_no_sub_runs(tmp_path):
     with concurrent.futures.ThreadPoolExecutor(2) as pool:
         results = list(pool.map(_child_in, ["a", "b"]))
     assert all(isinstance(r, al.Done) and r.spent > 0 for r in results)  # on their own: unlimited by any parent
+
+
+def test_importing_agentlab_leaves_thread_pools_and_threads_as_the_stdlib_made_them():
+    """The link across a tool's threads is installed by the first tool call, never by ``import agentlab``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import concurrent.futures, threading\n"
+        "before = (concurrent.futures.ThreadPoolExecutor.submit, threading.Thread.start)\n"
+        "import agentlab\n"
+        "print((concurrent.futures.ThreadPoolExecutor.submit, threading.Thread.start) == before)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "True"
