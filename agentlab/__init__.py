@@ -50,6 +50,7 @@ from .tools import Retry, Tool, tool
 if _TYPE_CHECKING:  # the lazily loaded names, typed for editors and mypy (``__getattr__`` loads them)
     from . import (  # noqa: F401 (submodules loaded on first use)
         analysis,
+        costs,
         datasets,
         experiments,
         mcp,
@@ -167,6 +168,7 @@ def __getattr__(name: str) -> object:
 
 _SUBMODULES = (
     "analysis",
+    "costs",
     "datasets",
     "experiments",
     "mcp",

@@ -192,6 +192,7 @@ KINDS: dict[EventKind, Kind] = {
                 _f("requested_model:str", "when another model served and priced it"),
                 _f("stop_details:any"),
                 _f("context_management:any", "the API's account of context edits"),
+                _f("diagnostics:any", "the API's cache diagnostics (``cache_miss_reason``), when the model asked"),
                 _f(
                     "lost:bool",
                     "a reply lost in transit after the request reached the API, or a call Stop or the deadline "

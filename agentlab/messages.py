@@ -190,6 +190,8 @@ class Reply:
     """The API's account of the context edits it applied (``applied_edits``: cleared tool uses, thinking)."""
     parsed: Any = None
     """The answer parsed as the request's structured output format (a model that asked for one sets ``parsed``)."""
+    diagnostics: dict[str, Any] | None = None
+    """The API's cache diagnostics (``cache_miss_reason``), when the request asked for them and the prefix diverged."""
 
     @property
     def text(self) -> str:
@@ -358,7 +360,7 @@ def normalize_reply(raw: Any) -> Reply:
         stop = "tool_use" if calls else "end_turn"
     if not isinstance(stop, str):
         raise MalformedReply("'stop_reason' must be a string", data)
-    details, context = get("stop_details"), get("context_management")
+    details, context, diagnostics = get("stop_details"), get("context_management"), get("diagnostics")
     container = get("container")
     return Reply(
         blocks,
@@ -370,6 +372,7 @@ def normalize_reply(raw: Any) -> Reply:
         details if isinstance(details, dict) else None,
         context if isinstance(context, dict) else None,
         get("parsed"),
+        diagnostics if isinstance(diagnostics, dict) else None,
     )
 
 

@@ -8,19 +8,29 @@ import agentlab as al
 from agentlab.models.anthropic import AnthropicModel
 from agentlab.testing import MessagesServer
 
-CAUSES = ("steady", "TTL ran out", "model changed", "system prompt changed", "tools changed", "messages changed")
+CAUSES = (
+    "steady",
+    "TTL ran out",
+    "model changed",
+    "system prompt changed",
+    "tools changed",
+    "messages changed",
+    "compaction",
+)
+COMPACT_NOW = {"edits": [{"type": "compact_20260112", "trigger": {"type": "input_tokens", "value": 1}}]}
+"""A compaction edit whose trigger any request passes: the reply opens with the summary of the whole history."""
 OTHER_MODEL = "claude-haiku-4-5"
 EXTRA_TOOL = {"name": "extra", "description": "A tool added mid-run.", "input_schema": {"type": "object"}}
 
 
 class Busting(AnthropicModel):
-    """An adapter that changes one thing about its requests from call ``at`` on, and asks for cache diagnostics."""
+    """An adapter that changes one thing about its requests from call ``at`` on, asking for cache diagnostics
+    (``AnthropicModel(cache_diagnostics=True)``: the replies' ``diagnostics`` are kept in the trace)."""
 
     def __init__(self, cause: str, at: int, **kw: Any) -> None:
-        super().__init__(stream=False, **kw)
+        kw.setdefault("stream", False)
+        super().__init__(cache_diagnostics=True, **kw)
         self.cause, self.at, self.calls = cause, at, 0
-        self.previous: str | None = None
-        self.diagnostics: list[dict[str, Any] | None] = []
 
     def build_params(self, request: Any) -> dict[str, Any]:
         self.calls += 1
@@ -35,14 +45,9 @@ class Busting(AnthropicModel):
         params = super().build_params(request)
         if late and self.cause == "model changed":
             params["model"] = OTHER_MODEL
-        params["diagnostics"] = {"previous_message_id": self.previous}
+        if self.cause == "compaction" and self.calls == self.at - 1:  # the next request sends the summary back
+            params["context_management"] = COMPACT_NOW
         return params
-
-    async def complete(self, request: Any) -> dict[str, Any]:
-        reply = await super().complete(request)
-        self.previous = reply.get("id")
-        self.diagnostics.append(reply.get("diagnostics"))
-        return reply
 
 
 def _fields(request: Any) -> dict[str, Any]:
@@ -50,12 +55,12 @@ def _fields(request: Any) -> dict[str, Any]:
 
 
 def busting_run(
-    cause: str, *, steps: int = 6, at: int = 4, tmp: Any, subscribers: Any = ()
+    cause: str, *, steps: int = 6, at: int = 4, tmp: Any, subscribers: Any = (), stream: bool = False
 ) -> tuple[Any, Busting, MessagesServer]:
     """A run of ``steps`` calls whose call ``at`` busts the cache for ``cause`` ("steady": none does).
 
-    Returns the trace, the adapter (its replies' diagnostics) and the server (its requests); ``subscribers`` see
-    the run's events as they happen."""
+    Returns the trace, the adapter and the server (its requests); ``subscribers`` see the run's events as they
+    happen; ``stream`` streams the replies."""
     clock = al.FakeClock()
 
     @al.tool(mode="read")
@@ -67,7 +72,7 @@ def busting_run(
 
     replies = [al.reply(None, ("note", {"n": i})) for i in range(1, steps)] + [al.reply("Done.")]
     server = MessagesServer(replies, clock=clock.now).start()
-    model = Busting(cause, at, model="claude-sonnet-4-5", client=server.client())
+    model = Busting(cause, at, model="claude-sonnet-4-5", client=server.client(), stream=stream)
     system = "You answer questions about orders. " + "Be careful and exact. " * 60
     result = al.run(
         "Why was order 1042 late?",

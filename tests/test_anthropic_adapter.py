@@ -129,6 +129,27 @@ def test_caching_off_sends_no_breakpoints_and_automatic_uses_the_top_level_optio
     assert model_for(server, cache=False).caches is False and model_for(server).caches is True
 
 
+def test_cache_diagnostics_name_each_calls_previous_reply_and_are_sent_only_when_asked_for(server):
+    """cache_diagnostics=True: the first call opts in with no earlier reply, each later one names the reply its
+    history ends with (two runs on one model each start afresh); off (the default) sends no diagnostics."""
+    server.add(reply(None, ("lookup", {"order_id": 1})), reply(None, ("lookup", {"order_id": 2})), reply("Done."))
+    server.add(reply("Hi."), reply("Plain."))
+    model = model_for(server, cache_diagnostics=True)
+    first = al.run("Find 1 and 2", [lookup], model=model, system="S", clock=al.FakeClock())
+    al.run("Hello", [lookup], model=model, system="S", clock=al.FakeClock())
+    al.run("Hello", [lookup], model=model_for(server), system="S", clock=al.FakeClock())
+    sent = [r.body.get("diagnostics") for r in server.requests]
+    assert sent[0] == {"previous_message_id": None} and sent[3] == {"previous_message_id": None}
+    named = [d["previous_message_id"] for d in sent[1:3]]
+    assert all(str(n).startswith("msg_") for n in named) and named[0] != named[1]
+    called = [e for e in first.trace.records if e.get("kind") == "model_called"]
+    # the server found each named reply and the prompt only grew: no divergence, no diagnostics kept
+    assert len(called) == 3 and not any("diagnostics" in e for e in called)
+    assert "diagnostics" not in server.requests[4].body
+    with pytest.raises(ValueError, match="cache_diagnostics"):
+        model_for(server, cache_diagnostics="yes")
+
+
 def _long_run(server: MessagesServer, cache: bool) -> al.Done:
     steps = [reply(None, ("lookup", {"order_id": i})) for i in range(1, 6)] + [reply("All found.")]
     server.add(*steps)

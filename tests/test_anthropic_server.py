@@ -205,3 +205,23 @@ def test_records_show_headers_but_their_repr_hides_credentials():
     assert received.headers["anthropic-version"]
     assert KEY not in repr(received) and KEY not in repr(server)
     assert received.messages == msgs("hi")
+
+
+def test_a_compaction_block_sent_back_makes_the_server_count_and_cache_from_the_summary_on():
+    """As the API does, every message block before a compaction block is ignored: the count drops to the summary
+    and what follows, and the cached history is no longer a prefix the next request can read."""
+    server = MessagesServer()
+    old = "the depot held the parcel for inspection; " * 50
+    history = [
+        {"role": "user", "content": old},
+        {"role": "assistant", "content": [{"type": "text", "text": old}]},
+        {"role": "user", "content": [{"type": "text", "text": "Go on.", "cache_control": {"type": "ephemeral"}}]},
+    ]
+    body = {"model": "claude-sonnet-4-5", "max_tokens": 100, "messages": history}
+    server.add(reply("A."), reply("B."))
+    assert server.respond(body)["usage"]["cache_creation_input_tokens"] > 400  # the history is written
+    summary = {"role": "assistant", "content": [{"type": "compaction", "content": "They talked about a parcel."}]}
+    after = {**body, "messages": [*history[:2], summary, history[2]]}
+    usage = server.respond(after)["usage"]
+    counted = [server.count({k: v for k, v in b.items() if k != "max_tokens"}) for b in (after, body)]
+    assert usage["cache_read_input_tokens"] == 0 and counted[0] < 50 < counted[1]

@@ -72,27 +72,50 @@ def test_a_native_cached_run_itemised_and_steady_reports_no_bust(tmp_path: Path)
     assert "cost" in top_carriers(df)[0]
 
 
+API_REASON = {
+    "model changed": "model_changed",
+    "system prompt changed": "system_changed",
+    "tools changed": "tools_changed",
+    "messages changed": "messages_changed",
+    "TTL ran out": None,  # the API compares the requests' structure; a lapse of time is not a divergence
+    "compaction": None,  # the history only grew: the API dropped what came before the summary, as it does
+}
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["whole", "streamed"])
 @pytest.mark.parametrize("cause", [c for c in CAUSES if c != "steady"])
-def test_a_bust_built_for_a_reason_is_attributed_to_it_and_agrees_with_the_apis_reason(
-    cause: str, tmp_path: Path
+def test_a_bust_built_for_a_reason_is_attributed_to_it_and_agrees_with_the_apis_reason_kept_in_the_trace(
+    cause: str, stream: bool, tmp_path: Path
 ) -> None:
-    trace, model, server = busting_run(cause, tmp=tmp_path)
-    requests = [r.body for r in server.requests]
-    df = cache_busts(trace, requests=requests, diagnostics=model.diagnostics)
+    trace, _, server = busting_run(cause, tmp=tmp_path, stream=stream)
+    assert all("diagnostics" in r.body for r in server.requests)  # AnthropicModel(cache_diagnostics=True) asked
+    kept = [e.get("diagnostics") for e in trace.records if e.get("kind") == "model_called"]
+    assert [i for i, d in enumerate(kept) if d] == ([] if API_REASON[cause] is None else [3]), kept
+    df = cache_busts(trace, requests=[r.body for r in server.requests])  # the API's reason read from the trace
     busts = df[df.bust]
     assert list(busts.step) == [4], df
     row = busts.iloc[0]
     assert row.cause == cause
+    assert row.api_reason == API_REASON[cause]
+    assert row.agrees is (None if API_REASON[cause] is None else True)
     assert row.waste > 0 and row.rebilled > row.waste
-    if cause != "TTL ran out":  # the API compares the requests' structure; a lapse of time is not a divergence
-        assert row.agrees is True
     assert cache_waste(trace).iloc[0] == pytest.approx(row.waste)
+    assert df[~df.bust].api_reason.isna().all()  # no reason given where the requests did not part
 
 
 def test_a_bust_the_trace_alone_cannot_explain_says_what_would(tmp_path: Path) -> None:
     trace, _, _ = busting_run("system prompt changed", tmp=tmp_path)
+    for e in trace.records:  # as a run that did not ask for the API's cache diagnostics records it
+        e.pop("diagnostics", None)
     row = cache_busts(trace).query("bust").iloc[0]
     assert row.cause == "unknown" and "requests=" in row.detail
+
+
+def test_the_apis_reason_names_a_bust_the_trace_alone_cannot_explain(tmp_path: Path) -> None:
+    busting_run("system prompt changed", tmp=tmp_path, stream=True)
+    row = cache_busts(al.load_runs(tmp_path)).query("bust").iloc[0]  # read back from the trace file
+    assert row.cause == "system prompt changed" and row.api_reason == "system_changed"
+    assert row.agrees is None and "cache_miss_reason is system_changed" in row.detail
 
 
 def test_the_shipped_session_bust_is_the_new_turn_dropping_thinking() -> None:

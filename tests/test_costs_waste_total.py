@@ -8,6 +8,7 @@ which simulates the cache, on a fake clock).
 from __future__ import annotations
 
 import math
+import warnings
 from pathlib import Path
 
 import pytest
@@ -102,3 +103,30 @@ def test_a_bust_on_a_model_without_a_price_is_unknown_waste_not_zero() -> None:
     assert meter.total == 0.0 and meter.cache_used
     meter.called({"usage": {**write, "cache_read_input_tokens": 0}})  # the 4,000 held were not read: a bust
     assert meter.busts == 1 and math.isnan(meter.total)
+
+
+def test_the_waste_alarm_warns_once_when_the_runs_waste_passes_its_limit_and_never_stops_it(tmp_path: Path) -> None:
+    """A subscriber: it warns at the bust that takes the waste past the limit (step 4), once, names the run, the
+    waste and the limit, and the run still finishes; below the limit, and on a steady cache, it stays quiet."""
+    probe, _, _ = busting_run("TTL ran out", tmp=tmp_path / "probe")
+    waste = float(cache_waste(probe).iloc[0])
+    loud, quiet = al.costs.waste_alarm(waste / 2), al.costs.waste_alarm(waste * 2)
+    with pytest.warns(al.costs.CacheWasteWarning) as caught:
+        trace, _, _ = busting_run("TTL ran out", tmp=tmp_path / "busted", subscribers=[loud, quiet])
+    assert len(caught) == 1 and trace.summary["outcome"] == "done"
+    assert f"run {trace.run_id}: cache waste ${waste:.4f} passed the ${waste / 2:.4f} limit at step 4" in str(
+        caught[0].message
+    )
+    assert loud.tripped == {trace.run_id: {"step": 4, "waste": pytest.approx(waste, abs=1e-12), "busts": 1}}
+    assert quiet.tripped == {}
+    zero = al.costs.waste_alarm(0)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", al.costs.CacheWasteWarning)
+        busting_run("steady", tmp=tmp_path / "steady", subscribers=[zero])
+    assert zero.tripped == {}
+
+
+@pytest.mark.parametrize("limit", [-1, float("nan"), "1", True])
+def test_a_waste_alarm_limit_that_is_not_usd_is_refused_by_name(limit: object) -> None:
+    with pytest.raises(ValueError, match="waste_alarm"):
+        al.costs.waste_alarm(limit)  # type: ignore[arg-type]

@@ -113,6 +113,8 @@ class ModelCall(RunParts):
             data["requested_model"] = self.config.model.model
         if reply.context_management:
             data["context_management"] = reply.context_management
+        if reply.diagnostics:
+            data["diagnostics"] = reply.diagnostics
         self._emit_called(charge, latency, data, at)
         return usage
 

@@ -10,13 +10,15 @@ every imported agent:
   against what it read; each collapse with its cause and its price;
   :func:`cache_waste` each run's total, :func:`with_cache_waste` the runs
   frame with that total beside the cost, :class:`WasteMeter` the same total
-  as a run's events arrive (the notebook panel's).
+  as a run's events arrive (the notebook panel's); :func:`waste_alarm` a
+  subscriber that warns once a run's waste passes a limit.
 - :func:`diff_runs`: two runs aligned step by step, opened at the first
   divergence (``agentlab diff A B`` on the command line).
 """
 
 from __future__ import annotations
 
+from ._alarm import CacheWasteWarning, WasteAlarm, waste_alarm
 from ._busts import WasteMeter, cache_busts, cache_waste, with_cache_waste
 from ._carried import carried_cost, input_cost, top_carriers
 from ._diff import RunDiff, diff_runs
@@ -24,7 +26,9 @@ from ._plots import carriers
 from ._report import money_lines
 
 __all__ = [
+    "CacheWasteWarning",
     "RunDiff",
+    "WasteAlarm",
     "WasteMeter",
     "carriers",
     "money_lines",
@@ -34,5 +38,6 @@ __all__ = [
     "carried_cost",
     "input_cost",
     "top_carriers",
+    "waste_alarm",
     "with_cache_waste",
 ]

@@ -6,8 +6,10 @@ or an hour when it was written with one-hour breakpoints; a read refreshes
 it). A call that reads markedly less than that prefix (:data:`TOLERANCE`) is a
 **bust**, and its cause is named, first that fits:
 
-1. the API's own ``cache_miss_reason`` (cache diagnostics), where the trace or
-   the caller has it (the attribution below is still made, and checked against it);
+1. the API's own ``cache_miss_reason`` (cache diagnostics), where the trace
+   (``AnthropicModel(cache_diagnostics=True)``) or the caller has it: the
+   attribution below is still made and checked against it (``agrees``), and
+   where it finds nothing (``unknown``) the API's reason names the cause;
 2. ``model changed``: another model served the call;
 3. ``TTL ran out``: longer than the TTL since the prefix was last used (timestamps);
 4. ``compaction``: the previous reply compacted the history (a compaction block, or context edits the API applied);
@@ -59,6 +61,7 @@ UNSEEN = (
     "the prefix the trace rebuilt is unchanged and was fresh: an edit made by the model adapter or the agent shows "
     "only in the requests (pass requests= to name it)"
 )
+API_NAMED = "the prefix this attribution could see was unchanged and fresh; the API compared the requests"
 
 COLUMNS = (
     "run_id",
@@ -227,6 +230,9 @@ def busts_of(
                 cause, detail = found or ("unknown", UNKNOWN if req is not None else UNSEEN)
         rebilled, waste = _rebilled(call, missed) if bust else (0.0, 0.0)
         mapped = API_REASONS.get(api_reason or "")
+        adopted = bust and cause == "unknown" and mapped is not None
+        if adopted:  # nothing the trace holds explains it, the API's own comparison does
+            cause, detail = str(mapped), f"the API's cache_miss_reason is {api_reason}: {API_NAMED}"
         rows.append(
             {
                 "run_id": run.run_id,
@@ -242,7 +248,7 @@ def busts_of(
                 "cause": cause or None,
                 "detail": detail or None,
                 "api_reason": api_reason,
-                "agrees": None if mapped is None or not bust else mapped == cause,
+                "agrees": None if mapped is None or not bust or adopted else mapped == cause,
                 "rebilled": rebilled,
                 "waste": waste,
             }
@@ -349,7 +355,8 @@ def cache_busts(
     message be named by a diff of the requests; without them the trace's rebuilt history is diffed instead (it
     holds what the run added, so an edit made inside the model adapter cannot be seen there). ``diagnostics``
     (each reply's ``diagnostics`` object) or a ``diagnostics`` field the trace recorded gives the API's
-    ``cache_miss_reason``: ``api_reason`` shows it and ``agrees`` whether the attribution names the same cause.
+    ``cache_miss_reason``: ``api_reason`` shows it and ``agrees`` whether the attribution names the same cause
+    (``None`` where the API's reason had to name it: the trace alone could not).
     The run's total is ``df.waste.sum()`` (:func:`cache_waste`).
     """
     import pandas as pd

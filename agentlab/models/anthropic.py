@@ -97,6 +97,12 @@ class AnthropicModel:
         thinking: the API's ``thinking`` setting, e.g. ``{"type": "enabled", "budget_tokens": 2048}``.
         params: any other ``messages.create`` arguments (``context_management``, ``fallbacks``, ...), checked
             against the API's rules (:mod:`agentlab.models.request_rules`) when the model is made.
+        cache_diagnostics: ask the API for its cache diagnostics: each request names the reply it follows
+            (``diagnostics.previous_message_id``, ``null`` on a conversation's first call) and a reply whose
+            prompt parted from that request's carries ``diagnostics.cache_miss_reason`` (model, system, tools or
+            messages changed), kept in the step's ``model_called`` event so :func:`agentlab.costs.cache_busts`
+            checks its own attribution against the API's. Off by default: the API then keeps a fingerprint of
+            every request (hashes and token counts, for a limited time), which a user opts into.
         temperature: refused. anthropic SDK 2.x has no sampling parameters, and the API version it speaks
             (``2026-10-21``) answers 400 to ``temperature``, ``top_p`` and ``top_k`` even at their defaults.
     """
@@ -125,6 +131,7 @@ class AnthropicModel:
         speed: Literal["standard", "fast"] | None = None,
         inference_geo: str | None = None,
         output_format: Mapping[str, Any] | None = None,
+        cache_diagnostics: bool = False,
     ) -> None:
         if not isinstance(model, str) or not model.strip():
             raise ValueError(f"model must be a non-empty model id string, got {model!r}")
@@ -140,6 +147,10 @@ class AnthropicModel:
                 )
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
             raise ValueError(f"timeout must be a number of seconds > 0, got {timeout!r}")
+        if not isinstance(cache_diagnostics, bool):
+            raise ValueError(f"cache_diagnostics must be True or False, got {cache_diagnostics!r}")
+        if cache_diagnostics and "diagnostics" in (params or {}):
+            raise ValueError("diagnostics given both as cache_diagnostics=True and in params=; give it once")
         reserved = {"model", "max_tokens", "messages", "system", "tools", "timeout", "stream"} & set(params or {})
         if reserved:
             raise ValueError(f"params must not set {sorted(reserved)}: the engine supplies them")
@@ -208,7 +219,9 @@ class AnthropicModel:
         self.repeat_tool_choice = bool(repeat_tool_choice)
         self.stream = bool(stream)
         self.server_tools = [dict(t) for t in tools_given]
+        self.cache_diagnostics = cache_diagnostics
         self._containers: dict[str, str] = {}
+        self._reply_ids: dict[str, str] = {}  # a conversation's latest assistant turn -> that reply's id
 
     @property
     def caches(self) -> bool | str:
@@ -282,6 +295,8 @@ class AnthropicModel:
         container = self._containers.get(_turn_key(request.messages))
         if container:
             params["container"] = container
+        if self.cache_diagnostics:
+            params["diagnostics"] = {"previous_message_id": self._reply_ids.get(_turn_key(request.messages))}
         params.update(self.params)
         choice = params.get("tool_choice")
         if (
@@ -298,14 +313,19 @@ class AnthropicModel:
         return without_lone_surrogates(params)  # issue 24: the SDK cannot encode them; the API gets U+FFFD
 
     def remember_container(self, messages: list[Message], reply: Mapping[str, Any]) -> None:
-        """Keep the reply's container id for the request that follows it (history + this reply)."""
+        """Keep the reply's container id (and, asking for cache diagnostics, its own id) for the request that
+        follows it (history + this reply)."""
         container = reply.get("container")
         cid = container.get("id") if isinstance(container, Mapping) else container
-        if isinstance(cid, str) and cid:
-            key = _turn_key([*messages, {"role": "assistant", "content": reply.get("content") or []}])
-            if len(self._containers) >= 256:
-                self._containers.pop(next(iter(self._containers)))
-            self._containers[key] = cid
+        rid = reply.get("id") if self.cache_diagnostics else None
+        if not (isinstance(cid, str) and cid) and not (isinstance(rid, str) and rid):
+            return
+        key = _turn_key([*messages, {"role": "assistant", "content": reply.get("content") or []}])
+        for kept, value in ((self._containers, cid), (self._reply_ids, rid)):
+            if isinstance(value, str) and value:
+                if len(kept) >= 256:
+                    kept.pop(next(iter(kept)))
+                kept[key] = value
 
     async def complete(self, request: ModelRequest) -> dict[str, Any]:
         """One Messages API call through the SDK (streamed unless ``stream=False``): the reply as a dict, usage

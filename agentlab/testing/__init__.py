@@ -25,8 +25,10 @@ server is given (``clock=``, so a test moves time without waiting). A request
 that sends ``diagnostics`` gets the API's cache diagnostics back: with the
 ``previous_message_id`` of an earlier reply, ``diagnostics.cache_miss_reason``
 says where the two requests part (model, system, tools, messages), as the
-SDK's ``Diagnostics`` type describes. Simplification: any earlier block
-boundary can be a hit.
+SDK's ``Diagnostics`` type describes. A ``compaction`` block sent back
+(the summary a compaction pass wrote) makes the API ignore every message block
+before it, so what is counted and cached restarts there. Simplification: any
+earlier block boundary can be a hit.
 
 A request with ``"stream": true`` is answered with the streaming protocol as
 documented: ``message_start``, a ``ping``, ``content_block_start`` /
@@ -416,9 +418,7 @@ def _mark_ttls(body: dict[str, Any], marks: list[int]) -> dict[int, str]:
     blocks: list[Any] = list(body.get("tools") or [])
     system = body.get("system")
     blocks += system if isinstance(system, list) else ([None] if isinstance(system, str) and system else [])
-    for m in body.get("messages") or []:
-        content = m.get("content")
-        blocks += [None] if isinstance(content, str) else list(content or [])
+    blocks += [None if isinstance(block, str) else block for _, block in _read_blocks(body)]
     out = {}
     for i in marks:
         block = blocks[i] if i < len(blocks) else None
@@ -462,6 +462,21 @@ def _as_counted(block: Any) -> Any:
     return {k: _as_counted(v) if isinstance(v, (dict, list)) else v for k, v in block.items()}
 
 
+def _read_blocks(body: dict[str, Any]) -> list[tuple[str, Any]]:
+    """(role, block) of each message block the API reads, in order (a message given as a string is one block,
+    kept as the string): after a ``compaction`` block the API ignores every block before it, so the prompt (and
+    the prefix the cache can match) restarts there, with the summary."""
+    blocks: list[tuple[str, Any]] = []
+    for m in body.get("messages") or []:
+        content = m.get("content")
+        role = str(m.get("role"))
+        for block in [content] if isinstance(content, str) else content or []:
+            if isinstance(block, dict) and block.get("type") == "compaction":
+                blocks.clear()
+            blocks.append((role, block))
+    return blocks
+
+
 def _segments(body: dict[str, Any]) -> tuple[list[str], list[int]]:
     """Canonical text of each cacheable block (without its cache_control), and the breakpoint indices."""
     segments: list[str] = []
@@ -480,10 +495,8 @@ def _segments(body: dict[str, Any]) -> tuple[list[str], list[int]]:
     system = body.get("system")
     for block in [{"type": "text", "text": system}] if isinstance(system, str) and system else system or []:
         add("system:", block)
-    for m in body.get("messages") or []:
-        content = m.get("content")
-        for block in [{"type": "text", "text": content}] if isinstance(content, str) else content or []:
-            add(f"{m.get('role')}:", block)
+    for role, block in _read_blocks(body):
+        add(f"{role}:", {"type": "text", "text": block} if isinstance(block, str) else block)
     if body.get("cache_control") and segments:  # automatic caching: the last block
         marks.append(len(segments) - 1)
     return segments, marks
