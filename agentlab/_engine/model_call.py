@@ -76,8 +76,8 @@ class ModelCall(RunParts):
             kind = classify(exc, self.policy)
             reason = StopReason.FATAL if kind == "fatal" else StopReason.MODEL_ERROR
             return Halt(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
-        at = self.elapsed  # one reading: the reply's latency, and its event's time (_bill)
-        return reply, self._now() - t_call, at
+        now = self._now()  # one reading: the reply's latency, and its event's time (_bill)
+        return reply, now - t_call, self._stepping.elapsed(now)
 
     def _bill(self, reply: Reply, max_tokens: int, latency: float, at: float) -> Usage:
         """Charge a reply (its usage, or the same estimate the guard used), keep it, emit ``model_called``.

@@ -30,9 +30,12 @@ class Stepping:
         self.watch: watchdog.Watch | None = None
         self._lock = threading.Lock()  # one step at a time, whatever task or thread asks
 
-    def elapsed(self) -> float:
-        """Working seconds so far: the steps that ended, and the one in flight up to now."""
-        return self.worked if self.t0 is None else self.worked + self.now() - self.t0
+    def elapsed(self, now: float | None = None) -> float:
+        """Working seconds so far: the steps that ended, and the one in flight up to ``now`` (a clock reading
+        the caller already took, so one reading can time two things; by default a new one)."""
+        if self.t0 is None:
+            return self.worked
+        return self.worked + (self.now() if now is None else now) - self.t0
 
     def begin(self, run_id: str, time_left: float | None) -> None:
         """A step starts in the running task (raises if another step is in flight); the watchdog is armed for
