@@ -25,11 +25,12 @@ test: $(STAMP) lint
 test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m unit
 
-# Mutation testing of the money and limit rules against the unit tier; the score goes in docs/benchmarks.md.
+# Mutation testing of the money and limit rules against the unit tier (two workers, niced: the machine is shared);
+# the score goes in docs/benchmarks.md (add --write docs/benchmarks.md to replace its block).
 # MUTATE lists the files (add one there); scripts/mutate.py says how a mutant is made and judged.
 MUTATE ?= agentlab/budget.py agentlab/pricing.py $(wildcard agentlab/_account.py)
 mutate: $(STAMP)
-	$(BIN)/python scripts/mutate.py $(MUTATE)
+	nice -n 10 $(BIN)/python scripts/mutate.py --workers 2 $(MUTATE)
 
 # The docs site (README as home, docs/*.md, the notebooks rendered, the API reference) in site/.
 # Strict: a broken link or reference, or a public name without a docstring, fails the build.

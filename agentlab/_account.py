@@ -177,7 +177,7 @@ class Account:
         want = worst_case_cost(input_tokens, in_rate, out_rate, max_tokens)
         least = worst_case_cost(input_tokens, in_rate, out_rate, smallest)
         granted = self.ledger.reserve(self.run_id, want, least)
-        if granted < least or (granted <= 0 < want):
+        if granted < least:  # (a call that costs nothing has least == want == 0: granted whole)
             if granted > 0:
                 self.ledger.settle(self.run_id, granted, 0.0)
             return _refusal(self.ledger, least)

@@ -1,12 +1,14 @@
 """Mutation testing of the money and limit rules: does the unit tier notice when a rule is changed?
 
-``python scripts/mutate.py agentlab/budget.py agentlab/pricing.py [--write docs/benchmarks.md]`` (``make mutate``).
+``python scripts/mutate.py agentlab/budget.py agentlab/pricing.py [--workers 2] [--write docs/benchmarks.md]``
+(``make mutate``); ``--only FILE:LINE`` re-judges some lines, ``--tests PATH...`` narrows the coverage run.
 
 Each mutant changes one thing in one file: a comparison's boundary (``>=`` to ``>``), an operator (``+`` to
 ``-``, ``*`` to ``/``), ``and`` to ``or``, a ``not`` dropped, a number off by one, ``True`` to ``False``,
 ``min`` to ``max``. The unit tier (``pytest -m unit``) runs once under coverage to learn which tests run each
-line; each mutant then runs the most targeted of those tests (at most :data:`TESTS_PER_MUTANT`), stopping at
-the first failure. A mutant is *killed* when a
+line; each mutant then runs those of the money and limit test files (:data:`MONEY_TESTS`, a few seconds
+together) and the most targeted others (:data:`TESTS_PER_MUTANT`), stopping at the first failure; a line run
+when the module is imported (a default, a constant) runs the money files whole. A mutant is *killed* when a
 test fails (or the tests time out), and *survives* when they pass; a line no unit test runs is a survivor
 too. The score is killed / all. Mutation tools from PyPI (mutmut 3) rewrite functions into trampolines that
 the package's own surface tests see; this one changes the source file itself, in a scratch copy of the
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import json
 import os
 import shutil
 import signal
@@ -34,10 +37,23 @@ ROOT = Path(__file__).resolve().parents[1]
 PER_MUTANT_S = 120.0
 """A mutant whose tests run longer than this is killed (a mutant that loops forever)."""
 TESTS_PER_MUTANT = 8
-"""The covering tests a mutant runs, the most targeted first: those of the file's own test modules (named
-``test_<file>...``), then those that run the fewest of its lines. A line most of the suite runs (a run's
-budget check) would otherwise cost the whole tier per mutant; the price is a mutant that only a test further
-down the list would kill counts as a survivor."""
+"""The other covering tests a mutant runs, after every covering test of :data:`MONEY_TESTS`: those of the
+file's own test modules (named ``test_<file>...``) first, then those that run the fewest of its lines. A line
+most of the suite runs (a run's budget check) would otherwise cost the whole tier per mutant; the price is a
+mutant that only a test further down the list would kill counts as a survivor."""
+MONEY_TESTS = (
+    "tests/test_account.py",
+    "tests/test_budget_numbers.py",
+    "tests/test_budget_properties.py",
+    "tests/test_engine_budgets.py",
+    "tests/test_limit_properties.py",
+    "tests/test_money_rules.py",
+    "tests/test_pricing.py",
+)
+"""The unit-tier test files of the money and limit rules (a few seconds together): a mutant runs every one of
+their tests that covers its line, however many, so that a rule these files hold never counts as a survivor.
+(``test_cost_guard_exact.py`` and ``test_anthropic_money.py`` are integration tests, half a minute together:
+the unit tier, so the mutants, never run them; ``test_money_rules.py`` holds their rules at the unit level.)"""
 BEGIN, END = "<!-- mutate:begin -->", "<!-- mutate:end -->"
 
 _COMPARE = {
@@ -78,6 +94,8 @@ _SYMBOL = {
 class Site:
     line: int
     what: str
+    index: int = 0
+    """Its place in the file's fixed order of sites."""
 
 
 def _sites(tree: ast.Module, source_lines: list[str], apply: int | None = None) -> list[Site]:
@@ -102,7 +120,7 @@ def _sites(tree: ast.Module, source_lines: list[str], apply: int | None = None) 
             return
         if apply == len(sites):
             change()
-        sites.append(Site(line, what))
+        sites.append(Site(line, what, len(sites)))
 
     for node in ast.walk(tree):
         if isinstance(node, ast.Compare):
@@ -165,15 +183,27 @@ def scratch_copy() -> Path:
     return dest
 
 
-def tests_by_line(copy: Path, targets: list[str]) -> dict[str, dict[int, list[str]]]:
-    """Run the unit tier once under coverage (unless ``copy`` holds that run's data): for each target file and
-    line, the test node ids that run it, the most targeted first."""
+def tests_by_line(copy: Path, targets: list[str], tests: list[str] | None = None) -> dict[str, dict[int, list[str]]]:
+    """Run the unit tier (or its tests among ``tests``) once under coverage, unless ``copy`` holds that run's
+    data: for each target file and line, the test node ids a mutant there runs."""
     failed = copy / ".failing"
     if not (copy / ".coverage").exists():
         rc = copy / ".coveragerc"
         rc.write_text("[run]\ndynamic_context = test_function\nsource_pkgs =\n    agentlab\n")
         env = {**os.environ, "PYTHONPATH": str(copy), "COVERAGE_FILE": str(copy / ".coverage")}
-        cmd = [sys.executable, "-m", "coverage", "run", f"--rcfile={rc}", "-m", "pytest", "-q", "-m", "unit"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "coverage",
+            "run",
+            f"--rcfile={rc}",
+            "-m",
+            "pytest",
+            "-q",
+            "-m",
+            "unit",
+            *(tests or []),
+        ]
         done = subprocess.run(
             [*cmd, "-p", "no:cacheprovider", "--no-header", "-rf"], cwd=copy, env=env, capture_output=True, text=True
         )
@@ -191,9 +221,12 @@ def tests_by_line(copy: Path, targets: list[str]) -> dict[str, dict[int, list[st
     for target in targets:
         path = next((f for f in data.measured_files() if f.endswith(os.sep + target)), str(copy / target))
         lines: dict[int, set[str]] = {}
+        imported: set[int] = set()  # lines run when the module is imported (defaults, constants, signatures)
         for line, contexts in (data.contexts_by_lineno(path) or {}).items():
             nodes = {_node_id(c) for c in contexts if c}
             lines[line] = {n for n in nodes if n and not any(f.split("[")[0] == n for f in failing)}
+            if "" in contexts:
+                imported.add(line)
         reach: dict[str, int] = {}  # how many of the file's lines each test runs
         for nodes in lines.values():
             for n in nodes:
@@ -203,7 +236,15 @@ def tests_by_line(copy: Path, targets: list[str]) -> dict[str, dict[int, list[st
         def targeted(node: str, own: str = own, reach: dict[str, int] = reach) -> tuple[bool, int, str]:
             return (not Path(node.split("::")[0]).name.startswith(own), reach[node], node)
 
-        out[target] = {line: sorted(nodes, key=targeted)[:TESTS_PER_MUTANT] for line, nodes in lines.items()}
+        def chosen(line: int, nodes: set[str], imported: set[int] = imported) -> list[str]:
+            if line in imported and not failing:  # no test ran it, every test depends on it: the money files, whole
+                money = [f for f in MONEY_TESTS if (copy / f).is_file()]
+            else:
+                money = sorted(n for n in nodes if n.split("::")[0] in MONEY_TESTS)
+            others = sorted((n for n in nodes if n.split("::")[0] not in MONEY_TESTS), key=targeted)
+            return money + others[:TESTS_PER_MUTANT]
+
+        out[target] = {line: chosen(line, nodes) for line, nodes in lines.items()}
     return out
 
 
@@ -258,39 +299,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("files", nargs="+", help="source files to mutate, relative to the repository")
     parser.add_argument("--write", type=Path, help="put the result between the mutate markers of this file")
     parser.add_argument("--reuse", type=Path, help="a scratch copy (and its coverage run) of an earlier, stopped run")
-    parser.add_argument("--shard", default="0/1", help="i/n: this worker's share of the mutants (each in its copy)")
+    parser.add_argument("--workers", type=int, default=1, help="mutants run by this many processes, each in its copy")
+    parser.add_argument(
+        "--only", action="append", default=[], metavar="FILE:LINE", help="only the mutants of these lines (repeatable)"
+    )
+    parser.add_argument(
+        "--tests",
+        nargs="+",
+        default=[],
+        help="the coverage run runs these test paths' unit tests instead of the whole unit tier (a quick re-check)",
+    )
     args = parser.parse_args(argv)
     write = args.write.resolve() if args.write else None
-    shard, shards = map(int, args.shard.split("/"))
+    only = {(f, int(n)) for f, n in (item.rsplit(":", 1) for item in args.only)}
     started = time.monotonic()
     copy = args.reuse.resolve() if args.reuse else scratch_copy()
     try:
-        covered = tests_by_line(copy, args.files)
+        covered = tests_by_line(copy, args.files, args.tests)
         sys.dont_write_bytecode = True
-        sys.path.insert(0, str(copy))
-        os.chdir(copy)
-        os.environ["PYTHONPATH"] = str(copy)
         for name in _PRELOADED:
             __import__(name)
-        rows: list[tuple[str, Site, str]] = []
-        for target in args.files:
-            path = copy / target
-            source = path.read_text(encoding="utf-8")
-            sites = _sites(ast.parse(source), source.splitlines())
-            for k, site in enumerate(sites):
-                if k % shards != shard:
-                    continue
-                nodes = covered[target].get(site.line, [])
-                if not nodes:
-                    rows.append((target, site, "not covered"))
-                    continue
-                path.write_text(mutant_source(source, k), encoding="utf-8")
-                try:
-                    verdict = run_tests(copy, path, nodes)
-                finally:
-                    path.write_text(source, encoding="utf-8")
-                rows.append((target, site, verdict))
-                print(f"{target}:{site.line} {site.what}: {verdict}", flush=True)
+        rows = _in_workers(copy, args.files, covered, only, max(args.workers, 1))
     finally:
         os.chdir(ROOT)
         if not args.reuse:
@@ -304,6 +333,82 @@ def main(argv: list[str] | None = None) -> int:
         head, rest = text.split(BEGIN, 1)
         write.write_text(head + BEGIN + "\n" + report + "\n" + END + rest.split(END, 1)[1], encoding="utf-8")
     return 0
+
+
+def _in_workers(
+    copy: Path, files: list[str], covered: dict[str, dict[int, list[str]]], only: set[tuple[str, int]], workers: int
+) -> list[tuple[str, Site, str]]:
+    """The verdicts of every mutant, in the sites' order; with several workers, worker ``i`` forks, copies
+    ``copy`` (a mutant changes its copy's file) and judges every ``workers``-th mutant from the ``i``-th."""
+    if workers == 1:
+        return _judge(copy, files, covered, only, 0, 1)
+    results: list[Path] = []
+    pids = []
+    for i in range(workers):
+        out = copy.with_name(f"{copy.name}-worker{i}.json")
+        results.append(out)
+        pid = os.fork()
+        if pid == 0:
+            rc = 0
+            try:
+                mine = copy.with_name(f"{copy.name}-worker{i}")
+                shutil.rmtree(mine, ignore_errors=True)
+                shutil.copytree(copy, mine)
+                rows = _judge(mine, files, covered, only, i, workers)
+                out.write_text(json.dumps([(t, s.line, s.what, s.index, v) for t, s, v in rows]))
+                shutil.rmtree(mine, ignore_errors=True)
+            except BaseException:
+                import traceback
+
+                traceback.print_exc()
+                rc = 1
+            os._exit(rc)
+        pids.append(pid)
+    for pid in pids:
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            raise SystemExit("a worker failed (its error is above)")
+    rows = [
+        (t, Site(line, what, index), v) for out in results for t, line, what, index, v in json.loads(out.read_text())
+    ]
+    for out in results:
+        out.unlink()
+    order = {t: i for i, t in enumerate(files)}
+    return sorted(rows, key=lambda r: (order[r[0]], r[1].index))
+
+
+def _judge(
+    copy: Path,
+    files: list[str],
+    covered: dict[str, dict[int, list[str]]],
+    only: set[tuple[str, int]],
+    shard: int,
+    shards: int,
+) -> list[tuple[str, Site, str]]:
+    """This shard's mutants of ``files`` in ``copy``, each judged by its covering tests."""
+    sys.path.insert(0, str(copy))
+    os.chdir(copy)
+    os.environ["PYTHONPATH"] = str(copy)
+    rows: list[tuple[str, Site, str]] = []
+    for target in files:
+        path = copy / target
+        source = path.read_text(encoding="utf-8")
+        sites = _sites(ast.parse(source), source.splitlines())
+        for k, site in enumerate(sites):
+            if k % shards != shard or (only and (target, site.line) not in only):
+                continue
+            nodes = covered[target].get(site.line, [])
+            if not nodes:
+                rows.append((target, site, "not covered"))
+                continue
+            path.write_text(mutant_source(source, k), encoding="utf-8")
+            try:
+                verdict = run_tests(copy, path, nodes)
+            finally:
+                path.write_text(source, encoding="utf-8")
+            rows.append((target, site, verdict))
+            print(f"{target}:{site.line} {site.what}: {verdict}", flush=True)
+    return rows
 
 
 def render(rows: list[tuple[str, Site, str]], seconds: float) -> str:
