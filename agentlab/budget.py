@@ -57,7 +57,7 @@ def check_limit(name: str, value: object, *, integer: bool = False) -> int | flo
         raise ValueError(f"{name} must be > 0 (or None for no limit), got {value!r}")
     if math.isinf(as_float):
         raise ValueError(f"{name} must be finite (use None for no limit), got {value!r}")
-    if as_float <= 0 or (value <= 0):
+    if as_float <= 0:  # (a positive Decimal too small for a float is 0.0 here: no limit left to keep)
         raise ValueError(f"{name} must be > 0 (or None for no limit), got {value!r}")
     if not integer:
         return as_float if not isinstance(value, int) else value

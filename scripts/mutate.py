@@ -189,7 +189,8 @@ def tests_by_line(copy: Path, targets: list[str], tests: list[str] | None = None
     failed = copy / ".failing"
     if not (copy / ".coverage").exists():
         rc = copy / ".coveragerc"
-        rc.write_text("[run]\ndynamic_context = test_function\nsource_pkgs =\n    agentlab\n")
+        rc.write_text("[run]\nsource_pkgs =\n    agentlab\n")
+        (copy / f"{_CONTEXTS}.py").write_text(_CONTEXTS_PLUGIN)
         env = {**os.environ, "PYTHONPATH": str(copy), "COVERAGE_FILE": str(copy / ".coverage")}
         cmd = [
             sys.executable,
@@ -202,6 +203,8 @@ def tests_by_line(copy: Path, targets: list[str], tests: list[str] | None = None
             "-q",
             "-m",
             "unit",
+            "-p",
+            _CONTEXTS,
             *(tests or []),
         ]
         done = subprocess.run(
@@ -237,7 +240,8 @@ def tests_by_line(copy: Path, targets: list[str], tests: list[str] | None = None
             return (not Path(node.split("::")[0]).name.startswith(own), reach[node], node)
 
         def chosen(line: int, nodes: set[str], imported: set[int] = imported) -> list[str]:
-            if line in imported and not failing:  # no test ran it, every test depends on it: the money files, whole
+            if line in imported and not any(f.split("::")[0] in MONEY_TESTS for f in failing):
+                # no test ran it, every test depends on it (a default, a constant): the money files, whole
                 money = [f for f in MONEY_TESTS if (copy / f).is_file()]
             else:
                 money = sorted(n for n in nodes if n.split("::")[0] in MONEY_TESTS)
@@ -248,15 +252,29 @@ def tests_by_line(copy: Path, targets: list[str], tests: list[str] | None = None
     return out
 
 
+_CONTEXTS = "_mutate_contexts"
+_CONTEXTS_PLUGIN = '''"""Each test's lines under its pytest node id (coverage's own ``test_function`` context names the
+innermost function called ``test_*``: every Hypothesis property would be ``ConjectureRunner.test_function``)."""
+
+import coverage
+import pytest
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    cov = coverage.Coverage.current()
+    if cov is not None:
+        cov.switch_context(item.nodeid)
+    yield
+    if cov is not None:
+        cov.switch_context("")
+'''
+"""A pytest plugin the coverage run loads: the lines a test runs are recorded under its node id."""
+
+
 def _node_id(context: str) -> str | None:
-    """``tests.test_budget_numbers.test_x`` (a coverage test_function context) as a pytest node id."""
-    parts = context.split(".")
-    for i in range(len(parts), 0, -1):
-        module = Path(*parts[:i]).with_suffix(".py")
-        if (ROOT / module).is_file():
-            rest = parts[i:]
-            return "::".join([module.as_posix(), *rest[:2]]) if rest else None
-    return None
+    """A test's coverage context (its pytest node id) as the node id a mutant runs: all its parameters."""
+    return context.split("[", 1)[0] or None
 
 
 _PRELOADED = ("pytest", "hypothesis", "numpy", "pandas", "pydantic", "httpx", "anthropic", "orjson", "ahocorasick_rs")

@@ -46,6 +46,10 @@ def test_any_real_number_type_becomes_a_plain_int_or_float(kwargs, field, expect
         ({"max_cost": Decimal("sNaN")}, "max_cost must be a number > 0"),
         ({"max_steps": np.int32(0)}, "max_steps must be > 0"),
         ({"max_cost": Fraction(-1, 2)}, "max_cost must be > 0"),
+        ({"max_cost": Decimal("1e-400")}, "max_cost must be > 0"),  # > 0, but 0.0 as a float: no limit to keep
+        ({"max_steps": 2**63}, "max_steps is too large"),  # past a signed 64-bit integer
+        ({"max_cost": 0}, "max_cost must be > 0"),
+        ({"deadline_s": -0.0}, "deadline_s must be > 0"),
     ],
 )
 def test_infinities_nan_and_overflowing_limits_are_value_errors_naming_the_parameter(kwargs, match):
@@ -54,7 +58,13 @@ def test_infinities_nan_and_overflowing_limits_are_value_errors_naming_the_param
 
 
 @pytest.mark.parametrize(
-    ("value", "match"), [(True, "must be a number"), ("5", "must be a number"), (2.5, "whole number")]
+    ("value", "match"),
+    [
+        (True, "must be a number"),
+        ("5", "must be a number"),
+        (2.5, "whole number"),
+        (Decimal("3.0000000000000000001"), "whole number"),  # a float rounds it to 3.0: still not whole
+    ],
 )
 def test_a_non_number_or_fractional_step_limit_is_a_type_error(value, match):
     with pytest.raises(TypeError, match=match):
@@ -79,3 +89,8 @@ def test_a_run_with_numpy_and_decimal_limits_runs_and_writes_a_readable_trace(tm
 def test_overflowing_max_cost_through_run_is_a_value_error():
     with pytest.raises(ValueError, match="max_cost"):
         al.run("hi", model=al.ScriptedModel([reply("hello")]), trace=False, max_cost=10**400)
+
+
+def test_the_largest_signed_64_bit_step_limit_is_a_limit():
+    assert Budget(max_steps=2**63 - 1).max_steps == 2**63 - 1
+    assert Budget(max_steps=np.float64(2.0**62)).max_steps == 2**62
