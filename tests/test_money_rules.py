@@ -7,6 +7,7 @@ the figure the rule's source states (named at the test)."""
 
 from __future__ import annotations
 
+import json
 import math
 import warnings
 from dataclasses import replace
@@ -22,11 +23,21 @@ from agentlab.budget import (
     DEFAULT_SERVER_TOOL_FEES,
     MIN_REPLY_TOKENS,
     Budget,
+    BudgetSnapshot,
+    Stop,
     affordable_max_tokens,
+    bound_and_estimate,
+    check_after_step,
+    check_before_call,
+    check_call,
+    guard_call,
+    input_bound,
+    request_input_bound,
+    server_tool_fees,
     worst_case_cost,
 )
 from agentlab.experiments import TotalLedger
-from agentlab.messages import Iteration, Usage
+from agentlab.messages import Iteration, Usage, estimate_tokens
 from agentlab.pricing import (
     Prices,
     RequestTerms,
@@ -35,6 +46,7 @@ from agentlab.pricing import (
     served_prices,
     server_tool_passes,
 )
+from agentlab.vocab import StopReason
 
 MODELS = ("claude-sonnet-4-5", "claude-opus-4-6", "claude-haiku-4-5")
 """A model with a long-context tier (Sonnet 4.5: past 200k input tokens), and two without."""
@@ -290,8 +302,6 @@ def test_a_server_tool_nothing_caps_makes_the_request_unbounded_and_the_hard_gua
 
 def test_web_search_fees_are_reserved_at_10_dollars_per_1000_uses_up_to_max_uses():
     """Anthropic's pricing page: web search is $10 per 1,000 searches."""
-    from agentlab.budget import server_tool_fees
-
     assert DEFAULT_SERVER_TOOL_FEES == {"web_search": 10 / 1000}
     tools = [{"type": "web_search_20250305", "max_uses": 3}, {"type": "custom"}]
     assert server_tool_fees(tools, DEFAULT_SERVER_TOOL_FEES) == pytest.approx(0.03)
@@ -390,3 +400,178 @@ def test_the_default_budget_is_8_steps_50_cents_60_seconds_under_the_hard_guard(
     """The limits a run gets when it names none (``Budget``'s documented defaults)."""
     assert Budget() == Budget(max_steps=8, max_cost=0.50, deadline_s=60.0, cost_guard="hard")
     assert (Budget().max_steps, Budget().max_cost, Budget().deadline_s) == (8, 0.5, 60.0)
+
+
+# ------------------------------------------------------------------ the pre-call guard
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    max_cost=st.floats(1e-3, 5.0),
+    spent_share=st.floats(0.0, 1.2),
+    input_tokens=st.integers(0, 300_000),
+    in_rate=st.floats(0.0, 2e-5),
+    out_rate=st.floats(1e-7, 1e-4),
+    max_tokens=st.integers(1, 64_000),
+    fees=st.sampled_from([0.0, 0.01, 0.05]),
+)
+def test_the_hard_guard_lets_a_call_through_only_with_a_worst_case_that_fits_what_is_left(
+    max_cost, spent_share, input_tokens, in_rate, out_rate, max_tokens, fees
+):
+    """The ``max_tokens`` it allows keep the call's worst case (server-tool fees in) within what is left, and no
+    more than asked; it stops the run only when not even the smallest reply would fit."""
+    spent = max_cost * spent_share
+    budget = Budget(max_steps=None, max_cost=max_cost, deadline_s=None)
+    decided = guard_call(
+        budget,
+        steps=3,
+        spent=spent,
+        est_input_tokens=input_tokens,
+        input_rate=in_rate,
+        output_rate=out_rate,
+        max_tokens=max_tokens,
+        fees=fees,
+    )
+    left = max_cost - spent
+    smallest = min(MIN_REPLY_TOKENS, max_tokens)
+    if isinstance(decided, Stop):
+        assert decided.reason == StopReason.BUDGET and "after step 3" in decided.detail
+        assert worst_case_cost(input_tokens, in_rate, out_rate, smallest, fees) > left * (1 - 1e-9)
+        return
+    assert smallest <= decided <= max_tokens
+    assert worst_case_cost(input_tokens, in_rate, out_rate, decided, fees) <= left * (1 + 1e-9) + 1e-15
+    if worst_case_cost(input_tokens, in_rate, out_rate, max_tokens, fees) <= left * (1 - 1e-6):
+        assert decided == max_tokens  # it fits whole: nothing taken off
+    for unguarded in (Budget(max_cost=None), Budget(max_cost=max_cost, cost_guard="after")):
+        assert guard_call(unguarded, steps=3, spent=spent, est_input_tokens=input_tokens, input_rate=in_rate,
+                          output_rate=out_rate, max_tokens=max_tokens, fees=fees) == max_tokens  # fmt: skip
+
+
+def test_a_call_whose_smallest_reply_just_fits_is_made_with_that_reply():
+    """What is left covers the input and 32.5 output tokens: the call is made, lowered to 32 (the smallest reply)."""
+    budget = Budget(max_cost=1024 * IN_RATE + 32.5 * OUT_RATE, cost_guard="hard")
+    kwargs = {"steps": 1, "spent": 0.0, "est_input_tokens": 1024, "input_rate": IN_RATE, "output_rate": OUT_RATE}
+    assert guard_call(budget, max_tokens=64, **kwargs) == MIN_REPLY_TOKENS
+    assert guard_call(budget, max_tokens=10, **kwargs) == 10  # asking for fewer than 32: the smallest is the ask
+    assert isinstance(guard_call(budget, max_tokens=64, fees=OUT_RATE, **kwargs), Stop)  # a fee takes its share
+
+
+def _rates(n: int) -> tuple[float, float]:
+    return (IN_RATE, OUT_RATE) if n < 10_000 else (2 * IN_RATE, 2 * OUT_RATE)
+
+
+def _check(budget: Budget, **kw):
+    args = {"steps": 2, "spent": 0.0, "estimate": 900, "bound": 1024, "billed_by_estimate": False, "fees": 0.0}
+    args |= {"rates": _rates, "max_tokens": 64}
+    return check_call(budget, **(args | kw))
+
+
+def test_an_unguarded_call_says_why_and_is_still_priced_at_its_worst_on_the_bound():
+    for budget, why in [
+        (Budget(max_cost=None), "not guarded: no max_cost"),
+        (Budget(max_cost=1.0, cost_guard="after"), 'not guarded: cost_guard="after"'),
+    ]:
+        check = _check(budget, fees=0.5)
+        assert (check.basis, check.why, check.max_tokens, check.stop) == (None, why, 64, None)
+        assert check.worst_case == worst_case_cost(1024, IN_RATE, OUT_RATE, 64, 0.5)
+        assert check.input_bound == 1024 and check.input_tokens == 900
+    check = _check(Budget(max_cost=1.0), rates=None)
+    assert (check.basis, check.why, check.worst_case) == (None, "not guarded: no prices", 0.0)
+
+
+def test_the_hard_guard_rests_on_the_bound_far_from_the_limit_and_asks_for_a_count_near_it():
+    far = _check(Budget(max_cost=1.0))
+    assert (far.basis, far.input_tokens, far.wants_count, far.max_tokens, far.counted) == (
+        "bounded",
+        1024,
+        False,
+        64,
+        False,
+    )
+    assert far.worst_case == WHOLE and far.why.startswith("at most 1024 input tokens: worst case $")
+    exact_fit = _check(Budget(max_cost=WHOLE))  # the worst case on the bound is exactly what is left: it fits
+    assert (exact_fit.basis, exact_fit.wants_count) == ("bounded", False)
+    near = _check(Budget(max_cost=WHOLE), spent=OUT_RATE)
+    assert near.wants_count and near.basis == "bounded"
+    counted = _check(Budget(max_cost=WHOLE), spent=OUT_RATE, counted=1000)
+    assert (counted.basis, counted.input_tokens, counted.counted, counted.wants_count) == ("exact", 1000, True, False)
+    assert counted.why.startswith("counted 1000 input tokens")
+
+
+def test_the_guard_takes_the_estimate_where_nothing_better_holds():
+    """``cost_guard="estimate"``, and uncapped server-tool fees, leave the estimate; a model billed by the
+    estimate (no usage reported) makes the estimate exact."""
+    for check in (_check(Budget(max_cost=1.0, cost_guard="estimate")), _check(Budget(max_cost=1.0), fees=None)):
+        assert (check.basis, check.input_tokens, check.wants_count) == ("estimated", 900, False)
+        assert check.why.startswith("about 900 input tokens")
+    billed = _check(Budget(max_cost=1.0), billed_by_estimate=True)
+    assert (billed.basis, billed.input_tokens, billed.counted) == ("exact", 900, False)
+
+
+def test_a_stopped_check_is_priced_at_the_smallest_reply_and_a_lowered_one_at_what_it_allows():
+    stopped = _check(Budget(max_cost=LEAST / 2))
+    assert isinstance(stopped.outcome, Stop) and stopped.max_tokens == MIN_REPLY_TOKENS
+    assert stopped.worst_case == LEAST and stopped.why == stopped.stop.detail
+    lowered = _check(Budget(max_cost=1024 * IN_RATE + 40.5 * OUT_RATE))
+    assert lowered.outcome == lowered.max_tokens == 40 and "max_tokens lowered to 40" in lowered.why
+    assert lowered.worst_case == 1024 * IN_RATE + 40 * OUT_RATE
+    big = _check(Budget(max_cost=1.0), bound=20_000)  # past 10,000 tokens the rates double
+    assert big.worst_case == 20_000 * 2 * IN_RATE + 64 * 2 * OUT_RATE
+
+
+def test_a_run_stops_after_a_step_that_spent_past_max_cost_at_its_deadline_or_at_its_step_limit():
+    budget = Budget(max_steps=3, max_cost=1.0, deadline_s=10.0)
+    assert check_after_step(budget, 2, 1.0, 9.99) is None  # exactly max_cost spent is within it
+    assert check_after_step(budget, 2, 1.0 + 1e-9, 0.0).reason == StopReason.BUDGET
+    assert check_after_step(budget, 2, 0.5, 10.0).reason == StopReason.DEADLINE
+    assert check_after_step(budget, 3, 0.5, 0.0).reason == StopReason.STEP_LIMIT
+    assert check_before_call(budget, 2, 9.99) is None
+    assert check_before_call(budget, 3, 0.0).reason == StopReason.STEP_LIMIT
+    assert check_before_call(budget, 2, 10.0).detail == "10.00s of 10s used before step 3"
+    assert check_after_step(Budget(max_steps=None, max_cost=None, deadline_s=None), 10**6, 10.0, 10.0**6) is None
+
+
+def test_a_budget_s_share_used_is_used_over_its_limit_and_none_without_one():
+    snap = BudgetSnapshot(steps=2, max_steps=8, spent=0.1, max_cost=0.4, elapsed=15.0, deadline_s=None)
+    assert (snap.fraction("steps"), snap.fraction("cost"), snap.fraction("time")) == (0.25, 0.25, None)
+    assert str(snap) == "steps 2/8 · $0.1000/$0.40 · 15.0s/∞s"
+
+
+# ------------------------------------------------------------------ the input bound
+
+
+TEXT = st.text(max_size=200)
+BLOCKS = st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": TEXT}), min_size=1, max_size=4)
+MESSAGES = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant"]), "content": TEXT | BLOCKS})
+
+
+def _json_bytes(obj) -> int:
+    return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+@settings(max_examples=80, deadline=None)
+@given(messages=st.lists(MESSAGES, max_size=4), system=TEXT, tools=st.integers(0, 2))
+def test_the_input_bound_is_every_byte_of_the_request_plus_its_framing(messages, system, tools):
+    """No tokenizer makes a token shorter than a byte: the bound is the request's UTF-8 JSON bytes, plus 16 tokens a
+    message and 8 a block (a string content is one block), plus 1,024 for the hidden tool prompt when tools are
+    offered; the engine's one-pass measure (:func:`bound_and_estimate`) agrees with the two rules it stands for."""
+    defs = [{"name": f"t{i}", "input_schema": {"type": "object"}} for i in range(tools)]
+    framing = sum(16 + 8 * (len(m["content"]) if isinstance(m["content"], list) else 1) for m in messages)
+    expected = sum(_json_bytes(m) for m in messages) + framing
+    expected += (len(system.encode("utf-8", "surrogatepass")) + 8 if system else 0) + (
+        sum(_json_bytes(t) + 8 for t in defs) + 1024 if defs else 0
+    )
+    assert request_input_bound(system or None, defs, messages) == expected
+    for m in messages:
+        assert bound_and_estimate(m) == (input_bound(m), estimate_tokens(m))
+    assert bound_and_estimate(messages) == (input_bound(messages), estimate_tokens(messages))
+    assert bound_and_estimate(system) == (input_bound(system), estimate_tokens(system))
+    assert input_bound(10**30) == len(str(10**30)) + 8  # a value orjson cannot write is measured all the same
+
+
+def test_a_fee_charging_server_tool_is_reserved_up_to_its_max_uses_and_a_free_one_costs_nothing():
+    per_use = {"web_search": 0.01, "free_tool": 0.0}
+    tools = [{"type": "web_search_20250305", "max_uses": 4}, {"type": "free_tool_1"}, {"type": "custom"}, {}]
+    assert server_tool_fees(tools, per_use) == pytest.approx(0.04)
+    assert server_tool_fees([{"type": "web_search_20250305"}], per_use) is None
+    assert server_tool_fees([{"type": "web_search_20250305", "max_uses": 0}], per_use) == 0.0
