@@ -475,6 +475,7 @@ def test_an_unguarded_call_says_why_and_is_still_priced_at_its_worst_on_the_boun
         assert (check.basis, check.why, check.max_tokens, check.stop) == (None, why, 64, None)
         assert check.worst_case == worst_case_cost(1024, IN_RATE, OUT_RATE, 64, 0.5)
         assert check.input_bound == 1024 and check.input_tokens == 900
+        assert not check.wants_count  # nothing to decide: no count is asked for
     check = _check(Budget(max_cost=1.0), rates=None)
     assert (check.basis, check.why, check.worst_case) == (None, "not guarded: no prices", 0.0)
 
