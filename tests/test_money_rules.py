@@ -24,6 +24,7 @@ from agentlab.budget import (
     MIN_REPLY_TOKENS,
     Budget,
     BudgetSnapshot,
+    GuardReport,
     Stop,
     affordable_max_tokens,
     bound_and_estimate,
@@ -32,6 +33,7 @@ from agentlab.budget import (
     check_call,
     guard_call,
     input_bound,
+    needs_exact_count,
     request_input_bound,
     server_tool_fees,
     worst_case_cost,
@@ -475,7 +477,8 @@ def test_an_unguarded_call_says_why_and_is_still_priced_at_its_worst_on_the_boun
         assert (check.basis, check.why, check.max_tokens, check.stop) == (None, why, 64, None)
         assert check.worst_case == worst_case_cost(1024, IN_RATE, OUT_RATE, 64, 0.5)
         assert check.input_bound == 1024 and check.input_tokens == 900
-        assert not check.wants_count  # nothing to decide: no count is asked for
+        assert not check.wants_count and not check.counted  # nothing to decide: no count is asked for
+        assert check.event_fields() == {"input_bound": 1024, "can_count": True}
     check = _check(Budget(max_cost=1.0), rates=None)
     assert (check.basis, check.why, check.worst_case) == (None, "not guarded: no prices", 0.0)
 
@@ -506,7 +509,7 @@ def test_the_guard_takes_the_estimate_where_nothing_better_holds():
         assert (check.basis, check.input_tokens, check.wants_count) == ("estimated", 900, False)
         assert check.why.startswith("about 900 input tokens")
     billed = _check(Budget(max_cost=1.0), billed_by_estimate=True)
-    assert (billed.basis, billed.input_tokens, billed.counted) == ("exact", 900, False)
+    assert (billed.basis, billed.input_tokens, billed.counted, billed.wants_count) == ("exact", 900, False, False)
 
 
 def test_a_stopped_check_is_priced_at_the_smallest_reply_and_a_lowered_one_at_what_it_allows():
@@ -576,3 +579,68 @@ def test_a_fee_charging_server_tool_is_reserved_up_to_its_max_uses_and_a_free_on
     assert server_tool_fees(tools, per_use) == pytest.approx(0.04)
     assert server_tool_fees([{"type": "web_search_20250305"}], per_use) is None
     assert server_tool_fees([{"type": "web_search_20250305", "max_uses": 0}], per_use) == 0.0
+
+
+def test_server_tool_fees_count_in_the_guard_s_worst_case_and_its_sentences_say_what_was_left():
+    fee = 8 * OUT_RATE
+    limit = WHOLE + fee + OUT_RATE / 2  # the call, its fee, and half a token to spare
+    fits = _check(Budget(max_cost=limit), fees=fee)
+    assert (fits.max_tokens, fits.worst_case, fits.fees) == (64, WHOLE + fee, fee)
+    assert fits.why.endswith(f"worst case ${WHOLE + fee:.4f} of ${limit:.4f} left")
+    lowered = _check(Budget(max_cost=limit), fees=fee, spent=16 * OUT_RATE)
+    assert (lowered.max_tokens, lowered.worst_case) == (48, WHOLE + fee - 16 * OUT_RATE)
+    stopped = _check(Budget(max_cost=0.01), spent=0.01 - LEAST, fees=OUT_RATE)  # the fee takes the last share
+    assert stopped.stop is not None and stopped.worst_case == LEAST + OUT_RATE
+    advice = "FunctionModel(count_tokens=...), or cost_guard='estimate'"
+    assert stopped.why.endswith(f"more than the ${LEAST:.4f} left. For an exact check use a model that counts "
+                                f"tokens (AnthropicModel), {advice}")  # fmt: skip
+    counted = _check(Budget(max_cost=0.01), spent=0.01 - LEAST, fees=OUT_RATE, counted=1024)
+    assert counted.why == (
+        f"spent ${0.01 - LEAST:.4f} of $0.01 after step 2; the next call would cost at least "
+        f"${LEAST + OUT_RATE:.4f} (counted 1024 input tokens), more than the ${LEAST:.4f} left"
+    )
+    fields = counted.event_fields()
+    assert (fields["guard_basis"], fields["guard_input_tokens"], fields["guard_fees"]) == ("exact", 1024, OUT_RATE)
+    assert "count_error" not in fields and "count_latency" not in fields
+    asked = replace(counted, count_error="timeout", count_latency=0.25).event_fields()
+    assert (asked["count_error"], asked["count_latency"]) == ("timeout", 0.25)
+
+
+def test_only_the_hard_guard_with_a_cost_limit_asks_for_an_exact_count_and_only_when_the_bound_does_not_fit():
+    kw = {"spent": 0.0, "bound_tokens": 1024, "input_rate": IN_RATE, "output_rate": OUT_RATE, "max_tokens": 64}
+    assert not needs_exact_count(Budget(max_cost=WHOLE), **kw)  # the worst case on the bound is what is left
+    assert needs_exact_count(Budget(max_cost=WHOLE), **(kw | {"fees": OUT_RATE}))
+    assert not needs_exact_count(Budget(max_cost=None), **(kw | {"fees": 1.0}))
+    assert not needs_exact_count(Budget(max_cost=WHOLE, cost_guard="estimate"), **(kw | {"fees": 1.0}))
+
+
+def test_the_run_s_guard_note_says_when_the_guard_was_only_an_estimate_and_by_how_much_it_overspent():
+    mixed = GuardReport("estimate", {"exact": 3, "estimated": 1}, estimate_short=0.002, over=0.0125)
+    assert mixed.guarantee == "estimated"
+    assert mixed.note() == (
+        "cost guard was an estimate: input estimates fell $0.0020 short of the bill; spent $0.0125 past max_cost"
+    )
+    assert GuardReport("estimate", {"estimated": 1}).note().endswith("; spend stayed within max_cost")
+    assert GuardReport("hard", {"exact": 2, "bounded": 1}).guarantee == "bounded"
+    assert GuardReport("hard", {"exact": 2, "bounded": 1}).note() == ""
+    assert GuardReport("after", {"estimated": 1}).note() == ""
+    assert GuardReport("after", {}).guarantee is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        Budget(),
+        BudgetSnapshot(1, 8, 0.1, 0.5, 1.0, 60.0),
+        Stop(StopReason.BUDGET, "x"),
+        GuardReport("hard", {}),
+    ],
+    ids=lambda v: type(v).__name__,
+)
+def test_a_budget_and_what_the_guard_decided_cannot_be_changed_after_the_checks(value):
+    """A limit is checked once, when the budget is made: assigning past the check would slip an unchecked limit in."""
+    import dataclasses
+
+    field = dataclasses.fields(value)[0].name
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        setattr(value, field, getattr(value, field))
