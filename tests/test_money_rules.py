@@ -159,6 +159,8 @@ def test_server_tool_requests_are_billed_per_request_at_each_tool_s_fee():
     usage = Usage(0, 0, web_search_requests=2, web_fetch_requests=3)
     assert prices.cost(usage) == pytest.approx(2 * 10 / 1000 + 3 * 0.002)
     assert Prices(input=1.0, output=1.0).web_search == 10 / 1000
+    # web fetch has no fee beyond the tokens of what it fetched (Anthropic's web fetch tool page)
+    assert lookup_prices("claude-sonnet-4-5").cost(Usage(0, 0, web_fetch_requests=5)) == 0.0
 
 
 def test_us_only_inference_costs_1_1x_on_tokens_and_standard_regions_cost_1x_without_a_warning():
@@ -479,6 +481,8 @@ def test_an_unguarded_call_says_why_and_is_still_priced_at_its_worst_on_the_boun
         assert check.input_bound == 1024 and check.input_tokens == 900
         assert not check.wants_count and not check.counted  # nothing to decide: no count is asked for
         assert check.event_fields() == {"input_bound": 1024, "can_count": True}
+    uncapped = _check(Budget(max_cost=None), fees=None)  # (uncapped fees: the worst case on what is known)
+    assert uncapped.worst_case == WHOLE and uncapped.fees is None
     check = _check(Budget(max_cost=1.0), rates=None)
     assert (check.basis, check.why, check.worst_case) == (None, "not guarded: no prices", 0.0)
 
@@ -634,6 +638,8 @@ def test_the_run_s_guard_note_says_when_the_guard_was_only_an_estimate_and_by_ho
         BudgetSnapshot(1, 8, 0.1, 0.5, 1.0, 60.0),
         Stop(StopReason.BUDGET, "x"),
         GuardReport("hard", {}),
+        Prices(input=1.0, output=2.0),
+        RequestTerms(),
     ],
     ids=lambda v: type(v).__name__,
 )
