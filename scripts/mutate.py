@@ -254,16 +254,30 @@ def tests_by_line(copy: Path, targets: list[str], tests: list[str] | None = None
 
 _CONTEXTS = "_mutate_contexts"
 _CONTEXTS_PLUGIN = '''"""Each test's lines under its pytest node id (coverage's own ``test_function`` context names the
-innermost function called ``test_*``: every Hypothesis property would be ``ConjectureRunner.test_function``)."""
+innermost function called ``test_*``: every Hypothesis property would be ``ConjectureRunner.test_function``).
+
+The package's memoized functions (``functools`` caches: a price looked up once) are emptied before each test, so
+each test is seen running the lines it depends on, not only the first test to ask."""
+
+import sys
 
 import coverage
 import pytest
+
+
+def _forget():
+    for name, module in list(sys.modules.items()):
+        if name == "agentlab" or name.startswith("agentlab."):
+            for value in list(vars(module).values()):
+                if getattr(value, "__module__", None) == name and callable(getattr(value, "cache_clear", None)):
+                    value.cache_clear()
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     cov = coverage.Coverage.current()
     if cov is not None:
+        _forget()
         cov.switch_context(item.nodeid)
     yield
     if cov is not None:

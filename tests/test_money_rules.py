@@ -45,6 +45,7 @@ from agentlab.pricing import (
     RequestTerms,
     hard_guard_refusal,
     lookup_prices,
+    provider_prices,
     served_prices,
     server_tool_passes,
 )
@@ -89,6 +90,7 @@ def _genai_bill(model: str, usage: Usage, batch: bool) -> float:
 )
 @example("claude-sonnet-4-5", 200_000, 10, 0, 0, 0.0, 0, False)  # at the tier's start: base rates
 @example("claude-sonnet-4-5", 199_999, 10, 0, 2, 0.0, 0, False)  # one past it, through a cache write
+@example("claude-sonnet-4-5", 190_000, 10, 0, 10_000, 1.0, 0, False)  # at the start, one-hour writes: base rates
 @example("claude-sonnet-4-5", 150_000, 10, 40_000, 20_000, 1.0, 0, True)  # past it, batch, 1h writes
 def test_a_call_is_billed_what_genai_prices_charges_for_it(
     model, uncached, output, read, write, one_hour, searches, batch
@@ -640,6 +642,8 @@ def test_the_run_s_guard_note_says_when_the_guard_was_only_an_estimate_and_by_ho
         GuardReport("hard", {}),
         Prices(input=1.0, output=2.0),
         RequestTerms(),
+        Hold(1, 0.0, 0.0),
+        Refusal("experiment", 0.1),
     ],
     ids=lambda v: type(v).__name__,
 )
@@ -650,3 +654,38 @@ def test_a_budget_and_what_the_guard_decided_cannot_be_changed_after_the_checks(
     field = dataclasses.fields(value)[0].name
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(value, field, getattr(value, field))
+
+
+def test_a_table_s_batch_rates_ride_along_with_its_prices_tiers_and_all():
+    """genai-prices 0.2.3 lists each Claude model's Message Batches rates as a price variant (half the standard
+    rates, tier included; a one-hour write has no tier of its own): the variant is kept as listed."""
+    sonnet = lookup_prices("claude-sonnet-4-5").variants
+    assert sonnet == {
+        "processing=batch": {
+            "input": 1.5,
+            "tier_input": 3.0,
+            "tier_start": 200_000,
+            "output": 7.5,
+            "tier_output": 11.25,
+            "cache_read": 0.15,
+            "tier_cache_read": 0.3,
+            "cache_write": 1.875,
+            "tier_cache_write": 3.75,
+            "cache_write_1h": 3.0,
+        }
+    }
+    haiku = lookup_prices("claude-haiku-4-5").variants
+    assert haiku == {
+        "processing=batch": {
+            "input": 0.5,
+            "output": 2.5,
+            "cache_read": 0.05,
+            "cache_write": 0.625,
+            "cache_write_1h": 1.0,
+        }
+    }
+
+
+def test_a_model_the_table_prices_on_input_only_has_no_chat_prices():
+    """An embedding model has an input rate and no output rate: not a model a run can be charged for (``None``)."""
+    assert provider_prices("text-embedding-3-small", "openai") is None
