@@ -282,6 +282,44 @@ def test_redraws_are_coalesced_and_flushed_at_the_end():
     asyncio.run(main())
 
 
+def widget_updates(monkeypatch):
+    """Count the state updates each widget sends to the front end (the comm messages; none is attached here)."""
+    from collections import Counter
+
+    from ipywidgets.widgets.widget import Widget
+
+    counts: Counter[int] = Counter()
+    send = Widget._send
+
+    def counting(self, msg, buffers=None):
+        if msg.get("method") == "update":
+            counts[id(self)] += 1
+        return send(self, msg, buffers)
+
+    monkeypatch.setattr(Widget, "_send", counting)
+    return counts
+
+
+@pytest.mark.parametrize("steps", [5, 120])
+def test_a_runs_widget_updates_do_not_grow_with_its_steps(monkeypatch, steps):
+    """Run to the end with no redraw due in between: each widget is updated at most once a redraw (Run's own
+    answer and the final one), however many steps ran, and the panel still shows the end."""
+    counts = widget_updates(monkeypatch)
+
+    async def main():
+        lab = make_lab(looping(steps) + [reply("ok")], max_steps=steps + 1, max_cost=None, refresh_s=3600)
+        before = lab.panel.renders
+        counts.clear()
+        await lab.run()
+        redraws = lab.panel.renders - before
+        assert redraws == 2
+        assert counts and max(counts.values()) <= redraws
+        assert sum(counts.values()) <= 20
+        assert f"{steps + 1} / {steps + 1}" in gauge(lab, "steps") and "done" in lab.panel.status.value
+
+    asyncio.run(main())
+
+
 def test_a_step_in_flight_does_not_hide_what_came_before_it():
     """While step 2's model call is out, the panel draws step 1's log entry, the steps gauge and "calling model":
     the Lab's subscriber only queues events, and the panel still draws them mid-step, not only between steps."""

@@ -232,8 +232,9 @@ class Panel:
         self.renders += 1
         for g in s.gauges():
             bar = self.bars[g.name]
-            bar.value = 0.0 if g.fraction is None else min(g.fraction, 1.0)
-            bar.bar_style = BAR_STYLE[g.level]
+            with bar.hold_sync():  # its value and colour in one message to the front end, not two
+                bar.value = 0.0 if g.fraction is None else min(g.fraction, 1.0)
+                bar.bar_style = BAR_STYLE[g.level]
             self.gauge_texts[g.name].value = gauge_html(g)
             row = self.gauge_rows[g.name]
             for level in ("idle", "ok", "warn", "danger", "stopped"):
