@@ -84,8 +84,12 @@ def result_html(text: str, preview: int = PREVIEW_CHARS) -> str:
 _PRE = "white-space:pre-wrap;word-break:break-word;margin:2px 0 2px 1.5em;font-size:12px;max-height:30em;overflow:auto"
 
 
+_args_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
+"""A call's arguments as JSON (``json.dumps`` with these options makes an encoder for each call)."""
+
+
 def call_html(call: CallEntry) -> str:
-    args = json.dumps(call.args, ensure_ascii=False, default=str)
+    args = _args_json(call.args)
     mode = f"<span class='agentlab-mode' style='color:#57606a'>[{_esc_name(str(call.mode or '?'))}]</span>"
     badge = (
         f"<span class='agentlab-outcome agentlab-outcome-{_esc_name(str(call.outcome))}' "

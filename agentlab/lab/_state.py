@@ -349,7 +349,8 @@ class PanelState:
         self.events += len(events)
         self.dirty = True
         handlers, logged = _HANDLERS, _ENTRY_KINDS
-        queue, dirty = self.log.queue, self.dirty_steps.add
+        log = self.log
+        held, hold, dirty = log._todo, log.add, self.dirty_steps.add
         for event in events:
             if event.t > self.elapsed:
                 self.elapsed = event.t
@@ -357,10 +358,11 @@ class PanelState:
             handler = handlers.get(kind)
             if handler is not None:
                 handler(self, event, event.data)
-            if kind in logged:  # _later, inlined: the entry is folded when it is read
+            if kind in logged:  # _later and StepLog.queue, inlined: the entry is folded when it is read
                 step = event.step
                 dirty(step)
-                queue(step, event)
+                todo = held.get(step)  # looked up for each event: a handler may have folded (replaced) it
+                (hold(step) if todo is None else todo).append(event)
 
     def _later(self, step: int, event: Any) -> None:
         """``event`` has a part in step ``step``'s log entry: queue it (folded now unless ``checked_upstream``)."""
