@@ -1413,7 +1413,7 @@ for i, name in enumerate(decisions, start=2):
     versions[f"{i} + {name}"] = partial(my_loop, **{d: True for d in decisions[: i - 1]})
 versions["agentlab"] = sb.agentlab_loop(policy=al.Policy())
 
-games = sb.play_all(versions, give_up_s=2.0)
+games = sb.play_all(versions)
 scoreboard = sb.board(games)
 scoreboard"""),
     md("""
