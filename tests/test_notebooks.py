@@ -243,3 +243,46 @@ def _code_before(cells, i):
 
 def _code_after(cells, i):
     return next((c for c in cells[i + 1 :] if c.cell_type == "code"), None)
+
+
+def _print_of(cell_sources: list[str]) -> str:
+    """What the cells print, run in order in one fresh namespace with top-level ``await`` (as a kernel does)."""
+    import asyncio
+    import ast
+    import contextlib
+    import io
+
+    namespace: dict = {}
+    exec("import agentlab as al\nfrom agentlab import plots", namespace)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for source in cell_sources:
+            code = compile(source, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            pending = eval(code, namespace)
+            if pending is not None:
+                asyncio.run(pending)
+    return out.getvalue()
+
+
+def test_05s_demonstrations_print_the_same_thing_on_every_execution_and_as_saved(tmp_path, monkeypatch):
+    """The race is lost the same way every time (the second write replaces the first), the unequal reads
+    finish in a known order that is not the order asked, and the results go back in the order asked;
+    twice in a row, and as the saved notebook shows."""
+    monkeypatch.setenv("AGENTLAB_RUNS", str(tmp_path))
+    name = "05-parallel-tool-calls"
+    builder = _builder()
+    tagged = [c for c in builder.cells_of(name) if builder.SAME_EVERY_RUN in c.metadata.get("tags", [])]
+    assert len(tagged) == 3
+    first, second = _print_of([c.source for c in tagged]), _print_of([c.source for c in tagged])
+    assert first == second
+    assert "finished in:       get_customer, search_orders, get_order" in first
+    assert "results sent back: get_order, get_customer, search_orders" in first
+    assert "add_note declared 'read': notes kept = ['second']" in first
+    assert "add_note declared 'write': notes kept = ['first', 'second']" in first
+    assert "the last read sees the note: True" in first
+    saved = [
+        c
+        for c in _read(ROOT / "notebooks" / f"{name}.ipynb").cells
+        if builder.SAME_EVERY_RUN in c.metadata.get("tags", [])
+    ]
+    assert "".join(o.text for c in saved for o in c.outputs if o.output_type == "stream") == first
