@@ -247,8 +247,8 @@ def _code_after(cells, i):
 
 def _print_of(cell_sources: list[str]) -> str:
     """What the cells print, run in order in one fresh namespace with top-level ``await`` (as a kernel does)."""
-    import asyncio
     import ast
+    import asyncio
     import contextlib
     import io
 
