@@ -411,8 +411,21 @@ well: that status needs the same role), searched for orders that had been
 refunded (step 5) and then asked for a full refund of £86.40, "to match order
 1077's", a refund nobody asked for, larger than the one that was denied
 (step 6). The refund tool denied that too. Finally it wrote a note *marking
-the refund as approved* (step 7), the one write it was allowed. The database
-shows it:
+the refund as approved* (step 7), the one write it was allowed.
+
+**What is scripted and what is measured.** That story is the scripted model's,
+not a model's choice: `Refunder` in `agentlab/scenarios/behaviours.py` holds
+a fixed list of five calls (the £20 refund, the £5 refund, the status change,
+the search, the £86.40 refund), takes the next one each time the last result
+came back, and writes the note once the list is used up. It is written to
+act out the article's warning; Claude, given the same denials, might try
+fewer routes, others, or give up at once. What the lab measured, and what
+holds for any model, is the loop's side: under the recoverable policy each
+denial went back to the model and every further attempt was one more paid
+step (the table above: the steps and the cost), the shop ran every call it
+allowed, and the one permitted write (the note) is in the database; under
+the default policy the run stopped at the first denial, before the model
+could choose anything. The database shows the difference:
 """),
     code("""probing.shop.get_order(1042)["notes"], fatal.shop.get_order(1042)["notes"]"""),
 ]
@@ -455,6 +468,43 @@ fourth request, at step 5, was never run, because the loop stopped the run
 instead. It is in the trace as that step's reply:
 """),
     code("""forever.trace.step(5)"""),
+    md("""
+## A successful write starts the count again
+
+The count is not for the whole run. A write that succeeds changes the world,
+so the same read after it may rightly answer differently (check an order,
+add a note, check it again), and agentlab clears every count when a write
+succeeds. A write that fails changed nothing and clears nothing. The same
+scripted reads, three ways: nothing between the second and third read, a note
+written there, and a note the shop refuses (it is empty):
+"""),
+    code('''
+from agentlab.shop import Shop
+
+async def reads_around(note):
+    """get_order(1042) twice; then add_note(note) unless `note` is None; then get_order(1042) three times more."""
+    look = ("get_order", {"order_id": 1042})
+    write = [("add_note", {"order_id": 1042, "note": note})] if note is not None else []
+    model = al.ScriptedModel([al.reply(None, call) for call in [look, look, *write, look, look, look]]
+                             + [al.reply("done")])
+    return await al.arun("check order 1042", Shop().tools(), model=model, max_steps=10)
+
+for label, note in [("no write between", None), ("a note written", "phoned the customer"), ("a note refused", " ")]:
+    r = await reads_around(note)
+    calls = " ".join(f"{c.tool}:{c.outcome}" for c in r.trace.calls.itertuples())
+    print(f"{label:18} {r.reason:14} {calls}")'''),
+    md("""
+With nothing between them, the third identical read is nudged and the fourth
+stops the run. After the written note the count starts again from zero: two
+more reads run and only the fifth `get_order` of the run, the third since the
+write, is nudged. The refused note reset nothing, so the very next read is the
+third and is nudged.
+
+The price of the reset: a model that alternates a write with the same read
+(note, check, note, check...) is never caught by this rule. The step limit and
+the dollar budget still bound it, which is why loop detection is one check
+among three, not a replacement for them.
+"""),
     md("""
 ## Switched off
 
@@ -1062,16 +1112,36 @@ print(f"{len(over)} of {len(after)} runs ended over the $0.022 limit, by up to "
 ax = result.plot_stop_reasons()
 ax.figure"""),
     md("""
-## Context growth per step
+## What caching changes, step by step
 
 Every step sends the whole conversation again, so the context grows with each
-step even in these short runs (the band is the spread between runs of a
-config); the axis starts at zero so the growth reads as a share of the whole.
+step whatever the configuration: caching, a short `max_tokens` and a budget
+change what a step *costs* or when the run stops, not what a step sends. What
+caching changes is the price of the part sent again, which is most of it. Per
+step, the median over the runs of `baseline` and of `cached` (the same tasks,
+the same script):
 """),
     code("""
-ax = result.plot_context_growth()
-ax.set_ylim(bottom=0)
-ax.figure"""),
+both = result.steps[result.steps["config"].isin(["baseline", "cached"])]
+per_step = both.groupby(["step", "config"])[["context_tokens", "cache_read_tokens", "cost"]].median().unstack("config")
+per_step.columns = [f"{what} ({config})" for what, config in per_step.columns]
+per_step["cached ÷ baseline cost"] = per_step["cost (cached)"] / per_step["cost (baseline)"]
+per_step.round(4)"""),
+    code("""
+gap = (per_step["context_tokens (cached)"] / per_step["context_tokens (baseline)"] - 1).abs().max()
+ratio = per_step["cached ÷ baseline cost"]
+print(f"context sent per step, cached against uncached: within {gap:.1%} (only the seeded filler words differ)")
+print(f"step 1 with caching costs {ratio.iloc[0]:.2f}× the same step without: it writes the cache, which costs more")
+print(f"from step 2 on, a cached step costs {ratio.iloc[1:].min():.2f} to {ratio.iloc[1:].max():.2f}× the same step "
+      "uncached: the prefix sent again is read from the cache")"""),
+    md("""
+The first step pays for writing the cache; every later step reads the part
+it sends again from it. So the two levers of a long run are separate: caching
+lowers the price of each token sent again, and only a shorter run (fewer steps, or less kept in the
+context) sends fewer of them. Notebook 7 measures the growth itself: a cost
+per step that rises linearly and a run cost that grows with the square of its
+length.
+"""),
     md("""
 ## A total that runs out
 

@@ -270,6 +270,15 @@ def step_html(view: StepView) -> str:
 
 
 # ----------------------------------------------------------------- one run
+def _tokens_in(s: dict[str, Any]) -> str:
+    """Every input token the run sent, the sum of the step table's "in" column, with what caching made of it."""
+    read, wrote = int(s.get("cache_read_tokens") or 0), int(s.get("cache_write_tokens") or 0)
+    sent = int(s["input_tokens"]) + read + wrote
+    if not (read or wrote):
+        return f"{sent:,} in"
+    return f"{sent:,} in ({s['input_tokens']:,} uncached, {read:,} read from cache, {wrote:,} written to it)"
+
+
 def headline(trace: Trace) -> list[str]:
     s = trace.summary
     ending = s["outcome"] if s["outcome"] != "stopped" else f"stopped: {s['reason']}"
@@ -289,7 +298,7 @@ def headline(trace: Trace) -> list[str]:
     return [
         f"Run {trace.run_id} · {ending}",
         f"task: {_one_line(s['task'])}",
-        f"model {started_label(trace.started)} · {s['steps']} steps · {_money(s['cost'])} · {s['input_tokens']:,} in / "
+        f"model {started_label(trace.started)} · {s['steps']} steps · {_money(s['cost'])} · {_tokens_in(s)} / "
         f"{s['output_tokens']:,} out tokens · {s['seconds']:.2f}s · started {s['started_at'] or '?'}",
         f"{budget} · tools: {tools}",
         *cost_note,
