@@ -1265,36 +1265,68 @@ per_step.round({c: (4 if c.endswith("cost") else 0) for c in per_step.columns})"
 If each step adds about the same amount, input per step is a straight line in
 the step number and cumulative cost a quadratic. An R² alone cannot tell the
 two apart: a straight line fitted to a run's *cumulative* cost also fits well,
-because any growing sum is close to a line. So fit both a line and a quadratic
-to each run's cumulative cost (as notebook 7 does), and ask of the quadratic
-term whether it is positive and significant (its t statistic above 2): only
-then does the run's cost really bend upward.
+because any growing sum is close to a line. Nor can a significance test on
+the cumulative curve be trusted: each point of a running total contains all
+the points before it, so its residuals are not independent, and a regression's
+t statistic on them counts every step as fresh evidence when it is not (it
+overstates the evidence many times over).
+
+The test that fits asks the same question of quantities that *are* close to
+independent: the **step-to-step changes** of a per-step series. A run's cost
+bends upward exactly when its steps get dearer, that is, when the changes in
+the cost of a step are mostly increases. So, per run, for the context each
+step sent and for each step's cost: the changes between consecutive steps,
+their median, and a sign test (how many of the changes are increases, against
+a fair coin); a rise that coin flips would give less than one time in twenty
+(p < 0.05) counts as a real rise.
 """),
     code("""
+from math import comb
+
+def sign_test(ups, moves):
+    \"\"\"One-sided p-value: the chance of at least `ups` increases in `moves` fair coin flips.\"\"\"
+    return sum(comb(moves, k) for k in range(ups, moves + 1)) / 2 ** moves
+
+def rising(values):
+    \"\"\"The step-to-step changes of a per-step series, and whether they rise more often than a coin explains.\"\"\"
+    change = np.diff(values)
+    ups, moves = int((change > 0).sum()), int((change != 0).sum())
+    return change, bool(moves and sign_test(ups, moves) < 0.05)
+
 rows = []
 for run_id, s in steps[long_runs].groupby("run_id"):
-    x, y = s["step"].to_numpy(float), s["cost"].fillna(0).cumsum().to_numpy()
-    X = np.column_stack([np.ones_like(x), x, x ** 2])
-    coef, res, *_ = np.linalg.lstsq(X, y, rcond=None)
-    resid = y - X @ coef
-    dof = max(len(x) - 3, 1)
-    se = np.sqrt(np.diag((resid @ resid / dof) * np.linalg.pinv(X.T @ X)))
+    s = s.sort_values("step")
+    x, cost = s["step"].to_numpy(float), s["cost"].fillna(0).to_numpy()
+    y = cost.cumsum()
     total = max(((y - y.mean()) ** 2).sum(), 1e-12)
-    line = np.polyfit(x, y, 1)
-    rows.append({"agent": s["agent"].iloc[0], "run_id": run_id, "steps": len(s),
+    line, curve = np.polyfit(x, y, 1), np.polyfit(x, y, 2)
+    added, context_rises = rising(s["context_tokens"].to_numpy(float))
+    dearer, cost_rises = rising(cost)
+    rows.append({"agent": s["agent"].iloc[0], "run_id": run_id,
                  "R² line": 1 - ((y - np.polyval(line, x)) ** 2).sum() / total,
-                 "R² quadratic": 1 - (resid @ resid) / total,
-                 "n² term significant": bool(coef[2] > 0 and coef[2] / max(se[2], 1e-18) > 2)})
+                 "R² quadratic": 1 - ((y - np.polyval(curve, x)) ** 2).sum() / total,
+                 "tokens added per step": np.median(added), "context rises": context_rises,
+                 "cost change per step": np.median(dearer), "cost rises": cost_rises})
 fits = pd.DataFrame(rows)
+share = lambda b: f"{b.mean():.0%}"
 fits.groupby("agent").agg(runs=("run_id", "count"), median_R2_line=("R² line", "median"),
                           median_R2_quadratic=("R² quadratic", "median"),
-                          quadratic_term_significant=("n² term significant", lambda b: f"{b.mean():.0%}")).round(3)"""),
+                          tokens_added_per_step=("tokens added per step", "median"),
+                          context_rises_significantly=("context rises", share),
+                          cost_change_per_step=("cost change per step", "median"),
+                          cost_rises_significantly=("cost rises", share)).round(6)"""),
     md("""
 Both fits score high R² everywhere, which is why R² is no test here. The
-column that answers the question is the last: the share of runs whose cost
-curve bends upward by more than noise. Where it does not, the run added
-little context per step, or cache reads kept the price of its growing context
-nearly flat (the next section).
+sign test answers the two questions separately. The **context** of every long
+run grows: in each of them the next request is larger than the last far more
+often than chance allows (a median of a few hundred tokens added per step).
+The **cost per step** mostly does not: its changes go up about as often as
+down, in every Claude Code run and in most mini-swe-agent runs. The test asks
+less of the data than a regression (only the direction of each change, so one
+cache write's expensive step cannot make a run look quadratic on its own) and
+so it claims less: that is the honest size of the evidence. What keeps the
+price of a growing context nearly flat is the cache (the next section): the
+context is sent again every step, and read back at a tenth of the price.
 """),
     md("""
 ## What prompt caching did to the Claude Code runs
@@ -1347,6 +1379,32 @@ dearest = real.runs.nlargest(15, "cost")["run_id"]
 ax = plots.whatif_grid(grid[grid["run_id"].isin(dearest)])
 ax.set_title("Budget what-if: the 15 dearest runs of 205", loc="left")
 ax.figure"""),
+    md("""
+How to read a cell: the reason the replayed run would have ended and, after
+`@`, the engine's step count at that moment, the number of model calls it
+would have made. Two kinds of cell need a word:
+
+- **`budget @0`**: stopped before its first call. The engine checks each
+  call's worst case before sending it (its input, billed at the model's price,
+  plus the smallest reply), and for these runs the very first request is
+  already dearer than the whole budget: long Claude Code pieces start
+  mid-session with tens of thousands of tokens of context, and Opus input
+  costs five times Sonnet's. Not one call would have been paid for.
+- **`max_tokens @k`**: under a dollar budget the engine also lowers each
+  call's `max_tokens` to the longest reply the money left can pay for. At
+  step *k* the recorded reply was longer than that, so the replay cuts it
+  off, and a reply cut off at `max_tokens` is not an answer: the run stops
+  there, under its budget. Without a dollar limit there is nothing to lower,
+  which is why the `no limit` column has none.
+"""),
+    code("""
+first_call = steps[steps["step"] == 1].set_index("run_id")["cost"]
+for limit in [0.05, 0.25]:
+    at0 = grid[(grid["max_cost"] == limit) & grid["max_steps"].isna() & (grid["steps"] == 0)]["run_id"]
+    print(f"${limit}: {len(at0)} runs stopped @0; the cheapest of their first calls cost "
+          f"${first_call[at0].min():.4f} as recorded")
+cut = grid[grid["reason"] == "max_tokens"]
+print(f"max_tokens stops: {len(cut)}, all under a dollar limit: {bool(cut['max_cost'].notna().all())}")"""),
     md("""
 ## One real session, step by step
 
@@ -1406,7 +1464,27 @@ shortcut = await fork(parent, at_step=3, model=answer, max_cost=None, subscriber
 print(f"parent: {native.steps} steps, ${native.spent:.4f}; fork after step 3: {shortcut.steps} more step(s), "
       f"${shortcut.spent:.4f} of its own")
 ax = plots.fork_curve(parent, load_run(shortcut.run_id))
+curve = parent.steps.set_index("step")["cost"].cumsum()
+fork_total = curve[3] + shortcut.spent                     # the shared history, then the fork's own step
+after = curve[curve.index >= 4]
+ax.fill_between(after.index, fork_total, after, color="tab:red", alpha=0.15,
+                label=f"not spent by the fork: ${curve.iloc[-1] - fork_total:.4f}")
+ax.hlines(fork_total, 4, after.index[-1], colors="tab:red", linestyles=":", lw=1)
+ax.annotate(f"fork ends at step 4: ${fork_total:.4f}", (4, fork_total), xytext=(5.2, fork_total - 0.02),
+            arrowprops={"arrowstyle": "->", "color": "tab:red"}, color="tab:red", fontsize=9)
+ax.annotate(f"parent ends at step {curve.index[-1]}: ${curve.iloc[-1]:.4f}", (curve.index[-1], curve.iloc[-1]),
+            xytext=(curve.index[-1] - 0.1, fork_total + 0.3 * (curve.iloc[-1] - fork_total)), ha="right",
+            arrowprops={"arrowstyle": "->"}, fontsize=9)
+ax.legend(loc="upper left", fontsize=8)
 ax.figure"""),
+    md("""
+Up to step 3 the two runs are one: the fork's history is the parent's. Its
+step 4 costs what the parent's step 4 cost, because it sends the same
+request (the same history) and only the reply differs; then it answers and
+stops. The shaded area is what the parent went on to spend on the steps the
+fork did not need, and it is most of the parent's bill: in a growing context
+the last steps are the dearest.
+"""),
 ]
 
 
@@ -1566,16 +1644,24 @@ scoreboard"""),
     md("""
 ## What each decision bought
 
-The same games, as the lessons each version gained over the one before
-(computed from the games above):
+The same games, version by version (computed from the games above). For each
+version: how many lessons it holds; which lessons it holds that the version
+before did not ("newly held"); and which games ended differently without
+their lesson's test passing. "Newly held: none" means only that no test
+passed that failed before; the decision may still have changed how a game
+ended, and the last part of the line says how.
 """),
     code("""
-held = {v: {g.scenario for g in games if g.loop == v and g.held} for v in versions}
-previous: set[str] = set()
-for v, lessons in held.items():
-    gained = sorted(lessons - previous)
-    print(f"{v:<14} {len(lessons)} of {len(sb.LESSONS)}   gained: {', '.join(gained) or 'nothing'}")
-    previous = lessons
+held, before = {}, {}
+for v in versions:
+    mine = {g.scenario: g for g in games if g.loop == v}
+    held[v] = {s for s, g in mine.items() if g.held}
+    newly = [s for s in sb.LESSONS if s in held[v] and not (before and before[s].held)]
+    changed = [f"{s} ({before[s].reason} → {g.reason})" for s, g in mine.items()
+               if before and g.reason != before[s].reason and not g.held]
+    line = f"{v:<14} {len(held[v])} of {len(sb.LESSONS)} held · newly held: {', '.join(newly) or 'none'}"
+    print(line + (f" · ended differently, test still failed: {', '.join(changed)}" if changed else ""))
+    before = mine
 sketch = held["6 + parallel"]
 print("\\nwhat the article's sketch (version 6) still loses:", ", ".join(s for s in sb.LESSONS if s not in sketch))"""),
     md("""
