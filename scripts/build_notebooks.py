@@ -42,12 +42,10 @@ import agentlab as al
 from agentlab import analysis, plots, scenarios
 from agentlab.trace import load_run, load_runs
 
+al.notebook()  # tables: a "$" is money, not LaTeX; no text cut mid-word (docs/notebooks.md)
 RUNS = os.path.join("runs", "__NOTEBOOK__")  # this notebook's traces, and only this notebook's
 shutil.rmtree(RUNS, ignore_errors=True)      # start empty, so every table below is this run's
-os.environ["AGENTLAB_RUNS"] = RUNS
-pd.set_option("display.max_colwidth", None)  # never cut a detail or an argument mid-word
-pd.set_option("display.width", 250)
-pd.set_option("display.html.use_mathjax", False)  # a "$" in a table is money, not the start of LaTeX"""
+os.environ["AGENTLAB_RUNS"] = RUNS"""
 
 OFFLINE = """
 **Runs offline**, at no cost: the model is a scripted *behaviour* that reacts to the

@@ -286,3 +286,30 @@ def test_05s_demonstrations_print_the_same_thing_on_every_execution_and_as_saved
         if builder.SAME_EVERY_RUN in c.metadata.get("tags", [])
     ]
     assert "".join(o.text for c in saved for o in c.outputs if o.output_type == "stream") == first
+
+
+def test_importing_agentlab_changes_no_pandas_setting_and_notebook_marks_tables_as_not_math():
+    """A frame whose cell holds two dollar amounts (a budget's stop detail) is typeset as math unless the
+    kernel called ``al.notebook()``; after it, pandas marks the table with the classes MathJax skips.
+    ``import agentlab`` alone changes nothing (a subprocess, so this session's options do not count)."""
+    import subprocess
+
+    import pandas as pd
+
+    import agentlab as al
+    from agentlab._notebook import PANDAS_OPTIONS
+    from agentlab._safe_text import NO_MATH
+
+    names = list(PANDAS_OPTIONS)
+    probe = f"import pandas as pd; before = [pd.get_option(n) for n in {names!r}]; import agentlab; "
+    probe += f"print(before == [pd.get_option(n) for n in {names!r}])"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "True", out.stderr
+    frame = pd.DataFrame({"reason": ["budget"], "detail": ["spent $0.0556 of $0.05 after step 4"]})
+    with pd.option_context(*[x for kv in PANDAS_OPTIONS.items() for x in (kv[0], pd.get_option(kv[0]))]):
+        pd.set_option("display.html.use_mathjax", True)
+        assert NO_MATH not in frame._repr_html_()  # what a kernel without the set-up shows
+        al.notebook()
+        table = frame._repr_html_()
+        assert f'class="dataframe {NO_MATH}"' in table and "spent $0.0556 of $0.05" in table
+        assert pd.get_option("display.max_colwidth") is None

@@ -86,7 +86,8 @@ def lab_outputs_notebook(tmp_path: Path) -> nbformat.NotebookNode:
         ("its last step", trace.step(int(trace.steps["step"].max()))),
         ("a folder of traces", traces),
     ]
-    with pd.option_context("display.html.use_mathjax", False):  # how the course's notebooks show frames
+    with pd.option_context("display.html.use_mathjax", True):  # pandas' default, restored after the block
+        al.notebook()  # the documented set-up call every course notebook makes
         frame = _bundle(traces.runs[["run_id", "reason", "cost", "detail"]])
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_markdown_cell("# The lab's outputs"))
@@ -101,7 +102,6 @@ def lab_outputs_notebook(tmp_path: Path) -> nbformat.NotebookNode:
     nb.cells += [c for c in nbformat.read(report, as_version=4).cells if c.cell_type == "markdown"]
     dollars = sum(("$" in json.dumps(c)) or ("&#36;" in json.dumps(c)) for c in nb.cells)
     assert dollars >= 8, "the outputs lost their dollar amounts"
-    _ = al  # the package under test, imported above for its reprs
     return nb
 
 
