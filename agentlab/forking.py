@@ -18,7 +18,10 @@ after each reply: it appends them to the history where the record has them, and
 a reply that ended the turn is followed by the next user message instead of
 ending the run. A multi-turn session therefore replays whole, in one Run whose
 steps are numbered on across turns as recorded, and spends exactly the recorded
-spend; it ends ``done`` after the last recorded reply. A live model has no
+spend; it ends ``done`` after the last recorded reply (a reply that ended its
+turn and is followed in the record by another, with no user words between, is
+followed by a user turn saying so, :data:`~agentlab.models.replay.NOTHING_SAID`,
+so the replay does not end there). A live model has no
 ``user_turn``, so a native run (and a fork) ends at its first ``end_turn``.
 :func:`fork` at a step after a human turn sends that turn too: its history is
 the record's, up to the step.

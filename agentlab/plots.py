@@ -170,6 +170,11 @@ def _recorded_label(steps: pd.DataFrame, run_id: str) -> str:
     return "estimated (no usage recorded)" if n == total else f"recorded ({n} of {total} steps estimated)"
 
 
+STEPS_TO_CALL_QUADRATIC = 6
+"""A quadratic has three coefficients, so it passes through any three points: only with three more steps
+than that does a close fit say something about the run, and the plot's title say "quadratic"."""
+
+
 def cost_curve(
     steps: pd.DataFrame,
     run_id: str | None = None,
@@ -222,7 +227,13 @@ def cost_curve(
             color="#c44e52",
             label=f"fit: {_poly(fit.a, fit.b, fit.c)}  (R² {fit.r_squared:.3f})",
         )
-        ax.set_title(f"Cumulative cost — run {_short(rid)}: quadratic in the number of steps", loc="left")
+        n = len(rows)
+        shape = (
+            "quadratic in the number of steps"
+            if n >= STEPS_TO_CALL_QUADRATIC
+            else f"a parabola through {n} points (too few steps to call it quadratic)"
+        )
+        ax.set_title(f"Cumulative cost — run {_short(rid)}: {shape}", loc="left")
     if max_cost is not None:
         ax.axhline(max_cost, color="#333333", lw=1.2, label=f"max_cost ${max_cost:.2f}")
         if fit is not None and (hit := fit.steps_until(max_cost)) is not None and hit <= end:

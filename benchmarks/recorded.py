@@ -211,5 +211,9 @@ def recorded_rows(megabytes: float) -> list[Row]:
     ]
 
 
-if __name__ == "__main__":  # the child: load the folder, print the figures as one JSON line
-    print(json.dumps(_measure(Path(sys.argv[1]))))
+if __name__ == "__main__":
+    if len(sys.argv) > 1:  # the child: load the folder, print the figures as one JSON line
+        print(json.dumps(_measure(Path(sys.argv[1]))))
+    else:  # by hand: make a 50 MB folder of fixture-shaped sessions, measure it in a child, print the rows
+        for row in recorded_rows(50):
+            print(f"{row.label}: {row.shown} (goal {row.goal}: {row.status})")

@@ -362,3 +362,13 @@ print('ok')
 """
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "ok", done.stderr
+
+
+def test_cost_curve_does_not_call_three_steps_quadratic(tmp_path):
+    """Any three points lie on a parabola: the title says so instead of claiming the run's cost is quadratic."""
+    few = plots.cost_curve(quadratic_steps(0.01, 0.003, 0.0, 3))
+    assert few.get_title(loc="left") == (
+        "Cumulative cost — run q: a parabola through 3 points (too few steps to call it quadratic)"
+    )
+    many = plots.cost_curve(quadratic_steps(0.01, 0.003, 0.0, plots.STEPS_TO_CALL_QUADRATIC))
+    assert many.get_title(loc="left") == "Cumulative cost — run q: quadratic in the number of steps"

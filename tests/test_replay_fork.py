@@ -273,3 +273,46 @@ def test_the_panel_steps_a_multi_turn_replay_to_its_last_recorded_reply(tmp_path
     assert lab.trace.outcome == "done" and len(lab.trace) == 50
     assert lab.trace.summary["cost"] == recorded.summary["cost"]
     assert lab.trace.messages_at(50)[-1]["content"][0]["text"] == "did you push?"
+
+
+def test_a_replay_goes_on_when_the_model_spoke_twice_in_a_row(tmp_path):
+    import json
+
+    from agentlab.models.replay import NOTHING_SAID
+
+    def gemini(n, text, inp):
+        return {
+            "id": f"g{n}",
+            "timestamp": f"2026-01-16T11:0{n}:00.000Z",
+            "type": "gemini",
+            "content": text,
+            "model": "gemini-2.5-pro",
+            "tokens": {"input": inp, "output": 20, "cached": 0, "thoughts": 0, "tool": 0, "total": inp + 20},
+        }
+
+    # a Gemini CLI session (the shape of codemie-ai/codemie-code's) in which the model answered, the CLI printed
+    # an info line, and the model answered again before the user spoke
+    doc = {
+        "sessionId": "5b95",
+        "projectHash": "ab" * 32,
+        "startTime": "2026-01-16T11:00:00.000Z",
+        "messages": [
+            {"id": "u1", "timestamp": "2026-01-16T11:00:00.000Z", "type": "user", "content": "hello"},
+            gemini(1, "first answer", 1000),
+            {"id": "i1", "timestamp": "2026-01-16T11:01:30.000Z", "type": "info", "content": "retrying"},
+            gemini(2, "second answer", 1100),
+            {"id": "u2", "timestamp": "2026-01-16T11:02:30.000Z", "type": "user", "content": "and now?"},
+            gemini(3, "third answer", 1300),
+        ],
+    }
+    f = tmp_path / "session-2026-01-16T11-00-5b95.json"
+    f.write_text(json.dumps(doc))
+    recorded = load_recorded(f)
+    assert len(recorded) == 3
+    r = replay(recorded, subscribers=[TraceWriter(tmp_path / "runs")])
+    result = _run(r)
+    assert isinstance(result, Done) and result.text == "third answer"  # not "first answer" after one step
+    assert r.steps == r.model_calls == 3 and r.spent == recorded.summary["cost"]
+    again = load_run(r.run_id, tmp_path / "runs")
+    assert again.messages_at(2)[-1] == {"role": "user", "content": [{"type": "text", "text": NOTHING_SAID}]}
+    assert again.messages_at(3)[-1]["content"][0]["text"] == "and now?"

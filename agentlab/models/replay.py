@@ -25,6 +25,10 @@ from ..pricing import Prices
 from .base import ModelRequest
 
 TOOL_RESULT = "tool_result"
+NOTHING_SAID = "[not in the record: nothing was said here; the model spoke again]"
+"""The user message a replay sends between two recorded replies in a row (a reply that ended its turn, then
+another with no user words between, as agents record a retried or continued reply): the API needs a user
+turn there, and the record holds the next reply, so the replay goes on instead of ending ``done`` early."""
 
 
 class ReplayModel:
@@ -96,14 +100,18 @@ class ReplayModel:
         added to the results' user message; after a reply that ended the turn,
         they are the next user message and the run goes on (only while the record
         holds another reply: a session whose last words were the user's ends done,
-        as its record does).
+        as its record does). A reply that ended its turn and is followed in the
+        record by another reply, with no words between, gets :data:`NOTHING_SAID`:
+        the replay plays every recorded reply, not only those before the first such pair.
         """
         if self.calls == 0 or self.calls > len(self.replies):
             return None
         said = self.said[self.calls - 1]
-        if not said:
-            return None
         ended = self.replies[self.calls - 1].get("stop_reason") != "tool_use"
+        if not said:
+            if ended and self.remaining > 0:  # the model spoke again with nothing said between: go on
+                return [{"type": "text", "text": NOTHING_SAID}]
+            return None
         if ended and self.remaining == 0:
             return None
         return [dict(b) for b in said]

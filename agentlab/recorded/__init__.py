@@ -27,6 +27,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
+from .._safe_text import html_text, no_math_html
 from ..errors import AgentlabError
 from ..pricing import Prices
 from ..redact import Redactor
@@ -44,7 +45,8 @@ from . import (
     stream_json,
     swe_agent,
 )
-from .audit import call_key, run_anchor
+from .audit import call_key, run_anchor, undercounted
+from .audit import summary as audit_summary
 from .build import RecordedRun, build_run, drop_leading
 from .detect import FORMATS, SUFFIXES, KnownFormat, UnrecognizedFormat, detect
 
@@ -75,8 +77,9 @@ class ImportReport(list[Path]):
     and ``skipped`` lists ``(file, why)`` for every file that gave no run (not a
     recorded run, no API calls in it, unreadable) and every run not written
     (already in the folder without ``force=True``). ``audits`` holds each run's
-    audit by run id (see :mod:`agentlab.recorded.audit`) and :attr:`findings`
-    every finding, so an import the lab cannot vouch for says so.
+    audit by run id (see :mod:`agentlab.recorded.audit`; a file that gave no run
+    but whose lines show a call counted too low elsewhere, by its path) and
+    :attr:`findings` every finding, so an import the lab cannot vouch for says so.
     """
 
     def __init__(self) -> None:
@@ -85,6 +88,9 @@ class ImportReport(list[Path]):
         self.runs = 0
         self.skipped: list[tuple[Path, str]] = []
         self.audits: dict[str, dict[str, Any]] = {}
+        self.metadata: list[Path] = []
+        """Files an agent keeps beside its runs that are not runs (Claude Code's ``sessions-index.json``,
+        a subagent's ``agent-<id>.meta.json``): passed over without a warning each, counted in :meth:`summary`."""
 
     @property
     def findings(self) -> list[dict[str, Any]]:
@@ -99,7 +105,48 @@ class ImportReport(list[Path]):
         audit = f"; audit: {len(found)} finding(s)" if found else "; audit: ok"
         if estimated:
             audit += f", {estimated} run(s) with estimated usage"
-        return f"{self.files_read} file(s) read, {self.runs} run(s) made, {len(self.skipped)} skipped{audit}"
+        meta = f", {len(self.metadata)} agent metadata file(s) passed over" if self.metadata else ""
+        return f"{self.files_read} file(s) read, {self.runs} run(s) made, {len(self.skipped)} skipped{meta}{audit}"
+
+    SHOWN = 20
+    """Rows of each table the notebook display shows (the rest are counted, and in the attributes)."""
+
+    def _repr_html_(self) -> str:
+        """The import in a notebook: the summary, each run's audit status, every finding with its file and
+        line, and the files skipped. Dollar amounts in findings stay money in every notebook
+        (``&#36;`` inside an element of the class every notebook's MathJax skips)."""
+        e = html_text
+
+        def table(head: tuple[str, ...], rows: list[tuple[Any, ...]]) -> str:
+            th = "".join(f"<th style='text-align:left'>{e(h)}</th>" for h in head)
+            body = "".join(
+                "<tr>" + "".join(f"<td style='text-align:left'>{e(v)}</td>" for v in r) + "</tr>"
+                for r in rows[: self.SHOWN]
+            )
+            more = f"<div>... and {len(rows) - self.SHOWN} more</div>" if len(rows) > self.SHOWN else ""
+            return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>{more}"
+
+        parts = [f"<div><b>Import</b>: {e(self.summary())}</div>"]
+        if self.audits:
+            statuses: list[tuple[Any, ...]] = [(rid, audit_summary(a) or "-") for rid, a in self.audits.items()]
+            parts.append("<div>audit of each run</div>" + table(("run", "audit"), statuses))
+        found = self.findings
+        if found:
+            rows: list[tuple[Any, ...]] = [
+                (
+                    f["run_id"],
+                    f["check"],
+                    f["file"] + (f":{f['line']}" if f.get("line") is not None else ""),
+                    "" if f.get("step") is None else f["step"],
+                    f["message"],
+                )
+                for f in found
+            ]
+            parts.append("<div>findings: figures the lab cannot vouch for</div>")
+            parts.append(table(("run", "check", "where", "step", "what"), rows))
+        if self.skipped:
+            parts.append("<div>skipped</div>" + table(("file", "why"), [(str(f), why) for f, why in self.skipped]))
+        return no_math_html("<div class='agentlab-import'>" + "".join(parts) + "</div>")
 
 
 def _files(path: Path, unreadable: list[tuple[Path, str]] | None = None) -> list[Path]:
@@ -248,6 +295,11 @@ def recorded_runs(
         scan.skip(f, why)
     consumed: set[Path] = set()
     for f in files:
+        if claude_code.is_metadata(f):  # an index or a subagent's description: not a run, nothing to warn about
+            scan.report.metadata.append(f)
+            if progress is not None:
+                progress(f)
+            continue
         if f in consumed:  # read with another file (a Cline task's ui_messages.json)
             if progress is not None:
                 progress(f)
@@ -299,6 +351,10 @@ def _read(f: Path, format: str, session: Path | None, scan: _Scan, consumed: set
                 r.meta.setdefault("agent_id", f.name.removesuffix(".jsonl").removeprefix("agent-"))
             claude_code.link_sidechains((parents or []) + runs, scan.links.get(session, {}))
         if not runs:
+            lows = seen.low.get(str(f))
+            if lows:  # no run to carry them: the import's report does
+                said = [x.as_dict() for x in undercounted(str(f), lows)]
+                scan.report.audits[str(f)] = {"status": "findings", "findings": said, "estimated_steps": 0}
             raise NoCalls(f, claude_code.why_no_calls(f))
         return scan.unique(scan.uncounted(runs, f), f, group)
     runs = _IMPORTERS[fmt](f, consumed)

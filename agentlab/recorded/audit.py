@@ -14,10 +14,12 @@ seen yet is reported instead of priced as if it were exact:
   the call reached the API);
 - ``estimate_shape``: an estimated step priced like its recorded neighbours
   (it reads from the cache when they do);
-- ``usage_counts``: usage counts whole and non-negative;
+- ``usage_counts``: usage counts whole, non-negative and plausible
+  (:func:`agentlab.usage_fields.check_usage`, the rule live replies pass too);
 - ``record_total``: the run's figures equal the record's own totals, where it
   keeps them (inspect's ``model_usage``, Codex's running total, mini-swe-agent's
-  ``instance_cost``, the sum of per-call costs a record states).
+  ``instance_cost`` against the lab's price of the run, the sum of per-call costs a
+  record states).
 
 Every check is about money (a finding means the run's cost may be wrong). The
 audit goes into ``run_started.recorded.audit`` (``status``: ``"ok"``, or
@@ -37,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import orjson
 
 from .._safe_text import without_lone_surrogates
-from ._usage_check import usage_problems
+from ..usage_fields import check_usage
 
 if TYPE_CHECKING:
     from .build import RecordedRun, RecordedStep
@@ -123,11 +125,14 @@ def plausible_output(output: Any, content: list[Any]) -> bool:
     return not (chars >= _MIN_CHARS and isinstance(output, (int, float)) and output * CHARS_PER_TOKEN_MAX < chars)
 
 
-def audit_run(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool]) -> dict[str, Any]:
+def audit_run(
+    run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool], priced: float | None = None
+) -> dict[str, Any]:
     """The audit of one imported run: ``{"status", "findings", "estimated_steps"}`` (findings as dicts).
 
     ``usages`` are the usage each step is priced with, ``estimated`` whether it was estimated
-    (wholly or its output count)."""
+    (wholly or its output count), ``priced`` the run's cost at the lab's prices (``None`` when a
+    step has no price)."""
     found: list[Finding] = []
     src = run.source
 
@@ -150,8 +155,9 @@ def audit_run(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bo
     # the same call counted twice (the import marks calls another file or run already holds)
     for k, other in run.meta.get("counted_elsewhere", {}).items():
         add("duplicate_call", f"this call is already counted in {other}", int(k))
+    found += undercounted(src, run.meta.get("undercounted_elsewhere", []))
     for k, (s, u, est) in enumerate(zip(run.steps, usages, estimated, strict=True), 1):
-        problems = usage_problems(s.usage)
+        problems = check_usage(s.usage)
         if problems:
             add("usage_counts", "; ".join(problems), k)
         if s.replayed:
@@ -178,14 +184,51 @@ def audit_run(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bo
         cached = [usages[j]["cache_read_input_tokens"] > 0 for j in (before, after) if j is not None]
         if cached and all(cached) and not usages[i]["cache_read_input_tokens"]:
             add("estimate_shape", "estimated as if nothing were cached while the calls beside it read the cache", i + 1)
-    _totals(run, [u for s, u in zip(run.steps, usages, strict=True) if not s.replayed], estimated, add)
+    _totals(run, [u for s, u in zip(run.steps, usages, strict=True) if not s.replayed], estimated, add, priced)
+    if run.meta.get("record_total") and not run.meta.get("segment"):  # checked by the importer on the whole record
+        add("record_total", str(run.meta["record_total"]))
     findings = [f.as_dict() for f in found]
     n_est = sum(estimated)
     status = "findings" if findings else ("estimated" if n_est else "ok")
     return {"status": status, "findings": findings, "estimated_steps": n_est}
 
 
-def _totals(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool], add: Any) -> None:
+PRICE_SLACK = 0.05
+"""How far the lab's price of a run may be from the total cost the record states (an agent's own price
+table, e.g. litellm's for mini-swe-agent's ``instance_cost``, rounds and updates on its own schedule) before
+the audit says so: past it, a call is missing or the two price lists disagree, and the bill cannot be vouched for."""
+
+
+def token_total_problem(usages: list[dict[str, Any]], total: dict[str, Any], label: str) -> str | None:
+    """What is wrong when ``usages`` (Anthropic-shaped) do not add up to a record's running ``total`` of
+    ``input_tokens`` (every prompt token, cached ones included) and ``output_tokens``; ``None`` when they do."""
+    sent = sum(u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in usages)
+    received = sum(u["output_tokens"] for u in usages)
+    for key, mine, what in (("input_tokens", sent, "tokens sent"), ("output_tokens", received, "tokens received")):
+        theirs = total.get(key)
+        if isinstance(theirs, (int, float)) and round(theirs) != mine:
+            return f"{label} says {int(theirs):,} {what}; its calls add up to {mine:,}"
+    return None
+
+
+def undercounted(file: str, lows: list[dict[str, Any]]) -> list[Finding]:
+    """Findings for lines of calls another file counts, read after it with more usage than it holds
+    (``{"line", "request", "counted_in"}`` each): the call's figure there is too low."""
+    return [
+        Finding(
+            "duplicate_call",
+            f"a line of request {low['request']!r} carries more usage than {low['counted_in']} counts for it: "
+            "the call is counted there, with a figure too low",
+            file,
+            low.get("line"),
+        )
+        for low in lows
+    ]
+
+
+def _totals(
+    run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool], add: Any, priced: float | None = None
+) -> None:
     """The run's figures against the record's own totals (exact where every step is recorded)."""
     totals = run.totals
     if any(estimated):
@@ -216,6 +259,14 @@ def _totals(run: RecordedRun, usages: list[dict[str, Any]], estimated: list[bool
                 "record_total",
                 f"the record's own total cost is ${total_cost:.6f}; "
                 f"the costs it states per call add up to ${mine_cost:.6f}",
+            )
+    billed = totals.get("cost")
+    if isinstance(billed, (int, float)) and billed > 0 and priced is not None:
+        if abs(priced - billed) > max(1e-4, PRICE_SLACK * billed):
+            add(
+                "record_total",
+                f"the record's own total cost is ${billed:.6f}; the lab prices its calls at ${priced:.6f} "
+                f"({priced / billed - 1:+.0%}): a call is missing, or the two price lists disagree",
             )
 
 

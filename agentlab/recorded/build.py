@@ -15,6 +15,7 @@ estimated from the text and marked ``estimated``.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -25,7 +26,6 @@ from ..messages import Block, Message, Usage, estimate_tokens
 from ..pricing import Prices, provider_prices, resolve_prices
 from ..redact import Redactor
 from ..vocab import EventKind, Outcome
-from ._usage_check import count
 from .audit import audit_run
 
 TOOL_RESULT = "tool_result"
@@ -111,6 +111,29 @@ def recorded_run(
 
 
 # ------------------------------------------------------------------ usage
+def count(value: Any) -> int | float:
+    """A recorded token count: an ``int`` when it is a whole number (``12``, ``12.0``, ``"12"``),
+    ``0`` when absent, and otherwise the number as written (``2.5``, ``-3``, NaN for text).
+
+    Nothing is rounded or clamped away: the import's audit holds every count to
+    :func:`agentlab.usage_fields.check_usage` (the lab's one usage rule) and reports the
+    ones that fail, rather than pricing them as if they were right."""
+    if value is None or value == "":
+        return 0
+    if isinstance(value, bool):
+        return math.nan
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, str):
+        try:
+            return count(float(value))
+        except ValueError:
+            return math.nan
+    return math.nan
+
+
 def usage_from_anthropic(u: dict[str, Any] | None) -> dict[str, Any] | None:
     """Anthropic usage as the engine keeps it (extra fields dropped)."""
     if not isinstance(u, dict):
@@ -188,6 +211,27 @@ def prices_for(model: str) -> Prices | None:
 
 def _plain(name: str) -> Prices | None:
     return resolve_prices(name, None) or provider_prices(name, None)
+
+
+ROUTERS: dict[str, tuple[str, ...]] = {
+    "auto": ("gemini-2.5-pro", "gemini-2.5-flash", "gemini-3-pro-preview", "gemini-3-flash-preview"),
+    "auto-gemini-2.5": ("gemini-2.5-pro", "gemini-2.5-flash"),
+    "auto-gemini-3": ("gemini-3-pro-preview", "gemini-3-flash-preview"),
+}
+"""Model names that are routers, not models: Gemini CLI's ``auto`` aliases send each request to one of
+these models (the CLI's docs, "Model aliases": ``auto`` is ``auto-gemini-2.5`` or, with preview features on,
+``auto-gemini-3``; each routes between the Pro and the Flash model of its generation). A call recorded under
+the alias has no one price: it is left unpriced (NaN) and said so, and the calls that name a model keep theirs."""
+
+
+def unpriced_why(model: str) -> str:
+    """Why ``model``'s calls have no price, for the run's notes."""
+    if model in ROUTERS:
+        return (
+            f"{model!r} is Gemini CLI's router, which sends each request to {' or '.join(ROUTERS[model])}; "
+            "the record does not say which, so these calls are not priced"
+        )
+    return f"no price for model {model or '(no model named)'!r}"
 
 
 # ------------------------------------------------------------------ events
@@ -336,8 +380,8 @@ def build_run(
         t = max(t, t_rep, t_end)
         emit(EventKind.STEP_FINISHED, k, t, spent=spent, elapsed=t, budget=start["budget"])
     if unpriced:
-        which = ", ".join(f"{m or '(no model named)'!r} ({n} step{'s' * (n != 1)})" for m, n in unpriced.items())
-        notes.append(f"no price for model {which}: the run's cost is unknown (NaN), not $0")
+        which = "; ".join(f"{unpriced_why(m)} ({n} step{'s' * (n != 1)})" for m, n in unpriced.items())
+        notes.append(f"{which}: the run's cost is unknown (NaN), not $0")
     if estimated_steps:
         notes.append(f"{estimated_steps} step(s) had no recorded usage: their tokens are estimated from the text")
     if partial_output:
@@ -353,6 +397,7 @@ def build_run(
             f"{replayed} step(s) were replayed from the agent's local cache: no API call, priced $0 "
             "and not counted as model calls"
         )
+    priced = spent  # the lab's price of the calls it holds, before a record's own counters overrule it
     found_calls = run.totals.get("model_calls")
     if isinstance(found_calls, (int, float)) and int(found_calls) != len(run.steps):
         model_calls = int(found_calls)
@@ -369,7 +414,7 @@ def build_run(
             spent = float(total_cost)
         recorded["calls_found"] = len(run.steps)
     recorded["notes"] = notes
-    recorded["audit"] = audit_run(run, usages, flags)
+    recorded["audit"] = audit_run(run, usages, flags, priced)
     recorded["unpriced_steps"] = sum(unpriced.values())
     recorded["unpriced_models"] = sorted(unpriced)
     if run.ended_at is not None:

@@ -372,6 +372,11 @@ class Seen:
     def __init__(self) -> None:
         self.uuids: set[str] = set()
         self.calls: set[str] = set()
+        self.usage: dict[str, dict[str, int] | None] = {}
+        """Each counted call's usage (the largest of its lines) and the file that counts it."""
+        self.where: dict[str, str] = {}
+        self.low: dict[str, list[dict[str, Any]]] = {}
+        """By file: lines of calls another file counts, with more usage than it counts (see the audit)."""
 
 
 def parse_file(
@@ -391,6 +396,7 @@ def parse_file(
     before_calls = set(session.calls) if seen is not None else set()
     seen_here: set[str] = set()
     dupes = copies = 0
+    low: list[tuple[int | None, str, str]] = []
     for d in lines:
         uid = d.get("uuid")
         if isinstance(uid, str):
@@ -402,8 +408,15 @@ def parse_file(
                 continue
             seen_here.add(uid)
         if d.get("type") == "assistant" and before_calls:
-            if call_id(d, as_message(d.get("message")) or {}) in before_calls:
+            msg = as_message(d.get("message")) or {}
+            cid = call_id(d, msg)
+            if cid in before_calls:
                 copies += 1
+                mine, counted = usage_from_anthropic(msg.get("usage")), session.usage.get(cid)
+                if mine and counted and any(mine[k] > counted.get(k, 0) for k in mine):
+                    # a line of a call another file counts, with more usage than that file holds:
+                    # that file's figure for the call is too low, and the audit says so
+                    low.append((d.get(LINE), cid, session.where.get(cid, "another file")))
                 continue
         key = (bool(d.get("isSidechain")), str(d.get("agentId") or "") if d.get("isSidechain") else "")
         streams.setdefault(key, []).append(d)
@@ -425,13 +438,20 @@ def parse_file(
             if copies:
                 r.meta["copied_lines"] = copies
         runs.extend(got)
+    if low:
+        session.low[str(file)] = [{"line": n, "request": c, "counted_in": where} for n, c, where in low]
+        if runs:
+            runs[0].meta["undercounted_elsewhere"] = session.low[str(file)]
     session.uuids |= seen_here
     for stream in streams.values():
         for d in stream:
             if d.get("type") == "assistant":
-                request = call_id(d, as_message(d.get("message")) or {})
-                if request:
-                    session.calls.add(request)
+                msg = as_message(d.get("message")) or {}
+                cid = call_id(d, msg)
+                if cid:
+                    session.calls.add(cid)
+                    session.usage[cid] = _larger(session.usage.get(cid), usage_from_anthropic(msg.get("usage")))
+                    session.where.setdefault(cid, str(file))
     return runs, agent_links(lines)
 
 
@@ -524,6 +544,22 @@ def subagent_files(session: Path) -> list[Path]:
         out += sorted(beside.glob("*.jsonl"))
     out += [f for f in sorted(session.parent.glob("agent-*.jsonl")) if _session_id(f) == session.stem]
     return out
+
+
+METADATA_NAMES = ("sessions-index.json",)
+"""Files Claude Code writes into a project folder that index its sessions (not sessions)."""
+
+
+def is_metadata(file: Path) -> bool:
+    """Whether ``file`` is one of Claude Code's metadata files, not a run: a project folder's
+    ``sessions-index.json``, or a subagent's ``agent-<id>.meta.json`` (its type and description,
+    beside ``agent-<id>.jsonl``)."""
+    name = file.name
+    if name in METADATA_NAMES:
+        return True
+    return name.endswith(".meta.json") and (
+        file.parent.name == "subagents" or file.with_name(name.removesuffix(".meta.json") + ".jsonl").exists()
+    )
 
 
 def why_no_calls(file: Path) -> str:

@@ -29,8 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ._usage_check import count
-from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
+from .audit import token_total_problem
+from .build import RecordedRun, RecordedStep, count, recorded_run, seconds, split_by_model
 from .claude_code import read_lines
 
 FORMAT = "codex"
@@ -233,6 +233,17 @@ def parse_file(file: Path) -> list[RecordedRun]:
         return []
     if copies:
         meta["repeated_usage_events"] = copies
+    if isinstance(last_total, dict):  # the session's own running total: every call it counted is a step here
+        found = token_total_problem(
+            [s.usage for s in steps if s.usage is not None],
+            {
+                "input_tokens": count(last_total.get("input_tokens")),
+                "output_tokens": count(last_total.get("output_tokens")),
+            },
+            "the rollout's running total (total_token_usage)",
+        )
+        if found:
+            meta["record_total"] = found
     started = None if t0 is None else datetime.fromtimestamp(t0, UTC).isoformat()
     run_id = file.name.removesuffix(".jsonl")
     whole = recorded_run(

@@ -43,6 +43,8 @@ KnownFormat = Literal[
 """Every format an importer reads (``recorded.Format`` adds ``"auto"``): the one list, in detection order."""
 FORMATS: tuple[str, ...] = get_args(KnownFormat)
 SUFFIXES = (".jsonl", ".traj.json", ".traj", ".json", ".eval")
+LFS_POINTER = b"version https://git-lfs.github.com/spec/"
+"""How a Git LFS pointer file starts: a repository cloned without its LFS objects holds these in place of runs."""
 
 
 class UnrecognizedFormat(AgentlabError, ValueError):
@@ -128,6 +130,11 @@ def detect(file: Path) -> str:
                 fmt = _line_format(obj)
                 if fmt:
                     return fmt
+    if first.startswith(LFS_POINTER):
+        raise UnrecognizedFormat(
+            f"{file}: a Git LFS pointer, not the recorded file: fetch it first (git lfs pull)",
+            "a Git LFS pointer, not the recorded file (fetch it with `git lfs pull`)",
+        )
     shown = _preview(first) if first else "(the file is empty)"
     raise UnrecognizedFormat(
         f"{file}: not a recorded run this lab can read (tried {', '.join(FORMATS)}); the first line is: {shown}",

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,7 @@ from typing import Any
 import orjson
 
 from . import _bounds as bounds
-from ._usage_check import count
-from .build import RecordedRun, RecordedStep, recorded_run, seconds, split_by_model
+from .build import RecordedRun, RecordedStep, count, recorded_run, seconds, split_by_model
 
 FORMAT = "gemini-cli"
 
@@ -120,20 +120,38 @@ def _result_text(result: Any) -> str:
     return "\n".join(out)
 
 
+_CALL_ID_MS = re.compile(r"-(\d{12,14})-[0-9a-z]+$")
+
+
+def _made_at(call: dict[str, Any]) -> float | None:
+    """When the CLI made a tool call, from its id (``<tool>-<epoch ms>-<random>``), in seconds."""
+    m = _CALL_ID_MS.search(str(call.get("id") or ""))
+    return int(m.group(1)) / 1000 if m else None
+
+
 def _batches(calls: list[dict[str, Any]]) -> list[list[dict[str, Any]]]:
     """A message's tool calls, one list per model response.
 
     When a reply holds only tool calls, the CLI adds them to the last ``gemini``
     message instead of starting a new one (``recordToolCalls`` in its
-    chatRecordingService), stamping each batch when it is recorded: calls with
-    the same timestamp came from one response, a new timestamp is the next call.
+    chatRecordingService), stamping each batch when it is recorded (after its
+    tools ran): calls with the same timestamp came from one response. A new
+    timestamp alone does not make a new response: the calls of one streamed
+    reply can be stamped a millisecond apart. A later response is asked for
+    only after the batch before it was recorded, so a call made (the time in
+    its id) no later than that batch's stamp belongs to the same reply.
     """
     out: list[list[dict[str, Any]]] = []
     stamp: object = object()
+    stamped: float | None = None
     for c in calls:
-        if not out or c.get("timestamp") != stamp:
+        made = _made_at(c)
+        same_reply = made is not None and stamped is not None and made <= stamped
+        if not out or (c.get("timestamp") != stamp and not same_reply):
             out.append([])
-            stamp = c.get("timestamp")
+        stamp = c.get("timestamp")
+        at = seconds(stamp)
+        stamped = at if stamped is None or at is None else max(stamped, at)
         out[-1].append(c)
     return out
 

@@ -27,8 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from . import _bounds as bounds
-from ._usage_check import count
-from .build import RecordedRun, RecordedStep, blocks, seconds, split_by_model, stop_reason_of
+from .build import RecordedRun, RecordedStep, blocks, count, seconds, split_by_model, stop_reason_of
 
 FORMAT = "inspect-eval"
 _ZSTD = 93

@@ -295,6 +295,8 @@ def headline(trace: Trace) -> list[str]:
         if unpriced
         else []
     )
+    audit = (trace.started.get("recorded") or {}).get("audit")
+    audit_note = [f"import audit: {_audit_line(audit)}"] if isinstance(audit, dict) else []
     return [
         f"Run {trace.run_id} · {ending}",
         f"task: {_one_line(s['task'])}",
@@ -302,7 +304,19 @@ def headline(trace: Trace) -> list[str]:
         f"{s['output_tokens']:,} out tokens · {s['seconds']:.2f}s · started {s['started_at'] or '?'}",
         f"{budget} · tools: {tools}",
         *cost_note,
+        *audit_note,
     ]
+
+
+def _audit_line(audit: dict[str, Any]) -> str:
+    """An imported run's audit in one line (the findings themselves: ``trace.started["recorded"]["audit"]``)."""
+    found = audit.get("findings") or []
+    if found:
+        checks = ", ".join(sorted({str(f.get("check")) for f in found if isinstance(f, dict)}))
+        return f"{len(found)} finding(s) ({checks}): the figures cannot be vouched for; see agentlab import --check"
+    if audit.get("estimated_steps"):
+        return f"usage of {audit['estimated_steps']} step(s) estimated, and said so"
+    return "ok"
 
 
 def _step_table(trace: Trace) -> list[tuple[int, str, str, str, str, str]]:
@@ -363,6 +377,12 @@ def traces_text(traces: Traces) -> str:
     priced = [r["cost"] for r in rows if r["cost"] == r["cost"]]  # NaN: a run whose model has no known price
     unpriced = f" + {len(rows) - len(priced)} run(s) with no price" if len(priced) < len(rows) else ""
     lines = [f"Traces: {len(rows)} runs in {traces.folder} ({counts or 'none'}) · {_money(sum(priced))}{unpriced}"]
+    audited = [r.get("audit") for r in rows if r.get("audit")]  # imported runs: each audits itself
+    if audited:
+        by_status = {k: sum(a == k for a in audited) for k in ("ok", "estimated", "findings")}
+        said = ", ".join(f"{n} {k}" for k, n in by_status.items() if n)
+        more = " (runs['audit_findings'] counts each run's; agentlab import --check lists them)"
+        lines.append(f"import audit of {len(audited)} run(s): {said}" + (more if by_status["findings"] else ""))
     lines += [
         f"  {r['run_id']}  {r['outcome']:<10} {r['reason']:<14} {r['steps']:>3} steps  {_money(r['cost'])}  "
         f"{_one_line(r['task'], 50)}"
