@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import inspect
 import itertools
 import threading
 import time
@@ -104,7 +105,7 @@ class _Watched:
             self.log.append((next(self._order), edge, name, mode))
 
     def _watch(self, fn: Callable[..., Any], name: str, mode: str) -> Callable[..., Any]:
-        if asyncio.iscoroutinefunction(fn):
+        if inspect.iscoroutinefunction(fn):
 
             @functools.wraps(fn)
             async def watched_async(*args: Any, **kwargs: Any) -> Any:
