@@ -33,8 +33,9 @@ docs: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks
 
+# JupyterLab refuses to start as root without --allow-root (a container, CI): pass it only then.
 lab: $(STAMP)
-	$(BIN)/jupyter lab notebooks/
+	$(BIN)/jupyter lab notebooks/ $$(test "$$(id -u)" = 0 && echo --allow-root)
 
 lint: $(STAMP)
 	$(BIN)/ruff check agentlab tests scripts benchmarks

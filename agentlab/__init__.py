@@ -1,7 +1,29 @@
 """agentlab: the agent loop you can watch, pause, measure and teach.
 
-Importing this package does nothing but define names; widgets, plots and the
-Anthropic client load when first used.
+An agent is a loop: call the model, run the tools it asks for, hand back the results, repeat. ``run`` drives
+that loop under three budgets (steps, dollars, seconds) and returns ``Done`` or ``Stopped`` with the reason;
+every step goes to a trace on disk. Offline, with a scripted model and no key:
+
+>>> import agentlab as al
+>>> @al.tool(mode="read")
+... def get_order(order_id: int) -> dict:
+...     \"\"\"Fetch one order by its number.\"\"\"
+...     return {"id": order_id, "status": "delayed at the depot"}
+>>> model = al.ScriptedModel([al.reply(None, ("get_order", {"order_id": 1042})),
+...                           al.reply("Order 1042 was held at the depot.")])
+>>> al.run("Why was order 1042 late?", [get_order], model=model, max_steps=8, max_cost=0.50, trace=False)
+Done('Order 1042 was held at the depot.', steps=2, tokens=248 in / 48 out, spent=$0.0015, ...)
+
+With ``ANTHROPIC_API_KEY`` set, ``model="claude-sonnet-4-5"`` runs the same loop with Claude (``model="offline"``
+answers once, without tools, and needs no key). Where to go next:
+
+- ``al.Lab(task, tools, model=...)``: the same run with a live panel in a notebook (Step, Run, Pause, Stop);
+- ``al.Experiment(tasks, al.grid(...), max_total_cost=...)``: many runs under one total budget;
+- ``al.load_run(run_id)`` / ``al.load_recorded(path)``: a trace (yours, or a Claude Code session) as DataFrames;
+- ``al.scenarios``: the article's lessons as offline runs; ``agentlab demo`` on the command line plays them all.
+
+``help(al.run)`` lists every run option. Importing this package does nothing but define names; widgets, plots
+and the Anthropic client load when first used.
 """
 
 from typing import TYPE_CHECKING as _TYPE_CHECKING

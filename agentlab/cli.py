@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -36,14 +37,16 @@ DESCRIPTION = """\
 agentlab makes the agent loop (call the model, run the tools it asks for,
 hand back the results, repeat) something you can watch, pause and measure.
 The demo and scenarios run offline with scripted models; `agentlab run` uses
-Claude (set ANTHROPIC_API_KEY) or, with `--model offline`, an offline model."""
+Claude (set ANTHROPIC_API_KEY), or offline: `--model offline` answers once without
+tools (as model="offline" does in Python), `--model offline-shop` is a scripted assistant
+that uses the example shop's tools."""
 
 EPILOG = """\
 examples:
   agentlab demo                                  run every lesson offline (about 5 s)
   agentlab scenarios                             list the lessons
   agentlab run --scenario hanging-tool           one lesson, step by step
-  agentlab run "Why was order 1042 late?" --tools shop --model offline
+  agentlab run "Why was order 1042 late?" --tools shop --model offline-shop
   agentlab report parallel-lookups-3f9a1c        read a run's trace
   agentlab report RUN_ID --notebook run.ipynb    the same, as a notebook
   agentlab runs                                  the runs in ./runs, newest first
@@ -326,16 +329,21 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"tools: the example shop ({len(tools)} tools) on {shop.path}", file=err)
             fallback = ShopAssistant()
         from .models.offline import FunctionModel
-        from .models.resolve import OFFLINE, MissingAPIKey, resolve_model
+        from .models.resolve import OFFLINE, OFFLINE_SHOP, ModelNotCallable, resolve_model
 
-        offline = args.model == OFFLINE or args.model.startswith(OFFLINE + ":")  # asked for, never a stand-in
+        if args.model == OFFLINE_SHOP and fallback is None:
+            print(f"agentlab run: --model {OFFLINE_SHOP} is the shop's assistant: it needs --tools shop", file=err)
+            return 2
         shop_assistant = None if fallback is None else FunctionModel(fallback, name="offline shop assistant")
         try:
-            resolved = resolve_model(args.model, fallback=shop_assistant if offline else None)
-        except MissingAPIKey as exc:
-            print(f"agentlab run: {exc}".replace("model='offline'", "--model offline"), file=err)
+            if args.model == OFFLINE_SHOP:
+                resolved = resolve_model(shop_assistant)
+            else:
+                resolved = resolve_model(args.model)
+        except ModelNotCallable as exc:
+            print(f"agentlab run: {as_flags(str(exc))}", file=err)
             return 2
-        if offline:
+        if args.model == OFFLINE_SHOP or args.model == OFFLINE or args.model.startswith(OFFLINE + ":"):
             from ._model_label import model_label
 
             label = model_label(resolved.model.model, getattr(resolved.model, "name", None) or OFFLINE)
@@ -350,6 +358,12 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         print(describe_result(result), file=out)
     print(f"trace: {runs}/{result.run_id}.jsonl   (agentlab report {result.run_id})", file=err)
     return 0 if result.outcome == "done" else 1
+
+
+def as_flags(message: str) -> str:
+    """A Python-side message for the command line: each offline suggestion ``model='offline…'`` becomes
+    ``--model offline…``."""
+    return re.sub(r"\bmodel='(offline[^'\s]*)'", r"--model \1", message)
 
 
 def _tools_from_ref(ref: str, task: str) -> list[Any]:
@@ -453,7 +467,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
     out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
     from .recorded import NoCalls, SkippedFileWarning, UnrecognizedFormat, import_recorded
-    from .recorded._bounds import ImportLimit
+    from .recorded.limits import ImportLimit
 
     try:
         with warnings.catch_warnings():
@@ -509,10 +523,15 @@ def cmd_compact(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from .trace import compact
 
     try:
-        counts = compact(args.runs_dir, rebuild=args.rebuild)
+        counts = compact(args.runs_dir, rebuild=args.rebuild, verify=args.verify)
     except (FileNotFoundError, ModuleNotFoundError) as exc:
         print(f"agentlab compact: {exc}", file=err)
         return 2
+    except OSError as exc:  # a damaged part that could not be replaced: the store is not whole
+        print(f"agentlab compact: {exc}", file=err)
+        return 1
+    if counts["repaired"]:
+        print(f"{counts['repaired']} damaged part(s) replaced from the logs", file=out)
     print(
         f"{counts['stored']} run(s) stored, {counts['fresh']} already fresh; "
         f"{counts['parts']} part(s) in {Path(args.runs_dir) / '_store'}",
@@ -530,6 +549,9 @@ def _add_compact(sub: Any) -> None:
     )
     c.add_argument("runs_dir", metavar="RUNS_DIR", help="the folder that holds the .jsonl traces")
     c.add_argument("--rebuild", action="store_true", help="throw the store away and re-derive it from the logs")
+    c.add_argument(
+        "--verify", action="store_true", help="read every row of every part, and replace each part that does not read"
+    )
     c.set_defaults(fn=cmd_compact)
 
 
@@ -669,7 +691,8 @@ def build_parser() -> argparse.ArgumentParser:
         help="run one task (or one scenario), printing each step as it happens",
         description="Run one task with the shop's tools (or your own: --tools module:attr), or one "
         "offline scenario, and print each step as it happens. A Claude model needs "
-        "ANTHROPIC_API_KEY; --model offline needs none.",
+        "ANTHROPIC_API_KEY; --model offline (one reply, no tools) and --model offline-shop (a scripted "
+        "assistant that uses the shop's tools) need none.",
     )
     r.add_argument("task", nargs="?", help='what to ask, e.g. "Why was order 1042 late?"')
     r.add_argument(
@@ -680,7 +703,9 @@ def build_parser() -> argparse.ArgumentParser:
         "tools or a factory tools(task) -> list, as in an experiment spec",
     )
     r.add_argument(
-        "--model", default="claude-sonnet-4-5", help="Claude model id (default: claude-sonnet-4-5), or 'offline'"
+        "--model",
+        default="claude-sonnet-4-5",
+        help="Claude model id (default: claude-sonnet-4-5), 'offline', 'offline:<id>' or 'offline-shop'",
     )
     r.add_argument("--scenario", metavar="NAME", help="run an offline scenario (see: agentlab scenarios)")
     r.add_argument("--seed", type=int, default=0, help="seed of a scenario's model (default 0)")

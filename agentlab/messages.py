@@ -12,7 +12,6 @@ an ``anthropic.types.Message`` and returns a :class:`Reply`, or raises
 
 from __future__ import annotations
 
-import json
 import warnings
 from dataclasses import dataclass
 from typing import Any
@@ -426,9 +425,33 @@ def estimate_tokens(obj: Any) -> int:
         n = len(obj)
     elif (size := json_size(obj)) is not None:
         n = size
-    else:  # e.g. an int too large for orjson
-        n = len(json.dumps(obj, separators=(",", ":"), default=str).encode())
+    else:  # e.g. an int too large for orjson, or nesting deeper than it writes
+        n = _walked_size(obj)
     return tokens_for_size(n)
+
+
+def _walked_size(obj: Any) -> int:
+    """About the bytes of ``obj``'s JSON, walked without recursion (a hostile record may nest past any
+    recursion limit): each string or key by its UTF-8 length, each other scalar by its text, two bytes of
+    punctuation for each item."""
+    n, stack = 0, [obj]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            n += len(item.encode(errors="replace")) + 2
+        elif isinstance(item, dict):
+            n += 2
+            for k, v in item.items():
+                n += len(str(k).encode(errors="replace")) + 4
+                stack.append(v)
+        elif isinstance(item, (list, tuple)):
+            n += 2 + len(item)
+            stack.extend(item)
+        elif isinstance(item, int):  # str() refuses an int of more than 4,300 digits
+            n += max(1, int(item.bit_length() * 0.302) + 1)
+        else:
+            n += len(str(item))
+    return n
 
 
 def json_size(obj: Any) -> int | None:

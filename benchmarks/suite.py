@@ -131,7 +131,7 @@ def benches() -> list[Bench]:
             ["store.jsonl_ratio", "store.load", "store.memory", "store.memory_varied", "store.compaction", "store.sql"],
             lambda s: store.store_rows(s.store_steps, s.store_events, s.sql_events, s.store_reps),
         ),
-        ("panel", ["panel.ratio"], lambda s: panel.panel_rows(s.panel_steps, s.panel_reps)),
+        ("panel", ["panel.ratio", "panel.whole"], lambda s: panel.panel_rows(s.panel_steps, s.panel_reps)),
         ("memory", ["memory.peak_rss", "memory.trace_linear"], mem),
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
         ("cold", ["cold.import_run"], lambda s: asyncio.to_thread(coldstart.coldstart_rows, s.cold_reps)),

@@ -210,8 +210,10 @@ pd.DataFrame(steps)"""),
 **stop**, the three budgets as gauges, a live chart and a log of every step.
 The panel is only a subscriber to the engine's events; nothing in the loop
 knows it is there. Here it drives the same scenario once more. The notebook was
-saved after the run, so the panel below shows the finished run even before you
-execute anything.
+saved after the run: on GitHub, in nbviewer, on the docs site and in an HTML
+export the panel below shows the finished run before you execute anything.
+JupyterLab shows the panel's text summary until you run the cell (it drops saved
+widgets when the kernel starts); running it draws the live panel.
 """),
     code("""
 lab = scenarios.get("not-found-hint").setup().lab()

@@ -7,6 +7,9 @@ Three pages are made from the sources instead of copied, so they cannot drift:
   their saved outputs (they are executed by the tests, not by the docs build);
 - ``reference.md`` documents every name in ``agentlab.__all__`` (grouped below) and the
   modules reached as ``al.<module>``; a public name without a docstring fails the build.
+
+A notebook page renders its saved widgets (the panel) with the widget manager served from the site
+(:data:`WIDGET_MANAGER`), never from a CDN: a page that would still load a script from elsewhere fails the build.
 """
 
 from __future__ import annotations
@@ -67,6 +70,28 @@ GROUPS: dict[str, list[str]] = {
 
 MODULES = ["plots", "analysis", "datasets", "otel", "shop", "scenarios", "testing"]
 """Modules a user reaches as ``al.<module>`` (``agentlab.__getattr__`` loads them), documented whole."""
+
+
+WIDGET_MANAGER = "assets/widgets/html-manager-1.0.15/embed.js"
+"""The pinned widget manager the notebook pages load (docs/assets/widgets/.../NOTICE.txt says where it is from)."""
+CDN_WIDGET_SCRIPTS = re.compile(
+    r"""(["'])https?://[^"']*(?:@jupyter-widgets/html-manager|@jupyter-js-widgets)[^"']*\1"""
+)
+"""The widget-manager addresses nbconvert writes into a page (an unpinned ``@*`` version on a CDN)."""
+OFFSITE_SCRIPT = re.compile(r"""<script[^>]*\ssrc=["']https?://|(?:Src|src)\s*=\s*["']https?://[^"']*\.js""")
+"""A script the page would load from another site (an ``<script src>``, or an address a page script loads)."""
+
+
+def serve_widget_manager(html: str, page_url: str) -> str:
+    """A notebook page pointed at the site's own widget manager; an error if any script is still off-site."""
+    from mkdocs.utils import get_relative_url
+
+    local = get_relative_url(WIDGET_MANAGER, page_url)
+    html = CDN_WIDGET_SCRIPTS.sub(lambda m: f"{m.group(1)}{local}{m.group(1)}", html)
+    offsite = OFFSITE_SCRIPT.search(html)
+    if offsite:
+        raise PluginError(f"{page_url} loads a script from another site: {html[offsite.start() : offsite.end() + 80]}")
+    return html
 
 
 def _public(module: Any) -> list[str]:
@@ -181,3 +206,9 @@ def on_files(files: Files, config: Any) -> Files:
             )
         )
     return files
+
+
+def on_post_page(output: str, page: Any, config: Any) -> str:
+    if page.file.src_uri.endswith(".ipynb"):
+        return serve_widget_manager(output, page.url)
+    return output

@@ -25,11 +25,66 @@ def _runs_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTLAB_RUNS", str(tmp_path / "runs"))
 
 
+# How long Ray's parts may take to come up. On a shared 2-core machine under load (a test session beside seven
+# others, load 12) the raylet and the first workers took more than Ray's defaults (30 s, 60 s); three minutes each
+# is still a bound, so a Ray that truly cannot start fails the session instead of hanging it.
+RAY_START_WAIT_S = 180
+RAY_START_TRIES = 3
+_RAY_ENV = {
+    "RAY_raylet_start_wait_time_s": str(RAY_START_WAIT_S),  # the raylet's own start-up wait
+    "RAY_worker_register_timeout_seconds": str(RAY_START_WAIT_S),  # a worker process registering with the raylet
+    "RAY_gcs_server_request_timeout_seconds": str(RAY_START_WAIT_S),  # the driver waiting for the GCS
+    "RAY_gcs_rpc_server_connect_timeout_s": str(RAY_START_WAIT_S),
+    "RAY_health_check_failure_threshold": "30",  # a raylet slow to answer under load is not declared dead
+    "RAY_USAGE_STATS_ENABLED": "0",  # no usage report leaves the machine
+}
+
+
+_RAY_FAILURES: list[str] = []
+
+
+def _start_ray(ray) -> None:
+    """ray.init with the waits above, up to RAY_START_TRIES times; what failed goes to _RAY_FAILURES."""
+    for name, value in _RAY_ENV.items():
+        os.environ.setdefault(name, value)  # read by ray.init and by the raylet / GCS processes it starts
+    for _ in range(RAY_START_TRIES):
+        if ray.is_initialized():
+            return
+        try:
+            ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, object_store_memory=200 * 2**20)
+        except Exception as exc:  # Ray's start-up raises bare Exception / RuntimeError / TimeoutError
+            _RAY_FAILURES.append(f"{type(exc).__name__}: {exc}")
+            ray.shutdown()
+
+
+def pytest_collection_finish(session):
+    """Start Ray once, before the first test, when a selected test needs it.
+
+    Ray forks its servers with a ``preexec_fn``: in a process where earlier tests left threads (tool workers, the
+    watchdog), a fork taken while one of them holds a lock can hang the child and the start with it (a whole
+    ``make test`` lost its Ray tests so). Here nothing has run yet, and no test's timeout is spent on the start.
+    """
+    if any("local_ray" in getattr(item, "fixturenames", ()) for item in session.items):
+        try:
+            import ray
+        except ImportError:
+            return  # the fixture skips, naming the extra
+        _start_ray(ray)
+
+
 @pytest.fixture(scope="session")
 def local_ray():
-    """One local Ray for the whole test session (starting one takes seconds)."""
-    ray = pytest.importorskip("ray", reason="the Ray backend needs the extra: pip install 'agentlab[ray]'")
+    """One local Ray (2 CPUs) for the whole test session, started with waits sized for a loaded 2-core machine.
+
+    Skipped, with the reason, only when Ray is not installed; a Ray that is installed but did not come up after
+    RAY_START_TRIES starts is an error that names each failure, never a skip or a silent pass.
+    """
+    ray = pytest.importorskip(
+        "ray", reason="Ray is not installed: the Ray backend needs pip install 'agentlab-loop[ray]'"
+    )
+    if not ray.is_initialized() and not _RAY_FAILURES:  # (a selection the collection hook did not see)
+        _start_ray(ray)
     if not ray.is_initialized():
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+        pytest.fail(f"Ray did not start in {RAY_START_TRIES} tries: " + " | ".join(_RAY_FAILURES), pytrace=False)
     yield ray
     ray.shutdown()

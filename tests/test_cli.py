@@ -127,9 +127,9 @@ def test_retries_are_shown_as_progress(tmp_path):
 
 
 def test_run_offline_with_the_shop_answers_from_the_database(tmp_path):
-    """--model offline: the offline shop assistant reads order 1042, says it is offline, and the shop DB is created."""
+    """--model offline-shop: the shop assistant reads order 1042, says it is offline, and the shop DB is created."""
     code, out, err = cli(
-        "run", "Why was order 1042 late?", "--tools", "shop", "--model", "offline", "--runs", str(tmp_path)
+        "run", "Why was order 1042 late?", "--tools", "shop", "--model", "offline-shop", "--runs", str(tmp_path)
     )
     assert code == 0
     assert "model: offline shop assistant (priced as claude-sonnet-4-5)" in err

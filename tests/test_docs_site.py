@@ -54,3 +54,107 @@ def test_the_site_config_is_strict_and_checks_links_and_anchors():
         "unrecognized_links": "warn",
     }
     assert "scripts/mkdocs_hooks.py" in config["hooks"]
+
+
+# ------------------------------------------------------------------ the built site, read as a reader gets it
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The whole site, built once by the Makefile's own command into a temporary folder."""
+    out = tmp_path_factory.mktemp("site")
+    argv = docs_command()
+    env_assignments = dict(a.split("=", 1) for a in argv if re.fullmatch(r"[A-Z_0-9]+=.*", a))
+    command = argv[len(env_assignments) :] + ["--site-dir", str(out)]
+    import os
+
+    built = subprocess.run(
+        command, cwd=ROOT, capture_output=True, text=True, timeout=900, env={**os.environ, **env_assignments}
+    )
+    assert built.returncode == 0, built.stderr[-3000:]
+    return out
+
+
+def notebook_pages(site: Path) -> list[Path]:
+    return sorted((site / "notebooks").glob("*/index.html"))
+
+
+def test_no_notebook_page_loads_a_widget_script_from_another_site(site):
+    pages = notebook_pages(site)
+    assert len(pages) >= 10
+    with_widgets = 0
+    for page in pages:
+        html = page.read_text()
+        assert "unpkg.com" not in html and "@*" not in html, page
+        if "application/vnd.jupyter.widget-state+json" in html:
+            with_widgets += 1
+            assert "assets/widgets/html-manager-1.0.15/embed.js" in html, page
+    assert with_widgets >= 1
+    assert (site / "assets/widgets/html-manager-1.0.15/embed.js").stat().st_size > 1_000_000
+
+
+def test_a_notebook_page_shows_its_saved_panel_with_the_network_cut_off(site):
+    """Served on 127.0.0.1 with every other address refused, a notebook page still draws its saved panel."""
+    import functools
+    import http.server
+    import threading
+
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is in the dev extra")
+    from .browser.jupyter_server import CHROMIUM, launch_chromium
+
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"Debian's chromium is not installed at {CHROMIUM} (scripts/ensure-browser.sh installs it)")
+    with_panel = [p for p in notebook_pages(site) if "agentlab-panel" in p.read_text()]
+    assert with_panel, "no notebook page has a saved panel to show"
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(site))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    refused: list[str] = []
+    try:
+        with sync_api.sync_playwright() as p:
+            browser = launch_chromium(p)
+            try:
+                page = browser.new_page()
+
+                def only_here(route):
+                    if route.request.url.startswith(f"http://127.0.0.1:{server.server_port}/"):
+                        route.continue_()
+                    else:
+                        refused.append(route.request.url)
+                        route.abort()
+
+                page.route("**/*", only_here)
+                relative = with_panel[0].relative_to(site).parent.as_posix()
+                page.goto(f"http://127.0.0.1:{server.server_port}/{relative}/", timeout=120_000)
+                page.locator(".agentlab-panel button.agentlab-button-run").first.wait_for(
+                    state="visible", timeout=120_000
+                )
+                assert page.locator(".agentlab-panel .agentlab-gauge-steps").count() >= 1
+            finally:
+                browser.close()
+    finally:
+        server.shutdown()
+    assert not [u for u in refused if "widget" in u or u.endswith(".js")], refused
+
+
+def reference_text(site: Path) -> tuple[str, str]:
+    """The API reference page: its HTML, and the text a reader sees (tags stripped)."""
+    import html as html_lib
+
+    page = (site / "reference" / "index.html").read_text()
+    return page, html_lib.unescape(re.sub(r"<[^>]+>", "", page))
+
+
+def test_the_api_reference_shows_real_defaults_and_the_run_options(site):
+    page, text = reference_text(site)
+    assert "DEFAULTS." not in text
+    run = text[text.index("run(") :]
+    assert re.search(r"max_cost\s*:\s*float \| None\s*=\s*0\.5", run), run[:600]  # the value, as help() shows
+    assert text.count("Run options (every way of starting a run takes these)") >= 3  # run, arun, Run, Lab
+    assert re.search(r"approval_stops_clock \(default False\)", text)
+
+
+def test_the_api_reference_has_links_not_raw_role_markers(site):
+    page, text = reference_text(site)
+    raw = re.findall(r":(?:py:)?(?:func|class|meth|mod|attr|data|exc|obj):`[^`]*`", text)
+    assert raw == [], raw[:10]
+    links = re.findall(r'<a class="autorefs autorefs-internal"[^>]*href="#agentlab\.[^"]+"', page)
+    assert len(links) >= 20, len(links)

@@ -119,3 +119,43 @@ def test_notebook_pauses_resumes_and_stops_a_run_through_the_panel(tmp_path):
     assert f"{stopped['steps']} / 2000" in stopped["steps_gauge"]
     assert stopped["buttons"] == {"step": False, "run": False, "pause": True, "stop": True}
     assert stopped["trace"] == ["cancelled", stopped["steps"]]
+
+
+LIMIT_FIRST = """
+import asyncio, json
+import agentlab as al
+from agentlab import reply
+
+@al.tool(mode="read")
+def lookup(key: str) -> str:
+    \"\"\"Look a key up.\"\"\"
+    return f"value of {key}"
+
+lab = al.Lab("count", [lookup], model=al.FunctionModel(lambda m, t: reply("looking", ("lookup", {"key": "k"}))),
+             max_steps=12, trace=TRACE_DIR)
+lab
+"""
+
+TYPE_THEN_RUN = """
+lab.panel.limit_fields["max_steps"].value = "3"   # typed into the fresh panel, before the first Run
+lab.panel.buttons["run"].click()
+await lab.wait()
+started = json.loads(open(f"{TRACE_DIR}/{lab.run_id}.jsonl").readline())
+print(json.dumps({"steps": lab.engine.steps, "reason": str(lab.result.reason), "message": lab.panel.message.value,
+                  "field": lab.panel.limit_fields["max_steps"].value, "budget": started["budget"]}))
+"""
+
+
+def test_a_limit_typed_into_the_panel_before_the_first_run_applies(tmp_path):
+    nb = nbformat.v4.new_notebook(
+        cells=[
+            nbformat.v4.new_code_cell(f"TRACE_DIR = {str(tmp_path / 'runs')!r}\n" + LIMIT_FIRST),
+            nbformat.v4.new_code_cell(TYPE_THEN_RUN),
+        ]
+    )
+    nbclient.NotebookClient(
+        nb, timeout=240, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+    ).execute()
+    out = last_json(nb.cells[1])
+    assert (out["steps"], out["reason"], out["field"]) == (3, "step limit", "3"), out
+    assert out["message"] == "" and out["budget"]["max_steps"] == 3  # the trace records the budget it ran under

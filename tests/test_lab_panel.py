@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import re
 import subprocess
 import sys
 
@@ -66,7 +67,7 @@ def gauge(lab, name):
 
 def log_entries(lab):
     """The log's step entries, newest first, as HTML strings."""
-    return lab.panel.log.value.split("<div class='agentlab-step' ")[1:]
+    return re.split(r"<div class='agentlab-step(?: [^']*)?' ", lab.panel.log.value)[1:]
 
 
 def phase(lab):
@@ -92,7 +93,9 @@ def test_run_button_runs_to_the_end_and_the_panel_shows_it():
         entries = log_entries(lab)
         assert len(entries) == 2 and "step 2" in entries[0] and "looking" in entries[1]
         assert "agentlab-outcome-ok" in entries[1]
-        assert bytes(lab.panel.chart_image.value).startswith(b"\x89PNG")
+        chart = lab.panel.chart.value  # SVG for the browser to draw, one point a step: not a picture
+        assert chart.startswith("<svg") and chart.count("<polyline") == 2
+        assert all(len(line.split('points="')[1].split('"')[0].split()) == 2 for line in chart.split("<polyline")[1:])
         assert lab.trace.outcome == "done" and len(lab.trace) == 2
 
     asyncio.run(main())
@@ -399,3 +402,38 @@ def test_clicks_delivered_on_another_threads_loop_run_and_stop_the_run_on_the_la
     assert isinstance(result, al.Stopped) and result.reason == "cancelled"
     assert lab.phase.startswith("stopped") and lab.state.status_line().startswith("stopped: cancelled")
     assert len(seen) == 2  # the Stop did not resume the run for another step
+
+
+def test_a_fresh_panel_shows_empty_axes_not_an_image():
+    """Before any step the chart is empty axes that say so: no image widget, so no broken-image icon."""
+    import ipywidgets as w
+
+    lab = make_lab([reply("done")], prices=PRICES)
+
+    def widgets(x):
+        yield x
+        for child in getattr(x, "children", ()):
+            yield from widgets(child)
+
+    assert not any(isinstance(x, w.Image) for x in widgets(lab.panel.widget))
+    assert "no step yet" in lab.panel.chart.value and "<polyline" not in lab.panel.chart.value
+
+
+def test_the_chart_is_markup_that_runs_nothing_and_fetches_nothing():
+    """What the chart writes into the page is inert SVG: no script, no link, no external reference; its dollar
+    signs are entities (JupyterLab typesets a bare pair as math)."""
+    import re
+
+    from agentlab.lab._chart import chart_svg
+
+    svg = chart_svg([1, 2, 3], [1200, 2400, 40_000], [0.01, 0.5, 2.0])
+    assert not re.search(r"<script|<a\b|href|<image|<foreignObject|\bon\w+=|url\(", svg, re.I)
+    assert "$" not in svg and "&#36;" in svg
+    assert [m for m in re.findall(r"https?://[^\"]+", svg)] == ["http://www.w3.org/2000/svg"]  # a name, not a fetch
+
+
+@pytest.mark.parametrize(("value", "top"), [(0, 1.0), (0.004, 0.005), (3, 5.0), (7.2, 10.0), (1200, 2000.0)])
+def test_the_chart_axis_top_is_the_next_round_number(value, top):
+    from agentlab.lab._chart import nice_max
+
+    assert nice_max(value) == top

@@ -320,8 +320,8 @@ _CAPPED = textwrap.dedent(
     """
     import resource, sys, warnings
     resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))
-    from agentlab.recorded import _bounds, load_recorded
-    _bounds.MAX_MEMBER_BYTES = 16 << 20
+    from agentlab.recorded import limits, load_recorded
+    limits.MAX_MEMBER_BYTES = 16 << 20
     base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     try:
         with warnings.catch_warnings(record=True) as caught:

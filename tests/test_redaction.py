@@ -424,6 +424,8 @@ def test_values_learned_in_one_run_apply_to_that_run_only(tmp_path):
                 d[key] = f"{d[key][:-4]}{i:04d}"
         if isinstance(d.get("message"), dict) and d["message"].get("id"):
             d["message"]["id"] = f"{d['message']['id']}_{i:02d}"
+        if d.get("requestId"):  # one API call is one request: a copy with the same id is the same call
+            d["requestId"] = f"{d['requestId']}_{i:02d}"
         return json.dumps(d, separators=(",", ":"))
 
     for i in range(30):  # each session types its own password into a tool call

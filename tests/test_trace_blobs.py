@@ -20,7 +20,9 @@ from agentlab.models.anthropic import AnthropicModel
 from agentlab.testing import MessagesServer
 from agentlab.trace._blobs import BLOB_MIN_CHARS, BlobStore, MissingBlobWarning
 
-PNG = b"\x89PNG\r\n\x1a\n" + random.Random(25).randbytes(1024 * 1024)  # a 1 MB "image"
+PNG = b"\x89PNG\r\n\x1a\n" + random.Random(25).randbytes(96 * 1024)  # a 96 KB "image"
+"""Small enough that the test server's token estimate (it counts the base64 as text, where the API counts an
+image's pixels) stays inside the context window the usage check holds a reply to."""
 DATA = base64.b64encode(PNG).decode("ascii")
 IMAGE = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": DATA}}
 KEY = "sk-ant-api03-Zq8vK2mP4xR7tY1uW3eN6bH9cJ0dL5fG8hA2sD4fG6hJ8kL0zX2cV4bN6mQ8wE0rT2y-AbCdEfAA"
@@ -46,7 +48,7 @@ def images_in(messages):
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """A run whose tool returns the same 1 MB image at steps 1 and 2, traced to a folder."""
+    """A run whose tool returns the same 96 KB image at steps 1 and 2, traced to a folder."""
     folder = tmp_path_factory.mktemp("runs")
     script = [al.reply(None, ("chart", {"page": 1})), al.reply(None, ("chart", {"page": 2})), al.reply("Two charts.")]
     with MessagesServer(script) as server:
@@ -69,7 +71,7 @@ def test_an_image_returned_twice_is_stored_once_beside_the_trace(recorded):
     blobs = list((folder / f"{result.run_id}.blobs").iterdir())
     assert [b.name for b in blobs] == [hashlib.sha256(PNG).hexdigest()] and blobs[0].read_bytes() == PNG
     text = log.read_text()
-    assert DATA[:64] not in text and log.stat().st_size < 20_000  # the log refers to it; 1.4 MB twice before
+    assert DATA[:64] not in text and log.stat().st_size < 20_000  # the log refers to it; 128 KB of base64 twice before
     results = [json.loads(line) for line in text.splitlines() if '"tool_results"' in line]
     sources = [r["content"][0]["content"][1]["source"] for r in results]
     assert (
@@ -131,3 +133,24 @@ def test_only_canonical_base64_is_stored_by_reference(tmp_path):
     wrapped = {"type": "base64", "media_type": "image/png", "data": DATA[:8000] + "\n" + DATA[8000:16000]}
     record = {"kind": "tool_results", "content": [{"source": small}, {"source": wrapped}]}
     assert store.externalize("r1", record) is record and not (tmp_path / "r1.blobs").exists()
+
+
+def test_a_run_with_images_reads_back_the_same_from_the_store_and_its_log(tmp_path):
+    """The store holds the image itself, as the log's reader gives it back (never the reference): the frames are
+    the same either way, and SQL over the store reads the image's base64 in ``events.data``."""
+    from agentlab.trace import compact
+
+    from .trace_fixtures import assert_same_frames, from_logs
+
+    folder = tmp_path / "runs"
+    script = [al.reply(None, ("chart", {"page": 1})), al.reply(None, ("chart", {"page": 2})), al.reply("Two.")]
+    al.run("Both pages", [chart], model=al.ScriptedModel(script), trace=folder, max_cost=None, clock=al.FakeClock())
+    assert '"$ref"' in next(folder.glob("*.jsonl")).read_text()  # the log refers to the image
+    compact(folder)
+    stored = al.load_runs(folder)
+    assert set(stored.sources.values()) == {"store"}
+    assert_same_frames(from_logs(folder), stored)
+    data = stored.events[stored.events["kind"] == "tool_results"]["data"].tolist()
+    assert [d["content"][0]["content"][1] for d in data] == [IMAGE, IMAGE]
+    texts = al.sql("select data from events where kind = 'tool_results'", folder, compact=False)["data"]
+    assert len(texts) == 2 and all(DATA in t and '"$ref"' not in t for t in texts)

@@ -18,7 +18,7 @@ from agentlab.cli import main
 from agentlab.trace import StoredTraceWriter, TraceWriter, compact
 
 from .helpers import PRICES, killed_when_it_says
-from .trace_fixtures import a_run, assert_same_frames, every_fixture, from_logs, lookup
+from .trace_fixtures import a_run, assert_at_most_once_outside, assert_same_frames, every_fixture, from_logs, lookup
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORDED = ROOT / "tests" / "fixtures" / "recorded"
@@ -132,7 +132,7 @@ def test_a_log_that_grew_after_it_was_stored_is_read_from_the_log_until_compacte
     logs = from_logs(folder)
     assert len(logs.steps[logs.steps["run_id"] == "again"]) == 4
     assert_same_frames(logs, al.load_runs(folder))
-    assert compact(folder) == {"stored": 1, "fresh": 1, "parts": 1}
+    assert compact(folder) == {"stored": 1, "fresh": 1, "parts": 1, "repaired": 0}
     again = al.load_runs(folder)
     assert list(again.sources.values()).count("store") == 2
     assert_same_frames(logs, again)
@@ -145,8 +145,8 @@ KILL_SCRIPT = textwrap.dedent(
     from agentlab.trace import _compact, _store
 
     where, folder = sys.argv[1], Path(sys.argv[2])
-    calls = {"table": 0, "part": 0}
-    write_table, write_part = _store._write_table, _store.write_part
+    calls = {"table": 0}
+    write_table, commit = _store._write_table, _store.commit
 
     def stop_here():
         print("stopped", flush=True)
@@ -163,14 +163,19 @@ KILL_SCRIPT = textwrap.dedent(
             stop_here()
         write_table(table, path)
 
-    def merged(root, day, tables, tier):
-        calls["part"] += 1
-        name = write_part(root, day, tables, tier)
-        if where == "mid-merge" and tier == _store.TOP_TIER:  # merged part written, old parts not yet removed
-            stop_here()
-        return name
+    def unlink_then_stop(self, *a, **kw):
+        type(self).unlink = unlink
+        unlink(self, *a, **kw)
+        stop_here()
 
-    _store._write_table, _store.write_part, _compact.write_part = half_written, merged, merged
+    def merged(root, old, new):
+        global unlink
+        if where == "mid-merge" and old and new:  # killed inside the swap: old runs files gone, the rest not
+            unlink = Path.unlink
+            Path.unlink = unlink_then_stop
+        commit(root, old, new)
+
+    _store._write_table, _store.commit, _compact.commit = half_written, merged, merged
     _compact.compact(folder, batch=2)
     print("finished", flush=True)
     """
@@ -195,6 +200,7 @@ def test_sigkill_during_compaction_leaves_a_store_that_loads_the_same_frames(tmp
         )
     logs = from_logs(folder)
     killed_when_it_says(b"stopped\n", KILL_SCRIPT, where, str(folder), why=f"the child never reached {where}")
+    assert_at_most_once_outside(folder)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         after_kill = al.load_runs(folder)
@@ -206,6 +212,7 @@ def test_sigkill_during_compaction_leaves_a_store_that_loads_the_same_frames(tmp
     assert_same_frames(logs, healed)
     runs_parts = list((folder / "_store" / "runs").glob("day=*/part-*.parquet"))
     assert len(runs_parts) == 1
+    assert all(len(seen) == 5 for seen in assert_at_most_once_outside(folder).values())
 
 
 def test_sql_answers_over_the_store_and_counts_runs_not_stored_yet(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 import agentlab as al
 from agentlab import events
 from agentlab.trace import _docs, _store
-from agentlab.trace.frames import TABLES
+from agentlab.trace.schema import TABLES
 from agentlab.vocab import EventKind
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -28,7 +28,7 @@ HOLDS = {  # field type -> the column dtypes it can fill
 
 
 def test_the_schema_in_the_docs_is_the_one_the_code_defines():
-    """docs/traces.md's schema block is generated: edit events.KINDS or frames.TABLES and it must be regenerated."""
+    """docs/traces.md's schema block is generated: edit events.KINDS or schema.TABLES and it must be regenerated."""
     text = _docs.DOCS.read_text(encoding="utf-8")
     assert _docs.current(text) == _docs.render(), "docs/traces.md is stale: run `python -m agentlab.trace._docs`"
 
@@ -95,5 +95,6 @@ def test_a_traced_run_imports_the_writer_only_and_import_agentlab_no_store_engin
         check=True,
         env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"},
     ).stdout.splitlines()
-    assert out == ["['agentlab.trace', 'agentlab.trace._blobs', 'agentlab.trace.files', 'agentlab.trace.writer']", "[]"]
+    writer_side = ["agentlab.trace", "agentlab.trace._blobs", "agentlab.trace.files", "agentlab.trace.schema"]
+    assert out == [str([*writer_side, "agentlab.trace.writer"]), "[]"]
     assert al.load_runs(tmp_path).runs["outcome"].tolist() == ["done"]

@@ -119,7 +119,7 @@ def test_compact_in_the_same_process_stores_a_pending_run_once(tmp_path, batcher
     b.linger_s = 3600.0  # would wait an hour for company: only compact's flush writes it
     folder = tmp_path / "runs"
     a_run(folder, "once")
-    assert compact(folder) == {"stored": 0, "fresh": 1, "parts": 1}
+    assert compact(folder) == {"stored": 0, "fresh": 1, "parts": 1, "repaired": 0}
     assert calls == [["once"]]
     assert al.sql("select count(*) as n from runs", folder)["n"].tolist() == [1]
 

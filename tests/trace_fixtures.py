@@ -10,7 +10,7 @@ import pandas as pd
 
 import agentlab as al
 from agentlab import reply, scenarios
-from agentlab.trace.frames import TABLES
+from agentlab.trace.schema import TABLES
 
 from .helpers import PRICES
 
@@ -148,3 +148,38 @@ def every_fixture(tmp_path_factory) -> dict[str, Path]:
     for source in sorted(p for p in RECORDED.iterdir() if p.is_dir()):
         al.import_recorded(source, imported)
     return {"native": native, "imported": imported}
+
+
+def outside_copies(folder: Path) -> dict[str, dict[str, int]]:
+    """What a reader of the store folder as it stands sees (DuckDB over ``_store/<table>/*/*.parquet``, as the docs
+    invite): per table, each run it finds and in how many parts. Retries a read that races a file's removal."""
+    import duckdb
+
+    out: dict[str, dict[str, int]] = {}
+    for table in TABLES:
+        files = str(folder / "_store" / table / "*" / "*.parquet")
+        owner = "_run" if table == "events" else "run_id"
+        for attempt in range(50):
+            if not list((folder / "_store" / table).glob("*/*.parquet")):
+                out[table] = {}
+                break
+            try:
+                rows = duckdb.sql(
+                    f"select {owner}, count(distinct filename) from read_parquet('{files}', filename = true) "
+                    f"group by {owner}"
+                ).fetchall()
+            except (duckdb.IOException, duckdb.InvalidInputException):  # a file removed between listing and reading
+                if attempt == 49:
+                    raise
+                continue
+            out[table] = dict(rows)
+            break
+    return out
+
+
+def assert_at_most_once_outside(folder: Path) -> dict[str, dict[str, int]]:
+    """No run in two parts of any table, as an outside reader sees the store folder."""
+    seen = outside_copies(folder)
+    twice = {t: {r: n for r, n in runs.items() if n > 1} for t, runs in seen.items()}
+    assert not any(twice.values()), twice
+    return seen

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from .._safe_text import without_lone_surrogates
+from .._shorten import shorten
 from ..messages import Usage, estimate_tokens
 from ..pricing import Prices, geo_multiplier, resolve_prices, served_prices
 from ..vocab import EventKind
@@ -153,8 +154,7 @@ def _text_label(content: Any, width: int = 60) -> str:
         text = " ".join(str(b.get("text") or "") for b in content if isinstance(b, dict) and b.get("type") == "text")
     else:
         text = ""
-    text = " ".join(text.split())
-    return text if len(text) <= width else text[: width - 1] + "…"
+    return shorten(text, width, flat=True)
 
 
 class _Builder:

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import hashlib
 import random
-import traceback
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
+from .._engine.calls import format_error
 from ..budget import NO_LEDGER, Ledger
+from ..events import new_event
 from ..loop import Run
 from ..results import Stopped
 from ..trace.writer import TraceWriter
@@ -96,6 +98,16 @@ class Cell:
     @_once
     def run_id(self) -> str:
         return "x" + self._digest[:14]
+
+
+SETUP_FAILED = "setup_failed"
+"""The one event in the trace of a cell whose run could not be built: ``error`` {type, message, traceback}."""
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as a row's ``error``: its type and the first line of its message."""
+    first = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {first[0]}" if first else type(exc).__name__
 
 
 def base_row(cell: Cell) -> dict[str, Any]:
@@ -192,10 +204,10 @@ class CellRunner:
             finally:
                 _release_held(ledger, cell.run_id)
         except Exception as exc:  # a broken tool factory, model factory or option: this cell's row says so
-            if writer is not None:
+            if writer is not None:  # the row gets one line; the traceback goes to the cell's trace
+                writer(new_event(SETUP_FAILED, cell.run_id, 0, 0, time.time(), {"error": format_error(exc)}))
                 writer.close()
-            error = f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=3)}"
-            return not_run_row(cell, "setup failed", outcome="error", error=error)
+            return not_run_row(cell, "setup failed", outcome="error", error=one_line(exc))
         finally:
             _release(tools)
         score, score_cost, error = None, 0.0, ""

@@ -21,6 +21,7 @@ from .._runtime.driver import run_to_end
 from ..loop import Run
 from ..models.base import Model
 from ..models.request_rules import check_cell
+from ..models.resolve import MissingAPIKey, resolve_model
 from ..pricing import resolve_prices
 from ..trace.files import check_name
 from ..vocab import StopReason
@@ -60,6 +61,9 @@ class Experiment:
         folder: where the manifest, rows and traces go (default ``./experiments``);
             the experiment lives in ``folder / name``.
         backend: ``"local"`` (one event loop) or ``"ray"`` (cells as Ray tasks).
+        progress: ``"auto"`` shows a widget in a notebook and a bar on a terminal (stderr is a tty; tqdm when
+            installed, else a plain line each second), nothing otherwise; ``True`` / ``"tqdm"`` always a terminal
+            bar; ``False`` none.
     """
 
     def __init__(
@@ -183,7 +187,12 @@ class Experiment:
 
         The folder is this process's while it runs: another process (or a
         second run of it here) gets :class:`~.folder.FolderInUse` at once.
+
+        Raises:
+            MissingAPIKey: a config's model is a Claude id and no key is set (raised before any cell runs, so a
+                grid whose model cannot be called is one error, not a folder of failed rows).
         """
+        check_models_callable(self.configs, self.model)  # before the folder is touched or a cell is run
         with self.folder.own():
             return await self._arun()
 
@@ -290,7 +299,7 @@ class Experiment:
 
             display(widget)
             self._subscribers.append(widget)
-        elif self.progress is True or self.progress == "tqdm":
+        elif self.progress is True or self.progress == "tqdm" or (self.progress == "auto" and _stderr_is_terminal()):
             self._subscribers.append(terminal_progress())
 
     def result(self) -> ExperimentResult:
@@ -310,6 +319,25 @@ class Experiment:
         )
 
 
+def check_models_callable(configs: Iterable[Config], default: Any) -> None:
+    """Every config's model id can be called here: one clear error naming the configs, before the first cell.
+
+    A model id is resolved as a run would resolve it (:func:`~agentlab.models.resolve.resolve_model`), once per
+    id; model objects and factories are the caller's and are not built here.
+    """
+    users: dict[str, list[str]] = {}
+    for c in configs:
+        spec = c.params.get("model", default)
+        if isinstance(spec, str):
+            users.setdefault(spec, []).append(c.name)
+    for spec, names in users.items():
+        try:
+            resolve_model(spec)
+        except (MissingAPIKey, ValueError) as exc:
+            which = ", ".join(repr(n) for n in names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
+            raise type(exc)(f"config {which}: {exc} No cell was run.") from None
+
+
 def _check_priced(config: Config, model: Any, prices: Any, task: Task) -> None:
     if model is None or prices is not None:
         return
@@ -321,6 +349,13 @@ def _check_priced(config: Config, model: Any, prices: Any, task: Task) -> None:
             f"config {config.name!r}: max_total_cost is set but model {model_id!r} has no known price; "
             "pass prices=agentlab.Prices(...) in the config or drop max_total_cost"
         )
+
+
+def _stderr_is_terminal() -> bool:
+    import sys
+
+    isatty = getattr(sys.stderr, "isatty", None)
+    return bool(isatty is not None and isatty())
 
 
 def _in_notebook() -> bool:

@@ -40,6 +40,7 @@ import os
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import replace
 from types import EllipsisType
 from typing import Any
 
@@ -346,10 +347,29 @@ class Lab:
             elif name == "stop":
                 self.stop()
             else:
-                limits = self.panel.limits() if self._resumable() else {}
-                self._start(single=name == "step", limits=limits)
+                limits = self.panel.limits()
+                if self._resumable():
+                    self._start(single=name == "step", limits=limits)
+                else:  # a fresh or paused run: what the fields say is the budget it runs under
+                    self._set_limits(limits)
+                    self._start(single=name == "step", limits={})
         except Exception as exc:
             self.panel.say(str(exc), error=True)
+
+    def _set_limits(self, limits: dict[str, Any]) -> None:
+        """Apply the panel's limits to a run that has not finished, before its next step (a field typed before the
+        first Run counts, like one typed after a stop). The trace's ``run_started`` (or, for a run already under
+        way, a ``limits_set`` note) records them."""
+        run = self.engine
+        if run.finished or self.running:
+            return
+        changes = {k: v for k, v in limits.items() if getattr(run.budget, k) != v}
+        if not changes:
+            return
+        run.budget = replace(run.budget, **changes)
+        self.state.limits = {**self.state.limits, **changes}
+        if run.steps or run.result is not None:
+            run.note("limits_set", limits=changes)
 
     def _resumable(self) -> bool:
         r = self.engine.result

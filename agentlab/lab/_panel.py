@@ -21,13 +21,14 @@ from collections.abc import Callable
 from typing import Any
 
 from ..vocab import RESUMABLE
+from ._chart import chart_svg
 from ._html import BAR_STYLE, gauge_html, status_html, step_html
 from ._state import PanelState
 
 ADAPT = 20.0
 """Redraw no more often than every ADAPT × (the last redraw's own cost)."""
 CHART_ADAPT = 40.0
-"""The chart (~30 ms a frame here) waits longer: at most ~2.5 % of the run's time."""
+"""The chart waits longer: each update writes every point again, so its share of the run stays a few percent."""
 
 BUTTONS = ("step", "run", "pause", "stop")
 LIMIT_FIELDS = (("max_steps", "max steps"), ("max_cost", "max cost (USD)"), ("deadline_s", "deadline (s)"))
@@ -138,12 +139,10 @@ class Panel:
             row.add_class(f"agentlab-gauge-{name}")
             self.bars[name], self.gauge_texts[name], self.gauge_rows[name] = bar, text, row
             rows.append(row)
-        self.chart_image = w.Image(format="png", layout=w.Layout(width="400px")) if chart else None
-        self._chart = None
-        if chart:  # matplotlib loads now, with the panel, not halfway through a run
-            from ._chart import LiveChart
-
-            self._chart = LiveChart()
+        # The chart is SVG markup in an HTML widget, drawn by the browser (_chart.py): a fresh one is empty axes.
+        self.chart = w.HTML(chart_svg([], [], [])) if chart else None
+        if self.chart is not None:
+            self.chart.add_class("agentlab-chart-box")
         # One HTML widget for the whole log, newest step first: a widget per step
         # costs ~0.7 ms to create, several times an instant model's whole step.
         self.log = w.HTML(layout=w.Layout(max_height="420px", overflow="auto", width="100%"))
@@ -175,7 +174,7 @@ class Panel:
             self.status,
             self.approval,
         ]
-        middle = w.HBox([w.VBox(rows), *([self.chart_image] if self.chart_image is not None else [])])
+        middle = w.HBox([w.VBox(rows), *([self.chart] if self.chart is not None else [])])
         self.widget = w.VBox([*top, middle, self.log], layout=w.Layout(border="1px solid #d0d7de", padding="6px"))
         self.widget.add_class("agentlab-panel")
         self.render()
@@ -202,8 +201,8 @@ class Panel:
 
     def close(self) -> None:
         self._cancel_timer()
-        if self._chart is not None:
-            self._chart.figure.clear()
+        if self.chart is not None:
+            self.chart.close()
         self.widget.close()
 
     def _schedule(self, at: float) -> None:
@@ -255,7 +254,7 @@ class Panel:
         # of the same moment (the browser test waits on the status, then reads the rest).
         self.status.value = status_html(s)
         self._next_at = t0 + max(self.refresh_s, ADAPT * (self._now() - t0))
-        if self.chart_image is not None and s.chart_dirty:
+        if self.chart is not None and s.chart_dirty:
             if chart_due or t0 >= self._chart_next_at:
                 self._render_chart()
             elif self._handle is None:
@@ -285,11 +284,11 @@ class Panel:
         self.log.value = "".join(parts)
 
     def _render_chart(self) -> None:
-        assert self.chart_image is not None and self._chart is not None  # only a panel with a chart draws one
-        t0 = self._now()  # after the one-off import and set-up, which says nothing about redraws
+        assert self.chart is not None  # only a panel with a chart draws one
+        t0 = self._now()
         s = self.state
         s.chart_dirty = False
-        self.chart_image.value = self._chart.png(s.chart_steps, s.chart_tokens, s.chart_cost)
+        self.chart.value = chart_svg(s.chart_steps, s.chart_tokens, s.chart_cost)
         self._chart_next_at = t0 + max(self.chart_s, CHART_ADAPT * (self._now() - t0))
 
     # ------------------------------------------------------------- reading

@@ -61,7 +61,7 @@ from ._errors import (  # noqa: F401 (the policy table's old import path)
     sdk_error,
 )
 from .base import ModelRequest
-from .request_rules import API_VERSION, check_request, check_settings, context_window
+from .request_rules import API_VERSION, check_request, check_settings, input_window
 from .streaming import StreamAssembler
 
 DEFAULT_MODEL = "claude-sonnet-4-5"
@@ -351,7 +351,7 @@ class AnthropicModel:
         ``max_uses``). A usage that fails is a malformed reply the API may have billed: the engine charges the
         request's worst case (``maybe_billed``), never what the usage claims."""
         terms = self.request_terms
-        window = context_window(self.model)
+        window = input_window(self.model)
         uses = [u for t in self.server_tools if isinstance(u := t.get("max_uses"), int)]
         caps = Caps(
             output=params["max_tokens"] * terms.passes,

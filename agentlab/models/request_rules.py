@@ -161,7 +161,38 @@ def _family(model: str) -> str:
     return max(found, key=len) if found else model
 
 
+# A model whose price table has a long-context tier is served past its listed window with the 1M-token
+# context beta (the models overview; the tier prices what lies past 200k), so a reply's input may reach it.
+LONG_CONTEXT_WINDOW = 1_000_000
+
+
+def input_window(model: str) -> int | None:
+    """The most input tokens one pass of ``model`` can read: its context window, or the long-context beta's
+    window where its prices have a long-context tier (``None``: not listed)."""
+    window = context_window(model)
+    if window is None:
+        return None
+    return max(window, LONG_CONTEXT_WINDOW) if _family(model) in _tiered() else window
+
+
 _WINDOWS: dict[str, int] | None = None
+_TIERED: set[str] | None = None
+
+
+def _tiered() -> set[str]:
+    global _TIERED
+    if _TIERED is None:
+        from genai_prices import data, types
+
+        _TIERED = {
+            m.id
+            for p in data.providers
+            if p.id == "anthropic"
+            for m in p.models
+            for prices in ([m.prices] if not isinstance(m.prices, list) else [c.prices for c in m.prices])
+            if isinstance(getattr(prices, "input_mtok", None), types.TieredPrices)
+        }
+    return _TIERED
 
 
 def _windows() -> dict[str, int]:

@@ -25,6 +25,7 @@ from typing import Any, cast
 from ..messages import Block, Message, Usage, estimate_tokens
 from ..pricing import Prices, provider_prices, resolve_prices
 from ..redact import Redactor
+from ..trace.schema import record
 from ..vocab import EventKind, Outcome
 from .audit import audit_run
 
@@ -255,9 +256,7 @@ def build_run(
     def emit(kind: str, step: int, t: float | None, **data: Any) -> None:
         nonlocal seq
         seq += 1
-        out.append(
-            {"v": 1, "run_id": run.run_id, "seq": seq, "step": step, "t": round(t or 0.0, 6), "kind": kind, **data}
-        )
+        out.append(record(run.run_id, seq, step, round(t or 0.0, 6), kind, data))
 
     price_cache: dict[str, Prices | None] = price_memo if price_memo is not None else {}
 

@@ -34,7 +34,7 @@ from typing import Any
 import orjson
 
 from ..trace.reader import TruncatedTraceWarning
-from . import _bounds as bounds
+from . import limits as bounds
 from ._sse import as_message
 from .audit import plausible_output
 from .build import (
@@ -84,7 +84,7 @@ def read_lines(file: Path) -> tuple[list[dict[str, Any]], int]:
     :class:`~agentlab.trace.TruncatedTraceWarning`; everything before it is kept.
     Other lines that are not JSON are skipped and named. A line past the import's
     limits (its length, its nesting) refuses the file
-    (:class:`~agentlab.recorded._bounds.ImportLimit`, naming the line and the limit).
+    (:class:`~agentlab.recorded.limits.ImportLimit`, naming the line and the limit).
     """
     out: list[dict[str, Any]] = []
     bad: list[int] = []

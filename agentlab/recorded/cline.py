@@ -33,7 +33,7 @@ from typing import Any
 
 import orjson
 
-from . import _bounds as bounds
+from . import limits as bounds
 from .build import (
     RecordedRun,
     RecordedStep,

@@ -15,7 +15,6 @@ import orjson
 
 from .._shorten import shorten
 from ..errors import AgentlabError
-from . import _bounds as bounds
 from . import (
     claude_code,
     cline,
@@ -27,6 +26,7 @@ from . import (
     stream_json,
     swe_agent,
 )
+from . import limits as bounds
 
 KnownFormat = Literal[
     "claude-code",

@@ -27,7 +27,7 @@ from typing import Any
 
 import orjson
 
-from . import _bounds as bounds
+from . import limits as bounds
 from .build import RecordedRun, RecordedStep, count, recorded_run, seconds, split_by_model
 
 FORMAT = "gemini-cli"

@@ -26,7 +26,7 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-from . import _bounds as bounds
+from . import limits as bounds
 from .build import RecordedRun, RecordedStep, blocks, count, seconds, split_by_model, stop_reason_of
 
 FORMAT = "inspect-eval"

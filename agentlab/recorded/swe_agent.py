@@ -28,7 +28,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from . import _bounds as bounds
+from . import limits as bounds
 from .build import (
     RecordedRun,
     RecordedStep,

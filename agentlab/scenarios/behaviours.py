@@ -351,7 +351,7 @@ class LongReport(Behaviour):
 class ShopAssistant(Behaviour):
     """A general offline stand-in for the shop: looks up the orders a question names, then answers.
 
-    What ``agentlab run "..." --tools shop --model offline`` uses: it
+    What ``agentlab run "..." --tools shop --model offline-shop`` uses: it
     reads order numbers from the task, fetches them in one turn, and explains
     their delivery; anything else it says plainly it cannot do offline.
     """

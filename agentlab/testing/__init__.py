@@ -442,6 +442,26 @@ def _without_marks(obj: Any) -> Any:
     return obj
 
 
+# The API counts an image by its pixels (about width x height / 750 tokens), and resizes one past about
+# 1.15 megapixels, so an image costs at most about 1,600 tokens whatever its bytes (Anthropic's vision docs).
+# The server does not decode images: each base64 image counts as a stand-in of that size, the same for the
+# same bytes (so the prompt cache still sees the same prefix).
+IMAGE_STAND_IN = "x" * 4_800  # 1,600 tokens at the plain tokenizer's three characters a token
+
+
+def _as_counted(block: Any) -> Any:
+    """``block`` with each base64 image's data replaced by its digest and a fixed-size stand-in."""
+    if isinstance(block, list):
+        return [_as_counted(b) for b in block]
+    if not isinstance(block, dict):
+        return block
+    source = block.get("source")
+    if block.get("type") == "image" and isinstance(source, dict) and isinstance(source.get("data"), str):
+        digest = hashlib.sha256(source["data"].encode()).hexdigest()
+        return {**block, "source": {**source, "data": f"sha256:{digest}:{IMAGE_STAND_IN}"}}
+    return {k: _as_counted(v) if isinstance(v, (dict, list)) else v for k, v in block.items()}
+
+
 def _segments(body: dict[str, Any]) -> tuple[list[str], list[int]]:
     """Canonical text of each cacheable block (without its cache_control), and the breakpoint indices."""
     segments: list[str] = []
@@ -450,7 +470,7 @@ def _segments(body: dict[str, Any]) -> tuple[list[str], list[int]]:
     def add(kind: str, block: Any) -> None:
         marked = isinstance(block, dict) and bool(block.get("cache_control"))
         if isinstance(block, dict):
-            block = {k: v for k, v in block.items() if k != "cache_control"}
+            block = _as_counted({k: v for k, v in block.items() if k != "cache_control"})
         segments.append(kind + json.dumps(block, sort_keys=True, separators=(",", ":"), ensure_ascii=False))
         if marked:
             marks.append(len(segments) - 1)

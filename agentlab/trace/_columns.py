@@ -34,7 +34,7 @@ import pyarrow.compute as pc
 
 from .._shorten import shorten
 from ..errors import AgentlabError
-from ._store import Deferred
+from ._deferred import Deferred
 from ._tags import NEXT_ANY, NEXT_SPREAD, fits, markers, well_typed
 from .frames import (
     CALLS_COLUMNS,

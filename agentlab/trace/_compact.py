@@ -16,24 +16,34 @@ from typing import TYPE_CHECKING, Any
 
 from ._background import batcher
 from ._background import flush as flush_background
+from ._blobs import REF_MARKER
 from ._store import (
+    DamagedPart,
+    StoreNotRepaired,
     available,
+    check,
     chosen,
+    commit,
     day_of,
+    locked,
     log_sizes,
-    merge_tiers,
+    merge_locked,
     owner_column,
     parts,
+    remove,
     schema,
+    stage,
     store_dir,
     string_array,
-    write_part,
+    tables_of,
+    tidy,
 )
 from ._tags import data_of
 from .files import runs_dir
-from .frames import TABLES, event_columns, gc_paused
+from .frames import event_columns, gc_paused
 from .reader import trace_of
 from .runs import Trace, Traces
+from .schema import HEAD_PATTERN, TABLES
 from .writer import TraceWriter, dumps
 
 if TYPE_CHECKING:
@@ -44,12 +54,14 @@ def _json(value: Any) -> str:
     return dumps(value)[:-1].decode()
 
 
-def _tables(traces: list[Trace], sizes: list[int], logs: list[list[bytes] | None]) -> dict[str, pa.Table]:
+def _tables(
+    traces: list[Trace], sizes: list[int], logs: list[list[bytes] | None], many: Traces | None = None
+) -> dict[str, pa.Table]:
     """The four tables of these runs, built from the same frames ``load_runs`` gives (``logs``: each
-    run's log lines, where its events were read from them)."""
+    run's log lines, where its events were read from them; ``many``: their frames, when built already)."""
     import pyarrow as pa
 
-    many = Traces(traces)
+    many = Traces(traces) if many is None else many
     frames = {"runs": many.runs, "steps": many.steps, "calls": many.calls}
     runs = frames["runs"].copy()
     runs["file"] = [Path(f).name for f in runs["file"]]
@@ -71,16 +83,6 @@ def _tables(traces: list[Trace], sizes: list[int], logs: list[list[bytes] | None
     return out
 
 
-_BASE_PREFIX = (
-    r'^\{"v":\d+,"run_id":"[^"\\]*","seq":-?\d+,"step":-?\d+,'
-    r'"t":(?:-?[0-9.eE+-]+|\{"\$float":"-?[A-Za-z]+"\}),"kind":"[^"\\]*"(?:,|(\}))'
-)
-"""A line as the writer writes it: the base fields first, in this order (``Event.as_record``), then the
-kind's own fields. Cutting this prefix off a line leaves the event's ``data`` as JSON, at C speed. A run id
-or kind with an escape in it (run ids have none: ``files.check_name``) does not match, and its line is
-serialised anew: a third less work for the regex than allowing escapes."""
-
-
 def _data_texts(traces: list[Trace], logs: list[list[bytes] | None]) -> Any:
     """Each event's ``data`` as JSON text: cut from its log line where the line has the writer's shape
     (the text then parses to the same dict; one regex pass over the batch, at C speed), else
@@ -100,8 +102,10 @@ def _data_texts(traces: list[Trace], logs: list[list[bytes] | None]) -> Any:
         arr = pa.array(lines, pa.binary()).cast(pa.string())
     except pa.ArrowInvalid:  # not UTF-8 (a raw surrogate from another tool)
         return anew()
-    ok = pc.match_substring_regex(arr, _BASE_PREFIX)
-    cut = pc.replace_substring_regex(arr, _BASE_PREFIX, "{\\1", max_replacements=1)
+    ok = pc.match_substring_regex(arr, HEAD_PATTERN)
+    ok = pc.and_(ok, pc.invert(pc.match_substring(arr, REF_MARKER.decode())))  # a payload stored by reference:
+    # the line holds the reference, the log's reader puts the payload back, and so does the store (one shape)
+    cut = pc.replace_substring_regex(arr, HEAD_PATTERN, "{\\1", max_replacements=1)
     if pc.all(ok).as_py():
         return cut
     records = [e for t in traces for e in t.records]
@@ -119,9 +123,115 @@ def _lines(data: bytes) -> list[bytes]:
 
 
 def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> int:
-    """Store these runs' logs (a batch: one part per day), then merge tiers; returns how many runs were stored."""
+    """Store these runs' logs (a batch: one part per day), then merge tiers; returns how many runs were stored.
+
+    Each log is read before the store's lock is taken (the slow part); under the lock, a run another process
+    stored meanwhile (the same log size) is left out, and one the store holds from an older log (resumed
+    since) is replaced in the same commit, so the store never holds a run twice."""
+    read = _read(files)
+    if not read[0]:
+        return 0
+    with locked(folder):
+        stored = _store_locked(folder, *read)
+        if merge:
+            remove(folder, merge_locked(folder))
+    return stored
+
+
+def _store_locked(folder: Path, traces: list[Trace], sizes: list[int], logs: list[list[bytes] | None]) -> int:
+    """Store these read runs, replacing any copy the store holds of them (the store's lock held)."""
+    import pyarrow as pa
     import pyarrow.compute as pc
 
+    if not traces:
+        return 0
+    many = Traces(traces)
+    found = parts(folder, days={day_of(s) for s in many.runs["started_at"]})  # a run's copies are all in its day
+    held = {n: size for p in found for n, size in p.files().items()}
+    last = {Path(t.file or "").name: i for i, t in enumerate(traces)}  # a log given twice is stored once
+    todo = [i for name, i in last.items() if held.get(name) != sizes[i]]
+    if not todo:
+        return 0  # another process stored them, from the same logs
+    everyone = todo == list(range(len(traces)))
+    traces = [traces[i] for i in todo]
+    tables = _tables(traces, [sizes[i] for i in todo], [logs[i] for i in todo], many if everyone else None)
+    names = set(tables["runs"].column("file").to_pylist())
+    days = [day_of(s) for s in tables["runs"].column("started_at").to_pandas()]
+    old = [p for p in found if names.intersection(p.files())]
+    root = store_dir(folder)
+    tidy(folder, set(days) | {p.day for p in old})
+    staged = []
+    for day in sorted(set(days) | {p.day for p in old}):
+        ids = [rid for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True) if d == day]
+        if len(set(days)) == 1 and ids:
+            pieces = [tables]
+        else:  # each row goes with the run whose log holds it (a sub_run event's run_id names the child)
+            value_set = string_array(ids)
+            pieces = [
+                {n: t.filter(pc.is_in(t.column(owner_column(n)), value_set=value_set)) for n, t in tables.items()}
+            ]
+        replaced = [p for p in old if p.day == day]
+        keep = {i: kept for i, p in enumerate(replaced) if (kept := set(p.files()) - names)}
+        if keep:  # the other runs of a part that held an older copy of one of these: written again beside them
+            pieces.append(tables_of(folder, replaced, keep))
+        part = {n: pa.concat_tables([piece[n] for piece in pieces]) for n in tables}
+        if part["runs"].num_rows:
+            staged.append(stage(root, day, part, max((p.tier for p in replaced), default=0)))
+    commit(root, old, staged)
+    return len(traces)
+
+
+def compact(
+    folder: str | os.PathLike[str], *, rebuild: bool = False, verify: bool = False, batch: int = 2000
+) -> dict[str, int]:
+    """Bring the store of a runs folder up to date with its logs: replace every damaged part, store every run
+    not stored fresh, in batches, then merge each day into one part. ``rebuild``: throw every part away first
+    and re-derive the store from the logs. Returns counts (``stored``, ``fresh``, ``parts``, ``repaired``: the
+    damaged parts replaced, each warned about). A part is damaged when a file of it does not open as its table
+    (its footer and columns); ``verify``: or when any of its rows does not read (every part read whole). Holds
+    the store's lock throughout: a second compaction waits, then finds the runs stored. Raises ``OSError`` when a
+    damaged part cannot be removed, or holds the only copy of a run (:class:`~._store.StoreNotRepaired`, an
+    ``OSError``)."""
+    path = runs_dir(folder)
+    if not path.is_dir():
+        raise FileNotFoundError(f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces")
+    if not available():
+        raise ModuleNotFoundError("the trace store needs pyarrow: pip install 'agentlab-loop[store]'")
+    flush_background()  # runs this process handed to the background: stored once, not twice
+    stored = repaired = 0
+    with locked(path):
+        if rebuild:
+            commit(store_dir(path), parts(path), [])
+        damaged = _damaged(path, rows=verify)
+        for _ in range(3):  # a fault found only while merging: that part goes, and its runs are stored again
+            for bad in damaged:
+                bad.warn(stacklevel=2)
+            repaired += len(damaged) - len(remove(path, damaged))
+            tidy(path)
+            todo, fresh = _unstored(path)
+            for start in range(0, len(todo), batch):
+                stored += _store_locked(path, *_read([path / n for n in todo[start : start + batch]]))
+            damaged = merge_locked(path, full=True)
+            if not damaged:
+                break
+        tidy(path)
+        kept = remove(path, _damaged(path, rows=verify))  # a last try; a part holding the only copy of a run stays
+        left = _damaged(path, rows=verify)
+    if left:
+        first = next((k for k in kept if k.name == left[0].name), left[0])
+        raise StoreNotRepaired(f"{store_dir(path)}: {len(left)} damaged part(s) could not be replaced: {first}")
+    return {"stored": stored, "fresh": len(fresh), "parts": len(parts(path)), "repaired": repaired}
+
+
+def _damaged(folder: Path, *, rows: bool = False) -> list[DamagedPart]:
+    """Every part of the store one of whose files does not open as its table (``rows``: or does not read whole)."""
+    damaged: list[DamagedPart] = []
+    found = parts(folder, damaged)
+    return damaged + [bad for p in found if (bad := check(folder, p, rows=rows)) is not None]
+
+
+def _read(files: Iterable[Path]) -> tuple[list[Trace], list[int], list[list[bytes] | None]]:
+    """The runs in these logs (those with events), each log's size and its lines."""
     traces: list[Trace] = []
     sizes: list[int] = []
     logs: list[list[bytes] | None] = []
@@ -137,44 +247,7 @@ def store_runs(folder: Path, files: Iterable[Path], *, merge: bool = True) -> in
                 traces.append(t)
                 sizes.append(size)
                 logs.append(_lines(data))
-    if not traces:
-        return 0
-    root = store_dir(folder)
-    tables = _tables(traces, sizes, logs)
-    days = [day_of(s) for s in tables["runs"].column("started_at").to_pandas()]
-    for day in sorted(set(days)):
-        ids = [rid for rid, d in zip(tables["runs"].column("run_id").to_pylist(), days, strict=True) if d == day]
-        if len(set(days)) == 1:
-            part = tables
-        else:  # each row goes with the run whose log holds it (a sub_run event's run_id names the child)
-            part = {
-                n: t.filter(pc.is_in(t.column(owner_column(n)), value_set=string_array(ids))) for n, t in tables.items()
-            }
-        write_part(root, day, part, 0)
-    if merge:
-        merge_tiers(folder)
-    return len(traces)
-
-
-def compact(folder: str | os.PathLike[str], *, rebuild: bool = False, batch: int = 2000) -> dict[str, int]:
-    """Bring the store of a runs folder up to date with its logs: store every run not stored fresh,
-    in batches, then merge each day into one part. ``rebuild``: throw the store away first and
-    re-derive it from the logs. Returns counts (``stored``, ``fresh``, ``parts``)."""
-    import shutil
-
-    path = runs_dir(folder)
-    if not path.is_dir():
-        raise FileNotFoundError(f"no runs folder at {str(path)!r}: give the folder that holds the .jsonl traces")
-    if not available():
-        raise ModuleNotFoundError("the trace store needs pyarrow: pip install 'agentlab-loop[store]'")
-    flush_background()  # runs this process handed to the background: stored once, not twice
-    if rebuild and store_dir(path).exists():
-        shutil.rmtree(store_dir(path))
-    todo, fresh = _unstored(path)
-    for start in range(0, len(todo), batch):
-        store_runs(path, [path / n for n in todo[start : start + batch]], merge=False)
-    merge_tiers(path, full=True)
-    return {"stored": len(todo), "fresh": len(fresh), "parts": len(parts(path))}
+    return traces, sizes, logs
 
 
 def _unstored(folder: Path) -> tuple[list[str], set[str]]:

@@ -3,7 +3,7 @@
 A million events loaded from the store would spend most of their load time
 turning JSON into dicts nobody looks at; this pandas extension array keeps
 the JSON text as the store holds it (an Arrow string array, zero-copy, or
-still on disk: a :class:`~._store.Deferred`, read when a row is first read)
+still on disk: a :class:`~._deferred.Deferred`, read when a row is first read)
 and parses an element the first time it is read, keeping the dict. Loaded from a
 JSONL file, where every line was parsed anyway, it holds the parsed events
 and cuts each one's ``data`` out of it when read.
@@ -22,9 +22,9 @@ import orjson
 import pandas as pd
 from pandas.api.extensions import ExtensionArray, ExtensionDtype, register_extension_dtype, take
 
-from ._store import Deferred
+from ._deferred import Deferred
 from ._tags import data_of, untag
-from .writer import FLOAT_TAG
+from .schema import FLOAT_TAG
 
 
 @register_extension_dtype
@@ -50,7 +50,7 @@ def loads(text: Any) -> dict[str, Any]:
 
 class JSONArray(ExtensionArray):
     """``parsed[i]`` is the dict once read (else None); ``raw`` the JSON text (an Arrow string array)
-    or None (or a :class:`~._store.Deferred`: the text still on disk); ``events`` whole event records
+    or None (or a :class:`~._deferred.Deferred`: the text still on disk); ``events`` whole event records
     (from a log), whose ``data`` is cut out when read."""
 
     def __init__(
@@ -92,7 +92,7 @@ class JSONArray(ExtensionArray):
 
     @classmethod
     def from_arrow(cls, raw: Any) -> JSONArray:
-        """JSON text, one object per row (a pyarrow string array, or a :class:`~._store.Deferred` one),
+        """JSON text, one object per row (a pyarrow string array, or a :class:`~._deferred.Deferred` one),
         parsed element by element when read."""
         return cls(np.full(len(raw), None, dtype=object), raw)
 

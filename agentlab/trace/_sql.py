@@ -9,10 +9,12 @@ events runs in bounded memory.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from ._compact import compact as compact_folder
-from ._store import HIDDEN, schema, store_dir
+from ._store import HIDDEN, TABLE_NAMES, Part, StoreNotRepaired, check, locked, parts, schema, store_dir
 from .files import SUFFIX, runs_dir
 
 if TYPE_CHECKING:
@@ -38,7 +40,10 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
     ``compact`` (default) first stores runs not stored yet, so the answer counts every run
     in the folder. Columns are those of ``docs/traces.md`` plus ``day`` (the partition);
     ``file`` holds the log's name, and ``events.data`` is JSON text (``data->>'tool'``).
-    Needs ``pip install 'agentlab-loop[store]'`` (pyarrow and duckdb).
+    The query reads the store under its lock, shared: it waits for a change in progress (another
+    process compacting), and none starts until it has read, so it counts each run once. A damaged
+    part is left out, with a warning naming it (``agentlab compact`` replaces it; ``compact=True``
+    does so first). Needs ``pip install 'agentlab-loop[store]'`` (pyarrow and duckdb).
     """
     if not isinstance(query, str) or not query.strip():
         raise ValueError(f"query must be a non-empty SQL string, got {query!r}")
@@ -50,30 +55,60 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
     if not folder.is_dir():
         raise FileNotFoundError(f"no runs folder at {str(folder)!r}: pass path= or set $AGENTLAB_RUNS")
     if compact and any(folder.glob(f"*{SUFFIX}")):
-        compact_folder(folder)
+        try:
+            compact_folder(folder)
+        except StoreNotRepaired as exc:  # the query still reads every other part (that one is left out)
+            warnings.warn(str(exc), UserWarning, stacklevel=2)
     con = duckdb.connect()
     for name, value in _SETTINGS.items():
         try:
             con.execute(f"set {name} = {str(value).lower()}")
         except duckdb.CatalogException:  # an older DuckDB without the setting: it reads as it always did
             pass
+    try:
+        with locked(folder, shared=True):  # no change to the store lands while it is listed and read
+            found = _readable(folder, parts(folder))
+            _views(con, folder, found)
+            try:
+                return con.execute(query).df()
+            except duckdb.Error as exc:  # a fault inside a file, past its footer?
+                if isinstance(exc, (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException)):
+                    raise  # the query's own mistake
+                whole = _readable(folder, found, rows=True)
+                if len(whole) == len(found):
+                    raise
+            _views(con, folder, whole)
+            return con.execute(query).df()
+    finally:
+        con.close()
+
+
+def _readable(folder: Path, found: list[Part], *, rows: bool = False) -> list[Part]:
+    """The parts whose files read as their tables (``rows``: every row too); each other one warned about."""
+    out = []
+    for p in found:
+        bad = check(folder, p, rows=rows)
+        if bad is None:
+            out.append(p)
+        else:
+            bad.warn(stacklevel=4)
+    return out
+
+
+def _views(con: Any, folder: Path, found: list[Part]) -> None:
+    """One view a table over the files of the parts ``found``."""
     root = store_dir(folder)
-    for table in ("runs", "steps", "calls", "events"):
-        files = sorted((root / table).glob("day=*/part-*.parquet"))
-        files = [f for f in files if (root / "runs" / f.parent.name / f.name).exists()]  # complete parts only
-        if files:
-            listed = ", ".join("'" + str(f).replace("'", "''") + "'" for f in files)
+    for table in TABLE_NAMES:
+        if found:
+            listed = ", ".join("'" + str(p.path(root, table)).replace("'", "''") + "'" for p in found)
             con.execute(
-                f"create view {table} as select * {_HIDDEN.get(table, '')} "
+                f"create or replace view {table} as select * {_HIDDEN.get(table, '')} "
                 f"from read_parquet([{listed}], hive_partitioning = true)"
             )
         else:
             empty = schema(table).empty_table()
             con.register(f"_{table}_empty", empty)
             con.execute(
-                f"create view {table} as select * {_HIDDEN.get(table, '')}, null::varchar as day from _{table}_empty"
+                f"create or replace view {table} as select * {_HIDDEN.get(table, '')}, "
+                f"null::varchar as day from _{table}_empty"
             )
-    try:
-        return con.execute(query).df()
-    finally:
-        con.close()

@@ -17,17 +17,19 @@ parts are merged by tiers: sixteen parts of one tier become one of the next,
 and ``agentlab compact`` merges a day into one part, so a folder of 100,000
 runs a day stays a few files per table per day instead of 400,000.
 
-**Crash-safe**: every file is written under a dot-name (``.part-....tmp``,
-which no glob of ``*.parquet`` matches) and renamed into place, so no reader
-ever sees half a file; a part's ``runs`` file is written last and is what
-makes the part count (a part without it is ignored). A merge writes the
-merged part before it removes what it replaces; until then a run is in two
-parts, and readers keep one.
+**Each run once, for every reader**: every change holds the store's lock (:func:`locked`), and puts its new
+parts in place by :func:`commit`: written under dot-names (``.part-....tmp``, which no glob of ``*.parquet``
+matches), then, table by table, the old copy removed before the new one is renamed in, a part's ``runs`` file
+last (it is what makes the part count). A reader of the folder as it stands never finds a run in two parts;
+a crash leaves at most files of a part without its ``runs`` file, which the next change removes (:func:`tidy`).
+
+**Damaged parts** (a file that does not read as its table) are skipped with a warning by every reader, their
+runs read from the logs, and replaced by ``agentlab compact``.
 
 **Fresh or stale**: the ``runs`` table keeps, per run, the size its JSONL file
 had when the run was stored (``_bytes``). A run whose log has grown since
 (still being written, or resumed) is read from its log instead, and stored
-again by the next compaction.
+again by the next compaction, or by the next store of that run (which replaces the older copy).
 
 This module knows the layout and reads and merges parts; :mod:`._compact`
 builds parts from the logs. Needs ``pyarrow`` (``pip install
@@ -37,7 +39,6 @@ builds parts from the logs. Needs ``pyarrow`` (``pip install
 from __future__ import annotations
 
 import contextlib
-import copy
 import os
 import threading
 import time
@@ -48,7 +49,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .frames import TABLES
+from ..errors import AgentlabError
+from ._deferred import Deferred
+from .schema import ARROW_TYPES, HIDDEN, TABLES
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -59,29 +62,6 @@ STORE_DIR = "_store"
 MERGE_AT = 16
 """Parts of one tier in a day that are merged into one part of the next tier."""
 TOP_TIER = 3
-ORPHAN_AGE_S = 600.0
-"""A table file whose part has no ``runs`` file is removed by compaction once it is this old
-(younger, it may belong to a part being written right now)."""
-ARROW_TYPES = {
-    "str": "string",
-    "int64": "int64",
-    "float64": "float64",
-    "bool": "bool",
-    "object": "string",
-    "json": "string",
-}
-HIDDEN = {
-    "runs": (("_bytes", "int64", "the size of the run's log when it was stored (fresh or stale)"),),
-    "events": (
-        (
-            "_run",
-            "string",
-            "the run whose log holds the event (a sub_run event's run_id names the sub-run)",
-        ),
-    ),
-}
-"""Store-only columns: the size of the run's log when it was stored (to tell fresh from stale), and the run
-whose log holds each event."""
 
 
 def owner_column(table: str) -> str:
@@ -126,6 +106,57 @@ def schema(table: str) -> pa.Schema:
 
 
 # ------------------------------------------------------------ writing
+TABLE_NAMES = ("runs", "steps", "calls", "events")
+LOCK_FILE = ".lock"
+
+
+@contextlib.contextmanager
+def locked(folder: Path, *, shared: bool = False) -> Iterator[None]:
+    """The store's lock: every change to the store holds it alone; ``agentlab.sql`` holds it ``shared`` while
+    it lists and reads the files, so no change lands in the middle of a query.
+
+    Writers wait for each other (none skips its work), so two processes never store one run twice. The lock is
+    ``flock`` on ``_store/.lock``, a file the store never deletes; one deleted by hand is noticed after locking
+    (its inode is no longer the path's) and the new file is locked instead, so a second owner cannot appear.
+    A store a reader cannot write (a read-only copy) is read without the lock."""
+    root = store_dir(folder)
+    try:
+        import fcntl
+    except ImportError:  # pragma: no cover - Windows: one writer per folder is the caller's to ensure
+        yield
+        return
+    if not shared:
+        root.mkdir(parents=True, exist_ok=True)
+    path = root / LOCK_FILE
+    while True:
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError:
+            if not shared:
+                raise
+            try:
+                fd = os.open(path, os.O_RDONLY)
+            except OSError:  # no store, or one nobody may write: nothing can change under the reader
+                yield
+                return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
+            try:
+                same = os.fstat(fd).st_ino == os.stat(path).st_ino
+            except FileNotFoundError:
+                same = False
+        except BaseException:
+            os.close(fd)
+            raise
+        if same:
+            break
+        os.close(fd)  # the file was replaced while we waited: lock the one that is there now
+    try:
+        yield
+    finally:
+        os.close(fd)
+
+
 def _write_table(table: pa.Table, path: Path) -> None:
     """Write under a dot-name, then rename: a reader sees the whole file or none."""
     import pyarrow.parquet as pq
@@ -149,13 +180,57 @@ def day_of(started: Any) -> str:
     return "none" if started is None or pd.isna(started) else started.strftime("%Y-%m-%d")
 
 
-def write_part(root: Path, day: str, tables: dict[str, pa.Table], tier: int) -> str:
-    name = _part_name(tier)
-    for table in ("events", "calls", "steps", "runs"):  # runs last: it makes the part count
+@dataclass
+class Staged:
+    """A part written under hidden names (``.part-....staged.tmp``, which no ``*.parquet`` glob matches), not yet
+    seen by any reader: :func:`commit` puts it in place."""
+
+    day: str
+    name: str
+
+    def path(self, root: Path, table: str) -> Path:
+        return root / table / f"day={self.day}" / self.name
+
+    def hidden(self, root: Path, table: str) -> Path:
+        return self.path(root, table).with_name(f".{self.name}.staged.tmp")
+
+
+def stage(root: Path, day: str, tables: dict[str, pa.Table], tier: int) -> Staged:
+    part = Staged(day, _part_name(tier))
+    for table in ("events", "calls", "steps", "runs"):
         folder = root / table / f"day={day}"
         folder.mkdir(parents=True, exist_ok=True)
-        _write_table(tables[table], folder / name)
-    return name
+        _write_table(tables[table], part.hidden(root, table))
+    return part
+
+
+def commit(root: Path, old: list[Part], new: list[Staged]) -> None:
+    """Replace the parts ``old`` by the staged parts ``new``, so that no reader ever sees a run twice.
+
+    No set of files can be swapped at once, so each table goes from the old copy to none to the new one:
+    first the old parts' ``runs`` files go (from then on those parts do not count for ``load_runs``, which
+    reads their runs from the logs meanwhile), then table by table the old files are removed before the new
+    ones are renamed in, and the new ``runs`` files come last (the new parts count). A reader of the folder
+    as it stands (DuckDB, Polars, Spark) sees each run at most once in each table at every moment, whatever
+    the point a crash stops this at; the next write removes what such a crash left (:func:`tidy`).
+    A file that cannot be removed stops the commit before the copy that would double it is put in place."""
+    for table in TABLE_NAMES:
+        for p in old:
+            with contextlib.suppress(FileNotFoundError):
+                p.path(root, table).unlink()
+        if table == "runs":
+            continue  # the new runs files go last
+        for s in new:
+            os.replace(s.hidden(root, table), s.path(root, table))
+    for s in new:
+        os.replace(s.hidden(root, "runs"), s.path(root, "runs"))
+
+
+def write_part(root: Path, day: str, tables: dict[str, pa.Table], tier: int) -> str:
+    """A new part (runs no part holds yet), in place once it returns. The store's lock must be held."""
+    part = stage(root, day, tables, tier)
+    commit(root, [], [part])
+    return part.name
 
 
 def string_array(values: list[str]) -> pa.Array:
@@ -171,6 +246,10 @@ class Part:
     name: str
     runs: pa.Table
 
+    def files(self) -> dict[str, int]:
+        """Each run log the part holds, by name, with the size it had when it was stored (``_bytes``)."""
+        return dict(zip(self.runs.column("file").to_pylist(), self.runs.column("_bytes").to_pylist(), strict=True))
+
     @property
     def tier(self) -> int:
         return int(self.name.split("-")[1])
@@ -179,38 +258,109 @@ class Part:
         return root / table / f"day={self.day}" / self.name
 
 
-def parts(folder: Path) -> list[Part]:
-    """Every complete part (one whose runs file exists and reads), oldest first."""
+class StoreNotRepaired(AgentlabError, OSError):
+    """``compact`` left a damaged part in place: it could not be removed, or it holds the only copy of a run."""
+
+
+class DamagedPart(AgentlabError):
+    """A part one of whose files does not read as its table (cut short, empty, not Parquet, other columns)."""
+
+    def __init__(self, day: str, name: str, path: Path, why: str) -> None:
+        super().__init__(f"{path}: {why}")
+        self.day, self.name, self.path = day, name, path
+        self.why = " ".join(why.split())  # on one line: Arrow's messages end in newlines
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.why}"
+
+    @classmethod
+    def of(cls, path: Path, why: str) -> DamagedPart:
+        """The part ``path`` (a file of one of its tables) belongs to."""
+        return cls(path.parent.name.removeprefix("day="), path.name, path, why)
+
+    def warn(self, stacklevel: int = 3) -> None:
+        warnings.warn(
+            f"{self.path}: skipped a damaged store part ({self.why}); its runs are read from their logs "
+            "(agentlab compact replaces it)",
+            UserWarning,
+            stacklevel=stacklevel + 1,
+        )
+
+
+def _unreadable(got: pa.Schema, table: str) -> str | None:
+    """Why a file with schema ``got`` is not a part of ``table`` (a column missing or of another type), or None."""
+    for field in schema(table):
+        i = got.get_field_index(field.name)
+        if i < 0:
+            return f"it has no column {field.name!r}: not a {table} file"
+        if got.field(i).type != field.type:
+            return f"its column {field.name!r} is {got.field(i).type}, not {field.type}"
+    return None
+
+
+def read_errors() -> tuple[type[BaseException], ...]:
+    """What reading a damaged Parquet file raises (an I/O fault, a file that is not Parquet or not whole)."""
+    import pyarrow as pa
+
+    return (OSError, ValueError, pa.ArrowException)
+
+
+def parts(folder: Path, damaged: list[DamagedPart] | None = None, days: set[str] | None = None) -> list[Part]:
+    """Every complete part (one whose runs file exists and reads), oldest first (``days``: of those days only).
+    A runs file that does not read is skipped with a warning, or added to ``damaged`` when given (what
+    ``compact`` replaces)."""
     import pyarrow.parquet as pq
 
     root = store_dir(folder)
     out = []
-    for path in sorted((root / "runs").glob("day=*/part-*.parquet"), key=lambda p: p.name.split("-")[2:]):
+    listed = (
+        (root / "runs").glob("day=*/part-*.parquet")
+        if days is None
+        else [p for day in sorted(days) for p in (root / "runs" / f"day={day}").glob("part-*.parquet")]
+    )
+    for path in sorted(listed, key=lambda p: p.name.split("-")[2:]):
+        day = path.parent.name.removeprefix("day=")
         try:
-            runs = pq.read_table(path, schema=schema("runs"))
+            runs = pq.ParquetFile(path).read()
+            why = _unreadable(runs.schema, "runs")
         except FileNotFoundError:  # merged away since the glob: the merged part is listed (or is being written)
             continue
-        except (
-            OSError,
-            ValueError,
-        ) as exc:  # unreadable (a disk fault): those runs are read from their logs
-            warnings.warn(
-                f"{path}: skipped a store file that does not read ({exc}); its runs are read from their logs",
-                UserWarning,
-                stacklevel=3,
-            )
+        except read_errors() as exc:  # unreadable (a disk fault, a cut copy): those runs are read from their logs
+            why = f"it does not read: {exc}"
+        if why is not None:
+            bad = DamagedPart(day, path.name, path, why)
+            if damaged is None:
+                bad.warn()
+            else:
+                damaged.append(bad)
             continue
-        out.append(Part(path.parent.name.removeprefix("day="), path.name, runs))
+        out.append(Part(day, path.name, runs.select(schema("runs").names)))
     return out
+
+
+def check(folder: Path, p: Part, *, rows: bool = False) -> DamagedPart | None:
+    """Whether every file of part ``p`` opens as its table: its footer and columns, and (``rows``) every row."""
+    import pyarrow.parquet as pq
+
+    root = store_dir(folder)
+    for table in TABLE_NAMES:
+        path = p.path(root, table)
+        try:
+            why = _unreadable(pq.read_table(path).schema if rows else pq.read_schema(path), table)
+        except FileNotFoundError:
+            why = "it is missing"
+        except read_errors() as exc:
+            why = f"it does not read: {exc}"
+        if why is not None:
+            return DamagedPart(p.day, p.name, path, why)
+    return None
 
 
 def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]]:
     """For each part (by position), the run files to take from it: fresh ones, each from its newest part."""
     best: dict[str, int] = {}
     for i, p in enumerate(found):
-        names = p.runs.column("file").to_pylist()
-        sizes = p.runs.column("_bytes").to_pylist()
-        for name, size in zip(names, sizes, strict=True):
+        for name, size in p.files().items():
             if logs is None or logs.get(name, size) == size:
                 best[name] = i
     out: dict[int, set[str]] = {}
@@ -219,60 +369,12 @@ def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]
     return out
 
 
-class Deferred:
-    """A JSON text column read the first time it is needed, once for every view of it.
-
-    A million events' ``data`` is most of a load's bytes unpacked (the text of every event) and most of
-    its time and memory, yet a cost analysis never reads it; so ``load_runs`` leaves it where it is (on
-    disk in the store: :class:`StoredColumn`; in the logs' bytes, uncut, for the bulk reader) until a row
-    of it is read. ``take`` gives another view of the same column, sharing the one read. A subclass says
-    how the column is read (:meth:`_read`).
-    """
-
-    def __init__(self, length: int, order: Any = None) -> None:
-        self._order = order  # positions into the column as read (None: as it is)
-        self._cache: list[Any] = []  # shared by every view: [the column, read]
-        self._lock = threading.Lock()
-        self._len = length
-
-    def __len__(self) -> int:
-        return self._len
-
-    def take(self, positions: Any) -> Deferred:
-        import numpy as np
-
-        view = copy.copy(self)  # what it reads from, the cache and its lock shared
-        positions = np.asarray(positions, dtype=np.intp)
-        view._order = positions if self._order is None else self._order[positions]
-        view._len = len(positions)
-        return view
-
-    def _base(self) -> pa.ChunkedArray:
-        with self._lock:
-            if not self._cache:
-                self._cache.append(self._read())
-            return self._cache[0]
-
-    def _read(self) -> pa.ChunkedArray:
-        """The whole column's text, in its order (called once, under the lock)."""
-        raise NotImplementedError
-
-    def array(self) -> pa.ChunkedArray:
-        """The column's text, read now if it was not yet (every view shares one read)."""
-        base = self._base()
-        if self._order is None:
-            return base
-        import pyarrow as pa
-
-        return base.take(pa.array(self._order))
-
-
 class StoredColumn(Deferred):
     """One JSON column of the store's chosen rows, read from its files. The files are held open from the
     load on, so a merge that replaces them meanwhile (``agentlab compact``) does not take the rows away (on
     POSIX an open file stays readable after it is removed)."""
 
-    def __init__(self, sources: list[tuple[Any, Any]], column: str, length: int, order: Any = None) -> None:
+    def __init__(self, sources: list[tuple[Any, Any, Path]], column: str, length: int, order: Any = None) -> None:
         super().__init__(length, order)
         self._sources = sources
         self._column = column
@@ -282,9 +384,17 @@ class StoredColumn(Deferred):
         import pyarrow.parquet as pq
 
         chunks: list[Any] = []
-        for handle, rows in self._sources:  # Arrow's own pool: these buffers stay, and it packs them best
-            chunks.extend(_batches(pq.ParquetFile(handle), rows, self._column))
-            handle.close()  # read: the file is no longer needed
+        for handle, rows, path in self._sources:  # Arrow's own pool: these buffers stay, and it packs them best
+            try:
+                chunks.extend(_batches(pq.ParquetFile(handle), rows, self._column))
+            except read_errors() as exc:  # a fault inside the file found now: named, with the way to repair it
+                raise DamagedPart.of(
+                    path,
+                    f"its {self._column!r} column does not read: {exc}; agentlab compact --verify "
+                    "replaces the part, and load_runs then reads those runs from their logs",
+                ) from None
+            finally:
+                handle.close()  # read: the file is no longer needed
         return pa.chunked_array(chunks, type=pa.string())
 
 
@@ -304,6 +414,7 @@ class _Plan:
     def __init__(self, table: str, sources: list[tuple[Any, Any, Any]]) -> None:
         self.table = table
         self.sources = sources  # (open file, its ParquetFile, the rows taken from it or None for all)
+        self.paths: list[Path] = []  # each source's path
         self.order: Any = None  # positions into the concatenated pieces (None: as they are)
 
     @property
@@ -311,8 +422,11 @@ class _Plan:
         return sum(pf.metadata.num_rows if rows is None else len(rows) for _, pf, rows in self.sources)
 
     def batches(self, name: str) -> Iterator[pa.Array]:
-        for _, pf, rows in self.sources:
-            yield from _batches(pf, rows, name)
+        for (_, pf, rows), path in zip(self.sources, self.paths, strict=True):
+            try:
+                yield from _batches(pf, rows, name)
+            except read_errors() as exc:  # a fault inside the file, past its footer
+                raise DamagedPart.of(path, f"it does not read: {exc}") from None
 
     def column(self, name: str, *, ordered: bool = True) -> pa.ChunkedArray:
         import pyarrow as pa
@@ -373,20 +487,38 @@ def _batches(pf: Any, rows: Any, name: str) -> Iterator[pa.Array]:
 
 
 def _open(p: Part, root: Path, table: str, names: set[str] | None, ids: Any) -> tuple[Any, Any, Any]:
-    """One part's file of ``table``, held open, and the rows of the chosen runs in it (None: all)."""
+    """One part's file of ``table``, held open, and the rows of the chosen runs in it (None: all).
+    Raises :class:`DamagedPart` for a file that does not read as the table (``FileNotFoundError`` as is:
+    a merge removed it since it was listed)."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    handle = pa.OSFile(str(p.path(root, table)))  # held open: a merge that removes the file leaves it readable
+    path = p.path(root, table)
     try:
-        pf = pq.ParquetFile(handle)
-        rows = None
-        if names is not None:
-            owner = pf.read(columns=[owner_column(table)]).column(0)
-            keep = pc.is_in(owner, value_set=ids)
-            rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+        handle = pa.OSFile(str(path))  # held open: a merge that removes the file leaves it readable
+    except FileNotFoundError:
+        if p.path(root, "runs").exists():  # a commit removes a part's runs file first: this one is damaged
+            raise DamagedPart(p.day, p.name, path, "it is missing") from None
+        raise
+    except read_errors() as exc:  # a folder in its place, no permission
+        raise DamagedPart(p.day, p.name, path, f"it does not open: {exc}") from None
+    try:
+        try:
+            pf = pq.ParquetFile(handle)
+            why = _unreadable(pf.schema_arrow, table)
+            rows = None
+            if why is None and names is not None:
+                owner = pf.read(columns=[owner_column(table)]).column(0)
+                keep = pc.is_in(owner, value_set=ids)
+                rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
+        except FileNotFoundError:
+            raise
+        except read_errors() as exc:
+            why = f"it does not read: {exc}"
+        if why is not None:
+            raise DamagedPart(p.day, p.name, path, why)
     except BaseException:
         handle.close()
         raise
@@ -415,6 +547,7 @@ def _plans(found: list[Part], picked: dict[int, set[str]], root: Path) -> tuple[
             pieces.append(runs)
             for table, plan in plans.items():
                 plan.sources.append(_open(p, root, table, None if whole else names, ids))
+                plan.paths.append(p.path(root, table))
     except BaseException:
         for plan in plans.values():
             plan.close()
@@ -431,39 +564,48 @@ def _plans(found: list[Part], picked: dict[int, set[str]], root: Path) -> tuple[
     return runs, plans
 
 
-def read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, Any], dict[str, Deferred], set[str]]:
+def read(
+    folder: Path, logs: dict[str, int], skip: set[str] | frozenset[str] = frozenset()
+) -> tuple[dict[str, Any], dict[str, Deferred], set[str]]:
     """The store's ``runs`` table for the runs it holds fresh, what to read of the other tables (their
     files held open, converted by :func:`frames_of`; their JSON columns are :class:`Deferred`, by table),
     and the log file names they cover."""
     with system_pool():
-        return _read(folder, logs)
+        return _read(folder, logs, skip)
 
 
-def _read(folder: Path, logs: dict[str, int]) -> tuple[dict[str, Any], dict[str, Deferred], set[str]]:
+def _read(folder: Path, logs: dict[str, int], skip: set[str] | frozenset[str]) -> tuple[Any, Any, set[str]]:
     root = store_dir(folder)
-    for _ in range(READ_TRIES):
-        found = parts(folder)
+    races = 0
+    damaged = set(skip)
+    while True:
+        found = [p for p in parts(folder) if p.name not in damaged]
         if not found:
             return {}, {}, set()
         picked = chosen(found, logs)
         try:
             runs, plans = _plans(found, picked, root)
         except FileNotFoundError:  # a merge replaced some parts after they were listed: list them again
+            races += 1
+            if races < READ_TRIES:
+                continue
+            warnings.warn(
+                f"{root}: the store kept changing while it was read; every run is read from its log",
+                UserWarning,
+                stacklevel=3,
+            )
+            return {}, {}, set()
+        except DamagedPart as bad:  # its runs come from their logs; every other part is still read
+            bad.warn()
+            damaged.add(bad.name)
             continue
         break
-    else:
-        warnings.warn(
-            f"{root}: the store kept changing while it was read; every run is read from its log",
-            UserWarning,
-            stacklevel=3,
-        )
-        return {}, {}, set()
     lazy = len(picked) <= MAX_DEFERRED_PARTS
     deferred: dict[str, Deferred] = {}
     if lazy:
         for t in JSON_COLUMNS:
             plan = plans[t]
-            sources = [(handle, rows) for handle, _, rows in plan.sources]
+            sources = [(handle, rows, path) for (handle, _, rows), path in zip(plan.sources, plan.paths, strict=True)]
             deferred[t] = StoredColumn(sources, JSON_COLUMNS[t][0], plan.length, plan.order)
     covered = set(runs.column("file").to_pylist())
     return {"runs": runs, **plans}, deferred, covered
@@ -527,6 +669,10 @@ def _frames(tables: dict[str, Any], folder: Path, deferred: dict[str, Deferred])
                     columns[col.name] = JSONArray.from_arrow(text)
                 else:
                     columns[col.name] = plan.values(col.name, col.dtype)
+        except BaseException:  # a damaged file: every file this load holds is let go
+            for left in (plan, *(tables.pop(n) for n in ("steps", "calls", "events") if n in tables)):
+                left.close()
+            raise
         finally:
             if name not in deferred:
                 plan.close()  # else the Deferred closes each file once it has read its column
@@ -535,46 +681,23 @@ def _frames(tables: dict[str, Any], folder: Path, deferred: dict[str, Deferred])
 
 
 # ------------------------------------------------------------ compacting
-@contextlib.contextmanager
-def _merge_lock(folder: Path) -> Iterator[bool]:
-    """One merger at a time per store (others skip: the next one merges)."""
-    root = store_dir(folder)
-    root.mkdir(parents=True, exist_ok=True)
+def tables_of(folder: Path, group: list[Part], picked: dict[int, set[str]]) -> dict[str, pa.Table]:
+    """Every table's rows of the runs ``picked`` from the parts ``group`` (by position), in load order."""
+    runs, plans = _plans(group, picked, store_dir(folder))
     try:
-        import fcntl
-    except ImportError:  # pragma: no cover - Windows
-        yield True
-        return
-    with open(root / ".lock", "wb") as f:
-        try:
-            fcntl.flock(f.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            yield False
-            return
-        yield True
-
-
-def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | None) -> None:
-    root = store_dir(folder)
-    picked = chosen(group, logs)
-    runs, plans = _plans(group, picked, root)
-    try:
-        tables = {"runs": runs, **{name: plan.whole() for name, plan in plans.items()}}
+        return {"runs": runs, **{name: plan.whole() for name, plan in plans.items()}}
     finally:
         for plan in plans.values():
             plan.close()  # before the files are removed (Windows refuses to remove an open file)
-    if tables["runs"].num_rows:
-        write_part(root, group[0].day, tables, tier)
-    for p in group:  # runs first: from here on the old part no longer counts
-        try:
-            p.path(root, "runs").unlink()
-        except FileNotFoundError:
-            pass
-        except OSError:  # held open (Windows: a load still to read its data): left whole, the newer part wins
-            continue
-        for table in ("steps", "calls", "events"):
-            with contextlib.suppress(OSError):  # a file left behind is an orphan, removed by a later compaction
-                p.path(root, table).unlink()
+
+
+def _merge(folder: Path, group: list[Part], tier: int, logs: dict[str, int] | None) -> None:
+    """The parts ``group`` (of one day) replaced by one part of ``tier``, without the runs whose log changed since
+    they were stored (they are stored anew). The store's lock must be held."""
+    root = store_dir(folder)
+    tables = tables_of(folder, group, chosen(group, logs))
+    new = [stage(root, group[0].day, tables, tier)] if tables["runs"].num_rows else []
+    commit(root, group, new)
 
 
 def log_sizes(folder: Path, *, sized: bool = True) -> dict[str, int]:
@@ -595,39 +718,43 @@ def log_sizes(folder: Path, *, sized: bool = True) -> dict[str, int]:
 
 
 def merge_tiers(folder: Path, *, full: bool = False) -> None:
-    """Merge a day's parts: ``MERGE_AT`` of one tier into one of the next; ``full``: each day into one part,
-    dropping rows of runs whose log changed (they are stored anew)."""
+    """:func:`merge_locked` under the store's lock."""
     if not full and not _tier_full(folder):
         return  # the common case at run end: nothing to merge, and no part read to find that out
-    with _merge_lock(folder) as mine:
-        if not mine:
-            return
-        found = parts(folder)
-        by_day: dict[str, list[Part]] = {}
-        for p in found:
-            by_day.setdefault(p.day, []).append(p)
-        logs = log_sizes(folder)
-        for day_parts in by_day.values():
-            if full:
-                ids = [n for p in day_parts for n in p.runs.column("file").to_pylist()]
-                stale = any(
-                    logs.get(n, s) != s
-                    for p in day_parts
-                    for n, s in zip(
-                        p.runs.column("file").to_pylist(),
-                        p.runs.column("_bytes").to_pylist(),
-                        strict=True,
-                    )
-                )
-                if len(day_parts) > 1 or stale or len(ids) != len(set(ids)):
-                    _merge(folder, day_parts, TOP_TIER, logs)
-                continue
+    with locked(folder):
+        merge_locked(folder, full=full)
+
+
+def merge_locked(folder: Path, *, full: bool = False) -> list[DamagedPart]:
+    """Merge a day's parts: ``MERGE_AT`` of one tier into one of the next; ``full``: each day into one part,
+    dropping rows of runs whose log changed (they are stored anew). The store's lock must be held. A part that
+    turns out damaged while it is read is left out of its merge and returned (the caller replaces it)."""
+    if not full and not _tier_full(folder):
+        return []
+    found = parts(folder)
+    by_day: dict[str, list[Part]] = {}
+    for p in found:
+        by_day.setdefault(p.day, []).append(p)
+    logs = log_sizes(folder)
+    damaged: list[DamagedPart] = []
+    for day_parts in by_day.values():
+        groups = []
+        if full:
+            names = [n for p in day_parts for n in p.files()]
+            stale = any(logs.get(n, size) != size for p in day_parts for n, size in p.files().items())
+            if len(day_parts) > 1 or stale or len(names) != len(set(names)):
+                groups.append((day_parts, TOP_TIER))
+        else:
             for tier in range(TOP_TIER):
                 group = [p for p in day_parts if p.tier == tier]
                 if len(group) >= MERGE_AT:
-                    _merge(folder, group, tier + 1, logs)
-                    day_parts = [p for p in day_parts if p not in group]
-        _remove_orphans(folder)
+                    groups.append((group, tier + 1))
+        for group, tier in groups:
+            try:
+                _merge(folder, group, tier, logs)
+            except DamagedPart as bad:  # a fault inside a file whose footer reads: the rest of the day waits
+                damaged.append(bad)
+    return damaged
 
 
 def _tier_full(folder: Path) -> bool:
@@ -639,14 +766,61 @@ def _tier_full(folder: Path) -> bool:
     return any(n >= MERGE_AT and int(tier) < TOP_TIER for (_, tier), n in counts.items())
 
 
-def _remove_orphans(folder: Path) -> None:
+def tidy(folder: Path, days: set[str] | None = None) -> None:
+    """Remove what an interrupted write left (``days``: in those days only): files of a table whose part has no
+    ``runs`` file, and hidden temporary files. The store's lock must be held: then no part is being written, and
+    such a file is a crash's leftover that a reader of the folder as it stands would otherwise still see."""
     root = store_dir(folder)
+    pattern = "day=*" if days is None else None
+    folders = (
+        [d for t in TABLE_NAMES for d in (root / t).glob(pattern)]
+        if pattern
+        else [root / t / f"day={day}" for t in TABLE_NAMES for day in days or ()]
+    )
     live = {(p.parent.name, p.name) for p in (root / "runs").glob("day=*/part-*.parquet")}
-    now = time.time()
-    for table in ("steps", "calls", "events"):
-        for p in (root / table).glob("day=*/*"):
+    for d in folders:
+        if not d.is_dir():
+            continue
+        for p in d.iterdir():
+            leftover = p.name.startswith(".") and p.name.endswith(".tmp")
             orphan = p.name.startswith("part-") and (p.parent.name, p.name) not in live
-            if orphan or p.name.endswith(".tmp"):
-                with contextlib.suppress(OSError):
-                    if now - p.stat().st_mtime > ORPHAN_AGE_S:
-                        p.unlink()
+            if leftover or orphan:
+                _delete(p)
+
+
+def remove(folder: Path, damaged: list[DamagedPart]) -> list[DamagedPart]:
+    """Remove every file of these parts (the store's lock held): their runs are stored again from their logs.
+    A part that holds a run whose log is gone is the only copy of that run: it is kept, and returned (its ``why``
+    says so), for the caller to report rather than lose the run."""
+    import pyarrow.parquet as pq
+
+    root = store_dir(folder)
+    logs = log_sizes(folder, sized=False)
+    kept = []
+    for bad in damaged:
+        try:
+            held = pq.read_table(root / "runs" / f"day={bad.day}" / bad.name, columns=["file"]).column(0).to_pylist()
+        except read_errors():  # its runs file does not read: nothing of it can be read, and nothing is lost
+            held = []
+        gone = sorted(set(held) - set(logs))
+        if gone:
+            bad.why += (
+                f"; it holds {len(gone)} run(s) whose log is gone ({', '.join(gone[:3])}), the only copy: "
+                "kept (move it out of the store to drop them)"
+            )
+            kept.append(bad)
+            continue
+        for table in TABLE_NAMES:
+            _delete(root / table / f"day={bad.day}" / bad.name)
+    return kept
+
+
+def _delete(path: Path) -> None:
+    """Remove a file of the store, or whatever took its name (a folder too); gone already is fine."""
+    import shutil
+
+    with contextlib.suppress(FileNotFoundError):
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()

@@ -10,9 +10,8 @@ from collections.abc import Sequence
 from operator import itemgetter
 from typing import Any
 
-from ..events import BASE
 from ._blobs import REF_MARKER
-from .writer import FLOAT_TAG
+from .schema import BASE, FLOAT_TAG
 
 _FLOATS = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 

@@ -270,13 +270,14 @@ def step_html(view: StepView) -> str:
 
 
 # ----------------------------------------------------------------- one run
-def _tokens_in(s: dict[str, Any]) -> str:
-    """Every input token the run sent, the sum of the step table's "in" column, with what caching made of it."""
-    read, wrote = int(s.get("cache_read_tokens") or 0), int(s.get("cache_write_tokens") or 0)
-    sent = int(s["input_tokens"]) + read + wrote
-    if not (read or wrote):
-        return f"{sent:,} in"
-    return f"{sent:,} in ({s['input_tokens']:,} uncached, {read:,} read from cache, {wrote:,} written to it)"
+def _tokens_in(s: Any) -> str:
+    """Every input token the model read, as the steps' ``tokens in`` counts them: the API's ``input_tokens`` is the
+    uncached part only (58 of a cached session's three million), so a cached run shows the split beside it."""
+    read, write = int(s.get("cache_read_tokens") or 0), int(s.get("cache_write_tokens") or 0)
+    if not (read or write):
+        return f"{s['input_tokens']:,} in"
+    total = s["input_tokens"] + read + write
+    return f"{total:,} in ({s['input_tokens']:,} uncached, {read:,} cache reads, {write:,} cache writes)"
 
 
 def headline(trace: Trace) -> list[str]:

@@ -18,13 +18,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from .._safe_text import clean
 from .._shorten import shorten
 from ._tags import INT_LIMIT
+from .schema import (  # the columns (described there)
+    CALLS_COLUMNS,
+    EVENTS_COLUMNS,
+    PREVIEW_CHARS,
+    RUNS_COLUMNS,
+    STEPS_COLUMNS,
+)
 
 if TYPE_CHECKING:
     import pandas as pd
 
     from .runs import Trace
-
-PREVIEW_CHARS = 200
 
 
 @contextmanager
@@ -292,130 +297,7 @@ def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------ DataFrames
-class Column(NamedTuple):
-    """One column of a frame (and of the store's table of the same name): the one place it is described.
-
-    ``source`` names the event field it is read from (``kind.field``), so a
-    test can hold the column's dtype to that field's type in
-    :data:`agentlab.events.KINDS`; ``""`` for a column the frames derive.
-    """
-
-    name: str
-    dtype: str
-    doc: str
-    source: str = ""
-
-
-RUNS = (
-    Column("run_id", "str", "the run", "run_started.run_id"),
-    Column("task", "str", "the task it was given", "run_started.task"),
-    Column("model", "str", "the model id", "run_started.model"),
-    Column("outcome", "str", '"done" | "stopped" | "incomplete" (no run_finished event)', "run_finished.outcome"),
-    Column("reason", "str", "why it stopped (a StopReason)", "run_finished.reason"),
-    Column("detail", "str", "the diagnosis; for an incomplete run, where its trace ends", "run_finished.detail"),
-    Column("steps", "int64", "steps taken", "run_finished.steps"),
-    Column("model_calls", "int64", "model calls made", "run_finished.model_calls"),
-    Column("cost", "float64", "USD spent (NaN, not $0, when a step's model has no known price)", "run_finished.spent"),
-    Column("input_tokens", "int64", "summed over the model calls", "model_called.usage"),
-    Column("output_tokens", "int64", "", "model_called.usage"),
-    Column("cache_write_tokens", "int64", "", "model_called.usage"),
-    Column("cache_read_tokens", "int64", "", "model_called.usage"),
-    Column("seconds", "float64", "working seconds", "run_finished.elapsed"),
-    Column("started_at", "datetime64[ns, UTC]", "when it started", "run_started.started_at"),
-    Column("nudges", "int64", "repeated calls the loop guard answered", "run_finished.nudges"),
-    Column("max_steps", "float64", "the step limit (NaN = no limit; raised by resume)", "run_started.budget"),
-    Column("max_cost", "float64", "the cost limit, USD", "run_started.budget"),
-    Column("deadline_s", "float64", "the deadline, seconds", "run_started.budget"),
-    Column("file", "str", "the trace file it was read from"),
-    Column(
-        "recorded_cost",
-        "float64",
-        "what an imported record says the run cost, beside the repriced cost "
-        "(NaN for native runs and records without one)",
-        "run_started.recorded",
-    ),
-    Column(
-        "audit",
-        "str",
-        'an imported run\'s audit: "ok", "estimated" (some usage estimated, and said so) or "findings" '
-        '(its figures break a rule every record keeps; see recorded.audit); "" for native runs',
-    ),
-    Column(
-        "audit_findings",
-        "int64",
-        "how many findings the import's audit made (0 for native runs)",
-    ),
-)
-STEPS = (
-    Column("run_id", "str", "the run", "model_called.run_id"),
-    Column("step", "int64", "the step (1-based)", "model_called.step"),
-    Column("input_tokens", "int64", "", "model_called.usage"),
-    Column("output_tokens", "int64", "", "model_called.usage"),
-    Column("cache_write_tokens", "int64", "", "model_called.usage"),
-    Column("cache_read_tokens", "int64", "", "model_called.usage"),
-    Column("context_tokens", "int64", "input + cache write + cache read", "model_called.usage"),
-    Column("cost", "float64", "USD, this call", "model_called.cost"),
-    Column("cumulative_cost", "float64", "USD, the run so far", "model_called.spent"),
-    Column("latency", "float64", "seconds the call took", "model_called.latency"),
-    Column("tool_calls", "int64", "tool_use blocks in the reply", "model_called.content"),
-    Column("stop_reason", "str", "the reply's stop reason", "model_called.stop_reason"),
-    Column("estimated", "bool", "usage estimated offline, not reported", "model_called.estimated"),
-    Column("t", "float64", "when the reply arrived", "model_called.t"),
-    Column(
-        "server_tool_cost",
-        "float64",
-        "the part of cost billed per server-tool request (web searches)",
-        "model_called.server_tool_cost",
-    ),
-    Column(
-        "sub_run_cost",
-        "float64",
-        "the part of cost spent by runs started inside this step's tools (their sub_run events)",
-        "sub_run.cost",
-    ),
-    Column(
-        "recorded_cost",
-        "float64",
-        "the cost an imported record wrote for the call (NaN if none), beside the repriced cost",
-        "model_called.recorded_cost",
-    ),
-)
-CALLS = (
-    Column("run_id", "str", "the run", "tool_finished.run_id"),
-    Column("step", "int64", "", "tool_finished.step"),
-    Column("call_id", "str", "", "tool_finished.call_id"),
-    Column("index", "int64", "request order within the step", "tool_finished.index"),
-    Column("tool", "str", "", "tool_finished.tool"),
-    Column("mode", "str", '"read" | "write" | missing', "tool_finished.mode"),
-    Column("args", "json", "the arguments: a dict, parsed from the store only when read", "tool_finished.args"),
-    Column(
-        "outcome",
-        "str",
-        '"ok" | "retried" | "recoverable" | "fatal" | "nudged" | "cancelled" | "unfinished" '
-        "(started, no result recorded: the process died during it; its end and duration are NaN)",
-        "tool_finished.outcome",
-    ),
-    Column("attempts", "int64", "", "tool_finished.attempts"),
-    Column("is_error", "bool", "", "tool_finished.is_error"),
-    Column("start", "float64", "seconds since the run started", "tool_finished.start"),
-    Column("end", "float64", "", "tool_finished.end"),
-    Column("duration", "float64", "seconds", ""),
-    Column("result_preview", "str", f"the result's first {PREVIEW_CHARS} characters", "tool_finished.result"),
-)
-EVENTS = (
-    Column("run_id", "str", "", "run_started.run_id"),
-    Column("seq", "int64", "", "run_started.seq"),
-    Column("step", "int64", "", "run_started.step"),
-    Column("t", "float64", "", "run_started.t"),
-    Column("kind", "str", "", "run_started.kind"),
-    Column("data", "json", "the kind's own fields: a dict, parsed from the store only when read"),
-)
-RUNS_COLUMNS = {c.name: c.dtype for c in RUNS}
-STEPS_COLUMNS = {c.name: c.dtype for c in STEPS}
-CALLS_COLUMNS = {c.name: c.dtype for c in CALLS}
-EVENTS_COLUMNS = {c.name: c.dtype for c in EVENTS}
 _SUB_RUN_COST = list(STEPS_COLUMNS).index("sub_run_cost")  # its place in a step's row tuple
-TABLES = {"runs": RUNS, "steps": STEPS, "calls": CALLS, "events": EVENTS}
 """The four frames, in order: the store's tables have the same names and columns."""
 
 

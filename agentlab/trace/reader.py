@@ -26,7 +26,7 @@ from ._tags import untag as _floats
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
 from .runs import Trace, Traces
-from .writer import FLOAT_TAG
+from .schema import FLOAT_TAG
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -304,15 +304,25 @@ def _by_reference(t: Trace) -> Trace:
 
 
 def _from_store(folder: Path, files: list[Path]) -> tuple[Any, list[tuple[str, str]], list[Path]]:
-    """The frames of the runs the store holds fresh, those runs (id, log name), and the log files still to read."""
-    from ._store import available, frames_of, log_sizes, read, store_dir
+    """The frames of the runs the store holds fresh, those runs (id, log name), and the log files still to read.
+    A part found damaged while its rows are read is left out (warned about): its runs are read from their logs."""
+    from ._store import DamagedPart, available, frames_of, log_sizes, read, store_dir
 
     if not folder.is_dir() or not store_dir(folder).is_dir() or not available():
         return None, [], files
-    tables, deferred, covered = read(folder, log_sizes(folder))
-    if not covered:
-        return None, [], files
-    frames = frames_of(tables, folder, deferred)
+    sizes = log_sizes(folder)
+    damaged: set[str] = set()
+    while True:
+        tables, deferred, covered = read(folder, sizes, damaged)
+        if not covered:
+            return None, [], files
+        try:
+            frames = frames_of(tables, folder, deferred)
+        except DamagedPart as bad:  # a fault past the file's footer: read the store again without that part
+            bad.warn()
+            damaged.add(bad.name)
+            continue
+        break
     stored = list(
         zip(tables["runs"].column("run_id").to_pylist(), tables["runs"].column("file").to_pylist(), strict=True)
     )

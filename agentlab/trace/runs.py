@@ -18,11 +18,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._checks import is_whole
-from ..events import SCHEMA_VERSION
 from ..messages import text_of
 from ..vocab import EventKind
 from . import display
 from .frames import Frames, Rows, calls_frame, events_frame, gc_paused, runs_frame, steps_frame, summarize
+from .schema import SCHEMA_VERSION, record
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -341,7 +341,7 @@ class Traces(Frames):
         ev = self.events
         rows = ev[ev["run_id"] == run_id]
         records = [
-            {"v": SCHEMA_VERSION, "run_id": r, "seq": q, "step": s, "t": t, "kind": k, **d}
+            record(r, q, s, t, k, d)
             for r, q, s, t, k, d in zip(
                 rows["run_id"], rows["seq"], rows["step"], rows["t"], rows["kind"], rows["data"], strict=True
             )

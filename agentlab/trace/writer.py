@@ -43,10 +43,11 @@ from typing import Any, Literal, TypeGuard
 import orjson
 
 from ..errors import TraceWriteError
-from ..events import KINDS, PLAIN_KINDS, SCHEMA_VERSION, Event
+from ..events import Event
 from ..redact import Redactor, StreamRedactor
 from ._blobs import MARKER, BlobStore
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
+from .schema import FLOAT_TAG, KINDS, LINE_BASE, PLAIN_KINDS, kind_field, line_head
 
 try:  # POSIX advisory locks; elsewhere a second writer is not detected
     import fcntl
@@ -63,13 +64,10 @@ as their JSON text, a string, so every reader (orjson stops at 1,024 levels, the
 library near Python's recursion limit) can read the line; nothing is dropped."""
 RUN_MEMORIES = 64
 """How many runs' redaction memories a writer keeps (see :meth:`TraceWriter.redactor_for`)."""
-FLOAT_TAG = "$float"
 """NaN and infinities are written as ``{"$float": "NaN" | "Infinity" | "-Infinity"}``
 (valid JSON; the reader turns them back into floats)."""
 
 
-_BASE = frozenset(("v", "run_id", "seq", "step", "t", "kind"))
-"""The fields every line starts with (:meth:`Event.as_record`); a ``data`` field of the same name replaces one."""
 _MIN_T, _MAX_T = 1e-4, 1e9
 """Where the hot path writes ``t`` (see :meth:`TraceWriter.__call__`); outside (a fake clock's 0.0, 31 years)
 the long way does."""
@@ -92,7 +90,7 @@ def _long(result: Any) -> TypeGuard[str]:
 
 
 _HOT: dict[str, tuple[bytes, bool, int]] = {
-    k.value: (b',"kind":' + orjson.dumps(k.value) + b",", k.value not in PLAIN_KINDS, _HOLD.get(k.value, 0))
+    k.value: (kind_field(k.value), k.value not in PLAIN_KINDS, _HOLD.get(k.value, 0))
     for k in KINDS
     if k.value not in _LONG_WAY
 }
@@ -128,7 +126,7 @@ class _File:
         self.ragged = False
         self.held = b""
         self.calls = 0
-        self.head = b'{"v":%d,"run_id":%b,"seq":' % (SCHEMA_VERSION, _json_str(run_id))
+        self.head = line_head(run_id)
         self.redactor = redactor
         # Do the run's first bytes (its id) hold a secret word, a URL's "://", or anything else the pre-test
         # looks for? Then its lines are tested whole; else those are looked for in data's text only (__call__).
@@ -258,7 +256,7 @@ class TraceWriter:
             or "kind" in data
             or "v" in data
             or "run_id" in data
-            # (six lookups: _BASE.isdisjoint(data) walks all of data's keys)
+            # (the six of schema.BASE_NAMES; six lookups, where isdisjoint would walk all of data's keys)
         ):
             self._long_way(event)
             return
@@ -271,7 +269,7 @@ class TraceWriter:
         if nulls and nulls != (top := (*data.values(),).count(None)) and _nonfinite_below(nulls - top, data):
             self._long_way(event)  # a NaN or an infinity: tagged
             return
-        line = (b'%b%d,"step":%d,"t":%.6f' % (out.head, seq, step, t)).rstrip(b"0")
+        line = (LINE_BASE % (out.head, seq, step, t)).rstrip(b"0")
         if line[-1] == 46:  # ".": 2.0 is written "2.0"
             line += b"0"
         tail, tested, hold = hot

@@ -135,6 +135,9 @@ def test_panel_buttons_drive_the_run_in_a_real_browser(jupyterlab, tmp_path):
             ).first.wait_for(state="attached")
             assert wait_phase(page, "^ready$") == "ready"
             assert page.locator(".jp-OutputArea .agentlab-gauge-steps .agentlab-gauge-text").inner_text() == "0 / 30"
+            # A fresh panel: the chart's empty axes, drawn by the package's own script; no image, so no broken icon.
+            page.locator(".jp-OutputArea svg.agentlab-chart .agentlab-chart-empty").wait_for(state="visible")
+            assert page.locator(".jp-OutputArea .agentlab-panel img").count() == 0
 
             page.locator(".jp-OutputArea button.agentlab-button-run").click()
             wait_steps_at_least(page, 2)
@@ -166,8 +169,12 @@ def test_panel_buttons_drive_the_run_in_a_real_browser(jupyterlab, tmp_path):
             run_button = page.locator(".jp-OutputArea button.agentlab-button-run")
             expect(run_button).to_be_enabled(timeout=WAIT_MS)  # a cancelled run can go on
 
-            # The status and the chart are real pixels, not placeholders.
-            page.locator(".jp-OutputArea .agentlab-panel img").first.wait_for(state="visible")
+            # The chart is drawn in the page from the numbers the kernel sent: one point a step shown.
+            tokens_line = page.locator(".jp-OutputArea svg.agentlab-chart polyline.agentlab-chart-tokens")
+            tokens_line.wait_for(state="visible")
+            points = tokens_line.get_attribute("points") or ""
+            assert final_steps - 1 <= len(points.split()) <= final_steps, points  # (a step cut short has no point)
+            assert page.locator(".jp-OutputArea svg.agentlab-chart polyline.agentlab-chart-cost").count() == 1
             shot = tmp_path / "panel.png"
             panel.screenshot(path=str(shot))
             assert shot.stat().st_size > 10_000
