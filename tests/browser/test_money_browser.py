@@ -187,10 +187,22 @@ def _exported(nb: nbformat.NotebookNode, how: str, tmp: Path, name: str) -> Path
     else:  # the docs site: mkdocs-jupyter's own conversion, in a page of its own
         from mkdocs_jupyter.nbconvert2 import nb2html
 
-        body = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{nb2html(str(path))}</body></html>"
+        page = _site_hooks().code_is_not_math(nb2html(str(path)))  # as the site's build post-processes it
+        body = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{page}</body></html>"
     out = tmp / f"{name}.{how}.html"
     out.write_text(body, encoding="utf-8")
     return out
+
+
+def _site_hooks() -> Any:
+    """scripts/mkdocs_hooks.py, the docs build's own page post-processing."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", REPO / "scripts" / "mkdocs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _serve_mathjax(route: Any) -> None:
