@@ -131,7 +131,10 @@ def _sentinel_typeset(found: list[str]) -> bool:
 # ------------------------------------------------------------ JupyterLab and Notebook 7
 def _open_in(app: str, page: Any, port: int, token: str, name: str) -> list[str]:
     path = "lab/tree" if app == "jupyterlab" else "notebooks"
-    page.goto(f"http://127.0.0.1:{port}/{path}/{name}.ipynb?token={token}")
+    # ``reset``: JupyterLab's saved workspace would reopen the notebook checked before, and its sentinel and
+    # its math would be counted for this one; each notebook is checked alone.
+    fresh = "reset&" if app == "jupyterlab" else ""
+    page.goto(f"http://127.0.0.1:{port}/{path}/{name}.ipynb?{fresh}token={token}")
     page.wait_for_function(
         "() => [...document.querySelectorAll('mjx-container')].some(m => "
         "(m.closest('.jp-RenderedMarkdown') || {}).textContent?.includes('SENTINEL-MATH'))",
