@@ -6,6 +6,8 @@ not "1"), so a ``bool`` is refused wherever a whole number is asked for.
 
 from __future__ import annotations
 
+import math
+import numbers
 from typing import TypeGuard
 
 
@@ -19,3 +21,11 @@ def whole(name: str, value: object, *, at_least: int = 1) -> int:
     if not is_whole(value, at_least):
         raise ValueError(f"{name} must be an int >= {at_least}, got {value!r}")
     return value
+
+
+def is_seconds(value: object) -> bool:
+    """Is ``value`` a finite real number of seconds >= 0 (not a ``bool``, not NaN or an infinity)?"""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    seconds = float(value)
+    return math.isfinite(seconds) and seconds >= 0

@@ -102,18 +102,7 @@ def run(
     ``trace`` and ``model`` are as in :func:`arun`.
     """
     r, writer = _prepare(task, tools, trace, model, collect(locals()))
-    referee = r._inline_referee()  # sync tools on the loop's own thread, where safe (agentlab._runtime.referee)
-    try:
-        return run_to_end(
-            _to_end(r, writer, referee),
-            cancel=r.cancel,
-            result=lambda: r.result,
-            reraise_interrupt=reraise_interrupt,
-            referee=referee,
-        )
-    finally:
-        if writer is not None and referee is not None and referee.taken:
-            writer.close()  # the run was ended on this thread; its loop's thread leaves the writer alone
+    return run_to_end(_to_end(r, writer), cancel=r.cancel, result=lambda: r.result, reraise_interrupt=reraise_interrupt)
 
 
 def _prepare(
@@ -141,9 +130,9 @@ def _prepare(
         raise
 
 
-async def _to_end(r: Run, writer: Any, referee: Any = None) -> Result:
+async def _to_end(r: Run, writer: Any) -> Result:
     try:
         return await r.run()
     finally:
-        if writer is not None and not (referee is not None and referee.taken):  # taken over: run() closes it
+        if writer is not None:
             writer.close()

@@ -1,8 +1,10 @@
 """Sub-runs: a run started inside a tool (an agent calling an agent) belongs to the run whose tool started it.
 
 While a tool call runs, a context variable names the run and the call
-(:func:`call_context` makes the context each attempt runs in, whether in a
-task of its own, on a worker thread or on the loop's thread). A
+(:func:`call_context` makes the context each attempt runs in, in a task of
+its own or on a worker thread), and it follows the tool into the threads it
+starts: a thread pool's workers (``ThreadPoolExecutor``,
+``loop.run_in_executor``) and threads of its own. A
 :class:`~agentlab.loop.Run` made there links to that parent, the way an
 imported Claude Code subagent links to its session
 (``parent = {run_id, step, tool_use_id}`` in ``run_started``), and reserves
@@ -10,18 +12,22 @@ each model call from the parent through a :class:`ParentLedger`: the
 parent's ``max_cost`` is the sub-runs' limit too, and the parent's own
 ledger (an experiment's total, a grandparent) is reserved from in turn, so
 no total anywhere up the chain is passed. What a sub-run spends is added to
-the parent's ``spent`` as it is settled; when the sub-run ends, the parent
+the parent's account (its ``spent``) as it is settled; when the sub-run ends, the parent
 records a ``sub_run`` event (its cost and tokens), which the trace frames
 fold into the step that started it.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
+import functools
 import threading
 from collections.abc import Callable
 from contextvars import Context, ContextVar, copy_context
 from dataclasses import dataclass
 from typing import Any
+
+from ._account import Refusal
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,19 +48,79 @@ _CALL: ContextVar[tuple[Any, int, str] | None] = ContextVar("agentlab_tool_call"
 
 
 def current_call() -> Link | None:
-    """The tool call running here, if any: where a run made now is a sub-run of."""
+    """The tool call a run made here belongs to, if any: the one running in this context, else the one that
+    started this thread (a thread a tool started itself, which copies no context)."""
     held = _CALL.get()
+    if held is None:
+        held = getattr(threading.current_thread(), _STARTED_IN, None)
     return None if held is None else Link(*held)
+
+
+# ------------------------------------------- the link across threads a tool starts
+# A context variable does not cross into a thread by itself: ThreadPoolExecutor.submit (which
+# loop.run_in_executor calls) and threading.Thread run their code in the new thread's own context.
+# A run a tool starts there must still be the tool's sub-run (never free of its budget), so:
+# - a function submitted to a thread pool from inside a tool call runs in a copy of the submitter's
+#   context (what asyncio.to_thread does), and
+# - a thread started from inside a tool call (not a pool's worker, not one of the lab's own workers, which
+#   serve many runs) remembers the call it was started in.
+# Both apply only inside a tool call: code outside any run is untouched.
+
+_STARTED_IN = "_agentlab_started_in"
+_submitting = threading.local()  # set while a pool's submit runs: the threads it starts are the pool's
+
+
+def _submit_in_context(submit: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(submit)
+    def wrapped(self: Any, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> Any:
+        if _CALL.get() is None:
+            return submit(self, fn, *args, **kwargs)
+        _submitting.on = True
+        try:
+            return submit(self, copy_context().run, fn, *args, **kwargs)
+        finally:
+            _submitting.on = False
+
+    wrapped.__agentlab__ = True  # type: ignore[attr-defined]
+    return wrapped
+
+
+def _start_remembering(start: Callable[[threading.Thread], None]) -> Callable[[threading.Thread], None]:
+    @functools.wraps(start)
+    def wrapped(self: threading.Thread) -> None:
+        held = _CALL.get()
+        if held is not None and not getattr(_submitting, "on", False) and not self.name.startswith("agentlab-"):
+            setattr(self, _STARTED_IN, held)
+        start(self)
+
+    wrapped.__agentlab__ = True  # type: ignore[attr-defined]
+    return wrapped
+
+
+_installed = False
+
+
+def _install() -> None:
+    """Carry the tool call across the threads a tool starts (idempotent). Installed when the first tool
+    call runs, not when agentlab is imported: a process that never runs a tool keeps the stdlib as it was."""
+    global _installed
+    pool = concurrent.futures.ThreadPoolExecutor
+    if not getattr(pool.submit, "__agentlab__", False):
+        pool.submit = _submit_in_context(pool.submit)  # type: ignore[method-assign]
+    if not getattr(threading.Thread.start, "__agentlab__", False):
+        threading.Thread.start = _start_remembering(threading.Thread.start)  # type: ignore[method-assign,assignment]
+    _installed = True
 
 
 def call_context(parent: Any, step: int, call_id: str) -> Context:
     """A copy of the current context naming the tool call, for one attempt at it to run in.
 
-    The tool's code runs in it whatever runs it (its own task, a worker thread, the loop's thread), so what
-    the tool sets stays there, and a run the tool starts finds its parent. Issue 27: setting the variable in
-    the copy once, rather than around the call, spares every call a wrapper (a coroutine, for an async tool)
-    and the set and reset. A context runs on one thread at a time: each attempt gets its own.
+    The tool's code runs in it whatever runs it (its own task, a worker thread), so what the tool sets stays
+    there, and a run the tool starts finds its parent. A context runs on one thread at a time: each attempt
+    gets its own.
     """
+    if not _installed:
+        _install()
     context = copy_context()
     if parent is not None:
         context.run(_CALL.set, (parent, step, call_id))
@@ -64,7 +130,7 @@ def call_context(parent: Any, step: int, call_id: str) -> Context:
 class ParentLedger:
     """What a parent's sub-runs reserve from: the parent's ``max_cost``, then the parent's own ledger.
 
-    Implements :class:`agentlab.budget.Ledger`. Thread-safe: a sub-run may run
+    Implements :class:`agentlab._account.Ledger`. Thread-safe: a sub-run may run
     on a sync tool's thread. ``limit()`` reads the parent's limit when asked
     (``resume()`` may raise it); ``spent`` is the parent's, children included.
     """
@@ -113,8 +179,17 @@ class ParentLedger:
             else:
                 self._held.pop(run_id, None)
             self._outer.settle(self._parent.run_id, reserved, actual)
-            self._parent.spent += actual  # the parent's cost includes its sub-runs'
+            self._parent.account.add_sub_run(actual)  # the parent's cost includes its sub-runs'
             self.spent += actual
+
+    def refusal(self, needed: float) -> Refusal:
+        """Why a reservation of at least ``needed`` was refused: the parent's budget, or the total above it."""
+        limit = self._limit()
+        left = None if limit is None else limit - self._parent.spent - self.reserved
+        if self.parent_ended or (left is not None and left < needed):
+            return Refusal("parent", needed, left, self.parent_id, self.parent_ended)
+        explain = getattr(self._outer, "refusal", None)
+        return explain(needed) if explain is not None else Refusal("experiment", needed)
 
     def release(self, run_id: str) -> None:
         """Free what a finished sub-run still holds (a call that failed or was cancelled cost nothing)."""

@@ -27,20 +27,21 @@ import itertools
 import math
 import numbers
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, overload
 
+from ._account import Account, Hold
 from ._checks import is_whole
-from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
+from .budget import (
     COST_GUARDS,
-    MIN_REPLY_TOKENS,
     Budget,
     CostGuard,
     check_after_step,
     check_before_call,
     check_call,
     check_limit,
+    time_left,
 )
 from .messages import Usage
 from .pricing import Prices, lookup_prices
@@ -457,12 +458,16 @@ def _replay(
     max_tokens: int,
     requests: Mapping[int, Mapping[str, Any]],
 ) -> _Verdict:
-    """Walk one recorded run step by step under other limits, in the engine's order of checks."""
-    spent = 0.0
+    """Walk one recorded run step by step under other limits, in the engine's order of checks.
+
+    The money goes through the engine's own :class:`~agentlab._account.Account` (each call reserved,
+    then charged what it was billed), and every limit through :mod:`agentlab.budget`'s rules, so the
+    replay stops where the engine would."""
     n = len(rows)
     if max_cost is not None and prices is None:
         return _Verdict("unknown", "no prices known for this run's model: max_cost cannot be checked", 0, 0.0)
     budget = Budget(max_steps=max_steps, max_cost=max_cost, deadline_s=deadline_s, cost_guard=guard)
+    account = Account(str(run.get("run_id", "")))
 
     def rates(n: int) -> tuple[float, float]:
         return prices.worst_rates(n, caches) if prices is not None else (0.0, 0.0)
@@ -472,8 +477,8 @@ def _replay(
         # Before the call: the engine's own rules (budget.py), in its order.
         call_start = r["t"] - r["latency"]
         if stop := check_before_call(budget, k - 1, call_start):
-            return _Verdict("stopped", str(stop.reason), k - 1, spent)
-        allowed = max_tokens
+            return _Verdict("stopped", str(stop.reason), k - 1, account.spent)
+        allowed, worst = max_tokens, 0.0
         if prices is not None:
             # The engine's own check (budget.check_call), on what the trace recorded;
             # an exact count would have returned the billed context.
@@ -481,7 +486,7 @@ def _replay(
             rec = requests.get(step, {})
             args = dict(
                 steps=k - 1,
-                spent=spent,
+                spent=account.spent,
                 estimate=int(rec.get("estimate", r["context_tokens"])),
                 bound=int(rec.get("bound", r["context_tokens"])),
                 billed_by_estimate=bool(i and rows[i - 1].get("estimated")),
@@ -493,26 +498,31 @@ def _replay(
             if checked.wants_count and rec.get("can_count", True):
                 checked = check_call(budget, **args, counted=int(r["context_tokens"]))  # type: ignore[arg-type]
             if checked.stop is not None:
-                return _Verdict("stopped", str(checked.stop.reason), k - 1, spent)
-            allowed = checked.max_tokens
-        # The call: the deadline bounds it; a smaller max_tokens cuts the reply off.
-        if deadline_s is not None and r["t"] > deadline_s:
-            return _Verdict("stopped", "deadline", k, spent)
+                return _Verdict("stopped", str(checked.stop.reason), k - 1, account.spent)
+            allowed, worst = checked.max_tokens, checked.worst_case
+        hold = account.reserve(0, (0.0, 0.0), allowed, worst)  # a replay answers to no shared total
+        assert isinstance(hold, Hold)
+        # The call: the deadline bounds it (a reply that came after it was never had); a smaller max_tokens cuts
+        # the reply off.
+        if _came_late(budget, r["t"]):
+            return _Verdict("stopped", "deadline", k, account.spent)
+        usage = Usage(r["input_tokens"], r["output_tokens"], r["cache_write_tokens"], r["cache_read_tokens"])
         if allowed < r["output_tokens"] and prices is not None:
-            spent += prices.cost(Usage(r["input_tokens"], allowed, r["cache_write_tokens"], r["cache_read_tokens"]))
-            return _Verdict("stopped", "max_tokens", k, spent)
-        spent += r["cost"]
+            usage = replace(usage, output_tokens=allowed)
+            account.charge(hold, "usage", prices.cost(usage), usage)
+            return _Verdict("stopped", "max_tokens", k, account.spent)
+        account.charge(hold, "usage", r["cost"], usage)
         if k == n and run["outcome"] == "done":
-            return _Verdict("done", "done", k, spent)
+            return _Verdict("done", "done", k, account.spent)
         # The tools of this step run until the next call starts (or the run ends).
         tools_end = rows[i + 1]["t"] - rows[i + 1]["latency"] if k < n else run["seconds"]
-        if deadline_s is not None and tools_end > deadline_s:
-            return _Verdict("stopped", "deadline", k, spent)
+        if _came_late(budget, tools_end):
+            return _Verdict("stopped", "deadline", k, account.spent)
         if k == n and run["outcome"] == "stopped" and run["reason"] not in RESUMABLE:
             break  # the last step itself ended the run (fatal, loop detected, ...): no after-step checks
         # After the step: the engine's after-step rule (cost, deadline, steps).
-        if stop := check_after_step(budget, k, spent, tools_end):
-            return _Verdict("stopped", str(stop.reason), k, spent)
+        if stop := check_after_step(budget, k, account.spent, tools_end):
+            return _Verdict("stopped", str(stop.reason), k, account.spent)
     reason, outcome = str(run["reason"]), str(run["outcome"])
     n = max(n, int(run.get("steps") or 0))  # a last call that failed counts as a step but has no row
     if outcome == "incomplete" or reason in RESUMABLE:
@@ -524,9 +534,16 @@ def _replay(
             and not _nan(rec_cost)
             and max_cost <= rec_cost
         ):
-            return _Verdict("stopped", "budget", n, spent)
-        return _Verdict("unknown", f"ran past the recording (which ended: {reason or outcome})", n, spent)
-    return _Verdict(outcome, reason, n, spent)
+            return _Verdict("stopped", "budget", n, account.spent)
+        return _Verdict("unknown", f"ran past the recording (which ended: {reason or outcome})", n, account.spent)
+    return _Verdict(outcome, reason, n, account.spent)
+
+
+def _came_late(budget: Budget, t: float) -> bool:
+    """Did what ended at working time ``t`` end after the deadline (so the engine had cut it)? What ends exactly
+    at it was had, as the engine has a reply that comes with no time left (the next check then stops the run)."""
+    left = time_left(budget, t)
+    return left is not None and left < 0
 
 
 def _nan(v: Any) -> bool:

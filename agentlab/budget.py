@@ -15,10 +15,9 @@ import numbers
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from ._checks import is_whole
-from ._frozen import quick_init
 from ._shorten import shorten
 from .messages import estimate_tokens, json_size, tokens_for_size
 from .vocab import StopReason
@@ -73,7 +72,6 @@ def check_limit(name: str, value: object, *, integer: bool = False) -> int | flo
     return whole
 
 
-_check_limit = check_limit  # the old private name
 _MAX_INT = 2**63 - 1
 
 
@@ -177,13 +175,37 @@ class Stop:
     detail: str
 
 
+def steps_used_up(budget: Budget, steps: int) -> bool:
+    """Have ``steps`` model calls used the step limit? (Checked before each call, resumed or not.)"""
+    return budget.max_steps is not None and steps >= budget.max_steps
+
+
+def time_left(budget: Budget, elapsed: float) -> float | None:
+    """Working seconds before the deadline after ``elapsed`` (``None``: no deadline); 0 or less: it has passed.
+
+    The one owner of the deadline's arithmetic: the engine bounds its calls and tools by it, and every check
+    below (and the what-if replay) compares it with 0."""
+    return None if budget.deadline_s is None else budget.deadline_s - elapsed
+
+
+def deadline_passed(budget: Budget, elapsed: float) -> bool:
+    """Have ``elapsed`` working seconds reached the deadline (no time left to start anything)?"""
+    left = time_left(budget, elapsed)
+    return left is not None and left <= 0
+
+
+def check_deadline(budget: Budget, elapsed: float, when: str) -> Stop | None:
+    """The deadline's stop, ``when`` saying at which point it was checked ("before step 3")."""
+    if deadline_passed(budget, elapsed):
+        return Stop(StopReason.DEADLINE, f"{elapsed:.2f}s of {budget.deadline_s:g}s used {when}")
+    return None
+
+
 def check_before_call(budget: Budget, steps: int, elapsed: float) -> Stop | None:
     """May step ``steps + 1`` call the model? (steps used, working seconds so far.)"""
-    if budget.max_steps is not None and steps >= budget.max_steps:
+    if steps_used_up(budget, steps):
         return Stop(StopReason.STEP_LIMIT, f"used all {budget.max_steps} steps")
-    if budget.deadline_s is not None and elapsed >= budget.deadline_s:
-        return Stop(StopReason.DEADLINE, f"{elapsed:.2f}s of {budget.deadline_s:g}s used before step {steps + 1}")
-    return None
+    return check_deadline(budget, elapsed, f"before step {steps + 1}")
 
 
 def worst_case_cost(
@@ -250,7 +272,6 @@ Rates = Callable[[int], tuple[float, float]]
 """``rates(input_tokens) -> (input, output)`` USD per token at their dearest for a call of that size."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class GuardCheck:
     """What one pre-call check rested on and decided.
@@ -378,18 +399,6 @@ _SAYS = {"exact": "counted", "bounded": "at most", "estimated": "about"}
 """How a check's sentence names what its input rested on (:attr:`GuardCheck.why`)."""
 
 
-def lost_reply_cost(check: GuardCheck | None) -> float:
-    """What a call whose reply was lost in transit is charged: the worst case its pre-call check priced.
-
-    The request reached the API and the answer never came back (a timeout, a dropped connection), so
-    the API may have billed it and nothing says how much. Counting it at the most it could cost (all of
-    ``max_tokens`` at the dearest rates, with the fees) keeps the hard guard's promise: the next call,
-    a retry of this one included, is checked against a total that cannot be short. ``check`` is ``None``
-    only when no check was made; then nothing is known to charge.
-    """
-    return check.worst_case if check is not None else 0.0
-
-
 # ------------------------------------------------- what the input may be
 # The guard needs the input of the next call. Three sources, best first:
 # the API's count of the exact request (free, one round trip: asked only
@@ -414,9 +423,7 @@ def input_bound(obj: Any) -> int:
     their base64 size exceeds for any real file.
     """
     if isinstance(obj, str):
-        return (
-            len(obj.encode("utf-8", "surrogatepass")) + BLOCK_OVERHEAD_TOKENS
-        )  # issue 24: a lone surrogate is 3 bytes, not a crash
+        return len(obj.encode("utf-8", "surrogatepass")) + BLOCK_OVERHEAD_TOKENS  # a lone surrogate: 3 bytes
     n = json_size(obj)
     if n is None:  # e.g. an int too large for orjson
         import json
@@ -543,9 +550,9 @@ def check_after_step(budget: Budget, steps: int, spent: float, elapsed: float) -
     """Has step ``steps`` ended the run? Cost (the sketch's after-the-fact check), deadline, steps."""
     if budget.max_cost is not None and spent > budget.max_cost:
         return Stop(StopReason.BUDGET, f"spent ${spent:.4f} of ${budget.max_cost:.2f} after step {steps}")
-    if budget.deadline_s is not None and elapsed >= budget.deadline_s:
-        return Stop(StopReason.DEADLINE, f"{elapsed:.2f}s of {budget.deadline_s:g}s used after step {steps}")
-    if budget.max_steps is not None and steps >= budget.max_steps:
+    if stop := check_deadline(budget, elapsed, f"after step {steps}"):
+        return stop
+    if steps_used_up(budget, steps):
         return Stop(StopReason.STEP_LIMIT, f"used all {budget.max_steps} steps without a final answer")
     return None
 
@@ -587,67 +594,3 @@ class GuardReport:
             "over": self.over,
             "guarantee": self.guarantee,
         }
-
-
-# --------------------------------------------------- a total shared by runs
-class Ledger(Protocol):
-    """A spending total shared by many runs (an experiment's ``max_total_cost``).
-
-    Before each model call a run reserves the call's worst case; after the
-    call it settles that reservation to what the call really cost. ``reserve``
-    grants at most ``amount``, at least ``minimum``, or 0 when not even
-    ``minimum`` is left. A call that fails is never settled: the owner of the
-    ledger releases what a run still holds when the run ends.
-    """
-
-    def reserve(self, run_id: str, amount: float, minimum: float) -> float: ...
-
-    def settle(self, run_id: str, reserved: float, actual: float) -> None: ...
-
-
-class _Unlimited:
-    """The ledger of a run on its own: every reservation granted, nothing kept."""
-
-    def reserve(self, run_id: str, amount: float, minimum: float) -> float:
-        return amount
-
-    def settle(self, run_id: str, reserved: float, actual: float) -> None:
-        return None
-
-
-NO_LEDGER: Ledger = _Unlimited()
-
-
-def reserve_call(
-    ledger: Ledger,
-    run_id: str,
-    est_input_tokens: int,
-    rates: tuple[float, float],
-    max_tokens: int,
-) -> tuple[int, float] | Stop:
-    """Reserve a call's worst case against a shared ledger: ``(max_tokens, reserved)`` or why not.
-
-    The same rule as :func:`guard_call`, against what the ledger grants
-    (``rates``: input and output USD per token at their dearest): a partial
-    grant lowers ``max_tokens`` until the worst case fits it, and the run
-    stops when not even :data:`MIN_REPLY_TOKENS` of output fit.
-    """
-    if ledger is NO_LEDGER:
-        return max_tokens, 0.0
-    input_rate, output_rate = rates
-    smallest = MIN_REPLY_TOKENS if MIN_REPLY_TOKENS < max_tokens else max_tokens
-    # worst_case_cost (no fees) written out, the same sums: this runs before every call of an experiment's runs
-    want = est_input_tokens * input_rate + max_tokens * output_rate
-    least = est_input_tokens * input_rate + smallest * output_rate
-    granted = ledger.reserve(run_id, want, least)
-    if granted < least or (granted <= 0 < want):
-        if granted > 0:
-            ledger.settle(run_id, granted, 0.0)
-        return Stop(
-            StopReason.EXPERIMENT_BUDGET,
-            f"the experiment's total budget cannot cover the next call (at least ${least:.4f})",
-        )
-    if granted >= want:
-        return max_tokens, granted
-    allowed = affordable_max_tokens(granted, est_input_tokens, input_rate, output_rate, max_tokens)
-    return max(allowed, smallest), granted

@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+from ._checks import is_seconds, is_whole
 from .redact import scrub
 
 Kind = Literal["recoverable", "retryable", "fatal"]
@@ -82,7 +83,7 @@ class OutcomeUnknown(FatalError):
     """A call was sent and its answer lost (the connection dropped, the server died): it may have run.
 
     Fatal, never retried, for a tool not known to be safe to repeat: sending
-    a write again could apply it twice (issue 24). The run stops and its
+    a write again could apply it twice. The run stops and its
     detail says the outcome is unknown, so a person checks before re-running.
     """
 
@@ -172,10 +173,13 @@ class Policy:
         for name in ("unknown_tool", "permission_denied", "unclassified", "base_exceptions"):
             if getattr(self, name) not in ("recoverable", "retryable", "fatal"):
                 raise ValueError(f"Policy.{name} must be 'recoverable', 'retryable' or 'fatal'")
-        if not isinstance(self.max_attempts, int) or self.max_attempts < 1:
-            raise ValueError("Policy.max_attempts must be an int >= 1")
-        if self.base_delay < 0 or self.max_delay < 0 or not 0 <= self.jitter <= 1:
-            raise ValueError("Policy delays must be >= 0 and jitter within [0, 1]")
+        if not is_whole(self.max_attempts, 1):
+            raise ValueError(f"Policy.max_attempts must be an int >= 1 (1 = no retry), got {self.max_attempts!r}")
+        for name in ("base_delay", "max_delay"):
+            if not is_seconds(getattr(self, name)):
+                raise ValueError(f"Policy.{name} must be a finite number of seconds >= 0, got {getattr(self, name)!r}")
+        if not is_seconds(self.jitter) or self.jitter > 1:
+            raise ValueError(f"Policy.jitter must be a number within [0, 1], got {self.jitter!r}")
 
 
 def classify(exc: BaseException, policy: Policy) -> Kind:
@@ -209,4 +213,4 @@ def describe(exc: BaseException) -> str:
         text = safe_str(exc)
     else:
         text = f"{exc.__class__.__name__}: {safe_str(exc) or exc.__class__.__name__}"
-    return scrub(text)  # issue 14: a secret quoted in an error reaches neither the trace nor the model
+    return scrub(text)  # a secret quoted in an error reaches neither the trace nor the model

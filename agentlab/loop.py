@@ -1,13 +1,21 @@
 """The engine: call the model, run the tools it asks for, hand back, repeat.
 
-Read this file top to bottom. ``Run.step()`` is one step: the checks before a
-model call (cancelled? steps? deadline? can the budget afford a reply?), the
-call, the reply's stop reason, the turn's tools, and the checks after. A check
-returns why the run must stop (a ``_Halt``: reason, detail, error) and the
-phase applies it in one place, ``_stop``. Tool calls see the run only through
-``_CallSide`` (the runner's :class:`~agentlab._engine.calls.CallContext`).
-Every fact is emitted as an :class:`~agentlab.events.Event`; traces, the
-notebook panel and the CLI subscribe, and none of them is special-cased here.
+Read this file top to bottom. ``Run.step()`` is one step in named phases:
+**check** (cancelled? steps? deadline?), **request** (the cost guard, the
+account's reservation, the call), **account** (what the reply cost),
+**decide** (the reply's stop reason), **tools** (the turn's calls), **check**
+(cost, deadline, steps). A check returns why the run must stop (a ``Halt``)
+and one method, ``_stop``, applies it.
+
+The run's state is here (messages, steps, phase, pending calls, result); what
+it was asked is its ``config`` (:class:`~agentlab._engine.config.RunConfig`);
+its money is its ``account`` (:class:`~agentlab._account.Account`). The
+model call (:mod:`agentlab._engine.model_call`), the events
+(:mod:`agentlab._engine.publishing`) and the concurrency machinery
+(:mod:`agentlab._engine.stepping`) are parts of their own. Tool calls see the
+run only through ``CallSide`` (:mod:`agentlab._engine.call_side`). Every fact
+is emitted as an :class:`~agentlab.events.Event`; traces, the notebook panel
+and the CLI subscribe, and none of them is special-cased here.
 
 ``run()``/``arun()`` (in :mod:`agentlab._facades`) step until finished: one code path.
 """
@@ -15,84 +23,59 @@ notebook panel and the CLI subscribe, and none of them is special-cased here.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import random
-import threading
-import time
-import traceback
-import warnings
-from collections.abc import Callable, Coroutine, Iterable, Mapping, Sequence
-from dataclasses import replace
-from datetime import UTC, datetime
-from types import FunctionType, MethodType
-from typing import Any, Literal, NamedTuple, TypeVar
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, replace
+from typing import Any, TypeVar
 
-from ._engine.calls import CallOutcome, CallRunner, bounded, format_error, result_block
+from ._account import NO_LEDGER, NOTHING_HELD, Account, Hold, Ledger
+from ._engine.call_side import CallSide
+from ._engine.calls import CallOutcome, CallRunner, result_block
 from ._engine.config import RunConfig
 from ._engine.input_tracker import InputTracker
 from ._engine.loopguard import LoopGuard, call_key, nudge_text
+from ._engine.model_call import ModelCall
+from ._engine.publishing import Publishing, callees
 from ._engine.scheduling import plan_batches
+from ._engine.state import Halt, Phase
+from ._engine.stepping import Stepping
 from ._model_label import model_label
 from ._options import CONFIG_NAMES, DEFAULTS, collect, documented
-from ._runtime import watchdog
-from ._runtime.isolate import Raised, Returned, one_turn
-from ._runtime.referee import Referee, TakenOver
+from ._runtime.isolate import one_turn
 from ._runtime.turns import Turns
-from ._shorten import shorten
 from ._subruns import ParentLedger, current_call
-from .budget import (  # noqa: F401 (MIN_REPLY_TOKENS: old import path)
-    MIN_REPLY_TOKENS,
-    NO_LEDGER,
+from .budget import (
     Budget,
     BudgetSnapshot,
     CostGuard,
-    Ledger,
     Stop,
     check_after_step,
     check_before_call,
-    lost_reply_cost,
+    check_deadline,
+    time_left,
 )
-from .clock import Clock, SystemClock, wall_time
-from .errors import AgentlabError, FatalError, ModelError, Policy, TraceWriteError, classify, describe, safe_str
-from .events import Event, EventDraft, Subscriber, new_event
+from .clock import Clock, SystemClock
+from .errors import Policy, TraceWriteError, describe
+from .events import Subscriber
 from .messages import (
     Block,
-    MalformedReply,
     Message,
-    Reply,
     Usage,
-    billed_usage,
-    estimate_tokens,
-    normalize_reply,
-    text_of,
 )
-from .models.base import Model, ModelRequest, capabilities
-from .models.streaming import Fragments, cut_short
-from .pricing import Prices, hard_guard_refusal, prices_dict, served_prices
+from .models.base import Model, capabilities
+from .pricing import Prices
 from .results import Done, Result, StepRecord, Stopped
-from .retry import DeadlineExceeded, RetriesExhausted, backoff, retrying
 from .tools import Tool, result_summary
 from .vocab import RESUMABLE, EventKind, Outcome, StopReason
 
-Phase = Literal["ready", "calling model", "running tools", "awaiting tools", "done", "stopped"]
-
-
-__all__ = ["MIN_REPLY_TOKENS", "RESUMABLE", "Phase", "Run"]  # the first two now live in budget/vocab
+__all__ = ["Phase", "Run"]
 
 
 _R = TypeVar("_R", Done, Stopped)
 
 
-class _Halt(NamedTuple):
-    """Why the run stops here: a check returns one, and ``Run._stop(*halt)`` applies it."""
-
-    reason: StopReason | str
-    detail: str
-    error: BaseException | None = None
-
-
 @documented
-class Run:
+class Run(ModelCall, Publishing):
     """One agent run that you advance yourself: ``await run.step()``.
 
     Budgets: ``max_steps`` model calls, ``max_cost`` dollars, ``deadline_s``
@@ -146,10 +129,8 @@ class Run:
         self.loop_guard = LoopGuard(nudge_at=c.loop_nudge_at)
         """Repeated calls seen so far (the nudge, then the stop); the cost guard's report is ``result.cost_check``."""
         self.steps = 0
-        self.model_calls = 0
-        self.spent = 0.0
-        self.input_tokens = 0  # everything the model calls read (cache included) ...
-        self.output_tokens = 0  # ... and wrote, for the reprs and the result
+        self.account = Account(c.run_id, ledger)
+        """The run's money: spent, model calls, tokens, and the shared total it reserves from."""
         self.phase: Phase = "ready"
         self.result: Result | None = None
         self.pending_calls: list[Block] = []
@@ -159,26 +140,20 @@ class Run:
         self._kept: dict[int, Block] = {}  # results of pending_calls that finished before an interruption
         self._keys: list[str] = []  # the loop guard's keys of the turn's calls (pending_calls)
         self._subscribers: list[Subscriber] = list(subscribers)
-        self._called = _callees(self._subscribers)  # (subscriber, what calling it calls), remade on each change
-        self._ledger = ledger  # a total shared with other runs (an experiment's, a parent run's); by default unlimited
+        self._called = callees(self._subscribers)  # the subscribers an event goes to, remade on each change
         self._link = link  # the tool call of the parent run this is a sub-run of (None: not a sub-run)
         self._sub_runs: ParentLedger | None = None  # what this run's own sub-runs reserve from (made when first asked)
         self._reported = (0.0, 0, 0)  # cost and tokens already reported to the parent
         self._tool_defs = [t.definition() for t in c.tools.values()]
         self._served: dict[str | None, Prices | None] = {}  # prices by the model a reply names (served_prices)
-        self._calls = CallRunner(_CallSide(self, approve, approval_stops_clock), c.max_concurrency)
+        self._calls = CallRunner(CallSide(self, approve, approval_stops_clock), c.max_concurrency)
         self._last_cost = self._last_latency = 0.0
-        self._held: tuple[int, float] = (0, 0.0)  # the model call's max_tokens and reservation (a retry's, if lost)
+        self._hold: Hold = NOTHING_HELD  # the model call's reservation (a retry's, if a reply was lost)
         self._lost = 0.0  # what this step's replies lost in transit were charged (part of the step's cost)
         self._last_context: dict[str, Any] | None = None  # the last reply's context_management
         self._cancel = False
-        self._trace_error: TraceWriteError | None = None  # issue 14: set by a failing trace writer
+        self._trace_error: TraceWriteError | None = None  # set by a failing trace writer
         self._seq = 0
-        self._t0: float | None = None  # when the step in flight began (working time: _worked + now - _t0)
-        self._step_task: asyncio.Task[Any] | None = None
-        self._step_loop: asyncio.AbstractEventLoop | None = None
-        self._step_lock = threading.Lock()  # one step at a time, whatever task or thread asks
-        self._watch: watchdog.Watch | None = None
         self._turns = Turns()  # when the run's event loop gets a turn (see _tools_phase)
         self._started = False
         self.parent = parent  # where a fork came from: {"run_id", "step"}, written into run_started
@@ -190,7 +165,8 @@ class Run:
             c.system, self._tool_defs, self.messages, can_count=self._caps.count_tokens is not None
         )
         self._now = self.clock.now
-        self._worked = self._setup_s = max(0.0, self._now() - since)  # working seconds of the steps before
+        self._setup_s = max(0.0, self._now() - since)
+        self._stepping = Stepping(self._now, worked=self._setup_s)  # the step in flight, and working time
 
     # ------------------------------------------------- the inputs (config)
     @property
@@ -244,16 +220,10 @@ class Run:
         return self.config.run_id
 
     @property
-    def guard(self) -> LoopGuard:
-        """Deprecated: ``run.loop_guard`` (``result.cost_check`` is the cost guard's report)."""
-        warnings.warn("run.guard is now run.loop_guard (the loop guard)", DeprecationWarning, stacklevel=2)
-        return self.loop_guard
-
-    @property
     def sub_run_ledger(self) -> ParentLedger:
         """What runs started inside this run's tools reserve from: this run's budget (see :mod:`agentlab._subruns`)."""
         if self._sub_runs is None:
-            self._sub_runs = ParentLedger(self, lambda: self.budget.max_cost, self._ledger)
+            self._sub_runs = ParentLedger(self, lambda: self.budget.max_cost, self.account.ledger)
         return self._sub_runs
 
     def __repr__(self) -> str:
@@ -272,25 +242,33 @@ class Run:
     @property
     def elapsed(self) -> float:
         """Working seconds: time spent inside ``step()`` so far."""
-        t0 = self._t0  # read a dozen times a step: one attribute chain less (config.clock.now)
-        return self._worked if t0 is None else self._worked + self._now() - t0
+        return self._stepping.elapsed()
+
+    @property
+    def spent(self) -> float:
+        """Dollars the run has spent on model calls (its sub-runs' included)."""
+        return self.account.spent
+
+    @property
+    def model_calls(self) -> int:
+        """Model calls charged (a reply lost in transit and its retry are two)."""
+        return self.account.model_calls
+
+    @property
+    def input_tokens(self) -> int:
+        """Tokens the run's model calls read, cache included (its sub-runs' once they end)."""
+        return self.account.input_tokens
+
+    @property
+    def output_tokens(self) -> int:
+        """Tokens the run's model calls wrote (its sub-runs' once they end)."""
+        return self.account.output_tokens
 
     @property
     def snapshot(self) -> BudgetSnapshot:
         """The budgets as they stand now: steps, dollars and seconds used of each limit."""
         b = self.budget
         return BudgetSnapshot(self.steps, b.max_steps, self.spent, b.max_cost, self.elapsed, b.deadline_s)
-
-    def subscribe(self, callback: Subscriber) -> Callable[[], None]:
-        """Call ``callback(event)`` for every event; returns an unsubscribe function."""
-        self._subscribers.append(callback)
-        self._called = _callees(self._subscribers)
-        return lambda: self._unsubscribe(callback)
-
-    def _unsubscribe(self, callback: Subscriber) -> None:
-        if callback in self._subscribers:
-            self._subscribers.remove(callback)
-            self._called = _callees(self._subscribers)
 
     def cancel(self) -> None:
         """Stop with "cancelled": between steps at once, and a step in flight is interrupted.
@@ -302,24 +280,7 @@ class Run:
         run runs only the others.
         """
         self._cancel = True
-        if (referee := self._calls.referee) is not None:  # a sync tool on the loop's thread: run()'s caller takes over
-            referee.cancel()
-        task, loop = self._step_task, self._step_loop
-        if task is None or loop is None:
-            return
-        with contextlib.suppress(RuntimeError):  # no running loop here, or the step's loop has closed
-            if asyncio.get_running_loop() is loop and asyncio.current_task() is task:
-                return  # called from inside the step (a subscriber): it stops at the next check
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(self._interrupt, task)
-
-    def _interrupt(self, task: asyncio.Task[Any]) -> None:
-        if self._cancel and task is self._step_task and not task.done():
-            task.cancel()
-
-    def note(self, kind: str, **data: Any) -> None:
-        """Emit an event of the caller's own (a panel's "paused", say) to every subscriber."""
-        self._emit(kind, **data)
+        self._stepping.interrupt(lambda: self._cancel)
 
     def resume(
         self,
@@ -341,32 +302,6 @@ class Run:
         self.budget = replace(self.budget, **changes)
         self.result, self._cancel, self.phase, self._trace_error = None, False, "ready", None
         self._emit(EventKind.RESUMED, limits=self._limits())
-
-    def _inline_referee(self) -> Referee | None:
-        """For ``run()``: let a sync tool called alone run on the loop's own thread (issue 27), refereed.
-
-        ``None`` (every sync call goes to a worker, as under ``arun()`` and the Lab) when no tool could
-        (no sync tool without a timeout of its own), or when the deadline is on a clock of the caller's:
-        the caller's thread keeps it on the real one (``time.monotonic``). See :mod:`agentlab._runtime.referee`.
-        """
-        if type(self.clock) is not SystemClock or all(t.is_async or t.timeout is not None for t in self.tools.values()):
-            return None
-        left = self._time_left()
-        self._calls.referee = Referee(None if left is None else time.monotonic() + left)
-        return self._calls.referee
-
-    def _end_taken_over(self, out: CallOutcome | None) -> None:
-        """On run()'s caller's thread: a sync tool holds the loop's thread past the deadline (``out``: the call's
-        outcome) or at a cancel (``None``); end the step here as the loop's thread would have, books included.
-        That thread, when the tool returns, raises ``TakenOver`` through the step and touches nothing."""
-        if out is not None:
-            self._keep(out)
-        if out is not None and out.stop is not None:
-            self._stop(*out.stop)
-        else:
-            how = "cancelled" if self._cancel else "interrupted (the task running it was cancelled: Ctrl-C?)"
-            self._stop(*self._interrupted(f"{how} during step {self.steps} ({self.phase})"))
-        self._end_step()
 
     async def run(self) -> Result:
         """Step until finished; return ``Done`` or ``Stopped``."""
@@ -390,8 +325,7 @@ class Run:
 
         For a driver that follows the run through its events (a subscriber) and the run's attributes
         (``phase``, ``pending_calls``, ``result``) rather than through the record, as the notebook panel
-        (:class:`agentlab.Lab`) does: building a record nobody reads is ~10 µs a step of an instant model
-        (docs/benchmarks.md, "Panel"). The step, its events, the trace, ``pause_before_tools`` and what
+        (:class:`agentlab.Lab`) does. The step, its events, the trace, ``pause_before_tools`` and what
         happens when control comes back to the caller are :meth:`step`'s.
         """
         await self._advance(pause_before_tools, hand_back=True)
@@ -401,38 +335,28 @@ class Run:
         caller after it (:meth:`_hand_back`)."""
         if self.result is not None:
             raise RuntimeError(f"run {self.run_id} has finished: {self.result!r}")
-        if not self._step_lock.acquire(False):  # (not blocking; a keyword costs C argument parsing)
-            raise RuntimeError(
-                f"run {self.run_id} is already in a step (started by another task or thread): "
-                "await that step before starting the next"
-            )
-        self._t0 = self._now()
-        self._step_loop = loop = asyncio.get_running_loop()
-        self._step_task = asyncio.current_task(loop)
-        d = self.budget.deadline_s
-        left = None if d is None else d - self._worked  # the time left at _t0 (working time so far: _worked)
-        self._watch = None if left is None else watchdog.arm(left)
+        self._stepping.begin(self.run_id, self._time_left())
         try:
             if not self._started:
                 self._started = True
                 self._emit_start()
-            if self.pending_calls:
+            if self.pending_calls:  # a step paused before its tools (or interrupted in them) goes on there
                 await self._tools_phase(self.pending_calls)
             else:
-                await self._model_phase(pause_before_tools)
+                await self._model_phase(pause_before_tools)  # check, request, account, decide, tools
             if self.result is None and self.phase != "awaiting tools":
-                self._after_step_checks()
+                self._after_step_checks()  # check: cost, deadline, steps
             if hand_back and self.result is None:
                 self._hand_back()
         except asyncio.CancelledError:
             if self.result is None:
                 how = "cancelled" if self._cancel else "interrupted (the task running it was cancelled: Ctrl-C?)"
                 self._stop(*self._interrupted(f"{how} during step {self.steps} ({self.phase})"))
-            if not self._cancel or self._step_task is None:
+            if not self._cancel or (task := self._stepping.task) is None:
                 raise  # cancelled from outside: recorded above, then passed on
-            self._step_task.uncancel()
+            task.uncancel()
         except BaseException as exc:  # a real Ctrl-C, or a bug: the run still ends, and says so
-            if self.result is None and not isinstance(exc, TakenOver):  # taken over: run()'s caller ends it
+            if self.result is None:
                 where = f"during step {self.steps} ({self.phase})"
                 if isinstance(exc, KeyboardInterrupt):
                     self._stop(*self._interrupted(f"interrupted by Ctrl-C {where}", exc))
@@ -440,51 +364,26 @@ class Run:
                     self._stop(StopReason.FATAL, f"{describe(exc)} {where}", exc)
             raise
         finally:
-            if self._t0 is not None:  # else the step was taken over, and ended, by run()'s caller's thread
-                self._end_step()
-
-    @watchdog.handoff("subscriber")
-    def _hand_back(self) -> None:
-        """``step()`` ends or pauses and the run goes on: a subscriber that holds events (the trace writer's
-        ``flush_run``) writes them now, before control goes back to the caller; one that cannot stops the run
-        as a failed trace write does (issue 14). ``run()`` keeps control from step to step: each step's last
-        event, ``step_finished``, already put every event on disk (see :mod:`agentlab.trace.writer`)."""
-        for callback in self._subscribers:
-            if (flush := getattr(callback, "flush_run", None)) is not None:
-                try:
-                    flush(self.run_id)
-                except TraceWriteError as exc:
-                    self._trace_failed_by(exc)
-                    return self._stop(*self._trace_failed())
-        return None
-
-    def _end_step(self) -> None:
-        """The step's books: its working time counted, the watchdog disarmed, the next step allowed."""
-        if self._t0 is not None:
-            self._worked += self._now() - self._t0
-        self._t0, self._step_task, self._step_loop = None, None, None
-        if self._watch is not None:
-            watchdog.disarm(self._watch)
-        self._step_lock.release()
+            self._stepping.end()
 
     async def _model_phase(self, pause_before_tools: bool) -> None:
-        """One model call and what its reply decides.
+        """A step's phases up to its tools: check, request, account, decide (then tools, then check again).
 
-        Each part returns why the run must stop (a :class:`_Halt`) or what the
-        next part needs; the run is stopped in one place, here.
+        Each phase returns why the run must stop (a :class:`Halt`) or what the
+        next needs; the run is stopped in one place, ``_stop``.
         """
-        if halt := self._may_call():  # 1. checks before spending anything: Stop, steps, deadline ...
+        if halt := self._may_call():  # check: Stop, the step limit, the deadline, before anything is spent
             return self._stop(*halt)
-        held = await self._hold_call(self.steps)  # ... and the cost guard, with the shared total's reservation
+        held = await self._hold_call(self.steps)  # request: the cost guard, and the account's reservation ...
         if isinstance(held, Stop):
             return self._stop(held.reason, held.detail)
-        answer = await self._send(held)  # 2. the model call (a failed one is charged what it cost)
-        if isinstance(answer, _Halt):
+        answer = await self._send(held)  # ... and the call (one that failed is charged what it may have cost)
+        if isinstance(answer, Halt):
             return self._stop(*answer)
         reply, latency, at = answer
-        max_tokens, reserved = self._held  # a retry after a lost reply was reserved anew
-        usage = self._bill(reply, max_tokens, reserved, latency, at)  # 3. what it cost
-        calls = reply.tool_calls  # 4. why the model stopped decides what is next
+        max_tokens = self._hold.max_tokens  # a retry after a lost reply was reserved anew
+        usage = self._bill(reply, max_tokens, latency, at)  # account: what the reply cost
+        calls = reply.tool_calls  # decide: why the model stopped says what comes next
         if halt := self._reply_problem(reply, usage, max_tokens, calls):
             return self._stop(*halt)
         if reply.stop_reason == "pause_turn":
@@ -506,338 +405,14 @@ class Run:
             return None
         return await self._tools_phase(calls)
 
-    def _may_call(self) -> _Halt | None:
+    def _may_call(self) -> Halt | None:
         """Why the next model call may not be made before anything is priced: Stop, or a budget rule (budget.py)
         on steps and time. (The cost guard comes next, :meth:`_hold_call`: it may await a token count.)"""
         if self._cancel:
             return self._interrupted(f"cancelled before step {self.steps + 1}")
         if stop := check_before_call(self.budget, self.steps, self.elapsed):
-            return _Halt(stop.reason, stop.detail)
+            return Halt(stop.reason, stop.detail)
         return None
-
-    async def _send(self, held: tuple[int, float]) -> tuple[Reply, float, float] | _Halt:
-        """The next step's model call: the reply, its latency and when it came (working seconds, the run's
-        ``elapsed`` then), or why the run stops (a failed call charged)."""
-        self.steps += 1
-        self.phase = "calling model"
-        self._announce(*held)
-        t_call, self._held, self._lost = self._now(), held, 0.0
-        try:
-            reply = await self._call_model(t_call)
-        except _RetryRefused as exc:  # a reply lost in transit was charged; its retry no longer fits the budget
-            return _Halt(exc.stop.reason, exc.stop.detail)
-        except DeadlineExceeded as exc:
-            return _Halt(StopReason.DEADLINE, f"model call at step {self.steps}: {exc}")
-        except RetriesExhausted as exc:
-            detail = f"model call at step {self.steps} failed {exc.attempts} times: {describe(exc.last)}"
-            return _Halt(StopReason.MODEL_ERROR, detail, exc.last)
-        except MalformedReply as exc:  # refused here, but billed by the API when it came with usage
-            billed = self._charge(billed_usage(exc.raw), exc.raw, self._held[1])
-            self._emit(
-                EventKind.MODEL_CALLED,
-                raw=_jsonable(exc.raw),
-                error=exc.problem,
-                latency=self.clock.now() - t_call,
-                **billed,
-            )
-            return _Halt(
-                StopReason.MALFORMED_REPLY, f"step {self.steps}: {exc.problem}; raw reply: {_short(exc.raw)}", exc
-            )
-        except ModelError as exc:  # a reply lost in transit was charged by _call_model already
-            return _Halt(exc.reason, f"step {self.steps}: {exc.message}", exc)
-        except Exception as exc:
-            kind = classify(exc, self.policy)
-            reason = StopReason.FATAL if kind == "fatal" else StopReason.MODEL_ERROR
-            return _Halt(reason, f"model call at step {self.steps}: {describe(exc)}", exc)
-        now = self._now()  # one reading: the reply's latency, and its event's time (_bill)
-        t0 = self._t0
-        self.model_calls += 1
-        return reply, now - t_call, self._worked if t0 is None else self._worked + now - t0
-
-    def _bill(self, reply: Reply, max_tokens: int, reserved: float, latency: float, at: float) -> Usage:
-        """Charge a reply (its usage, or the same estimate the guard used), keep it, emit ``model_called``.
-
-        ``at``: when the reply came (the reading its latency ended on), the event's ``t``: nothing is emitted
-        between that reading and this event, so it is the time the reply was billed at, read once."""
-        estimated = reply.usage is None
-        usage = reply.usage or Usage(
-            input_tokens=self._input.estimate, output_tokens=min(estimate_tokens(reply.content), max_tokens)
-        )
-        prices = self._served_prices(reply.model)  # a fallback model may have served it
-        cost = prices.cost(usage) if prices else 0.0
-        context_tokens, asked = usage.context_tokens, self.config.prices
-        self.spent += cost
-        self.input_tokens += context_tokens
-        self.output_tokens += usage.output_tokens
-        if self._ledger is not NO_LEDGER:  # (a run on its own: nothing was reserved, nothing to settle)
-            self._ledger.settle(self.run_id, reserved, cost)  # a failed call's reservation is released at the end
-        self.last_usage = usage
-        self._last_cost, self._last_latency, self._last_context = cost + self._lost, latency, reply.context_management
-        self._input.billed(usage, estimated, asked, self._caps.caches)
-        if kept := reply.kept:  # the history stays valid to send back (no empty text at its end)
-            self._append({"role": "assistant", "content": kept}, tokens=usage.output_tokens)
-        data = {
-            "content": reply.content,
-            "stop_reason": reply.stop_reason,
-            "usage": usage.as_dict(),
-            "estimated": estimated,
-            "cost": cost,
-            "server_tool_cost": prices.server_tool_cost(usage) if prices else 0.0,
-            "spent": self.spent,
-            "latency": latency,
-            "request_id": reply.request_id,
-            "context_tokens": context_tokens,
-            "max_tokens": max_tokens,
-            "model": reply.model,
-        }
-        if reply.stop_details:
-            data["stop_details"] = reply.stop_details
-        if prices is not asked:
-            data["requested_model"] = self.config.model.model
-        if reply.context_management:
-            data["context_management"] = reply.context_management
-        self._publish(_MODEL_CALLED, data, at)
-        return usage
-
-    def _reply_problem(self, reply: Reply, usage: Usage, max_tokens: int, calls: list[Block]) -> _Halt | None:
-        """Why the reply ends the run: cut off, refused, window full, an unknown stop reason, bad tool ``calls``."""
-        why = reply.stop_reason
-        if why in ("end_turn", "stop_sequence", "pause_turn"):
-            return None
-        if why == "max_tokens":
-            lowered = f" (lowered from {self.max_tokens} by the cost guard)" if max_tokens < self.max_tokens else ""
-            last = reply.content[-1] if reply.content else {}
-            inside = f", inside the input of {last.get('name')} (kept as far as it arrived)" if "input" in last else ""
-            return _Halt(
-                StopReason.MAX_TOKENS,
-                f"the reply at step {self.steps} was cut off at max_tokens={max_tokens}{lowered}{inside}",
-            )
-        if why == "refusal":
-            return _Halt(StopReason.REFUSAL, f"the model refused at step {self.steps}{reply.stop_note}")
-        if why == "model_context_window_exceeded":
-            return _Halt(
-                StopReason.CONTEXT_WINDOW,
-                f"the context ({usage.context_tokens} tokens) filled the model's window at step {self.steps}",
-            )
-        if why != "tool_use":
-            return _Halt(StopReason.UNEXPECTED_STOP, f"stop_reason={why!r} at step {self.steps}")
-        if not calls:
-            return _Halt(
-                StopReason.MALFORMED_REPLY, f"stop_reason 'tool_use' but no tool_use block at step {self.steps}"
-            )
-        if len(calls) > 1 and len(set(ids := [c["id"] for c in calls])) < len(ids):  # (one call cannot repeat one)
-            dup = next(i for i in ids if ids.count(i) > 1)
-            return _Halt(
-                StopReason.MALFORMED_REPLY,
-                f"{ids.count(dup)} tool_use blocks share the id {dup!r} at step {self.steps}: "
-                "each call needs its own id for its result",
-            )
-        return None
-
-    def _charge(self, usage: Usage | None, raw: Any, reserved: float) -> dict[str, Any]:
-        """Charge a reply the gate refused: the API billed what its usage says (fields for its event)."""
-        if usage is None:
-            return {}
-        served = raw.get("model") if isinstance(raw, dict) else None
-        prices = self._served_prices(served if isinstance(served, str) else None)
-        cost = prices.cost(usage) if prices else 0.0
-        self.spent += cost
-        self.model_calls += 1
-        self._ledger.settle(self.run_id, reserved, cost)
-        self._input.billed(usage, False, prices, self._caps.caches)
-        return {"usage": usage.as_dict(), "cost": cost, "spent": self.spent, "context_tokens": usage.context_tokens}
-
-    async def _hold_call(self, done: int) -> tuple[int, float] | Stop:
-        """The pre-call guard and the shared ledger's reservation of the next request: ``(max_tokens, reserved)``.
-
-        ``done`` steps are finished (the wording of a stop). A retry after a reply lost in transit comes here
-        too, so the hard guard counts the lost attempt before the retry is sent.
-        """
-        c = self.config
-        if self.budget.cost_guard == "hard" and (self.budget.max_cost is not None or self._ledger is not NO_LEDGER):
-            if refusal := hard_guard_refusal(self._caps.request_terms):
-                return Stop(StopReason.BUDGET, refusal)
-        max_tokens = await self._input.check(  # the pre-call cost guard, on budget.py's rules (it may count)
-            self.budget,
-            steps=done,
-            spent=self.spent,
-            prices=c.prices,
-            caching=self._caps.caches,
-            tools=self._guarded_tools,
-            max_tokens=c.max_tokens,
-            count=self._count_input,
-            retryable=self._retryable,
-            now=self._now,
-            terms=self._caps.request_terms,
-        )
-        if isinstance(max_tokens, Stop):
-            return max_tokens
-        if self._ledger is NO_LEDGER:  # a run on its own: reserve_call grants all (no rates to look up for it)
-            return max_tokens, 0.0
-        held = self._input.reserve(self._ledger, c.run_id, max_tokens)  # at the guard's rates; settled after the call
-        if isinstance(held, Stop) and isinstance(self._ledger, ParentLedger):  # a sub-run: the parent's budget is short
-            p = f"parent run {self._ledger.parent_id}" + (" (which has ended)" if self._ledger.parent_ended else "")
-            return Stop(
-                StopReason.BUDGET, held.detail.replace("the experiment's total budget", f"the budget left to {p}")
-            )
-        return held
-
-    def _announce(self, max_tokens: int, reserved: float) -> None:
-        """The ``model_request`` event: the reservation is in the trace before the call is sent (a resumed
-        experiment counts it if no cost follows)."""
-        guard = self._input.request_fields()  # (a dict of its own, made for this event)
-        if reserved:
-            guard["reserved"] = reserved
-        data = {"max_tokens": max_tokens, "estimated_input_tokens": self._input.estimate, **guard}
-        self._publish(_MODEL_REQUEST, data, self.elapsed)
-
-    def _charge_lost(self, why: str, reserved: float, latency: float, **extra: Any) -> None:
-        """A reply lost in transit (or abandoned in flight) after the API may have billed it: charged at the
-        guard's worst case, said so (``why``)."""
-        worst = lost_reply_cost(self._input.last)
-        if reserved and worst > reserved:  # a shared ledger held this call's worst case: never settle past it
-            worst = reserved
-        self.spent, self.model_calls, self._lost = self.spent + worst, self.model_calls + 1, self._lost + worst
-        self._last_cost = self._lost
-        self._ledger.settle(self.run_id, reserved, worst)
-        # No content and no usage: the history gains nothing and the steps frame no row (runs.cost has it).
-        self._emit(
-            EventKind.MODEL_CALLED,
-            estimated=True,
-            lost=True,
-            cost=worst,
-            spent=self.spent,
-            latency=latency,
-            error=why,
-            **extra,
-        )
-
-    def _retryable(self, error: BaseException) -> bool:
-        """Whether the policy retries ``error``: a failed exact count (the cost guard's) is asked for again
-        at a later check only when it failed this way."""
-        return classify(error, self.policy) == "retryable"
-
-    async def _count_input(self) -> int:
-        """The next request's exact input tokens (the model's ``count_tokens``), retried like a call."""
-        count_tokens = self._caps.count_tokens
-        if count_tokens is None:  # the tracker asks only a model that can count (can_count)
-            raise TypeError(f"{self.model.model} has no count_tokens")
-        counted: int = await self._retrying(lambda: count_tokens(self._request(self.max_tokens)), "count_tokens")
-        return counted
-
-    async def _call_model(self, t_call: float) -> Reply:
-        """The reply, within the deadline and the retry policy, at ``self._held`` (max_tokens, reservation).
-
-        ``t_call``: when the call began (``_send`` read it). An attempt whose reply was lost after the API
-        may have billed it (``maybe_billed``) is charged at its worst case at once; a retry after it is
-        guarded and reserved anew (``self._held`` then changes).
-        """
-        parts: Fragments | None = None  # the attempt's fragments (none before the first attempt begins)
-        lost = sent = False
-
-        async def attempt() -> Reply:  # each fragment is kept, shown as a model_delta to listeners, and obeys Stop
-            nonlocal parts, lost, t_call, sent
-            if lost:  # the last attempt may have been billed: this one is a new call to the guard and the ledger
-                held = await self._hold_call(self.steps - 1)
-                if isinstance(held, Stop):
-                    raise _RetryRefused(held, self.steps)
-                self._held, lost, t_call = held, False, self.clock.now()
-                self._announce(*held)
-            parts = Fragments(self._delta, self._stopped)
-            if self._cancel:  # Stop came before this request was handed over: nothing is sent, nothing billed
-                raise asyncio.CancelledError
-            sent = True  # from here the request may reach the API (the SDK connects and writes it)
-            try:
-                raw = await self.config.model.complete(self._request(self._held[0], parts))
-            except asyncio.CancelledError:  # Stop or the deadline: still in flight (charged below)
-                raise
-            except BaseException as exc:
-                sent = False  # it failed: not in flight any more (and charged here if it may have been billed)
-                if isinstance(exc, AgentlabError) and getattr(exc, "maybe_billed", False):
-                    self._charge_lost(safe_str(exc), self._held[1], self.clock.now() - t_call)
-                    lost = True
-                raise
-            sent = False  # answered: charged on its usage by the caller
-            return normalize_reply(raw)
-
-        try:
-            return await self._retrying(attempt, "messages")
-        except (asyncio.CancelledError, DeadlineExceeded) as exc:  # a stream cut short: its part is traced and charged
-            max_tokens, reserved = self._held
-            if parts is not None and (cut := cut_short(parts, self._input.estimate, max_tokens, self.prices)):
-                why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
-                self.spent += cut["cost"]
-                self.model_calls += 1
-                self._last_cost = cut["cost"]
-                self.input_tokens += cut["usage"]["input_tokens"]
-                self.output_tokens += cut["usage"]["output_tokens"]
-                self._input.billed_in_part(cut["usage"])
-                self._ledger.settle(self.run_id, reserved, cut["cost"])  # the shared total counts the part it paid for
-                self._emit(
-                    EventKind.MODEL_CALLED, **cut, stop_reason=why, spent=self.spent, latency=self.clock.now() - t_call
-                )
-            elif sent and self._caps.bills:
-                # Abandoned in flight before any of the reply arrived (a non-streamed call, a stream not yet
-                # begun): the API may bill it and nothing says how much, so it costs the worst case reserved
-                # for it before it was sent (within max_cost under "hard"). A model that answers locally
-                # (offline, scripted, a replayed record) bills nothing: its abandoned call stays at $0.
-                why = StopReason.DEADLINE if isinstance(exc, DeadlineExceeded) else StopReason.CANCELLED
-                by = "the deadline" if why == StopReason.DEADLINE else "Stop"
-                self._charge_lost(
-                    f"abandoned by {by} while the request was in flight, before any of the reply arrived: "
-                    "the API may have billed it, so it is charged at its worst case",
-                    reserved,
-                    self.clock.now() - t_call,
-                    stop_reason=why,
-                )
-            raise
-
-    def _request(self, max_tokens: int, on_delta: Any = None) -> ModelRequest:
-        c = self.config
-        return ModelRequest(c.system, self.messages, self._tool_defs, max_tokens, self._time_left(), on_delta)
-
-    def _delta(self, index: int, kind: str, text: str) -> None:
-        """A fragment of a streamed reply, shown to listeners as a ``model_delta``."""
-        self._emit(EventKind.MODEL_DELTA, index=index, type=kind, text=text)
-
-    def _stopped(self) -> bool:
-        """Stop was pressed: a stream in flight is closed at its next fragment."""
-        return self._cancel
-
-    async def _retrying(self, call: Callable[[], Any], request: str) -> Any:
-        """``call()`` within the deadline, retried by the policy; every retry an event (a count's says so).
-
-        The first attempt is made here; the retry loop (and the callables it takes) only after a failure.
-        """
-        out = await self._bounded(call)
-        if isinstance(out, Raised):
-            p, tag = self.policy, {} if request == "messages" else {"request": request}
-            out, _ = await retrying(
-                lambda: self._bounded(call),
-                is_retryable=lambda e: classify(e, p) == "retryable" and not isinstance(e, MalformedReply),
-                max_attempts=p.max_attempts,
-                wait_for=lambda n, e: backoff(n, p.base_delay, p.max_delay, p.jitter, self.rng),
-                sleep=self.clock.sleep,
-                time_left=self._time_left,
-                on_retry=lambda n, e, w: self._emit(EventKind.MODEL_RETRY, attempt=n, error=describe(e), wait=w, **tag),
-                first=out,
-            )
-            if isinstance(out, Raised):
-                raise out.error
-        return out.value
-
-    def _bounded(self, call: Callable[[], Any]) -> Coroutine[Any, Any, Returned | Raised]:
-        """One attempt at a model request (``call()``) within the time left now: how it ended, as a value."""
-        return bounded(
-            call,
-            is_async=True,
-            where="the model",
-            time_left=self._time_left(),
-            own_timeout=None,
-            deadline_s=self.budget.deadline_s,
-            trusted=True,
-            on_abandon=_nothing,
-        )
 
     # ------------------------------------------------------------ the tools
     async def _tools_phase(self, calls: list[Block]) -> None:
@@ -847,11 +422,11 @@ class Run:
         # Tools that answer at once run without a task of their own (_runtime.isolate.run), so without a
         # turn of the event loop here a fast run would never let Stop, Pause or the panel's redraws in: one
         # whenever anything waits on the loop, and at least every POLL_S (_runtime/turns.py).
-        if self._turns.due(self._step_loop):
+        if self._turns.due(self._stepping.loop):
             await one_turn()
         reused = [calls[i]["id"] for i in range(len(calls)) if i in self._kept] if self._kept else []
         results = await self._run_calls(calls)
-        if isinstance(results, _Halt):
+        if isinstance(results, Halt):
             return self._stop(*results)
         self.pending_calls, self._kept = [], {}
         if self._sub_runs is not None:
@@ -860,17 +435,13 @@ class Run:
             results += self._said() or []  # what a replayed record's user added (an interruption)
         self._append({"role": "user", "content": results})
         data: dict[str, Any] = {"content": results, "reused": reused} if reused else {"content": results}
-        self._publish(_TOOL_RESULTS, data, self.elapsed)
+        self._publish(EventKind.TOOL_RESULTS, data, self.elapsed)
         return None
 
-    async def _run_calls(self, calls: list[Block]) -> list[Block] | _Halt:
+    async def _run_calls(self, calls: list[Block]) -> list[Block] | Halt:
         """The turn's results in request order, or why the run stops (deadline, Stop, a loop, a fatal call)."""
-        left = self._time_left()
-        if left is not None and left <= 0:
-            return _Halt(
-                StopReason.DEADLINE,
-                f"{self.elapsed:.2f}s of {self.budget.deadline_s:g}s used at step {self.steps}, before its tools",
-            )
+        if stop := check_deadline(self.budget, self.elapsed, f"at step {self.steps}, before its tools"):
+            return Halt(stop.reason, stop.detail)
         # Calls that finished before an interruption (cancel, deadline, Ctrl-C) keep their results: never run twice.
         kept = self._kept
         results: list[Block | None] = [kept.get(i) for i in range(len(calls))] if kept else [None] * len(calls)
@@ -890,7 +461,7 @@ class Run:
                 call, key = calls[i], keys[i]
                 verdict, count = self.loop_guard.check(key)
                 if verdict == "stop":
-                    return _Halt(
+                    return Halt(
                         StopReason.LOOP_DETECTED,
                         f"{call['name']} was requested {count} times with the same arguments, after a nudge, "
                         f"at step {self.steps}",
@@ -901,7 +472,7 @@ class Run:
                 to_run.append(i)
             for out in await self._calls.batch(calls, to_run, self._keep):
                 if out.stop is not None:
-                    return _Halt(*out.stop)
+                    return Halt(*out.stop)
                 results[out.index] = out.block
         return [r for r in results if r is not None]  # all of them: every call has its result by now
 
@@ -935,13 +506,15 @@ class Run:
         if stop := check_after_step(self.budget, self.steps, self.spent, elapsed):
             return self._stop(stop.reason, stop.detail)
         self.phase = "ready"
-        self._publish(_STEP_FINISHED, {"spent": self.spent, "elapsed": elapsed, "budget": self._limits()}, elapsed)
+        self._publish(
+            EventKind.STEP_FINISHED, {"spent": self.spent, "elapsed": elapsed, "budget": self._limits()}, elapsed
+        )
         return None
 
     # --------------------------------------------------------------- endings
     def _finish_done(self, text: str, note: str = "", parsed: Any = None) -> None:
         self._record_sub_runs()
-        if self._trace_error is not None:  # issue 14: never Done over an incomplete trace
+        if self._trace_error is not None:  # never Done over an incomplete trace
             return self._stop(*self._trace_failed())
         self.result = self._result(Done, text=text, detail=note, parsed=parsed)
         self.phase = "done"
@@ -966,16 +539,16 @@ class Run:
             **how,
         )
 
-    def _interrupted(self, detail: str, error: BaseException | None = None) -> _Halt:
+    def _interrupted(self, detail: str, error: BaseException | None = None) -> Halt:
         """A stop that was asked for (Stop, Ctrl-C, a trace writer that failed) ends the run: say which."""
         if self._trace_error is not None:
             return self._trace_failed()
-        return _Halt(StopReason.CANCELLED, detail, error)
+        return Halt(StopReason.CANCELLED, detail, error)
 
-    def _trace_failed(self) -> _Halt:
-        """Issue 14: a trace that cannot be written stops the run, naming the write that failed."""
+    def _trace_failed(self) -> Halt:
+        """A trace that cannot be written stops the run, naming the write that failed."""
         err = self._trace_error
-        return _Halt(StopReason.TRACE_WRITE_FAILED, str(err), err)
+        return Halt(StopReason.TRACE_WRITE_FAILED, str(err), err)
 
     def _stop(self, reason: StopReason | str, detail: str, error: BaseException | None = None) -> None:
         self._record_sub_runs()
@@ -987,7 +560,8 @@ class Run:
         """By how much the deadline was overrun, why (the watchdog's sample), and what was left running."""
         d = self.budget.deadline_s
         over = 0.0 if d is None else max(0.0, self.elapsed - d)
-        cause = self._watch.cause if over > 0 and self._watch is not None else ""
+        watch = self._stepping.watch
+        cause = watch.cause if over > 0 and watch is not None else ""
         if over > 0 and not cause and d is not None and self._setup_s >= d:
             cause = f"set-up (building the run: imports, tool schemas, prices) took {self._setup_s:.2f}s of the {d:g}s"
         return {"overrun_s": over, "overrun_cause": cause, "abandoned": tuple(self.abandoned)}
@@ -998,32 +572,19 @@ class Run:
         if self._sub_runs is None:
             return
         for summary in self._sub_runs.take_finished():
-            self.input_tokens += summary["input_tokens"]
-            self.output_tokens += summary["output_tokens"]
+            self.account.add_tokens(summary["input_tokens"], summary["output_tokens"])
             self._emit(EventKind.SUB_RUN, **summary, spent=self.spent)
 
     def _report_to_parent(self) -> None:
         """A sub-run ended: tell the parent what it cost (what is new since the last report, after a resume)."""
         if self._link is not None:
             ledger = self._link.parent.sub_run_ledger
-            self._reported = ledger.ended(self, self._link, self._reported, holds=self._ledger is ledger)
+            self._reported = ledger.ended(self, self._link, self._reported, holds=self.account.ledger is ledger)
 
     # ------------------------------------------------------------- plumbing
     def _time_left(self) -> float | None:
-        """Seconds before the deadline (``None``: no deadline): ``deadline_s - elapsed``, the getter's sum written
-        out here (four times a step: a property's call each time less)."""
-        d = self.budget.deadline_s
-        if d is None:
-            return None
-        t0 = self._t0
-        return d - (self._worked if t0 is None else self._worked + self._now() - t0)
-
-    def _served_prices(self, served: str | None) -> Prices | None:
-        """:func:`~agentlab.pricing.served_prices` for a reply naming ``served``, once per model a run (a lookup)."""
-        found = self._served.get(served, _UNSEEN)
-        if found is _UNSEEN:  # a model no reply of this run named before
-            found = self._served[served] = served_prices(self.prices, self.model.model, served)
-        return found
+        """Working seconds before the deadline (``None``: no deadline)."""
+        return time_left(self.budget, self.elapsed)
 
     def _append(self, message: Message, tokens: int | None = None) -> None:
         """Grow the history and the next request's token estimate (no rescans)."""
@@ -1031,269 +592,5 @@ class Run:
         self._input.appended(message, tokens)
 
     def _limits(self) -> dict[str, Any]:
-        b = self.budget
-        return {
-            "max_steps": b.max_steps,
-            "max_cost": b.max_cost,
-            "deadline_s": b.deadline_s,
-            "cost_guard": b.cost_guard,
-        }
-
-    def _record(self) -> StepRecord:
-        assistant = next((m for m in reversed(self.messages) if m.get("role") == "assistant"), None)
-        content: list[Block] = assistant["content"] if assistant else []
-        u = self.last_usage
-        return StepRecord(
-            step=self.steps,
-            stop_reason=self.result.reason if isinstance(self.result, Stopped) else None,
-            text=text_of(content),
-            tool_calls=[b for b in content if b.get("type") == "tool_use"],
-            cost=self._last_cost,
-            spent=self.spent,
-            usage=u.as_dict() if u else {},
-            latency=self._last_latency,
-            budget=self.snapshot,
-            finished=self.finished,
-            context_management=self._last_context,
-        )
-
-    def _emit(self, kind: str, **data: Any) -> None:
-        """``kind``'s event, with ``data``, at the run's ``elapsed`` now, to every subscriber."""
-        if not self._subscribers:
-            return None
-        if kind == "run_finished":
-            self._seq += 1
-            event = new_event(kind, self.config.run_id, self.steps, self._seq, self.elapsed, data)
-            return self._emit_ending(event, data)
-        return self._publish(kind, data, self.elapsed)
-
-    @watchdog.handoff("subscriber")
-    def _publish(self, kind: str, data: dict[str, Any], t: float) -> None:
-        """The event to every subscriber (:meth:`_emit`'s way for any kind but ``run_finished``), ``data`` as given.
-
-        The six events of every step come here directly (issue 27): their ``data`` is a dict the caller made
-        for the event (``**data`` would unpack and rebuild it), and ``t`` is the reading of the run's
-        ``elapsed`` the caller already took for a field of the same event (``tool_finished``'s ``end``,
-        ``step_finished``'s ``elapsed``) or for the step's books (``model_called``: when the reply came), made
-        with nothing emitted since; each is so a true reading at or after the previous event's ``t``."""
-        called = self._called  # (a tuple, made again on each change: one that subscribes or unsubscribes while
-        if not called:  # called changes the next event's subscribers, not this one's)
-            return None
-        self._seq = seq = self._seq + 1
-        # new_event's way, written out: a Python call less for each of a step's six events
-        event: Any = _new(EventDraft)
-        event.kind = kind
-        event.run_id = self.config.run_id
-        event.step = self.steps
-        event.seq = seq
-        event.t = t
-        event.data = data
-        event.__class__ = Event
-        interrupted: KeyboardInterrupt | None = None
-        for callback, call in called:
-            try:
-                call(event)
-            except BaseException as exc:  # noqa: BLE001 - issue 24: a subscriber's SystemExit, CancelledError...
-                interrupted = self._subscriber_failed(callback, event, exc, interrupted)
-        if interrupted is not None:
-            self._interrupted_by_subscriber(interrupted)
-        return None
-
-    @watchdog.handoff("subscriber")
-    def _emit_ending(self, event: Event, data: dict[str, Any]) -> None:
-        """``run_finished`` to every subscriber. Issue 24: a subscriber that blocked on it overran too, and the
-        next one (the trace) hears it: ``overrun_s`` and ``elapsed`` are brought up to date before each."""
-        interrupted: KeyboardInterrupt | None = None
-        for callback in tuple(self._subscribers):
-            data.update(self._overrun(), elapsed=self.elapsed)
-            try:
-                callback(event)
-            except BaseException as exc:  # noqa: BLE001 - contained as in _emit
-                interrupted = self._subscriber_failed(callback, event, exc, interrupted)
-        if self.result is not None:
-            over = self._overrun()
-            r = self.result
-            if (r.overrun_s, r.overrun_cause, r.abandoned) != (
-                over["overrun_s"],
-                over["overrun_cause"],
-                over["abandoned"],
-            ):
-                self.result = replace(r, **over)  # a subscriber overran the deadline: the result says so too
-        if interrupted is not None:
-            self._interrupted_by_subscriber(interrupted)
-
-    def _subscriber_failed(
-        self, callback: Subscriber, event: Event, exc: BaseException, interrupted: KeyboardInterrupt | None
-    ) -> KeyboardInterrupt | None:
-        """A subscriber raised. Issue 14: a trace that cannot be written stops the run. A Ctrl-C is kept (the
-        other subscribers hear the event first, then the run ends cancelled). Issue 24: anything else
-        (SystemExit, GeneratorExit, CancelledError...) is contained, with a warning naming the subscriber."""
-        if isinstance(exc, TraceWriteError):
-            self._trace_failed_by(exc)
-        elif isinstance(exc, KeyboardInterrupt):
-            return interrupted or exc
-        else:
-            warnings.warn(
-                f"agentlab: subscriber {safe_str(callback)} failed on {event.kind}:\n{traceback.format_exc()}",
-                stacklevel=3,  # the code that emitted the event
-            )
-        return interrupted
-
-    def _trace_failed_by(self, exc: TraceWriteError) -> None:
-        """Issue 14: a trace write failed (the first failure is the one named); the run stops at its next check."""
-        self._trace_error, self._cancel = self._trace_error or exc, True
-
-    def _interrupted_by_subscriber(self, interrupted: KeyboardInterrupt) -> None:
-        """In the step's own task, step() ends the run cancelled; elsewhere (a call's task) raising would tear
-        through the event loop, so it cancels the run instead."""
-        with contextlib.suppress(RuntimeError):
-            if asyncio.current_task() is self._step_task is not None:
-                raise interrupted
-        self.cancel()
-
-    def _emit_start(self) -> None:
-        self._emit(
-            EventKind.RUN_STARTED,
-            task=self.task,
-            started_at=datetime.fromtimestamp(wall_time(self.clock), UTC).isoformat(),
-            model=self.model.model,
-            model_name=self._caps.name,
-            billed=self._caps.bills,
-            system=self.system,
-            budget=self._limits(),
-            max_tokens=self.max_tokens,
-            tools=[
-                {"name": t.name, "mode": t.mode, "description": t.description, "input_schema": t.input_schema}
-                for t in self.tools.values()
-            ],
-            prices=None if self.prices is None else prices_dict(self.prices),
-            caches=self._caps.caches,
-            messages=list(self.messages),  # a copy: the live history keeps growing
-            **({"parent": self.parent} if self.parent is not None else {}),
-        )
-
-    def _emit_end(self, outcome: str, reason: str, detail: str, text: str, error: BaseException | None) -> None:
-        guard = self._input.report(self.budget, self.spent)
-        self._emit(
-            EventKind.RUN_FINISHED,
-            outcome=outcome,
-            reason=reason,
-            detail=detail,
-            text=text,
-            steps=self.steps,
-            spent=self.spent,
-            elapsed=self.elapsed,
-            model_calls=self.model_calls,
-            nudges=self.nudges,
-            error=None if error is None else format_error(error),
-            guard=guard.as_dict(),
-            guard_note=guard.note(),
-            last_guard_check=self._input.request_fields(),  # a check that stopped the run has no model_request
-            **self._overrun(),
-        )
-        self._report_to_parent()
-
-
-_ELAPSED = Run.elapsed.fget  # type: ignore[attr-defined]  # (a property: mypy sees its getter)
-
-
-# ------------------------------------------------- what tool calls see of the run
-class _CallSide:
-    """The run as its tool calls see it (:class:`~agentlab._engine.calls.CallContext`): read live, changed narrowly.
-
-    The runner reads the run's inputs and four live facts, and may change the run
-    in three ways only: emit an event, give working time back (an approval wait
-    that stops the clock), and name work it left running.
-    """
-
-    __slots__ = (
-        "_run",
-        "approval_stops_clock",
-        "approve",
-        "clock",
-        "elapsed",
-        "emit",
-        "end_run",
-        "parent",
-        "policy",
-        "publish",
-        "rng",
-        "time_left",
-        "tools",
-    )
-
-    def __init__(self, run: Run, approve: Any, approval_stops_clock: bool) -> None:
-        c = run.config
-        self._run = run
-        self.tools, self.policy, self.clock, self.rng = c.tools, c.policy, c.clock, c.rng
-        self.approve, self.approval_stops_clock = approve, approval_stops_clock
-        self.parent: Any = run  # a run started inside a tool is this run's sub-run (see _subruns)
-        # The run's own methods, bound (no extra frame on the hot path): an event to its subscribers (with its
-        # data as keywords, or as a dict of its own at a time read by the caller), time left.
-        self.emit, self.publish, self.time_left = run._emit, run._publish, run._time_left
-        # Working seconds so far: the run's ``elapsed`` getter itself, bound (read twice a call).
-        self.elapsed: Callable[[], float] = MethodType(_ELAPSED, run)
-        self.end_run = run._end_taken_over
-
-    def deadline_s(self) -> float | None:
-        return self._run.budget.deadline_s
-
-    def step(self) -> int:
-        return self._run.steps
-
-    def credit(self, seconds: float) -> None:
-        self._run._worked -= seconds
-
-    def abandon(self, what: str) -> None:
-        self._run.abandoned.append(what)
-
-    def unrecorded(self) -> BaseException | None:
-        return self._run._trace_error
-
-
-# ---------------------------------------------------------------- helpers
-class _RetryRefused(FatalError):
-    """Internal: a reply was lost in transit (and charged), and the budget cannot cover sending it again."""
-
-    def __init__(self, stop: Stop, step: int) -> None:
-        detail = f"the reply of step {step} was lost in transit and charged at its worst case; a retry: {stop.detail}"
-        super().__init__(detail)
-        self.stop = Stop(stop.reason, detail)
-
-
-# The kinds of the events every step emits, read once: an enum member read through its class costs ~55 ns.
-_MODEL_REQUEST, _MODEL_CALLED, _TOOL_RESULTS = EventKind.MODEL_REQUEST, EventKind.MODEL_CALLED, EventKind.TOOL_RESULTS
-_STEP_FINISHED = EventKind.STEP_FINISHED
-_new = object.__new__  # (Run._publish makes each event as events.new_event does)
-
-
-_UNSEEN: Any = object()  # a model no reply of the run named before (Run._served has no entry for it)
-
-
-def _callees(subscribers: list[Subscriber]) -> tuple[tuple[Subscriber, Subscriber], ...]:
-    """Each subscriber, and what calling it calls: an object whose class defines ``__call__`` in Python (the
-    trace writer) is called through that method bound to it, which is what ``subscriber(event)`` runs, without
-    the class lookup each call makes (~60 ns an event, six a step); anything else as it is."""
-    out = []
-    for callback in subscribers:
-        call = getattr(type(callback), "__call__", None)  # noqa: B004 - the method itself, not "is it callable"
-        out.append((callback, MethodType(call, callback) if type(call) is FunctionType else callback))
-    return tuple(out)
-
-
-def _nothing() -> None:
-    """``on_abandon`` for a model call: the adapters honour their cancellation, so nothing is left running."""
-
-
-def _jsonable(raw: Any) -> Any:
-    import json
-
-    try:
-        json.dumps(raw)
-        return raw
-    except (TypeError, ValueError):
-        return repr(raw)
-
-
-def _short(raw: Any, n: int = 300) -> str:
-    return shorten(repr(raw), n)
+        """The budget's limits, as events carry them."""
+        return asdict(self.budget)

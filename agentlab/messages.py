@@ -18,7 +18,6 @@ from typing import Any
 
 import orjson
 
-from ._frozen import quick_init
 from .errors import AgentlabError
 from .usage_fields import BY_PATH, MOST_TOKENS, check_usage, malformed_usage
 
@@ -80,7 +79,6 @@ EXTRA_ITERATIONS = frozenset({"compaction", "advisor_message"})
 compaction; advisor passes are billed at the advisor model's rates)."""
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Usage:
     """Token counts of one call, in Anthropic's shape (input excludes cache).
@@ -124,6 +122,14 @@ class Usage:
         return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
 
     @property
+    def billed_input_tokens(self) -> int:
+        """Every input token the call was billed for: the top-level counts (which add up the sampling passes)
+        and the passes billed on top of them. A run's ``input_tokens`` total adds these; the context a call
+        read is :attr:`context_tokens`."""
+        passes = [self, *(it.usage for it in self.extra_iterations)]
+        return sum(u.input_tokens + u.cache_creation_input_tokens + u.cache_read_input_tokens for u in passes)
+
+    @property
     def extra_iterations(self) -> tuple[Iteration, ...]:
         """The passes billed on top of the top-level counts (compaction, advisor)."""
         return tuple(it for it in self.iterations if it.extra)
@@ -165,7 +171,6 @@ class Usage:
         return out
 
 
-@quick_init
 @dataclass(frozen=True, slots=True)
 class Reply:
     """One model reply: content blocks, why it stopped, and what it cost in tokens.

@@ -51,9 +51,9 @@ async def retrying(
     that is not retryable ends the loop as itself; a retryable one on the last attempt as
     :class:`RetriesExhausted`; a wait that would pass the deadline as :class:`DeadlineExceeded`.
 
-    ``first``: the first attempt, already made by the caller and failed. Callers make it
-    themselves (issue 27): nearly every call succeeds at once, and then none of the
-    callables this loop takes need to be built (~1 µs a call).
+    ``first``: the first attempt, already made by the caller and failed (nearly every call
+    succeeds at once, so the caller makes the first attempt itself and comes here only
+    after a failure).
     """
     n = 0
     while True:

@@ -31,7 +31,7 @@ from typing import (
     overload,
 )
 
-from ._checks import is_whole
+from ._checks import is_seconds, is_whole
 from .errors import ToolError
 
 if TYPE_CHECKING:
@@ -59,9 +59,7 @@ class Retry:
             raise ValueError(f"Retry: max_attempts must be an int >= 1 (1 = no retry) or None, got {m!r}")
         for field in ("base_delay", "max_delay"):
             v = getattr(self, field)
-            if v is not None and (
-                isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v) or v < 0
-            ):
+            if v is not None and not is_seconds(v):
                 raise ValueError(f"Retry: {field} must be a finite number of seconds >= 0 or None, got {v!r}")
 
 

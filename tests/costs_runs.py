@@ -49,10 +49,13 @@ def _fields(request: Any) -> dict[str, Any]:
     return {k: getattr(request, k) for k in ("system", "messages", "tools", "max_tokens", "timeout", "on_delta")}
 
 
-def busting_run(cause: str, *, steps: int = 6, at: int = 4, tmp: Any) -> tuple[Any, Busting, MessagesServer]:
+def busting_run(
+    cause: str, *, steps: int = 6, at: int = 4, tmp: Any, subscribers: Any = ()
+) -> tuple[Any, Busting, MessagesServer]:
     """A run of ``steps`` calls whose call ``at`` busts the cache for ``cause`` ("steady": none does).
 
-    Returns the trace, the adapter (its replies' diagnostics) and the server (its requests)."""
+    Returns the trace, the adapter (its replies' diagnostics) and the server (its requests); ``subscribers`` see
+    the run's events as they happen."""
     clock = al.FakeClock()
 
     @al.tool(mode="read")
@@ -76,6 +79,7 @@ def busting_run(cause: str, *, steps: int = 6, at: int = 4, tmp: Any) -> tuple[A
         trace=tmp,
         max_cost=5.0,
         deadline_s=3600,
+        subscribers=list(subscribers),
     )
     server.close()
     return result.trace, model, server

@@ -79,6 +79,8 @@ def test_the_context_size_of_a_server_tool_loop_is_its_last_message_pass(stream)
     usage = {**TOP, "input_tokens": 17_000, "output_tokens": 500, "iterations": passes}
     result, events = run(answer(usage), stream=stream, model=HAIKU)
     assert called(events)["context_tokens"] == 11_000
+    # the run's input total is what was billed: both sampling passes (the top level) and the compaction pass
+    assert result.input_tokens == 17_000 + TOP["cache_read_input_tokens"] + TOP["cache_creation_input_tokens"] + 900
     assert result.spent == pytest.approx(
         genai(HAIKU, {**TOP, "input_tokens": 17_000, "output_tokens": 500}) + genai(HAIKU, passes[2]), rel=1e-9
     )

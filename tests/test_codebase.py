@@ -364,3 +364,10 @@ def test_test_modules_share_builders_through_helpers_not_each_other():
         if re.search(r"^from \.+test_\w+ import", f.read_text(), flags=re.M)
     )
     assert crossing == []
+
+
+def test_the_engine_file_a_learner_opens_stays_readable_top_to_bottom():
+    """loop.py holds the step and the run's state; the model call, the events, the concurrency machinery and the
+    money live in modules of their own (_engine/*, _account.py), so the file stays at most 600 lines."""
+    lines = (PACKAGE / "loop.py").read_text().count("\n")
+    assert lines <= 600, f"agentlab/loop.py has {lines} lines (at most 600): move a part into agentlab/_engine/"

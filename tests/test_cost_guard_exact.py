@@ -216,7 +216,7 @@ def test_a_failed_count_is_retried_like_a_model_call():
             prices=PRICES,
             max_steps=None,
             max_cost=0.06,
-            policy=al.Policy(base_delay=0.001, jitter=False),
+            policy=al.Policy(base_delay=0.001, jitter=0),
             subscribers=[events.append],
         )
     retries = [e.data for e in events if e.kind == "model_retry"]

@@ -83,9 +83,7 @@ def test_done_and_stopped_show_tokens_as_well_as_dollars():
 
 def test_the_loop_guard_and_the_cost_guard_report_have_names_that_cannot_be_confused():
     r = al.Run("hi", model=two_step_model(), clock=al.FakeClock())
-    assert type(r.loop_guard).__name__ == "LoopGuard"
-    with pytest.warns(DeprecationWarning, match="run.loop_guard"):
-        assert r.guard is r.loop_guard
+    assert type(r.loop_guard).__name__ == "LoopGuard" and not hasattr(r, "guard")
     result = al.run("hi", model=al.ScriptedModel([al.reply("hello")]), trace=False, clock=al.FakeClock())
     assert type(result.cost_check).__name__ == "GuardReport"
     with pytest.warns(DeprecationWarning, match="result.cost_check"):

@@ -1,13 +1,9 @@
-"""run() runs a sync tool called alone on its event loop's own thread (issue 27), and keeps every guarantee.
+"""Sync tools under run(): every guarantee a user would notice.
 
-The loop runs on a thread of its own and the caller's thread waits; at the
-deadline, or on a cancel, while a sync tool still holds the loop's thread, the
-caller's thread ends the run itself (agentlab._runtime.referee). These tests
-hold what a user would notice: a tool may still start its own event loop or a
-sub-run, the caller's context variables still reach the run, calls of one turn
-still overlap, a hanging tool still ends the run at its deadline with a
-complete trace that nothing writes to afterwards, and arun() still never blocks
-its caller's loop.
+A tool may start its own event loop or a sub-run, the caller's context
+variables reach the run, calls of one turn overlap, a hanging tool ends the
+run at its deadline with a complete trace that nothing writes to afterwards,
+and arun() never blocks its caller's loop.
 """
 
 from __future__ import annotations
@@ -22,7 +18,6 @@ import pytest
 
 import agentlab as al
 from agentlab import reply
-from agentlab._runtime import referee as referee_module
 from agentlab.trace import read_events
 
 from .helpers import Recorder, within
@@ -113,22 +108,16 @@ def test_three_sync_reads_of_one_turn_still_run_at_the_same_time():
 
 
 def test_a_sync_tool_that_hangs_ends_the_run_at_its_deadline_and_writes_nothing_after(tmp_path, monkeypatch):
-    """The deadline passes inside a sync tool holding the loop's thread: run() returns Stopped("deadline") with the
+    """The deadline passes inside a sync tool: run() returns Stopped("deadline") with the
     call's tool_finished and run_finished written once, the call named abandoned; when the tool returns at last,
     its thread ends without adding a byte to the trace."""
     release, returned = threading.Event(), threading.Event()
-    real_done = referee_module.Referee.done
-
-    def done(self):  # the loop's thread has left the run: the stuck tool returned and the step unwound
-        real_done(self)
-        returned.set()
-
-    monkeypatch.setattr(referee_module.Referee, "done", done)
 
     @al.tool
     def stuck() -> str:
         """Hold its thread until released."""
         release.wait(30)
+        returned.set()
         return "late"
 
     model = al.ScriptedModel([reply(None, ("stuck", {})), reply("never")])
@@ -247,36 +236,3 @@ def test_a_sync_tool_with_its_own_timeout_is_abandoned_at_it_and_the_run_goes_on
     assert isinstance(result, al.Done)
     block = result.messages[2]["content"][0]
     assert block.get("is_error") and "timeout" in block["content"]
-
-
-def test_a_late_sample_of_the_loop_thread_names_the_sync_tool_running_there_on_purpose():
-    """If the watchdog looks at the loop's thread while a sync tool runs there past the deadline (the caller's
-    thread, which ends such a step, was late), it says so instead of blaming the tool for blocking the loop."""
-    import sys
-
-    from agentlab._runtime import isolate, watchdog
-    from agentlab._runtime.referee import Referee
-
-    inside, release = threading.Event(), threading.Event()
-
-    def slow_lookup() -> str:
-        inside.set()
-        release.wait(30)
-        return "ok"
-
-    outcome: list[object] = []
-    ref = Referee(None)
-    worker = threading.Thread(
-        target=lambda: outcome.append(isolate.on_loop_thread(slow_lookup, "tool t", ref, None, lambda c: None))
-    )
-    worker.start()
-    try:
-        assert inside.wait(10)
-        said = watchdog.blame(sys._current_frames()[worker.ident])
-    finally:
-        release.set()
-        worker.join(10)
-    assert said.startswith("a sync tool, slow_lookup (test_inline_sync_tools.py:")
-    assert "was still running on the event loop's thread past the deadline" in said
-    assert "blocked the event loop" not in said
-    assert outcome == [isolate.Returned("ok")]

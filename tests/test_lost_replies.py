@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import agentlab as al
-from agentlab.budget import GuardCheck, lost_reply_cost
+from agentlab._account import NOTHING_HELD, Account, Hold
 from agentlab.models.anthropic import AnthropicModel
 from agentlab.models.base import capabilities
 from agentlab.testing import MessagesServer, dropped, reply, slow, streamed
@@ -115,8 +115,12 @@ def test_a_connection_refused_before_anything_was_sent_is_retried_without_a_char
 
 
 def test_a_lost_reply_is_charged_the_worst_case_its_check_priced():
-    check = GuardCheck("exact", 100, 90, 0.0123, True, 800, 0.0, "counted 90 input tokens")
-    assert lost_reply_cost(check) == 0.0123 and lost_reply_cost(None) == 0.0
+    account = Account("r")
+    hold = account.reserve(90, (1e-6, 5e-6), 800, worst=0.0123)
+    assert isinstance(hold, Hold)
+    charge = account.charge(hold, "lost", hold.worst)
+    assert charge.cost == 0.0123 and account.spent == 0.0123 and charge.fields()["lost"] is True
+    assert account.charge(NOTHING_HELD, "lost", NOTHING_HELD.worst).cost == 0.0
 
 
 @settings(max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=[HealthCheck.too_slow])

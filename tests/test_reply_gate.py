@@ -64,8 +64,8 @@ def test_a_reply_of_the_wrong_shape_is_refused_naming_what_is_wrong(raw, problem
 
 
 def test_the_records_a_step_builds_stay_frozen_equal_and_replaceable_and_take_the_same_arguments():
-    """Usage, Reply, GuardCheck and ModelRequest are built every step by a cheaper __init__ (agentlab._frozen):
-    the records themselves are unchanged (frozen, hashable, equal by value, ``replace``-able, the same signature)."""
+    """Usage, Reply, GuardCheck and ModelRequest, built every step, are plain frozen records: hashable, equal by
+    value, ``replace``-able, with the signature their fields give."""
     import dataclasses
     import inspect
 

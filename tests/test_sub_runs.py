@@ -227,3 +227,80 @@ def test_sub_runs_started_by_parallel_calls_of_one_turn_all_add_up(tmp_path):
         pytest.approx(sum(c.spent for c in children)),
         0.0,
     ]
+
+
+def _child_in(question: str) -> al.Done | al.Stopped:
+    return al.run(CHILD_TASK, [lookup], model=child_model(), prices=PRICES, trace=False, clock=al.FakeClock())
+
+
+@pytest.mark.parametrize("how", ["ThreadPoolExecutor", "run_in_executor", "thread"])
+def test_sub_runs_started_from_threads_a_tool_starts_are_billed_to_and_bounded_by_the_parent(how, tmp_path):
+    """Four sub-agents run from a sync tool's thread pool (or an async tool's ``run_in_executor``, or threads of
+    its own) are the parent's sub-runs: linked, reserved from its ``max_cost``, and added to its ``spent``."""
+    import concurrent.futures
+    import threading
+
+    children: list[al.Done | al.Stopped] = []
+
+    if how == "ThreadPoolExecutor":
+
+        @al.tool(mode="read", name="ask_agents")
+        def ask_agents(question: str) -> str:
+            """Ask four sub-agents."""
+            with concurrent.futures.ThreadPoolExecutor(4) as pool:
+                children.extend(pool.map(_child_in, [question] * 4))
+            return "asked"
+
+    elif how == "run_in_executor":
+
+        @al.tool(mode="read", name="ask_agents")
+        async def ask_agents(question: str) -> str:
+            """Ask four sub-agents."""
+            loop = asyncio.get_running_loop()
+            children.extend(await asyncio.gather(*[loop.run_in_executor(None, _child_in, question) for _ in range(4)]))
+            return "asked"
+
+    else:
+
+        @al.tool(mode="read", name="ask_agents")
+        def ask_agents(question: str) -> str:
+            """Ask four sub-agents."""
+            threads = [threading.Thread(target=lambda: children.append(_child_in(question))) for _ in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            return "asked"
+
+    model = al.ScriptedModel([al.reply(None, ("ask_agents", {"question": "why?"})), al.reply("Done.")])
+    result = al.run("Why late?", [ask_agents], model=model, prices=PRICES, trace=tmp_path, clock=al.FakeClock(),
+                    max_cost=0.02, run_id="pooled")  # fmt: skip
+    assert len(children) == 4 and isinstance(result, al.Done)
+    refused = [c for c in children if c.spent == 0]
+    assert len(refused) < 4 and all(c.reason == "budget" and "parent run pooled" in c.detail for c in refused)
+    own = sum(e["cost"] for e in load_run("pooled", tmp_path).records if e["kind"] == "model_called")
+    assert result.spent == pytest.approx(own + sum(c.spent for c in children))  # every child's dollar is the parent's
+    assert result.spent <= 0.02  # and within its budget
+
+
+def test_a_pool_used_outside_any_tool_starts_no_sub_runs(tmp_path):
+    import concurrent.futures
+
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(_child_in, ["a", "b"]))
+    assert all(isinstance(r, al.Done) and r.spent > 0 for r in results)  # on their own: unlimited by any parent
+
+
+def test_importing_agentlab_leaves_thread_pools_and_threads_as_the_stdlib_made_them():
+    """The link across a tool's threads is installed by the first tool call, never by ``import agentlab``."""
+    import subprocess
+    import sys
+
+    code = (
+        "import concurrent.futures, threading\n"
+        "before = (concurrent.futures.ThreadPoolExecutor.submit, threading.Thread.start)\n"
+        "import agentlab\n"
+        "print((concurrent.futures.ThreadPoolExecutor.submit, threading.Thread.start) == before)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "True"

@@ -1,4 +1,4 @@
-"""Sync tools on the worker hand-off: quick answers taken at once, slow ones never holding the loop."""
+"""Sync tools on worker threads: every answer arrives, slow ones never hold the loop, idle threads go."""
 
 from __future__ import annotations
 
@@ -128,17 +128,39 @@ def test_a_sync_tool_and_the_threads_it_starts_run_on_every_cpu_the_process_may_
     assert len(seen) == 2 * steps * runs and all(cpus == mine for cpus in seen)
 
 
-@needs_affinity
-def test_sync_tools_still_answer_where_cpu_affinity_is_refused(monkeypatch):
-    """A sandbox that refuses ``sched_setaffinity``: the hand-off goes on without the pin, every answer arrives."""
-    from agentlab._runtime import affinity
+def test_a_burst_of_200_concurrent_sync_tools_leaves_no_crowd_of_idle_threads(monkeypatch):
+    """200 sync reads of one turn run at once (each waits for all the others), then their threads go: at most
+    ``MAX_IDLE`` stay idle at once, and those end after ``IDLE_S`` with no call to serve."""
+    from agentlab._runtime import isolate, threads
 
-    def refused(*args):
-        raise PermissionError(1, "Operation not permitted")
+    assert (threads.IDLE_S, threads.MAX_IDLE) == (30.0, 8)  # the README's figures ("after 30 s", "at most 8")
+    assert isolate.QUICK_S == 0.0005  # and "waited for up to half a millisecond on its worker"
+    monkeypatch.setattr(threads, "IDLE_S", 0.2)
+    n = 200
+    everyone = threading.Barrier(n, timeout=60)
 
-    monkeypatch.setattr(affinity, "_on", True)
-    monkeypatch.setattr(os, "sched_setaffinity", refused)
-    mine = os.sched_getaffinity(0)
-    seen = _cpus_seen_by_a_quick_sync_tool(10)
-    assert len(seen) == 20 and all(cpus == mine for cpus in seen)
-    assert affinity._on is False  # refused once: not tried again
+    @al.tool(mode="read")
+    def wait_for_all(i: int) -> str:
+        """Wait until every call of the turn has started."""
+        everyone.wait()
+        return f"call {i}"
+
+    calls = [("wait_for_all", {"i": i}) for i in range(n)]
+    model = al.ScriptedModel([reply(None, *calls), reply("done")])
+    result = al.run("q", [wait_for_all], model=model, trace=False, max_concurrency=n, deadline_s=None,
+                    max_cost=None, max_tokens=64000)  # fmt: skip
+    assert isinstance(result, al.Done)  # all 200 ran at once: else the barrier would have broken
+    assert _eventually(lambda: threads.alive() <= threads.MAX_IDLE)
+    assert _eventually(lambda: threads.alive() == 0)  # no call came within IDLE_S: the idle ones ended too
+    again = al.run("q", [wait_for_all], model=al.ScriptedModel([reply("no tools"), reply("x")]), trace=False)
+    assert isinstance(again, al.Done)
+
+
+def _eventually(condition, within: float = 30.0) -> bool:
+    """Poll ``condition`` until it holds (generous: the machine may be busy)."""
+    end = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.02)
+    return True

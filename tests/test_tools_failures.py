@@ -233,3 +233,28 @@ def test_a_fatal_error_cancels_running_siblings_and_starts_no_more_tools():
     assert "write" not in started
     outcomes = sorted(e.data["outcome"] for e in rec.of("tool_finished"))
     assert outcomes == ["cancelled", "cancelled", "fatal"]
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"max_attempts": True},
+        {"max_attempts": 0},
+        {"base_delay": float("nan")},
+        {"base_delay": True},
+        {"max_delay": float("inf")},
+        {"max_delay": -1},
+        {"jitter": True},
+        {"jitter": 1.5},
+    ],
+)
+def test_the_run_policy_refuses_what_a_tools_retry_settings_refuse(bad):
+    """One rule for "a positive number, never a bool": Policy says no where Retry does, naming the field."""
+    from agentlab.tools import Retry
+
+    (name,) = bad
+    with pytest.raises(ValueError, match=f"Policy.{name}"):
+        al.Policy(**bad)
+    if name != "jitter":
+        with pytest.raises(ValueError, match=f"Retry: {name}"):
+            Retry(**bad)

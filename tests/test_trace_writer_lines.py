@@ -147,7 +147,7 @@ def test_redacting_a_record_field_by_field_changes_what_the_whole_walk_changes(r
     assert by_field.learned == whole.learned and by_field.changes == whole.changes
 
 
-def test_an_event_made_the_fast_way_is_an_ordinary_frozen_event():
+def test_an_event_made_by_new_event_is_an_ordinary_frozen_event():
     fast, plain = new_event("tool_started", "r1", 2, 7, 0.5, {"a": 1}), Event("tool_started", "r1", 2, 7, 0.5, {"a": 1})
     assert type(fast) is Event and fast == plain and repr(fast) == repr(plain)
     with pytest.raises(dataclasses.FrozenInstanceError):

@@ -14,9 +14,7 @@ travelling up: admission (known tool, ``max_calls`` and valid arguments in
 ``TimedOut``), more attempts only after a failure
 (:meth:`CallRunner._retried`, ``retry.retrying``), and
 :meth:`CallRunner._ended` (the outcome for the engine and the
-``tool_finished`` event). Issue 27: the usual call (admitted without an
-approval, returned at the first attempt) builds no retry loop, no wrapper
-around the tool's function and no closure it does not use.
+``tool_finished`` event).
 
 The runner sees the run only through a :class:`CallContext`: the tools, the
 policy, the clock, a few facts read live (time left, the current step) and
@@ -30,15 +28,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import random
-import time
 import traceback
 from collections.abc import Callable, Coroutine, Mapping
 from contextvars import Context
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from .._runtime.isolate import HANDOFF_S, Raised, Returned, TimedOut, inline, on_loop_thread, run
-from .._runtime.referee import Referee, TakenOver
+from .._runtime.isolate import Raised, Returned, TimedOut, inline, run
 from .._subruns import call_context
 from ..approval import Approver, needs_approval
 from ..clock import Clock
@@ -91,10 +87,6 @@ class CallContext(Protocol):
     def abandon(self, what: str) -> None:
         """Name work left running past a deadline or a cancel (the result lists it)."""
 
-    def end_run(self, out: CallOutcome | None) -> None:
-        """From the caller's thread, end the run whose sync call holds the loop's thread (see
-        :mod:`agentlab._runtime.referee`): with this call's outcome, or (``None``) as cancelled."""
-
     def unrecorded(self) -> BaseException | None:
         """The trace write that failed, if the run's trace can no longer be written (its writer's ``on_error``
         is ``"stop"``): a call made then would leave no record, so it is not made."""
@@ -108,9 +100,6 @@ class CallOutcome:
 
 
 CANCELLED_TEXT = "cancelled: another call of this turn stopped the run"
-
-# Read every call: an enum member read through its class costs ~60 ns, a module global ~20.
-_STARTED, _FINISHED, _OK = EventKind.TOOL_STARTED, EventKind.TOOL_FINISHED, Outcome.OK
 
 
 def result_block(call_id: str, text: str | list[Block], is_error: bool) -> Block:
@@ -137,10 +126,8 @@ async def bounded(
     deadline_s: float | None,
     on_abandon: Callable[[], None],
     trusted: bool = False,
-    handoff_s: float = 0.0,
-    referee: Referee | None = None,
-    take_over: Callable[[bool], None] = lambda cancelled: None,
     context: Context | None = None,
+    alone: bool = False,
 ) -> Returned | Raised:
     """One attempt at ``work()`` within the time left and the tool's own timeout; how it ended, as a value.
 
@@ -150,22 +137,14 @@ async def bounded(
     retryable. Work that ignores its cancellation is abandoned
     (``on_abandon``), never waited for past the limit. ``trusted`` async code
     (the model adapters) runs in the caller's task instead
-    (:func:`~agentlab._runtime.isolate.inline`), which is cheaper. Sync code
-    with no timeout of its own and a ``referee`` runs on the loop's own thread
-    (:func:`~agentlab._runtime.isolate.on_loop_thread`); the run's deadline
-    is then kept by the caller's thread, which ends the run with ``take_over``.
-    Untrusted code runs in ``context`` if given (see :func:`~agentlab._subruns.call_context`).
+    (:func:`~agentlab._runtime.isolate.inline`). Untrusted code runs in
+    ``context`` if given (see :func:`~agentlab._subruns.call_context`).
     """
     if time_left is not None and time_left <= 0:
         return Raised(DeadlineExceeded(f"not started: the {deadline_s:g}s deadline had passed"))
     wait = time_left if own_timeout is None else own_timeout if time_left is None else min(time_left, own_timeout)
     if wait is not None:  # the earlier of the two limits (both are > 0 here: the deadline's checked above)
         wait = max(0.0, wait)
-    if referee is not None and not is_async and own_timeout is None:
-        due = None if wait is None else time.monotonic() + wait
-        here = on_loop_thread(work, where, referee, due, take_over, context)
-        if here is not None:
-            return here
     if trusted and is_async:
         out = await inline(work, wait, where)
     else:
@@ -175,18 +154,14 @@ async def bounded(
             timeout=wait,
             where=where,
             on_abandon=on_abandon,
-            handoff_s=handoff_s,
             context=context,
+            alone=alone,
         )
     if not isinstance(out, TimedOut):
         return out
     if time_left is not None and wait is not None and time_left <= wait:
         return Raised(DeadlineExceeded(f"still running when the {deadline_s:g}s deadline passed"))
     return Raised(TimeoutError(f"no answer within its own {own_timeout:g}s timeout"))
-
-
-def _no_take_over(cancelled: bool) -> None:
-    """``take_over`` of a call that no caller's thread can take over (it runs off the loop's thread)."""
 
 
 class CallRunner:
@@ -196,8 +171,6 @@ class CallRunner:
         self.ctx = ctx
         self.sem = asyncio.Semaphore(max_concurrency)
         self.calls_per_tool: dict[str, int] = {}
-        self.referee: Referee | None = None  # set by run(): sync calls made alone may run on the loop's thread
-        self._slow: set[str] = set()  # sync tools that did not answer within the hand-off last time
         self.approver = Approver(
             ctx.approve,
             stops_clock=ctx.approval_stops_clock,
@@ -219,7 +192,7 @@ class CallRunner:
         if len(indices) <= 1:
             outs = []
             for i in indices:
-                outs.append(await self.call(calls[i], i))
+                outs.append(await self.call(calls[i], i, alone=True))
                 on_done(outs[-1])
             return outs
 
@@ -245,21 +218,21 @@ class CallRunner:
 
     async def _limited(self, call: Block, index: int) -> CallOutcome:
         async with self.sem:
-            return await self.call(call, index, alone=False)
+            return await self.call(call, index)
 
-    async def call(self, call: Block, index: int, alone: bool = True) -> CallOutcome:
+    async def call(self, call: Block, index: int, alone: bool = False) -> CallOutcome:
         """Run one call to its end: admitted, attempted (retried by the policy), classified, reported.
 
-        A sync tool called ``alone`` may have its answer waited for on the worker hand-off; among
-        other calls of its batch it never is, so reads that take a little while still overlap.
-        """
+        ``alone``: the only call of its batch (a sync tool's answer may then be waited for on its worker)."""
         ctx = self.ctx
         name, call_id = call["name"], call["id"]
         tool = ctx.tools.get(name)
         start = ctx.elapsed()  # the call's start, and its tool_started's time: one reading
         mode = tool.mode if tool else None
         ctx.publish(
-            _STARTED, {"call_id": call_id, "tool": name, "mode": mode, "args": call["input"], "index": index}, start
+            EventKind.TOOL_STARTED,
+            {"call_id": call_id, "tool": name, "mode": mode, "args": call["input"], "index": index},
+            start,
         )
         if (lost := ctx.unrecorded()) is not None:  # tool_started is not on disk: a call no trace shows is not made
             text = "not run: the run's trace could not be written"
@@ -275,15 +248,13 @@ class CallRunner:
             if needs_approval(tool, self.approver.all_writes):  # (asked here: most calls need none)
                 kwargs = await self.approver(tool, kwargs, call_id)  # a human may say no, or edit
             self.calls_per_tool[tool.name] = self.calls_per_tool.get(tool.name, 0) + 1
-            out = await self._attempt(tool, kwargs, call, index, start, alone, 1)
+            out = await self._attempt(tool, kwargs, call["id"], alone)
             if isinstance(out, Returned):  # the usual call: no retry loop is built
                 attempts = 1
             else:
-                out, attempts = await self._retried(tool, kwargs, call, index, start, alone, out)
+                out, attempts = await self._retried(tool, kwargs, call["id"], alone, out)
         except asyncio.CancelledError:
             self.report(call, index, Outcome.CANCELLED, attempts, CANCELLED_TEXT, True, start)
-            raise
-        except TakenOver:  # run()'s caller ended this step (agentlab._runtime.referee): touch nothing
             raise
         except Exception as exc:  # refused before any attempt: unknown, over max_calls, invalid, not approved
             out = Raised(exc)
@@ -301,27 +272,14 @@ class CallRunner:
         return tool.validate(call["input"])
 
     def _attempt(
-        self, tool: Tool, kwargs: dict[str, Any], call: Block, index: int, start: float, alone: bool, n: int
+        self, tool: Tool, kwargs: dict[str, Any], call_id: str, alone: bool = False
     ) -> Coroutine[Any, Any, Returned | Raised]:
-        """Attempt ``n`` at the call (to await): the tool run by :func:`bounded`, in a context naming the call.
+        """One attempt at the call (to await): the tool run by :func:`bounded`, in a context naming the call.
 
-        Async tools run as their own tasks, sync ones on daemon threads the run can abandon. A sync call made
-        alone, with no timeout of its own, under ``run()`` (``self.referee``) runs on the loop's own thread: no
-        hand-off to a worker (issue 27). Among other calls of its batch it never does (reads overlap on
-        workers), nor with a timeout of its own (the worker keeps that limit). The attempt is ``bounded``'s
-        coroutine itself, but for a sync call alone on a worker, whose answer is timed (:meth:`_timed`).
-        """
-        ctx, call_id = self.ctx, call["id"]
+        Async tools run as their own tasks, sync ones on daemon threads the run can abandon."""
+        ctx = self.ctx
         where = f"tool {tool.name}"
-        sync_alone = alone and not tool.is_async
-        referee = self.referee if sync_alone and tool.timeout is None else None
-        take_over = _no_take_over
-        if referee is not None:
-
-            def take_over(cancelled: bool) -> None:
-                self._taken_over(call, index, tool, n, start, cancelled)
-
-        attempt = bounded(
+        return bounded(
             functools.partial(tool.fn, **kwargs),
             is_async=tool.is_async,
             where=where,
@@ -331,39 +289,26 @@ class CallRunner:
             on_abandon=lambda: ctx.abandon(
                 f"{where} (call {call_id}, still running in its {'task' if tool.is_async else 'thread'})"
             ),
-            handoff_s=HANDOFF_S if sync_alone and tool.name not in self._slow else 0.0,
-            referee=referee,
-            take_over=take_over,
             context=call_context(ctx.parent, ctx.step(), call_id),
+            alone=alone,
         )
-        return self._timed(attempt, tool.name) if sync_alone and referee is None else attempt
-
-    async def _timed(self, attempt: Coroutine[Any, Any, Returned | Raised], name: str) -> Returned | Raised:
-        """A sync call alone on a worker: worth blocking for next time only if it answers within the hand-off."""
-        t0 = time.perf_counter()
-        out = await attempt
-        (self._slow.discard if time.perf_counter() - t0 < HANDOFF_S else self._slow.add)(name)
-        return out
 
     async def _retried(
         self,
         tool: Tool,
         kwargs: dict[str, Any],
-        call: Block,
-        index: int,
-        start: float,
+        call_id: str,
         alone: bool,
         first: Raised,
     ) -> tuple[Returned | Raised, int]:
         """After a first attempt that failed: attempt again while the policy (``retry.retrying``) says so."""
-        ctx, call_id, tried = self.ctx, call["id"], [1]
+        ctx = self.ctx
         p, r = ctx.policy, tool.retry  # the tool's own retry settings, else the run's policy
         base = r.base_delay if r and r.base_delay is not None else p.base_delay
         cap = r.max_delay if r and r.max_delay is not None else p.max_delay
 
         async def attempt() -> Returned | Raised:
-            tried[0] += 1
-            return await self._attempt(tool, kwargs, call, index, start, alone, tried[0])
+            return await self._attempt(tool, kwargs, call_id, alone)
 
         return await retrying(
             attempt,
@@ -378,21 +323,6 @@ class CallRunner:
             ),
         )
 
-    def _taken_over(self, call: Block, index: int, tool: Tool, attempts: int, start: float, cancelled: bool) -> None:
-        """On the caller's thread: the call still holds the loop's thread at the deadline (or a cancel came).
-
-        What the loop's thread would have done had the call run on a worker: the
-        call named abandoned, its ``tool_finished`` (the deadline's, or a cancel's),
-        then the run ended (``ctx.end_run``). See :mod:`agentlab._runtime.referee`.
-        """
-        ctx = self.ctx
-        ctx.abandon(f"tool {tool.name} (call {call['id']}, still running in its thread)")
-        if cancelled:
-            self.report(call, index, Outcome.CANCELLED, 0, CANCELLED_TEXT, True, start)
-            return ctx.end_run(None)
-        late = DeadlineExceeded(f"still running when the {ctx.deadline_s():g}s deadline passed")
-        return ctx.end_run(self._ended(call, index, tool, Raised(late), attempts, start))
-
     def _ended(
         self, call: Block, index: int, tool: Tool | None, out: Returned | Raised, attempts: int, start: float
     ) -> CallOutcome:
@@ -405,7 +335,7 @@ class CallRunner:
             except Exception as unshown:
                 out = Raised(unshown)
             else:
-                outcome = _OK if attempts == 1 else Outcome.RETRIED
+                outcome = Outcome.OK if attempts == 1 else Outcome.RETRIED
                 self.report(call, index, outcome, attempts, result_summary(content), False, start)
                 return CallOutcome(index, result_block(call_id, content, False))
         exc = out.error
@@ -458,4 +388,4 @@ class CallRunner:
             "end": end,
             "error": None if error is None else format_error(error),
         }
-        ctx.publish(_FINISHED, data, end)
+        ctx.publish(EventKind.TOOL_FINISHED, data, end)

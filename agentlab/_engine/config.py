@@ -94,21 +94,17 @@ class RunConfig:
             prices=found,
             clock=clock or SystemClock(),
             rng=rng or _fresh_rng(),
-            run_id=new_run_id() if run_id is None else check_name(run_id),  # issue 24: before the run starts
+            run_id=new_run_id() if run_id is None else check_name(run_id),  # before the run starts
         )
 
 
 def new_run_id() -> str:
-    """12 random hex digits: what ``uuid.uuid4().hex[:12]`` gave (its first 12 digits are all random), without
-    building a ``UUID`` (~1.5 µs warm of every run's set-up, for 6 bytes of ``os.urandom``)."""
+    """12 random hex digits (48 random bits: a run's trace file's name)."""
     return os.urandom(6).hex()
 
 
 def _fresh_rng() -> random.Random:
-    """A retry-jitter generator of its own for the run, seeded with 128 random bits (``random.Random()`` reads
-    2.5 KB of ``os.urandom`` to seed all of its state: ~10 µs of every run's set-up, for jitter). Seeding it
-    lazily, on a retry's first draw, was measured at ~4 µs a run less and not kept: a subclass of
-    ``random.Random`` guarding each way of drawing, for under 1 % of a run's fixed cost."""
+    """A retry-jitter generator of the run's own, seeded with 128 random bits (pass ``rng=`` to reproduce)."""
     return random.Random(int.from_bytes(os.urandom(16), "big"))
 
 

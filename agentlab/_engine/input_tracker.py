@@ -22,19 +22,17 @@ from dataclasses import replace
 from typing import Any
 
 from .._checks import is_whole
-from ..budget import (  # noqa: F401 (GuardCheck, check_call: the guard's one rule, re-exported here)
+from ..budget import (
     DEFAULT_SERVER_TOOL_FEES,
     Budget,
     GuardCheck,
     GuardReport,
-    Ledger,
     Rates,
     Stop,
     bound_and_estimate,
     check_call,
     input_bound,
     request_input_bound,
-    reserve_call,
     server_tool_fees,
 )
 from ..errors import describe
@@ -109,22 +107,20 @@ class InputTracker:
         subscriber would be called for every one of the run's events to pick those out, and a run that
         does not ask pays one test a call."""
 
-    def reserve(self, ledger: Ledger, run_id: str, max_tokens: int) -> tuple[int, float] | Stop:
-        """The shared ledger's reservation of the request the last :meth:`check` allowed (``max_tokens``):
-        :func:`~agentlab.budget.reserve_call` for the input that check priced (or the estimate, if more), at
-        the rates it priced it at.
+    def reservation(self) -> tuple[int, tuple[float, float], float]:
+        """What the shared total is asked to hold for the request the last :meth:`check` allowed: its input
+        tokens (that check's, or the estimate if more), their rates, and the worst case that check priced
+        (charged if the reply is lost).
 
-        Those rates are the request's (the same prices, caching and terms, the reported region included),
-        memoized by size (:meth:`~agentlab.pricing.Prices.rates_by_size`): what
-        :meth:`~agentlab.pricing.Prices.worst_rates` would work out again, for a call of any size, without
-        the work (an experiment reserves before each of its runs' calls: ``exp.overhead``).
+        The rates are the request's (the same prices, caching and terms, the reported region included),
+        made once per size by :meth:`~agentlab.pricing.Prices.rates_by_size`.
         """
         last = self.last
         tokens = self.estimate
         if last is not None and last.basis and last.input_tokens > tokens:
             tokens = last.input_tokens
         rates = self._checked_rates
-        return reserve_call(ledger, run_id, tokens, rates(tokens) if rates is not None else (0.0, 0.0), max_tokens)
+        return tokens, rates(tokens) if rates is not None else (0.0, 0.0), last.worst_case if last else 0.0
 
     def request_fields(self) -> dict[str, Any]:
         """The last check's fields for the ``model_request`` event (and the run's ``last_guard_check``)."""

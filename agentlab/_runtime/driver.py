@@ -16,14 +16,9 @@
   the coroutine runs on a private thread with its own loop, and a Ctrl-C
   (the kernel's interrupt) while the caller waits cancels the run the same way.
 
-On the main thread (and on agentlab's own worker threads), a loop that a run
-left with nothing on it is kept for the next ``run()`` (see :data:`_kept`): a new
-loop and its closing cost about as much as a whole step (~0.1 ms).
-
-Given a :class:`~agentlab._runtime.referee.Referee` (``run()`` with sync tools
-that may run on the loop's own thread), the loop runs on a worker thread and
-the caller's thread waits, ready to take the run over at the deadline or on
-Ctrl-C while a sync tool holds that thread (:func:`_supervised`).
+On the main thread, a loop that a run left with nothing on it is kept for the
+next ``run()`` (see :data:`_kept`): a script that calls ``run()`` in a loop
+(an experiment, a benchmark) does not pay a new event loop for each.
 
 Nothing here knows what a run is: the engine passes the coroutine, a
 ``cancel`` function and a way to read the result.
@@ -35,18 +30,14 @@ import _signal
 import asyncio
 import atexit
 import contextlib
-import contextvars
 import os
 import signal
 import socket
 import threading
-import time
 from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
-from . import threads
 from .isolate import is_abandoned
-from .referee import Referee
 
 T = TypeVar("T")
 
@@ -63,16 +54,12 @@ def run_to_end(
     cancel: Callable[[], None],
     result: Callable[[], T | None],
     reraise_interrupt: bool = False,
-    referee: Referee | None = None,
 ) -> T:
     """Run ``main`` to its end and return its value; on Ctrl-C, ``cancel()`` and return ``result()``.
 
     With ``reraise_interrupt=True`` a Ctrl-C is re-raised as
-    ``KeyboardInterrupt`` once the run has recorded its end. With a
-    ``referee`` the loop runs on a thread of its own (:func:`_supervised`).
+    ``KeyboardInterrupt`` once the run has recorded its end.
     """
-    if referee is not None:
-        return _supervised(main, cancel, result, reraise_interrupt, referee)
     try:
         asyncio.get_running_loop()
     except RuntimeError:
@@ -123,9 +110,8 @@ def _take_sigint(handler: Callable[[int, Any], None]) -> Any:
     """Install ``handler`` for Ctrl-C if this is the main thread and Python's own handler is in place (nobody
     else's, a kernel's say); returns the handler to put back, or ``None`` when nothing was installed.
 
-    Through :mod:`_signal`, the C functions ``signal.signal``/``signal.getsignal`` wrap: the wrappers turn each
-    handler they return into a ``Handlers`` enum member, and for a function that costs a raised and caught
-    ``ValueError``: ~7 µs warm of every ``run()``'s three calls, for nothing read here."""
+    Through :mod:`_signal` (the C functions ``signal.signal``/``signal.getsignal`` wrap), whose answers are
+    the handlers themselves, compared here as they are."""
     if threading.current_thread() is not threading.main_thread():
         return None
     if _signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
@@ -140,17 +126,14 @@ def _sigint(handler: Any) -> Any:
 
 
 _kept: dict[int, tuple[asyncio.AbstractEventLoop, _Waker | None]] = {}
-"""The last loop of the main thread and of each agentlab worker (by thread id), left with nothing on it by a run
-that ended normally, with its :class:`_Waker` if it had one: the next ``run()`` on that thread uses them.
-
-Issue 27: a new loop and its closing cost a ``run()`` ~0.1-0.3 ms (a selector, a self-pipe, a task and a few
-turns to close); a loop with no task, no callback, no timer and no async generator left is as good as new.
-Only threads that live as long as the process keep one (another thread's would outlive it, unclosed).
+"""The main thread's last loop, left with nothing on it by a run that ended normally, with its :class:`_Waker` if
+it had one: the next ``run()`` on that thread uses them. A loop with no task, no callback, no timer and no async
+generator left is as good as new. Only the main thread keeps one (another thread's would outlive it, unclosed).
 """
 
 
 def _keeps() -> bool:
-    return threading.current_thread() is threading.main_thread() or threads.is_worker()
+    return threading.current_thread() is threading.main_thread()
 
 
 def _keep(loop: asyncio.AbstractEventLoop, waker: _Waker | None = None) -> bool:
@@ -195,9 +178,8 @@ class _Waker:
     thread, a signal (Ctrl-C) then wakes the loop's ``select`` at once, whatever thread it landed on (Python
     runs the handler on the main thread only once that thread runs bytecode again).
 
-    Made once per loop and kept with it (:data:`_kept`), not once per run (issue 27: the pair, its two
-    ``setblocking``, the reader added and removed and the two ``close`` cost a ``run()`` ~35 µs); between runs
-    it is not the wake-up fd, and a byte left in it is drained by the next run's loop.
+    Made once per loop and kept with it (:data:`_kept`); between runs it is not the wake-up fd, and a byte left
+    in it is drained by the next run's loop.
     """
 
     __slots__ = ("_r", "_w", "fd")
@@ -245,80 +227,6 @@ def _on_thread(
         stopped = result()
         if reraise or stopped is None:
             raise
-        return stopped
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
-
-
-def _supervised(
-    main: Coroutine[Any, Any, T],
-    cancel: Callable[[], None],
-    result: Callable[[], T | None],
-    reraise: bool,
-    ref: Referee,
-) -> T:
-    """``main`` on a worker thread with its own loop, while this thread waits, ready to take the run over.
-
-    The worker runs it as :func:`_here` would, in a copy of this thread's
-    context (the run sees the caller's context variables: a sub-run's link,
-    OpenTelemetry's span). This thread waits on ``ref``: the run ends there, or
-    ``ref`` has this thread end it (a sync tool running on the worker at the
-    deadline, or at a cancel). Ctrl-C as in :func:`_here`: the first cancels
-    (taking over a run whose loop a sync tool holds), the second raises at
-    once. A ``KeyboardInterrupt`` raised here by someone else's handler (a
-    kernel's interrupt) counts as a first Ctrl-C; the run then has
-    :data:`JOIN_AFTER_CANCEL_S` to record its end, as in :func:`_on_thread`.
-    """
-    box: dict[str, Any] = {}
-    context = contextvars.copy_context()
-    interrupts: list[int] = []
-    give_up: list[float | None] = [None]
-
-    def target() -> None:
-        try:
-            box["value"] = context.run(lambda: _here(main, cancel, result, False))
-        except BaseException as exc:  # noqa: BLE001 - re-raised in the caller's thread (TakenOver: dropped)
-            box["error"] = exc
-        finally:
-            ref.done()
-
-    def first_interrupt(limit: float | None) -> None:
-        interrupts.append(signal.SIGINT)
-        give_up[0] = limit
-        cancel()  # the run's own cancel: thread-safe, and it tells ``ref`` (lock-free: fine in a signal handler)
-        ref.cancel()
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        if interrupts:
-            raise KeyboardInterrupt  # the second Ctrl-C: the user insists
-        first_interrupt(None)
-
-    previous = _take_sigint(on_sigint)
-    try:
-        threads.submit(target, near=True)  # woken on this CPU, which waits idle (see threads.py)
-        while True:
-            try:
-                taken = ref.watch(lambda: give_up[0])
-                break
-            except KeyboardInterrupt:
-                if interrupts:
-                    raise
-                first_interrupt(time.monotonic() + JOIN_AFTER_CANCEL_S)
-    except KeyboardInterrupt:  # the second Ctrl-C: not waited for, what the run recorded is all there is
-        taken = False
-    finally:
-        if previous is not None:
-            _sigint(previous)
-    if interrupts:
-        ended = result()
-        if reraise or ended is None:
-            raise KeyboardInterrupt
-        return ended
-    if taken:
-        stopped = result()
-        if stopped is None:  # the takeover itself failed before recording the end (a bug)
-            raise RuntimeError("the run was taken over at its deadline or cancel, but recorded no end")
         return stopped
     if "error" in box:
         raise box["error"]

@@ -18,11 +18,10 @@ it ended as a value, one of :data:`Settled`:
   waits for it, and ``on_abandon`` names it so the run's result can say what
   was left running. The same happens when the step waiting is cancelled.
 
-Most tools answer without ever waiting, so the common case costs no task and
-no loop turn: a coroutine's first step runs at once (as an eager task's would,
-Python 3.12's ``eager_task_factory``), and a sync tool's answer is waited for
-briefly on the worker hand-off itself (``handoff_s``), with the worker woken on
-the loop thread's CPU (``threads.submit(near=True)``).
+A coroutine's first step runs at once (as an eager task's would, Python
+3.12's ``eager_task_factory``): an async tool that answers without waiting
+needs no task of its own. A sync tool always runs on a worker thread, its
+answer awaited through a future.
 """
 
 from __future__ import annotations
@@ -37,29 +36,27 @@ from typing import Any
 
 from ..errors import Escaped
 from . import threads
-from .referee import Referee
 from .watchdog import handoff
 
 GRACE_S = 0.02
 """How long cancelled work may take to finish before it is abandoned (seconds)."""
 
-HANDOFF_S = 0.0005
-"""How long the loop's thread may block for a sync call's answer before following it with a future."""
+QUICK_S = 0.0005
+"""How long the loop's thread may wait on the worker for a sync call alone in its turn, before it follows the
+call with a future: a tool that answers at once then costs no wake-up of the event loop (docs/benchmarks.md)."""
 
 _abandoned: set[asyncio.Future[Any]] = set()
 """Abandoned tasks and futures, kept referenced so the garbage collector does not complain about them."""
 
 
-# Not frozen: a frozen dataclass sets its field through ``object.__setattr__`` (issue 27: 0.32 -> 0.17 µs,
-# made twice a step). Nothing changes one once made.
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Returned:
     """The code returned ``value``."""
 
     value: Any
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Raised:
     """The code raised ``error`` (see :func:`caught` for the form it travels in)."""
 
@@ -93,22 +90,22 @@ async def run(
     timeout: float | None,
     where: str,
     on_abandon: Callable[[], None],
-    handoff_s: float = 0.0,
     context: contextvars.Context | None = None,
+    alone: bool = False,
 ) -> Settled:
     """Run ``work()`` within ``timeout`` seconds (``None``: no limit); how it ended, as a value.
 
-    ``handoff_s`` (sync code only) is how long the loop's thread may block
-    waiting for the answer before handing the wait to the event loop: worth
-    it for a tool that answers at once, wasted on one that does not.
+    ``alone``: a sync call that is the only one of its turn, waited for up to :data:`QUICK_S` on its worker
+    before the wait goes to the event loop (nothing else of the turn is kept waiting meanwhile).
+
     ``context``: the context the code runs in, whatever runs it (used once);
     by default async code runs in a copy of the caller's, sync code in its
     worker thread's own.
     """
     fut: asyncio.Future[Any]
     if not is_async:
-        job = threads.submit(work if context is None else functools.partial(context.run, work), near=handoff_s > 0)
-        if job.wait(min(handoff_s, timeout) if timeout is not None else handoff_s):
+        job = threads.submit(work if context is None else functools.partial(context.run, work))
+        if alone and job.wait(QUICK_S if timeout is None else min(QUICK_S, timeout)):
             return _ended(job, where)
         fut = job.future()
         settled = await _settle(fut, timeout, on_abandon)
@@ -199,15 +196,15 @@ async def _await(value: Any) -> Any:
 async def inline(work: Callable[[], Any], timeout: float | None, where: str) -> Settled:
     """Await ``work()`` in the calling task, within ``timeout``; how it ended, as a value.
 
-    Cheaper than :func:`run` (no task of its own), for code trusted to honour
+    Unlike :func:`run` it makes no task of its own: for code trusted to honour
     its cancellation (the model adapters): code that swallows it would hold
     the caller. A ``CancelledError`` it raises is taken as a cancel (a stream
     cut short by Stop) and leaves as itself.
 
-    Its first step runs before any timer is set (issue 27): code that answers
-    without waiting (an offline model, a replay) costs no timer, which is 8 µs
-    of the step; code that waits goes on under the same limit, counted from
-    the start (``timeout_at``), in the same task and context.
+    Its first step runs before any timer is set: code that answers
+    without waiting (an offline model, a replay) needs none; code that waits
+    goes on under the same limit, counted from the start (``timeout_at``), in
+    the same task and context.
     """
     loop = asyncio.get_running_loop()
     end = None if timeout is None else loop.time() + timeout
@@ -229,38 +226,6 @@ async def inline(work: Callable[[], Any], timeout: float | None, where: str) -> 
         raise
     except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... become data
         return caught(exc, where)
-
-
-@handoff("inline")
-def on_loop_thread(
-    work: Callable[[], Any],
-    where: str,
-    referee: Referee,
-    due: float | None,
-    take_over: Callable[[bool], None],
-    context: contextvars.Context | None = None,
-) -> Returned | Raised | None:
-    """``work()`` (a sync tool) right here, on the event loop's thread, the step's end refereed by ``referee``.
-
-    ``None``: not run (a cancel is on its way; the caller uses the worker
-    instead). It runs as on a worker: in ``context`` or else a copy of the
-    current one (what it sets stays there) and with no running loop (it may
-    call ``asyncio.run`` or ``agentlab.run``). If it is still running at ``due`` (or on a cancel) the
-    caller's thread ends the step with ``take_over``, and when it returns this
-    raises :class:`~agentlab._runtime.referee.TakenOver` without touching anything.
-    """
-    if not referee.enter(due, take_over):
-        return None
-    loop = asyncio._get_running_loop()
-    asyncio._set_running_loop(None)
-    try:
-        ok, value = True, (contextvars.copy_context() if context is None else context).run(work)
-    except BaseException as exc:  # noqa: BLE001 - SystemExit, KeyboardInterrupt... become data, as on a worker
-        ok, value = False, exc
-    finally:
-        asyncio._set_running_loop(loop)
-    referee.leave()  # raises TakenOver if the caller's thread ended the step meanwhile
-    return Returned(value) if ok else caught(value, where)
 
 
 async def in_thread(fn: Callable[[], Any], where: str) -> Any:
@@ -285,7 +250,7 @@ async def let_go(fut: asyncio.Future[Any], on_abandon: Callable[[], None]) -> No
     the rest of its turn) does not cut it short: the grace runs out, ``fut`` is
     abandoned if it must be, and then the cancellation goes on. Cut short, the
     work would be neither finished nor abandoned, and the driver, closing the
-    loop, would wait for it as for any live task (issue 27: the chaos tail).
+    loop, would wait for it as for any live task.
     """
     if fut.done():
         return

@@ -1,13 +1,12 @@
-"""When a run gives its event loop a turn (issue 27).
+"""When a run gives its event loop a turn.
 
 A step whose model and tools answer at once never waits, so nothing else on
 the run's event loop would run until the run ends: not a Stop or Pause
 clicked in a panel, not a redraw, not another task's ``run.cancel()``. The
-engine used to give the loop a turn (``await asyncio.sleep(0)``) in every
-step's tools phase: ~6 µs a step on these machines, a twentieth of a fast
-step, mostly the ``epoll_wait`` that polls the loop's sockets.
+engine could give the loop a turn (``await asyncio.sleep(0)``) in every
+step's tools phase, polling the loop's sockets each time.
 
-:class:`Turns` keeps what that bought and drops the polling nobody needs:
+:class:`Turns` keeps what that buys and drops the polling nobody needs:
 
 * a callback already waiting on the loop (another task woken, a future set,
   a ``call_soon_threadsafe`` from a widget's thread) or a timer that has come

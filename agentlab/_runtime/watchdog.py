@@ -41,8 +41,7 @@ F = TypeVar("F", bound=Callable[..., object])
 
 def handoff(role: str) -> Callable[[F], F]:
     """Mark a function through which the engine calls other people's code (``role``: ``"subscriber"``,
-    ``"code"``, or ``"inline"``: a sync tool run on the loop's thread, see ``agentlab._runtime.referee``):
-    a loop blocked below it is blamed on the function it called."""
+    or ``"code"``): a loop blocked below it is blamed on the function it called."""
 
     def mark(fn: F) -> F:
         _HANDOFFS[fn.__code__] = role
@@ -62,7 +61,7 @@ class Watch:
         self.cause = ""
 
 
-_lock = threading.Lock()  # arm/disarm take it directly (a C call; Condition's own ``with`` is Python code)
+_lock = threading.Lock()
 _cond = threading.Condition(_lock)
 _active: set[Watch] = set()  # (a Watch hashes by identity)
 _wake_at: list[float | None] = [None]
@@ -70,14 +69,9 @@ _thread: list[threading.Thread] = []
 
 
 def arm(seconds_left: float) -> Watch:
-    """Watch the calling thread's step, due ``seconds_left`` from now.
-
-    Twice a step with :func:`disarm` (issue 27: 0.87 -> 0.70 µs the pair): the watch is made without a call
-    to a Python ``__init__``, and kept in a set rather than a dict keyed by ``id()``."""
-    w = _new(Watch)
-    w.due = due = time.monotonic() + (seconds_left if seconds_left > 0 else 0.0) + SAMPLE_AFTER_S
-    w.thread_id = threading.get_ident()
-    w.cause = ""
+    """Watch the calling thread's step, due ``seconds_left`` from now (sampled :data:`SAMPLE_AFTER_S` later)."""
+    due = time.monotonic() + max(seconds_left, 0.0) + SAMPLE_AFTER_S
+    w = Watch(due, threading.get_ident())
     with _lock:
         if not _thread:
             _thread.append(threading.Thread(target=_watch, name="agentlab-watchdog", daemon=True))
@@ -87,9 +81,6 @@ def arm(seconds_left: float) -> Watch:
         if wake is None or due < wake:
             _cond.notify()
     return w
-
-
-_new = object.__new__
 
 
 def disarm(w: Watch) -> str:
@@ -134,13 +125,6 @@ def blame(frame: FrameType | None) -> str:
         return ""
     for i, f in enumerate(stack[1:], start=1):
         role = _HANDOFFS.get(f.f_code)
-        if role == "inline":  # on purpose: the caller's thread ends the step at the deadline, and it is late
-            who = next((f for f in reversed(stack[:i]) if not f.f_code.co_filename.startswith(_PACKAGE)), stack[i - 1])
-            at = "" if who is inner else f", at {_where(inner)}"
-            return (
-                f"a sync tool, {_where(who)}, was still running on the event loop's thread past the deadline{at} "
-                "(the caller's thread, which ends such a step at the deadline, was late: a busy machine?)"
-            )
         if role is not None:
             who = stack[i - 1]
             what = f"a subscriber, {_where(who)}," if role == "subscriber" else f"{_where(who)}"

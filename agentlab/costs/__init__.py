@@ -7,14 +7,17 @@ every imported agent:
   caused across every call that re-sent it (the quadratic bill, itemised);
   :func:`input_cost` is what they add up to.
 - :func:`cache_busts`: per call, what the prompt cache should have held
-  against what it read; each collapse with its cause and its price.
+  against what it read; each collapse with its cause and its price;
+  :func:`cache_waste` each run's total, :func:`with_cache_waste` the runs
+  frame with that total beside the cost, :class:`WasteMeter` the same total
+  as a run's events arrive (the notebook panel's).
 - :func:`diff_runs`: two runs aligned step by step, opened at the first
   divergence (``agentlab diff A B`` on the command line).
 """
 
 from __future__ import annotations
 
-from ._busts import cache_busts, cache_waste
+from ._busts import WasteMeter, cache_busts, cache_waste, with_cache_waste
 from ._carried import carried_cost, input_cost, top_carriers
 from ._diff import RunDiff, diff_runs
 from ._plots import carriers
@@ -22,6 +25,7 @@ from ._report import money_lines
 
 __all__ = [
     "RunDiff",
+    "WasteMeter",
     "carriers",
     "money_lines",
     "diff_runs",
@@ -30,4 +34,5 @@ __all__ = [
     "carried_cost",
     "input_cost",
     "top_carriers",
+    "with_cache_waste",
 ]

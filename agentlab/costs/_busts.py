@@ -26,7 +26,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ._calls import Call, RunCalls, run_calls, runs_of
+from ..pricing import Prices, served_prices
+from ._calls import Call, RunCalls, count, prices_of, run_calls, runs_of, usage_of
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -203,8 +204,8 @@ def busts_of(
         read = u.cache_read_input_tokens
         expected = held.tokens if held else 0
         since = call.t_request - held.t if held else float("nan")
-        missed = max(expected - read, 0)
-        bust = held is not None and missed >= 1 and missed > TOLERANCE * expected
+        missed = _missed(expected, read)
+        bust = held is not None and missed > 0
         diag = diagnostics[j] if diagnostics is not None and j < len(diagnostics) else call.diagnostics
         reason = (diag or {}).get("cache_miss_reason") if isinstance(diag, dict) else None
         api_reason = reason.get("type") if isinstance(reason, dict) else None
@@ -234,7 +235,7 @@ def busts_of(
                 "model": call.model,
                 "expected_read": expected,
                 "read": read,
-                "missed": missed if bust else 0,
+                "missed": missed,
                 "ttl": held.ttl if held else None,
                 "since": since,
                 "bust": bust,
@@ -246,11 +247,79 @@ def busts_of(
                 "waste": waste,
             }
         )
-        cached = read + u.cache_creation_input_tokens
+        cached = _cached(u.cache_read_input_tokens, u.cache_creation_input_tokens)
         if cached > 0:
             ttl = "1h" if u.cache_creation_1h_input_tokens or (held and read and held.ttl == "1h") else "5m"
             held = _Held(cached, call.model, call.t, ttl, _covered(run, call, cached), j)
     return rows
+
+
+def _missed(expected: int, read: int) -> int:
+    """The tokens a call failed to read of the ``expected`` prefix, when that makes it a bust (else 0): short by a
+    token or more, and by more than :data:`TOLERANCE` of the prefix."""
+    missed = max(expected - read, 0)
+    return missed if missed >= 1 and missed > TOLERANCE * expected else 0
+
+
+def _cached(read: int, written: int) -> int:
+    """The prefix the cache holds after a call that read and wrote these many tokens (0: it holds what it held
+    before)."""
+    return read + written
+
+
+class WasteMeter:
+    """A run's cache waste so far, from its events as they arrive: the rule :func:`cache_busts` applies to a
+    finished trace, one call at a time, so a live view (the notebook panel) can show the total beside the cost.
+
+    Feed it the ``run_started`` event's data (:meth:`started`: the run's model and prices), then each
+    ``model_called``'s (:meth:`called`). ``total`` is the USD paid beyond what the cache should have read: the sum
+    of :func:`cache_busts`' ``waste`` for the same events (NaN once a bust's model has no known price).
+    """
+
+    __slots__ = ("_base", "_held", "_model", "_prices", "busts", "total")
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.busts = 0
+        self._held = 0
+        self._model = ""
+        self._base: Prices | None = None
+        self._prices: dict[str, Prices | None] = {}
+
+    def started(self, data: dict[str, Any]) -> None:
+        """A run begins: its model and prices, nothing wasted yet and nothing cached to expect (a resumed run
+        sends no ``run_started``: its cache and total carry on, as in its trace)."""
+        self.total, self.busts, self._held = 0.0, 0, 0
+        self._model = str(data.get("model") or "")
+        self._base = prices_of(data)
+        self._prices.clear()
+
+    def called(self, data: dict[str, Any], step: int = 0, t: float = 0.0) -> float:
+        """One reply's ``model_called`` data: the USD it wasted (0.0 when it read what the cache held)."""
+        raw = data.get("usage")
+        if not isinstance(raw, dict):
+            return 0.0  # a lost or malformed reply: no usage, no call in cache_busts either
+        read, written = count(raw, "cache_read_input_tokens"), count(raw, "cache_creation_input_tokens")
+        missed = _missed(self._held, read)
+        waste = 0.0
+        if missed:  # the usage is read whole only for a bust: most calls need the two counts alone
+            u = usage_of(raw, data.get("cache_write_by_ttl"))
+            served = str(data.get("model") or self._model)
+            if served not in self._prices:
+                self._prices[served] = served_prices(self._base, self._model, served)
+            call = Call(step, t, t, served, u, 0, self._prices[served], False, None)
+            waste = _rebilled(call, missed)[1]
+            self.total += waste
+            self.busts += 1
+        cached = _cached(read, written)
+        if cached > 0:
+            self._held = cached
+        return waste
+
+    @property
+    def cache_used(self) -> bool:
+        """Whether a call has read or written the prompt cache yet (before that, no call can have wasted it)."""
+        return self._held > 0 or self.busts > 0
 
 
 def _covered(run: RunCalls, call: Call, tokens: int) -> int:
@@ -294,6 +363,34 @@ def cache_busts(
 
 
 def cache_waste(runs: Any) -> pd.Series:
-    """USD each run paid beyond what its cache should have read (the sum of its busts' ``waste``), by run id."""
+    """USD each run paid beyond what its cache should have read (the sum of its busts' ``waste``), by run id: NaN,
+    not $0, for a run with a bust whose model has no known price."""
     df = cache_busts(runs)
-    return df.groupby("run_id", sort=False)["waste"].sum()
+    by_run = df.groupby("run_id", sort=False)["waste"]
+    return by_run.sum().mask(by_run.apply(lambda w: bool(w.isna().any())))
+
+
+def with_cache_waste(runs: Any) -> pd.DataFrame:
+    """The runs frame of ``runs`` (a Traces, Trace, trace file or folder) with a ``cache_waste`` column beside
+    ``cost``: USD each run paid beyond what its cache should have read (:func:`cache_waste`; 0.0 for a run with
+    no model call, NaN where a bust's model has no known price).
+
+    A derived column, not one of the trace's: the trace layer (and so the store) does not price, so it is added
+    here, from the same events, by the one rule :func:`cache_busts` applies."""
+    traces = runs_of(runs)
+    frame = _runs_frame(runs, traces)
+    waste = cache_waste(traces) if traces else None
+    values = [0.0 if waste is None else float(waste.get(r, 0.0)) for r in frame["run_id"]]
+    out = frame.copy()
+    out.insert(list(out.columns).index("cost") + 1, "cache_waste", values)
+    return out
+
+
+def _runs_frame(runs: Any, traces: list[Any]) -> pd.DataFrame:
+    """The runs frame as loaded (a Traces' own, store-read or not), else built from the traces."""
+    frame = getattr(runs, "runs", None)
+    if frame is not None and hasattr(frame, "columns"):
+        return frame
+    from ..trace.runs import Traces
+
+    return Traces(traces).runs

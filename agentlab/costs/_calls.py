@@ -219,7 +219,8 @@ class _Builder:
             self.add("user turn", _text_label(text) or "(user content)", text, step)
 
 
-def _prices(start: dict[str, Any]) -> Prices | None:
+def prices_of(start: dict[str, Any]) -> Prices | None:
+    """A run's prices, from its ``run_started`` data (those it recorded, else its model's)."""
     found = start.get("prices")
     if isinstance(found, dict):
         try:
@@ -230,10 +231,17 @@ def _prices(start: dict[str, Any]) -> Prices | None:
     return resolve_prices(model, None) if model else None
 
 
-def _usage(raw: dict[str, Any], by_ttl: Any = None) -> Usage:
+def count(raw: dict[str, Any], key: str) -> int:
+    """A usage count as the cost analyses read it: a number (not a bool) as an int, anything else 0."""
+    v = raw.get(key)
+    return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+
+
+def usage_of(raw: dict[str, Any], by_ttl: Any = None) -> Usage:
+    """A ``model_called``'s usage as the cost analyses price it (an import's TTL split ``by_ttl`` kept)."""
+
     def n(key: str) -> int:
-        v = raw.get(key)
-        return int(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else 0
+        return count(raw, key)
 
     return Usage(
         input_tokens=n("input_tokens"),
@@ -266,7 +274,7 @@ def run_calls(trace: Any) -> RunCalls:
     model = str(start.get("model") or "")
     run = RunCalls(trace.run_id, _agent(start), model)
     build = _Builder(run)
-    base = _prices(start)
+    base = prices_of(start)
     for tool in start.get("tools") or []:
         if isinstance(tool, dict):
             name = str(tool.get("name") or "")
@@ -307,7 +315,7 @@ def run_calls(trace: Any) -> RunCalls:
                         float(e.get("t") or 0.0),
                         t_req,
                         served,
-                        _usage(usage, e.get("cache_write_by_ttl")),
+                        usage_of(usage, e.get("cache_write_by_ttl")),
                         n,
                         prices_by_model[served],
                         compacted,

@@ -24,7 +24,8 @@ def money_lines(trace: Any, top: int = 5) -> list[str]:
         lines.append(f"{usd(r.carried_cost):>10}  {r.calls:>5}  {r.tokens:>8,}  {r.kind}: {r.label} (step {r.step})")
     busts = cache_busts(trace)
     hit = busts[busts.bust]
-    lines.append(f"cache waste: {usd(float(hit.waste.sum()))} of {usd(spent)} spent, in {len(hit)} bust(s)")
+    waste = float(hit.waste.sum(skipna=False))  # NaN (shown $?), not $0, when a bust's model has no price
+    lines.append(f"cache waste: {usd(waste)} of {usd(spent)} spent, in {len(hit)} bust(s)")
     for r in hit.itertuples():
         lines.append(f"  step {r.step}: {r.cause} ({r.detail}); {r.missed:,} tokens re-billed, {usd(r.waste)} wasted")
     return lines

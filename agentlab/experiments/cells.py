@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar, overload
 
+from .._account import NO_LEDGER, Ledger
 from .._engine.calls import format_error
-from ..budget import NO_LEDGER, Ledger
 from ..events import new_event
 from ..loop import Run
 from ..results import Stopped

@@ -1,19 +1,22 @@
 """The shared total budget: one ledger that every run of an experiment reserves from.
 
 Each model call reserves its worst case before it is sent and settles to
-its real cost after (:func:`agentlab.budget.reserve_call`), so the total is
-never passed however many runs are in flight: spent + reserved <= limit.
+its real cost after (the run's :class:`~agentlab._account.Account` does
+both), so the total is never passed however many runs are in flight:
+spent + reserved <= limit.
 """
 
 from __future__ import annotations
 
 import threading
 
+from .._account import Refusal
+
 
 class TotalLedger:
     """Spent and reserved dollars against ``limit`` (``None``: no limit, only counting).
 
-    Implements :class:`agentlab.budget.Ledger`. Thread-safe, so runs on
+    Implements :class:`agentlab._account.Ledger`. Thread-safe, so runs on
     other threads (or a Ray actor) may share it. With no limit nothing is held
     back for anyone: every reservation is granted whole and kept nowhere
     (``reserved`` stays 0), and settling only adds the cost to ``spent``. The
@@ -35,24 +38,23 @@ class TotalLedger:
         """Dollars neither spent nor reserved (``None`` without a limit)."""
         return None if self.limit is None else self.limit - self.spent - self.reserved
 
-    # reserve and settle run twice a model call, for every run of an experiment: each takes the lock once and
-    # does its arithmetic on locals (an experiment's machinery is measured against bare runs: exp.overhead).
     def reserve(self, run_id: str, amount: float, minimum: float) -> float:
+        """Hold at most ``amount`` (at least ``minimum``) for a call of ``run_id``; 0 when not even that is left."""
         if self.limit is None:  # no total to hold against: granted, and kept nowhere (settle only counts)
             return amount
         with self._lock:
-            limit = self.limit
-            if limit is not None:
-                left = limit - self.spent - self.reserved
-                if left < minimum or left <= 0 < amount:
-                    self.refused += 1
-                    return 0.0
-                if amount > left:
-                    amount = left
+            left = self.limit - self.spent - self.reserved
+            if left < minimum or left <= 0 < amount:
+                self.refused += 1
+                return 0.0
+            amount = min(amount, left)
             self.reserved += amount
-            held = self._held
-            held[run_id] = held.get(run_id, 0.0) + amount
+            self._held[run_id] = self._held.get(run_id, 0.0) + amount
             return amount
+
+    def refusal(self, needed: float) -> Refusal:
+        """Why a reservation of at least ``needed`` was refused: the experiment's total, with what it has left."""
+        return Refusal("experiment", needed, self.left)
 
     def settle(self, run_id: str, reserved: float, actual: float) -> None:
         with self._lock:

@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from ..budget import Ledger
+from .._account import Ledger
 from ..loop import Run
 from ..vocab import StopReason
 from .cells import Cell, CellRunner, not_run_row

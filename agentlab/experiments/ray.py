@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..budget import NO_LEDGER
+from .._account import NO_LEDGER
 from ..vocab import StopReason
 from ._spend import Spend, trace_spend
 from .cells import GRADE_SUFFIX, Cell, CellRunner, not_run_row

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..budget import NO_LEDGER, Ledger
+from .._account import NO_LEDGER, Ledger
 from .tasks import Task
 
 

@@ -99,7 +99,8 @@ def step_html(entry: StepEntry) -> str:
     if entry.latency is not None:
         bits.append(f"model {_seconds(entry.latency)}")
     if entry.input_tokens or entry.output_tokens:
-        bits.append(f"{entry.context_tokens:,} in / {entry.output_tokens:,} out tokens")
+        thinking = f" (of which thinking {entry.thinking_tokens:,})" if entry.thinking_tokens else ""
+        bits.append(f"{entry.context_tokens:,} in / {entry.output_tokens:,} out tokens{thinking}")
     if entry.cost:
         bits.append(f"${entry.cost:.4f}")
     if entry.model_retries:
@@ -151,6 +152,7 @@ def status_html(s: PanelState) -> str:
     ]
     if s.context_tokens is not None:
         parts.append(f"<b>context</b> <span class='agentlab-context'>{s.context_tokens:,} tokens</span>")
+        parts.append(f"<b>output</b> <span class='agentlab-output'>{esc(s.output_line())}</span>")
     line = " · ".join(parts)
     if s.outcome == "done" and s.answer:
         line += f"<div class='agentlab-answer' style='white-space:pre-wrap'><b>answer</b> {esc(s.answer)}</div>"

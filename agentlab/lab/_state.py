@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._model_label import started_label
+from ..costs import WasteMeter
+from ..costs._money_text import usd
 from ..redact import Redactor, StreamRedactor
 from ..vocab import EventKind, StopReason
 
@@ -130,6 +132,8 @@ class StepEntry:
     stop_reason: str | None = None
     input_tokens: int = 0
     output_tokens: int = 0
+    thinking_tokens: int = 0
+    """The part of ``output_tokens`` that was reasoning (the reply's ``output_tokens_details``)."""
     context_tokens: int = 0
     cost: float = 0.0
     latency: float | None = None
@@ -257,6 +261,12 @@ class PanelState:
         self.spent = 0.0
         self.elapsed = 0.0
         self.context_tokens: int | None = None
+        self.output_tokens = 0
+        self.thinking_tokens = 0
+        """The run's output tokens so far, and the part of them that was reasoning (billed as output)."""
+        self.waste = WasteMeter()
+        """The run's cache waste so far (``waste.total``, USD), by the rule ``agentlab.costs.cache_busts`` applies
+        to the finished trace: shown beside the cost gauge once the run has used the prompt cache."""
         self.engine_phase = "ready"
         self.control: str | None = None
         self.outcome: str | None = None
@@ -366,6 +376,7 @@ class PanelState:
     # The state's part of each event (cheap: run inside the engine's step) ...
     def _run_started(self, e: Any, d: dict[str, Any]) -> None:
         self.run_id, self.model, self.task = e.run_id, started_label(d), self._clean(d.get("task", ""))
+        self.waste.started(d)
         self._set_limits(d.get("budget") or {})
         self.modes = {t["name"]: t.get("mode") for t in d.get("tools") or ()}
         self.engine_phase = "ready"
@@ -422,6 +433,9 @@ class PanelState:
         context = _context_tokens(d, usage)
         self.spent = d.get("spent", self.spent)
         self.context_tokens = context
+        self.output_tokens += usage.get("output_tokens", 0)
+        self.thinking_tokens += usage.get("thinking_tokens", 0)
+        self.waste.called(d, e.step, e.t)
         self.chart_steps.append(e.step)
         self.chart_tokens.append(context + usage.get("output_tokens", 0))
         self.chart_cost.append(self.spent)
@@ -474,6 +488,7 @@ class PanelState:
         entry.stop_reason = d.get("stop_reason")
         entry.input_tokens = usage.get("input_tokens", 0)
         entry.output_tokens = usage.get("output_tokens", 0)
+        entry.thinking_tokens = usage.get("thinking_tokens", 0)
         entry.context_tokens = _context_tokens(d, usage)
         entry.cost = d.get("cost", 0.0)
         entry.latency = d.get("latency")
@@ -563,9 +578,16 @@ class PanelState:
         }[name]
         fraction = None if not limit else used / limit
         stopped = self.stopped_by == name
-        return Gauge(
-            name, used, limit, fraction, gauge_level(fraction, stopped), gauge_text(name, used, limit), stopped
-        )
+        text = gauge_text(name, used, limit)
+        if name == "cost" and self.waste.cache_used:
+            text += f" · {self.cache_waste_text()}"
+        return Gauge(name, used, limit, fraction, gauge_level(fraction, stopped), text, stopped)
+
+    def cache_waste_text(self) -> str:
+        """``"cache waste $0.0123 (2 busts)"``: what the run paid beyond what its prompt cache should have read."""
+        self.catch_up()
+        busts = self.waste.busts
+        return f"cache waste {usd(self.waste.total)}" + (f" ({busts} bust{'s' * (busts != 1)})" if busts else "")
 
     def gauges(self) -> list[Gauge]:
         return [self.gauge("steps"), self.gauge("cost"), self.gauge("time")]
@@ -579,6 +601,17 @@ class PanelState:
         if self.outcome == "stopped":
             return f"stopped: {self.reason}" + (f" ({self.detail})" if self.detail else "") + note
         return self.phase
+
+    def output_line(self) -> str:
+        """The run's output tokens, and how many were reasoning: ``"1,200 tokens, of which thinking 800 (67%)"``
+        (no clause before any reply reported thinking). Thinking is billed as output, so its share of the tokens
+        is its share of the output bill."""
+        self.catch_up()
+        line = f"{self.output_tokens:,} tokens"
+        if self.thinking_tokens:
+            share = f" ({self.thinking_tokens / self.output_tokens:.0%})" if self.output_tokens else ""
+            line += f", of which thinking {self.thinking_tokens:,}{share}"
+        return line
 
     def take_dirty_steps(self) -> list[int]:
         self.catch_up()

@@ -26,6 +26,8 @@ def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> s
         waiting = f"  waiting for approval: {pending}"
         lines.append(shorten(waiting, width))
     lines.append("  " + " | ".join(f"{g.name} {g.text}" for g in state.gauges()))
+    if state.thinking_tokens:
+        lines.append(f"  output {state.output_line()}")
     if state.log.newest is not None:
         entry = state.log[state.log.newest]
         calls = ", ".join(f"{c.tool} [{c.outcome}]" for c in entry.calls)

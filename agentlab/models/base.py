@@ -6,11 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from .._frozen import quick_init
 from ..messages import Message
 
 
-@quick_init  # built for every model call (agentlab._frozen)
 @dataclass(frozen=True, slots=True)
 class ModelRequest:
     """Everything one model call needs.

@@ -231,11 +231,13 @@ def _fields(trace: Trace, codes: dict[str, defaultdict[Any, int]], refused: set[
     if not all(args):
         args = [a or {} for a in args]
     i, o, cw, cr = _take(usage, _USAGE_FIELDS)
+    thinking = list(map(get, usage, repeat("thinking_tokens"), repeat(0)))  # in few replies: not in _USAGE_FIELDS
     ints = {
         "step": _packed("q", step),
         "seq": _packed("q", seq),
         "i": array("q", i),
         "o": array("q", o),
+        "th": array("q", thinking),
         "cw": array("q", cw),
         "cr": array("q", cr),
         "index": array("q", index),
@@ -454,6 +456,7 @@ class Batch:
             "step": self.step[at],
             "input_tokens": i,
             "output_tokens": o,
+            "thinking_tokens": np.frombuffer(ints["th"], dtype=np.int64),
             "cache_write_tokens": cw,
             "cache_read_tokens": cr,
             "context_tokens": i + cw + cr,

@@ -116,9 +116,10 @@ def _reply_head(view: StepView) -> str:
         read, write = u.get("cache_read_input_tokens", 0), u.get("cache_creation_input_tokens", 0)
         cache = f" (+{read:,} cache read, {write:,} cache write)"
     est = ", estimated" if r.get("estimated") else ""
+    thinking = f" ({u['thinking_tokens']:,} thinking)" if u.get("thinking_tokens") else ""
     return (
         f"stop_reason={r.get('stop_reason')} · {u.get('input_tokens', 0):,} in{cache} / "
-        f"{u.get('output_tokens', 0):,} out tokens{est} · {_money(r.get('cost', 0.0))} "
+        f"{u.get('output_tokens', 0):,} out tokens{thinking}{est} · {_money(r.get('cost', 0.0))} "
         f"(total {_money(r.get('spent', 0.0))}) · {seconds(r.get('latency', 0.0))}"
     )
 
@@ -298,15 +299,33 @@ def headline(trace: Trace) -> list[str]:
     )
     audit = (trace.started.get("recorded") or {}).get("audit")
     audit_note = [f"import audit: {_audit_line(audit)}"] if isinstance(audit, dict) else []
+    thinking_note = _thinking_line(trace)
     return [
         f"Run {trace.run_id} · {ending}",
         f"task: {_one_line(s['task'])}",
         f"model {started_label(trace.started)} · {s['steps']} steps · {_money(s['cost'])} · {_tokens_in(s)} / "
         f"{s['output_tokens']:,} out tokens · {s['seconds']:.2f}s · started {s['started_at'] or '?'}",
         f"{budget} · tools: {tools}",
+        *thinking_note,
         *cost_note,
         *audit_note,
     ]
+
+
+_THINKING, _OUTPUT = map(list(STEPS_COLUMNS).index, ("thinking_tokens", "output_tokens"))
+
+
+def _thinking_line(trace: Trace) -> list[str]:
+    """How much of the run's output was reasoning (the replies' ``output_tokens_details.thinking_tokens``): one
+    line, or none when no reply reported any. Thinking is billed as output at the same rate, so its share of the
+    output tokens is its share of the output bill."""
+    steps = trace.rows.steps
+    thinking = sum(r[_THINKING] for r in steps)
+    if not thinking:
+        return []
+    output = sum(r[_OUTPUT] for r in steps)
+    share = f" ({thinking / output:.0%} of the output bill)" if output else ""
+    return [f"thinking: {thinking:,} of the {output:,} output tokens were reasoning{share}"]
 
 
 def _audit_line(audit: dict[str, Any]) -> str:

@@ -135,6 +135,7 @@ def summarize(
             # re-reads the file strictly, skipping that line (see reader.load_runs)
             i, o = _i64(usage.get("input_tokens", 0)), _i64(usage.get("output_tokens", 0))
             cw, cr = _i64(usage.get("cache_creation_input_tokens", 0)), _i64(usage.get("cache_read_input_tokens", 0))
+            thinking = _i64(usage.get("thinking_tokens", 0))  # the part of o that was reasoning
             tokens[0] += i
             tokens[1] += o
             tokens[2] += cw
@@ -148,6 +149,7 @@ def summarize(
                     e["step"],
                     i,
                     o,
+                    thinking,
                     cw,
                     cr,
                     i + cw + cr,
@@ -170,9 +172,9 @@ def summarize(
             at = next((n for n in range(len(steps) - 1, -1, -1) if steps[n][1] == e.get("step")), None)
             if at is not None:
                 row = list(steps[at])
-                row[7] += cost  # cost
+                row[_COST] += cost
                 row[_SUB_RUN_COST] += cost
-                row[8] = max(row[8], _num(e.get("spent", row[8])))  # cumulative_cost: the parent's spent, with it
+                row[_SPENT] = max(row[_SPENT], _num(e.get("spent", row[_SPENT])))  # the parent's spent, with it
                 steps[at] = tuple(row)
         elif kind == "tool_started":
             open_calls[e["call_id"]] = e
@@ -297,7 +299,8 @@ def _call_row(run_id: str, e: dict[str, Any], outcome: str) -> dict[str, Any]:
 
 
 # ------------------------------------------------------------ DataFrames
-_SUB_RUN_COST = list(STEPS_COLUMNS).index("sub_run_cost")  # its place in a step's row tuple
+_COST, _SPENT, _SUB_RUN_COST = map(list(STEPS_COLUMNS).index, ("cost", "cumulative_cost", "sub_run_cost"))
+"""Their places in a step's row tuple (a sub_run event adds to them)."""
 """The four frames, in order: the store's tables have the same names and columns."""
 
 

@@ -141,6 +141,13 @@ STEPS = (
     Column("step", "int64", "the step (1-based)", "model_called.step"),
     Column("input_tokens", "int64", "", "model_called.usage"),
     Column("output_tokens", "int64", "", "model_called.usage"),
+    Column(
+        "thinking_tokens",
+        "int64",
+        "the part of output_tokens that was reasoning (the reply's output_tokens_details; 0 when not reported), "
+        "billed as output already",
+        "model_called.usage",
+    ),
     Column("cache_write_tokens", "int64", "", "model_called.usage"),
     Column("cache_read_tokens", "int64", "", "model_called.usage"),
     Column("context_tokens", "int64", "input + cache write + cache read", "model_called.usage"),
