@@ -475,3 +475,19 @@ def test_the_chart_axis_top_is_the_next_round_number(value, top):
     from agentlab.lab._chart import nice_max
 
     assert nice_max(value) == top
+
+
+def test_a_closed_lab_leaves_no_widget_of_its_panel_open_so_a_notebooks_widget_state_still_saves():
+    """Closing a lab closes every widget of its panel; saving the notebook's widget state (every live widget,
+    what JupyterLab's "Save Widget State" does) then still works."""
+    import ipywidgets
+    from ipywidgets.widgets.widget import _instances
+
+    before = set(_instances)
+    lab = make_lab([reply("It is A.")], prices=PRICES)
+    lab.run()
+    made = [w for key, w in list(_instances.items()) if key not in before]
+    assert len(made) > 5  # the panel's boxes, buttons, gauges, log and chart
+    lab.close()
+    assert [w for w in made if w.comm is not None] == []
+    ipywidgets.Widget.get_manager_state(drop_defaults=False)  # raises on an open box around a closed child

@@ -43,8 +43,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._model_label import started_label
+from .._safe_text import usd
 from ..costs import WasteMeter
-from ..costs._money_text import usd
 from ..redact import Redactor, StreamRedactor
 from ..vocab import EventKind, StopReason
 
