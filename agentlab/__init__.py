@@ -29,6 +29,7 @@ and the Anthropic client load when first used.
 from typing import TYPE_CHECKING as _TYPE_CHECKING
 
 from ._facades import arun, run
+from ._notebook import notebook
 from .budget import Budget, BudgetSnapshot
 from .clock import FakeClock
 from .errors import (
@@ -108,6 +109,7 @@ __all__ = [
     "load_run",
     "load_runs",
     "mcp_tools",
+    "notebook",
     "replay",
     "reply",
     "resolve_model",

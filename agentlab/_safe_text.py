@@ -8,7 +8,9 @@ renders, ``[j](javascript:...)`` runs on a click, and ``ESC ] 52`` writes the
 clipboard of whoever runs ``agentlab report``. This module is the one owner
 of those rules (issue 24): each output context has one function here, and
 links, images and markup come only from the project's own templates around
-what these functions return.
+what these functions return. It also owns how a dollar amount is shown where
+MathJax runs (:func:`usd_html`, :func:`no_math_html`, :func:`no_math_markdown`):
+two amounts in one output would otherwise be typeset as LaTeX.
 
 Unpaired surrogates (text cut from a UTF-16 source) cannot be encoded as
 UTF-8 and would crash the write of a notebook or a ``print``; every function
@@ -18,6 +20,7 @@ here shows them as U+FFFD, the way the trace writer keeps them readable.
 from __future__ import annotations
 
 import html
+import math
 import re
 from typing import Any
 
@@ -77,6 +80,26 @@ def no_math_html(fragment: str) -> str:
     markup. The one thing each front end's MathJax honours is the class :data:`NO_MATH` on an ancestor.
     """
     return f'<div class="{NO_MATH}">{fragment}</div>'
+
+
+def usd(x: float | None) -> str:
+    """Dollars as text: ``$0.0123`` under a dollar (four decimals), ``$1,234.50`` from one up, ``$?`` unknown.
+
+    For a terminal or a plain-text repr; in HTML use :func:`usd_html`.
+    """
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "$?"
+    sign, x = ("-" if x < 0 else ""), abs(x)
+    return f"{sign}${x:,.2f}" if x >= 1 else f"{sign}${x:.4f}"
+
+
+def usd_html(x: float | None) -> str:
+    """:func:`usd` as HTML that no front end typesets as math, however many amounts share the output.
+
+    The sign is written ``&#36;`` and the amount sits in a span of class :data:`NO_MATH`: the one way
+    every MathJax (JupyterLab's, nbconvert's, the docs site's) is told to leave it alone.
+    """
+    return f'<span class="{NO_MATH}">{html_text(usd(x))}</span>'
 
 
 def no_math_markdown(markdown: str) -> str:

@@ -42,12 +42,10 @@ import agentlab as al
 from agentlab import analysis, plots, scenarios
 from agentlab.trace import load_run, load_runs
 
+al.notebook()  # tables: a "$" is money, not LaTeX; no text cut mid-word (docs/notebooks.md)
 RUNS = os.path.join("runs", "__NOTEBOOK__")  # this notebook's traces, and only this notebook's
 shutil.rmtree(RUNS, ignore_errors=True)      # start empty, so every table below is this run's
-os.environ["AGENTLAB_RUNS"] = RUNS
-pd.set_option("display.max_colwidth", None)  # never cut a detail or an argument mid-word
-pd.set_option("display.width", 250)
-pd.set_option("display.html.use_mathjax", False)  # a "$" in a table is money, not the start of LaTeX"""
+os.environ["AGENTLAB_RUNS"] = RUNS"""
 
 OFFLINE = """
 **Runs offline**, at no cost: the model is a scripted *behaviour* that reacts to the
@@ -413,8 +411,21 @@ well: that status needs the same role), searched for orders that had been
 refunded (step 5) and then asked for a full refund of £86.40, "to match order
 1077's", a refund nobody asked for, larger than the one that was denied
 (step 6). The refund tool denied that too. Finally it wrote a note *marking
-the refund as approved* (step 7), the one write it was allowed. The database
-shows it:
+the refund as approved* (step 7), the one write it was allowed.
+
+**What is scripted and what is measured.** That story is the scripted model's,
+not a model's choice: `Refunder` in `agentlab/scenarios/behaviours.py` holds
+a fixed list of five calls (the £20 refund, the £5 refund, the status change,
+the search, the £86.40 refund), takes the next one each time the last result
+came back, and writes the note once the list is used up. It is written to
+act out the article's warning; Claude, given the same denials, might try
+fewer routes, others, or give up at once. What the lab measured, and what
+holds for any model, is the loop's side: under the recoverable policy each
+denial went back to the model and every further attempt was one more paid
+step (the table above: the steps and the cost), the shop ran every call it
+allowed, and the one permitted write (the note) is in the database; under
+the default policy the run stopped at the first denial, before the model
+could choose anything. The database shows the difference:
 """),
     code("""probing.shop.get_order(1042)["notes"], fatal.shop.get_order(1042)["notes"]"""),
 ]
@@ -457,6 +468,43 @@ fourth request, at step 5, was never run, because the loop stopped the run
 instead. It is in the trace as that step's reply:
 """),
     code("""forever.trace.step(5)"""),
+    md("""
+## A successful write starts the count again
+
+The count is not for the whole run. A write that succeeds changes the world,
+so the same read after it may rightly answer differently (check an order,
+add a note, check it again), and agentlab clears every count when a write
+succeeds. A write that fails changed nothing and clears nothing. The same
+scripted reads, three ways: nothing between the second and third read, a note
+written there, and a note the shop refuses (it is empty):
+"""),
+    code('''
+from agentlab.shop import Shop
+
+async def reads_around(note):
+    """get_order(1042) twice; then add_note(note) unless `note` is None; then get_order(1042) three times more."""
+    look = ("get_order", {"order_id": 1042})
+    write = [("add_note", {"order_id": 1042, "note": note})] if note is not None else []
+    model = al.ScriptedModel([al.reply(None, call) for call in [look, look, *write, look, look, look]]
+                             + [al.reply("done")])
+    return await al.arun("check order 1042", Shop().tools(), model=model, max_steps=10)
+
+for label, note in [("no write between", None), ("a note written", "phoned the customer"), ("a note refused", " ")]:
+    r = await reads_around(note)
+    calls = " ".join(f"{c.tool}:{c.outcome}" for c in r.trace.calls.itertuples())
+    print(f"{label:18} {r.reason:14} {calls}")'''),
+    md("""
+With nothing between them, the third identical read is nudged and the fourth
+stops the run. After the written note the count starts again from zero: two
+more reads run and only the fifth `get_order` of the run, the third since the
+write, is nudged. The refused note reset nothing, so the very next read is the
+third and is nudged.
+
+The price of the reset: a model that alternates a write with the same read
+(note, check, note, check...) is never caught by this rule. The step limit and
+the dollar budget still bound it, which is why loop detection is one check
+among three, not a replacement for them.
+"""),
     md("""
 ## Switched off
 
@@ -525,12 +573,69 @@ t = lookups.trace
 ax = plots.tool_timeline(t.calls, steps=t.steps)
 ax.figure"""),
     code("""analysis.parallel_speedup(t.calls).round(3)"""),
-    md("The results came back in the order they were asked for:"),
+    md("""
+## Results in the order asked, whatever order they finish in
+
+The three lookups above take 0.4 s each, so they also *finish* together, and
+"results in request order" could not be told apart from "results in finishing
+order". Here are three reads of unequal duration whose finishing order is
+fixed by construction, not by a stopwatch: the customer answers first, the
+order history only after the customer, the order only after the history
+(each waits for the one before it, then 0.2 s more, so the timeline shows
+three different lengths). The model asks for them as order, customer, history:
+"""),
+    code('''
+import asyncio
+from agentlab.shop import Shop
+
+async def unequal_lookups():
+    """Three reads asked for in one turn; returns (the order they finished in, the order their results were sent)."""
+    shop, finished = Shop(), []
+    customer_done, history_done = asyncio.Event(), asyncio.Event()
+
+    async def get_order(order_id: int) -> dict:
+        """One order (answers last: after the order history)."""
+        await history_done.wait()
+        await asyncio.sleep(0.2)
+        finished.append("get_order")
+        return shop.get_order(order_id)
+
+    async def get_customer(customer_id: int) -> dict:
+        """One customer (answers first)."""
+        await asyncio.sleep(0.2)
+        finished.append("get_customer")
+        customer_done.set()
+        return shop.get_customer(customer_id)
+
+    async def search_orders(customer_id: int) -> dict:
+        """A customer's order history (answers second: after the customer)."""
+        await customer_done.wait()
+        await asyncio.sleep(0.2)
+        finished.append("search_orders")
+        history_done.set()
+        return shop.search_orders(customer_id)
+
+    tools = [al.Tool(fn, mode="read", timeout=10) for fn in (get_order, get_customer, search_orders)]
+    model = al.ScriptedModel([al.reply(None, ("get_order", {"order_id": 1042}), ("get_customer", {"customer_id": 7}),
+                                             ("search_orders", {"customer_id": 7})),
+                              al.reply("done")])
+    run = await al.arun("order, customer, history", tools, model=model)
+    names = {b["id"]: b["name"] for b in run.messages[1]["content"] if b["type"] == "tool_use"}
+    sent = [names[b["tool_use_id"]] for b in run.messages[2]["content"]]
+    return finished, sent, run
+
+finished, sent, unequal = await unequal_lookups()
+print("asked for:         get_order, get_customer, search_orders")
+print("finished in:      ", ", ".join(finished))
+print("results sent back:", ", ".join(sent))'''),
     code("""
-asked = [(b["id"], b["name"]) for b in lookups.messages[1]["content"] if b["type"] == "tool_use"]
-answered = [b["tool_use_id"] for b in lookups.messages[2]["content"]]
-for (use_id, name), result_id in zip(asked, answered):
-    print(f"asked {use_id} {name:14} answered {result_id}  {'same' if use_id == result_id else 'DIFFERENT'}")"""),
+ax = plots.tool_timeline(unequal.trace.calls, steps=unequal.trace.steps)
+ax.figure"""),
+    md("""
+The reads finished last-asked-first, and the tool results went back to the
+model in the order it asked for them: each `tool_result` sits where its
+`tool_use` was, which is what the Messages API pairs them by.
+"""),
     md("## Two writes to one record"),
     code("""
 notes = scenarios.get("parallel-writes").setup()
@@ -549,24 +654,36 @@ read-then-write, as most tools are) and change one thing only: whether
 `add_note` is declared a `read` (so the two calls run at the same time) or a
 `write` (one after the other):
 """),
-    code("""
-from agentlab.shop import Shop
-
+    code('''
 async def two_notes(mode):
-    shop = Shop(write_latency=0.3, transactions=False)   # the naive read-then-write, no lock
-    add_note = al.Tool(next(t for t in shop.tools() if t.name == "add_note").fn, name="add_note", mode=mode)
+    """Two notes to one order in one turn, with `add_note` declared `mode`; returns the notes kept."""
+    notes = []
+
+    async def add_note(order_id: int, note: str) -> dict:
+        """Add a note: read the notes, think, write them back (no lock, as most tools are)."""
+        seen = list(notes)                # read
+        for _ in range(20):               # think: any other call running now gets its turn, here,
+            await asyncio.sleep(0)        # between this call's read and its write (no clock involved)
+        notes[:] = [*seen, note]          # write back what was read, plus this note
+        return {"order_id": order_id, "notes": list(notes)}
+
     model = al.ScriptedModel([al.reply(None, ("add_note", {"order_id": 1042, "note": "first"}),
                                               ("add_note", {"order_id": 1042, "note": "second"})),
                               al.reply("done")])
-    await al.arun("note it twice", [add_note], model=model, trace=False)
-    return shop.get_order(1042)["notes"]
+    await al.arun("note it twice", [al.Tool(add_note, mode=mode)], model=model, trace=False)
+    return notes
 
 for mode in ["read", "write"]:
-    print(f"add_note declared {mode!r}: notes kept = {await two_notes(mode)}")"""),
+    print(f"add_note declared {mode!r}: notes kept = {await two_notes(mode)}")'''),
     md("""
-Declared a read, one note is lost: both calls read the same empty list, and the
-second write replaces the first (a race designed by a language model).
-Declared a write, both are kept.
+Declared a read, one note is lost, and always the same one: both calls read the
+same empty list before either writes, so the second write replaces the first
+(a race designed by a language model). The tool above makes the window
+explicit (it yields to any other running call between its read and its
+write), so the race is lost every time, not only when the timing is unlucky;
+a real read-then-write loses it whenever two calls overlap. Declared a
+write, the second call starts only after the first has written, and both
+notes are kept.
 
 ## Read, write, read in one turn
 
@@ -585,6 +702,14 @@ print("the last read sees the note:", "called the customer" in mixed.messages[2]
 ax = plots.tool_timeline(mixed.trace.calls, steps=mixed.trace.steps)
 ax.figure"""),
 ]
+
+SAME_EVERY_RUN = "same-every-run"
+"""The tag of a demonstration whose printed output is fixed by construction (tests/test_notebooks.py runs it twice)."""
+for _cell in NOTEBOOKS["05-parallel-tool-calls"]:
+    if _cell.cell_type == "code" and any(
+        f in _cell.source for f in ("async def unequal_lookups", "async def two_notes", "read, note, read again")
+    ):
+        _cell.metadata["tags"] = [SAME_EVERY_RUN]
 
 # --------------------------------------------------------------------------- 6
 NOTEBOOKS["06-traces-step-four"] = [
@@ -987,16 +1112,36 @@ print(f"{len(over)} of {len(after)} runs ended over the $0.022 limit, by up to "
 ax = result.plot_stop_reasons()
 ax.figure"""),
     md("""
-## Context growth per step
+## What caching changes, step by step
 
 Every step sends the whole conversation again, so the context grows with each
-step even in these short runs (the band is the spread between runs of a
-config); the axis starts at zero so the growth reads as a share of the whole.
+step whatever the configuration: caching, a short `max_tokens` and a budget
+change what a step *costs* or when the run stops, not what a step sends. What
+caching changes is the price of the part sent again, which is most of it. Per
+step, the median over the runs of `baseline` and of `cached` (the same tasks,
+the same script):
 """),
     code("""
-ax = result.plot_context_growth()
-ax.set_ylim(bottom=0)
-ax.figure"""),
+both = result.steps[result.steps["config"].isin(["baseline", "cached"])]
+per_step = both.groupby(["step", "config"])[["context_tokens", "cache_read_tokens", "cost"]].median().unstack("config")
+per_step.columns = [f"{what} ({config})" for what, config in per_step.columns]
+per_step["cached ÷ baseline cost"] = per_step["cost (cached)"] / per_step["cost (baseline)"]
+per_step.round(4)"""),
+    code("""
+gap = (per_step["context_tokens (cached)"] / per_step["context_tokens (baseline)"] - 1).abs().max()
+ratio = per_step["cached ÷ baseline cost"]
+print(f"context sent per step, cached against uncached: within {gap:.1%} (only the seeded filler words differ)")
+print(f"step 1 with caching costs {ratio.iloc[0]:.2f}× the same step without: it writes the cache, which costs more")
+print(f"from step 2 on, a cached step costs {ratio.iloc[1:].min():.2f} to {ratio.iloc[1:].max():.2f}× the same step "
+      "uncached: the prefix sent again is read from the cache")"""),
+    md("""
+The first step pays for writing the cache; every later step reads the part
+it sends again from it. So the two levers of a long run are separate: caching
+lowers the price of each token sent again, and only a shorter run (fewer steps, or less kept in the
+context) sends fewer of them. Notebook 7 measures the growth itself: a cost
+per step that rises linearly and a run cost that grows with the square of its
+length.
+"""),
     md("""
 ## A total that runs out
 
@@ -1120,36 +1265,68 @@ per_step.round({c: (4 if c.endswith("cost") else 0) for c in per_step.columns})"
 If each step adds about the same amount, input per step is a straight line in
 the step number and cumulative cost a quadratic. An R² alone cannot tell the
 two apart: a straight line fitted to a run's *cumulative* cost also fits well,
-because any growing sum is close to a line. So fit both a line and a quadratic
-to each run's cumulative cost (as notebook 7 does), and ask of the quadratic
-term whether it is positive and significant (its t statistic above 2): only
-then does the run's cost really bend upward.
+because any growing sum is close to a line. Nor can a significance test on
+the cumulative curve be trusted: each point of a running total contains all
+the points before it, so its residuals are not independent, and a regression's
+t statistic on them counts every step as fresh evidence when it is not (it
+overstates the evidence many times over).
+
+The test that fits asks the same question of quantities that *are* close to
+independent: the **step-to-step changes** of a per-step series. A run's cost
+bends upward exactly when its steps get dearer, that is, when the changes in
+the cost of a step are mostly increases. So, per run, for the context each
+step sent and for each step's cost: the changes between consecutive steps,
+their median, and a sign test (how many of the changes are increases, against
+a fair coin); a rise that coin flips would give less than one time in twenty
+(p < 0.05) counts as a real rise.
 """),
     code("""
+from math import comb
+
+def sign_test(ups, moves):
+    \"\"\"One-sided p-value: the chance of at least `ups` increases in `moves` fair coin flips.\"\"\"
+    return sum(comb(moves, k) for k in range(ups, moves + 1)) / 2 ** moves
+
+def rising(values):
+    \"\"\"The step-to-step changes of a per-step series, and whether they rise more often than a coin explains.\"\"\"
+    change = np.diff(values)
+    ups, moves = int((change > 0).sum()), int((change != 0).sum())
+    return change, bool(moves and sign_test(ups, moves) < 0.05)
+
 rows = []
 for run_id, s in steps[long_runs].groupby("run_id"):
-    x, y = s["step"].to_numpy(float), s["cost"].fillna(0).cumsum().to_numpy()
-    X = np.column_stack([np.ones_like(x), x, x ** 2])
-    coef, res, *_ = np.linalg.lstsq(X, y, rcond=None)
-    resid = y - X @ coef
-    dof = max(len(x) - 3, 1)
-    se = np.sqrt(np.diag((resid @ resid / dof) * np.linalg.pinv(X.T @ X)))
+    s = s.sort_values("step")
+    x, cost = s["step"].to_numpy(float), s["cost"].fillna(0).to_numpy()
+    y = cost.cumsum()
     total = max(((y - y.mean()) ** 2).sum(), 1e-12)
-    line = np.polyfit(x, y, 1)
-    rows.append({"agent": s["agent"].iloc[0], "run_id": run_id, "steps": len(s),
+    line, curve = np.polyfit(x, y, 1), np.polyfit(x, y, 2)
+    added, context_rises = rising(s["context_tokens"].to_numpy(float))
+    dearer, cost_rises = rising(cost)
+    rows.append({"agent": s["agent"].iloc[0], "run_id": run_id,
                  "R² line": 1 - ((y - np.polyval(line, x)) ** 2).sum() / total,
-                 "R² quadratic": 1 - (resid @ resid) / total,
-                 "n² term significant": bool(coef[2] > 0 and coef[2] / max(se[2], 1e-18) > 2)})
+                 "R² quadratic": 1 - ((y - np.polyval(curve, x)) ** 2).sum() / total,
+                 "tokens added per step": np.median(added), "context rises": context_rises,
+                 "cost change per step": np.median(dearer), "cost rises": cost_rises})
 fits = pd.DataFrame(rows)
+share = lambda b: f"{b.mean():.0%}"
 fits.groupby("agent").agg(runs=("run_id", "count"), median_R2_line=("R² line", "median"),
                           median_R2_quadratic=("R² quadratic", "median"),
-                          quadratic_term_significant=("n² term significant", lambda b: f"{b.mean():.0%}")).round(3)"""),
+                          tokens_added_per_step=("tokens added per step", "median"),
+                          context_rises_significantly=("context rises", share),
+                          cost_change_per_step=("cost change per step", "median"),
+                          cost_rises_significantly=("cost rises", share)).round(6)"""),
     md("""
 Both fits score high R² everywhere, which is why R² is no test here. The
-column that answers the question is the last: the share of runs whose cost
-curve bends upward by more than noise. Where it does not, the run added
-little context per step, or cache reads kept the price of its growing context
-nearly flat (the next section).
+sign test answers the two questions separately. The **context** of every long
+run grows: in each of them the next request is larger than the last far more
+often than chance allows (a median of a few hundred tokens added per step).
+The **cost per step** mostly does not: its changes go up about as often as
+down, in every Claude Code run and in most mini-swe-agent runs. The test asks
+less of the data than a regression (only the direction of each change, so one
+cache write's expensive step cannot make a run look quadratic on its own) and
+so it claims less: that is the honest size of the evidence. What keeps the
+price of a growing context nearly flat is the cache (the next section): the
+context is sent again every step, and read back at a tenth of the price.
 """),
     md("""
 ## What prompt caching did to the Claude Code runs
@@ -1202,6 +1379,32 @@ dearest = real.runs.nlargest(15, "cost")["run_id"]
 ax = plots.whatif_grid(grid[grid["run_id"].isin(dearest)])
 ax.set_title("Budget what-if: the 15 dearest runs of 205", loc="left")
 ax.figure"""),
+    md("""
+How to read a cell: the reason the replayed run would have ended and, after
+`@`, the engine's step count at that moment, the number of model calls it
+would have made. Two kinds of cell need a word:
+
+- **`budget @0`**: stopped before its first call. The engine checks each
+  call's worst case before sending it (its input, billed at the model's price,
+  plus the smallest reply), and for these runs the very first request is
+  already dearer than the whole budget: long Claude Code pieces start
+  mid-session with tens of thousands of tokens of context, and Opus input
+  costs five times Sonnet's. Not one call would have been paid for.
+- **`max_tokens @k`**: under a dollar budget the engine also lowers each
+  call's `max_tokens` to the longest reply the money left can pay for. At
+  step *k* the recorded reply was longer than that, so the replay cuts it
+  off, and a reply cut off at `max_tokens` is not an answer: the run stops
+  there, under its budget. Without a dollar limit there is nothing to lower,
+  which is why the `no limit` column has none.
+"""),
+    code("""
+first_call = steps[steps["step"] == 1].set_index("run_id")["cost"]
+for limit in [0.05, 0.25]:
+    at0 = grid[(grid["max_cost"] == limit) & grid["max_steps"].isna() & (grid["steps"] == 0)]["run_id"]
+    print(f"${limit}: {len(at0)} runs stopped @0; the cheapest of their first calls cost "
+          f"${first_call[at0].min():.4f} as recorded")
+cut = grid[grid["reason"] == "max_tokens"]
+print(f"max_tokens stops: {len(cut)}, all under a dollar limit: {bool(cut['max_cost'].notna().all())}")"""),
     md("""
 ## One real session, step by step
 
@@ -1261,7 +1464,27 @@ shortcut = await fork(parent, at_step=3, model=answer, max_cost=None, subscriber
 print(f"parent: {native.steps} steps, ${native.spent:.4f}; fork after step 3: {shortcut.steps} more step(s), "
       f"${shortcut.spent:.4f} of its own")
 ax = plots.fork_curve(parent, load_run(shortcut.run_id))
+curve = parent.steps.set_index("step")["cost"].cumsum()
+fork_total = curve[3] + shortcut.spent                     # the shared history, then the fork's own step
+after = curve[curve.index >= 4]
+ax.fill_between(after.index, fork_total, after, color="tab:red", alpha=0.15,
+                label=f"not spent by the fork: ${curve.iloc[-1] - fork_total:.4f}")
+ax.hlines(fork_total, 4, after.index[-1], colors="tab:red", linestyles=":", lw=1)
+ax.annotate(f"fork ends at step 4: ${fork_total:.4f}", (4, fork_total), xytext=(5.2, fork_total - 0.02),
+            arrowprops={"arrowstyle": "->", "color": "tab:red"}, color="tab:red", fontsize=9)
+ax.annotate(f"parent ends at step {curve.index[-1]}: ${curve.iloc[-1]:.4f}", (curve.index[-1], curve.iloc[-1]),
+            xytext=(curve.index[-1] - 0.1, fork_total + 0.3 * (curve.iloc[-1] - fork_total)), ha="right",
+            arrowprops={"arrowstyle": "->"}, fontsize=9)
+ax.legend(loc="upper left", fontsize=8)
 ax.figure"""),
+    md("""
+Up to step 3 the two runs are one: the fork's history is the parent's. Its
+step 4 costs what the parent's step 4 cost, because it sends the same
+request (the same history) and only the reply differs; then it answers and
+stops. The shaded area is what the parent went on to spend on the steps the
+fork did not need, and it is most of the parent's bill: in a growing context
+the last steps are the dearest.
+"""),
 ]
 
 
@@ -1415,22 +1638,30 @@ for i, name in enumerate(decisions, start=2):
     versions[f"{i} + {name}"] = partial(my_loop, **{d: True for d in decisions[: i - 1]})
 versions["agentlab"] = sb.agentlab_loop(policy=al.Policy())
 
-games = sb.play_all(versions, give_up_s=2.0)
+games = sb.play_all(versions)
 scoreboard = sb.board(games)
 scoreboard"""),
     md("""
 ## What each decision bought
 
-The same games, as the lessons each version gained over the one before
-(computed from the games above):
+The same games, version by version (computed from the games above). For each
+version: how many lessons it holds; which lessons it holds that the version
+before did not ("newly held"); and which games ended differently without
+their lesson's test passing. "Newly held: none" means only that no test
+passed that failed before; the decision may still have changed how a game
+ended, and the last part of the line says how.
 """),
     code("""
-held = {v: {g.scenario for g in games if g.loop == v and g.held} for v in versions}
-previous: set[str] = set()
-for v, lessons in held.items():
-    gained = sorted(lessons - previous)
-    print(f"{v:<14} {len(lessons)} of {len(sb.LESSONS)}   gained: {', '.join(gained) or 'nothing'}")
-    previous = lessons
+held, before = {}, {}
+for v in versions:
+    mine = {g.scenario: g for g in games if g.loop == v}
+    held[v] = {s for s, g in mine.items() if g.held}
+    newly = [s for s in sb.LESSONS if s in held[v] and not (before and before[s].held)]
+    changed = [f"{s} ({before[s].reason} → {g.reason})" for s, g in mine.items()
+               if before and g.reason != before[s].reason and not g.held]
+    line = f"{v:<14} {len(held[v])} of {len(sb.LESSONS)} held · newly held: {', '.join(newly) or 'none'}"
+    print(line + (f" · ended differently, test still failed: {', '.join(changed)}" if changed else ""))
+    before = mine
 sketch = held["6 + parallel"]
 print("\\nwhat the article's sketch (version 6) still loses:", ", ".join(s for s in sb.LESSONS if s not in sketch))"""),
     md("""

@@ -208,7 +208,16 @@ def on_files(files: Files, config: Any) -> Files:
     return files
 
 
+def code_is_not_math(html: str) -> str:
+    """A notebook page whose hidden copies of its code cells (what mkdocs-jupyter's Copy button copies) carry
+    the class every MathJax skips: ``f"${a} of ${b}"`` in a cell is code, and typeset it would be copied as
+    garbage. The visible code is in ``<pre>``, which MathJax skips already."""
+    from agentlab._safe_text import NO_MATH
+
+    return html.replace('class="clipboard-copy-txt"', f'class="clipboard-copy-txt {NO_MATH}"')
+
+
 def on_post_page(output: str, page: Any, config: Any) -> str:
     if page.file.src_uri.endswith(".ipynb"):
-        return serve_widget_manager(output, page.url)
+        return serve_widget_manager(code_is_not_math(output), page.url)
     return output

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 import agentlab as al
+from agentlab._safe_text import NO_MATH
 from agentlab.cli import main
 from agentlab.costs import diff_runs
 from agentlab.datasets import claude_code_session
@@ -63,7 +64,7 @@ def test_two_runs_that_part_at_step_three_open_there_with_deltas_and_both_reques
     page = d.html()
     assert "<script" not in page and "$" not in page  # no script; no dollar sign MathJax could read as TeX
     assert re.search(r"<details open><summary>step 3:", page)
-    assert '<span class="tex2jax_ignore">&#36;' in page
+    assert f'<span class="{NO_MATH}">&#36;' in page  # the one money rule: agentlab._safe_text.usd_html
     ax = d.plot()
     assert [ln.get_label() for ln in ax.get_lines()][:2] == ["A run-a", "B run-b"]
     assert any(t.get_text() == "first divergence: step 3" for t in ax.texts)

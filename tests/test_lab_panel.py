@@ -282,6 +282,44 @@ def test_redraws_are_coalesced_and_flushed_at_the_end():
     asyncio.run(main())
 
 
+def widget_updates(monkeypatch):
+    """Count the state updates each widget sends to the front end (the comm messages; none is attached here)."""
+    from collections import Counter
+
+    from ipywidgets.widgets.widget import Widget
+
+    counts: Counter[int] = Counter()
+    send = Widget._send
+
+    def counting(self, msg, buffers=None):
+        if msg.get("method") == "update":
+            counts[id(self)] += 1
+        return send(self, msg, buffers)
+
+    monkeypatch.setattr(Widget, "_send", counting)
+    return counts
+
+
+@pytest.mark.parametrize("steps", [5, 120])
+def test_a_runs_widget_updates_do_not_grow_with_its_steps(monkeypatch, steps):
+    """Run to the end with no redraw due in between: each widget is updated at most once a redraw (Run's own
+    answer and the final one), however many steps ran, and the panel still shows the end."""
+    counts = widget_updates(monkeypatch)
+
+    async def main():
+        lab = make_lab(looping(steps) + [reply("ok")], max_steps=steps + 1, max_cost=None, refresh_s=3600)
+        before = lab.panel.renders
+        counts.clear()
+        await lab.run()
+        redraws = lab.panel.renders - before
+        assert redraws == 2
+        assert counts and max(counts.values()) <= redraws
+        assert sum(counts.values()) <= 20
+        assert f"{steps + 1} / {steps + 1}" in gauge(lab, "steps") and "done" in lab.panel.status.value
+
+    asyncio.run(main())
+
+
 def test_a_step_in_flight_does_not_hide_what_came_before_it():
     """While step 2's model call is out, the panel draws step 1's log entry, the steps gauge and "calling model":
     the Lab's subscriber only queues events, and the panel still draws them mid-step, not only between steps."""
@@ -437,3 +475,19 @@ def test_the_chart_axis_top_is_the_next_round_number(value, top):
     from agentlab.lab._chart import nice_max
 
     assert nice_max(value) == top
+
+
+def test_a_closed_lab_leaves_no_widget_of_its_panel_open_so_a_notebooks_widget_state_still_saves():
+    """Closing a lab closes every widget of its panel; saving the notebook's widget state (every live widget,
+    what JupyterLab's "Save Widget State" does) then still works."""
+    import ipywidgets
+    from ipywidgets.widgets.widget import _instances
+
+    before = set(_instances)
+    lab = make_lab([reply("It is A.")], prices=PRICES)
+    lab.run()
+    made = [w for key, w in list(_instances.items()) if key not in before]
+    assert len(made) > 5  # the panel's boxes, buttons, gauges, log and chart
+    lab.close()
+    assert [w for w in made if w.comm is not None] == []
+    ipywidgets.Widget.get_manager_state(drop_defaults=False)  # raises on an open box around a closed child

@@ -242,3 +242,73 @@ def _code_before(cells, i):
 
 def _code_after(cells, i):
     return next((c for c in cells[i + 1 :] if c.cell_type == "code"), None)
+
+
+def _print_of(cell_sources: list[str]) -> str:
+    """What the cells print, run in order in one fresh namespace with top-level ``await`` (as a kernel does)."""
+    import ast
+    import asyncio
+    import contextlib
+    import io
+
+    namespace: dict = {}
+    exec("import agentlab as al\nfrom agentlab import plots", namespace)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for source in cell_sources:
+            code = compile(source, "<cell>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+            pending = eval(code, namespace)
+            if pending is not None:
+                asyncio.run(pending)
+    return out.getvalue()
+
+
+def test_05s_demonstrations_print_the_same_thing_on_every_execution_and_as_saved(tmp_path, monkeypatch):
+    """The race is lost the same way every time (the second write replaces the first), the unequal reads
+    finish in a known order that is not the order asked, and the results go back in the order asked;
+    twice in a row, and as the saved notebook shows."""
+    monkeypatch.setenv("AGENTLAB_RUNS", str(tmp_path))
+    name = "05-parallel-tool-calls"
+    builder = _builder()
+    tagged = [c for c in builder.cells_of(name) if builder.SAME_EVERY_RUN in c.metadata.get("tags", [])]
+    assert len(tagged) == 3
+    first, second = _print_of([c.source for c in tagged]), _print_of([c.source for c in tagged])
+    assert first == second
+    assert "finished in:       get_customer, search_orders, get_order" in first
+    assert "results sent back: get_order, get_customer, search_orders" in first
+    assert "add_note declared 'read': notes kept = ['second']" in first
+    assert "add_note declared 'write': notes kept = ['first', 'second']" in first
+    assert "the last read sees the note: True" in first
+    saved = [
+        c
+        for c in _read(ROOT / "notebooks" / f"{name}.ipynb").cells
+        if builder.SAME_EVERY_RUN in c.metadata.get("tags", [])
+    ]
+    assert "".join(o.text for c in saved for o in c.outputs if o.output_type == "stream") == first
+
+
+def test_importing_agentlab_changes_no_pandas_setting_and_notebook_marks_tables_as_not_math():
+    """A frame whose cell holds two dollar amounts (a budget's stop detail) is typeset as math unless the
+    kernel called ``al.notebook()``; after it, pandas marks the table with the classes MathJax skips.
+    ``import agentlab`` alone changes nothing (a subprocess, so this session's options do not count)."""
+    import subprocess
+
+    import pandas as pd
+
+    import agentlab as al
+    from agentlab._notebook import PANDAS_OPTIONS
+    from agentlab._safe_text import NO_MATH
+
+    names = list(PANDAS_OPTIONS)
+    probe = f"import pandas as pd; before = [pd.get_option(n) for n in {names!r}]; import agentlab; "
+    probe += f"print(before == [pd.get_option(n) for n in {names!r}])"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "True", out.stderr
+    frame = pd.DataFrame({"reason": ["budget"], "detail": ["spent $0.0556 of $0.05 after step 4"]})
+    with pd.option_context(*[x for kv in PANDAS_OPTIONS.items() for x in (kv[0], pd.get_option(kv[0]))]):
+        pd.set_option("display.html.use_mathjax", True)
+        assert NO_MATH not in frame._repr_html_()  # what a kernel without the set-up shows
+        al.notebook()
+        table = frame._repr_html_()
+        assert f'class="dataframe {NO_MATH}"' in table and "spent $0.0556 of $0.05" in table
+        assert pd.get_option("display.max_colwidth") is None

@@ -1235,3 +1235,27 @@ def test_a_folder_of_every_fixture_cut_in_half_beside_the_whole_ones_still_impor
     assert {t.run_id for t in whole if t.started["recorded"]["format"] != "claude-code"} <= {t.run_id for t in traces}
     assert report.files_read > len(list((root / "whole").rglob("*.json*")))
     assert all(why for _, why in report.skipped)
+
+
+def test_a_recorded_tool_that_only_looks_replays_as_a_read_and_an_unknown_one_as_a_write():
+    """A Claude Code session's WebFetch and WebSearch are reads (shown and run as such in a replay); a tool
+    the importer does not know keeps no mode, and the replay runs it alone, as a write."""
+    from agentlab.forking import replay_setup
+
+    session = agentlab.load_recorded(agentlab.datasets.claude_code_session("subagent"))
+    assert {t["name"]: t["mode"] for t in session.started["tools"]} == {"WebSearch": "read", "WebFetch": "read"}
+    assert set(session.calls["mode"]) == {"read"}
+    assert {t.name: t.mode for t in replay_setup(session)["tools"]} == {"WebSearch": "read", "WebFetch": "read"}
+    from agentlab.recorded.build import recorded_mode
+
+    assert recorded_mode("Bash") is None and recorded_mode("Write") is None
+
+
+def test_a_sessions_headline_counts_the_same_input_tokens_as_its_steps():
+    """The headline's "in" is every input token sent (what the step table's "in" column adds up to), with the
+    cache's share said beside it, not the uncached remainder alone."""
+    session = agentlab.load_recorded(agentlab.datasets.claude_code_session("subagent"))
+    sent = int(session.steps["context_tokens"].sum())
+    uncached = int(session.steps["input_tokens"].sum())
+    assert sent > uncached
+    assert f" · {sent:,} in ({uncached:,} uncached, " in repr(session)

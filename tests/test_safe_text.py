@@ -102,3 +102,20 @@ def test_every_html_repr_of_a_result_sits_in_a_block_mathjax_skips():
     result = al.run("say done", [], model=model, max_cost=0.50, trace=False)
     html = result._repr_html_()
     assert html.startswith(f'<div class="{NO_MATH}">') and "&#36;" in html
+
+
+def test_dollar_amounts_in_html_are_never_math_and_read_as_written():
+    """The lab's one money helper for HTML: the sign as ``&#36;`` inside the class every MathJax skips;
+    under a dollar four decimals, from one up two with thousands, an unknown amount said as ``$?``."""
+    from agentlab._safe_text import NO_MATH, usd, usd_html
+
+    assert [usd(0.0123), usd(1234.5), usd(-0.5), usd(float("nan")), usd(None)] == [
+        "$0.0123",
+        "$1,234.50",
+        "-$0.5000",
+        "$?",
+        "$?",
+    ]
+    shown = usd_html(0.0396) + " of " + usd_html(0.5)
+    assert "$" not in shown and shown.count(f'<span class="{NO_MATH}">&#36;') == 2
+    assert "&#36;0.0396" in shown and "&#36;0.5000" in shown

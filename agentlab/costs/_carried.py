@@ -180,7 +180,7 @@ def carried_cost(runs: Any) -> pd.DataFrame:
 def top_carriers(df: pd.DataFrame, n: int = 3) -> list[str]:
     """The ``n`` items that cost the most, each as a sentence ("the 12,000-token Read result cost $0.84 over the
     23 calls after it")."""
-    from ._money_text import usd
+    from .._safe_text import usd
 
     out = []
     for _, r in df.nlargest(n, "carried_cost").iterrows():

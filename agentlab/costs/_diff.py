@@ -22,9 +22,9 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .._safe_text import usd, usd_html
 from .._shorten import shorten
 from ._calls import runs_of
-from ._money_text import usd, usd_html
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from .._safe_text import usd
 from ._busts import cache_busts
 from ._carried import carried_cost, input_cost
-from ._money_text import usd
 
 
 def money_lines(trace: Any, top: int = 5) -> list[str]:

@@ -71,8 +71,10 @@ def chart_svg(steps: Sequence[int], tokens: Sequence[int], cost: Sequence[float]
         (tokens, t_max, BLUE, "tokens"),
         (cost, c_max, ORANGE, "cost"),
     )
+    xs = [f"{sx(s):.1f}," for s in steps]  # the two series share their x coordinates: written once
     for values, high, colour, cls in series:
-        points = " ".join(f"{sx(s):.1f},{y0 - v / high * (y0 - y1):.1f}" for s, v in zip(steps, values, strict=True))
+        scale = (y0 - y1) / high
+        points = " ".join([x + f"{y0 - v * scale:.1f}" for x, v in zip(xs, values, strict=True)])
         parts.append(
             f'<polyline class="agentlab-chart-{cls}" points="{points}" fill="none" stroke="{colour}" '
             'stroke-width="1.5"/>'

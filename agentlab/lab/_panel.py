@@ -200,10 +200,12 @@ class Panel:
         self.render(chart_due=True)
 
     def close(self) -> None:
+        """Close every widget of the panel, children first: a container left open around a closed child
+        would make a notebook's saved widget state fail to serialise."""
         self._cancel_timer()
         if self.chart is not None:
             self.chart.close()
-        self.widget.close()
+        _close_tree(self.widget)
 
     def _schedule(self, at: float) -> None:
         """Redraw at ``at`` (``now``'s clock), from the running event loop."""
@@ -232,8 +234,9 @@ class Panel:
         self.renders += 1
         for g in s.gauges():
             bar = self.bars[g.name]
-            bar.value = 0.0 if g.fraction is None else min(g.fraction, 1.0)
-            bar.bar_style = BAR_STYLE[g.level]
+            with bar.hold_sync():  # its value and colour in one message to the front end, not two
+                bar.value = 0.0 if g.fraction is None else min(g.fraction, 1.0)
+                bar.bar_style = BAR_STYLE[g.level]
             self.gauge_texts[g.name].value = gauge_html(g)
             row = self.gauge_rows[g.name]
             for level in ("idle", "ok", "warn", "danger", "stopped"):
@@ -323,3 +326,12 @@ class Panel:
 
         colour = "#cf222e" if error else "#57606a"
         self.message.value = f"<span style='color:{colour}'>{esc(text)}</span>" if text else ""
+
+
+def _close_tree(widget: Any) -> None:
+    for child in getattr(widget, "children", ()):
+        _close_tree(child)
+    for part in (getattr(widget, "layout", None), getattr(widget, "style", None)):  # widgets of their own
+        if part is not None and hasattr(part, "close"):
+            part.close()
+    widget.close()

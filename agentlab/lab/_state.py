@@ -37,13 +37,14 @@ step as its events arrive, as a lone subscriber must.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from .._model_label import started_label
+from .._safe_text import usd
 from ..costs import WasteMeter
-from ..costs._money_text import usd
 from ..redact import Redactor, StreamRedactor
 from ..vocab import EventKind, StopReason
 
@@ -161,7 +162,7 @@ class StepLog(Mapping[int, StepEntry]):
     step: memory it cannot reuse while warm).
     """
 
-    __slots__ = ("_entries", "_fold", "_forget", "_todo", "dropped", "keep", "newest")
+    __slots__ = ("_entries", "_fold", "_forget", "_order", "_todo", "dropped", "keep", "newest")
 
     def __init__(
         self,
@@ -170,6 +171,9 @@ class StepLog(Mapping[int, StepEntry]):
         forget: Callable[[StepEntry], None] | None = None,
     ) -> None:
         self._todo: dict[int, list[Any]] = {}  # every step held (in order), with its events not folded yet
+        # The held steps in the order they came, oldest first (letting go of the oldest through the dict would
+        # step over the slots of the keys deleted before it, up to ``keep`` of them, at every step).
+        self._order: deque[int] = deque()
         self._entries: dict[int, StepEntry] = {}
         self._fold = fold
         self._forget = forget
@@ -189,6 +193,7 @@ class StepLog(Mapping[int, StepEntry]):
         todo = self._todo.get(step)
         if todo is None:
             todo = self._todo[step] = []
+            self._order.append(step)
             if self.newest is None or step > self.newest:
                 self.newest = step
                 if self.keep is not None:
@@ -197,11 +202,12 @@ class StepLog(Mapping[int, StepEntry]):
 
     def _let_go(self, upto: int) -> None:
         """Drop the steps up to ``upto`` (oldest first): no panel draws them again."""
-        todo = self._todo
-        while todo:
-            first = next(iter(todo))
+        todo, order = self._todo, self._order
+        while order:
+            first = order[0]
             if first > upto:
                 break
+            order.popleft()
             del todo[first]
             entry = self._entries.pop(first, None)
             if entry is not None and self._forget is not None:
@@ -343,7 +349,8 @@ class PanelState:
         self.events += len(events)
         self.dirty = True
         handlers, logged = _HANDLERS, _ENTRY_KINDS
-        queue, dirty = self.log.queue, self.dirty_steps.add
+        log = self.log
+        held, hold, dirty = log._todo, log.add, self.dirty_steps.add
         for event in events:
             if event.t > self.elapsed:
                 self.elapsed = event.t
@@ -351,10 +358,11 @@ class PanelState:
             handler = handlers.get(kind)
             if handler is not None:
                 handler(self, event, event.data)
-            if kind in logged:  # _later, inlined: the entry is folded when it is read
+            if kind in logged:  # _later and StepLog.queue, inlined: the entry is folded when it is read
                 step = event.step
                 dirty(step)
-                queue(step, event)
+                todo = held.get(step)  # looked up for each event: a handler may have folded (replaced) it
+                (hold(step) if todo is None else todo).append(event)
 
     def _later(self, step: int, event: Any) -> None:
         """``event`` has a part in step ``step``'s log entry: queue it (folded now unless ``checked_upstream``)."""
@@ -431,14 +439,19 @@ class PanelState:
             return
         usage = d.get("usage") or {}
         context = _context_tokens(d, usage)
-        self.spent = d.get("spent", self.spent)
+        output = usage.get("output_tokens", 0)
+        self.spent = spent = d.get("spent", self.spent)
         self.context_tokens = context
-        self.output_tokens += usage.get("output_tokens", 0)
+        self.output_tokens += output
         self.thinking_tokens += usage.get("thinking_tokens", 0)
-        self.waste.called(d, e.step, e.t)
+        waste = self.waste
+        # Before the run has used the prompt cache no reply can have wasted it (WasteMeter.cache_used): a reply that
+        # neither read nor wrote it leaves the meter as it is, so it is not handed over.
+        if waste.cache_used or usage.get("cache_read_input_tokens") or usage.get("cache_creation_input_tokens"):
+            waste.called(d, e.step, e.t)
         self.chart_steps.append(e.step)
-        self.chart_tokens.append(context + usage.get("output_tokens", 0))
-        self.chart_cost.append(self.spent)
+        self.chart_tokens.append(context + output)
+        self.chart_cost.append(spent)
         self.chart_dirty = True
         if d.get("stop_reason") == "tool_use":
             self.engine_phase = "running tools"

@@ -353,7 +353,8 @@ def build_run(
             cid = b.get("id", "")
             start_t, end_t = s.tool_times.get(cid, (t_rep, t_end))
             start_t = t_rep if start_t is None else start_t
-            call = {"call_id": cid, "tool": b.get("name", ""), "mode": None, "args": b.get("input") or {}, "index": i}
+            name = b.get("name", "")
+            call = {"call_id": cid, "tool": name, "mode": recorded_mode(name), "args": b.get("input") or {}, "index": i}
             emit(EventKind.TOOL_STARTED, k, start_t, **call)
             res = results.get(cid)
             if res is None:
@@ -544,13 +545,36 @@ def _redacted(record: dict[str, Any], redactor: Redactor) -> dict[str, Any]:
     return out
 
 
+READS = frozenset(
+    # Claude Code's built-in tools that change nothing
+    ["Read", "Glob", "Grep", "LS", "NotebookRead", "WebFetch", "WebSearch"]
+    # Gemini CLI's
+    + [
+        "read_file",
+        "read_many_files",
+        "glob",
+        "search_file_content",
+        "list_directory",
+        "web_fetch",
+        "google_web_search",
+    ]
+)
+"""Recorded tool names known to be reads (Claude Code's and Gemini CLI's built-in tools that only look)."""
+
+
+def recorded_mode(name: str) -> str | None:
+    """``"read"`` for a tool known to change nothing, else ``None``: a record does not say, and a replay
+    treats an unknown mode as a write (run alone), the safe side."""
+    return "read" if name in READS else None
+
+
 def _used_tools(steps: list[RecordedStep]) -> list[dict[str, Any]]:
     """The tools a record's replies called, in first-use order (the record lists no definitions)."""
     names = dict.fromkeys(
         b.get("name", "") for s in steps for b in s.content if isinstance(b, dict) and b.get("type") == "tool_use"
     )
     return [
-        {"name": n, "mode": None, "description": "", "input_schema": {"type": "object", "properties": {}}}
+        {"name": n, "mode": recorded_mode(n), "description": "", "input_schema": {"type": "object", "properties": {}}}
         for n in names
         if n
     ]

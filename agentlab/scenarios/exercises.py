@@ -78,8 +78,12 @@ class Score:
         return sb.board(self.games)
 
 
-def capstone(loop: sb.Loop, *, name: str | None = None, give_up_s: float = 2.0) -> Score:
-    """``loop`` against every scenario of the scoreboard, refereed as notebook 10 referees agentlab."""
+def capstone(loop: sb.Loop, *, name: str | None = None, give_up_s: float = sb.GIVE_UP_S) -> Score:
+    """``loop`` against every scenario of the scoreboard, refereed as notebook 10 referees agentlab.
+
+    Each lesson is decided on what happened (the reason given, the calls, what the model was shown, the
+    order tool calls started and ended), so the same loop gets the same score on a busy machine.
+    """
     label = name or str(getattr(loop, "__name__", "your loop"))
     games = sb.play_all({label: loop}, give_up_s=give_up_s)
     return Score(label, sum(g.held for g in games), len(games), games)
@@ -89,12 +93,12 @@ def check_loop(loop: sb.Loop) -> Verdict:
     """01: the bare loop answers the lookups, stops a model that never converges, and says how it ended."""
     failures = []
     for seed in (0, 1, 2):
-        answered = sb.play(loop, "parallel-lookups", seed=seed, give_up_s=5.0)
+        answered = sb.play(loop, "parallel-lookups", seed=seed, give_up_s=sb.GIVE_UP_S)
         if answered.reason != "done":
             failures.append(f"on a lookup your loop ended {answered.reason!r}, not 'done' (seed {seed})")
         if answered.calls < 2:
             failures.append("your loop never called the model back with the tool results")
-        ping = sb.play(loop, "ping-pong", seed=seed, give_up_s=5.0)
+        ping = sb.play(loop, "ping-pong", seed=seed, give_up_s=sb.GIVE_UP_S)
         if ping.reason != "step limit" or ping.calls > ping.limits["max_steps"]:
             failures.append(
                 f"a model that never stops made {ping.calls} calls and your loop ended {ping.reason!r}: "

@@ -9,15 +9,24 @@ every contestant:
   loop itself counts (a naive loop counts nothing);
 - what the model was shown is *observed*: the tool results in every request it received, so "the model
   never saw the 503" or "never heard the denial" is checked, not assumed;
+- every tool call is *watched*: its start and its end go into one log in the order they happened, so
+  "the reads ran together" is decided from that order (a read started while another was still
+  running), never from a stopwatch a busy machine would fool;
 - a loop runs on its own thread and is given up on after ``give_up_s`` of real time (a loop with no
   deadline hangs on the hanging tool for ever); the scenario's shop is then closed, which releases the
-  hung tool so the abandoned thread ends;
-- each scenario says what "the lesson held" means (:data:`LESSONS`), as a test on the outcome.
+  hung tool so the abandoned thread ends. This is the one wall-clock decision, and its default leaves
+  seconds of room past every scenario's own deadline;
+- each scenario says what "the lesson held" means (:data:`LESSONS`), as a test on what happened: the
+  reason the loop gave, the calls, what the model was shown, the tool log, the refunds. The seconds a
+  game took are shown, not judged.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
+import itertools
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -81,6 +90,57 @@ class _Metered:
         return raw
 
 
+class _Watched:
+    """The setup's tools, each call's start and end logged in the order they happened (any thread)."""
+
+    def __init__(self, tools: list[Any]) -> None:
+        self.log: list[tuple[int, str, str, str]] = []  # (order, "start" | "end", tool name, mode)
+        self._order = itertools.count()
+        self._lock = threading.Lock()
+        for tool in tools:
+            tool.fn = self._watch(tool.fn, tool.name, tool.mode)
+
+    def _note(self, edge: str, name: str, mode: str) -> None:
+        with self._lock:
+            self.log.append((next(self._order), edge, name, mode))
+
+    def _watch(self, fn: Callable[..., Any], name: str, mode: str) -> Callable[..., Any]:
+        if inspect.iscoroutinefunction(fn):
+
+            @functools.wraps(fn)
+            async def watched_async(*args: Any, **kwargs: Any) -> Any:
+                self._note("start", name, mode)
+                try:
+                    return await fn(*args, **kwargs)
+                finally:
+                    self._note("end", name, mode)
+
+            return watched_async
+
+        @functools.wraps(fn)
+        def watched(*args: Any, **kwargs: Any) -> Any:
+            self._note("start", name, mode)
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                self._note("end", name, mode)
+
+        return watched
+
+
+def reads_at_once(log: tuple[tuple[int, str, str, str], ...]) -> int:
+    """The most reads running at one time in a tool log: 1 when each read ended before the next began.
+
+    Only the order of starts and ends counts, so a loaded machine that slows every call changes nothing.
+    """
+    running = most = 0
+    for _, edge, _, mode in sorted(log):
+        if mode == "read":
+            running += 1 if edge == "start" else -1
+            most = max(most, running)
+    return most
+
+
 @dataclass(frozen=True)
 class Lesson:
     """What a scenario teaches, and the test an outcome must pass for the lesson to have held."""
@@ -102,6 +162,13 @@ class Game:
     shown: tuple[str, ...]
     refunds: int
     limits: dict[str, Any]
+    tool_log: tuple[tuple[int, str, str, str], ...] = field(default=(), repr=False)
+    """Every tool call's start and end, in the order they happened: ``(order, "start"|"end", tool, mode)``."""
+
+    @property
+    def reads_at_once(self) -> int:
+        """The most reads that were running at one time (from :attr:`tool_log`'s order, not a clock)."""
+        return reads_at_once(self.tool_log)
 
     @property
     def held(self) -> bool:
@@ -119,8 +186,8 @@ def _shown(g: Game, *words: str) -> bool:
 
 LESSONS: dict[str, Lesson] = {
     "parallel-lookups": Lesson(
-        "three independent reads in one turn run together (0.4 s each: about 0.4 s, not 1.2 s)",
-        lambda g: g.reason == "done" and g.seconds < 1.0,
+        "three independent reads in one turn run together (one starts before another has ended)",
+        lambda g: g.reason == "done" and g.reads_at_once >= 2,
     ),
     "ping-pong": Lesson(
         "a model that never converges is stopped by the step limit",
@@ -132,7 +199,7 @@ LESSONS: dict[str, Lesson] = {
     ),
     "hanging-tool": Lesson(
         "the deadline bounds a tool that never answers",
-        lambda g: g.reason == "deadline" and g.seconds <= g.limits["deadline_s"] + 1.0,
+        lambda g: g.reason == "deadline",  # said by the loop itself, before the referee gave up on it
     ),
     "flaky-upstream": Lesson(
         "a 503 is retried out of the model's sight, and the run answers",
@@ -158,13 +225,19 @@ def _refunds(setup: Setup) -> int:
     return int(setup.shop.query("SELECT count(*) AS n FROM refunds")[0]["n"])
 
 
-def play(loop: Loop, scenario: str, *, name: str | None = None, give_up_s: float = 3.0, seed: int = 0) -> Game:
+GIVE_UP_S = 5.0
+"""Real seconds a game may take before the referee gives up on it: room for a loaded machine past the
+hanging tool's 1.5 s deadline, so a loop that keeps its deadline is never scored "hung"."""
+
+
+def play(loop: Loop, scenario: str, *, name: str | None = None, give_up_s: float = GIVE_UP_S, seed: int = 0) -> Game:
     """Play ``loop`` on ``scenario`` (a fresh shop, the scenario's seeded model) and referee the game."""
     if scenario not in LESSONS:
         raise ValueError(f"{scenario!r} is not on the scoreboard; choose one of {', '.join(LESSONS)}")
     setup = SCENARIOS[scenario].setup(seed=seed)
     seen = Seen()
     setup.model = _Metered(setup.model, seen)  # type: ignore[assignment]
+    watched = _Watched(setup.tools)
     before = _refunds(setup)
     box: dict[str, Any] = {}
 
@@ -183,6 +256,8 @@ def play(loop: Loop, scenario: str, *, name: str | None = None, give_up_s: float
     seconds = time.perf_counter() - started
     seen.over = True  # what a loop does after this is not scored
     calls, spent, shown = seen.calls, seen.spent, tuple(seen.shown)
+    with watched._lock:  # what the abandoned thread does from now on is not scored
+        log = tuple(watched.log)
     reason = str(box.get("reason", f"hung (given up after {give_up_s:g} s)"))
     refunds = _refunds(setup) - before
     setup.close()  # releases a hung tool: the abandoned thread finishes
@@ -191,7 +266,7 @@ def play(loop: Loop, scenario: str, *, name: str | None = None, give_up_s: float
         k: setup.options[k] for k in ("max_steps", "max_cost", "deadline_s") if k in setup.options
     }
     label = name or str(getattr(loop, "__name__", "loop"))
-    return Game(scenario, label, reason, calls, spent, seconds, shown, refunds, limits)
+    return Game(scenario, label, reason, calls, spent, seconds, shown, refunds, limits, log)
 
 
 def play_all(loops: dict[str, Loop], scenarios: list[str] | None = None, **options: Any) -> list[Game]:

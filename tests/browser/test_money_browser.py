@@ -86,7 +86,8 @@ def lab_outputs_notebook(tmp_path: Path) -> nbformat.NotebookNode:
         ("its last step", trace.step(int(trace.steps["step"].max()))),
         ("a folder of traces", traces),
     ]
-    with pd.option_context("display.html.use_mathjax", False):  # how the course's notebooks show frames
+    with pd.option_context("display.html.use_mathjax", True):  # pandas' default, restored after the block
+        al.notebook()  # the documented set-up call every course notebook makes
         frame = _bundle(traces.runs[["run_id", "reason", "cost", "detail"]])
     nb = nbformat.v4.new_notebook()
     nb.cells.append(nbformat.v4.new_markdown_cell("# The lab's outputs"))
@@ -101,7 +102,6 @@ def lab_outputs_notebook(tmp_path: Path) -> nbformat.NotebookNode:
     nb.cells += [c for c in nbformat.read(report, as_version=4).cells if c.cell_type == "markdown"]
     dollars = sum(("$" in json.dumps(c)) or ("&#36;" in json.dumps(c)) for c in nb.cells)
     assert dollars >= 8, "the outputs lost their dollar amounts"
-    _ = al  # the package under test, imported above for its reprs
     return nb
 
 
@@ -131,7 +131,10 @@ def _sentinel_typeset(found: list[str]) -> bool:
 # ------------------------------------------------------------ JupyterLab and Notebook 7
 def _open_in(app: str, page: Any, port: int, token: str, name: str) -> list[str]:
     path = "lab/tree" if app == "jupyterlab" else "notebooks"
-    page.goto(f"http://127.0.0.1:{port}/{path}/{name}.ipynb?token={token}")
+    # ``reset``: JupyterLab's saved workspace would reopen the notebook checked before, and its sentinel and
+    # its math would be counted for this one; each notebook is checked alone.
+    fresh = "reset&" if app == "jupyterlab" else ""
+    page.goto(f"http://127.0.0.1:{port}/{path}/{name}.ipynb?{fresh}token={token}")
     page.wait_for_function(
         "() => [...document.querySelectorAll('mjx-container')].some(m => "
         "(m.closest('.jp-RenderedMarkdown') || {}).textContent?.includes('SENTINEL-MATH'))",
@@ -187,10 +190,22 @@ def _exported(nb: nbformat.NotebookNode, how: str, tmp: Path, name: str) -> Path
     else:  # the docs site: mkdocs-jupyter's own conversion, in a page of its own
         from mkdocs_jupyter.nbconvert2 import nb2html
 
-        body = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{nb2html(str(path))}</body></html>"
+        page = _site_hooks().code_is_not_math(nb2html(str(path)))  # as the site's build post-processes it
+        body = f"<!DOCTYPE html><html><head><meta charset='utf-8'></head><body>{page}</body></html>"
     out = tmp / f"{name}.{how}.html"
     out.write_text(body, encoding="utf-8")
     return out
+
+
+def _site_hooks() -> Any:
+    """scripts/mkdocs_hooks.py, the docs build's own page post-processing."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("mkdocs_hooks", REPO / "scripts" / "mkdocs_hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _serve_mathjax(route: Any) -> None:
