@@ -18,7 +18,7 @@ from genai_prices import calc_price
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from agentlab._account import Account, Hold, Refusal
+from agentlab._account import Account, Charge, Hold, Refusal, partial_usage
 from agentlab.budget import (
     DEFAULT_SERVER_TOOL_FEES,
     MIN_REPLY_TOKENS,
@@ -644,6 +644,7 @@ def test_the_run_s_guard_note_says_when_the_guard_was_only_an_estimate_and_by_ho
         RequestTerms(),
         Hold(1, 0.0, 0.0),
         Refusal("experiment", 0.1),
+        Charge("usage", 0.1, 0.1, None, 0.0),
     ],
     ids=lambda v: type(v).__name__,
 )
@@ -689,3 +690,10 @@ def test_a_table_s_batch_rates_ride_along_with_its_prices_tiers_and_all():
 def test_a_model_the_table_prices_on_input_only_has_no_chat_prices():
     """An embedding model has an input rate and no output rate: not a model a run can be charged for (``None``)."""
     assert provider_prices("text-embedding-3-small", "openai") is None
+
+
+def test_a_stream_cut_short_is_charged_for_the_tokens_its_last_event_counted_and_no_more():
+    """A count the event leaves out is 0, not a guess."""
+    assert partial_usage({"output_tokens": 7}) == Usage(0, 7)
+    assert partial_usage({"input_tokens": 5, "cache_read_input_tokens": 3}) == Usage(5, 0, cache_read_input_tokens=3)
+    assert partial_usage({"cache_creation_input_tokens": 2}) == Usage(0, 0, cache_creation_input_tokens=2)
