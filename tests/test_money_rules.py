@@ -595,6 +595,7 @@ def test_server_tool_fees_count_in_the_guard_s_worst_case_and_its_sentences_say_
     assert fits.why.endswith(f"worst case ${WHOLE + fee:.4f} of ${limit:.4f} left")
     lowered = _check(Budget(max_cost=limit), fees=fee, spent=16 * OUT_RATE)
     assert (lowered.max_tokens, lowered.worst_case) == (48, WHOLE + fee - 16 * OUT_RATE)
+    assert lowered.why.endswith(f"of ${limit - 16 * OUT_RATE:.4f} left, max_tokens lowered to 48")
     stopped = _check(Budget(max_cost=0.01), spent=0.01 - LEAST, fees=OUT_RATE)  # the fee takes the last share
     assert stopped.stop is not None and stopped.worst_case == LEAST + OUT_RATE
     advice = "FunctionModel(count_tokens=...), or cost_guard='estimate'"
@@ -645,6 +646,7 @@ def test_the_run_s_guard_note_says_when_the_guard_was_only_an_estimate_and_by_ho
         Hold(1, 0.0, 0.0),
         Refusal("experiment", 0.1),
         Charge("usage", 0.1, 0.1, None, 0.0),
+        _check(Budget(max_cost=1.0)),
     ],
     ids=lambda v: type(v).__name__,
 )
