@@ -131,7 +131,7 @@ RATES = Prices(
 M = 1_000_000
 
 
-@pytest.mark.parametrize("uncached", [500, 5000], ids=["below the tier", "past the tier"])
+@pytest.mark.parametrize("uncached", [100, 5000], ids=["below the tier", "past the tier"])
 def test_a_batch_result_costs_half_of_every_token_where_the_table_lists_no_batch_rates(uncached):
     """Anthropic's batch pricing: 50 % of the standard rates on every token kind; web search keeps its fee."""
     usage = Usage(uncached, 300, cache_creation_input_tokens=400, cache_read_input_tokens=200)
