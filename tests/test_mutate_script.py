@@ -50,4 +50,15 @@ def test_each_mutant_changes_exactly_one_rule_and_still_compiles():
 def test_the_benchmarks_page_says_which_tests_a_mutant_runs():
     text = " ".join((ROOT / "docs" / "benchmarks.md").read_text(encoding="utf-8").split())
     words = {8: "eight", 10: "ten", 5: "five", 12: "twelve"}
-    assert f"at most {words[_mutate().TESTS_PER_MUTANT]}, the most targeted first" in text
+    mutate = _mutate()
+    assert f"at most {words[mutate.TESTS_PER_MUTANT]} other covering tests" in text
+    assert all(f"`{Path(path).name}`" in text for path in mutate.MONEY_TESTS)  # the money files, each named
+    assert all((ROOT / path).is_file() for path in mutate.MONEY_TESTS)
+
+
+def test_a_mutant_runs_a_covering_test_with_all_its_parameters():
+    """The coverage run records each test under its pytest node id (a Hypothesis property included)."""
+    mutate = _mutate()
+    assert mutate._node_id("tests/test_money_rules.py::test_x[below the tier]") == "tests/test_money_rules.py::test_x"
+    assert mutate._node_id("tests/test_a.py::TestB::test_c") == "tests/test_a.py::TestB::test_c"
+    assert mutate._node_id("") is None  # (lines run at import: no test)
