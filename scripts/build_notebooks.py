@@ -1485,6 +1485,50 @@ stops. The shaded area is what the parent went on to spend on the steps the
 fork did not need, and it is most of the parent's bill: in a growing context
 the last steps are the dearest.
 """),
+    md("""
+## Where the money went
+
+The curve says the bill grows with the square of the steps. The next three
+questions are a cost analyst's: which of the things the run carried cost the
+money, what its cache misses cost and why, and where two runs parted.
+`agentlab.costs` answers each from the trace frames, so the same calls work
+on native runs, experiments and imported sessions. First the shipped Claude
+Code session, item by item: every message, tool result and prompt it carried,
+priced over every later call that sent it again.
+"""),
+    code("""
+from agentlab.costs import cache_busts, carried_cost, diff_runs, input_cost, top_carriers
+
+whole = al.load_recorded(al.datasets.claude_code_session())
+carried = carried_cost(whole)
+print(f"input side of the bill ${input_cost(whole):.2f}; the items carried ${carried['carried_cost'].sum():.2f}")
+for line in top_carriers(carried, 3):
+    print(line)"""),
+    md("""
+The two totals agree to the cent by construction: each call's input bill is
+shared among the items it sent, in proportion to their sizes (the API reports
+a call's totals, not its parts, so each share is an estimate and the `basis`
+column says so). The dearest item is one the record does not hold: the system
+prompt and tool definitions Claude Code sends before the first message, which
+every call of the session paid to read again.
+
+Next, the prompt cache. A call that finds less of its prefix cached than the
+calls before it left pays to write it again; `cache_busts` names the cause and
+the dollars a hit would have saved.
+"""),
+    code("""
+busts = cache_busts(whole)
+for b in busts[busts["bust"]].itertuples():
+    print(f"step {b.step}: {b.cause} ({b.detail}); {b.missed:,} tokens billed again, ${b.waste:.2f} wasted")"""),
+    md("""
+Last, two runs side by side: the growing-context run and its fork from the
+section above, aligned step by step by each step's tool and arguments. The
+view opens where they part, the fork's step.
+"""),
+    code("""
+diff = diff_runs(parent, load_run(shortcut.run_id))
+print(f"they part at step {diff.first_divergence}")
+diff"""),
 ]
 
 
