@@ -6,7 +6,7 @@ text. Shown raw, it is code: ``<img onerror>`` runs in a notebook,
 ``![m](http://host/leak?...)`` is fetched the moment a markdown cell
 renders, ``[j](javascript:...)`` runs on a click, and ``ESC ] 52`` writes the
 clipboard of whoever runs ``agentlab report``. This module is the one owner
-of those rules (issue 24): each output context has one function here, and
+of those rules: each output context has one function here, and
 links, images and markup come only from the project's own templates around
 what these functions return. It also owns how a dollar amount is shown where
 MathJax runs (:func:`usd_html`, :func:`no_math_html`, :func:`no_math_markdown`):

@@ -292,7 +292,7 @@ def _demo_plots(results: dict[str, Any], runs: Path, folder: Path, err: TextIO) 
 
 # -------------------------------------------------------------------- run
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
+    out, err = for_terminal(out), for_terminal(err)  # tool and model text cannot drive the terminal
     from .trace import runs_dir
 
     runs = runs_dir(args.runs)
@@ -405,7 +405,7 @@ def result_json(result: Any, runs: Path) -> dict[str, Any]:
 
 # ----------------------------------------------------------------- report
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
+    out, err = for_terminal(out), for_terminal(err)  # tool and model text cannot drive the terminal
     from .trace import find_run_file, runs_dir
 
     runs = runs_dir(args.runs)
@@ -465,7 +465,7 @@ def cmd_import(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     what was read, the runs made, and every file skipped and why."""
     import warnings
 
-    out, err = for_terminal(out), for_terminal(err)  # issue 24: tool and model text cannot drive the terminal
+    out, err = for_terminal(out), for_terminal(err)  # tool and model text cannot drive the terminal
     from .recorded import NoCalls, SkippedFileWarning, UnrecognizedFormat, import_recorded
     from .recorded.limits import ImportLimit
 

@@ -154,7 +154,7 @@ class MCPConnection:
             ) from exc
         try:
             self.tools = [self._tool(t) for t in listing]
-        except BaseException:  # issue 24: a tool we cannot offer (a name the API refuses) closes what was opened
+        except BaseException:  # a tool we cannot offer (a name the API refuses) closes what was opened
             self.close()
             raise
         atexit.register(self.close)

@@ -424,11 +424,8 @@ CHARS_PER_TOKEN = 3
 
 
 def estimate_tokens(obj: Any) -> int:
-    """Rough token count of any JSON-able value (strings by length, the rest by UTF-8 JSON size).
-
-    orjson measures a message ~5x faster than ``json.dumps``; this runs a few
-    times a step, on the loop's hot path.
-    """
+    """Rough token count of any JSON-able value (strings by length, the rest by UTF-8 JSON size, as orjson
+    writes it: the same size the cost guard's bound measures)."""
     if isinstance(obj, str):
         n = len(obj)
     elif (size := json_size(obj)) is not None:

@@ -42,8 +42,7 @@ A bare ``key`` is *not* a secret name: a lookup key is data a reader needs;
 ``api_key``, ``secret_key``, ``private_key`` and the like are.
 
 The writer calls :meth:`Redactor.needs_redaction` on each serialized line
-first: a lower-case copy and one substring automaton (a few µs for a typical
-event). Only a line that might hold a secret is walked and rewritten.
+first: a lower-case copy and one substring automaton. Only a line that might hold a secret is walked and rewritten.
 Streamed fragments are redacted over the assembled text of their block by
 :class:`StreamRedactor`, which holds back the tail that could still be the
 start of a secret.
@@ -423,9 +422,8 @@ def secrets_from_environment(env: Mapping[str, str] | None = None) -> list[str]:
     """Values of environment variables whose names *and* values look secret (8 characters or more).
 
     For the process's own environment the answer is kept until the environment changes: every trace
-    writer asks (each ``run()`` makes one), and reading ``os.environ`` costs ~40 µs, its raw ``bytes``
-    a few. A change to ``os.environ`` (a key set after import), or a secret name added, is seen at the
-    next call."""
+    writer asks (each ``run()`` makes one). A change to ``os.environ`` (a key set after import), or a secret
+    name added, is seen at the next call."""
     if env is None:
         raw = getattr(os.environ, "_data", None)  # CPython: the raw items os.environ decodes on each read
         key = (_generation[0], *raw.items()) if isinstance(raw, dict) else None  # user names change the answer
@@ -636,15 +634,12 @@ class Redactor:
         ``hints_in``: the part of ``line`` (bytes; JSON text itself when ``json_text``) in which secret words
         and key prefixes (and the ``://`` of a URL with credentials) are looked for, when the caller knows the
         rest of the line holds none and none runs across the border (the trace writer: a line but its run's
-        first bytes, tested once when the run's file opens, and the numbers and kind after them). Lowering and
-        matching cost ~25 instructions a byte, and those first bytes are a third of an engine line. Secret
+        first bytes, tested once when the run's file opens, and the numbers and kind after them). Secret
         values and every other rule still read the whole line."""
         if self._gen != _generation[0]:
             self._refresh()
         if not isinstance(line, bytes) or not (line.isascii() or _lowers_like_text(line)):
             return self._text_needs_redaction(line)
-        # find, not `in`: `x in bytes` first tries x as an integer, raising and clearing a TypeError (with its
-        # message) each time: ~0.2 µs inside a run, several times a line
         for b in self._secret_bytes:
             if line.find(b) >= 0:
                 return True
@@ -652,7 +647,7 @@ class Redactor:
         low = text.lower()
         matches = _BYTES_FINDER.find_matches_as_indexes(low)
         url = judged = False
-        for which, _, _ in matches:  # a loop, not min(): min compares whole tuples, ~0.5 µs on a reply's line
+        for which, _, _ in matches:
             if which <= _LAST_LABEL:  # a hint or a label (the harmless matches and "://" come after them)
                 if not json_text or (not judged and _may_fire(text, low, matches, self)):
                     return True

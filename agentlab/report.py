@@ -39,7 +39,7 @@ def report_text(run_id: str, runs: str | os.PathLike[str] | None = None) -> str:
     parts += [step_text(view) for view in trace]
     if trace.finished is None:
         parts.append(f"The trace ends without a run_finished event: {trace.summary['detail']}.")
-    return terminal_text("\n\n".join(parts) + "\n")  # issue 24: what a tool or model said cannot drive the terminal
+    return terminal_text("\n\n".join(parts) + "\n")  # what a tool or model said cannot drive the terminal
 
 
 PLOT_CODE = """\
@@ -135,7 +135,7 @@ def export_notebook(run_id: str, out_path: str | os.PathLike[str], runs: str | o
     cells.append(v4.new_code_cell(_plot_code()))
     cells.append(v4.new_code_cell("trace.calls"))
     redactor = Redactor()  # a trace from elsewhere (or an older agentlab) may hold what this one's rules remove
-    for cell in cells:  # issue 24: a lone surrogate in a result must not make the notebook unwritable
+    for cell in cells:  # a lone surrogate in a result must not make the notebook unwritable
         cell.source = redactor.redact_text(clean(cell.source))
         if cell.cell_type == "markdown":  # a dollar amount reads as money, never as math
             cell.source = no_math_markdown(cell.source)

@@ -35,7 +35,7 @@ class CallSide:
         self.tools, self.policy, self.clock, self.rng = c.tools, c.policy, c.clock, c.rng
         self.approve, self.approval_stops_clock = approve, approval_stops_clock
         self.parent: Any = run  # a run started inside a tool is this run's sub-run (see _subruns)
-        # The run's own methods, bound (no extra frame on the hot path): an event to its subscribers (with its
+        # The run's own methods, bound: an event to its subscribers (with its
         # data as keywords, or as a dict of its own at a time read by the caller), time left.
         self.emit, self.publish, self.time_left = run._emit, run._publish, run._time_left
         self.elapsed: Callable[[], float] = lambda: run.elapsed  # working seconds so far

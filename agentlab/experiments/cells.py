@@ -13,8 +13,9 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Any, Generic, TypeVar, overload
+from typing import Any
 
 from .._account import NO_LEDGER, Ledger
 from .._engine.calls import format_error
@@ -27,8 +28,6 @@ from .folder import keep_attempt
 from .grid import RUN_KEYS, Config, describe, is_factory
 from .scorers import ModelGraded
 from .tasks import Task
-
-T = TypeVar("T")
 
 GRADE_SUFFIX = "-grade"
 """A cell's grading run is ``<cell run id>-grade``."""
@@ -52,26 +51,6 @@ ROW_COLUMNS = [
 ]
 
 
-class _once(Generic[T]):  # noqa: N801 - a decorator, named like functools.cached_property
-    """``functools.cached_property`` without its lock: Python 3.11's takes an ``RLock`` on each first read
-    (~1 µs a cell for its four values), to guard a computation that is pure here."""
-
-    def __init__(self, fn: Callable[[Any], T]) -> None:
-        self.fn = fn
-        self.name = fn.__name__
-        self.__doc__ = fn.__doc__
-
-    @overload
-    def __get__(self, obj: None, cls: Any = None) -> _once[T]: ...
-    @overload
-    def __get__(self, obj: object, cls: Any = None) -> T: ...
-    def __get__(self, obj: object | None, cls: Any = None) -> T | _once[T]:
-        if obj is None:
-            return self
-        value = obj.__dict__[self.name] = self.fn(obj)  # the instance's dict wins over this descriptor from now on
-        return value
-
-
 @dataclass(frozen=True)
 class Cell:
     """One run to make: a task under a config, the ``repeat``-th time."""
@@ -82,20 +61,20 @@ class Cell:
 
     # Each computed on first read and kept (a frozen dataclass allows it: the value goes straight into the
     # instance's dict): a cell's run id is read about seven times a run, each a SHA-256 of its key.
-    @_once
+    @cached_property
     def key(self) -> str:
         return f"{self.task.id}\x1f{self.config.name}\x1f{self.repeat}"
 
-    @_once
+    @cached_property
     def _digest(self) -> str:
         return hashlib.sha256(self.key.encode("utf-8", "surrogatepass")).hexdigest()
 
-    @_once
+    @cached_property
     def seed(self) -> int:
         """Derived from task, config and repeat: the same cell always gets the same seed."""
         return int(self._digest[:8], 16)
 
-    @_once
+    @cached_property
     def run_id(self) -> str:
         return "x" + self._digest[:14]
 

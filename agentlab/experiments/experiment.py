@@ -113,9 +113,7 @@ class Experiment:
         self.concurrency = concurrency
         self.max_total_cost = None if max_total_cost is None else float(max_total_cost)
         self.deadline_s = deadline_s
-        self.name = (
-            "experiment" if name is None else check_name(name, "experiment name")
-        )  # issue 24: stays inside folder=
+        self.name = "experiment" if name is None else check_name(name, "experiment name")  # stays inside folder=
         self.folder = Folder(Path(folder or "experiments") / self.name)
         self.backend = backend
         self.progress = progress

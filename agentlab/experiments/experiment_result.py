@@ -270,7 +270,7 @@ class ExperimentResult:
         return f"<ExperimentResult {len(df)} runs, {done} done, ${self.spent:.4f} spent; folder {self.folder}>"
 
     def _repr_html_(self) -> str:
-        # issue 24: the folder, the config names and the stop reasons are foreign text; to_html escapes the table
+        # the folder, the config names and the stop reasons are foreign text; to_html escapes the table
         summary = self.summary().to_html(float_format=lambda v: f"{v:.4g}", escape=True)
         df = self.runs
         done = int((df["outcome"] == "done").sum()) if len(df) else 0

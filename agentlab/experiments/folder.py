@@ -94,7 +94,7 @@ class Folder:
     """One experiment's folder on disk."""
 
     def __init__(self, path: Path) -> None:
-        self.path = path  # issue 24: every file in it is placed by inside(), which refuses a way out (a planted link)
+        self.path = path  # every file in it is placed by inside(), which refuses a way out (a planted link)
         self.manifest = inside(path, "manifest.json")
         self.rows = inside(path, "rows.jsonl")
         self.traces = inside(path, "traces")

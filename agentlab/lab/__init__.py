@@ -11,8 +11,8 @@ ipykernel 6.31-7.4, ipywidgets 8.1):
 * The panel's subscriber only queues each event (it is the queue's
   ``append``: no Python code runs for the panel inside the engine's step);
   the queue is folded a few steps at a time between steps and the log's
-  entries when they are drawn, so a step of an instant model pays a few µs
-  for the panel (:mod:`agentlab.lab._state`). So the redraws are asked for
+  entries when they are drawn, so the panel adds little to a step
+  (:mod:`agentlab.lab._state`). So the redraws are asked for
   by the drive when it folds, between steps, and by a ticker every
   ``refresh_s`` while a step is in flight, not by each event.
 * Pause is the lab's job, not the engine's: the task checks a flag between
@@ -68,8 +68,7 @@ drawn sooner: the ticker runs every ``refresh_s``, see ``Lab._tick``)."""
 TURN_S = 0.001
 """Running, the drive gives the event loop a turn (a click, a redraw) between steps at least this often. A step
 that waits on anything (a model over the network, a tool on a thread) gives one itself; an instant model's steps
-(~0.1 ms) would each pay ~5-7 µs for one (measured), so they share one: Pause or Stop is handled within a
-millisecond either way."""
+share one: Pause or Stop is handled within a millisecond either way."""
 
 
 def _require_ipywidgets() -> None:
@@ -173,7 +172,7 @@ class Lab:
             log_limit=log_limit,
             chart=chart,
         )
-        # the checkbox as a plain attribute: the drive reads it every step, a widget trait costs ~1 µs a read
+        # the checkbox mirrored as a plain attribute, which the drive reads every step
         self._pause_before_tools = bool(pause_before_tools)
         self.panel.pause_before_tools.observe(self._pause_before_tools_changed, names="value")
         self.error: BaseException | None = None

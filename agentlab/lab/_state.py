@@ -2,8 +2,8 @@
 
 The notebook panel is a thin subscriber (STYLE.md #9): this module holds all
 the mapping from :class:`~agentlab.events.Event` to what a user sees, and no
-widget. A benchmark holds the panel to a few percent of an instant model's
-step (~5 µs of ~100 µs), so the work is split three ways:
+widget. The panel must not slow the run it shows (a benchmark holds it to a
+few percent of an instant model's step), so the work is split three ways:
 
 * inside the engine's step the ``Lab`` only queues the event
   (:attr:`PanelState.pending`, a list append);
@@ -328,14 +328,12 @@ class PanelState:
     def catch_up(self) -> None:
         """Fold the events queued on :attr:`pending`, in order: the state :meth:`apply` one by one makes.
 
-        The ``Lab`` queues each event (inside the engine's step, where folding it costs ~1 µs and as much
-        again in the engine's caches) and folds the queue between steps, a few steps at a time, in this one
-        loop; a redraw folds it too. The read side below catches up first; code that reads or writes the
-        state's attributes directly calls this first.
+        The ``Lab`` queues each event (inside the engine's step) and folds the queue between steps, a few
+        steps at a time, in this one loop; a redraw folds it too. The read side below catches up first; code
+        that reads or writes the state's attributes directly calls this first.
 
         With ``checked_upstream`` (the ``Lab``'s) the loop is :meth:`apply`'s, inlined: most of a step's six
-        events only go to their step's queue in the log (:meth:`StepLog.queue`), and only four call a handler
-        (~1.6 µs a step in all, from ~2.2 µs through :meth:`apply`, on a recorded run in a loop)."""
+        events only go to their step's queue in the log (:meth:`StepLog.queue`), and only four call a handler."""
         pending = self.pending
         if not pending:
             return

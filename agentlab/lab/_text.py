@@ -38,4 +38,4 @@ def panel_text(state: PanelState, *, width: int = 100, pending: Any = None) -> s
     if state.answer:
         answer = f"  answer: {state.answer.strip()}"
         lines.append(shorten(answer, width))
-    return terminal_text("\n".join(lines))  # issue 24: shown in terminal IPython and plain exports
+    return terminal_text("\n".join(lines))  # shown in terminal IPython and plain exports

@@ -29,7 +29,7 @@ from ..errors import (
     RetryableError,
 )
 from ..netguard import NetworkBlocked
-from ..redact import scrub  # the one owner of scrubbing (issue 23)
+from ..redact import scrub  # the one owner of scrubbing
 
 MAX_REQUEST_BYTES = 32 * 1024 * 1024
 """The Messages API refuses a request body larger than this with HTTP 413."""

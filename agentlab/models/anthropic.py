@@ -50,7 +50,7 @@ from ..errors import (
 from ..messages import Block, MalformedReply, Message
 from ..netguard import check_url
 from ..pricing import RequestTerms, server_tool_passes
-from ..redact import scrub as _scrub  # noqa: F401 (the one owner of scrubbing, issue 23; its old name here)
+from ..redact import scrub as _scrub  # noqa: F401 (the one owner of scrubbing; its old name here)
 from ..usage_fields import Caps, check_usage, malformed_usage
 from ._errors import (  # noqa: F401 (the policy table's old import path)
     MAX_REQUEST_BYTES,
@@ -310,7 +310,7 @@ class AnthropicModel:
                 "type": "auto",
                 **{k: v for k, v in choice.items() if k == "disable_parallel_tool_use"},
             }
-        return without_lone_surrogates(params)  # issue 24: the SDK cannot encode them; the API gets U+FFFD
+        return without_lone_surrogates(params)  # the SDK cannot encode them; the API gets U+FFFD
 
     def remember_container(self, messages: list[Message], reply: Mapping[str, Any]) -> None:
         """Keep the reply's container id (and, asking for cache diagnostics, its own id) for the request that

@@ -439,7 +439,7 @@ def import_recorded(
     memo: dict[str, Prices | None] = {}
     with _progress(path) as tick:
         for r in recorded_runs(path, format, report=report, progress=tick):
-            r.run_id = name_from(r.run_id)  # issue 24: the file's name comes from us, never from the content
+            r.run_id = name_from(r.run_id)  # the file's name comes from us, never from the content
             if r.parent is not None and isinstance(r.parent.get("run_id"), str):
                 r.parent = {**r.parent, "run_id": name_from(r.parent["run_id"])}  # the same mapping: the link holds
             file = inside(writer.dir, f"{r.run_id}{SUFFIX}")

@@ -284,7 +284,7 @@ _KNOWN = ("model_called", "tool_started", "tool_finished", "run_started", "run_f
 _MC, _TS, _TF, _RS, _RF, _NUDGED, _RESUMED, _SUB_RUN = range(len(_KNOWN))
 _IS = {code: bytes(int(n == code) for n in range(256)) for code in (_MC, _TS, _TF)}
 """A kind's selector: a run's kind codes as bytes, translated by it, are 1 at that kind's events and 0 elsewhere
-(``compress`` then takes them: 10 us less a 50-step log than comparing each code in Python)."""
+(``compress`` then takes them)."""
 
 
 def _unfinished(kc: list[int], s_id: list[str], f_id: list[str]) -> bool:
@@ -581,10 +581,8 @@ def _series(values: Any, dtype: str) -> Any:
 
 def scan(data: bytes) -> tuple[int, bool]:
     """How many lines a log has (its newlines: where they are is found only when a row of ``data`` is read,
-    :class:`_Lines`; finding them here took 10 us more a 50-step log), and whether it holds a NaN tag or a blob marker
-    (:func:`~._tags.markers`). The markers' regular expression runs only where some ``$`` is followed by a
-    byte a marker's could be: a numpy pass, 10 us a 50-step log against the regex's 25 us (these logs hold a
-    ``$`` in every budget message, a digit after it)."""
+    :class:`_Lines`), and whether it holds a NaN tag or a blob marker (:func:`~._tags.markers`). The markers'
+    regular expression runs only where some ``$`` is followed by a byte a marker's could be."""
     b = np.frombuffer(data, dtype=np.uint8)
     maybe = bool(((b[:-1] == _DOLLAR) & ((b[1:] | NEXT_SPREAD) == NEXT_ANY)).any())
     return int(np.count_nonzero(b == _NEWLINE)), maybe and any(markers(data))

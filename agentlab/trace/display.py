@@ -156,7 +156,7 @@ def step_text(view: StepView, n: int = SHORT) -> str:
             lines.append(f"  {_call_line(c, n)}")
             lines += [f"    {line}" for line in _traceback(c).splitlines()]
     lines += _step_extras(view)
-    return terminal_text("\n".join(lines))  # issue 24: a repr is printed to terminals too
+    return terminal_text("\n".join(lines))  # a repr is printed to terminals too
 
 
 def _sent(view: StepView) -> str:
@@ -220,7 +220,7 @@ def step_markdown(view: StepView, n: int = LONG) -> str:
 
 
 def md_escape(text: object) -> str:
-    """Foreign text in inline markdown: shown as written, never a link, an image or HTML (issue 24)."""
+    """Foreign text in inline markdown: shown as written, never a link, an image or HTML."""
     return md_text(text)
 
 

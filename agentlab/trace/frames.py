@@ -328,7 +328,7 @@ def _build(columns: dict[str, Any], dtypes: dict[str, str]) -> pd.DataFrame:
         elif dtype.startswith("datetime64"):
             s = pd.to_datetime(pd.Series(values, dtype=object), utc=True, errors="coerce", format="ISO8601")
             s = s.astype(dtype)
-        elif dtype == "str":  # issue 24: arrow strings are UTF-8; a lone surrogate is shown as U+FFFD, not a crash
+        elif dtype == "str":  # arrow strings are UTF-8; a lone surrogate is shown as U+FFFD, not a crash
             s = text_series(values)
         else:
             s = pd.Series(values, dtype=dtype)

@@ -2,7 +2,7 @@
 
 Lines reach the operating system (unbuffered ``write``s) at *flush points*,
 each writing the lines held before it and its own in one ``write``: three
-``write``s a W1 step instead of six (docs/benchmarks.md). Three kinds, each
+``write``s a tool step instead of six. Three kinds, each
 followed by another event before the engine waits on anything, are held:
 ``model_called`` (``tool_started``, a retry or a stop follows),
 ``tool_results`` (``step_finished`` or a stop follows) and ``tool_finished``
@@ -69,12 +69,12 @@ RUN_MEMORIES = 64
 
 
 _MIN_T, _MAX_T = 1e-4, 1e9
-"""Where the hot path writes ``t`` (see :meth:`TraceWriter.__call__`); outside (a fake clock's 0.0, 31 years)
+"""Where the common path writes ``t`` (see :meth:`TraceWriter.__call__`); outside (a fake clock's 0.0, 31 years)
 the long way does."""
 _NEWLINE = orjson.OPT_APPEND_NEWLINE
 _OPTIONS = orjson.OPT_NON_STR_KEYS | _NEWLINE
 _LONG_WAY = frozenset(("model_delta", "run_started", "run_finished"))
-"""Kinds the hot path leaves to :meth:`TraceWriter._long_way`: fragments, and a run's first and last event."""
+"""Kinds the common path leaves to :meth:`TraceWriter._long_way`: fragments, and a run's first and last event."""
 _HELD, _FINISHED, _STARTED = 1, 2, 3
 _HOLD = {"model_called": _HELD, "tool_results": _HELD, "tool_finished": _FINISHED, "tool_started": _STARTED}
 """What each kind does to its run's held lines (:func:`_held_back`); any other kind is a flush point."""
@@ -94,9 +94,9 @@ _HOT: dict[str, tuple[bytes, bool, int]] = {
     for k in KINDS
     if k.value not in _LONG_WAY
 }
-"""The kinds the hot path takes, each with its ``,"kind":"<kind>",`` bytes (``data``'s fields follow), whether
+"""The kinds the common path takes, each with its ``,"kind":"<kind>",`` bytes (``data``'s fields follow), whether
 its line is tested for secrets (:data:`~agentlab.events.PLAIN_KINDS` hold numbers only) and what it does to the
-held lines (:data:`_HOLD`): one lookup an event instead of four. A driver's own kind (``Run.note``, rare) takes the long
+held lines (:data:`_HOLD`). A driver's own kind (``Run.note``, rare) takes the long
 way."""
 
 
@@ -207,36 +207,19 @@ class TraceWriter:
         """Write ``event`` as one line: on disk before this returns, or, for a kind held for the next flush
         point (:data:`_HOLD`, :func:`_held_back`), with the next event that is one (see the module's docstring).
 
-        Every event of a running run but its first and last (six a W1 step) takes the hot path below, which
-        splices the line from the run's first bytes, ``seq``, ``step``, ``t``, the kind's bytes and ``data``
-        as JSON, and leaves everything unusual to :meth:`_long_way` (the record, rebuilt and redacted field by
-        field): the same bytes either way (tests/test_trace_writer_lines.py). Each operation on it costs
-        ~0.1-0.3 µs inside a run (cold caches), so it is measured (docs/benchmarks.md, issue 27):
+        Every event of a running run but its first and last takes the common path below, which splices the
+        line from the run's first bytes, ``seq``, ``step``, ``t``, the kind's bytes and ``data`` as JSON, and
+        leaves everything unusual to :meth:`_long_way` (the record, rebuilt and redacted field by field). The
+        promise is that both ways write the same bytes (tests/test_trace_writer_lines.py):
 
-        - ``t`` is ``%.6f`` without its trailing zeros: what ``round(t, 6)`` then orjson write (both round
-          with CPython's correctly rounded ``dtoa``; below :data:`_MAX_T` a float holds all fifteen digits,
-          so the shortest text of the rounded float is those digits), for ~0.2 µs where ``round`` then
-          ``%r`` (a ``str``, encoded) took ~1.4 µs;
-        - ``data`` is dumped without ``OPT_NON_STR_KEYS`` (a third of orjson's time on a small dict): a key
-          that is no string raises, and the long way writes it;
-        - its text is sliced (``body[1:]``, a copy) rather than viewed: a ``memoryview`` and its slice cost
-          three times the copy of a line; orjson ends it with the line's newline, and the line is one ``%``
-          (the run's first bytes, ``seq``, ``step`` and ``t``, stripped) and two concatenations: ~1.1k
-          instructions an event less than a ``%`` for ``t`` then one for the line (ninth session);
-        - its ``null`` s are counted once (``count``, not ``find`` then a call that counts) and set against the
-          top level's ``None`` values inline; ``data``'s keys are tested against the base fields by six
-          lookups (a set's ``isdisjoint`` walks every key of ``data``, fifteen for a reply);
-        - bytes are searched with ``find``: ``x in bytes`` first tries ``x`` as an integer, raising and
-          clearing a TypeError, message included;
-        - the secret pre-test looks for secret words in ``data``'s text only (``hints_in``), unless the run's
-          first bytes hold one: the numbers and the kind between hold none (no kind the hot path takes has
-          one: tests/test_trace_writer_lines.py), and none runs across the ``","`` before ``data``. It reads
-          the line as JSON text (``json_text``), so an engine's "Look up a key" costs no walk here either,
-          and a URL's ``://`` is one of its automaton's matches (a run id holding one has its lines tested
-          whole), so a line with none costs no search for an ``@``;
-        - the write is made here, not through :meth:`_flush` (a Python call), when no line is held before
-          this one (a step's ``model_request``), and only a short write goes on to :meth:`_write_rest`, which
-          owns the rule (finish the line, or cut the file back to its last whole line).
+        - ``t`` is ``%.6f`` without its trailing zeros, the text ``round(t, 6)`` then orjson would give (both
+          round correctly; below :data:`_MAX_T` a float holds all fifteen digits);
+        - ``data`` is dumped without ``OPT_NON_STR_KEYS``: a key that is no string raises, and the long way
+          writes it;
+        - the secret pre-test reads ``data``'s JSON text (``hints_in``), or the whole line when the run's first
+          bytes hold a secret word or a URL; a line it flags is redacted the long way;
+        - a short write goes on to :meth:`_write_rest`, which owns the rule (finish the line, or cut the file
+          back to its last whole line).
         """
         out = self._files.get(event.run_id)
         hot = _HOT.get(event.kind)
@@ -479,7 +462,7 @@ class TraceWriter:
         return {k: v for k, v in block.items() if k != "content"} | {"content_ref": "tool_finished"}
 
     def _open(self, run_id: str) -> _File:
-        try:  # issue 24: a refusal is a TraceWriteError, so the run stops instead of going on with no trace
+        try:  # a refusal is a TraceWriteError, so the run stops instead of going on with no trace
             name = f"{check_name(run_id)}{SUFFIX}"
             try:
                 f = self._open_file(name)
@@ -500,7 +483,7 @@ class TraceWriter:
                     "process with the same run id): one writer per run",
                 ) from None
         size = os.fstat(f.fileno()).st_size
-        if run_id not in self._opened and size:  # issue 24: another run's trace
+        if run_id not in self._opened and size:  # another run's trace
             f.close()
             raise TraceWriteError(
                 errno.EEXIST,
@@ -515,9 +498,8 @@ class TraceWriter:
     def _open_file(self, name: str) -> Any:
         """The run's file ``name`` in the runs folder, opened to append, unbuffered; never through a link
         that leads out of the folder (:func:`~agentlab.trace.files.inside`). On POSIX one ``open`` that
-        refuses a link (``O_NOFOLLOW``) says so without the ``lstat`` before it (each costs a path lookup,
-        20-400 µs at a run's start on a busy disk); a link found that way is then checked and followed
-        only if it stays inside."""
+        refuses a link (``O_NOFOLLOW``) says so without an ``lstat`` before it; a link found that way is then
+        checked and followed only if it stays inside."""
         if _NOFOLLOW:
             try:
                 return open(os.path.join(self._dir, name), "ab", buffering=0, opener=_open_nofollow)
@@ -558,7 +540,7 @@ class TraceWriter:
 
 
 def _held_back(out: _File, hold: int, line: bytes) -> bool:
-    """The rule of what waits for the next flush point (:data:`_HOLD`), for the hot path and the long way alike:
+    """The rule of what waits for the next flush point (:data:`_HOLD`), for the common path and the long way alike:
     ``model_called`` and ``tool_results`` are held (the engine follows each at once with another event, before
     it waits on anything); ``tool_finished`` is held only when no other call of the run is still running
     (``tool_started`` counts them; a ``tool_finished`` with none running, a driver's, leaves none): a finished
@@ -582,15 +564,13 @@ def _first_lost(data: bytes, kept: int) -> tuple[str, Any]:
     that kept ``kept`` bytes of it (whole lines, :meth:`TraceWriter._write_rest`), as the line records them."""
     try:
         record = orjson.loads(data[kept : data.find(b"\n", kept)])
-    except orjson.JSONDecodeError:  # a line the standard library wrote, too deep for orjson: never in a W1 step
+    except orjson.JSONDecodeError:  # a line the standard library wrote, too deep for orjson
         return "?", "?"
     return record.get("kind", "?"), record.get("seq", "?")
 
 
 def dumps(record: dict[str, Any]) -> bytes:
-    """One JSON line (UTF-8, newline included). orjson is about ten times faster than
-    ``json.dumps`` here (1 µs against 12 µs for a typical event), which matters
-    inside a step budget of ~0.15 ms; values it cannot encode fall back to the
+    """One JSON line (UTF-8, newline included), written by orjson; values it cannot encode fall back to the
     standard library, anything unknown becomes its ``str``. NaN and infinities
     (which orjson would write as ``null``) become ``{"$float": "NaN"}``."""
     try:
@@ -611,7 +591,7 @@ def dumps(record: dict[str, Any]) -> bytes:
 
 def _nonfinite_below(unexplained: int, record: dict[str, Any]) -> bool:
     """Does ``record`` hold a NaN or an infinity, ``unexplained`` being how many ``null`` s of its JSON text are not
-    its top level's ``None`` values (the caller counts those: the hot path inline)? orjson writes a NaN or an
+    its top level's ``None`` values (the caller counts those)? orjson writes a NaN or an
     infinity as ``null`` too, so when every ``null`` is one of the record's own ``None`` values, at its top
     level or one below, none hides anywhere and the walk of :func:`_has_nonfinite` is skipped: most events hold
     a ``None`` (a tool's ``error``, a reply's ``request_id``, a run's prices) and nothing else that writes
