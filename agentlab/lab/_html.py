@@ -9,7 +9,6 @@ find it by class.
 
 from __future__ import annotations
 
-import functools
 import json
 from typing import Any
 
@@ -39,13 +38,6 @@ BAR_STYLE = {"idle": "", "ok": "success", "warn": "warning", "danger": "danger",
 
 def esc(text: Any) -> str:
     """HTML-escape (an element or a quoted attribute), and keep ``$`` away from MathJax."""
-    return html_text(text)
-
-
-@functools.lru_cache(maxsize=512)
-def _esc_name(text: str) -> str:
-    """:func:`esc` for the few short words every step repeats (a tool's name, its mode, an outcome): escaped once,
-    not once for each step the log draws. Bounded: a run with many tool names only escapes some of them again."""
     return html_text(text)
 
 
@@ -90,14 +82,14 @@ _args_json = json.JSONEncoder(ensure_ascii=False, default=str).encode
 
 def call_html(call: CallEntry) -> str:
     args = _args_json(call.args)
-    mode = f"<span class='agentlab-mode' style='color:#57606a'>[{_esc_name(str(call.mode or '?'))}]</span>"
+    mode = f"<span class='agentlab-mode' style='color:#57606a'>[{esc(str(call.mode or '?'))}]</span>"
     badge = (
-        f"<span class='agentlab-outcome agentlab-outcome-{_esc_name(str(call.outcome))}' "
+        f"<span class='agentlab-outcome agentlab-outcome-{esc(str(call.outcome))}' "
         f"style='{OUTCOME_STYLE.get(call.outcome, '')};border-radius:3px;padding:0 4px;font-size:11px'>"
-        f"{_esc_name(str(outcome_label(call)))}</span>"
+        f"{esc(str(outcome_label(call)))}</span>"
     )
     took = f" <span style='color:#57606a'>{_seconds(call.duration)}</span>" if call.duration is not None else ""
-    head = f"<div class='agentlab-call'>call <b>{_esc_name(str(call.tool))}</b>({esc(args)}) {mode} {badge}{took}</div>"
+    head = f"<div class='agentlab-call'>call <b>{esc(str(call.tool))}</b>({esc(args)}) {mode} {badge}{took}</div>"
     body = result_html(call.result) if call.result else ""
     if call.error and call.outcome == "fatal":
         body += f"<div style='color:#cf222e;margin-left:1.5em'>{esc(call.error)}</div>"
