@@ -45,6 +45,7 @@ from typing import Any
 from ._model_label import is_offline
 from .events import Event
 from .redact import Redactor
+from .trace.schema import event_record
 
 try:
     from opentelemetry import trace as otel_trace
@@ -77,7 +78,7 @@ def _version() -> str:
 class SpanBuilder:
     """Turns one run's event records, fed in order, into spans.
 
-    Records are the flat dicts of a trace line (``Event.as_record()``).
+    Records are the flat dicts of a trace line (:func:`agentlab.trace.schema.event_record`).
     Spans start and end at the events' times: ``anchor_ns`` (the run's
     wall-clock start) plus the event's run-clock seconds.
     """
@@ -454,7 +455,7 @@ class TraceExporter:
         self.builder(str(rec.get("run_id") or "")).feed(rec)
 
     def __call__(self, event: Event) -> None:
-        if self._closed or _handoff.put(self, event.as_record()):
+        if self._closed or _handoff.put(self, event_record(event)):
             return
         self.dropped += 1
         if self.dropped == 1:

@@ -4,7 +4,7 @@ Each is a :class:`~enum.StrEnum`, so a member *is* its string: ``reason ==
 "budget"`` keeps working, traces hold plain strings, and a typo in engine,
 panel, report or plots is an ``AttributeError`` instead of a silent miss.
 This module is the one owner of these words; ``docs/architecture.md`` and the
-catalogue in :mod:`agentlab.events` are tested against it.
+catalogue of kinds in :mod:`agentlab.trace.schema` are tested against it.
 """
 
 from __future__ import annotations

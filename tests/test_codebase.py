@@ -81,13 +81,15 @@ def test_no_module_imports_a_private_name_of_another():
 
 
 def test_the_event_catalogue_matches_the_vocabulary_and_what_the_engine_emits():
-    """events.py documents exactly the EventKind words, and the scenarios emit every kind the engine owns."""
+    """The schema's catalogue (its docstring) documents exactly the EventKind words, and the scenarios emit every
+    kind the engine owns."""
     import re
 
-    from agentlab import events, scenarios
+    from agentlab import scenarios
+    from agentlab.trace import schema
     from agentlab.vocab import EventKind
 
-    documented = re.findall(r"^``(\w+)``", events.__doc__ or "", flags=re.M)
+    documented = re.findall(r"^``(\w+)``", schema.__doc__ or "", flags=re.M)
     assert documented == [k.value for k in EventKind]
     seen: set[str] = set()
     for s in scenarios.all():

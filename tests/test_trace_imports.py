@@ -104,10 +104,10 @@ def test_the_line_head_is_the_base_fields_in_their_order(tmp_path):
 
 
 def test_an_events_record_opens_with_the_schemas_base_fields():
-    """``Event.as_record`` (the engine's side, below ``trace/`` in the layers) writes the long way's lines: it must
-    agree with the schema's head, field for field and in order."""
+    """The record of an engine event (what the writer's long way, the OpenTelemetry exporter and a subscriber get)
+    is the schema's record, base fields first and in order, ``t`` to the microsecond as the line writes it."""
     from agentlab.events import Event
 
-    record = Event("note", "r1", 2, 5, 0.25, {"text": "hi"}).as_record()
+    record = schema.event_record(Event("note", "r1", 2, 5, 0.2500004, {"text": "hi"}))
     assert record == schema.record("r1", 5, 2, 0.25, "note", {"text": "hi"})
     assert list(record) == [*schema.BASE_NAMES, "text"]

@@ -9,8 +9,7 @@ from pathlib import Path
 import pytest
 
 import agentlab as al
-from agentlab import events
-from agentlab.trace import _docs, _store
+from agentlab.trace import _docs, _store, schema
 from agentlab.trace.schema import TABLES
 from agentlab.vocab import EventKind
 
@@ -28,7 +27,7 @@ HOLDS = {  # field type -> the column dtypes it can fill
 
 
 def test_the_schema_in_the_docs_is_the_one_the_code_defines():
-    """docs/traces.md's schema block is generated: edit events.KINDS or schema.TABLES and it must be regenerated."""
+    """docs/traces.md's schema block is generated: edit schema.KINDS or schema.TABLES and it must be regenerated."""
     text = _docs.DOCS.read_text(encoding="utf-8")
     assert _docs.current(text) == _docs.render(), "docs/traces.md is stale: run `python -m agentlab.trace._docs`"
 
@@ -36,14 +35,14 @@ def test_the_schema_in_the_docs_is_the_one_the_code_defines():
 def test_every_event_kind_has_one_definition_and_every_column_reads_a_checked_field():
     """Each kind is defined once; each frame column read from an event names a field the reader type-checks,
     of a type its dtype can hold (so a well-formed line never breaks a frame)."""
-    assert list(events.KINDS) == list(EventKind)
-    base = {f.name: f for f in events.BASE}
+    assert list(schema.KINDS) == list(EventKind)
+    base = {f.name: f for f in schema.BASE}
     for table, columns in TABLES.items():
         for col in columns:
             if not col.source:
                 continue
             kind, _, name = col.source.partition(".")
-            fields = {**base, **{f.name: f for f in events.KINDS[EventKind(kind)].fields}}
+            fields = {**base, **{f.name: f for f in schema.KINDS[EventKind(kind)].fields}}
             field = fields[name]
             assert field.read, f"{table}.{col.name} reads {col.source}, which the reader does not check"
             assert col.dtype in HOLDS[field.type], (table, col.name, field.type)
@@ -69,14 +68,14 @@ def test_every_event_kind_has_one_definition_and_every_column_reads_a_checked_fi
     ],
 )
 def test_the_readers_check_follows_the_definition(line, ok):
-    assert events.well_formed(line) is ok
+    assert schema.well_formed(line) is ok
 
 
 def test_the_writer_skips_redaction_only_for_kinds_defined_as_numbers_and_limits():
-    assert events.PLAIN_KINDS == {"model_request", "step_finished", "paused", "resumed"}
+    assert schema.PLAIN_KINDS == {"model_request", "step_finished", "paused", "resumed"}
     from agentlab.trace import writer
 
-    assert writer.PLAIN_KINDS is events.PLAIN_KINDS
+    assert writer.PLAIN_KINDS is schema.PLAIN_KINDS
 
 
 def test_a_traced_run_imports_the_writer_only_and_import_agentlab_no_store_engine(tmp_path):

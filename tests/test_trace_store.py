@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 import agentlab as al
 from agentlab import reply
 from agentlab.trace import TraceWriter, TruncatedTraceWarning
+from agentlab.trace.schema import SCHEMA_VERSION
 
 from .helpers import Seen, killed_when_it_says
 
@@ -62,7 +63,7 @@ def test_every_event_carries_run_id_step_seq_time_kind_and_schema_version(tmp_pa
     result = al.run("say hi", [echo], model=model, trace=tmp_path, max_cost=None)
     events = lines_of(tmp_path / f"{result.run_id}.jsonl")
     assert [e["seq"] for e in events] == list(range(1, len(events) + 1))
-    assert all(e["run_id"] == result.run_id and e["v"] == al.events.SCHEMA_VERSION for e in events)
+    assert all(e["run_id"] == result.run_id and e["v"] == SCHEMA_VERSION for e in events)
     assert all(isinstance(e["t"], float) and e["t"] >= 0 for e in events)
     assert [e["t"] for e in events] == sorted(e["t"] for e in events)
     assert [e["step"] for e in events if e["kind"] == "model_called"] == [1, 2]

@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 import agentlab as al
 from agentlab import reply
-from agentlab.events import PLAIN_KINDS, Event, new_event
+from agentlab.events import Event, new_event
 from agentlab.redact import REDACTED, Redactor
 from agentlab.trace import TraceWriter, dumps, read_events
+from agentlab.trace.schema import PLAIN_KINDS
 
 from .helpers import ONE_TOOL_STEP
 from .writer_lines import DATA, ENGINE_KINDS, KEYS, VALUES, WHEN, expected_lines
@@ -98,7 +99,7 @@ def test_a_runs_lines_are_the_records_of_its_events(tmp_path):
 
 @pytest.mark.parametrize("kind", [k for k in ENGINE_KINDS if k not in PLAIN_KINDS] + ["my_note"])
 def test_a_secret_in_any_events_data_reaches_no_line(tmp_path, kind):
-    """Whatever kind carries it (but the kinds of numbers only, events.PLAIN_KINDS), a key in an event's data
+    """Whatever kind carries it (but the kinds of numbers only, schema.PLAIN_KINDS), a key in an event's data
     is redacted: the writer looks for secret words in data's text, not in the numbers and kind before it."""
     key = "ghp_" + "Zx9" * 12
     run_id = "r-" + os.urandom(4).hex()

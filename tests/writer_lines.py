@@ -8,9 +8,10 @@ import math
 
 from hypothesis import strategies as st
 
-from agentlab.events import KINDS, PLAIN_KINDS, Event
+from agentlab.events import Event
 from agentlab.redact import Redactor
 from agentlab.trace import dumps
+from agentlab.trace.schema import KINDS, PLAIN_KINDS, event_record
 from agentlab.vocab import EventKind
 
 from .secrets_corpus import ALL, RULE_WORDS
@@ -42,7 +43,7 @@ def expected_lines(events: list[Event]) -> list[bytes]:
     redactor = Redactor(env=False).for_run()
     out = []
     for e in events:
-        record = e.as_record()
+        record = event_record(e)
         line = dumps(record)
         if e.kind not in PLAIN_KINDS and redactor.needs_redaction(line):
             line = dumps(redactor.redact(record))

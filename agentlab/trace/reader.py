@@ -19,14 +19,13 @@ from typing import Any
 
 import orjson
 
-from ..events import well_formed
 from ._blobs import REF_MARKER, resolve
 from ._tags import BASE_VALUES, markers, plausible
 from ._tags import untag as _floats
 from .files import find_run_file, runs_dir, trace_files
 from .frames import gc_paused
 from .runs import Trace, Traces
-from .schema import FLOAT_TAG
+from .schema import FLOAT_TAG, well_formed
 
 _BOM = b"\xef\xbb\xbf"
 
@@ -68,8 +67,8 @@ def _events(file: Path, data: bytes) -> list[dict[str, Any]]:
 
 
 def _read_strictly(file: Path, data: bytes) -> list[dict[str, Any]]:
-    """Line by line, each checked with :func:`~agentlab.events.well_formed`: the slow path, taken when the fast one
-    finds a problem.
+    """Line by line, each checked with :func:`~agentlab.trace.schema.well_formed`: the slow path, taken when the
+    fast one finds a problem.
     """
     if data.startswith(_BOM):
         data = data[len(_BOM) :]

@@ -47,7 +47,7 @@ from ..events import Event
 from ..redact import Redactor, StreamRedactor
 from ._blobs import MARKER, BlobStore
 from .files import SUFFIX, UnsafePath, check_name, inside, remember, runs_dir
-from .schema import FLOAT_TAG, KINDS, LINE_BASE, PLAIN_KINDS, kind_field, line_head
+from .schema import FLOAT_TAG, KINDS, LINE_BASE, PLAIN_KINDS, event_record, kind_field, line_head
 
 try:  # POSIX advisory locks; elsewhere a second writer is not detected
     import fcntl
@@ -95,7 +95,7 @@ _HOT: dict[str, tuple[bytes, bool, int]] = {
     if k.value not in _LONG_WAY
 }
 """The kinds the common path takes, each with its ``,"kind":"<kind>",`` bytes (``data``'s fields follow), whether
-its line is tested for secrets (:data:`~agentlab.events.PLAIN_KINDS` hold numbers only) and what it does to the
+its line is tested for secrets (:data:`~agentlab.trace.schema.PLAIN_KINDS` hold numbers only) and what it does to the
 held lines (:data:`_HOLD`). A driver's own kind (``Run.note``, rare) takes the long
 way."""
 
@@ -293,7 +293,7 @@ class TraceWriter:
     def _line(self, event: Event) -> bytes:
         """The event's line the long way: its record, long results written once, payloads stored by
         reference, secrets redacted."""
-        record = event.as_record()
+        record = event_record(event)
         if event.kind == "tool_finished":
             result = record.get("result")
             if _long(result):
@@ -338,7 +338,7 @@ class TraceWriter:
         if stream.held is not None and stream.held[1] != key:
             self._release(stream, flush=True)
         text = d.get("text")
-        record = event.as_record()
+        record = event_record(event)
         record["text"] = stream.redactor.feed(key, text) if isinstance(text, str) else text
         self._release(stream, flush=False)
         stream.held = (event, key, record)
