@@ -20,6 +20,7 @@ from typing import Any, Literal
 from ._checks import is_whole
 from ._shorten import shorten
 from .messages import estimate_tokens, json_size, tokens_for_size
+from .pricing import WEB_SEARCH_USD
 from .vocab import StopReason
 
 CostGuard = Literal["hard", "estimate", "after"]
@@ -522,8 +523,8 @@ def guard_input(
     return bound, "bounded", ask
 
 
-DEFAULT_SERVER_TOOL_FEES: Mapping[str, float] = {"web_search": 10 / 1000}
-"""USD per use of the server tools that charge a fee (web search: $10 per 1,000 searches)."""
+DEFAULT_SERVER_TOOL_FEES: Mapping[str, float] = {"web_search": WEB_SEARCH_USD}
+"""USD per use of the server tools that charge a fee (web search: :data:`agentlab.pricing.WEB_SEARCH_USD`)."""
 
 
 def server_tool_fees(tools: Iterable[Mapping[str, Any]], per_use: Mapping[str, float]) -> float | None:

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import math
-import numbers
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -90,12 +88,7 @@ class Tool:
                 "return a list or a string instead"
             )
         if timeout is not None:
-            if (
-                isinstance(timeout, bool)
-                or not isinstance(timeout, numbers.Real)
-                or not math.isfinite(timeout)
-                or timeout <= 0
-            ):
+            if not is_seconds(timeout) or timeout <= 0:
                 raise ValueError(
                     f"tool {name!r}: timeout must be a finite number of seconds > 0 or None, got {timeout!r}"
                 )

@@ -340,21 +340,6 @@ def test_the_engine_reads_a_models_optional_parts_only_through_capabilities():
     }
 
 
-def test_whole_numbers_are_checked_by_one_rule():
-    """ "An int of at least N, never a bool" has one owner (agentlab._checks); no module spells it out again."""
-    import re
-
-    name = r"([\w.]+)"
-    spelled = re.compile(
-        # "x is a bool or not an int", "x is not an int or is a bool", "x is an int and not a bool", in any spacing
-        rf"isinstance\(\s*{name},\s*bool\s*\)\s+or\s+not\s+isinstance\(\s*\1,\s*(int|numbers\.Integral)\s*\)"
-        rf"|not\s+isinstance\(\s*{name},\s*(int|numbers\.Integral)\s*\)\s+or\s+isinstance\(\s*\3,\s*bool\s*\)"
-        rf"|isinstance\(\s*{name},\s*(int|numbers\.Integral)\s*\)\s+and\s+not\s+isinstance\(\s*\5,\s*bool\s*\)"
-    )
-    offenders = {str(f.relative_to(PACKAGE)) for f in PACKAGE.rglob("*.py") if spelled.search(f.read_text())}
-    assert offenders == {"_checks.py"}, sorted(offenders)  # the pattern still finds the one spelling it allows
-
-
 def test_test_modules_share_builders_through_helpers_not_each_other():
     """A test module imports shared builders from a helpers module, never from another test module."""
     import re
