@@ -37,7 +37,7 @@ def offenders(find: Finder, owners: set[str], sources: Mapping[str, str] | None 
     for path, text in (package() if sources is None else sources).items():
         if path in owners:
             continue
-        out += [f"{path}:{node.lineno}: {ast.unparse(node)[:100]}" for node in find(ast.parse(text))]  # type: ignore[attr-defined]
+        out += [f"{path}:{getattr(node, 'lineno', 0)}: {ast.unparse(node)[:100]}" for node in find(ast.parse(text))]
     return out
 
 
@@ -59,13 +59,13 @@ def _strings(tree: ast.Module) -> Iterator[tuple[ast.Constant, str]]:
             yield n, n.value.decode("latin-1") if isinstance(n.value, bytes) else n.value
 
 
-def _name(node: ast.AST) -> str:
-    """The last name of ``x``, ``a.b.x`` or ``a["x"]`` ("" for anything else)."""
+def _name(node: ast.AST, *, keys: bool = True) -> str:
+    """The last name of ``x``, ``a.b.x`` or (with ``keys``) ``a["x"]`` ("" for anything else)."""
     if isinstance(node, ast.Attribute):
         return node.attr
     if isinstance(node, ast.Name):
         return node.id
-    if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+    if keys and isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
         return str(node.slice.value)
     return ""
 
@@ -257,33 +257,39 @@ def test_prices_are_written_only_in_pricing():
 
 
 # ------------------------------------------------------------------ limits and checks
-def deadline_spellings(tree: ast.Module) -> Iterator[ast.AST]:
-    """The deadline's arithmetic written out: ``deadline_s - elapsed``, or ``deadline_s`` compared with
-    anything but a literal (``elapsed >= budget.deadline_s``)."""
+LIMITS = {"deadline_s", "max_steps"}
+
+
+def limit_spellings(tree: ast.Module) -> Iterator[ast.AST]:
+    """A limit's arithmetic written out: ``deadline_s - elapsed``, or ``deadline_s`` / ``max_steps`` compared
+    with anything but a literal (``elapsed >= budget.deadline_s``, ``steps >= max_steps``). A limit read as a
+    dict key (``limits["max_steps"]``: a recorded run's, or a learner's loop graded by a scenario) is data about
+    another loop, not this engine's check, so only names and attributes count."""
     for n in ast.walk(tree):
         if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Sub) and "deadline_s" in (_name(n.left), _name(n.right)):
             yield n
         elif isinstance(n, ast.Compare):
             sides = [n.left, *n.comparators]
-            if any(_name(s) == "deadline_s" for s in sides) and not all(
-                _name(s) == "deadline_s" or isinstance(s, ast.Constant) for s in sides
+            if any(_name(s, keys=False) in LIMITS for s in sides) and not all(
+                _name(s, keys=False) in LIMITS or isinstance(s, ast.Constant) for s in sides
             ):
                 yield n
 
 
-def test_the_deadline_is_computed_only_by_the_budget():
-    """How much time is left before the deadline: owner ``budget.time_left`` (every check compares it with 0,
-    the engine and the what-if replay alike). A second spelling is how ``>=`` here and ``>`` there drift."""
-    assert offenders(deadline_spellings, {"budget.py"}) == []
-    assert found_in(deadline_spellings, "budget.py")
+def test_the_step_limit_and_the_deadline_are_computed_only_by_the_budget():
+    """Whether the step limit is reached and how much time is left before the deadline: owner ``budget.py``
+    (``check_before_call``, ``time_left``; every deadline check compares ``time_left`` with 0), called by the
+    engine and the what-if replay alike. A second spelling is how ``>=`` here and ``>`` there drift, and a run
+    resumed at ``max_steps`` makes one call too many."""
+    assert offenders(limit_spellings, {"budget.py"}) == []
+    assert found_in(limit_spellings, "budget.py")
     scratch = {
         "loop.py": "def _late(self):\n    return self.elapsed >= self.budget.deadline_s\n",
         "analysis.py": "def left(budget, t):\n    return budget.deadline_s - t\n",
+        "_engine/model_call.py": "def _may_call(self):\n    return self.steps < self.config.max_steps\n",
     }
-    assert [o.split(":")[0] for o in offenders(deadline_spellings, {"budget.py"}, scratch)] == [
-        "loop.py",
-        "analysis.py",
-    ]
+    found = [o.split(":")[0] for o in offenders(limit_spellings, {"budget.py"}, scratch)]
+    assert found == ["loop.py", "analysis.py", "_engine/model_call.py"], found
 
 
 def whole_number_spellings(tree: ast.Module) -> Iterator[ast.AST]:
