@@ -38,7 +38,7 @@ docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict  # not --quiet: it hides the warnings strict counts
 
 bench: $(STAMP)
-	$(BIN)/python -m benchmarks
+	$(BIN)/python -m benchmarks --doc README.md --doc docs/benchmarks.md
 
 # JupyterLab refuses to start as root without --allow-root (a container, CI): pass it only then.
 lab: $(STAMP)

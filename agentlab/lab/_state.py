@@ -329,38 +329,15 @@ class PanelState:
         """Fold the events queued on :attr:`pending`, in order: the state :meth:`apply` one by one makes.
 
         The ``Lab`` queues each event (inside the engine's step) and folds the queue between steps, a few
-        steps at a time, in this one loop; a redraw folds it too. The read side below catches up first; code
-        that reads or writes the state's attributes directly calls this first.
-
-        With ``checked_upstream`` (the ``Lab``'s) the loop is :meth:`apply`'s, inlined: most of a step's six
-        events only go to their step's queue in the log (:meth:`StepLog.queue`), and only four call a handler."""
+        steps at a time; a redraw folds it too. The read side below catches up first; code that reads or writes
+        the state's attributes directly calls this first."""
         pending = self.pending
         if not pending:
             return
         events = pending.copy()
         pending.clear()  # cleared, not replaced: a subscriber holds its bound append (see ``pending``)
-        if not self.checked_upstream:  # each entry is folded as its events arrive (apply's _later)
-            apply = self.apply
-            for event in events:
-                apply(event)
-            return
-        self.events += len(events)
-        self.dirty = True
-        handlers, logged = _HANDLERS, _ENTRY_KINDS
-        log = self.log
-        held, hold, dirty = log._todo, log.add, self.dirty_steps.add
         for event in events:
-            if event.t > self.elapsed:
-                self.elapsed = event.t
-            kind = event.kind
-            handler = handlers.get(kind)
-            if handler is not None:
-                handler(self, event, event.data)
-            if kind in logged:  # _later and StepLog.queue, inlined: the entry is folded when it is read
-                step = event.step
-                dirty(step)
-                todo = held.get(step)  # looked up for each event: a handler may have folded (replaced) it
-                (hold(step) if todo is None else todo).append(event)
+            self.apply(event)
 
     def _later(self, step: int, event: Any) -> None:
         """``event`` has a part in step ``step``'s log entry: queue it (folded now unless ``checked_upstream``)."""
