@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from .._safe_text import html_text
+from .._safe_text import html_text, usd
 from ..trace.display import step_block
 from ._state import CallEntry, Gauge, PanelState, StepEntry
 
@@ -106,7 +106,7 @@ def step_html(entry: StepEntry) -> str:
         thinking = f" (of which thinking {entry.thinking_tokens:,})" if entry.thinking_tokens else ""
         bits.append(f"{entry.context_tokens:,} in / {entry.output_tokens:,} out tokens{thinking}")
     if entry.cost:
-        bits.append(f"${entry.cost:.4f}")
+        bits.append(usd(entry.cost))
     if entry.model_retries:
         bits.append(f"model retried {entry.model_retries}×")
     if entry.stop_reason:

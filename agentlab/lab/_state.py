@@ -78,11 +78,11 @@ def gauge_level(fraction: float | None, stopped_this: bool = False) -> Level:
 
 
 def gauge_text(name: GaugeName, used: float, limit: float | None) -> str:
-    """``3 / 8``, ``$0.0123 / $0.50``, ``1.2 s / 60 s``; ``∞`` for no limit."""
+    """``3 / 8``, ``$0.0123 / $0.50``, ``1.2 s / 60 s``; ``∞`` for no limit (what was spent by :func:`usd`)."""
     if name == "steps":
         return f"{int(used)} / {'∞' if limit is None else int(limit)}"
     if name == "cost":
-        return f"${used:.4f} / {'∞' if limit is None else f'${limit:.2f}'}"
+        return f"{usd(used)} / {'∞' if limit is None else f'${limit:.2f}'}"  # a limit is a round figure
     return f"{used:.1f} s / {'∞' if limit is None else f'{limit:g} s'}"
 
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from .._model_label import started_label
-from .._safe_text import NO_MATH, clean, html_text, md_code, md_text, no_math_html, terminal_text
+from .._safe_text import NO_MATH, clean, html_text, md_code, md_text, no_math_html, terminal_text, usd
 from .._shorten import shorten
 from ..vocab import EventKind
 from .frames import STEPS_COLUMNS
@@ -55,9 +55,7 @@ def _n(count: int, noun: str) -> str:
 
 def _money(x: float | None) -> str:
     """Dollars; an unknown cost (a model with no price: None or NaN) says so instead of failing."""
-    if x is None or x != x:
-        return "no price"
-    return f"${x:.4f}"
+    return "no price" if x is None or x != x else usd(x)
 
 
 def _limit(x: float, fmt: str) -> str:
