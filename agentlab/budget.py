@@ -114,6 +114,15 @@ class Budget:
         if self.cost_guard not in COST_GUARDS:
             raise ValueError(f"cost_guard must be 'hard', 'estimate' or 'after', got {self.cost_guard!r}")
 
+    def as_dict(self) -> dict[str, Any]:
+        """The limits as the trace's events carry them (``budget`` of ``run_started`` and ``step_finished``)."""
+        return {
+            "max_steps": self.max_steps,
+            "max_cost": self.max_cost,
+            "deadline_s": self.deadline_s,
+            "cost_guard": self.cost_guard,
+        }
+
 
 @dataclass(frozen=True, slots=True)
 class BudgetSnapshot:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import random
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import asdict, replace
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from ._account import NO_LEDGER, NOTHING_HELD, Account, Hold, Ledger
@@ -593,4 +593,4 @@ class Run(ModelCall, Publishing):
 
     def _limits(self) -> dict[str, Any]:
         """The budget's limits, as events carry them."""
-        return asdict(self.budget)
+        return self.budget.as_dict()

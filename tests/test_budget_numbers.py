@@ -94,3 +94,14 @@ def test_overflowing_max_cost_through_run_is_a_value_error():
 def test_the_largest_signed_64_bit_step_limit_is_a_limit():
     assert Budget(max_steps=2**63 - 1).max_steps == 2**63 - 1
     assert Budget(max_steps=np.float64(2.0**62)).max_steps == 2**62
+
+
+def test_the_limits_an_event_carries_are_every_field_of_the_budget():
+    """``Budget.as_dict`` (what ``run_started``, ``step_finished`` and ``resumed`` carry) names every limit: a new
+    field of :class:`Budget` that it forgot would vanish from the trace."""
+    import dataclasses
+
+    from agentlab.budget import Budget
+
+    b = Budget(max_steps=3, max_cost=0.25, deadline_s=9.5, cost_guard="estimate")
+    assert b.as_dict() == dataclasses.asdict(b)

@@ -128,6 +128,49 @@ def test_a_sync_tool_and_the_threads_it_starts_run_on_every_cpu_the_process_may_
     assert len(seen) == 2 * steps * runs and all(cpus == mine for cpus in seen)
 
 
+@needs_affinity
+def test_sync_tools_still_answer_where_cpu_affinity_is_refused(monkeypatch):
+    """A sandbox that refuses ``sched_setaffinity``: the hand-off goes on without the pin, every answer arrives."""
+    from agentlab._runtime import affinity
+
+    def refused(*args):
+        raise PermissionError(1, "Operation not permitted")
+
+    monkeypatch.setattr(affinity, "_on", True)
+    monkeypatch.setattr(os, "sched_setaffinity", refused)
+    mine = os.sched_getaffinity(0)
+    seen = _cpus_seen_by_a_quick_sync_tool(10)
+    assert len(seen) == 20 and all(cpus == mine for cpus in seen)
+    assert affinity._on is False  # refused once: not tried again
+
+
+@needs_affinity
+def test_a_lone_sync_call_wakes_its_worker_on_the_callers_cpu_and_calls_of_a_shared_turn_do_not(monkeypatch):
+    """The one optimisation of the hand-off the README names: a sync call alone in its turn (the loop's thread
+    then blocks for it) pins the idle worker it wakes to the caller's CPU; calls that share a turn run side by
+    side, so theirs are left where the kernel puts them."""
+    from agentlab._runtime import affinity
+
+    monkeypatch.setattr(affinity, "_on", True)
+    pins: list[int] = []
+    real = affinity.pin_here
+    monkeypatch.setattr(affinity, "pin_here", lambda tid, cpus: pins.append(tid) or real(tid, cpus))
+
+    @al.tool(mode="read")
+    def look(n: int) -> str:
+        return f"v{n}"
+
+    def runs(script: list[dict]) -> None:
+        kw = dict(model=al.ScriptedModel(script), trace=False, max_steps=len(script))
+        assert isinstance(asyncio.run(al.arun("q", [look], **kw)), al.Done)
+
+    runs([reply(None, ("look", {"n": n})) for n in range(6)] + [reply("done")])
+    assert len(pins) >= 5  # every lone call that found an idle worker (the first may start a new one)
+    pins.clear()
+    runs([reply(None, ("look", {"n": 1}), ("look", {"n": 2})) for _ in range(3)] + [reply("done")])
+    assert pins == []
+
+
 def test_a_burst_of_200_concurrent_sync_tools_leaves_no_crowd_of_idle_threads(monkeypatch):
     """200 sync reads of one turn run at once (each waits for all the others), then their threads go: at most
     ``MAX_IDLE`` stay idle at once, and those end after ``IDLE_S`` with no call to serve."""

@@ -104,7 +104,7 @@ async def run(
     """
     fut: asyncio.Future[Any]
     if not is_async:
-        job = threads.submit(work if context is None else functools.partial(context.run, work))
+        job = threads.submit(work if context is None else functools.partial(context.run, work), near=alone)
         if alone and job.wait(QUICK_S if timeout is None else min(QUICK_S, timeout)):
             return _ended(job, where)
         fut = job.future()

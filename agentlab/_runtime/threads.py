@@ -14,6 +14,15 @@ first waited for briefly on the worker itself (:meth:`Job.wait`,
 ``isolate.QUICK_S``): most tools answer at once, and their answer then needs
 no wake-up of the event loop.
 
+**Where the worker wakes** (``submit(near=True)``, Linux). When the loop's thread is about to block for the
+answer (a sync call alone in its turn), the worker it wakes is first pinned to the CPU that thread runs on,
+which the block leaves idle. Left to itself the kernel wakes a sleeping worker on the CPU it last ran on, and
+on a VM an idle virtual CPU is woken by the host, several times slower than a wake-up on the same CPU, twice a
+call (there, and back: the answer wakes the loop's thread where the worker now runs). The worker takes back its
+own CPU set before it calls anything, so nothing a tool starts (a thread, a subprocess) inherits the pin. Where
+the calls are refused (another OS, a sandbox) they are not tried again (:mod:`agentlab._runtime.affinity`).
+What it buys, measured, is in the README's benchmark notes and docs/benchmarks.md.
+
 A worker left idle waits at most :data:`IDLE_S` for its next call, then ends;
 at most :data:`MAX_IDLE` wait at once (one that finishes a call with that many
 already waiting ends at once). A burst of many concurrent sync tools so
@@ -32,6 +41,8 @@ import os
 import threading
 from collections.abc import Callable
 from typing import Any
+
+from . import affinity
 
 IDLE_S = 30.0
 """How long an idle worker waits for its next call before it ends (seconds)."""
@@ -53,13 +64,17 @@ class Job:
         self.finished = False
         self.ok = False
         self.value: Any = None
-        self._done = threading.Event()
+        self._done = threading.Lock()  # held until the call ends: waiting for the call is acquiring it
+        self._done.acquire()
         self._fut: asyncio.Future[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     def wait(self, seconds: float) -> bool:
         """Block this thread at most ``seconds`` for the call to end; did it?"""
-        return self._done.wait(seconds)
+        if self._done.acquire(timeout=seconds):
+            self._done.release()  # ended for good: the next wait returns at once too
+            return True
+        return False
 
     def future(self) -> asyncio.Future[None]:
         """A future of the running loop, resolved (with ``None``) when the call ends."""
@@ -76,7 +91,7 @@ class Job:
         with _lock:
             self.ok, self.value, self.finished = ok, value, True
             fut, loop = self._fut, self._loop
-        self._done.set()
+        self._done.release()
         if fut is not None and loop is not None:
             try:
                 loop.call_soon_threadsafe(_resolve, fut)
@@ -103,14 +118,17 @@ _NAME = "agentlab-tool"
 
 
 class _Worker:
-    """A worker's own slot: the lock it sleeps on while idle, and its next job."""
+    """A worker's own slot: the lock it sleeps on while idle, its next job, and what a pin changed."""
 
-    __slots__ = ("job", "wake")
+    __slots__ = ("cpus", "job", "pinned", "tid", "wake")
 
     def __init__(self) -> None:
         self.wake = threading.Lock()  # released by submit() with a job in ``job``
         self.wake.acquire()
         self.job: Job | None = None
+        self.pinned = False
+        self.tid = threading.get_native_id()
+        self.cpus = affinity.own_cpus()  # the CPU set to take back after a pin (None: pins are not made)
 
 
 _idle: list[_Worker] = []
@@ -121,6 +139,9 @@ def _worker(job: Job) -> None:
     me = _Worker()
     _local.worker = True
     while True:
+        if me.pinned and me.cpus is not None:  # before anything the job runs: what it starts inherits these CPUs
+            me.pinned = False
+            affinity.restore(me.cpus)
         try:
             ok, value = True, job.fn()
         except BaseException as exc:  # noqa: BLE001 - handed to the engine as data (SystemExit too)
@@ -161,8 +182,11 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def submit(fn: Callable[[], Any]) -> Job:
-    """Run ``fn()`` on an idle daemon worker (a new one if none is idle); the :class:`Job` follows it."""
+def submit(fn: Callable[[], Any], *, near: bool = False) -> Job:
+    """Run ``fn()`` on an idle daemon worker (a new one if none is idle); the :class:`Job` follows it.
+
+    ``near``: this thread is about to block for the answer; wake the worker on this thread's CPU (see the
+    module's docstring)."""
     job = Job(fn)
     with _lock:
         worker = _idle.pop() if _idle else None
@@ -170,5 +194,7 @@ def submit(fn: Callable[[], Any]) -> Job:
         threading.Thread(target=_worker, args=(job,), name=_NAME, daemon=True).start()
         return job
     worker.job = job
+    if near and worker.cpus is not None:
+        worker.pinned = affinity.pin_here(worker.tid, worker.cpus)
     worker.wake.release()
     return job
