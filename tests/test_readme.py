@@ -122,3 +122,20 @@ def test_the_readme_leads_with_install_commands_that_work_and_not_with_pypi():
     first_block = install.split("```sh\n", 1)[1].split("```", 1)[0]
     assert "pip install agentlab-loop" not in first_block and "make demo" in first_block
     assert "not on PyPI yet" in install
+
+
+def test_the_benchmark_tables_are_the_last_whole_run_make_bench_recorded():
+    """README.md and docs/benchmarks.md show, between their bench markers, exactly the table of the last whole
+    full-size ``make bench`` run (benchmarks/results/latest.json): no figure typed by hand, none left from an
+    older run; a partial (``--only``) or quick run writes partial.json and cannot pass for it."""
+    import json
+
+    from benchmarks import report
+
+    data = json.loads((README.parent / "benchmarks" / "results" / "latest.json").read_text())
+    assert data["config"]["quick"] is False and not data["config"].get("only"), data["config"]
+    rows = [report.Row(**r) for r in data["rows"]]
+    expected = report.markdown(rows, data["machine"])
+    for page in (README, README.parent / "docs" / "benchmarks.md"):
+        shown = page.read_text().split(report.START + "\n", 1)[1].split(report.END, 1)[0]
+        assert shown == expected, f"{page.name}'s bench table is not latest.json's: run make bench"
