@@ -256,6 +256,28 @@ def test_prices_are_written_only_in_pricing():
     assert [o.split(":")[0] for o in found] == ["budget.py", "recorded/build.py"], found
 
 
+def worst_case_spellings(tree: ast.Module) -> Iterator[ast.AST]:
+    """A call's worst case worked out again: every allowed output token priced (``max_tokens * output``)."""
+    for n in ast.walk(tree):
+        if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult):
+            names = {_name(n.left), _name(n.right)}
+            if "max_tokens" in names and any("output" in name for name in names):
+                yield n
+
+
+def test_the_worst_case_of_a_call_is_worked_out_only_by_the_budget():
+    """The most a call can cost (its input, every allowed output token, its fees): owner
+    ``budget.worst_case_cost``; the cost guard, the account's reservation and the exercises' grader call it."""
+    assert offenders(worst_case_spellings, {"budget.py"}) == []
+    assert found_in(worst_case_spellings, "budget.py")
+    scratch = {
+        "_account.py": "def reserve(n, rates, max_tokens):\n    return n * rates.input + max_tokens * rates.output\n",
+        "scenarios/exercises.py": "worst = (input_tokens * p.input + max_tokens * p.output) / 1e6\n",
+    }
+    found = offenders(worst_case_spellings, {"budget.py"}, scratch)
+    assert [o.split(":")[0] for o in found] == ["_account.py", "scenarios/exercises.py"], found
+
+
 # ------------------------------------------------------------------ limits and checks
 LIMITS = {"deadline_s", "max_steps"}
 

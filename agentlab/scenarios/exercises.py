@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..budget import worst_case_cost
 from ..errors import Policy, classify
 from . import scoreboard as sb
 from .catalog import SCENARIOS
@@ -381,7 +382,7 @@ def _reservation_cases() -> list[tuple[dict[str, Any], bool]]:
             "max_tokens": max_tokens,
             "prices": p,
         }
-        worst = (input_tokens * p.input + max_tokens * p.output) / 1e6
+        worst = worst_case_cost(input_tokens, p.input / 1e6, p.output / 1e6, max_tokens)  # the engine's own rule
         if abs(spent + worst - max_cost) > 1e-6:  # no case on a rounding knife-edge
             cases.append((case, spent + worst <= max_cost))
     return cases
