@@ -226,8 +226,13 @@ class Prices:
             if not isinstance(value, (int, float)) or math.isnan(value) or value < 0:
                 raise ValueError(f"Prices.{name} must be a number >= 0, got {value!r}")
 
+    def at_tier(self, total_input: int) -> bool:
+        """Is a request whose whole input (uncached + cache read + cache write) is ``total_input`` tokens billed at
+        the long-context tier? (The cost guard's "might it be", from an estimate, is :meth:`_tiered`.)"""
+        return self.tier_start is not None and total_input > self.tier_start
+
     def _rates(self, total_input: int) -> tuple[float, float, float, float]:
-        tiered = self.tier_start is not None and total_input > self.tier_start
+        tiered = self.at_tier(total_input)
         inp = (self.tier_input if tiered else None) or self.input
         out = (self.tier_output if tiered else None) or self.output
         read = (self.tier_cache_read if tiered else None) or self.cache_read
@@ -300,8 +305,7 @@ class Prices:
 
     def write_1h_rate(self, total_input: int = 0) -> float:
         """USD per million tokens of a one-hour cache write (the tier's base input x2 past the threshold)."""
-        tiered = self.tier_start is not None and total_input > self.tier_start
-        if self.cache_write_1h is not None and not tiered:
+        if self.cache_write_1h is not None and not self.at_tier(total_input):
             return self.cache_write_1h
         return ONE_HOUR_WRITE * self._rates(total_input)[0]
 
