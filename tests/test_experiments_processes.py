@@ -55,6 +55,10 @@ SRC = textwrap.dedent('''
         )
 
     if __name__ == "__main__":
+        # A terminal's Ctrl-C reaches this process, whoever started the test run: a shell's background job (a CI
+        # runner's "cmd &") starts its children with SIGINT ignored, which Python keeps, and agentlab leaves alone.
+        import signal
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         total = float(sys.argv[2]) if len(sys.argv) > 2 else None
         build(sys.argv[1], total).run()
         print("FINISHED", flush=True)
