@@ -267,3 +267,28 @@ def test_a_state_subscribed_through_its_queue_keeps_up_after_each_catch_up():
     assert state.gauge("steps").text == "1 / 4" and state.answer == ""  # folded: the queue is empty now
     asyncio.run(run.step())
     assert state.status_line() == "done" and state.gauge("steps").text == "2 / 4" and state.answer == "It is A."
+
+
+@pytest.mark.parametrize("trace", [True, False])
+def test_a_password_learned_in_a_step_the_log_never_draws_is_still_removed_from_a_step_it_draws(tmp_path, trace):
+    """The whole run folded in one redraw, log_limit=2: step 1's login (which teaches the redactor the password)
+    scrolls out unread, and step 6 says the password bare. With a trace writer ahead the writer learned it;
+    without one the panel must still fold step 1 to learn it: either way step 6 is drawn without it."""
+    replies = [reply(None, ("login", {"host": "db", "password": PASSWORD}))]
+    replies += [reply(None, ("lookup", {"key": f"k{i}"})) for i in range(4)]
+    replies += [reply(f"the one from before: {PASSWORD}")]
+    lab = al.Lab(
+        "fold",
+        TOOLS,
+        model=al.ScriptedModel(replies),
+        clock=al.FakeClock(),
+        approve=lambda request: True,
+        log_limit=2,
+        refresh_s=3600,
+        chart=False,
+        trace=tmp_path if trace else False,
+    )
+    assert isinstance(lab.run(), al.Done)
+    assert list(lab.state.log) == [5, 6]
+    assert PASSWORD not in lab.panel.log.value and "[redacted]" in lab.panel.log.value
+    lab.close()

@@ -268,6 +268,33 @@ def test_long_tool_results_are_truncated_in_the_log():
     asyncio.run(main())
 
 
+def test_pause_reaches_a_run_whose_instant_steps_give_the_event_loop_no_turn(monkeypatch):
+    """Replies that pause their turn call no tool, so the engine's steps never yield to the event loop: the drive
+    gives a turn of its own between steps (every TURN_S; every step here), so a Pause from another task lands
+    while the run goes on rather than after its last step."""
+    import agentlab.lab
+
+    monkeypatch.setattr(agentlab.lab, "TURN_S", 0.0)
+    script = [reply(f"part {i}", stop_reason="pause_turn") for i in range(40)] + [reply("done")]
+
+    async def main():
+        lab = make_lab(script, max_steps=100)
+        seen = []
+
+        async def pauser():
+            seen.append(lab.engine.steps)
+            lab.pause()
+
+        click(lab, "run")
+        task = asyncio.get_running_loop().create_task(pauser())
+        await lab.wait()
+        await task
+        assert seen and seen[0] < 40 and phase(lab) == "paused" and not lab.engine.finished
+        assert lab.engine.steps <= seen[0] + 1  # paused after the step in flight when the click came
+
+    asyncio.run(main())
+
+
 def test_redraws_are_coalesced_and_flushed_at_the_end():
     """Hundreds of events cause a handful of redraws; the final state is still drawn exactly."""
 

@@ -4,17 +4,21 @@ The lab drives an :class:`agentlab.Run` and subscribes a panel to its events;
 the engine knows nothing of either. Why it is shaped like this (measured on
 ipykernel 6.31-7.4, ipywidgets 8.1):
 
-* The run is a task on the kernel's running event loop, with an ``await``
-  between steps at least every millisecond (:data:`TURN_S`), so button clicks
-  are handled while it runs. A plain loop in a cell would hold every click
-  until it ended. Blocking tools already run on daemon threads the engine owns.
+* The run is a task on the kernel's running event loop, which gets a turn
+  while the run goes on, so button clicks are handled and the panel redrawn.
+  A plain loop in a cell would hold every click until it ended. The engine
+  gives the turns: a step waiting on a model or a tool gives one by waiting,
+  and a step whose tools answer at once gives one whenever anything is
+  waiting on the loop (a click, a redraw that has come due) and at least
+  every 2 ms (:mod:`agentlab._runtime.turns`). The drive adds one between
+  steps only when the steps give none (:data:`TURN_S`). Blocking tools run on
+  daemon threads the engine owns.
 * The panel's subscriber only queues each event (it is the queue's
-  ``append``: no Python code runs for the panel inside the engine's step);
-  the queue is folded a few steps at a time between steps and the log's
-  entries when they are drawn, so the panel adds little to a step
-  (:mod:`agentlab.lab._state`). So the redraws are asked for
-  by the drive when it folds, between steps, and by a ticker every
-  ``refresh_s`` while a step is in flight, not by each event.
+  ``append``: no Python code runs for the panel inside the engine's step).
+  A ticker folds the queue and redraws every ``refresh_s`` while the run
+  goes on, and the drive does at a pause or the end; the log's entries are
+  folded only when they are drawn (:mod:`agentlab.lab._state`). So the panel
+  adds little to a step, and nothing asks for a redraw by each event.
 * Pause is the lab's job, not the engine's: the task checks a flag between
   steps. Until the step in flight ends, the panel says "pausing".
 * Everything goes to widgets, never ``print()``, which a background task
@@ -65,10 +69,13 @@ TICK_S = 0.5
 """While a step is in flight, refresh the elapsed-time gauge this often, events or not (the events that come are
 drawn sooner: the ticker runs every ``refresh_s``, see ``Lab._tick``)."""
 
-TURN_S = 0.001
-"""Running, the drive gives the event loop a turn (a click, a redraw) between steps at least this often. A step
-that waits on anything (a model over the network, a tool on a thread) gives one itself; an instant model's steps
-share one: Pause or Stop is handled within a millisecond either way."""
+TURN_S = 0.01
+"""Running, the drive gives the event loop a turn (a click, a redraw) between steps at least this often. The steps
+give their own (see the module's docstring) unless they neither wait nor run tools (an instant model's replies
+that pause their turn): Pause or Stop is then handled within this many seconds, and within 2 ms otherwise."""
+
+REFRESH_FLOOR_S = 0.001
+"""The ticker's shortest interval (``refresh_s=0`` asks for a redraw as often as the run allows)."""
 
 
 def _require_ipywidgets() -> None:
@@ -182,7 +189,7 @@ class Lab:
         self._pause = False
         self._busy = False
         self._ticker: asyncio.TimerHandle | None = None
-        self._tick_s = min(TICK_S, max(refresh_s, TURN_S))
+        self._tick_s = min(TICK_S, max(refresh_s, REFRESH_FLOOR_S))
         self._gauge_at = 0.0  # when a tick next refreshes the elapsed-time gauge (perf_counter)
         try:
             self._loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
@@ -417,10 +424,7 @@ class Lab:
                 await run.advance(pause_before_tools=self._pause_before_tools)
                 if run.result is not None or single or self._pause or run.phase == "awaiting tools":
                     break
-                now = time.perf_counter()
-                if now - turn >= TURN_S:  # the await between steps: clicks and redraws get through here
-                    self.state.catch_up()  # a few steps' events, folded while warm (then let go, not held)
-                    self.panel.changed()  # ... and drawn (the subscriber only queues them)
+                if time.perf_counter() - turn >= TURN_S:  # a turn of the drive's own, for steps that give none (TURN_S)
                     await asyncio.sleep(0)
                     turn = time.perf_counter()
         except BaseException as exc:
