@@ -28,6 +28,7 @@ class Sizes:
     load_runs: int = 1000
     panel_steps: int = 200
     panel_reps: int = 21
+    panel_processes: int = 5
     memory_steps: int = 200
     cache_steps: int = 20
     cold_reps: int = 9
@@ -63,6 +64,7 @@ QUICK = Sizes(
     load_runs=3,
     panel_steps=5,
     panel_reps=2,
+    panel_processes=1,
     memory_steps=8,
     cache_steps=20,
     cold_reps=1,
@@ -131,7 +133,11 @@ def benches() -> list[Bench]:
             ["store.jsonl_ratio", "store.load", "store.memory", "store.memory_varied", "store.compaction", "store.sql"],
             lambda s: store.store_rows(s.store_steps, s.store_events, s.sql_events, s.store_reps),
         ),
-        ("panel", ["panel.ratio", "panel.whole"], lambda s: panel.panel_rows(s.panel_steps, s.panel_reps)),
+        (
+            "panel",
+            ["panel.ratio", "panel.whole"],
+            lambda s: panel.panel_rows(s.panel_steps, s.panel_reps, s.panel_processes),
+        ),
         ("memory", ["memory.peak_rss", "memory.trace_linear"], mem),
         ("caching", ["cost.cache_ratio"], lambda s: caching.caching_rows(s.cache_steps)),
         ("cold", ["cold.import_run"], lambda s: asyncio.to_thread(coldstart.coldstart_rows, s.cold_reps)),

@@ -15,8 +15,7 @@ few percent of an instant model's step), so the work is split three ways:
   checks and the text) is folded when it is read (:class:`StepLog`). The
   redraw reads only the steps it draws (the last ``log_limit``), so a step
   that scrolls out of the log before a redraw is never checked nor turned
-  into text, and a step that scrolls out within the events one redraw folds
-  is not even queued for it (:meth:`StepLog.expect`).
+  into text.
 
 Each event is folded once, so a long run does not redo earlier work at each
 redraw, and the log holds only the steps the panel can draw (``keep``). The
@@ -163,7 +162,7 @@ class StepLog(Mapping[int, StepEntry]):
     step: memory it cannot reuse while warm).
     """
 
-    __slots__ = ("_entries", "_fold", "_forget", "_gone", "_order", "_todo", "dropped", "keep", "newest")
+    __slots__ = ("_entries", "_fold", "_forget", "_order", "_todo", "dropped", "keep", "newest")
 
     def __init__(
         self,
@@ -183,22 +182,11 @@ class StepLog(Mapping[int, StepEntry]):
         """How many earlier steps were let go (see ``keep``)."""
         self.newest: int | None = None
         """The highest step number seen (``None`` before the first)."""
-        self._gone = -1  # steps up to this one are let go before anything reads them (expect)
-
-    def expect(self, newest: int) -> None:
-        """Step ``newest`` will be known before the log is next read (a batch of a run's events, in step order,
-        ends with it): the steps ``keep`` or more before it are let go by then, unread, so their events need
-        not be held. Their steps still count (:attr:`dropped`)."""
-        if self.keep is not None and newest - self.keep > self._gone:
-            self._gone = newest - self.keep
 
     def queue(self, step: int, event: Any) -> None:
         """Hold ``event`` (one with a part in step ``step``'s entry) until the entry is read."""
         todo = self._todo.get(step)
-        if todo is None:
-            todo = self.add(step)
-        if step > self._gone:
-            todo.append(event)
+        (self.add(step) if todo is None else todo).append(event)
 
     def add(self, step: int) -> list[Any]:
         """Make step ``step`` known (an empty entry until an event of its arrives); its queue."""
@@ -331,16 +319,14 @@ class PanelState:
     def catch_up(self) -> None:
         """Fold the events queued on :attr:`pending`, in order: the state :meth:`apply` one by one makes.
 
-        The ``Lab`` queues each event (inside the engine's step) and folds the queue between steps, a few
-        steps at a time; a redraw folds it too. The read side below catches up first; code that reads or writes
-        the state's attributes directly calls this first."""
+        The ``Lab`` queues each event (inside the engine's step); each redraw folds the queue first (every
+        ``refresh_s`` while the run goes on, and at a pause or the end). The read side below catches up first;
+        code that reads or writes the state's attributes directly calls this first."""
         pending = self.pending
         if not pending:
             return
         events = pending.copy()
         pending.clear()  # cleared, not replaced: a subscriber holds its bound append (see ``pending``)
-        if self.checked_upstream:  # (otherwise every entry is folded, for the values its checks learn)
-            self.log.expect(_last_step(events))
         self._fold_events(events)
 
     def _fold_events(self, events: Sequence[Any]) -> None:
@@ -628,15 +614,6 @@ class PanelState:
         return steps
 
 
-def _last_step(events: list[Any]) -> int:
-    """The step the log knows once ``events`` are folded: the last one's that makes a step known (a run's events
-    come in step order; ``run_finished`` and notes name a step without making it known)."""
-    for event in reversed(events):
-        if event.kind in _KNOWN_BY:
-            return int(event.step)
-    return -1
-
-
 def _context_tokens(d: dict[str, Any], usage: dict[str, Any]) -> Any:
     """A ``model_called``'s context size: the engine's ``context_tokens`` (cache reads and writes included), else
     the reply's input tokens."""
@@ -670,6 +647,3 @@ _ENTRY_HANDLERS: dict[str, Callable[[PanelState, StepEntry, Any, dict[str, Any]]
 _ENTRY_KINDS = frozenset(_ENTRY_HANDLERS) - {EventKind.RUN_FINISHED}
 """The kinds queued for their own step's log entry (by :meth:`PanelState.apply` and :meth:`PanelState.catch_up`,
 after the kind's handler); ``run_finished`` goes to the last step's, by its handler."""
-
-_KNOWN_BY = _ENTRY_KINDS | {EventKind.MODEL_REQUEST, EventKind.MODEL_DELTA, EventKind.MODEL_RETRY}
-"""The kinds that make their step known to the log (:meth:`StepLog.add`) when they are folded."""
