@@ -8,13 +8,27 @@ events runs in bounded memory.
 
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._compact import compact as compact_folder
-from ._store import HIDDEN, TABLE_NAMES, Part, StoreNotRepaired, check, locked, parts, schema, store_dir
+from ._store import (
+    ADDED,
+    HIDDEN,
+    RUN_ID,
+    TABLE_NAMES,
+    Part,
+    StoreNotRepaired,
+    check,
+    locked,
+    outdated,
+    parts,
+    schema,
+    store_dir,
+)
 from .files import SUFFIX, runs_dir
 
 if TYPE_CHECKING:
@@ -83,6 +97,18 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
         con.close()
 
 
+def _literal(table: str, name: str) -> str:
+    """A column of :data:`~._store.ADDED` as DuckDB SQL: its fill, of the column's type."""
+    value = ADDED[table][name]
+    if value == RUN_ID:
+        return '"run_id"'
+    typ = {"int64": "bigint", "double": "double", "string": "varchar", "bool": "boolean"}[
+        str(schema(table).field(name).type)
+    ]
+    text = "null" if isinstance(value, float) and math.isnan(value) else "'" + str(value).replace("'", "''") + "'"
+    return f"{text}::{typ}"
+
+
 def _readable(folder: Path, found: list[Part], *, rows: bool = False) -> list[Part]:
     """The parts whose files read as their tables (``rows``: every row too); each other one warned about."""
     out = []
@@ -96,14 +122,24 @@ def _readable(folder: Path, found: list[Part], *, rows: bool = False) -> list[Pa
 
 
 def _views(con: Any, folder: Path, found: list[Part]) -> None:
-    """One view a table over the files of the parts ``found``."""
+    """One view a table over the files of the parts ``found``; a part an older agentlab wrote has the columns it
+    lacks filled as ``load_runs`` fills them (:data:`~._store.ADDED`)."""
     root = store_dir(folder)
+    lacking = [outdated(folder, p) for p in found]
     for table in TABLE_NAMES:
         if found:
-            listed = ", ".join("'" + str(p.path(root, table)).replace("'", "''") + "'" for p in found)
+            groups: dict[tuple[str, ...], list[Part]] = {}
+            for p, lacked in zip(found, lacking, strict=True):
+                groups.setdefault(tuple(lacked.get(table, ())), []).append(p)
+            scans = []
+            for lacks, group in groups.items():
+                listed = ", ".join("'" + str(p.path(root, table)).replace("'", "''") + "'" for p in group)
+                filled = "".join(f', {_literal(table, name)} as "{name}"' for name in lacks)
+                scans.append(f"select *{filled} from read_parquet([{listed}], hive_partitioning = true)")
+            columns = ", ".join(f'"{name}"' for name in [*schema(table).names, "day"])
             con.execute(
                 f"create or replace view {table} as select * {_HIDDEN.get(table, '')} "
-                f"from read_parquet([{listed}], hive_partitioning = true)"
+                f"from (select {columns} from ({' union all by name '.join(scans)}))"
             )
         else:
             empty = schema(table).empty_table()

@@ -24,7 +24,9 @@ last (it is what makes the part count). A reader of the folder as it stands neve
 a crash leaves at most files of a part without its ``runs`` file, which the next change removes (:func:`tidy`).
 
 **Damaged parts** (a file that does not read as its table) are skipped with a warning by every reader, their
-runs read from the logs, and replaced by ``agentlab compact``.
+runs read from the logs, and replaced by ``agentlab compact``. A part an older agentlab wrote, without a column
+added since, is not damaged: every reader fills the column as such a run's logs give it (:data:`ADDED`), and
+``agentlab compact`` rewrites it with every column.
 
 **Fresh or stale**: the ``runs`` table keeps, per run, the size its JSONL file
 had when the run was stored (``_bytes``). A run whose log has grown since
@@ -39,6 +41,7 @@ builds parts from the logs. Needs ``pyarrow`` (``pip install
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import threading
 import time
@@ -103,6 +106,49 @@ def schema(table: str) -> pa.Schema:
         fields.append(pa.field(col.name, typ, nullable=col.dtype not in ("int64", "bool")))
     fields += [pa.field(name, pa.type_for_alias(dtype), nullable=False) for name, dtype, _ in HIDDEN.get(table, ())]
     return pa.schema(fields)
+
+
+RUN_ID = "run_id"
+"""A fill that is the row's own ``run_id`` (see :data:`ADDED`)."""
+
+ADDED: dict[str, dict[str, Any]] = {
+    "runs": {"recorded_cost": math.nan, "audit": "", "audit_findings": 0},
+    "steps": {"thinking_tokens": 0, "sub_run_cost": 0.0, "recorded_cost": math.nan},
+    "events": {"_run": RUN_ID},
+}
+"""The columns the store gained after its first release, and what a part written before each one holds in its
+place: what the logs of a run written before it existed give for it (0 thinking tokens, no recorded cost, no audit
+finding; ``_run``: the event's own ``run_id``, as no sub-run existed yet). A part an older agentlab wrote is read
+as if it had them, by ``load_runs``, ``agentlab.sql`` and a merge (which writes them: ``agentlab compact`` brings
+every part to the current columns). A column added to the frames without a fill here fails a test
+(``tests/test_trace_store_versions.py``): every reader would report such a part damaged."""
+
+
+def missing_columns(got: pa.Schema, table: str) -> list[str]:
+    """The columns of :data:`ADDED` a file of ``table`` with schema ``got`` does not have (an older agentlab's)."""
+    return [name for name in ADDED.get(table, ()) if got.get_field_index(name) < 0]
+
+
+def _fill(table: str, name: str, length: int, run_ids: Any = None) -> pa.Array:
+    """Column ``name`` of :data:`ADDED` for ``length`` rows of a part written before it (``run_ids``: the rows'
+    own ``run_id`` column, for the fill that is one)."""
+    import pyarrow as pa
+
+    value = ADDED[table][name]
+    typ = schema(table).field(name).type
+    if value == RUN_ID:
+        return run_ids.cast(typ)
+    if isinstance(value, float) and math.isnan(value):
+        return pa.nulls(length, typ)  # as the store writes a NaN (read back as NaN)
+    return pa.repeat(pa.scalar(value, type=typ), length)
+
+
+def with_added(got: pa.Table, table: str) -> pa.Table:
+    """A table read from a part, with the columns of :data:`ADDED` its version did not write."""
+    for name in missing_columns(got.schema, table):
+        run_ids = got.column("run_id") if ADDED[table][name] == RUN_ID else None
+        got = got.append_column(schema(table).field(name), _fill(table, name, got.num_rows, run_ids))
+    return got
 
 
 # ------------------------------------------------------------ writing
@@ -289,9 +335,12 @@ class DamagedPart(AgentlabError):
 
 def _unreadable(got: pa.Schema, table: str) -> str | None:
     """Why a file with schema ``got`` is not a part of ``table`` (a column missing or of another type), or None."""
+    added = ADDED.get(table, {})
     for field in schema(table):
         i = got.get_field_index(field.name)
         if i < 0:
+            if field.name in added:
+                continue  # written before the column existed: read with its fill
             return f"it has no column {field.name!r}: not a {table} file"
         if got.field(i).type != field.type:
             return f"its column {field.name!r} is {got.field(i).type}, not {field.type}"
@@ -334,7 +383,7 @@ def parts(folder: Path, damaged: list[DamagedPart] | None = None, days: set[str]
             else:
                 damaged.append(bad)
             continue
-        out.append(Part(day, path.name, runs.select(schema("runs").names)))
+        out.append(Part(day, path.name, with_added(runs, "runs").select(schema("runs").names)))
     return out
 
 
@@ -354,6 +403,23 @@ def check(folder: Path, p: Part, *, rows: bool = False) -> DamagedPart | None:
         if why is not None:
             return DamagedPart(p.day, p.name, path, why)
     return None
+
+
+def outdated(folder: Path, p: Part) -> dict[str, list[str]]:
+    """The columns of :data:`ADDED` each file of part ``p`` lacks, by table (an older agentlab wrote it); empty for
+    a part with every column. A file that does not read is :func:`check`'s to report, not this."""
+    import pyarrow.parquet as pq
+
+    root = store_dir(folder)
+    out = {}
+    for table in TABLE_NAMES:
+        try:
+            lacks = missing_columns(pq.read_schema(p.path(root, table)), table)
+        except read_errors():
+            continue
+        if lacks:
+            out[table] = lacks
+    return out
 
 
 def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]]:
@@ -424,7 +490,12 @@ class _Plan:
     def batches(self, name: str) -> Iterator[pa.Array]:
         for (_, pf, rows), path in zip(self.sources, self.paths, strict=True):
             try:
-                yield from _batches(pf, rows, name)
+                if pf.schema_arrow.get_field_index(name) >= 0:
+                    yield from _batches(pf, rows, name)
+                else:  # a column of ADDED that an older agentlab's part does not have
+                    ids = list(_batches(pf, rows, "run_id")) if ADDED[self.table][name] == RUN_ID else [None]
+                    length = pf.metadata.num_rows if rows is None else len(rows)
+                    yield from (_fill(self.table, name, length if i is None else len(i), i) for i in ids)
             except read_errors() as exc:  # a fault inside the file, past its footer
                 raise DamagedPart.of(path, f"it does not read: {exc}") from None
 
@@ -510,7 +581,10 @@ def _open(p: Part, root: Path, table: str, names: set[str] | None, ids: Any) -> 
             why = _unreadable(pf.schema_arrow, table)
             rows = None
             if why is None and names is not None:
-                owner = pf.read(columns=[owner_column(table)]).column(0)
+                name = owner_column(table)
+                if pf.schema_arrow.get_field_index(name) < 0 and ADDED[table].get(name) == RUN_ID:
+                    name = "run_id"  # an older agentlab's part: the owner column's fill is the row's run_id
+                owner = pf.read(columns=[name]).column(0)
                 keep = pc.is_in(owner, value_set=ids)
                 rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
         except FileNotFoundError:
@@ -726,9 +800,10 @@ def merge_tiers(folder: Path, *, full: bool = False) -> None:
 
 
 def merge_locked(folder: Path, *, full: bool = False) -> list[DamagedPart]:
-    """Merge a day's parts: ``MERGE_AT`` of one tier into one of the next; ``full``: each day into one part,
-    dropping rows of runs whose log changed (they are stored anew). The store's lock must be held. A part that
-    turns out damaged while it is read is left out of its merge and returned (the caller replaces it)."""
+    """Merge a day's parts: ``MERGE_AT`` of one tier into one of the next; ``full``: each day into one part with
+    every column (:data:`ADDED`), dropping rows of runs whose log changed (they are stored anew). The store's lock
+    must be held. A part that turns out damaged while it is read is left out of its merge and returned (the caller
+    replaces it)."""
     if not full and not _tier_full(folder):
         return []
     found = parts(folder)
@@ -742,7 +817,8 @@ def merge_locked(folder: Path, *, full: bool = False) -> list[DamagedPart]:
         if full:
             names = [n for p in day_parts for n in p.files()]
             stale = any(logs.get(n, size) != size for p in day_parts for n, size in p.files().items())
-            if len(day_parts) > 1 or stale or len(names) != len(set(names)):
+            old = any(outdated(folder, p) for p in day_parts)  # written with the columns as they were: rewritten
+            if len(day_parts) > 1 or stale or old or len(names) != len(set(names)):
                 groups.append((day_parts, TOP_TIER))
         else:
             for tier in range(TOP_TIER):
