@@ -137,3 +137,31 @@ def test_an_older_part_with_one_run_grown_since_reads_the_others_from_it(stores,
         loaded = al.load_runs(folder)
     assert loaded.sources == {"r0": "log", "r1": "store", "r2": "store"}
     assert_same_frames(from_logs(folder), loaded)
+
+
+FIRST_RELEASE_FOLDER = Path(__file__).parent / "fixtures" / "store_first_release" / "folder"
+"""Logs and a store part written by agentlab at 79cdab0 itself (see that folder's README): made by
+
+    for i in range(3):
+        script = [reply(f"step {j}", ("lookup", {"key": f"r{i}-{j}"}), ("missing", {"key": "x"})) for j in range(2)]
+        al.run(f"task {i}", [lookup, missing], model=al.ScriptedModel(script + [reply(f"done {i}")]),
+               trace=folder, clock=al.FakeClock(), max_cost=1.0, run_id=f"first-release-{i}")
+    agentlab.trace._store.compact(folder)
+"""
+
+
+def test_a_store_the_first_release_wrote_reads_as_its_logs_and_compacts_to_the_current_columns(tmp_path):
+    folder = tmp_path / "folder"
+    shutil.copytree(FIRST_RELEASE_FOLDER, folder)
+    (part,) = _store.parts(folder)
+    assert _store.outdated(folder, part) == {table: list(added) for table, added in _store.ADDED.items()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        loaded = al.load_runs(folder)
+        asked = al.sql(EVERY_TABLE, folder, compact=False)
+    assert set(loaded.sources.values()) == {"store"} and len(loaded.runs) == 3
+    assert_same_frames(from_logs(folder), loaded)
+    assert compact(folder) == {"stored": 0, "fresh": 3, "parts": 1, "repaired": 0}
+    assert not _store.outdated(folder, _store.parts(folder)[0])
+    assert_same_frames(loaded, al.load_runs(folder))
+    assert asked.to_dict("records") == al.sql(EVERY_TABLE, folder, compact=False).to_dict("records")
