@@ -22,9 +22,8 @@ from ._store import (
     TABLE_NAMES,
     Part,
     StoreNotRepaired,
-    check,
+    inspect,
     locked,
-    outdated,
     parts,
     schema,
     store_dir,
@@ -88,7 +87,7 @@ def sql(query: str, path: str | os.PathLike[str] | None = None, *, compact: bool
             except duckdb.Error as exc:  # a fault inside a file, past its footer?
                 if isinstance(exc, (duckdb.ParserException, duckdb.BinderException, duckdb.CatalogException)):
                     raise  # the query's own mistake
-                whole = _readable(folder, found, rows=True)
+                whole = _readable(folder, [p for p, _ in found], rows=True)
                 if len(whole) == len(found):
                     raise
             _views(con, folder, whole)
@@ -109,28 +108,28 @@ def _literal(table: str, name: str) -> str:
     return f"{text}::{typ}"
 
 
-def _readable(folder: Path, found: list[Part], *, rows: bool = False) -> list[Part]:
-    """The parts whose files read as their tables (``rows``: every row too); each other one warned about."""
+def _readable(folder: Path, found: list[Part], *, rows: bool = False) -> list[tuple[Part, dict[str, list[str]]]]:
+    """The parts whose files read as their tables (``rows``: every row too), each with the columns an older
+    agentlab did not write in it (:func:`~._store.inspect`); each other part warned about."""
     out = []
     for p in found:
-        bad = check(folder, p, rows=rows)
+        bad, lacking = inspect(folder, p, rows=rows)
         if bad is None:
-            out.append(p)
+            out.append((p, lacking))
         else:
             bad.warn(stacklevel=4)
     return out
 
 
-def _views(con: Any, folder: Path, found: list[Part]) -> None:
+def _views(con: Any, folder: Path, found: list[tuple[Part, dict[str, list[str]]]]) -> None:
     """One view a table over the files of the parts ``found``; a part an older agentlab wrote has the columns it
     lacks filled as ``load_runs`` fills them (:data:`~._store.ADDED`)."""
     root = store_dir(folder)
-    lacking = [outdated(folder, p) for p in found]
     for table in TABLE_NAMES:
         if found:
             groups: dict[tuple[str, ...], list[Part]] = {}
-            for p, lacked in zip(found, lacking, strict=True):
-                groups.setdefault(tuple(lacked.get(table, ())), []).append(p)
+            for p, lacking in found:
+                groups.setdefault(tuple(lacking.get(table, ())), []).append(p)
             scans = []
             for lacks, group in groups.items():
                 listed = ", ".join("'" + str(p.path(root, table)).replace("'", "''") + "'" for p in group)

@@ -389,37 +389,36 @@ def parts(folder: Path, damaged: list[DamagedPart] | None = None, days: set[str]
 
 def check(folder: Path, p: Part, *, rows: bool = False) -> DamagedPart | None:
     """Whether every file of part ``p`` opens as its table: its footer and columns, and (``rows``) every row."""
+    return inspect(folder, p, rows=rows)[0]
+
+
+def outdated(folder: Path, p: Part) -> dict[str, list[str]]:
+    """The columns of :data:`ADDED` each file of part ``p`` lacks, by table (an older agentlab wrote it); empty for
+    a part with every column."""
+    return inspect(folder, p)[1]
+
+
+def inspect(folder: Path, p: Part, *, rows: bool = False) -> tuple[DamagedPart | None, dict[str, list[str]]]:
+    """:func:`check` and :func:`outdated` of part ``p`` from one read of each file's schema (``rows``: of the
+    whole file). A damaged part's columns are not looked at further."""
     import pyarrow.parquet as pq
 
     root = store_dir(folder)
+    lacking = {}
     for table in TABLE_NAMES:
         path = p.path(root, table)
         try:
-            why = _unreadable(pq.read_table(path).schema if rows else pq.read_schema(path), table)
+            got = pq.read_table(path).schema if rows else pq.read_schema(path)
+            why = _unreadable(got, table)
         except FileNotFoundError:
             why = "it is missing"
         except read_errors() as exc:
             why = f"it does not read: {exc}"
         if why is not None:
-            return DamagedPart(p.day, p.name, path, why)
-    return None
-
-
-def outdated(folder: Path, p: Part) -> dict[str, list[str]]:
-    """The columns of :data:`ADDED` each file of part ``p`` lacks, by table (an older agentlab wrote it); empty for
-    a part with every column. A file that does not read is :func:`check`'s to report, not this."""
-    import pyarrow.parquet as pq
-
-    root = store_dir(folder)
-    out = {}
-    for table in TABLE_NAMES:
-        try:
-            lacks = missing_columns(pq.read_schema(p.path(root, table)), table)
-        except read_errors():
-            continue
-        if lacks:
-            out[table] = lacks
-    return out
+            return DamagedPart(p.day, p.name, path, why), {}
+        if lacks := missing_columns(got, table):
+            lacking[table] = lacks
+    return None, lacking
 
 
 def chosen(found: list[Part], logs: dict[str, int] | None) -> dict[int, set[str]]:
