@@ -76,3 +76,32 @@ def test_a_loop_that_hangs_is_given_up_on_and_its_later_calls_are_not_scored():
     assert game.reason.startswith("hung") and game.calls == 1 and not game.held
     assert finished.wait(10)  # the abandoned thread goes on once released
     assert later and "gave up" in str(later[0])
+
+
+def test_the_loops_on_one_scenario_play_at_the_same_time_each_scored_on_its_own_game():
+    """Two loops that can only finish together (each waits for the other at a barrier) both finish: the loops on
+    a scenario play at once, so loops stuck on the same tool cost the referee's give-up once. Each game keeps its
+    own shop, calls and order, and the games come back in scenario order, then loop order."""
+    together = threading.Barrier(2, timeout=30)  # a guard against a hang, not a timing
+
+    def meeting(label):
+        async def loop(setup):
+            await setup.model.complete(ModelRequest(None, [{"role": "user", "content": setup.task}], [], 256))
+            together.wait()
+            return f"met ({label})"
+
+        return loop
+
+    games = sb.play_all({"a": meeting("a"), "b": meeting("b")}, ["ping-pong"], give_up_s=60)
+    assert [(g.scenario, g.loop, g.reason, g.calls) for g in games] == [
+        ("ping-pong", "a", "met (a)", 1),
+        ("ping-pong", "b", "met (b)", 1),
+    ]
+    ordered = sb.play_all({"one": sb.agentlab_loop(), "two": sb.agentlab_loop()}, ["ping-pong", "truncated"])
+    assert [(g.scenario, g.loop) for g in ordered] == [
+        ("ping-pong", "one"),
+        ("ping-pong", "two"),
+        ("truncated", "one"),
+        ("truncated", "two"),
+    ]
+    assert all(g.held for g in ordered)

@@ -15,7 +15,8 @@ every contestant:
 - a loop runs on its own thread and is given up on after ``give_up_s`` of real time (a loop with no
   deadline hangs on the hanging tool for ever); the scenario's shop is then closed, which releases the
   hung tool so the abandoned thread ends. This is the one wall-clock decision, and its default leaves
-  seconds of room past every scenario's own deadline;
+  seconds of room past every scenario's own deadline. :func:`play_all` plays the loops on one scenario at
+  the same time (notebook 10's six hand-written versions all hang on the hanging tool: one give-up, not six);
 - each scenario says what "the lesson held" means (:data:`LESSONS`), as a test on what happened: the
   reason the loop gave, the calls, what the model was shown, the tool log, the refunds. The seconds a
   game took are shown, not judged.
@@ -232,46 +233,71 @@ hanging tool's 1.5 s deadline, so a loop that keeps its deadline is never scored
 
 def play(loop: Loop, scenario: str, *, name: str | None = None, give_up_s: float = GIVE_UP_S, seed: int = 0) -> Game:
     """Play ``loop`` on ``scenario`` (a fresh shop, the scenario's seeded model) and referee the game."""
-    if scenario not in LESSONS:
-        raise ValueError(f"{scenario!r} is not on the scoreboard; choose one of {', '.join(LESSONS)}")
-    setup = SCENARIOS[scenario].setup(seed=seed)
-    seen = Seen()
-    setup.model = _Metered(setup.model, seen)  # type: ignore[assignment]
-    watched = _Watched(setup.tools)
-    before = _refunds(setup)
-    box: dict[str, Any] = {}
-
-    def target() -> None:
-        try:
-            # A contestant is not the lab: its own loop, on a thread the referee may abandon (nobody waits
-            # for this asyncio.run to shut down; the engine itself uses _runtime.driver.run_to_end).
-            box["reason"] = asyncio.run(loop(setup))  # type: ignore[arg-type]
-        except BaseException as exc:  # noqa: BLE001 - a contestant that crashes scores its crash
-            box["reason"] = f"crashed: {type(exc).__name__}"
-
-    started = time.perf_counter()
-    thread = threading.Thread(target=target, name=f"scoreboard-{scenario}", daemon=True)
-    thread.start()
-    thread.join(give_up_s)
-    seconds = time.perf_counter() - started
-    seen.over = True  # what a loop does after this is not scored
-    calls, spent, shown = seen.calls, seen.spent, tuple(seen.shown)
-    with watched._lock:  # what the abandoned thread does from now on is not scored
-        log = tuple(watched.log)
-    reason = str(box.get("reason", f"hung (given up after {give_up_s:g} s)"))
-    refunds = _refunds(setup) - before
-    setup.close()  # releases a hung tool: the abandoned thread finishes
-    thread.join(1.0)  # a released tool ends at once; a loop stuck elsewhere is left behind (a daemon)
-    limits: dict[str, Any] = {
-        k: setup.options[k] for k in ("max_steps", "max_cost", "deadline_s") if k in setup.options
-    }
-    label = name or str(getattr(loop, "__name__", "loop"))
-    return Game(scenario, label, reason, calls, spent, seconds, shown, refunds, limits, log)
+    return _Match(loop, scenario, name, give_up_s, seed).game()
 
 
 def play_all(loops: dict[str, Loop], scenarios: list[str] | None = None, **options: Any) -> list[Game]:
-    """Every loop on every scenario of the scoreboard (or ``scenarios``), one fresh shop per game."""
-    return [play(fn, s, name=label, **options) for s in (scenarios or list(LESSONS)) for label, fn in loops.items()]
+    """Every loop on every scenario of the scoreboard (or ``scenarios``), one fresh shop per game; the games in
+    scenario order, each scenario's in the order of ``loops``.
+
+    The loops on one scenario play at the same time, each on its own thread with its own shop and model, so
+    loops that hang on the same tool cost the referee's give-up time once, not once each; the scenarios come
+    one after another. Each game is decided on what happened in it (its own calls, its own tool log's order),
+    never on a stopwatch, so playing together changes no score."""
+    games = []
+    for s in scenarios or list(LESSONS):
+        matches = [_Match(fn, s, label, **options) for label, fn in loops.items()]
+        games += [m.game() for m in matches]
+    return games
+
+
+class _Match:
+    """One game under way: ``loop`` on its own thread, against a fresh setup of ``scenario``."""
+
+    def __init__(
+        self, loop: Loop, scenario: str, name: str | None = None, give_up_s: float = GIVE_UP_S, seed: int = 0
+    ) -> None:
+        if scenario not in LESSONS:
+            raise ValueError(f"{scenario!r} is not on the scoreboard; choose one of {', '.join(LESSONS)}")
+        self.scenario, self.give_up_s = scenario, give_up_s
+        self.label = name or str(getattr(loop, "__name__", "loop"))
+        self.setup = setup = SCENARIOS[scenario].setup(seed=seed)
+        self.seen = Seen()
+        setup.model = _Metered(setup.model, self.seen)  # type: ignore[assignment]
+        self.watched = _Watched(setup.tools)
+        self.before = _refunds(setup)
+        self.box: dict[str, Any] = {}
+
+        def target() -> None:
+            try:
+                # A contestant is not the lab: its own loop, on a thread the referee may abandon (nobody waits
+                # for this asyncio.run to shut down; the engine itself uses _runtime.driver.run_to_end).
+                self.box["reason"] = asyncio.run(loop(setup))  # type: ignore[arg-type]
+            except BaseException as exc:  # noqa: BLE001 - a contestant that crashes scores its crash
+                self.box["reason"] = f"crashed: {type(exc).__name__}"
+            self.box["ended"] = time.perf_counter()  # its own end, whenever the referee comes to look
+
+        self.started = time.perf_counter()
+        self.thread = threading.Thread(target=target, name=f"scoreboard-{scenario}", daemon=True)
+        self.thread.start()
+
+    def game(self) -> Game:
+        """Wait for the loop to end (at most ``give_up_s`` from its start), then referee what happened."""
+        setup, seen, thread = self.setup, self.seen, self.thread
+        thread.join(max(0.0, self.give_up_s - (time.perf_counter() - self.started)))
+        seen.over = True  # what a loop does after this is not scored
+        seconds = self.box.get("ended", time.perf_counter()) - self.started
+        calls, spent, shown = seen.calls, seen.spent, tuple(seen.shown)
+        with self.watched._lock:  # what the abandoned thread does from now on is not scored
+            log = tuple(self.watched.log)
+        reason = str(self.box.get("reason", f"hung (given up after {self.give_up_s:g} s)"))
+        refunds = _refunds(setup) - self.before
+        setup.close()  # releases a hung tool: the abandoned thread finishes
+        thread.join(1.0)  # a released tool ends at once; a loop stuck elsewhere is left behind (a daemon)
+        limits: dict[str, Any] = {
+            k: setup.options[k] for k in ("max_steps", "max_cost", "deadline_s") if k in setup.options
+        }
+        return Game(self.scenario, self.label, reason, calls, spent, seconds, shown, refunds, limits, log)
 
 
 def board(games: list[Game]) -> Any:
