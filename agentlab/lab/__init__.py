@@ -460,9 +460,10 @@ class Lab:
         self._ticker = loop.call_later(self._tick_s, self._tick)
 
     def _tick(self) -> None:
-        """While the drive runs, every ``refresh_s`` (at most :data:`TICK_S`): a step in flight (a model streaming
-        its reply, tools running) has its events drawn as they come, since the subscriber only queues them; and
-        every :data:`TICK_S`, events or not, the elapsed-time gauge. The panel coalesces the redraws."""
+        """While the drive runs, every ``refresh_s`` (at most :data:`TICK_S`): the events queued since the last
+        redraw are drawn (the subscriber only queues them; nothing folds them between steps), a step in flight's
+        included (a model streaming its reply, tools running); and every :data:`TICK_S`, events or not, the
+        elapsed-time gauge. The panel coalesces the redraws."""
         state = self.state
         now = time.perf_counter()
         if now >= self._gauge_at:
