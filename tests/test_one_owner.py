@@ -46,6 +46,18 @@ def found_in(find: Finder, path: str) -> bool:
     return any(True for _ in find(ast.parse(package()[path])))
 
 
+def holds(
+    find: Finder, owners: set[str], home: str, scratch: Mapping[str, str], named: list[str] | None = None
+) -> None:
+    """One row's three checks: no module outside ``owners`` spells the rule; the checker sees the owner's own
+    spelling (in ``home``), so it is not blind; and it names the scratch modules that break the rule (``named``:
+    one file per spelling found, in order; by default each scratch module once)."""
+    assert offenders(find, owners) == []
+    assert found_in(find, home)
+    found = [o.split(":")[0] for o in offenders(find, owners, scratch)]
+    assert found == (list(scratch) if named is None else named), found
+
+
 def _docstrings(tree: ast.Module) -> set[int]:
     """The string statements of a module (its docstrings and the ones under its names): prose, not code."""
     return {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant)}
@@ -161,31 +173,23 @@ def test_a_trace_line_and_its_record_are_built_only_by_the_schema():
     """The line's head (``{"v":1,"run_id":...,"seq":``) and a record's base fields: owner ``trace/schema.py``
     (``line_head``, ``record``, ``event_record``). An importer or exporter that writes ``{"v": 1, "run_id": ...}``
     itself keeps a stale version the day the schema moves on."""
-    assert offenders(line_spellings, {"trace/schema.py"}) == []
-    assert found_in(line_spellings, "trace/schema.py")
     scratch = {
         "recorded/build.py": "def line(run_id, seq):\n    return {'v': 1, 'run_id': run_id, 'seq': seq}\n",
         "otel.py": 'HEAD = b\'{"v":1,"run_id":\'\n',
     }
-    assert [o.split(":")[0] for o in offenders(line_spellings, {"trace/schema.py"}, scratch)] == [
-        "recorded/build.py",
-        "otel.py",
-    ]
+    holds(line_spellings, {"trace/schema.py"}, "trace/schema.py", scratch)
 
 
 def test_the_schema_is_declared_once_and_re_exported_nowhere():
     """The event kinds, the version, the NaN tag, the line's pattern and the columns' table: owner
     ``trace/schema.py``, defined there only and used from there (no second ``KINDS``, no ``"$float"`` spelled
     again, no module's ``__all__`` handing a schema name on as its own)."""
-    assert offenders(schema_spellings, {"trace/schema.py"}) == []
-    assert found_in(schema_spellings, "trace/schema.py")
     scratch = {
         "events.py": "SCHEMA_VERSION = 1\n",
         "trace/_tags.py": "def untag(v):\n    return v.get('$float')\n",
         "trace/reader.py": "from .schema import KINDS, well_formed\n__all__ = ['KINDS', 'read']\n",
     }
-    found = offenders(schema_spellings, {"trace/schema.py"}, scratch)
-    assert [o.split(":")[0] for o in found] == ["events.py", "trace/_tags.py", "trace/reader.py"], found
+    holds(schema_spellings, {"trace/schema.py"}, "trace/schema.py", scratch)
 
 
 # ------------------------------------------------------------------ money
@@ -212,12 +216,10 @@ def tally_spellings(tree: ast.Module) -> Iterator[ast.AST]:
 def test_what_a_run_spent_is_counted_only_by_its_account():
     """A call's money, charged and counted: owner ``_account.Account`` (the engine calls it once per outcome);
     the other running totals are the ledgers the account reserves from, each counting its own total."""
-    assert offenders(tally_spellings, set(TALLY_OWNERS)) == []
-    assert found_in(tally_spellings, "_account.py")
     inline = "def _charge(self, cost):\n    self.spent += cost\n    self.model_calls += 1\n"
     loop_side = "def _lost(run, cost):\n    run.account.spent = run.account.spent + cost\n"
-    found = offenders(tally_spellings, set(TALLY_OWNERS), {"loop.py": inline, "_engine/model_call.py": loop_side})
-    assert [o.split(":")[0] for o in found] == ["loop.py", "loop.py", "_engine/model_call.py"], found
+    scratch = {"loop.py": inline, "_engine/model_call.py": loop_side}
+    holds(tally_spellings, set(TALLY_OWNERS), "_account.py", scratch, ["loop.py", "loop.py", "_engine/model_call.py"])
 
 
 def price_spellings(tree: ast.Module) -> Iterator[ast.AST]:
@@ -246,14 +248,11 @@ def price_spellings(tree: ast.Module) -> Iterator[ast.AST]:
 def test_prices_are_written_only_in_pricing():
     """Prices, the web-search fee and the one-hour cache write (2x base input): owner ``pricing.py``
     (``WEB_SEARCH_USD``, ``Prices.write_1h_rate``). The cost guard's fee table takes the fee from there."""
-    assert offenders(price_spellings, {"pricing.py"}) == []
-    assert found_in(price_spellings, "pricing.py")
     scratch = {
         "budget.py": "DEFAULT_SERVER_TOOL_FEES = {'web_search': 10 / 1000}\n",
         "recorded/build.py": "def _long_ttl_extra(p, n):\n    return n * (2.0 * p.input - p.cache_write)\n",
     }
-    found = offenders(price_spellings, {"pricing.py"}, scratch)
-    assert [o.split(":")[0] for o in found] == ["budget.py", "recorded/build.py"], found
+    holds(price_spellings, {"pricing.py"}, "pricing.py", scratch)
 
 
 def worst_case_spellings(tree: ast.Module) -> Iterator[ast.AST]:
@@ -268,14 +267,11 @@ def worst_case_spellings(tree: ast.Module) -> Iterator[ast.AST]:
 def test_the_worst_case_of_a_call_is_worked_out_only_by_the_budget():
     """The most a call can cost (its input, every allowed output token, its fees): owner
     ``budget.worst_case_cost``; the cost guard, the account's reservation and the exercises' grader call it."""
-    assert offenders(worst_case_spellings, {"budget.py"}) == []
-    assert found_in(worst_case_spellings, "budget.py")
     scratch = {
         "_account.py": "def reserve(n, rates, max_tokens):\n    return n * rates.input + max_tokens * rates.output\n",
         "scenarios/exercises.py": "worst = (input_tokens * p.input + max_tokens * p.output) / 1e6\n",
     }
-    found = offenders(worst_case_spellings, {"budget.py"}, scratch)
-    assert [o.split(":")[0] for o in found] == ["_account.py", "scenarios/exercises.py"], found
+    holds(worst_case_spellings, {"budget.py"}, "budget.py", scratch)
 
 
 # ------------------------------------------------------------------ limits and checks
@@ -303,15 +299,12 @@ def test_the_step_limit_and_the_deadline_are_computed_only_by_the_budget():
     (``check_before_call``, ``time_left``; every deadline check compares ``time_left`` with 0), called by the
     engine and the what-if replay alike. A second spelling is how ``>=`` here and ``>`` there drift, and a run
     resumed at ``max_steps`` makes one call too many."""
-    assert offenders(limit_spellings, {"budget.py"}) == []
-    assert found_in(limit_spellings, "budget.py")
     scratch = {
         "loop.py": "def _late(self):\n    return self.elapsed >= self.budget.deadline_s\n",
         "analysis.py": "def left(budget, t):\n    return budget.deadline_s - t\n",
         "_engine/model_call.py": "def _may_call(self):\n    return self.steps < self.config.max_steps\n",
     }
-    found = [o.split(":")[0] for o in offenders(limit_spellings, {"budget.py"}, scratch)]
-    assert found == ["loop.py", "analysis.py", "_engine/model_call.py"], found
+    holds(limit_spellings, {"budget.py"}, "budget.py", scratch)
 
 
 def whole_number_spellings(tree: ast.Module) -> Iterator[ast.AST]:
@@ -334,16 +327,11 @@ def test_whole_numbers_and_seconds_are_checked_by_one_rule():
     """ "A whole number of at least N" and "a number of seconds" (never a bool): owner ``_checks.is_whole`` /
     ``_checks.is_seconds``, called by ``Policy``, ``Retry`` and the options; no module spells the test out again,
     in any order or spacing."""
-    assert offenders(whole_number_spellings, {"_checks.py"}) == []
-    assert found_in(whole_number_spellings, "_checks.py")
     scratch = {
         "errors.py": "def ok(n):\n    return isinstance(n, int) and not isinstance(n, bool) and n >= 1\n",
         "retry.py": "def bad(s):\n    return isinstance(s, bool) or not isinstance(s, numbers.Real)\n",
     }
-    assert [o.split(":")[0] for o in offenders(whole_number_spellings, {"_checks.py"}, scratch)] == [
-        "errors.py",
-        "retry.py",
-    ]
+    holds(whole_number_spellings, {"_checks.py"}, "_checks.py", scratch)
 
 
 # ------------------------------------------------------------------ secrets
@@ -372,12 +360,9 @@ def test_what_counts_as_a_secret_is_written_only_in_the_rules_table():
     alone into every scanner (the walk, the stream, the writer's prefilter). A hand-written second copy of a
     format is the copy that falls behind."""
     owners = {"_secret_rules.py", "redact.py"}
-    assert offenders(secret_rule_spellings, owners) == []
-    assert found_in(secret_rule_spellings, "redact.py")  # it imports the table
     scratch = {
         "trace/writer.py": "HINTS = (b'ghp_', b'sk-ant-')\n",
         "lab/_state.py": "import re\nKEY = re.compile(r'\\bghp_[A-Za-z0-9]{20,}')\n",
         "otel.py": "from ._secret_rules import FORMATS\n",
     }
-    found = offenders(secret_rule_spellings, owners, scratch)
-    assert [o.split(":")[0] for o in found] == ["trace/writer.py", "lab/_state.py", "otel.py"], found
+    holds(secret_rule_spellings, owners, "redact.py", scratch)  # redact.py imports the table

@@ -489,12 +489,7 @@ class _Plan:
     def batches(self, name: str) -> Iterator[pa.Array]:
         for (_, pf, rows), path in zip(self.sources, self.paths, strict=True):
             try:
-                if pf.schema_arrow.get_field_index(name) >= 0:
-                    yield from _batches(pf, rows, name)
-                else:  # a column of ADDED that an older agentlab's part does not have
-                    ids = list(_batches(pf, rows, "run_id")) if ADDED[self.table][name] == RUN_ID else [None]
-                    length = pf.metadata.num_rows if rows is None else len(rows)
-                    yield from (_fill(self.table, name, length if i is None else len(i), i) for i in ids)
+                yield from _column(pf, rows, self.table, name)
             except read_errors() as exc:  # a fault inside the file, past its footer
                 raise DamagedPart.of(path, f"it does not read: {exc}") from None
 
@@ -540,6 +535,17 @@ class _Plan:
             handle.close()
 
 
+def _column(pf: Any, rows: Any, table: str, name: str) -> Iterator[pa.Array]:
+    """Column ``name`` of a part's file of ``table``, the chosen ``rows`` of it, a slice at a time
+    (:func:`_batches`); a column of :data:`ADDED` that an older agentlab's part does not have comes as its fill."""
+    if pf.schema_arrow.get_field_index(name) >= 0:
+        yield from _batches(pf, rows, name)
+    elif ADDED[table][name] == RUN_ID:
+        yield from (_fill(table, name, len(ids), ids) for ids in _batches(pf, rows, "run_id"))
+    else:
+        yield _fill(table, name, pf.metadata.num_rows if rows is None else len(rows))
+
+
 def _batches(pf: Any, rows: Any, name: str) -> Iterator[pa.Array]:
     """One column of a part's file, the chosen ``rows`` of it (None: all), a slice of rows at a time (so reading
     it never holds a whole column's decoding buffers at once)."""
@@ -581,9 +587,7 @@ def _open(p: Part, root: Path, table: str, names: set[str] | None, ids: Any) -> 
             rows = None
             if why is None and names is not None:
                 name = owner_column(table)
-                if pf.schema_arrow.get_field_index(name) < 0 and ADDED[table].get(name) == RUN_ID:
-                    name = "run_id"  # an older agentlab's part: the owner column's fill is the row's run_id
-                owner = pf.read(columns=[name]).column(0)
+                owner = pa.chunked_array(list(_column(pf, None, table, name)), schema(table).field(name).type)
                 keep = pc.is_in(owner, value_set=ids)
                 rows = np.flatnonzero(keep.to_numpy(zero_copy_only=False))
         except FileNotFoundError:
