@@ -233,7 +233,7 @@ def test_a_long_runs_log_shows_its_last_steps_with_no_secret_in_the_widgets(tmp_
     result = lab.run()
     assert isinstance(result, al.Done)
     eager, _, _ = run_both(replies, stream=0, max_steps=40, draws=[])
-    drawn = lab.panel.log.value
+    drawn = lab.panel.log_html
     assert drawn.startswith("".join(step_html(eager.log[n]) for n in (31, 30, 29, 28)))
     assert "27 earlier step(s) not shown" in drawn
     assert list(lab.state.log) == [28, 29, 30, 31]  # a long run holds the steps it can draw, not all it sent
@@ -290,5 +290,5 @@ def test_a_password_learned_in_a_step_the_log_never_draws_is_still_removed_from_
     )
     assert isinstance(lab.run(), al.Done)
     assert list(lab.state.log) == [5, 6]
-    assert PASSWORD not in lab.panel.log.value and "[redacted]" in lab.panel.log.value
+    assert PASSWORD not in lab.panel.log_html and "[redacted]" in lab.panel.log_html
     lab.close()

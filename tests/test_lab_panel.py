@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 import subprocess
 import sys
@@ -18,6 +19,8 @@ from .helpers import PRICES
 @al.tool(mode="read")
 def lookup(key: str) -> str:
     """Look a key up."""
+    if key.startswith("huge"):
+        return "y" * 10_000
     return "x" * 2000 if key == "big" else f"value of {key}"
 
 
@@ -67,7 +70,7 @@ def gauge(lab, name):
 
 def log_entries(lab):
     """The log's step entries, newest first, as HTML strings."""
-    return re.split(r"<div class='agentlab-step(?: [^']*)?' ", lab.panel.log.value)[1:]
+    return re.split(r"<div class='agentlab-step(?: [^']*)?' ", lab.panel.log_html)[1:]
 
 
 def phase(lab):
@@ -327,6 +330,52 @@ def widget_updates(monkeypatch):
     return counts
 
 
+def test_a_streaming_reply_redraws_its_own_step_not_the_log_before_it(monkeypatch):
+    """Thirty steps whose tool returned 10 kB each, then a reply streamed in fragments with a redraw after each:
+    the browser was sent those steps once, when the log moved past them, and each redraw while the reply
+    streams sends that step alone (a page re-renders all it is sent, up to five times a second)."""
+    from ipywidgets.widgets.widget import Widget
+
+    sent: list[int] = []  # characters each update of the log's widgets sent, while the last reply streams
+    send = Widget._send
+
+    def measuring(self, msg, buffers=None):
+        if streaming and msg.get("method") == "update" and self in (lab.panel.log_newest, lab.panel.log_earlier):
+            sent.append(len(json.dumps(msg["state"])))
+        return send(self, msg, buffers)
+
+    monkeypatch.setattr(Widget, "_send", measuring)
+    answer = "The shelves hold rows of books. " * 8
+    script = [reply(f"step {i}", ("lookup", {"key": f"huge {i}"})) for i in range(30)] + [reply(answer)]
+    streaming = False
+
+    def redraw_on_each_fragment(event):
+        nonlocal streaming
+        if event.kind == "model_delta" and event.step == 31:
+            streaming = True
+            lab.panel.render()
+
+    lab = al.Lab(
+        "find things",
+        [lookup],
+        model=al.ScriptedModel(script, stream=12),
+        clock=al.FakeClock(),
+        max_steps=40,
+        max_cost=None,
+        refresh_s=3600,
+        subscribers=[redraw_on_each_fragment],
+    )
+    assert isinstance(lab.run(), al.Done)  # from a script: the run to its end
+    earlier = [n for n in sent if n > 300_000]  # the 30 steps and their results, 10 kB each
+    assert len(earlier) == 1, sent  # sent once, when the log moved on to the streaming step
+    streamed = [n for n in sent if n not in earlier]
+    assert len(streamed) >= len(answer) // 12 - 2  # then a redraw a fragment...
+    assert max(streamed) < 2_000, streamed  # ...each sending that step's text so far, not the whole log again
+    entries = log_entries(lab)  # and the log, drawn whole at the end, holds every step, newest first
+    assert [e.split("'")[1] for e in entries] == [str(n) for n in range(31, 0, -1)]
+    assert all("show all 10,000 characters" in e for e in entries[1:]) and "The shelves hold" in entries[0]
+
+
 @pytest.mark.parametrize("steps", [5, 120])
 def test_a_runs_widget_updates_do_not_grow_with_its_steps(monkeypatch, steps):
     """Run to the end with no redraw due in between: each widget is updated at most once a redraw (Run's own
@@ -358,10 +407,11 @@ def test_a_step_in_flight_does_not_hide_what_came_before_it():
         drawn = asyncio.Event()
 
         def seen(change):
-            if "step 0" in lab.panel.log.value and "calling model" in lab.panel.status.value:
+            if "step 0" in lab.panel.log_html and "calling model" in lab.panel.status.value:
                 drawn.set()
 
-        lab.panel.log.observe(seen, names="value")
+        lab.panel.log_newest.observe(seen, names="value")
+        lab.panel.log_earlier.observe(seen, names="value")
         lab.panel.status.observe(seen, names="value")
         click(lab, "run")
         await gate.entered.wait()

@@ -143,11 +143,20 @@ class Panel:
         self.chart = w.HTML(chart_svg([], [], [])) if chart else None
         if self.chart is not None:
             self.chart.add_class("agentlab-chart-box")
-        # One HTML widget for the whole log, newest step first: a widget per step
-        # costs ~0.7 ms to create, several times an instant model's whole step.
-        self.log = w.HTML(layout=w.Layout(max_height="420px", overflow="auto", width="100%"))
+        # The log, newest step first, in one scrolling box of two HTML widgets: the newest step (redrawn while its
+        # reply streams, up to every refresh_s) and the steps before it (redrawn when the log moves on a step). A
+        # redraw while a reply streams then sends the browser that step alone, not every earlier step's results
+        # again (each up to FULL_CHARS). Not a widget per step: one costs ~0.7 ms to create.
+        self.log_newest = w.HTML(layout=w.Layout(flex="none"))
+        self.log_newest.add_class("agentlab-log-newest")
+        self.log_earlier = w.HTML(layout=w.Layout(flex="none"))
+        self.log_earlier.add_class("agentlab-log-earlier")
+        self.log = w.VBox(
+            [self.log_newest, self.log_earlier], layout=w.Layout(max_height="420px", overflow="auto", width="100%")
+        )
         self.log.add_class("agentlab-log")
         self._step_html: dict[int, str] = {}
+        self._newest_drawn: int | None = None  # the step log_newest shows; the ones before it are in log_earlier
 
         # A write waiting for a human: the call and Approve / Deny (hidden otherwise).
         self.approval_text = w.HTML()
@@ -275,16 +284,25 @@ class Panel:
         for n in steps:  # reading an entry folds it (its secret checks): only the steps drawn are read
             if n >= oldest_shown and n in log:
                 self._step_html[n] = step_html(log[n])
+        self.log_newest.value = self._step_html.get(newest, "")
+        if newest == self._newest_drawn and steps == [newest]:
+            return  # only the newest step changed (a reply streaming): the earlier ones are drawn already
+        self._newest_drawn = newest
         for n in [k for k in self._step_html if k < oldest_shown]:
             del self._step_html[n]
-        parts = [self._step_html[k] for k in sorted(self._step_html, reverse=True)]
+        parts = [self._step_html[k] for k in sorted(self._step_html, reverse=True) if k != newest]
         hidden = log.dropped + len(log) - sum(1 for k in range(oldest_shown, newest + 1) if k in log)
         if hidden:
             parts.append(
                 f"<i class='agentlab-log-note' style='color:#57606a'>… {hidden} earlier step(s) not shown: see "
                 "lab.trace</i>"
             )
-        self.log.value = "".join(parts)
+        self.log_earlier.value = "".join(parts)
+
+    @property
+    def log_html(self) -> str:
+        """The log as one HTML string, newest step first: what its two widgets show, in order."""
+        return self.log_newest.value + self.log_earlier.value
 
     def _render_chart(self) -> None:
         assert self.chart is not None  # only a panel with a chart draws one
