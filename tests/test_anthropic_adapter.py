@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -370,6 +371,35 @@ def test_one_model_serves_run_after_run_each_on_its_own_event_loop(server, caplo
     gc.collect()
     assert len(server.requests) == 6
     assert [r for r in caplog.records if r.name == "asyncio"] == []
+
+
+def test_a_model_dropped_while_its_loop_goes_on_closes_its_pool_on_that_loop(server, monkeypatch):
+    """A model used on a loop that outlives it (a notebook's, an experiment's cells, each with its own model) and
+    then let go closes its connection pool on that loop. Left to the garbage collector, the pool's closer would
+    be collected unfinished: its connections never closed, and ``coroutine ignored GeneratorExit`` with ``no
+    running event loop`` reported from a close that had no loop to run on."""
+    import gc
+    import sys
+
+    unraisable: list = []
+    monkeypatch.setattr(sys, "unraisablehook", unraisable.append)
+
+    async def main():
+        server.add(reply("one"))
+        model = model_for(server)
+        run = al.Run("Hi", model=model, clock=al.FakeClock())  # a Run leaves its pool open
+        assert isinstance(await run.run(), al.Done)
+        pool = model._clients[asyncio.get_running_loop()][0]._client
+        del model, run
+        gc.collect()  # the model and its closer are let go while the loop goes on
+        for _ in range(20):  # the closer's cancel, then its close of the pool, each a turn of the loop
+            await asyncio.sleep(0)
+        return pool
+
+    pool = asyncio.run(main())
+    gc.collect()
+    assert pool.is_closed
+    assert [f"{u.exc_type.__name__}: {u.exc_value} in {u.object!r}" for u in unraisable] == []
 
 
 @pytest.mark.parametrize("stream", [True, False], ids=["streamed", "whole"])

@@ -207,6 +207,9 @@ class AnthropicModel:
         # `agentlab.run()` starts a new loop per run: keep one pool per loop (see _client_here).
         self._per_loop = _owns_default_pool(client)
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
+        # Each loop's pool closer lives as long as this model; the model let go while a loop goes on (a notebook's,
+        # an experiment's cells) closes its pools on their loops, rather than leaving them to the garbage collector.
+        weakref.finalize(self, _close_pools_of_a_dropped_model, self._clients)
         self._busy: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, int] = weakref.WeakKeyDictionary()
         self._lock = threading.Lock()
         self.model = model
@@ -533,12 +536,23 @@ async def _guard_request(request: Any) -> None:
     check_url(str(request.url))
 
 
+def _close_pools_of_a_dropped_model(clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any]) -> None:
+    """Cancel each loop's pool closer, on its own loop's thread: its cancellation closes the pool there."""
+    for loop, (_client, closer) in list(clients.items()):
+        with contextlib.suppress(RuntimeError):  # that loop is closed already: its tasks were cancelled then
+            loop.call_soon_threadsafe(closer.cancel)
+
+
 async def _close_when_loop_ends(http: Any) -> None:
-    """Wait until the loop cancels every task on shutdown (``asyncio.run`` does), then close the pool."""
+    """Wait until the loop cancels every task on shutdown (``asyncio.run`` does), then close the pool.
+
+    Only a cancellation closes it: a coroutine closed without its loop (collected on a loop closed without
+    cancelling it) can await nothing, and the pool's sockets then close as they are collected."""
     try:
         await asyncio.get_running_loop().create_future()
-    finally:
+    except asyncio.CancelledError:
         await http.aclose()
+        raise
 
 
 async def _drop_connections_when_loop_ends(http: Any) -> None:
@@ -551,7 +565,7 @@ async def _drop_connections_when_loop_ends(http: Any) -> None:
     """
     try:
         await asyncio.get_running_loop().create_future()
-    finally:
+    except asyncio.CancelledError:  # (as in _close_when_loop_ends: a coroutine closed without its loop awaits nothing)
         transports = [getattr(http, "_transport", None), *getattr(http, "_mounts", {}).values()]
         for transport in transports:
             pool = getattr(transport, "_pool", None)
@@ -565,6 +579,7 @@ async def _drop_connections_when_loop_ends(http: Any) -> None:
             for c in idle:
                 with contextlib.suppress(Exception):
                     await c.aclose()
+        raise
 
 
 def _owns_default_pool(client: Any) -> bool:
