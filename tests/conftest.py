@@ -28,6 +28,16 @@ def _runs_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("AGENTLAB_RUNS", str(tmp_path / "runs"))
 
 
+@pytest.fixture(autouse=True)
+def _forget_user_secret_rules():
+    """The ``add_secret_*`` rules are process-wide: a test (or a page's example) that adds some must not change how
+    every later test redacts (with a rule of the user's, a streamed reply is released only at its end)."""
+    yield
+    from agentlab.redact import clear_user_rules
+
+    clear_user_rules()
+
+
 # How long Ray's parts may take to come up. On a shared 2-core machine under load (a test session beside seven
 # others, load 12) the raylet and the first workers took more than Ray's defaults (30 s, 60 s); three minutes each
 # is still a bound, so a Ray that truly cannot start fails the session instead of hanging it.

@@ -17,7 +17,6 @@ from agentlab.redact import (
     Redactor,
     add_secret_names,
     add_secret_patterns,
-    clear_user_rules,
 )
 
 from .secrets_corpus import ALL, BEARER, FORMAT_SECRETS, NAMED_SECRETS, PEM, URL_SECRETS, everywhere
@@ -27,12 +26,6 @@ FIXTURES = Path(__file__).parent / "fixtures" / "recorded"
 
 def test_the_corpus_is_large_enough():
     assert len(set(ALL)) >= 40
-
-
-@pytest.fixture(autouse=True)
-def _forget_user_rules():
-    yield
-    clear_user_rules()
 
 
 def test_no_secret_in_any_position_reaches_the_trace_bytes(tmp_path):
