@@ -193,6 +193,50 @@ def test_saved_widgets_show_the_finished_run_not_the_initial_panel(path):
         )
 
 
+def _shape(models: dict, model_id: str) -> tuple:
+    """A saved widget's kind, its agentlab classes and its children's shapes, the level a gauge shows left out
+    (a run's outcome, not the panel's layout)."""
+    model = models[model_id.removeprefix("IPY_MODEL_")]
+    classes = sorted(c for c in model["state"].get("_dom_classes", []) if not c.startswith("agentlab-level-"))
+    children = tuple(_shape(models, child) for child in model["state"].get("children", []))
+    return (model["model_name"], tuple(classes), children)
+
+
+def _live_shape(widget) -> tuple:
+    """The same shape for a live widget, as the panel this agentlab builds now has it."""
+    classes = sorted(c for c in widget._dom_classes if not c.startswith("agentlab-level-"))
+    children = tuple(_live_shape(child) for child in getattr(widget, "children", ()))
+    return (f"{type(widget).__name__}Model", tuple(classes), children)
+
+
+def test_every_saved_panel_is_laid_out_as_this_agentlab_builds_one():
+    """A committed panel is the panel the package builds today, widget for widget: a change to the panel's layout
+    (the log split in two, a gauge added) fails here until the notebooks are rebuilt with --execute, instead of
+    GitHub, nbviewer and the docs site showing the old panel."""
+    pytest.importorskip("ipywidgets", reason="the panel needs pip install 'agentlab-loop[lab]'")
+    import agentlab as al
+
+    built = []  # the two layouts a Lab has: with its live chart and without (chart=False)
+    for chart in (True, False):
+        lab = al.scenarios.get("growing-context").setup().lab(chart=chart)
+        try:
+            built.append(_live_shape(lab.panel.widget))
+        finally:
+            lab.close()
+    assert built[0] != built[1]
+    saved, stale = 0, []
+    for path in NOTEBOOKS:
+        state = _read(path).metadata.get("widgets", {}).get(WIDGET_STATE)
+        models = state["state"] if state else {}
+        for model_id, model in models.items():
+            if "agentlab-panel" in model["state"].get("_dom_classes", []):
+                saved += 1
+                if _shape(models, model_id) not in built:
+                    stale.append(path.name)
+    assert saved >= 3, f"only {saved} saved panels: the notebooks that show one (01, 09, 10) were saved without it"
+    assert not stale, f"panels in {sorted(set(stale))} were saved by an older layout; build them with --execute"
+
+
 @pytest.mark.kernel
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
