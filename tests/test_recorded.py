@@ -1071,14 +1071,15 @@ def test_an_import_in_a_terminal_shows_a_progress_bar_once_it_takes_long_enough(
 
     root = tmp_path / "sessions"
     root.mkdir()
-    for name in ("a", "b"):  # two sessions (fresh ids for the second)
-        (root / f"{name}.jsonl").write_text(
-            TOOL_HEAVY.read_text().replace('"uuid":"', f'"uuid":"{name}-').replace('"id":"msg_', f'"id":"msg_{name}')
-        )
+    for name in ("a", "b"):  # two sessions: every id fresh in each (one session's copies would be skipped)
+        text = TOOL_HEAVY.read_text()
+        for key in ('"uuid":"', '"sessionId":"', '"requestId":"', '"id":"msg_'):
+            text = text.replace(key, f"{key}{name}-")
+        (root / f"{name}.jsonl").write_text(text)
     shown = Terminal()
     monkeypatch.setattr(sys, "stderr", shown)
     monkeypatch.setattr(rec, "PROGRESS_AFTER_S", 0.0)  # "long enough" is now: no waiting in a test
-    load_recorded(root)
+    assert len(load_recorded(root)) == 2
     assert "importing" in shown.getvalue()
     quiet = Terminal()
     monkeypatch.setattr(sys, "stderr", quiet)

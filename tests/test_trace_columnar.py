@@ -257,6 +257,7 @@ def test_agentlab_compact_stores_a_folder_and_says_so(tmp_path, capsys):
     assert "no runs folder" in capsys.readouterr().err
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray.data.context")  # Ray Data's own defaults, not ours
 def test_the_ray_data_example_reads_the_store_as_it_stands(local_ray, tmp_path):
     """docs/traces.md: Ray Data reads the store's Parquet (partition folders and all) without agentlab."""
     import ray.data

@@ -95,7 +95,7 @@ class StreamAssembler:
             self.stopped = True
             return None
         if kind == "error":
-            raise StreamError(event if isinstance(event, dict) else event.to_dict())
+            raise StreamError(_dump(event, mode="python"))
         if kind not in ASSEMBLED_EVENTS:
             return None
         if self._snapshot is None and kind != "message_start":
@@ -111,6 +111,14 @@ class StreamAssembler:
     def _accumulate(self, event: Any, kind: str, index: Any) -> None:
         from anthropic.lib.streaming._beta_messages import accumulate_event
 
+        message = _get(event, "message") if kind == "message_start" and self._snapshot is None else None
+        if message is not None:
+            # The SDK's first snapshot is this message as sent; made here as the SDK makes it, so a hostile count
+            # in its usage ("12abc" for an int) is the usage rules' to name, not a pydantic serializer warning.
+            from anthropic.types.beta.parsed_beta_message import ParsedBetaMessage
+
+            self._snapshot = ParsedBetaMessage.construct(**_dump(message, mode="python"))
+            return
         try:
             self._snapshot = accumulate_event(
                 event=event, current_snapshot=self._snapshot, json_bufs=self._json, request_headers=self._headers
@@ -138,7 +146,7 @@ class StreamAssembler:
             text = _get(delta, known[1]) or ""
             kind = known[0]
         else:
-            body = delta if isinstance(delta, dict) else delta.to_dict(mode="json")
+            body = _dump(delta)
             kind = "citation" if dt == "citations_delta" else str(dt or "delta").removesuffix("_delta")
             text = json.dumps({k: v for k, v in body.items() if k != "type"}, ensure_ascii=False)
         self.deltas += 1
@@ -148,7 +156,7 @@ class StreamAssembler:
         """The assembled message (call after ``message_stop``)."""
         if self._snapshot is None:
             raise MalformedReply("the stream carried no message_start", {})
-        message = self._snapshot.to_dict(mode="json")
+        message = _dump(self._snapshot)
         if message.get("stop_details", 0) is None:  # the SDK sets it from every message_delta; the API omits it
             del message["stop_details"]
         cut = message.get("stop_reason") == "max_tokens"
@@ -194,8 +202,10 @@ def _clip(raw: str, n: int = 120) -> str:
     return repr(raw) if len(raw) <= n else f"{raw[:n]!r}... ({len(raw)} characters)"
 
 
-def _dump(event: Any) -> Any:
-    return event if isinstance(event, dict) else event.to_dict(mode="json")
+def _dump(event: Any, mode: str = "json") -> Any:
+    """An SDK object as plain data, as the server sent it. ``warnings=False``: a hostile value (``"12abc"`` where
+    the SDK's type says int) is the usage rules' to name, not a serializer warning about the SDK's model."""
+    return event if isinstance(event, dict) else event.to_dict(mode=mode, warnings=False)
 
 
 class Fragments:
