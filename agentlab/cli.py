@@ -322,11 +322,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             print(f"tools: {', '.join(t.name for t in tools) or 'none'} (from {args.tools})", file=err)
         elif args.tools == "shop":
             from .scenarios.behaviours import ShopAssistant
-            from .shop import Shop
 
-            shop = Shop(runs / "shop.sqlite")
-            tools = shop.tools()
-            print(f"tools: the example shop ({len(tools)} tools) on {shop.path}", file=err)
             fallback = ShopAssistant()
         from .models.offline import FunctionModel
         from .models.resolve import OFFLINE, OFFLINE_SHOP, ModelNotCallable, resolve_model
@@ -343,6 +339,12 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         except ModelNotCallable as exc:
             print(f"agentlab run: {as_flags(str(exc))}", file=err)
             return 2
+        if args.tools == "shop":  # made once the model is known to run: a refused command leaves no shop behind
+            from .shop import Shop
+
+            shop = Shop(runs / "shop.sqlite")
+            tools = shop.tools()
+            print(f"tools: the example shop ({len(tools)} tools) on {shop.path}", file=err)
         if args.model == OFFLINE_SHOP or args.model == OFFLINE or args.model.startswith(OFFLINE + ":"):
             from ._model_label import model_label
 

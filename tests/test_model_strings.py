@@ -90,3 +90,30 @@ def test_offline_shop_is_the_command_lines_shop_assistant_and_python_says_where_
     code, _, err = cli("run", "hi", "--tools", "none", "--model", "offline-shop", "--runs", str(tmp_path))
     assert code == 2 and "needs --tools shop" in err
     assert "--tools shop --model offline-shop" in refusal("offline-shop")
+
+
+def test_a_claude_like_id_the_table_does_not_know_is_not_called_a_claude_model_and_its_likely_meaning_is_named(
+    monkeypatch,
+):
+    message = refusal("claude-sonet-4-5")
+    assert "is a Claude model" not in message
+    assert "looks like a Claude id but is not one the price table knows" in message
+    assert "a typo of 'claude-sonnet-4-5'" in message
+    assert "is a Claude model, and no" in refusal("claude-sonnet-4-5")  # a known id is named as one
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test")  # with a key it would be sent: the price check says why not
+    with pytest.raises(
+        ValueError, match=r"no price is known for model 'claude-sonet-4-5' \(did you mean 'claude-sonnet-4-5'"
+    ):
+        al.run("hi", model="claude-sonet-4-5", trace=False)
+    with pytest.raises(
+        ValueError, match=r"no price is known for model 'claude-experimental-neptune': pass"
+    ):  # nothing close
+        al.run("hi", model="claude-experimental-neptune", trace=False)
+
+
+def test_a_refused_model_leaves_no_example_shop_behind(tmp_path):
+    code, out, err = cli("run", "Why was order 1042 late?", "--model", "ofline", "--runs", str(tmp_path / "runs"))
+    assert code == 2 and out == "" and err.startswith("agentlab run: model='ofline' is not a model id")
+    assert not (tmp_path / "runs").exists() and "tools:" not in err
+    code, _, err = cli("run", "Why was order 1042 late?", "--model", "offline-shop", "--runs", str(tmp_path / "runs"))
+    assert code == 0 and "tools: the example shop (7 tools)" in err and (tmp_path / "runs" / "shop.sqlite").exists()

@@ -76,7 +76,7 @@ class RunConfig:
         found = resolve_prices(resolved.model, prices, getattr(resolved, "platform", None))
         if found is None and max_cost is not None:
             raise ValueError(
-                f"max_cost is set but no price is known for model {resolved.model!r}: "
+                f"max_cost is set but no price is known for model {resolved.model!r}{_near(resolved.model)}: "
                 "pass prices=agentlab.Prices(input=..., output=...) (USD per million tokens) or max_cost=None"
             )
         messages = initial_messages(task)
@@ -106,6 +106,15 @@ def new_run_id() -> str:
 def _fresh_rng() -> random.Random:
     """A retry-jitter generator of the run's own, seeded with 128 random bits (pass ``rng=`` to reproduce)."""
     return random.Random(int.from_bytes(os.urandom(16), "big"))
+
+
+def _near(model_id: str) -> str:
+    """`` (did you mean 'claude-sonnet-4-5'?)`` when a priced Claude id is close to ``model_id``: a typo is the
+    likelier reason for a missing price than a model newer than the table."""
+    from ..models.resolve import near_claude_ids
+
+    near = near_claude_ids(model_id)
+    return f" (did you mean {' or '.join(map(repr, near))}?)" if near else ""
 
 
 def _resolve_model(model: Model | str) -> Model:

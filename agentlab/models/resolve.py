@@ -134,6 +134,11 @@ def claude_ids() -> tuple[str, ...]:
     return tuple(m.id for p in get_snapshot().providers if p.id == "anthropic" for m in p.models)
 
 
+def near_claude_ids(spec: str) -> tuple[str, ...]:
+    """The priced Claude ids closest to ``spec`` (a typo's likely meaning), closest first; none if nothing is close."""
+    return tuple(c for c in model_id_kind(spec).close if c != OFFLINE)
+
+
 def _did_you_mean(close: tuple[str, ...], keyed: bool = False) -> str:
     """Only strings that run as written: ``'offline'``, and a priced Claude id as itself with a key, as
     ``'offline:<id>'`` without one."""
@@ -163,12 +168,14 @@ def missing_key_message(spec: str) -> str:
     Each offline string it names runs as written: ``offline:<id>`` only for an id the price table can price.
     """
     if lookup_prices(spec) is not None:
-        priced = f"; 'offline:{spec}' prices it as {spec}"
-    else:
-        near = [c for c in model_id_kind(spec).close if c != OFFLINE]
+        what, priced = "is a Claude model", f"; 'offline:{spec}' prices it as {spec}"
+    else:  # a Claude id newer than the price table, or a typo of one it knows
+        near = near_claude_ids(spec)
+        maybe = f"a typo of {near[0]!r}" if near else "a typo"
+        what = f"looks like a Claude id but is not one the price table knows (a newer model, or {maybe})"
         priced = f"; no price is known for {spec!r}" + (f", 'offline:{near[0]}' prices it as {near[0]}" if near else "")
     return (
-        f"model={spec!r} is a Claude model, and no {KEY_ENV} is set, so it cannot be called. "
+        f"model={spec!r} {what}, and no {KEY_ENV} is set, so it cannot be called. "
         f"Set {KEY_ENV} to run with Claude, or run offline: model='offline' (an offline model that answers "
         f"once, without tools{priced}), a scripted model "
         "(agentlab.ScriptedModel, agentlab.FunctionModel), or a scenario (agentlab scenarios)."
