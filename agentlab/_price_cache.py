@@ -50,9 +50,9 @@ def cache_dir() -> Path:
     return Path(base) / "agentlab"
 
 
-LOOKUP_RULES = 2
-"""The version of how a lookup reads genai-prices (2: batch variants ride along): a memo made by other rules is
-not used."""
+LOOKUP_RULES = 3
+"""The version of how a lookup reads genai-prices (2: batch variants ride along; 3: a price that varies by the hour
+is its dearest, not the one at the first lookup's hour): a memo made by other rules is not used."""
 
 
 @functools.cache

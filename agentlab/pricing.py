@@ -427,16 +427,13 @@ def lookup_prices(model_id: str, platform: str | None = None) -> Prices | None:
     genai-prices provider id: ``"aws"``, ``"google"``), only that provider's table. Price variants genai-prices
     lists (fast mode) ride along in :attr:`Prices.variants`.
     """
-    from genai_prices import Usage as GUsage
-    from genai_prices import calc_price
-
     calc = None
     for provider in (platform,) if platform else PROVIDERS:
         for ref in (model_id, FALLBACK_ALIASES.get(model_id) if provider == "anthropic" else None):
             if ref is None:
                 continue
             try:
-                calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=ref, provider_id=provider)
+                calc = _calc_at_any_hour(ref, provider)
                 break
             except LookupError:
                 continue
@@ -536,14 +533,46 @@ def provider_prices(model_ref: str, provider_id: str | None = None) -> Prices | 
     OpenRouter, ``gemini-2.5-pro``). :func:`lookup_prices` answers the engine's own
     model ids: Anthropic's table first, then the others (:data:`PROVIDERS`).
     """
-    from genai_prices import Usage as GUsage
-    from genai_prices import calc_price
-
     try:
-        calc = calc_price(GUsage(input_tokens=1, output_tokens=1), model_ref=model_ref, provider_id=provider_id)
+        calc = _calc_at_any_hour(model_ref, provider_id)
     except (LookupError, ValueError):
         return None
     return _from_model_price(calc.model_price)
+
+
+def _calc_at_any_hour(model_ref: str, provider_id: str | None) -> Any:
+    """genai-prices' price of one input and one output token of ``model_ref``, the same whatever the hour.
+
+    The table prices a few models by the time of day (DeepSeek's off-peak discount, half price from 16:30 to 00:30
+    UTC), and a lookup without a time is priced at the moment it runs: the same recorded run read 2x dearer at noon
+    than in the evening, and the on-disk memo kept whichever came first. Where the day's prices differ, the dearest
+    is taken: what a call may cost at most, so a guard built on it stays hard and a record with no hour on it is
+    never priced below what it may have cost. Raises ``LookupError`` for a model the table does not know.
+    """
+    from datetime import UTC, datetime, timedelta
+
+    from genai_prices import Usage as GUsage
+    from genai_prices import calc_price
+
+    one = GUsage(input_tokens=1, output_tokens=1)
+    calc = calc_price(one, model_ref=model_ref, provider_id=provider_id)
+    today = datetime.now(UTC).date()
+    hours = {
+        edge
+        for conditional in (calc.model.prices if isinstance(calc.model.prices, list) else ())
+        for edge in (
+            getattr(conditional.constraint, "start_time", None),
+            getattr(conditional.constraint, "end_time", None),
+        )
+        if edge is not None
+    }
+    for edge in sorted(hours):  # both sides of each time-of-day window's edges: every price the day holds
+        at_edge = datetime.combine(today, edge.replace(tzinfo=None), tzinfo=edge.tzinfo or UTC)
+        for at in (at_edge, at_edge - timedelta(minutes=1)):
+            priced = calc_price(one, model_ref=model_ref, provider_id=provider_id, genai_request_timestamp=at)
+            if priced.total_price > calc.total_price:
+                calc = priced
+    return calc
 
 
 def resolve_prices(model_id: str, prices: Prices | None, platform: str | None = None) -> Prices | None:

@@ -331,3 +331,59 @@ def test_the_guard_prices_each_check_at_the_prices_and_caching_it_is_given():
 
     for prices, caching in ((cheap, False), (dear, False), (dear, True), (cheap, False)):
         assert asyncio.run(worst(prices, caching)) == expected(prices, caching)
+
+
+def _models_priced_by_the_hour() -> list[tuple[str, str]]:
+    from genai_prices.data_snapshot import get_snapshot
+
+    return [
+        (p.id, m.id)
+        for p in get_snapshot().providers
+        for m in p.models
+        if isinstance(m.prices, list) and any(hasattr(c.constraint, "start_time") for c in m.prices)
+    ]
+
+
+def test_a_price_the_table_varies_by_the_hour_reads_the_same_at_any_hour_and_is_the_days_dearest(monkeypatch):
+    """DeepSeek's table halves its prices from 16:30 to 00:30 UTC: a lookup read the hour it ran at, so one recorded
+    run cost twice as much at noon as in the evening (and the memo on disk kept the first). Every such model in the
+    table, looked up at six hours of the day, reads one price: the dearest the day holds."""
+    import datetime as dt
+
+    import genai_prices.data_snapshot as gsnapshot
+    import genai_prices.types as gtypes
+
+    from agentlab import pricing
+
+    real = dt.datetime
+
+    def at(hour: int) -> dt.datetime:
+        return real(2026, 12, 7, hour, 0, tzinfo=dt.UTC)
+
+    class Clock(real):
+        hour = 0
+
+        @classmethod
+        def now(cls, tz=None):  # genai-prices' "now", which a lookup without a time reads
+            return at(cls.hour)
+
+    for module in (gsnapshot, gtypes):
+        monkeypatch.setattr(module, "datetime", Clock)
+    one = GUsage(input_tokens=1, output_tokens=1)
+    by_the_hour = _models_priced_by_the_hour()
+    assert ("deepseek", "deepseek-chat") in by_the_hour  # the check below has something to check
+    for provider, model in by_the_hour:
+        seen = set()
+        for Clock.hour in (1, 5, 12, 17, 20, 23):
+            seen.add(pricing.provider_prices.__wrapped__(model, provider))
+        dearest = max(
+            calc_price(one, model_ref=model, provider_id=provider, genai_request_timestamp=at(h)).total_price
+            for h in range(24)
+        )
+        assert len(seen) == 1, f"{provider}:{model} reads {len(seen)} prices through the day: {seen}"
+        (prices,) = seen
+        assert prices.input + prices.output == pytest.approx(float(dearest) * 1e6), f"{provider}:{model}"
+    engine = set()
+    for Clock.hour in (3, 18):
+        engine.add(pricing.lookup_prices.__wrapped__("deepseek-chat"))  # the engine's own lookup
+    assert len(engine) == 1 and next(iter(engine)).input == pytest.approx(0.27)
