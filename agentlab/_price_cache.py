@@ -10,7 +10,8 @@ after the first lookup.
 The memo is keyed by the installed genai-prices data (its files' sizes and
 modification times, read without importing it) and by the fields of
 :class:`~agentlab.pricing.Prices`: an upgrade of either makes it stale, and a
-stale or unreadable memo is simply rebuilt. The file keeps a memo for each of
+stale or unreadable memo is simply rebuilt. Each entry keeps the days its price holds (the table dates some
+price changes ahead): on the first day past them it is looked up again. The file keeps a memo for each of
 the last few installs that wrote it (environments share one home). Nothing here can fail a run:
 an unwritable cache folder only means the next cold start looks up again.
 """
@@ -22,7 +23,9 @@ import functools
 import importlib.util
 import json
 import os
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +55,8 @@ def cache_dir() -> Path:
 
 LOOKUP_RULES = 3
 """The version of how a lookup reads genai-prices (2: batch variants ride along; 3: a price that varies by the hour
-is its dearest, not the one at the first lookup's hour): a memo made by other rules is not used."""
+is its dearest, not the one at the first lookup's hour, and each entry keeps the days it holds): a memo made by
+other rules is not used."""
 
 
 @functools.cache
@@ -75,8 +79,39 @@ def data_key(fields: tuple[str, ...]) -> str:
     return "|".join(parts)
 
 
-def cached(model_id: str, cls: type, lookup: Callable[[str], Any]) -> Any:
-    """``lookup(model_id)`` (a dataclass of ``cls`` or None), answered from the memo when it can be."""
+Window = tuple[str | None, str | None]
+"""The days a looked-up price holds: from the table's last price change on or before the day it was looked up
+to its next one after (ISO dates, ``None`` open-ended). genai-prices dates some changes ahead of time."""
+
+
+_day: list[Any] = ["", 0.0]
+"""Today (ISO) and the moment it ends (epoch seconds): the engine asks for a price on every reply."""
+
+
+def today() -> str:
+    """Today's date in UTC, ISO: the day a price is looked up for (a test moves it through :data:`_day`)."""
+    if time.time() >= _day[1]:
+        now = datetime.now(UTC)
+        midnight = datetime.combine(now.date() + timedelta(days=1), datetime.min.time(), tzinfo=UTC)
+        _day[:] = [now.date().isoformat(), midnight.timestamp()]
+    return str(_day[0])
+
+
+def holds(window: Window, day: str) -> bool:
+    """Whether a price with ``window`` is the price on ``day`` (ISO dates compare as text)."""
+    start, until = window
+    return (start is None or start <= day) and (until is None or day < until)
+
+
+def window_of(
+    model_id: str,
+    cls: type,
+    lookup: Callable[[str], Any],
+    window: Callable[[str], Window] | None = None,
+) -> tuple[Any, Window]:
+    """Today's ``lookup(model_id)`` (a dataclass of ``cls`` or None) with the days it holds (``window(model_id)``;
+    every day, without one), answered from the memo when it can be: an entry made before a price change the
+    table dated ahead is looked up again once that day comes."""
     global _memo
     key = data_key(_fields(cls))
     if _memo is None or _memo.get("key") != key:
@@ -84,16 +119,26 @@ def cached(model_id: str, cls: type, lookup: Callable[[str], Any]) -> Any:
     if _built[0] is not _memo:  # objects built from another memo (or none yet): start again
         _built[:] = [_memo, {}]
     objects, models = _built[1], _memo["models"]
-    if (cls, model_id) in objects:
-        return objects[cls, model_id]
-    if model_id in models:
-        entry = models[model_id]
-        objects[cls, model_id] = None if entry is None else cls(**entry)  # frozen: one object serves every reply
-        return objects[cls, model_id]
+    day = today()
+    built = objects.get((cls, model_id))
+    if built is not None and holds(built[1], day):
+        return built
+    entry = models.get(model_id)
+    if isinstance(entry, dict) and "value" in entry and holds((entry.get("from"), entry.get("until")), day):
+        value = entry["value"]
+        built = (None if value is None else cls(**value), (entry.get("from"), entry.get("until")))
+        objects[cls, model_id] = built  # frozen: one object serves every reply
+        return built
     found = lookup(model_id)
-    models[model_id] = None if found is None else dataclasses.asdict(found)
+    held = window(model_id) if window is not None else (None, None)
+    models[model_id] = {
+        "value": None if found is None else dataclasses.asdict(found),
+        "from": held[0],
+        "until": held[1],
+    }
     _write(cache_dir() / FILE, _memo)
-    return found
+    objects[cls, model_id] = (found, held)
+    return found, held
 
 
 def _read(path: Path, key: str) -> dict[str, Any]:

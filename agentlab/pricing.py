@@ -27,7 +27,7 @@ from functools import lru_cache
 from typing import Any
 
 from ._checks import is_whole
-from ._price_cache import cached
+from ._price_cache import holds, today, window_of
 from .messages import Usage
 
 PER_MTOK = 1_000_000
@@ -417,28 +417,22 @@ PROVIDERS = ("anthropic", None, "aws", "google")
 cloud platforms that serve Claude under their own ids (Bedrock's ``global.anthropic.claude-...``)."""
 
 
-@lru_cache(maxsize=256)
-def lookup_prices(model_id: str, platform: str | None = None) -> Prices | None:
+def lookup_prices(model_id: str, platform: str | None = None, on: str | None = None) -> Prices | None:
     """Prices of a model id from genai-prices, else ``None``.
 
     Anthropic's table first (with :data:`FALLBACK_ALIASES`), then every other
     provider genai-prices knows (:data:`PROVIDERS`), so a ``FunctionModel``
     driving another provider's model is priced too. With ``platform`` (a
     genai-prices provider id: ``"aws"``, ``"google"``), only that provider's table. Price variants genai-prices
-    lists (fast mode) ride along in :attr:`Prices.variants`.
+    lists (fast mode) ride along in :attr:`Prices.variants`. ``on`` (an ISO date, today by default): the prices
+    of that day, as a recorded call was billed.
     """
-    calc = None
-    for provider in (platform,) if platform else PROVIDERS:
-        for ref in (model_id, FALLBACK_ALIASES.get(model_id) if provider == "anthropic" else None):
-            if ref is None:
-                continue
-            try:
-                calc = _calc_at_any_hour(ref, provider)
-                break
-            except LookupError:
-                continue
-        if calc is not None:
-            break
+    return _lookup_prices(model_id, platform, on or today())
+
+
+@lru_cache(maxsize=256)
+def _lookup_prices(model_id: str, platform: str | None, on: str) -> Prices | None:
+    calc = _find(model_id, platform, on)
     if calc is None:
         return None
     found = _from_model_price(calc.model_price)
@@ -452,6 +446,38 @@ def lookup_prices(model_id: str, platform: str | None = None) -> Prices | None:
                 ((name, value),) = variant.when.items()
                 variants[f"{name}={value}"] = rates
     return replace(found, variants=variants or None)
+
+
+def price_window(model_id: str, platform: str | None = None) -> tuple[str | None, str | None]:
+    """The days today's price of ``model_id`` holds: from the table's last price change on or before today to
+    its next one after (ISO dates; ``None`` where there is none)."""
+    calc = _find(model_id, platform, None)
+    return (None, None) if calc is None else _window(calc, today())
+
+
+def _window(calc: Any, day: str) -> tuple[str | None, str | None]:
+    changes = sorted(
+        str(c.constraint.start_date)
+        for c in (calc.model.prices if isinstance(calc.model.prices, list) else ())
+        if getattr(c.constraint, "start_date", None) is not None
+    )
+    before = [d for d in changes if d <= day]
+    after = [d for d in changes if d > day]
+    return (before[-1] if before else None, after[0] if after else None)
+
+
+def _find(model_id: str, platform: str | None, on: str | None) -> Any:
+    """genai-prices' calculation for ``model_id`` on day ``on`` (today when ``None``), where :func:`lookup_prices`
+    looks: the platform's table, else :data:`PROVIDERS` in order; ``None`` when no table knows it."""
+    for provider in (platform,) if platform else PROVIDERS:
+        for ref in (model_id, FALLBACK_ALIASES.get(model_id) if provider == "anthropic" else None):
+            if ref is None:
+                continue
+            try:
+                return _calc_at_any_hour(ref, provider, on)
+            except LookupError:
+                continue
+    return None
 
 
 def _rate_fields(mp: Any) -> dict[str, Any]:
@@ -524,24 +550,30 @@ def served_prices(prices: Prices | None, requested: str, served: str | None) -> 
     return resolve_prices(served, None) or prices
 
 
-@lru_cache(maxsize=512)
-def provider_prices(model_ref: str, provider_id: str | None = None) -> Prices | None:
+def provider_prices(model_ref: str, provider_id: str | None = None, on: str | None = None) -> Prices | None:
     """Prices of any model genai-prices knows, from one provider's table (``"openrouter"``,
-    ``"google"``, ``"openai"``…) or, with ``provider_id=None``, whichever provider it matches.
+    ``"google"``, ``"openai"``…) or, with ``provider_id=None``, whichever provider it matches;
+    ``on`` (an ISO date, today by default): that day's prices.
 
     Recorded runs name models as their agent saw them (``x-ai/grok-4-fast`` through
     OpenRouter, ``gemini-2.5-pro``). :func:`lookup_prices` answers the engine's own
     model ids: Anthropic's table first, then the others (:data:`PROVIDERS`).
     """
+    return _provider_prices(model_ref, provider_id, on or today())
+
+
+@lru_cache(maxsize=512)
+def _provider_prices(model_ref: str, provider_id: str | None, on: str) -> Prices | None:
     try:
-        calc = _calc_at_any_hour(model_ref, provider_id)
+        calc = _calc_at_any_hour(model_ref, provider_id, on)
     except (LookupError, ValueError):
         return None
     return _from_model_price(calc.model_price)
 
 
-def _calc_at_any_hour(model_ref: str, provider_id: str | None) -> Any:
-    """genai-prices' price of one input and one output token of ``model_ref``, the same whatever the hour.
+def _calc_at_any_hour(model_ref: str, provider_id: str | None, on: str | None = None) -> Any:
+    """genai-prices' price of one input and one output token of ``model_ref`` on day ``on`` (ISO; today when
+    ``None``), the same whatever the hour.
 
     The table prices a few models by the time of day (DeepSeek's off-peak discount, half price from 16:30 to 00:30
     UTC), and a lookup without a time is priced at the moment it runs: the same recorded run read 2x dearer at noon
@@ -549,14 +581,16 @@ def _calc_at_any_hour(model_ref: str, provider_id: str | None) -> Any:
     is taken: what a call may cost at most, so a guard built on it stays hard and a record with no hour on it is
     never priced below what it may have cost. Raises ``LookupError`` for a model the table does not know.
     """
-    from datetime import UTC, datetime, timedelta
+    from datetime import UTC, date, datetime, time, timedelta
 
     from genai_prices import Usage as GUsage
     from genai_prices import calc_price
 
     one = GUsage(input_tokens=1, output_tokens=1)
-    calc = calc_price(one, model_ref=model_ref, provider_id=provider_id)
-    today = datetime.now(UTC).date()
+    day = date.fromisoformat(on or today())
+    calc = calc_price(
+        one, model_ref=model_ref, provider_id=provider_id, genai_request_timestamp=datetime.combine(day, time(12), UTC)
+    )
     hours = {
         edge
         for conditional in (calc.model.prices if isinstance(calc.model.prices, list) else ())
@@ -567,7 +601,7 @@ def _calc_at_any_hour(model_ref: str, provider_id: str | None) -> Any:
         if edge is not None
     }
     for edge in sorted(hours):  # both sides of each time-of-day window's edges: every price the day holds
-        at_edge = datetime.combine(today, edge.replace(tzinfo=None), tzinfo=edge.tzinfo or UTC)
+        at_edge = datetime.combine(day, edge.replace(tzinfo=None), tzinfo=edge.tzinfo or UTC)
         for at in (at_edge, at_edge - timedelta(minutes=1)):
             priced = calc_price(one, model_ref=model_ref, provider_id=provider_id, genai_request_timestamp=at)
             if priced.total_price > calc.total_price:
@@ -575,20 +609,30 @@ def _calc_at_any_hour(model_ref: str, provider_id: str | None) -> Any:
     return calc
 
 
-def resolve_prices(model_id: str, prices: Prices | None, platform: str | None = None) -> Prices | None:
+def resolve_prices(
+    model_id: str, prices: Prices | None, platform: str | None = None, on: str | None = None
+) -> Prices | None:
     """The caller's ``prices`` if given, else the table's for ``model_id`` (memoized on disk,
     see :mod:`agentlab._price_cache`: a cold start need not import the price data).
 
     ``platform`` is the genai-prices provider the model is reached through
     (``"aws"`` for Bedrock, ``"google"`` for Vertex: ``AnthropicModel.platform``),
-    whose prices win where they differ; other providers are the fall-through.
+    whose prices win where they differ; other providers are the fall-through. ``on`` (an ISO date; today by
+    default) is the day the call was made: a recorded call is priced as it was billed, before a price change
+    the table dates.
     """
     if prices is not None:
         return prices
     if platform and platform != "anthropic":
         key = f"{platform}:{model_id}"
-        on_platform: Prices | None = cached(key, Prices, lambda _: lookup_prices(model_id, platform))
+        on_platform, held = window_of(
+            key, Prices, lambda _: lookup_prices(model_id, platform), lambda _: price_window(model_id, platform)
+        )
+        if on is not None and not holds(held, on):
+            on_platform = lookup_prices(model_id, platform, on)
         if on_platform is not None:
             return on_platform
-    found: Prices | None = cached(model_id, Prices, lookup_prices)
+    found, held = window_of(model_id, Prices, lookup_prices, price_window)
+    if on is not None and not holds(held, on):
+        return lookup_prices(model_id, None, on)
     return found

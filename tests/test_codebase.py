@@ -208,7 +208,7 @@ def test_two_installs_of_the_price_data_sharing_a_cache_folder_keep_a_memo_each(
             looked_up.append(install)
             return Prices(input=1.0 if install == "A" else 2.0, output=5.0)
 
-        found: Prices | None = memo.cached("claude-x", Prices, lookup)
+        found: Prices | None = memo.window_of("claude-x", Prices, lookup)[0]
         return found
 
     first = [in_a_fresh_process_of(i) for i in ("A", "B")]

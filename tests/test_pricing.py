@@ -375,7 +375,7 @@ def test_a_price_the_table_varies_by_the_hour_reads_the_same_at_any_hour_and_is_
     for provider, model in by_the_hour:
         seen = set()
         for Clock.hour in (1, 5, 12, 17, 20, 23):
-            seen.add(pricing.provider_prices.__wrapped__(model, provider))
+            seen.add(pricing._provider_prices.__wrapped__(model, provider, "2026-12-07"))
         dearest = max(
             calc_price(one, model_ref=model, provider_id=provider, genai_request_timestamp=at(h)).total_price
             for h in range(24)
@@ -385,5 +385,32 @@ def test_a_price_the_table_varies_by_the_hour_reads_the_same_at_any_hour_and_is_
         assert prices.input + prices.output == pytest.approx(float(dearest) * 1e6), f"{provider}:{model}"
     engine = set()
     for Clock.hour in (3, 18):
-        engine.add(pricing.lookup_prices.__wrapped__("deepseek-chat"))  # the engine's own lookup
+        engine.add(pricing._lookup_prices.__wrapped__("deepseek-chat", None, "2026-12-07"))  # the engine's lookup
     assert len(engine) == 1 and next(iter(engine)).input == pytest.approx(0.27)
+
+
+def test_a_price_memoized_before_a_change_the_table_dates_is_looked_up_again_on_that_day(tmp_path, monkeypatch):
+    """genai-prices dates price changes ahead of time (o3's price fell to a fifth on 2025-06-10). The memo on
+    disk says until when each price holds: the day the change comes, the price is looked up again, in a running
+    process and in a fresh one alike, and the new price is memoized with its own days."""
+    from agentlab import _price_cache as memo
+    from agentlab.pricing import resolve_prices
+
+    monkeypatch.setenv("AGENTLAB_CACHE", str(tmp_path))
+
+    def a_fresh_process_on(day: str) -> None:
+        monkeypatch.setattr(memo, "_memo", None)
+        monkeypatch.setattr(memo, "_built", [None, {}])
+        monkeypatch.setattr(memo, "_day", [day, float("inf")])
+
+    a_fresh_process_on("2025-06-09")
+    assert resolve_prices("o3", None).input == 10.0
+    memo._day[0] = "2025-06-10"  # the same process, the next day
+    assert resolve_prices("o3", None).input == 2.0
+    a_fresh_process_on("2025-05-01")  # the file holds the new price now: an earlier day looks up again
+    assert resolve_prices("o3", None).input == 10.0
+    a_fresh_process_on("2026-01-01")
+    assert resolve_prices("o3", None).input == 2.0
+    (entry,) = memo._memos(tmp_path / memo.FILE).values()
+    assert entry["o3"]["from"] == "2025-06-10" and entry["o3"]["until"] is None
+    assert resolve_prices("o3", None, on="2025-06-09").input == 10.0  # a call made that day, as billed then

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import warnings
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import agentlab
@@ -1260,3 +1263,48 @@ def test_a_sessions_headline_counts_the_same_input_tokens_as_its_steps():
     uncached = int(session.steps["input_tokens"].sum())
     assert sent > uncached
     assert f" · {sent:,} in ({uncached:,} uncached, " in repr(session)
+
+
+CODEX_REAL = next((FIX / "codex_real").glob("rollout-2026-05-11T11-26-55-*.jsonl"))
+ISO_MOMENT = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?Z")
+
+
+def _as_if_run(src: Path, dest: Path, model: str, started: datetime) -> Path:
+    """``src`` (a real Codex CLI rollout) as if it had run from ``started`` with ``model``: every moment in it
+    moved by the same amount, so its calls keep their spacing."""
+    text = src.read_text()
+    first = datetime.fromisoformat(ISO_MOMENT.search(text).group(0).replace("Z", "+00:00"))
+    shift = started - first
+
+    def moved(m: re.Match[str]) -> str:
+        at = datetime.fromisoformat(m.group(0).replace("Z", "+00:00")) + shift
+        return at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}Z"
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    dest.write_text(ISO_MOMENT.sub(moved, text).replace('"model":"gpt-5.5"', f'"model":"{model}"'))
+    return dest
+
+
+def test_a_recorded_call_is_priced_as_billed_on_the_day_it_was_made(tmp_path):
+    """genai-prices dates price changes: o3 cost five times as much per token before 2025-06-10. A session that ran
+    across that midnight pays the old price for the calls made before it and the new one after, as an import of
+    the same session dated wholly before or wholly after prices each call."""
+    original = load_recorded(CODEX_REAL)
+    asked = original.events[original.events["kind"] == "model_request"].set_index("step")["t"]
+    gaps = asked.diff().shift(-1)  # from each call to the next
+    last_before = int(gaps.idxmax())  # midnight falls in the widest gap: calls on both sides
+    start = datetime(2025, 6, 10, tzinfo=UTC) - timedelta(seconds=asked[last_before] + gaps[last_before] / 2)
+
+    def costs(started: datetime, name: str) -> pd.Series:
+        trace = load_recorded(_as_if_run(CODEX_REAL, tmp_path / name / CODEX_REAL.name, "o3", started))
+        return trace.steps.set_index("step")["cost"]
+
+    across = costs(start, "across")
+    old = costs(datetime(2025, 5, 1, 9, tzinfo=UTC), "old")
+    new = costs(datetime(2025, 7, 1, 9, tzinfo=UTC), "new")
+    before, after = across.index <= last_before, across.index > last_before
+    assert before.any() and after.any()
+    assert list(across[before]) == pytest.approx(list(old[before]))
+    assert list(across[after]) == pytest.approx(list(new[after]))
+    assert (old > new).all()  # the two prices differ on every call: the checks above can tell them apart
+    assert original.steps["cost"].notna().all()  # the real session (gpt-5.5, 2026) is priced as before

@@ -405,7 +405,7 @@ def load_recorded(
     report = report if report is not None else ImportReport()
     with _progress(path) as tick:
         runs = recorded_runs(path, format, report=report, progress=tick)
-        memo: dict[str, Prices | None] = {}
+        memo: dict[tuple[str, str | None], Prices | None] = {}
         traces = [Trace(build_run(r, prices=prices, redactor=redactor, price_memo=memo), None) for r in runs]
     for t in traces:
         report.audits[t.run_id] = (t.started.get("recorded") or {}).get("audit") or {}
@@ -436,7 +436,7 @@ def import_recorded(
     redactor = writer.redactor
     report = ImportReport()
     writer.dir.mkdir(parents=True, exist_ok=True)
-    memo: dict[str, Prices | None] = {}
+    memo: dict[tuple[str, str | None], Prices | None] = {}
     with _progress(path) as tick:
         for r in recorded_runs(path, format, report=report, progress=tick):
             r.run_id = name_from(r.run_id)  # the file's name comes from us, never from the content

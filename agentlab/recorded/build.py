@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -189,29 +189,38 @@ def usage_from_openai(u: dict[str, Any] | None) -> dict[str, Any] | None:
 _PREFIXES = ("anthropic/", "google/", "gemini/", "deepseek/", "openai/", "litellm/", "bedrock/", "vertex_ai/", "azure/")
 
 
-def prices_for(model: str) -> Prices | None:
-    """Prices for a recorded model id: Anthropic's table first, then OpenRouter's for a
-    routed id (``openrouter/x-ai/grok-4-fast``, ``qwen/qwen3-coder``), then any provider
-    genai-prices knows."""
+def prices_for(model: str, on: str | None = None) -> Prices | None:
+    """Prices for a recorded model id on day ``on`` (ISO; today when ``None``): Anthropic's table first, then
+    OpenRouter's for a routed id (``openrouter/x-ai/grok-4-fast``, ``qwen/qwen3-coder``), then any provider
+    genai-prices knows. A call is priced as it was billed the day it was made: the table dates its price
+    changes (o3 cost five times today's price before 2025-06-10)."""
     if not model or model == "<synthetic>":
         return None
-    found = resolve_prices(model, None)
+    found = resolve_prices(model, None, on=on)
     if found is not None:
         return found
     name = model
     if name.startswith("openrouter/"):
         name = name.removeprefix("openrouter/")
-        return provider_prices(name, "openrouter") or _plain(name.rsplit("/", 1)[-1])
+        return provider_prices(name, "openrouter", on) or _plain(name.rsplit("/", 1)[-1], on)
     for p in _PREFIXES:
         if name.startswith(p):
-            return _plain(name[len(p) :])
+            return _plain(name[len(p) :], on)
     if "/" in name:  # vendor/model: how OpenRouter names what it routes
-        return provider_prices(name, "openrouter") or _plain(name.rsplit("/", 1)[-1])
-    return _plain(name)
+        return provider_prices(name, "openrouter", on) or _plain(name.rsplit("/", 1)[-1], on)
+    return _plain(name, on)
 
 
-def _plain(name: str) -> Prices | None:
-    return resolve_prices(name, None) or provider_prices(name, None)
+def _plain(name: str, on: str | None) -> Prices | None:
+    return resolve_prices(name, None, on=on) or provider_prices(name, None, on)
+
+
+def day_of(start: float | None, offset: float | None) -> str | None:
+    """The UTC day (ISO) of a moment ``offset`` seconds after a run's start (:func:`seconds` of its
+    ``started_at``); ``None`` when the record has no start time."""
+    if start is None:
+        return None
+    return datetime.fromtimestamp(start + (offset or 0.0), UTC).date().isoformat()
 
 
 ROUTERS: dict[str, tuple[str, ...]] = {
@@ -241,13 +250,14 @@ def build_run(
     *,
     prices: Prices | dict[str, Prices] | None = None,
     redactor: Redactor | None = None,
-    price_memo: dict[str, Prices | None] | None = None,
+    price_memo: dict[tuple[str, str | None], Prices | None] | None = None,
 ) -> list[dict[str, Any]]:
     """The event records of a native trace for ``run`` (redacted like a native trace).
 
     Values ``redactor`` learns while redacting this run apply to this run only.
-    ``price_memo`` keeps the table's prices by model across the runs of one import
-    (a lookup costs a fraction of a millisecond; a folder holds hundreds of runs)."""
+    ``price_memo`` keeps the table's prices by model and day across the runs of one import
+    (a lookup costs a fraction of a millisecond; a folder holds hundreds of runs). Each call is priced on the day
+    it was made (:func:`prices_for`)."""
     # the records repeat each tool input and result: each string is redacted once
     redactor = (redactor or Redactor()).for_run(repeats=True)
     out: list[dict[str, Any]] = []
@@ -258,16 +268,18 @@ def build_run(
         seq += 1
         out.append(record(run.run_id, seq, step, round(t or 0.0, 6), kind, data))
 
-    price_cache: dict[str, Prices | None] = price_memo if price_memo is not None else {}
+    price_cache: dict[tuple[str, str | None], Prices | None] = price_memo if price_memo is not None else {}
+    start_s = seconds(run.started_at)
+    run_day = day_of(start_s, 0.0)
 
-    def price(model: str) -> Prices | None:
+    def price(model: str, day: str | None = run_day) -> Prices | None:
         if isinstance(prices, Prices):
             return prices
         if isinstance(prices, dict) and model in prices:
             return prices[model]
-        if model not in price_cache:
-            price_cache[model] = prices_for(model)
-        return price_cache[model]
+        if (model, day) not in price_cache:
+            price_cache[model, day] = prices_for(model, day)
+        return price_cache[model, day]
 
     run_prices = price(run.model)
     unpriced: Counter[str] = Counter()
@@ -315,7 +327,7 @@ def build_run(
         # the record knows the input exactly, so it is also the "estimate" a what-if's cost guard reads
         context = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
         emit(EventKind.MODEL_REQUEST, k, t_req, max_tokens=start["max_tokens"], estimated_input_tokens=context)
-        p = price(s.model)
+        p = price(s.model, day_of(start_s, s.requested_at))
         cost: float | None
         if p is None:
             cost = spent = None
