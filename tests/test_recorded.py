@@ -1308,3 +1308,24 @@ def test_a_recorded_call_is_priced_as_billed_on_the_day_it_was_made(tmp_path):
     assert list(across[after]) == pytest.approx(list(new[after]))
     assert (old > new).all()  # the two prices differ on every call: the checks above can tell them apart
     assert original.steps["cost"].notna().all()  # the real session (gpt-5.5, 2026) is priced as before
+
+
+def test_a_call_dated_past_any_calendar_is_priced_at_todays_rates_not_a_crash():
+    """A hostile record: its start on the last day of year 9999, a call 10^12 s after it and one at NaN."""
+    from agentlab.pricing import lookup_prices
+    from agentlab.recorded.build import RecordedRun, RecordedStep, build_run
+
+    usage = {"input_tokens": 1000, "output_tokens": 100, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    steps = [RecordedStep([{"type": "text", "text": "ok"}], usage, "o3", requested_at=t) for t in (1e12, math.nan)]
+    run = RecordedRun(
+        "far",
+        "generated",
+        "test",
+        [{"role": "user", "content": "Go."}],
+        steps,
+        model="o3",
+        started_at="9999-12-31T23:59:59Z",
+    )
+    trace = Trace(build_run(run), None)
+    today = lookup_prices("o3")
+    assert list(trace.steps["cost"]) == pytest.approx([(1000 * today.input + 100 * today.output) / 1e6] * 2)

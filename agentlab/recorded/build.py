@@ -217,10 +217,14 @@ def _plain(name: str, on: str | None) -> Prices | None:
 
 def day_of(start: float | None, offset: float | None) -> str | None:
     """The UTC day (ISO) of a moment ``offset`` seconds after a run's start (:func:`seconds` of its
-    ``started_at``); ``None`` when the record has no start time."""
+    ``started_at``); ``None`` when the record has no start time, or none a calendar holds (a hostile file's year
+    99999, a NaN offset): priced at today's rates then, like a record without one."""
     if start is None:
         return None
-    return datetime.fromtimestamp(start + (offset or 0.0), UTC).date().isoformat()
+    try:
+        return datetime.fromtimestamp(start + (offset or 0.0), UTC).date().isoformat()
+    except (OverflowError, ValueError, OSError):
+        return None
 
 
 ROUTERS: dict[str, tuple[str, ...]] = {
