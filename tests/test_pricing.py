@@ -377,9 +377,11 @@ def test_a_price_the_table_varies_by_the_hour_reads_the_same_at_any_hour_and_is_
         seen = set()
         for Clock.hour in (1, 5, 12, 17, 20, 23):
             seen.add(pricing._provider_prices.__wrapped__(model, provider, "2026-12-07"))
-        dearest = max(
-            calc_price(one, model_ref=model, provider_id=provider, genai_request_timestamp=at(h)).total_price
-            for h in range(24)
+        dearest = max(  # every minute of the day
+            calc_price(
+                one, model_ref=model, provider_id=provider, genai_request_timestamp=at(0) + dt.timedelta(minutes=m)
+            ).total_price
+            for m in range(24 * 60)
         )
         assert len(seen) == 1, f"{provider}:{model} reads {len(seen)} prices through the day: {seen}"
         (prices,) = seen
