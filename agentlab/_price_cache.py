@@ -84,6 +84,8 @@ Window = tuple[str | None, str | None]
 to its next one after (ISO dates, ``None`` open-ended). genai-prices dates some changes ahead of time."""
 
 
+_EVERY_DAY: Window = (None, None)
+
 _day: list[Any] = ["", 0.0]
 """Today (ISO) and the moment it ends (epoch seconds): the engine asks for a price on every reply."""
 
@@ -119,10 +121,10 @@ def window_of(
     if _built[0] is not _memo:  # objects built from another memo (or none yet): start again
         _built[:] = [_memo, {}]
     objects, models = _built[1], _memo["models"]
-    day = today()
     built = objects.get((cls, model_id))
-    if built is not None and holds(built[1], day):
-        return built
+    if built is not None and (built[1] == _EVERY_DAY or holds(built[1], today())):
+        return built  # a price the table never changes needs no date: the engine asks on every reply
+    day = today()
     entry = models.get(model_id)
     if isinstance(entry, dict) and "value" in entry and holds((entry.get("from"), entry.get("until")), day):
         value = entry["value"]
@@ -130,7 +132,7 @@ def window_of(
         objects[cls, model_id] = built  # frozen: one object serves every reply
         return built
     found = lookup(model_id)
-    held = window(model_id) if window is not None else (None, None)
+    held = window(model_id) if window is not None else _EVERY_DAY
     models[model_id] = {
         "value": None if found is None else dataclasses.asdict(found),
         "from": held[0],

@@ -448,11 +448,12 @@ def _lookup_prices(model_id: str, platform: str | None, on: str) -> Prices | Non
     return replace(found, variants=variants or None)
 
 
-def price_window(model_id: str, platform: str | None = None) -> tuple[str | None, str | None]:
+def _price_window(model_id: str, platform: str | None = None) -> tuple[str | None, str | None]:
     """The days today's price of ``model_id`` holds: from the table's last price change on or before today to
     its next one after (ISO dates; ``None`` where there is none)."""
-    calc = _find(model_id, platform, None)
-    return (None, None) if calc is None else _window(calc, today())
+    day = today()
+    calc = _find(model_id, platform, day)
+    return (None, None) if calc is None else _window(calc, day)
 
 
 def _window(calc: Any, day: str) -> tuple[str | None, str | None]:
@@ -466,9 +467,11 @@ def _window(calc: Any, day: str) -> tuple[str | None, str | None]:
     return (before[-1] if before else None, after[0] if after else None)
 
 
-def _find(model_id: str, platform: str | None, on: str | None) -> Any:
-    """genai-prices' calculation for ``model_id`` on day ``on`` (today when ``None``), where :func:`lookup_prices`
-    looks: the platform's table, else :data:`PROVIDERS` in order; ``None`` when no table knows it."""
+@lru_cache(maxsize=256)
+def _find(model_id: str, platform: str | None, on: str) -> Any:
+    """genai-prices' calculation for ``model_id`` on day ``on`` (ISO), where :func:`lookup_prices` looks: the
+    platform's table, else :data:`PROVIDERS` in order; ``None`` when no table knows it. Cached: a memo's miss asks
+    for the price and then for the days it holds, one calculation."""
     for provider in (platform,) if platform else PROVIDERS:
         for ref in (model_id, FALLBACK_ALIASES.get(model_id) if provider == "anthropic" else None):
             if ref is None:
@@ -571,9 +574,9 @@ def _provider_prices(model_ref: str, provider_id: str | None, on: str) -> Prices
     return _from_model_price(calc.model_price)
 
 
-def _calc_at_any_hour(model_ref: str, provider_id: str | None, on: str | None = None) -> Any:
-    """genai-prices' price of one input and one output token of ``model_ref`` on day ``on`` (ISO; today when
-    ``None``), the same whatever the hour.
+def _calc_at_any_hour(model_ref: str, provider_id: str | None, on: str) -> Any:
+    """genai-prices' price of one input and one output token of ``model_ref`` on day ``on`` (ISO), the same
+    whatever the hour.
 
     The table prices a few models by the time of day (DeepSeek's off-peak discount, half price from 16:30 to 00:30
     UTC), and a lookup without a time is priced at the moment it runs: the same recorded run read 2x dearer at noon
@@ -587,7 +590,7 @@ def _calc_at_any_hour(model_ref: str, provider_id: str | None, on: str | None = 
     from genai_prices import calc_price
 
     one = GUsage(input_tokens=1, output_tokens=1)
-    day = date.fromisoformat(on or today())
+    day = date.fromisoformat(on)
     calc = calc_price(
         one, model_ref=model_ref, provider_id=provider_id, genai_request_timestamp=datetime.combine(day, time(12), UTC)
     )
@@ -626,13 +629,13 @@ def resolve_prices(
     if platform and platform != "anthropic":
         key = f"{platform}:{model_id}"
         on_platform, held = window_of(
-            key, Prices, lambda _: lookup_prices(model_id, platform), lambda _: price_window(model_id, platform)
+            key, Prices, lambda _: lookup_prices(model_id, platform), lambda _: _price_window(model_id, platform)
         )
         if on is not None and not holds(held, on):
             on_platform = lookup_prices(model_id, platform, on)
         if on_platform is not None:
             return on_platform
-    found, held = window_of(model_id, Prices, lookup_prices, price_window)
+    found, held = window_of(model_id, Prices, lookup_prices, _price_window)
     if on is not None and not holds(held, on):
         return lookup_prices(model_id, None, on)
     return found
